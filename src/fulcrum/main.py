@@ -1,0 +1,19 @@
+"""``fulcrum``: the privileged launcher's command line."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from valis_cli.dispatch import build_parser, dispatch, exit_with
+
+# Command modules, in the order `fulcrum --help` lists them. Add one line per command.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
+def run(argv: Sequence[str]) -> int:
+    parser = build_parser("fulcrum", "The privileged launcher of a valis unit.", COMMAND_MODULES)
+    return dispatch(parser, argv)
+
+
+def main() -> None:
+    exit_with("fulcrum", run)

@@ -1,0 +1,1 @@
+"""The thin ``valis`` entry point: argv to a library call to an exit code."""

@@ -1,0 +1,44 @@
+"""What the ``valis`` and ``fulcrum`` entry points share: subcommand discovery and the
+rule that an operator error becomes one line on stderr and a non-zero exit.
+
+Each command lives in its own module exposing ``register(subparsers)``; the module sets
+``handler`` on its parser (``set_defaults(handler=...)``), a callable taking the parsed
+namespace and returning the exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn, cast
+
+from valis_core.errors import ValisError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def build_parser(prog: str, description: str, modules: Sequence[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in modules:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def dispatch(parser: argparse.ArgumentParser, argv: Sequence[str]) -> int:
+    args = parser.parse_args(list(argv))
+    return cast(Handler, args.handler)(args)
+
+
+def exit_with(prog: str, run: Callable[[Sequence[str]], int]) -> NoReturn:
+    """Run ``run(sys.argv[1:])`` and exit; a ``ValisError`` is one stderr line, status 1."""
+    try:
+        status = run(sys.argv[1:])
+    except ValisError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        status = 1
+    except KeyboardInterrupt:
+        status = 130
+    sys.exit(status)

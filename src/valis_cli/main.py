@@ -1,0 +1,20 @@
+"""``valis``: the node's command line."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from valis_cli.dispatch import build_parser, dispatch, exit_with
+
+# Command modules, in the order `valis --help` lists them. Add one line per command.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
+def run(argv: Sequence[str]) -> int:
+    """Run one invocation; return its exit status."""
+    parser = build_parser("valis", "An authoritative DNS origin node.", COMMAND_MODULES)
+    return dispatch(parser, argv)
+
+
+def main() -> None:
+    exit_with("valis", run)

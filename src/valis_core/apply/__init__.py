@@ -1,0 +1,1 @@
+"""Delivery staging and unit control."""

@@ -1,0 +1,1 @@
+"""The authoritative DNS engine: zone index, answering, serve loops."""

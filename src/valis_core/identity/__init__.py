@@ -1,0 +1,1 @@
+"""Custody of the node's owner Ed25519 identity."""

@@ -1,0 +1,1 @@
+"""Operator state in PostgreSQL: schema, fence, zone source, site facts."""

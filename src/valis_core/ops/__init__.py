@@ -1,0 +1,1 @@
+"""Operator verbs: assess, condense, backup."""

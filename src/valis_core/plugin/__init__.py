@@ -1,0 +1,1 @@
+"""Modules: the entry-point group valis.modules and their condensing."""

@@ -1,0 +1,1 @@
+"""The node's durable store: manifest and store head."""
