@@ -1,0 +1,125 @@
+"""The atomic writer: a file appears whole with its final mode, or not at all."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from valis_core.atomic import create_exclusive, write_atomic
+
+payloads = st.binary(max_size=4096)
+modes = st.sampled_from([0o600, 0o640, 0o644, 0o400, 0o444, 0o660])
+
+
+@contextmanager
+def scratch() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory() as name:
+        yield Path(name)
+
+
+@contextmanager
+def umask(mask: int) -> Iterator[None]:
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        entry.name: (entry.read_bytes(), stat.S_IMODE(entry.stat().st_mode))
+        for entry in directory.iterdir()
+    }
+
+
+@settings(max_examples=40)
+@given(data=payloads, mode=modes, mask=st.sampled_from([0o022, 0o077, 0o777]))
+def test_written_file_holds_the_bytes_and_exactly_the_mode_whatever_the_umask(
+    data: bytes, mode: int, mask: int
+) -> None:
+    with scratch() as d, umask(mask):
+        write_atomic(d / "f", data, mode=mode)
+        assert snapshot(d) == {"f": (data, mode)}
+
+
+@settings(max_examples=40)
+@given(old=payloads, new=payloads, old_mode=modes, new_mode=modes)
+def test_rewrite_replaces_bytes_and_mode_and_leaves_no_temporary_file(
+    old: bytes, new: bytes, old_mode: int, new_mode: int
+) -> None:
+    with scratch() as d:
+        write_atomic(d / "f", old, mode=old_mode)
+        write_atomic(d / "f", new, mode=new_mode)
+        assert snapshot(d) == {"f": (new, new_mode)}
+
+
+@settings(max_examples=20)
+@given(old=payloads, new=payloads)
+def test_a_failed_write_removes_its_temporary_file_and_leaves_the_target_untouched(
+    old: bytes, new: bytes
+) -> None:
+    with scratch() as d:
+        write_atomic(d / "f", old, mode=0o640)
+        before = snapshot(d)
+        failure = OSError(5, "Input/output error")
+        with (
+            mock.patch.object(os, "fsync", side_effect=failure),
+            pytest.raises(OSError, match="Input/output"),
+        ):
+            write_atomic(d / "f", new, mode=0o644)
+        assert snapshot(d) == before
+
+
+def test_a_write_onto_a_directory_fails_and_leaves_the_directory_as_it_was() -> None:
+    with scratch() as d:
+        (d / "sub").mkdir()
+        (d / "other").write_bytes(b"x")
+        before = sorted(p.name for p in d.iterdir())
+        with pytest.raises(IsADirectoryError):
+            write_atomic(d / "sub", b"data")
+        assert sorted(p.name for p in d.iterdir()) == before
+        assert (d / "sub").is_dir()
+
+
+def test_a_write_into_a_missing_directory_fails_and_creates_nothing() -> None:
+    with scratch() as d:
+        with pytest.raises(FileNotFoundError):
+            write_atomic(d / "missing" / "f", b"data")
+        assert list(d.iterdir()) == []
+
+
+@settings(max_examples=30)
+@given(first=payloads, second=payloads, mode=modes)
+def test_exclusive_create_never_replaces_an_existing_file(
+    first: bytes, second: bytes, mode: int
+) -> None:
+    with scratch() as d:
+        create_exclusive(d / "k", first, mode=mode)
+        with pytest.raises(FileExistsError):
+            create_exclusive(d / "k", second, mode=0o600)
+        assert snapshot(d) == {"k": (first, mode)}
+
+
+def test_exclusive_create_refuses_a_name_held_by_a_dangling_symlink() -> None:
+    with scratch() as d:
+        (d / "k").symlink_to(d / "nowhere")
+        with pytest.raises(FileExistsError):
+            create_exclusive(d / "k", b"seed")
+        assert not (d / "nowhere").exists()
+        assert sorted(p.name for p in d.iterdir()) == ["k"]
+
+
+def test_exclusive_create_gives_the_mode_from_the_start_under_a_restrictive_umask() -> None:
+    with scratch() as d, umask(0o777):
+        create_exclusive(d / "k", b"seed", mode=0o600)
+        assert snapshot(d) == {"k": (b"seed", 0o600)}
