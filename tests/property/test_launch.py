@@ -209,6 +209,11 @@ def test_a_stray_positional_token_is_refused(token: str) -> None:
     assert_refused([token, "--resident"], None, token)
 
 
+def test_an_unknown_flag_written_name_equals_value_carries_its_own_value() -> None:
+    assert parse_launch_argv(["--retired=1", "--resident"]) == LaunchRecord(resident=True)
+    assert_refused(["--retired=1", "stray"], None, "stray")
+
+
 def test_a_relative_control_socket_is_refused() -> None:
     assert_refused(["--control-socket", "run/valis.sock"], "--control-socket", "run/valis.sock")
 

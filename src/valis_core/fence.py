@@ -1,0 +1,156 @@
+"""The single-writer instance fence: its states and every transition it allows.
+
+Two instances sharing one operator-state database see each other only through the
+one-row fence. It projects the store generation and only ever moves forward:
+
+- ``seed_instance_fence`` lays the fence at the genesis epoch 0 when there is none and
+  leaves an existing fence exactly as it is (re-running bring-up is safe);
+- ``claim_instance_fence`` takes a higher generation (condense: evacuate or restore),
+  or re-claims the current generation as a no-op when its holder asks again;
+- ``assert_fence_touch`` runs inside every mutating transaction and lets through only
+  a writer at the fence's own generation.
+
+Every rule about how the fence may change lives in this module, written as the tables
+``CLAIM_TRANSITIONS`` and ``TOUCH_TRANSITIONS``; the SQL side
+(``valis_core.operator_state.fence``) applies these functions to the stored row rather
+than restating them.
+
+A writer *ahead* of the fence (a generation higher than the stored one) is refused as
+well as a superseded one: only a claim advances the fence, so a writer that never
+claimed its generation has no standing to write under it.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from valis_core.errors import ValisError
+
+GENESIS_GENERATION = 0
+#: Generations are stored as PostgreSQL bigint.
+MAX_GENERATION = 2**63 - 1
+
+_REMEDY = "only condense (evacuate/restore) claims the fence; a restart never takes it back"
+
+
+def _non_negative(_: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if type(value) is not int or not GENESIS_GENERATION <= value <= MAX_GENERATION:
+        raise ValueError(f"fence {attribute.name} must be an integer 0..{MAX_GENERATION}")
+
+
+def _non_empty(_: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if type(value) is not str or not value:
+        raise ValueError(f"fence {attribute.name} must be a non-empty string: {value!r}")
+
+
+@attrs.frozen
+class FenceState:
+    """The fence row: the generation that may write, and the instance that claimed it."""
+
+    generation: int = attrs.field(validator=_non_negative)
+    holder: str = attrs.field(validator=_non_empty)
+
+
+class StaleClaim(ValisError):
+    """A claim that would not move the fence forward (and is not its holder's re-claim)."""
+
+    def __init__(self, current: FenceState, generation: int, holder: str) -> None:
+        self.current = current
+        self.generation = generation
+        self.holder = holder
+        if generation == current.generation:
+            why = f"generation {generation} is already held by {current.holder!r}"
+        else:
+            why = (
+                f"generation {generation} is below the fence at generation "
+                f"{current.generation} held by {current.holder!r}"
+            )
+        super().__init__(
+            f"instance fence: claim by {holder!r} refused: {why}; claim a generation above "
+            f"{current.generation} — {_REMEDY}"
+        )
+
+
+class FencedOut(ValisError):
+    """A writer whose generation is not the fence's: it must write nothing and stop."""
+
+    def __init__(self, current: FenceState, writer_generation: int) -> None:
+        self.current = current
+        self.writer_generation = writer_generation
+        if writer_generation < current.generation:
+            why = "was superseded"
+        else:
+            why = "is ahead of the fence and never claimed that generation"
+        super().__init__(
+            f"instance fence: writer at generation {writer_generation} is fenced out: the "
+            f"fence stands at generation {current.generation} held by {current.holder!r} "
+            f"and this writer {why}; it wrote nothing and must stop — {_REMEDY}"
+        )
+
+
+class Order(enum.Enum):
+    """Where a requested generation stands relative to the fence's."""
+
+    BELOW = "below"
+    EQUAL = "equal"
+    ABOVE = "above"
+
+
+def _order(requested: int, current: int) -> Order:
+    if requested < current:
+        return Order.BELOW
+    if requested > current:
+        return Order.ABOVE
+    return Order.EQUAL
+
+
+class Outcome(enum.Enum):
+    """What a transition does to the fence."""
+
+    ADVANCE = "advance"  # the fence moves to the requested generation and holder
+    KEEP = "keep"  # the fence stays as it is and the request succeeds
+    STALE = "stale"  # refused with StaleClaim
+    FENCED_OUT = "fenced out"  # refused with FencedOut
+
+
+#: claim_instance_fence: (requested vs fence generation, same holder?) -> outcome
+CLAIM_TRANSITIONS: dict[tuple[Order, bool], Outcome] = {
+    (Order.ABOVE, True): Outcome.ADVANCE,
+    (Order.ABOVE, False): Outcome.ADVANCE,
+    (Order.EQUAL, True): Outcome.KEEP,
+    (Order.EQUAL, False): Outcome.STALE,
+    (Order.BELOW, True): Outcome.STALE,
+    (Order.BELOW, False): Outcome.STALE,
+}
+
+#: assert_fence_touch: writer vs fence generation -> outcome
+TOUCH_TRANSITIONS: dict[Order, Outcome] = {
+    Order.BELOW: Outcome.FENCED_OUT,
+    Order.EQUAL: Outcome.KEEP,
+    Order.ABOVE: Outcome.FENCED_OUT,
+}
+
+
+def seed_instance_fence(current: FenceState | None, holder: str) -> FenceState:
+    """The fence after seeding: genesis epoch 0 when absent, otherwise unchanged."""
+    if current is not None:
+        return current
+    return FenceState(generation=GENESIS_GENERATION, holder=holder)
+
+
+def claim_instance_fence(current: FenceState, generation: int, holder: str) -> FenceState:
+    """The fence after ``holder`` claims ``generation``; raises ``StaleClaim`` if refused."""
+    outcome = CLAIM_TRANSITIONS[(_order(generation, current.generation), holder == current.holder)]
+    if outcome is Outcome.ADVANCE:
+        return FenceState(generation=generation, holder=holder)
+    if outcome is Outcome.KEEP:
+        return current
+    raise StaleClaim(current, generation, holder)
+
+
+def assert_fence_touch(current: FenceState, writer_generation: int) -> None:
+    """Let a writer at the fence's generation through; raise ``FencedOut`` otherwise."""
+    if TOUCH_TRANSITIONS[_order(writer_generation, current.generation)] is not Outcome.KEEP:
+        raise FencedOut(current, writer_generation)
