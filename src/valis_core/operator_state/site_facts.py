@@ -1,0 +1,209 @@
+"""Site facts: the node's environment file, its first-boot seed.
+
+Rendered off the node, staged onto it, read once by the node into its configuration
+store. The format is a systemd ``EnvironmentFile=``: one ``VALIS_*="value"`` line per
+fact, in sorted key order, after one header comment. Every value is double-quoted and
+inside the quotes exactly the four characters ``\\ " $ ``` `` are backslash-escaped; that
+is the one quoting systemd's parser reads the same way for every value (spaces, quotes,
+``$``, backslashes, leading or trailing blanks) and which ``parse_site_facts`` inverts
+exactly. A value may not hold a control character (newline and NUL among them): systemd
+would split or truncate it.
+
+``VALIS_SERVED_ZONES`` is a comma-separated list of zone names with no blanks, e.g.
+``example.org.,example.net.``; ``served_zones`` splits it.
+
+The file is written mode 0640: it is the node's configuration (the operator-state DSN
+names the database, its socket and its role; under peer authentication it holds no
+password, but it is still no business of other accounts). Group read lets the operator
+hand it to the run group; systemd reads it as root either way.
+
+A refusal happens before anything touches the disk, and the write itself is atomic, so
+a refused render leaves no file, no temporary file, and any previous file untouched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from valis_core.atomic import write_atomic
+from valis_core.errors import ValisError
+
+REQUIRED_KEYS: frozenset[str] = frozenset(
+    {"VALIS_NODE_NAME", "VALIS_LOCATION", "VALIS_OPERATOR_STATE_DSN", "VALIS_SERVED_ZONES"}
+)
+OPTIONAL_KEYS: frozenset[str] = frozenset({"VALIS_SERVED_DOMAIN", "VALIS_LOG_LEVEL"})
+KNOWN_KEYS: frozenset[str] = REQUIRED_KEYS | OPTIONAL_KEYS
+
+DEVELOPMENT_LISTENER_KEY = "VALIS_REPL_PORT"
+LOG_LEVELS: frozenset[str] = frozenset({"debug", "info", "warning", "error", "critical"})
+SITE_FACTS_MODE = 0o640
+
+HEADER = "# valis site facts: the node's first-boot seed. Rendered; do not edit by hand."
+
+_ESCAPED = frozenset('\\"$`')
+_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BARE_VALUE_RE = re.compile(r"[^\s'\"\\]+")
+_LINE_BREAK_RE = re.compile(r"[\r\n]")
+
+
+class SiteFactsError(ValisError):
+    """Site facts that cannot be rendered, parsed or written as given."""
+
+
+class IncompleteSiteFacts(SiteFactsError):
+    """A site-facts set missing required keys; names every one of them."""
+
+    def __init__(self, missing: frozenset[str]) -> None:
+        self.missing = missing
+        names = ", ".join(sorted(missing))
+        super().__init__(
+            f"site facts: refusing a partial set; missing {names} "
+            "(supply every required key; nothing was written)"
+        )
+
+
+def check_site_facts(facts: Mapping[str, str]) -> None:
+    """Raise a ``SiteFactsError`` unless ``facts`` is a complete, renderable set."""
+    if DEVELOPMENT_LISTENER_KEY in facts:
+        raise SiteFactsError(
+            f"site facts: {DEVELOPMENT_LISTENER_KEY} is the development listener and is "
+            "never provisioned; remove it (set it by hand on a development host only)"
+        )
+    unknown = sorted(key for key in facts if key not in KNOWN_KEYS)
+    if unknown:
+        raise SiteFactsError(
+            f"site facts: unknown key(s) {', '.join(unknown)}; the known keys are "
+            f"{', '.join(sorted(KNOWN_KEYS))}"
+        )
+    missing = REQUIRED_KEYS - facts.keys()
+    if missing:
+        raise IncompleteSiteFacts(frozenset(missing))
+    for key in sorted(facts):
+        _check_value(key, facts[key])
+
+
+def render_site_facts(facts: Mapping[str, str]) -> str:
+    """Render a complete set of site facts as a systemd environment file."""
+    check_site_facts(facts)
+    lines = [HEADER]
+    lines.extend(f"{key}={_quote(facts[key])}" for key in sorted(facts))
+    return "\n".join(lines) + "\n"
+
+
+def parse_site_facts(text: str) -> dict[str, str]:
+    """Read an environment file back into facts; the inverse of ``render_site_facts``.
+
+    Besides the rendered form it reads what an operator may write by hand and systemd
+    reads identically: blank lines, ``#``/``;`` comment lines, single-quoted values and
+    bare values without blanks, quotes or backslashes.
+    """
+    facts: dict[str, str] = {}
+    for number, raw in enumerate(_LINE_BREAK_RE.split(text), start=1):
+        line = raw.strip(" \t")
+        if line[:1] in ("#", ";") and line.endswith("\\"):
+            # Older systemd continues such a comment onto the next line; newer does not.
+            raise SiteFactsError(f"site facts line {number}: a comment ends in a backslash")
+        if not line or line[0] in "#;":
+            continue
+        key, sep, rest = line.partition("=")
+        key = key.rstrip(" \t")
+        if not sep or not _KEY_RE.fullmatch(key):
+            raise SiteFactsError(f"site facts line {number}: expected KEY=value, got {raw!r}")
+        if key in facts:
+            raise SiteFactsError(f"site facts line {number}: {key} is given twice")
+        facts[key] = _unquote(rest.strip(" \t"), key, number)
+    check_site_facts(facts)
+    return facts
+
+
+def write_site_facts(path: Path, facts: Mapping[str, str], *, mode: int = SITE_FACTS_MODE) -> None:
+    """Render ``facts`` and write them to ``path`` atomically; refuse before touching disk."""
+    data = render_site_facts(facts).encode("utf-8")
+    try:
+        write_atomic(path, data, mode=mode)
+    except OSError as exc:
+        raise SiteFactsError(
+            f"site facts: cannot write {path}: {exc.strerror or exc} "
+            "(check the directory exists and is writable)"
+        ) from exc
+
+
+def served_zones(facts: Mapping[str, str]) -> tuple[str, ...]:
+    """The zone names of ``VALIS_SERVED_ZONES``, in the order given."""
+    return tuple(facts["VALIS_SERVED_ZONES"].split(","))
+
+
+def _check_value(key: str, value: str) -> None:
+    if not isinstance(value, str):
+        raise SiteFactsError(f"site facts: {key} must be a string, got {type(value).__name__}")
+    if value == "":
+        raise SiteFactsError(f"site facts: {key} is empty; give it a value or leave it out")
+    if "\n" in value or "\r" in value:
+        raise SiteFactsError(f"site facts: {key} holds a line break; a value is one line")
+    if "\0" in value:
+        raise SiteFactsError(f"site facts: {key} holds a NUL byte; remove it")
+    bad = next((c for c in value if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if bad is not None:
+        raise SiteFactsError(f"site facts: {key} holds control character {bad!r}; remove it")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise SiteFactsError(f"site facts: {key} is not valid UTF-8 text") from exc
+    if key == "VALIS_SERVED_ZONES":
+        for zone in value.split(","):
+            if zone == "" or any(c.isspace() for c in zone):
+                raise SiteFactsError(
+                    f"site facts: VALIS_SERVED_ZONES must be zone names joined by commas "
+                    f"with no blanks or empty entries, got {value!r}"
+                )
+    if key == "VALIS_LOG_LEVEL" and value.lower() not in LOG_LEVELS:
+        raise SiteFactsError(
+            f"site facts: VALIS_LOG_LEVEL {value!r} is not one of "
+            f"{', '.join(sorted(LOG_LEVELS))}"
+        )
+
+
+def _quote(value: str) -> str:
+    return '"' + "".join("\\" + c if c in _ESCAPED else c for c in value) + '"'
+
+
+def _unquote(text: str, key: str, number: int) -> str:
+    if text[:1] == '"':
+        return _unquote_double(text, key, number)
+    if text[:1] == "'":
+        end = text.find("'", 1)
+        if end != len(text) - 1:
+            raise SiteFactsError(
+                f"site facts line {number}: {key} has an unterminated or trailing quote"
+            )
+        return text[1:end]
+    if text == "" or _BARE_VALUE_RE.fullmatch(text):
+        return text
+    raise SiteFactsError(
+        f"site facts line {number}: {key}'s value has blanks, quotes or backslashes; "
+        'double-quote it, escaping \\ " $ ` with a backslash'
+    )
+
+
+def _unquote_double(text: str, key: str, number: int) -> str:
+    out: list[str] = []
+    i = 1
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            if i != len(text) - 1:
+                raise SiteFactsError(
+                    f"site facts line {number}: {key} has text after its closing quote"
+                )
+            return "".join(out)
+        if c == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            # systemd drops the backslash only before these four; elsewhere it stays.
+            out.append(nxt if nxt in _ESCAPED else c + nxt)
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    raise SiteFactsError(f"site facts line {number}: {key} has an unterminated double quote")
