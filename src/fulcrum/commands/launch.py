@@ -1,0 +1,52 @@
+"""``fulcrum launch --config PATH``: run the unit until it is stopped or its resident exits.
+
+The exit status is 0 for a stop carried out (SIGTERM/SIGINT forwarded and obeyed),
+otherwise the resident's own (``128 + n`` for a death by signal ``n``), and 1 when a
+bring-up stage fails. ``VALIS_*`` variables, ``NOTIFY_SOCKET`` and systemd's unit
+directories in fulcrum's environment are passed on to the resident; nothing else is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from fulcrum.launch import STOP_TIMEOUT, launch, read_config
+from valis_core.launcher_config import DEFAULT_PATH
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "launch",
+        help="prepare the unit's netns, bind :53, run and supervise the resident",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=DEFAULT_PATH,
+        help=f"launcher config (default {DEFAULT_PATH})",
+    )
+    parser.add_argument(
+        "--stop-timeout",
+        type=float,
+        default=STOP_TIMEOUT,
+        metavar="SECONDS",
+        help=f"how long the resident gets to stop before SIGKILL (default {STOP_TIMEOUT:g})",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("fulcrum: %(message)s"))
+    logger = logging.getLogger("fulcrum")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    cfg = read_config(args.config)
+    return launch(cfg, os.environ, stop_timeout=args.stop_timeout)

@@ -1,0 +1,147 @@
+"""``fulcrum launch``: prepare the unit, exec the resident, supervise it, tear down.
+
+Bring-up, in order: the netns with its public surface (a stale one from a killed run is
+reclaimed first), the default-deny firewall, the privileged binds. Then the resident is
+started across the exec chain holding exactly the bound descriptors, and supervised.
+Teardown is the same list in reverse — sockets closed, firewall table removed, NIC
+returned or child link deleted, netns deleted — and it runs whether the resident was
+stopped, crashed, or a bring-up stage failed.
+"""
+
+from __future__ import annotations
+
+import grp
+import logging
+import os
+import pwd
+import shutil
+from collections.abc import Mapping
+from contextlib import ExitStack
+from pathlib import Path
+
+from fulcrum import firewall, netns
+from fulcrum.bind import UnitSockets, bind_unit_sockets
+from fulcrum.errors import LauncherError
+from fulcrum.exec_chain import (
+    RUN_ACCOUNT,
+    build_resident_argv,
+    launch_record,
+    resident_environment,
+)
+from fulcrum.supervise import StopLatch, run_resident
+from valis_core.launch import LaunchRecord
+from valis_core.launcher_config import (
+    DEFAULT_PATH,
+    LauncherConfig,
+    LauncherConfigError,
+    firewall_accept_set,
+    parse_launcher_config,
+)
+
+log = logging.getLogger(__name__)
+
+#: How long the resident gets to stop after the forwarded signal before SIGKILL.
+STOP_TIMEOUT = 20.0
+REQUIRED_TOOLS: tuple[str, ...] = ("ip", "setpriv", "env", "nsenter", "nft")
+
+
+def read_config(path: Path = DEFAULT_PATH) -> LauncherConfig:
+    """Read and validate the launcher config; every refusal names the file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LauncherError(
+            f"launcher config {path} does not exist; provision it with "
+            f"`fulcrum config produce --out {path} ...`"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LauncherError(f"launcher config {path} cannot be read: {exc}") from None
+    try:
+        return parse_launcher_config(text)
+    except LauncherConfigError as exc:
+        raise LauncherError(f"{path}: {exc}") from exc
+
+
+def launch(
+    cfg: LauncherConfig, environ: Mapping[str, str], *, stop_timeout: float = STOP_TIMEOUT
+) -> int:
+    """Run one unit from bring-up to teardown; return fulcrum's exit status."""
+    preflight(cfg)
+    with StopLatch() as latch, ExitStack() as undo:
+        netns.bring_up(cfg)
+        undo.callback(netns.tear_down, cfg.netns_name)
+        firewall.apply_ruleset(cfg.netns_name, firewall_accept_set(cfg))
+        undo.callback(firewall.remove_ruleset, cfg.netns_name)
+        sockets = bind_unit_sockets(
+            cfg.netns_name, cfg.unit_ip, edge_port=cfg.edge_port, owner_port=cfg.owner_port
+        )
+        undo.callback(sockets.close)
+        argv = build_resident_argv(cfg, _record(cfg, sockets), resident_environment(environ))
+        log.info("unit %s up on %s; starting the resident", cfg.netns_name, cfg.unit_ip)
+
+        def spawned(pid: int) -> None:
+            # The resident holds the descriptors now; fulcrum's copies would only keep
+            # the ports bound after the resident is gone.
+            sockets.close()
+            log.info("resident running as pid %d", pid)
+
+        outcome = run_resident(
+            argv, sockets.fds(), stop_timeout=stop_timeout, latch=latch, on_spawn=spawned
+        )
+        if outcome is None:
+            log.info("stop asked for before the resident started; tearing the unit down")
+            return 0
+        report = log.info if outcome.stop_signal is not None else log.error
+        report("%s; tearing the unit down", outcome.describe())
+        return outcome.exit_status
+
+
+def preflight(cfg: LauncherConfig) -> None:
+    """Refuse early, before touching the host, what would fail later in the exec chain."""
+    if os.geteuid() != 0:
+        raise LauncherError(
+            "fulcrum must run as root: it creates the netns, moves the NIC and binds :53"
+        )
+    missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
+    if missing:
+        raise LauncherError(
+            f"{', '.join(missing)} not found on PATH; install iproute2, util-linux, "
+            "coreutils and nftables"
+        )
+    _check_account(cfg)
+    program = cfg.valis_command[0]
+    if not os.path.isfile(program):
+        raise LauncherError(
+            f"valis-command program {program} does not exist; stage the resident there "
+            "or fix valis-command in the launcher config"
+        )
+
+
+def _check_account(cfg: LauncherConfig) -> None:
+    remedy = (
+        "create it (useradd --system --user-group --no-create-home "
+        "--shell /usr/sbin/nologin valis) or pin existing ids with valis-uid/valis-gid"
+    )
+    try:
+        if cfg.valis_uid is None:
+            pwd.getpwnam(RUN_ACCOUNT)
+        else:
+            pwd.getpwuid(cfg.valis_uid)  # --init-groups needs the account by number too
+    except KeyError:
+        who = RUN_ACCOUNT if cfg.valis_uid is None else f"uid {cfg.valis_uid}"
+        raise LauncherError(f"run account {who} does not exist; {remedy}") from None
+    if cfg.valis_gid is None:
+        try:
+            grp.getgrnam(RUN_ACCOUNT)
+        except KeyError:
+            raise LauncherError(f"run group {RUN_ACCOUNT} does not exist; {remedy}") from None
+
+
+def _record(cfg: LauncherConfig, sockets: UnitSockets) -> LaunchRecord:
+    return launch_record(
+        cfg,
+        dns_udp_fd=sockets.dns_udp.fileno(),
+        dns_tcp_fd=sockets.dns_tcp.fileno(),
+        edge_tcp_fd=sockets.edge_tcp.fileno() if sockets.edge_tcp else None,
+        owner_fd=sockets.owner_tcp.fileno() if sockets.owner_tcp else None,
+    )

@@ -1,0 +1,172 @@
+"""Run the resident as fulcrum's child and stay with it until it exits.
+
+SIGTERM and SIGINT sent to fulcrum are forwarded to the resident (the first one starts
+the stop bound; later ones are forwarded too). A resident still running when the bound
+runs out is killed. A resident that exits on its own is a crash as far as fulcrum is
+concerned and is reported with its status. Either way fulcrum's caller gets a
+``ResidentExit`` and tears the unit down.
+
+A stop signal that arrives while the unit is still being prepared is caught by a
+``StopLatch`` rather than killing fulcrum half way; the resident is then never started
+and the preparation is undone.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Callable, Sequence
+from types import FrameType, TracebackType
+
+import attrs
+import trio
+
+STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
+#: How long fulcrum waits for the resident to die after SIGKILL before giving up on it.
+REAP_TIMEOUT = 10.0
+
+
+@attrs.frozen
+class ResidentExit:
+    """How the resident ended."""
+
+    #: ``subprocess`` convention: the exit status, or minus the signal that killed it
+    returncode: int
+    #: the stop signal fulcrum forwarded, if a stop was asked for
+    stop_signal: int | None = None
+    #: fulcrum had to SIGKILL it when the stop bound ran out
+    killed: bool = False
+
+    @property
+    def exit_status(self) -> int:
+        """fulcrum's own exit status: 0 for a stop carried out, else the resident's.
+
+        A resident that dies of the very signal it was asked to stop with has stopped
+        as asked (systemd counts SIGTERM the same way); a signal death is ``128 + n``.
+        """
+        rc = self.returncode
+        if self.killed:
+            return 128 + signal.SIGKILL
+        if self.stop_signal is not None and rc in (0, -self.stop_signal):
+            return 0
+        return rc if rc >= 0 else 128 - rc
+
+    def describe(self) -> str:
+        rc = self.returncode
+        how = f"exited with status {rc}" if rc >= 0 else f"was killed by {_signame(-rc)}"
+        if self.killed:
+            return f"resident ignored {_signame(self.stop_signal)} past the stop bound and {how}"
+        if self.stop_signal is not None:
+            return f"resident stopped on {_signame(self.stop_signal)}: it {how}"
+        return f"resident {how} without being asked to stop"
+
+
+class StopLatch:
+    """Holds the first SIGTERM/SIGINT that arrives while it is installed."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[signal.Signals, object] = {}
+
+    def _catch(self, signum: int, _frame: FrameType | None) -> None:
+        if self.received is None:
+            self.received = signum
+
+    def __enter__(self) -> StopLatch:
+        for signum in STOP_SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._catch)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+
+
+def run_resident(
+    argv: Sequence[str],
+    pass_fds: Sequence[int],
+    *,
+    stop_timeout: float,
+    latch: StopLatch,
+    on_spawn: Callable[[int], None] = lambda _pid: None,
+) -> ResidentExit | None:
+    """Start ``argv`` handing down ``pass_fds`` and supervise it to the end.
+
+    Returns ``None`` when a stop was asked for before the resident could start.
+    ``on_spawn`` gets the resident's pid once it runs.
+    """
+    return trio.run(_supervise, list(argv), tuple(pass_fds), stop_timeout, latch, on_spawn)
+
+
+@attrs.define
+class _Stop:
+    signal: int | None = None
+    killed: bool = False
+
+
+async def _supervise(
+    argv: list[str],
+    pass_fds: tuple[int, ...],
+    stop_timeout: float,
+    latch: StopLatch,
+    on_spawn: Callable[[int], None],
+) -> ResidentExit | None:
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        if latch.received is not None:
+            return None
+        process = await trio.lowlevel.open_process(
+            argv, pass_fds=pass_fds, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+        on_spawn(process.pid)
+        stop = _Stop()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_relay, signals, process, stop, stop_timeout, nursery.cancel_scope)
+            await process.wait()
+            nursery.cancel_scope.cancel()
+        if process.returncode is None:  # not reaped even after SIGKILL; teardown evicts it
+            return ResidentExit(-signal.SIGKILL, stop.signal, killed=True)
+        return ResidentExit(process.returncode, stop.signal, stop.killed)
+
+
+async def _relay(
+    signals: AsyncIterator[int],
+    process: trio.Process,
+    stop: _Stop,
+    stop_timeout: float,
+    give_up: trio.CancelScope,
+) -> None:
+    async with trio.open_nursery() as nursery:
+        async for signum in signals:
+            if process.returncode is None:
+                process.send_signal(signum)
+            if stop.signal is None:
+                stop.signal = signum
+                nursery.start_soon(_kill_after, process, stop, stop_timeout, give_up)
+
+
+async def _kill_after(
+    process: trio.Process, stop: _Stop, stop_timeout: float, give_up: trio.CancelScope
+) -> None:
+    with trio.move_on_after(stop_timeout):
+        await process.wait()
+        return
+    stop.killed = True
+    process.kill()
+    with trio.move_on_after(REAP_TIMEOUT):
+        await process.wait()
+        return
+    give_up.cancel()
+
+
+def _signame(signum: int | None) -> str:
+    if signum is None:
+        return "no signal"
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
