@@ -133,6 +133,25 @@ def test_a_port_may_be_both_served_and_handed_down(port: int, flag: str, fd: int
     assert getattr(record, flag[2:].replace("-", "_")) == fd
 
 
+argv_tokens = st.lists(
+    st.sampled_from(sorted(KNOWN_FLAGS)).flatmap(
+        lambda flag: st.sampled_from([flag]) | st.text(max_size=8).map(lambda v: f"{flag}={v}")
+    )
+    | st.sampled_from(["3", "53,443", "/run/s", "", "--", "--x", "-1", "0"])
+    | st.text(max_size=8),
+    max_size=12,
+)
+
+
+@given(argv_tokens)
+def test_any_argv_reads_as_a_record_or_raises_launch_arg_error(argv: list[str]) -> None:
+    try:
+        record = parse_launch_argv(argv)
+    except LaunchArgError:
+        return
+    assert parse_launch_argv(render_launch_argv(record)) == record
+
+
 def assert_refused(argv: list[str], flag: str | None, token: str) -> None:
     with pytest.raises(LaunchArgError) as caught:
         parse_launch_argv(argv)
