@@ -1,0 +1,130 @@
+"""Reaching the private PostgreSQL cluster as a given OS account.
+
+Peer authentication asks the kernel which uid connected (``SO_PEERCRED``, which reports
+the *effective* uid at ``connect()``), so a root test process reaches the ``valis`` role
+by connecting while its effective uid is ``valis``'s, and restores root at once; the
+established connection keeps the identity it was proven with. Subprocesses (the CLI)
+are run under ``setpriv`` instead, as the real account.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import pwd
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import psycopg
+
+from valis_core.operator_state.local_cluster import LocalCluster
+
+RUN_USER = "valis"
+VENV_BIN = Path(sys.executable).parent
+_EUID_LOCK = threading.Lock()
+_DATABASE_NUMBERS = itertools.count(1)
+
+
+def ensure_system_user(name: str = RUN_USER) -> pwd.struct_passwd:
+    """Create the run account as a system user with its own group, if it is absent."""
+    with contextlib.suppress(KeyError):
+        return pwd.getpwnam(name)
+    result = subprocess.run(
+        [
+            "useradd",
+            "--system",
+            "--user-group",
+            "--no-create-home",
+            "--shell",
+            "/usr/sbin/nologin",
+            name,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    # Exit status 9: someone else created it meanwhile, which is just as good.
+    if result.returncode not in (0, 9):
+        raise RuntimeError(f"useradd {name} failed: {result.stderr.strip()}")
+    return pwd.getpwnam(name)
+
+
+@contextlib.contextmanager
+def effective_user(name: str) -> Iterator[None]:
+    """Run the body with the effective uid/gid of ``name`` (root only), then restore."""
+    account = pwd.getpwnam(name)
+    with _EUID_LOCK:
+        saved_uid, saved_gid = os.geteuid(), os.getegid()
+        os.setegid(account.pw_gid)
+        try:
+            os.seteuid(account.pw_uid)
+            try:
+                yield
+            finally:
+                os.seteuid(saved_uid)
+        finally:
+            os.setegid(saved_gid)
+
+
+def connect_as(user: str, dsn: str, **kwargs: Any) -> psycopg.Connection[Any]:
+    """A connection that PostgreSQL's peer check sees as coming from OS account ``user``."""
+    with effective_user(user):
+        return psycopg.connect(dsn, **kwargs)
+
+
+def run_as(
+    user: str, argv: Sequence[str], *, input_text: str | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` as the real OS account ``user`` (setpriv), capturing its output."""
+    account = pwd.getpwnam(user)
+    env = {
+        "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/nonexistent",
+        "LC_ALL": "C.UTF-8",
+    }
+    return subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={account.pw_uid}",
+            f"--regid={account.pw_gid}",
+            "--init-groups",
+            "--",
+            *argv,
+        ],
+        input=input_text,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/",
+        timeout=timeout,
+        check=False,
+    )
+
+
+@attrs.frozen
+class PgCluster:
+    """The session's cluster: role ``valis`` owning database ``valis_state``."""
+
+    cluster: LocalCluster
+    run_user: str = RUN_USER
+    database: str = "valis_state"
+
+    @property
+    def dsn(self) -> str:
+        return self.cluster.dsn(self.run_user, self.database)
+
+    def connect(self, dsn: str | None = None, **kwargs: Any) -> psycopg.Connection[Any]:
+        """A connection as the run account (``valis``) to ``dsn`` (default: ``self.dsn``)."""
+        return connect_as(self.run_user, dsn or self.dsn, **kwargs)
+
+    def new_database(self, prefix: str = "t") -> str:
+        """A fresh empty database owned by ``valis``; returns its DSN."""
+        name = f"{prefix}_{os.getpid()}_{next(_DATABASE_NUMBERS)}"
+        self.cluster.ensure_database(name, owner=self.run_user)
+        return self.cluster.dsn(self.run_user, name)
