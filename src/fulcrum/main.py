@@ -7,7 +7,10 @@ from collections.abc import Sequence
 from valis_cli.dispatch import build_parser, dispatch, exit_with
 
 # Command modules, in the order `fulcrum --help` lists them. Add one line per command.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = (
+    "fulcrum.commands.config",
+    "fulcrum.commands.launch",
+)
 
 
 def run(argv: Sequence[str]) -> int:
