@@ -1,0 +1,525 @@
+"""Deliveries: a versioned tarball proved sound, staged beside the others, switched in.
+
+A delivery (``valis-serving-<version>.tar.gz``) carries ``MANIFEST.json``: its version and
+every file with its sha256 and mode. ``assert_delivery_sound`` refuses the whole delivery
+before anything is written when any member is unlisted, any listed file is missing or
+differs from its hash, or any member is unsafe to unpack (an absolute path, a ``..``
+component, a link, a device or fifo, a duplicate name).
+
+``apply_delivery`` stages ``<root>/versions/<version>/`` (a sibling temporary directory
+renamed into place, so a version directory is whole or absent), switches the
+``<root>/current`` symlink atomically (a new link under a temporary name renamed over the
+old), restarts the unit through its ``UnitController`` and reads back that it came up. If
+it did not, ``current`` is switched back and the previous version restarted; the
+delivery is reported as refused either way.
+
+``build_delivery`` is the deterministic writer of the same format (sorted members, zero
+mtimes, root ownership, a gzip header without a timestamp): equal inputs give equal bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import lzma
+import os
+import re
+import secrets
+import shutil
+import tarfile
+import zlib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+import attrs
+
+from valis_core.apply.unit_control import UnitController
+from valis_core.atomic import write_atomic
+from valis_core.errors import ValisError
+
+MANIFEST_NAME = "MANIFEST.json"
+FORMAT = 1
+VERSIONS_DIR = "versions"
+CURRENT_LINK = "current"
+DEFAULT_UP_TIMEOUT = 60.0
+MAX_MEMBERS = 10_000
+MAX_MANIFEST_BYTES = 4 << 20
+MAX_TOTAL_BYTES = 4 << 30
+_CHUNK = 1 << 20
+_READ_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError)
+_ALLOWED_MODE_BITS = 0o755
+_VERSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+
+class DeliveryError(ValisError):
+    """A delivery refused, or an apply that did not leave the new version serving."""
+
+
+@attrs.frozen
+class DeliveryFile:
+    """One file a delivery carries: its relative path, content hash and mode."""
+
+    path: str
+    sha256: str
+    mode: int
+
+
+@attrs.frozen
+class DeliveryManifest:
+    """What ``MANIFEST.json`` says: the version and every file, in path order."""
+
+    version: str
+    files: tuple[DeliveryFile, ...]
+
+
+@attrs.frozen
+class AppliedDelivery:
+    """A delivery now serving: the version switched to and the one it replaced."""
+
+    version: str
+    path: Path
+    previous: str | None
+
+
+# -- soundness (reads only) -----------------------------------------------------------
+
+
+def _member_path(name: str) -> str:
+    """The member's path relative to the delivery root, or a ``DeliveryError`` if unsafe."""
+    if name.startswith("/"):
+        raise _refusal(name, "is an absolute path")
+    parts = [part for part in name.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise _refusal(name, "has a '..' component")
+    if not parts or "\0" in name or "\\" in name:
+        raise _refusal(name, "is not a usable path")
+    return "/".join(parts)
+
+
+def _is_plain_relative(path: str) -> bool:
+    try:
+        return _member_path(path) == path
+    except DeliveryError:
+        return False
+
+
+def _refusal(member: str, problem: str) -> DeliveryError:
+    return DeliveryError(
+        f"delivery refused: member {member!r} {problem}; nothing was written "
+        "(rebuild the delivery with `make dist`)"
+    )
+
+
+def _parse_manifest(data: bytes) -> DeliveryManifest:
+    def bad(problem: str) -> DeliveryError:
+        return _refusal(MANIFEST_NAME, problem)
+
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise bad(f"is not valid JSON ({exc})") from None
+    if not isinstance(document, dict) or set(document) != {"format", "version", "files"}:
+        raise bad('must be an object with exactly "format", "version" and "files"')
+    if document["format"] != FORMAT:
+        raise bad(f"has format {document['format']!r}; this valis reads format {FORMAT}")
+    version = document["version"]
+    if not isinstance(version, str) or not _VERSION_RE.fullmatch(version):
+        raise bad(f"version {version!r} is not a version name (letters, digits, . _ + -)")
+    entries = document["files"]
+    if not isinstance(entries, list):
+        raise bad('"files" must be a list')
+    files: dict[str, DeliveryFile] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or set(entry) != {"path", "sha256", "mode"}:
+            raise bad('each file must be an object with exactly "path", "sha256" and "mode"')
+        path, digest, mode = entry["path"], entry["sha256"], entry["mode"]
+        if not isinstance(path, str):
+            raise bad(f"lists a path that is not a string: {path!r}")
+        if not _is_plain_relative(path):
+            raise bad(f"lists {path!r}, which is not a plain relative path")
+        if path == MANIFEST_NAME:
+            raise bad("lists itself")
+        if not isinstance(digest, str) or not _SHA256_RE.fullmatch(digest):
+            raise bad(f"gives {path!r} a sha256 that is not 64 lowercase hex digits")
+        if not isinstance(mode, str) or not re.fullmatch(r"0[0-7]{3}", mode):
+            raise bad(f"gives {path!r} a mode that is not four octal digits like \"0644\"")
+        bits = int(mode, 8)
+        if bits & ~_ALLOWED_MODE_BITS:
+            raise bad(f"gives {path!r} mode {mode}; only modes within 0755 are delivered")
+        if path in files:
+            raise bad(f"lists {path!r} twice")
+        files[path] = DeliveryFile(path, digest, bits)
+    for path in sorted(files):
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            parent = "/".join(parts[:depth])
+            if parent in files:
+                raise bad(f"lists {parent!r} as a file and also {path!r} beneath it")
+    return DeliveryManifest(version, tuple(files[path] for path in sorted(files)))
+
+
+def _open_tar(fileobj: IO[bytes]) -> tarfile.TarFile:
+    fileobj.seek(0)
+    try:
+        return tarfile.open(fileobj=fileobj, mode="r:*")
+    except _READ_ERRORS as exc:
+        raise DeliveryError(
+            f"delivery refused: not a readable tar archive ({exc}); nothing was written"
+        ) from None
+
+
+def _members(archive: tarfile.TarFile) -> Iterator[tuple[str, tarfile.TarInfo]]:
+    """Every member with its safe relative path; unsafe kinds and duplicates refused."""
+    seen: set[str] = set()
+    count = 0
+    while True:
+        try:
+            member = archive.next()
+        except _READ_ERRORS as exc:
+            raise DeliveryError(
+                f"delivery refused: the archive is damaged after {count} member(s) ({exc}); "
+                "nothing was written"
+            ) from None
+        if member is None:
+            _check_complete(archive, count)
+            return
+        count += 1
+        if count > MAX_MEMBERS:
+            raise DeliveryError(f"delivery refused: more than {MAX_MEMBERS} members")
+        path = _member_path(member.name)
+        if member.issym() or member.islnk():
+            raise _refusal(member.name, f"is a link (to {member.linkname!r})")
+        if not (member.isreg() or member.isdir()) or member.issparse():
+            raise _refusal(member.name, "is a device, fifo or other special file")
+        if path in seen:
+            raise _refusal(member.name, "appears twice")
+        seen.add(path)
+        yield path, member
+
+
+def _check_complete(archive: tarfile.TarFile, count: int) -> None:
+    """Refuse an archive cut short: the end-of-archive blocks must be there, and a
+    compressed stream must end with its own trailer (which carries its checksum)."""
+    stream = archive.fileobj
+    assert stream is not None
+    try:
+        stream.seek(archive.offset)
+        marker = stream.read(2 * tarfile.BLOCKSIZE)
+        while stream.read(_CHUNK):
+            pass
+    except _READ_ERRORS as exc:
+        raise DeliveryError(
+            f"delivery refused: the archive is truncated or damaged after {count} member(s) "
+            f"({exc}); nothing was written"
+        ) from None
+    if marker != bytes(2 * tarfile.BLOCKSIZE):
+        raise DeliveryError(
+            f"delivery refused: the archive ends without its end-of-archive blocks after "
+            f"{count} member(s): it was truncated; nothing was written"
+        )
+
+
+def _digest(archive: tarfile.TarFile, member: tarfile.TarInfo) -> str:
+    handle = archive.extractfile(member)
+    assert handle is not None
+    digest = hashlib.sha256()
+    try:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    except _READ_ERRORS as exc:
+        raise _refusal(member.name, f"cannot be read whole ({exc})") from None
+    return digest.hexdigest()
+
+
+def check_delivery(fileobj: IO[bytes]) -> DeliveryManifest:
+    """Prove the delivery in ``fileobj`` sound and return its manifest; reads only."""
+    with _open_tar(fileobj) as archive:
+        regular: dict[str, tarfile.TarInfo] = {}
+        directories: set[str] = set()
+        manifest_data: bytes | None = None
+        total = 0
+        for path, member in _members(archive):
+            if member.isdir():
+                directories.add(path)
+                continue
+            total += member.size
+            if total > MAX_TOTAL_BYTES:
+                raise DeliveryError(f"delivery refused: more than {MAX_TOTAL_BYTES} bytes")
+            if path == MANIFEST_NAME:
+                if member.size > MAX_MANIFEST_BYTES:
+                    raise _refusal(member.name, "is too large to be a manifest")
+                handle = archive.extractfile(member)
+                assert handle is not None
+                try:
+                    manifest_data = handle.read()
+                except _READ_ERRORS as exc:
+                    raise _refusal(member.name, f"cannot be read whole ({exc})") from None
+            else:
+                regular[path] = member
+        if manifest_data is None:
+            raise DeliveryError(
+                f"delivery refused: it has no {MANIFEST_NAME}; nothing was written "
+                "(rebuild the delivery with `make dist`)"
+            )
+        manifest = _parse_manifest(manifest_data)
+        listed = {entry.path: entry for entry in manifest.files}
+        for path in sorted(regular.keys() - listed.keys()):
+            raise _refusal(regular[path].name, f"is not listed in {MANIFEST_NAME}")
+        for path in sorted(listed.keys() - regular.keys()):
+            raise _refusal(path, f"is listed in {MANIFEST_NAME} but missing from the archive")
+        for path in sorted(directories & listed.keys()):
+            raise _refusal(path, "is listed as a file but is a directory")
+        for entry in manifest.files:
+            actual = _digest(archive, regular[entry.path])
+            if actual != entry.sha256:
+                raise _refusal(
+                    entry.path,
+                    f"has sha256 {actual}, but {MANIFEST_NAME} says {entry.sha256}",
+                )
+        return manifest
+
+
+def assert_delivery_sound(tarball: Path) -> DeliveryManifest:
+    """Prove the delivery at ``tarball`` sound (see the module doc); reads only."""
+    with _open_delivery(tarball) as handle:
+        return check_delivery(handle)
+
+
+@contextlib.contextmanager
+def _open_delivery(tarball: Path) -> Iterator[IO[bytes]]:
+    try:
+        handle = open(tarball, "rb")  # noqa: SIM115 - handed out by this context manager
+    except OSError as exc:
+        raise DeliveryError(
+            f"delivery {tarball}: cannot read it: {exc.strerror or exc}"
+        ) from exc
+    with handle:
+        yield handle
+
+
+# -- applying (writes) -----------------------------------------------------------------
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _staged_matches(directory: Path, manifest: DeliveryManifest) -> bool:
+    """Whether an existing version directory holds exactly the manifest's files."""
+    present = {
+        str(path.relative_to(directory))
+        for path in directory.rglob("*")
+        if not path.is_dir() or path.is_symlink()
+    }
+    if present != {entry.path for entry in manifest.files}:
+        return False
+    for entry in manifest.files:
+        path = directory / entry.path
+        if path.is_symlink() or not path.is_file():
+            return False
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+        if digest.hexdigest() != entry.sha256:
+            return False
+    return True
+
+
+def _stage(handle: IO[bytes], manifest: DeliveryManifest, versions: Path) -> Path:
+    """Unpack the manifest's files into ``versions/<version>``, whole or not at all."""
+    final = versions / manifest.version
+    if final.exists() or final.is_symlink():
+        if final.is_dir() and not final.is_symlink() and _staged_matches(final, manifest):
+            return final
+        raise DeliveryError(
+            f"apply: {final} already exists with other content; a version is delivered "
+            "once — remove that directory or deliver a new version"
+        )
+    temp = versions / f".{manifest.version}.{secrets.token_hex(6)}.staging"
+    os.mkdir(temp, 0o755)
+    try:
+        listed = {entry.path: entry for entry in manifest.files}
+        with _open_tar(handle) as archive:
+            for path, member in _members(archive):
+                entry = listed.get(path)
+                if entry is None or not member.isreg():
+                    continue
+                _unpack(archive, member, entry, temp)
+        for directory in sorted({p for p in temp.rglob("*") if p.is_dir()}, reverse=True):
+            _fsync_dir(directory)
+        _fsync_dir(temp)
+        os.rename(temp, final)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    _fsync_dir(versions)
+    return final
+
+
+def _unpack(
+    archive: tarfile.TarFile, member: tarfile.TarInfo, entry: DeliveryFile, root: Path
+) -> None:
+    target = root / entry.path
+    target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    source = archive.extractfile(member)
+    assert source is not None
+    digest = hashlib.sha256()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(target, flags, 0o600)
+    try:
+        while chunk := source.read(_CHUNK):
+            digest.update(chunk)
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view) :]
+        os.fchmod(fd, entry.mode)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if digest.hexdigest() != entry.sha256:
+        raise DeliveryError(
+            f"apply: {entry.path} changed while it was being staged (the tarball was "
+            "modified during apply); nothing was switched"
+        )
+
+
+def current_version(root: Path) -> str | None:
+    """The version ``<root>/current`` points at, or None when there is none."""
+    link = root / CURRENT_LINK
+    if not link.is_symlink():
+        return None
+    return Path(os.readlink(link)).name
+
+
+def _switch(root: Path, version: str | None) -> None:
+    """Point ``<root>/current`` at ``versions/<version>`` atomically (None removes it)."""
+    link = root / CURRENT_LINK
+    if version is None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(link)
+    else:
+        temp = root / f".{CURRENT_LINK}.{secrets.token_hex(6)}.tmp"
+        os.symlink(f"{VERSIONS_DIR}/{version}", temp)
+        try:
+            os.replace(temp, link)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+            raise
+    _fsync_dir(root)
+
+
+def _came_up(controller: UnitController, timeout: float) -> bool:
+    try:
+        controller.restart()
+    except ValisError:
+        return False
+    return controller.wait_up(timeout)
+
+
+def apply_delivery(
+    tarball: Path,
+    root: Path,
+    controller: UnitController,
+    *,
+    timeout: float = DEFAULT_UP_TIMEOUT,
+) -> AppliedDelivery:
+    """Prove ``tarball`` sound, stage it under ``root``, switch to it and restart the unit.
+
+    Raises ``DeliveryError`` if the delivery is unsound (nothing written), or if the new
+    version did not come up within ``timeout`` (``current`` switched back, the previous
+    version restarted; the message says whether it came back).
+    """
+    link = root / CURRENT_LINK
+    with _open_delivery(tarball) as handle:
+        manifest = check_delivery(handle)
+        if (link.exists() or link.is_symlink()) and not link.is_symlink():
+            raise DeliveryError(
+                f"apply: {link} exists and is not a symlink; move it aside so the switch "
+                "can be atomic"
+            )
+        versions = root / VERSIONS_DIR
+        versions.mkdir(mode=0o755, parents=True, exist_ok=True)
+        staged = _stage(handle, manifest, versions)
+    previous = current_version(root)
+    _switch(root, manifest.version)
+    if _came_up(controller, timeout):
+        return AppliedDelivery(manifest.version, staged, previous)
+    _switch(root, previous)
+    if previous is None:
+        controller.stop()
+        raise DeliveryError(
+            f"apply: version {manifest.version} did not come up within {timeout:g}s; "
+            f"there was no previous version, so {link} was removed and the unit stopped "
+            "(read the unit's log for why it failed)"
+        )
+    if _came_up(controller, timeout):
+        outcome = f"switched back to {previous}, which came up again"
+    else:
+        outcome = f"switched back to {previous}, which did NOT come up either: the unit is down"
+    raise DeliveryError(
+        f"apply: version {manifest.version} did not come up within {timeout:g}s; {outcome} "
+        "(read the unit's log for why the new version failed)"
+    )
+
+
+# -- building -------------------------------------------------------------------------
+
+
+def _tar_info(path: str, size: int, mode: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(path)
+    info.size = size
+    info.mode = mode
+    info.mtime = 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    info.type = tarfile.REGTYPE
+    return info
+
+
+def render_manifest(version: str, files: Mapping[str, tuple[bytes, int]]) -> bytes:
+    """The canonical ``MANIFEST.json`` for ``files`` (path → (content, mode))."""
+    document: dict[str, Any] = {
+        "format": FORMAT,
+        "version": version,
+        "files": [
+            {"path": path, "sha256": hashlib.sha256(data).hexdigest(), "mode": f"{mode:04o}"}
+            for path, (data, mode) in sorted(files.items())
+        ],
+    }
+    return (json.dumps(document, indent=1, sort_keys=True) + "\n").encode("utf-8")
+
+
+def build_delivery_bytes(version: str, files: Mapping[str, bytes | tuple[bytes, int]]) -> bytes:
+    """A delivery tarball (gzip) of ``files``: path → content, or (content, mode)."""
+    normalised = {
+        path: (value, 0o644) if isinstance(value, bytes) else value
+        for path, value in files.items()
+    }
+    manifest = render_manifest(version, normalised)
+    _parse_manifest(manifest)  # refuse to build what apply would refuse
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        archive.addfile(_tar_info(MANIFEST_NAME, len(manifest), 0o644), io.BytesIO(manifest))
+        for path, (data, mode) in sorted(normalised.items()):
+            archive.addfile(_tar_info(path, len(data), mode), io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), mtime=0)
+
+
+def build_delivery(
+    files: Mapping[str, bytes | tuple[bytes, int]], version: str, out: Path
+) -> DeliveryManifest:
+    """Write the delivery for ``files`` to ``out`` atomically; deterministic bytes."""
+    data = build_delivery_bytes(version, files)
+    write_atomic(out, data, mode=0o644)
+    return check_delivery(io.BytesIO(data))

@@ -1,0 +1,255 @@
+"""Serving-unit control: restart the unit and read back whether it came up.
+
+``apply_delivery`` drives a unit only through ``UnitController``, so the same staging and
+roll-back code runs under systemd (``SystemdUnitController``) and on hosts or tests
+without systemd as PID 1 (``ProcessUnitController``, which supervises the command
+itself and is its own ``NOTIFY_SOCKET`` listener).
+
+"Came up" means what systemd means by it for a ``Type=notify`` unit: the process said
+``READY=1`` over the sd_notify datagram protocol. A process that is merely alive has not
+come up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Protocol
+
+from valis_core.errors import ValisError
+
+NOTIFY_DATAGRAM_MAX = 4096
+_POLL_INTERVAL = 0.1
+
+
+class UnitControlError(ValisError):
+    """The unit controller could not do what was asked of it."""
+
+
+class UnitController(Protocol):
+    """Restarts one serving unit and reports whether it is up."""
+
+    def restart(self) -> None:
+        """Stop the unit if it runs, then start it (from whatever ``current`` points at)."""
+
+    def wait_up(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` seconds for the unit to come up; whether it did."""
+
+    def is_up(self) -> bool:
+        """Whether the unit is up now."""
+
+    def stop(self) -> None:
+        """Stop the unit."""
+
+
+def parse_notify(datagram: bytes) -> dict[str, str]:
+    """The ``KEY=VALUE`` assignments of one sd_notify datagram (malformed lines skipped)."""
+    fields: dict[str, str] = {}
+    for line in datagram.decode("utf-8", errors="replace").split("\n"):
+        key, sep, value = line.partition("=")
+        if sep and key:
+            fields[key] = value
+    return fields
+
+
+class SystemdUnitController:
+    """A unit run by systemd, driven through ``systemctl``.
+
+    ``systemctl restart`` of a ``Type=notify`` unit returns once the unit said READY or
+    failed; ``wait_up`` then reads ``ActiveState`` until it is settled.
+    """
+
+    def __init__(self, unit: str, *, systemctl: str = "systemctl") -> None:
+        self.unit = unit
+        self.systemctl = systemctl
+
+    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run(
+                [self.systemctl, *args],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        except OSError as exc:
+            raise UnitControlError(
+                f"unit {self.unit}: cannot run {self.systemctl}: {exc.strerror or exc}; "
+                "use --supervise on a host without systemd"
+            ) from exc
+
+    def restart(self) -> None:
+        # A failed start is not an error here: wait_up reads the state it left behind.
+        self._run("restart", self.unit)
+
+    def active_state(self) -> str:
+        done = self._run("show", "--property=ActiveState", "--value", self.unit)
+        return done.stdout.strip()
+
+    def wait_up(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.active_state()
+            if state == "active":
+                return True
+            if state in ("failed", "inactive") or time.monotonic() >= deadline:
+                return False
+            time.sleep(_POLL_INTERVAL)
+
+    def is_up(self) -> bool:
+        return self._run("is-active", "--quiet", self.unit).returncode == 0
+
+    def stop(self) -> None:
+        self._run("stop", self.unit)
+
+
+class ProcessUnitController:
+    """A unit supervised directly: this object starts the command and listens for READY.
+
+    The command gets ``NOTIFY_SOCKET`` naming a datagram socket in a private (0700)
+    directory this controller owns, so any process of the unit may notify, as under
+    ``NotifyAccess=all``. Stopping sends SIGTERM, waits ``stop_timeout``, then SIGKILL.
+    Use as a context manager, or call ``close()``, to stop the unit and remove the socket.
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stop_timeout: float = 10.0,
+    ) -> None:
+        if not command:
+            raise UnitControlError("unit command is empty; name the program to supervise")
+        self.command = tuple(command)
+        self.env = dict(os.environ if env is None else env)
+        self.cwd = cwd
+        self.stop_timeout = stop_timeout
+        self._dir = tempfile.mkdtemp(prefix="valis-notify-")
+        self.notify_path = os.path.join(self._dir, "notify")
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._socket.bind(self.notify_path)
+        self._process: subprocess.Popen[bytes] | None = None
+        self._ready = False
+        self.status: str | None = None
+        """The last ``STATUS=`` the unit sent."""
+
+    def __enter__(self) -> ProcessUnitController:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def restart(self) -> None:
+        self.stop()
+        self._drain()
+        self._ready = False
+        self.status = None
+        try:
+            self._process = subprocess.Popen(
+                self.command,
+                stdin=subprocess.DEVNULL,
+                env={**self.env, "NOTIFY_SOCKET": self.notify_path},
+                cwd=self.cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self._process = None
+            raise UnitControlError(
+                f"unit {self.command[0]}: cannot start: {exc.strerror or exc}"
+            ) from exc
+
+    def wait_up(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self._ready:
+            process = self._process
+            if process is None:
+                return False
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self._socket.settimeout(min(remaining, _POLL_INTERVAL))
+            try:
+                self._take(self._socket.recv(NOTIFY_DATAGRAM_MAX))
+            except TimeoutError:
+                if process.poll() is not None:
+                    self._drain()  # it may have said READY=1 just before exiting
+                    return False
+        return self.is_up()
+
+    def is_up(self) -> bool:
+        process = self._process
+        return self._ready and process is not None and process.poll() is None
+
+    def wait_exit(self, timeout: float | None = None) -> int | None:
+        """Wait for the unit to exit by itself; its exit status (None if none runs)."""
+        process = self._process
+        if process is None:
+            return None
+        return process.wait(timeout)
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to the unit's process group."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signum)
+
+    def stop(self) -> None:
+        process = self._process
+        if process is None:
+            return
+        self._process = None
+        self._ready = False
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        # Whatever the unit left in its process group goes with it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        self.stop()
+        self._socket.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _take(self, datagram: bytes) -> None:
+        fields = parse_notify(datagram)
+        if "STATUS" in fields:
+            self.status = fields["STATUS"]
+        if fields.get("READY") == "1":
+            self._ready = True
+
+    def _drain(self) -> None:
+        self._socket.setblocking(False)
+        try:
+            while True:
+                self._take(self._socket.recv(NOTIFY_DATAGRAM_MAX))
+        except BlockingIOError:
+            pass
+        finally:
+            self._socket.setblocking(True)
