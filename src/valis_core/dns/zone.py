@@ -1,0 +1,651 @@
+"""The zone index: every served zone's records, checked once and looked up by hash.
+
+An index is built in one go from rows (``ZoneIndex.from_records``) or from RFC 1035
+master files (``ZoneIndex.from_zone_text``) and never changes afterwards; a reload builds
+a new index and the serve loop swaps it in whole. Building refuses, with a ``ZoneError``
+naming the zone, the owner and the reason, anything a zone cannot serve: no single SOA
+at the apex, no apex NS, a CNAME beside other data, data outside the zone or hidden
+beneath a DNAME, rdata that does not parse, and types that never live in a zone.
+
+Names are compared case-insensitively: the index keys every owner by its lowercased
+wire form, and answers carry owners in lowercase (the question itself is always echoed
+exactly as asked). Rdata keeps the case it was given. Row names and names inside row
+rdata must be absolute (end with a dot); a master file may use relative names, which are
+made absolute against its origin as RFC 1035 says.
+
+Every lookup the answer path makes is a dict or set probe: the records of each owner,
+the empty non-terminals, the delegation points and the DNAME owners are precomputed, so
+a query costs the same against a million-record zone as against a ten-record one. To
+keep a million records affordable, each owner's records are one ``bytes`` value: its
+RRs in wire form without the owner name (type, class, TTL, rdata length, rdata), grouped
+by type in ascending type order, exactly as they appear after the owner in a response.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import struct
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+import dns.exception
+import dns.ipv4
+import dns.ipv6
+import dns.name
+import dns.rdata
+import dns.rdataclass
+import dns.rdatatype
+import dns.tokenizer
+import dns.transaction
+import dns.zonefile
+
+from valis_core.dns import wire
+from valis_core.errors import ValisError
+
+A = 1
+NS = 2
+CNAME = 5
+SOA = 6
+PTR = 12
+MX = 15
+AAAA = 28
+SRV = 33
+DNAME = 39
+OPT = 41
+DS = 43
+RRSIG = 46
+NSEC = 47
+IN = 1
+
+MAX_TTL = 2**31 - 1
+"""RFC 2181 section 8: a TTL is an unsigned 31-bit number of seconds."""
+
+_BESIDE_CNAME = frozenset({CNAME, RRSIG, NSEC})
+"""What may share an owner with a CNAME (RFC 1034 section 3.6.2, RFC 4035)."""
+
+_RR_HEAD = struct.Struct("!HHIH")
+
+RRset = tuple[int, tuple[bytes, ...]]
+"""The TTL and the rdatas (uncompressed wire form) of one owner's records of one type."""
+
+ResponseCache = collections.OrderedDict[bytes, tuple[Any, ...]]
+"""Encoded responses keyed by question; owned and filled by ``valis_core.dns.answer``."""
+
+
+@attrs.frozen
+class RecordRow:
+    """One resource record as the operator states it.
+
+    ``zone`` and ``owner`` are absolute names (trailing dot; compared case-insensitively),
+    ``rtype`` a type mnemonic (``"A"``, ``"MX"``, ``"TYPE65280"``), ``ttl`` seconds, and
+    ``rdata`` the presentation form with absolute names (``"10 mail.example.com."``).
+    """
+
+    zone: str
+    owner: str
+    rtype: str
+    ttl: int
+    rdata: str
+
+
+class ZoneError(ValisError):
+    """A zone that cannot be served as given; nothing from it is served."""
+
+    def __init__(self, zone: str, owner: str, reason: str) -> None:
+        self.zone = zone
+        self.owner = owner
+        self.reason = reason
+        super().__init__(f"zone {zone} cannot be served: {owner}: {reason}")
+
+
+class ServedZone:
+    """One zone as the answer path reads it. Treat every attribute as read-only.
+
+    ``nodes`` maps each owner (lowercased wire form) to its records, encoded as the module
+    docstring says (read them with ``decode_node``); ``empty_nonterminals`` are names
+    that exist only because something lies beneath them; ``cuts`` are delegation points
+    (NS below the apex, including their own DS); ``dnames`` are DNAME owners;
+    ``parent`` is the nearest enclosing zone the same index serves.
+    """
+
+    __slots__ = (
+        "apex",
+        "cuts",
+        "dnames",
+        "empty_nonterminals",
+        "has_wildcard",
+        "negative_ttl",
+        "nodes",
+        "origin",
+        "parent",
+        "soa",
+    )
+
+    def __init__(
+        self,
+        *,
+        origin: str,
+        apex: bytes,
+        nodes: dict[bytes, bytes],
+        empty_nonterminals: frozenset[bytes],
+        cuts: frozenset[bytes],
+        dnames: frozenset[bytes],
+        soa: bytes,
+        negative_ttl: int,
+    ) -> None:
+        self.origin = origin
+        self.apex = apex
+        self.nodes: Mapping[bytes, bytes] = nodes
+        self.empty_nonterminals = empty_nonterminals
+        self.cuts = cuts
+        self.dnames = dnames
+        self.has_wildcard = any(
+            name.startswith(b"\x01*") for name in itertools.chain(nodes, empty_nonterminals)
+        )
+        self.soa = soa
+        self.negative_ttl = negative_ttl
+        self.parent: ServedZone | None = None
+
+    def exists(self, name: bytes) -> bool:
+        """Whether ``name`` (lowercased wire form) exists in this zone, data or not."""
+        return name in self.nodes or name in self.empty_nonterminals
+
+
+def decode_node(blob: bytes) -> dict[int, RRset]:
+    """An owner's records by type, from the form ``ServedZone.nodes`` holds."""
+    out: dict[int, RRset] = {}
+    size = len(blob)
+    i = 0
+    while i < size:
+        rtype, _, ttl, length = _RR_HEAD.unpack_from(blob, i)
+        start = i + 10
+        i = start + length
+        rdata = blob[start:i]
+        held = out.get(rtype)
+        out[rtype] = (ttl, (rdata,)) if held is None else (ttl, (*held[1], rdata))
+    return out
+
+
+class ZoneIndex:
+    """Every served zone, immutable once built; ``zone_for`` finds the deepest one.
+
+    ``answer_cache`` is scratch space for the answer path's encoded responses: it only
+    ever holds what can be derived from the index, so it never changes what is served.
+    """
+
+    __slots__ = ("_by_apex", "_origins", "_record_count", "answer_cache")
+
+    def __init__(self, zones: Iterable[ServedZone], record_count: int) -> None:
+        self._by_apex = {zone.apex: zone for zone in zones}
+        for zone in self._by_apex.values():
+            if zone.apex != wire.ROOT:
+                zone.parent = self.zone_for(wire.parent(zone.apex))
+        self._origins = tuple(sorted(zone.origin for zone in self._by_apex.values()))
+        self._record_count = record_count
+        self.answer_cache: ResponseCache = collections.OrderedDict()
+
+    @classmethod
+    def from_records(cls, rows: Iterable[RecordRow]) -> ZoneIndex:
+        """Index rows spanning any number of zones; raise ``ZoneError`` on the first
+        zone that cannot be served."""
+        builder = _Builder()
+        for row in rows:
+            builder.add_row(row)
+        return builder.finish()
+
+    @classmethod
+    def from_zone_text(cls, text: str, origin: str | None = None) -> ZoneIndex:
+        """Index one RFC 1035 master file (see ``parse_zone_text`` for ``origin``)."""
+        return cls.from_zone_texts([(text, origin)])
+
+    @classmethod
+    def from_zone_texts(cls, sources: Iterable[tuple[str, str | None]]) -> ZoneIndex:
+        """Index several master files, one zone each, as ``(text, origin)`` pairs."""
+        builder = _Builder()
+        for text, origin in sources:
+            _read_master(text, origin, builder.add_wire)
+        return builder.finish()
+
+    @property
+    def zones(self) -> tuple[str, ...]:
+        """The served zones' names, lowercase with a trailing dot, sorted."""
+        return self._origins
+
+    @property
+    def record_count(self) -> int:
+        """How many distinct records are served (duplicates in the input count once)."""
+        return self._record_count
+
+    def zone_for(self, name: bytes) -> ServedZone | None:
+        """The deepest served zone at or above ``name`` (lowercased wire form)."""
+        zones = self._by_apex
+        i = 0
+        while True:
+            zone = zones.get(name[i:])
+            if zone is not None:
+                return zone
+            if not name[i]:
+                return None
+            i += name[i] + 1
+
+
+def parse_zone_text(text: str, origin: str | None = None) -> tuple[RecordRow, ...]:
+    """The records of an RFC 1035 master file, as rows with absolute names.
+
+    ``origin`` is the zone's name; relative names in the file are made absolute against
+    it (and against ``$ORIGIN`` lines). Without it, the zone is the owner of the file's
+    SOA record. ``$TTL``, ``$ORIGIN`` and ``$GENERATE`` are understood; ``$INCLUDE`` is
+    refused, because a zone must not read files the operator did not hand over.
+    """
+    found: list[tuple[str, bytes, int, int, dns.rdata.Rdata]] = []
+
+    def keep(zone: str, owner: bytes, rtype: int, ttl: int, rdata: dns.rdata.Rdata) -> None:
+        found.append((zone, owner, rtype, ttl, rdata))
+
+    _read_master(text, origin, keep)
+    return tuple(
+        RecordRow(
+            zone=zone,
+            owner=wire.to_text(owner),
+            rtype=dns.rdatatype.to_text(dns.rdatatype.RdataType.make(rtype)),
+            ttl=ttl,
+            rdata=rdata.to_text(),
+        )
+        for zone, owner, rtype, ttl, rdata in found
+    )
+
+
+# --- reading master files -------------------------------------------------------------
+
+_Sink = Callable[[str, bytes, int, int, dns.rdata.Rdata], None]
+
+
+class _StreamManager(dns.transaction.TransactionManager):
+    """Just enough of a transaction manager for dnspython's master-file reader."""
+
+    def __init__(self, origin: dns.name.Name | None) -> None:
+        self.origin = origin
+
+    def reader(self) -> dns.transaction.Transaction:  # pragma: no cover - never called
+        raise NotImplementedError
+
+    def writer(self, replacement: bool = False) -> dns.transaction.Transaction:
+        raise NotImplementedError  # pragma: no cover - never called
+
+    def origin_information(self) -> tuple[dns.name.Name | None, bool, dns.name.Name | None]:
+        return (self.origin, False, self.origin)
+
+    def get_class(self) -> dns.rdataclass.RdataClass:
+        return dns.rdataclass.IN
+
+
+class _StreamTransaction(dns.transaction.Transaction):
+    """Hands each record the reader parses straight to a sink, one at a time.
+
+    dnspython's own rrset reader merges records and looks nodes up by scanning, which is
+    quadratic over a large zone; the index does its own merging and checking, uniformly
+    for rows and files, so this transaction only forwards.
+    """
+
+    def __init__(self, manager: _StreamManager, sink: Callable[..., None]) -> None:
+        super().__init__(manager, replacement=True, read_only=False)
+        self.sink = sink
+
+    def check_put_rdataset(self, check: Any) -> None:
+        """The index checks CNAME-and-other-data itself, naming zone and owner."""
+
+    def add(self, *args: Any) -> None:
+        name, ttl, rdata = args
+        self.sink(name, ttl, rdata)
+
+    def _set_origin(self, origin: Any) -> None:
+        pass
+
+    def _get_rdataset(self, name: Any, rdtype: Any, covers: Any) -> None:
+        return None
+
+    def _get_node(self, name: Any) -> None:
+        return None
+
+    def _put_rdataset(self, name: Any, rdataset: Any) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _delete_name(self, name: Any) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _delete_rdataset(self, name: Any, rdtype: Any, covers: Any) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _name_exists(self, name: Any) -> bool:  # pragma: no cover
+        return False
+
+    def _changed(self) -> bool:  # pragma: no cover
+        return True
+
+    def _end_transaction(self, commit: bool) -> None:
+        pass
+
+    def _iterate_rdatasets(self) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+    def _iterate_names(self) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+
+def _read_master(text: str, origin: str | None, sink: _Sink) -> None:
+    """Parse a master file and feed each record to ``sink`` with the zone it belongs to."""
+    label = origin if origin is not None else "(zone named by its SOA)"
+    origin_name: dns.name.Name | None = None
+    if origin is not None:
+        try:
+            origin = wire.to_text(wire.from_text(_absolute(origin)).lower())
+        except wire.BadName as exc:
+            raise ZoneError(label, origin, f"bad origin: {exc}") from None
+        origin_name = dns.name.from_text(origin)
+        label = origin
+    records: list[tuple[dns.name.Name, int, dns.rdata.Rdata]] = []
+
+    def collect(name: dns.name.Name, ttl: int, rdata: dns.rdata.Rdata) -> None:
+        if origin is None:
+            records.append((name, ttl, rdata))  # the zone is known only at the end
+        else:
+            sink(origin, wire.name_wire(name), int(rdata.rdtype), ttl, rdata)
+
+    manager = _StreamManager(origin_name)
+    txn = _StreamTransaction(manager, collect)
+    tok = dns.tokenizer.Tokenizer(text, "<zone>")
+    reader = dns.zonefile.Reader(
+        tok,
+        dns.rdataclass.IN,
+        txn,
+        allow_include=False,
+        allow_directives={"$ORIGIN", "$TTL", "$GENERATE"},
+    )
+    try:
+        reader.read()
+    except (dns.exception.DNSException, ValueError) as exc:
+        line = reader.tok.where()[1]
+        detail = str(exc) or type(exc).__name__
+        if detail.startswith("<zone>:"):
+            detail = detail.split(": ", 1)[-1]
+        if "$INCLUDE" in detail:
+            detail += "; $INCLUDE is not supported, paste the included records in instead"
+        raise ZoneError(label, f"line {line}", f"master file does not parse: {detail}") from None
+    if origin is None:
+        soa_owners = {name for name, _, rdata in records if rdata.rdtype == SOA}
+        if len(soa_owners) != 1:
+            raise ZoneError(
+                label,
+                "(file)",
+                "cannot tell which zone this file holds: it needs exactly one SOA record, "
+                "or give the origin explicitly",
+            )
+        zone = wire.to_text(wire.name_wire(soa_owners.pop()).lower())
+        for name, ttl, rdata in records:
+            sink(zone, wire.name_wire(name), int(rdata.rdtype), ttl, rdata)
+
+
+def _absolute(name: str) -> str:
+    return name if name.endswith(".") else name + "."
+
+
+# --- building -------------------------------------------------------------------------
+
+
+class _Builder:
+    """Accumulates records per zone and owner, then checks and freezes them."""
+
+    def __init__(self) -> None:
+        self._zone_keys: dict[str, tuple[bytes, str]] = {}
+        self._origins: dict[bytes, str] = {}
+        self._nodes: dict[bytes, dict[bytes, bytes | bytearray]] = {}
+        self._types: dict[str, int] = {}
+
+    def _zone(self, zone: str) -> tuple[bytes, str]:
+        known = self._zone_keys.get(zone)
+        if known is not None:
+            return known
+        try:
+            apex = wire.from_text(_absolute(zone)).lower()
+        except wire.BadName as exc:
+            raise ZoneError(zone, zone, f"bad zone name: {exc}") from None
+        origin = wire.to_text(apex)
+        self._origins.setdefault(apex, origin)
+        self._nodes.setdefault(apex, {})
+        self._zone_keys[zone] = (apex, origin)
+        return apex, origin
+
+    def _rtype(self, zone: str, owner: str, text: str) -> int:
+        known = self._types.get(text)
+        if known is not None:
+            return known
+        try:
+            rtype = int(dns.rdatatype.from_text(text.strip().upper()))
+        except (dns.exception.DNSException, ValueError):
+            raise ZoneError(zone, owner, f"unknown record type {text!r}") from None
+        _check_servable(zone, owner, rtype)
+        self._types[text] = rtype
+        return rtype
+
+    def add_row(self, row: RecordRow) -> None:
+        apex, origin = self._zone(row.zone)
+        try:
+            owner = wire.from_text(row.owner).lower()
+        except wire.BadName as exc:
+            raise ZoneError(origin, row.owner, f"bad owner name: {exc}") from None
+        rtype = self._rtype(origin, row.owner, row.rtype)
+        rdata = _rdata_wire(origin, row.owner, rtype, row.rdata)
+        self._put(apex, origin, owner, rtype, row.ttl, rdata)
+
+    def add_wire(
+        self, zone: str, owner: bytes, rtype: int, ttl: int, rdata: dns.rdata.Rdata
+    ) -> None:
+        apex, origin = self._zone(zone)
+        _check_servable(origin, wire.to_text(owner), rtype)
+        try:
+            data = _rdata_bytes(rdata)
+        except dns.exception.DNSException as exc:
+            raise ZoneError(origin, wire.to_text(owner), f"bad rdata: {exc}") from None
+        self._put(apex, origin, owner.lower(), rtype, ttl, data)
+
+    def _put(  # noqa: PLR0917 - one record's fields, called from two places only
+        self, apex: bytes, origin: str, owner: bytes, rtype: int, ttl: int, rdata: bytes
+    ) -> None:
+        if not wire.is_at_or_below(owner, apex):
+            raise ZoneError(
+                origin,
+                wire.to_text(owner),
+                "data outside the zone; put it in the zone that contains it",
+            )
+        if not 0 <= ttl <= MAX_TTL:
+            raise ZoneError(
+                origin, wire.to_text(owner), f"TTL {ttl} is outside 0..{MAX_TTL} (RFC 2181)"
+            )
+        if len(rdata) > 65535:
+            raise ZoneError(origin, wire.to_text(owner), "rdata longer than 65535 octets")
+        record = _RR_HEAD.pack(rtype, IN, ttl, len(rdata)) + rdata
+        nodes = self._nodes[apex]
+        held = nodes.get(owner)
+        if held is None:
+            nodes[owner] = record
+        elif isinstance(held, bytearray):
+            held += record
+        else:
+            nodes[owner] = bytearray(held) + record
+
+    def finish(self) -> ZoneIndex:
+        zones = []
+        count = 0
+        for apex, nodes in self._nodes.items():
+            zone, records = _freeze_zone(self._origins[apex], apex, nodes)
+            zones.append(zone)
+            count += records
+        return ZoneIndex(zones, count)
+
+
+def _check_servable(zone: str, owner: str, rtype: int) -> None:
+    kind = dns.rdatatype.RdataType.make(rtype)
+    if rtype in (0, OPT) or dns.rdatatype.is_metatype(kind):
+        name = dns.rdatatype.to_text(kind)
+        raise ZoneError(
+            zone, owner, f"type {name} is a query or transport type, never zone data"
+        )
+
+
+def _rdata_wire(zone: str, owner: str, rtype: int, text: str) -> bytes:
+    """Rdata in wire form from its presentation form; addresses take a short cut."""
+    try:
+        if rtype == A:
+            return dns.ipv4.inet_aton(text.strip())
+        if rtype == AAAA:
+            return dns.ipv6.inet_aton(text.strip())
+        kind = dns.rdatatype.RdataType.make(rtype)
+        return _rdata_bytes(dns.rdata.from_text(dns.rdataclass.IN, kind, text, origin=None))
+    except dns.name.NeedAbsoluteNameOrOrigin:
+        reason = "names in rdata must be absolute (end with a dot)"
+    except (dns.exception.DNSException, ValueError, UnicodeError) as exc:
+        reason = str(exc) or type(exc).__name__
+    name = dns.rdatatype.to_text(dns.rdatatype.RdataType.make(rtype))
+    raise ZoneError(zone, owner, f"cannot parse {name} rdata {text!r}: {reason}")
+
+
+def _rdata_bytes(rdata: dns.rdata.Rdata) -> bytes:
+    data = rdata.to_wire()
+    assert data is not None  # no file given, so dnspython returns the bytes
+    return data
+
+
+def _freeze_zone(
+    origin: str, apex: bytes, nodes: dict[bytes, bytes | bytearray]
+) -> tuple[ServedZone, int]:
+    """Check one zone's records and build its lookup structures; return it and its
+    record count."""
+    frozen: dict[bytes, bytes] = {}
+    cuts: set[bytes] = set()
+    dnames: set[bytes] = set()
+    count = 0
+    for owner, held in nodes.items():
+        if isinstance(held, bytes):
+            # One record (a second one turns the value into a bytearray): already final.
+            frozen[owner] = held
+            count += 1
+            if _RR_HEAD.unpack_from(held)[0] not in (NS, DNAME, SOA):
+                continue
+            sets = decode_node(held)
+        else:
+            sets, frozen[owner] = _merge(bytes(held))
+            count += sum(len(rdatas) for _, rdatas in sets.values())
+        _check_node(origin, apex, owner, sets)
+        if NS in sets and owner != apex:
+            cuts.add(owner)
+        if DNAME in sets:
+            dnames.add(owner)
+    apex_sets = decode_node(frozen.get(apex, b""))
+    if SOA not in apex_sets:
+        raise ZoneError(origin, origin, "no SOA record at the apex; add one")
+    if NS not in apex_sets:
+        raise ZoneError(origin, origin, "no NS records at the apex; add the zone's name servers")
+    soa_ttl, (soa_rdata,) = apex_sets[SOA]
+    minimum = struct.unpack_from("!I", soa_rdata, len(soa_rdata) - 4)[0]
+    empty = _empty_nonterminals(apex, frozen)
+    if dnames:
+        _check_occlusion(origin, apex, frozen, dnames)
+    zone = ServedZone(
+        origin=origin,
+        apex=apex,
+        nodes=frozen,
+        empty_nonterminals=frozenset(empty),
+        cuts=frozenset(cuts),
+        dnames=frozenset(dnames),
+        soa=soa_rdata,
+        negative_ttl=min(soa_ttl, minimum),
+    )
+    return zone, count
+
+
+def _merge(blob: bytes) -> tuple[dict[int, RRset], bytes]:
+    """Group an owner's records by type, drop duplicates, give each RRset the lowest
+    TTL stated for it (RFC 2181 section 5.2), and re-encode in type order."""
+    ttls: dict[int, int] = {}
+    rdatas: dict[int, dict[bytes, None]] = {}
+    size = len(blob)
+    i = 0
+    while i < size:
+        rtype, _, ttl, length = _RR_HEAD.unpack_from(blob, i)
+        start = i + 10
+        i = start + length
+        ttls[rtype] = min(ttl, ttls.get(rtype, ttl))
+        rdatas.setdefault(rtype, {})[blob[start:i]] = None
+    sets: dict[int, RRset] = {}
+    out = bytearray()
+    for rtype in sorted(rdatas):
+        ttl = ttls[rtype]
+        sets[rtype] = (ttl, tuple(rdatas[rtype]))
+        for rdata in rdatas[rtype]:
+            out += _RR_HEAD.pack(rtype, IN, ttl, len(rdata))
+            out += rdata
+    return sets, bytes(out)
+
+
+def _type_names(types: Iterable[int]) -> str:
+    return ", ".join(dns.rdatatype.to_text(dns.rdatatype.RdataType.make(t)) for t in types)
+
+
+def _check_node(origin: str, apex: bytes, owner: bytes, sets: dict[int, RRset]) -> None:
+    name = wire.to_text(owner)
+    if SOA in sets:
+        if owner != apex:
+            raise ZoneError(
+                origin,
+                name,
+                "SOA record below the apex; an SOA belongs only at its zone's own name "
+                "(serve the child as a zone of its own)",
+            )
+        if len(sets[SOA][1]) != 1:
+            raise ZoneError(origin, name, "more than one SOA record at the apex; keep one")
+    if CNAME in sets:
+        others = [t for t in sets if t not in _BESIDE_CNAME]
+        if others:
+            raise ZoneError(
+                origin,
+                name,
+                f"CNAME beside other data ({_type_names(others)}); a name with a CNAME "
+                "may hold nothing else, so remove one or the other",
+            )
+        if len(sets[CNAME][1]) != 1:
+            raise ZoneError(origin, name, "more than one CNAME record; a name may have one")
+    if DNAME in sets and len(sets[DNAME][1]) != 1:
+        raise ZoneError(origin, name, "more than one DNAME record; a name may have one")
+
+
+def _empty_nonterminals(apex: bytes, nodes: dict[bytes, bytes]) -> set[bytes]:
+    """Names with no records of their own but something beneath them."""
+    empty: set[bytes] = set()
+    for owner in nodes:
+        name = owner
+        while name != apex:
+            name = wire.parent(name)
+            if name in nodes or name in empty:
+                break
+            empty.add(name)
+    empty.discard(apex)
+    return empty
+
+
+def _check_occlusion(
+    origin: str, apex: bytes, nodes: dict[bytes, bytes], dnames: set[bytes]
+) -> None:
+    """RFC 6672 section 2.4: nothing may exist beneath a DNAME, since it is never seen."""
+    for owner in nodes:
+        name = owner
+        while name != apex:
+            name = wire.parent(name)
+            if name in dnames:
+                raise ZoneError(
+                    origin,
+                    wire.to_text(owner),
+                    f"data beneath the DNAME at {wire.to_text(name)} is never served "
+                    "(RFC 6672); remove it or the DNAME",
+                )
