@@ -1,0 +1,355 @@
+"""``fulcrum launch`` on the proving ground, with a stand-in resident at the end of the chain.
+
+Each test stands up a ground (an internet with its gateway, the node's NIC in the host
+namespace, a client), runs ``fulcrum launch`` as a subprocess the way systemd would, and
+observes from outside: from the client namespace, from the unit's netns entered by the
+resident's pid, and from the stand-in's own report of what it was handed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from fulcrum.exec_chain import RESIDENT_PATH, control_socket_path
+from tests.conftest import require_root
+from tests.scenario.accounts import ensure_run_account
+from tests.scenario.proving_ground import (
+    FULCRUM,
+    GATEWAY,
+    PREFIX,
+    PYTHON,
+    UNIT_IP,
+    Fulcrum,
+    Ground,
+    host_has_link,
+    ip_json,
+    kernel_has_link_kind,
+    listener_in_pid,
+    netns_names,
+    process_gone,
+    run,
+    run_in_pid,
+    sweep_stale,
+    tcp_exchange,
+    tcp_exchange_in_pid,
+    udp_exchange,
+    unit_config_text,
+    wait_for,
+)
+from valis_core.launch import parse_launch_argv, render_launch_argv
+from valis_core.launcher_config import parse_launcher_config
+
+STANDIN = Path(__file__).with_name("standin_resident.py")
+STANDIN_COMMAND = (PYTHON, "-I", str(STANDIN))
+REPORT_TIMEOUT = 30.0
+ZERO_CAPS = "0000000000000000"
+DSN = "postgresql://valis@/valis_state?host=/var/run/postgresql"
+
+
+@attrs.define
+class Unit:
+    """One launch: the fulcrum process and where its stand-in reports."""
+
+    fulcrum: Fulcrum
+    report_path: Path
+    config_path: Path
+
+    def report(self) -> dict[str, Any]:
+        wait_for(
+            lambda: self.report_path.exists() or self.fulcrum.process.poll() is not None,
+            REPORT_TIMEOUT,
+            "the stand-in resident's report",
+        )
+        if not self.report_path.exists():
+            raise AssertionError(f"fulcrum exited before the resident ran:\n{self.fulcrum.stderr}")
+        return json.loads(self.report_path.read_text())  # type: ignore[no-any-return]
+
+    def stopped_marker(self) -> dict[str, Any] | None:
+        path = Path(f"{self.report_path}.stopped")
+        return json.loads(path.read_text()) if path.exists() else None
+
+
+@pytest.fixture
+def ground() -> Iterator[Ground]:
+    require_root()
+    sweep_stale()
+    built = Ground().build()
+    try:
+        yield built
+    finally:
+        built.cleanup()
+
+
+@pytest.fixture
+def account() -> tuple[int, int]:
+    require_root()
+    return ensure_run_account()
+
+
+@pytest.fixture
+def launch(ground: Ground, account: tuple[int, int]) -> Iterator[Any]:
+    """Start ``fulcrum launch`` on the ground; every fulcrum started is stopped after."""
+    workdir = Path(tempfile.mkdtemp(prefix="vl-fulcrum-"))
+    os.chown(workdir, *account)  # the stand-in writes its report here as the run account
+    started: list[Fulcrum] = []
+
+    def start(mode: str = "dedicated", env: dict[str, str] | None = None,
+              extra_args: tuple[str, ...] = (), **fields: object) -> Unit:
+        n = len(started)
+        config_path = workdir / f"launcher-{n}.toml"
+        config_path.write_text(unit_config_text(ground, STANDIN_COMMAND, mode=mode, **fields))
+        report_path = workdir / f"report-{n}.json"
+        fulcrum_env = {
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+            "VALIS_STANDIN_REPORT": str(report_path),
+            "VALIS_OPERATOR_STATE_DSN": DSN,
+            "NOT_FOR_THE_RESIDENT": "root's business",
+            **(env or {}),
+        }
+        fulcrum = Fulcrum.start(config_path, fulcrum_env, workdir, extra_args)
+        started.append(fulcrum)
+        return Unit(fulcrum, report_path, config_path)
+
+    try:
+        yield start
+    finally:
+        for fulcrum in started:
+            if fulcrum.process.poll() is None:
+                fulcrum.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def accepted_ports(pid: int) -> tuple[str, set[tuple[str, int]], list[str]]:
+    """The fulcrum table inside pid's netns: its policy line, port accepts, other rules."""
+    listing = run_in_pid(pid, ["nft", "list", "table", "inet", "fulcrum"]).stdout
+    ports = {(p, int(n)) for p, n in re.findall(r"^\s*(tcp|udp) dport (\d+) accept$", listing,
+                                                re.MULTILINE)}
+    policy = re.search(r"type filter hook input priority filter; policy (\w+);", listing)
+    others = [
+        line.strip() for line in listing.splitlines()
+        if line.strip().endswith("accept") and not re.match(r"\s*(tcp|udp) dport", line)
+    ]
+    return (policy.group(1) if policy else ""), ports, others
+
+
+def assert_torn_down(ground: Ground, resident_pid: int) -> None:
+    assert ground.unit_netns not in netns_names()
+    assert process_gone(resident_pid)
+    assert host_has_link(ground.nic), "the NIC did not come back to the host namespace"
+    reply = udp_exchange(ground.client, UNIT_IP, 53, "anyone?", timeout=1.0)
+    assert not reply["ok"], "something still answers on the unit address"
+
+
+def test_dedicated_unit_has_its_address_route_and_only_the_accept_set_reachable(
+    ground: Ground, launch: Any
+) -> None:
+    unit = launch()
+    report = unit.report()
+    pid = report["pid"]
+
+    assert not host_has_link(ground.nic), "the dedicated NIC should have left the host"
+    addrs = ip_json(["-4", "addr", "show", "dev", ground.nic], pid=pid)
+    assert [(a["local"], a["prefixlen"]) for a in addrs[0]["addr_info"]] == [(UNIT_IP, PREFIX)]
+    routes = ip_json(["-4", "route", "show", "default"], pid=pid)
+    assert [(r["gateway"], r["dev"]) for r in routes] == [(GATEWAY, ground.nic)]
+    lo = ip_json(["link", "show", "dev", "lo"], pid=pid)
+    assert "UP" in lo[0]["flags"]
+
+    policy, ports, others = accepted_ports(pid)
+    assert policy == "drop"
+    assert ports == {("udp", 53), ("tcp", 53)}
+    assert others[:2] == ['iif "lo" accept', "ct state established,related accept"]
+    assert len(others) == 3
+    assert others[2].startswith("icmpv6 type {")
+
+    assert udp_exchange(ground.client, UNIT_IP, 53, "ping")["reply"] == "echo:ping"
+    assert tcp_exchange(ground.client, UNIT_IP, 53, "hello")["reply"] == "echo:hello"
+    with listener_in_pid(pid, 8080):
+        assert tcp_exchange_in_pid(pid, UNIT_IP, 8080)["ok"], "the listener is up inside"
+        from_client = tcp_exchange(ground.client, UNIT_IP, 8080, timeout=1.0)
+        assert not from_client["ok"]
+        assert from_client["error"] == "TimeoutError", "8080 must be dropped, not refused"
+
+    assert unit.fulcrum.stop() == 0
+
+
+def test_resident_runs_as_valis_without_capabilities_holding_only_the_bound_sockets(
+    ground: Ground, launch: Any, account: tuple[int, int]
+) -> None:
+    uid, gid = account
+    unit = launch(edge_port=443, owner_port=8853)
+    report = unit.report()
+
+    status = report["status"]
+    assert status["Uid"].split() == [str(uid)] * 4
+    assert status["Gid"].split() == [str(gid)] * 4
+    for caps in ("CapEff", "CapPrm", "CapBnd", "CapInh", "CapAmb"):
+        assert status[caps] == ZERO_CAPS, caps
+    assert status["NoNewPrivs"] == "1"
+    assert report["bind_dns_udp"] == "EACCES"
+    assert report["bind_dns_tcp"] == "EACCES"
+    assert report["bind_any_low_port"] == "EACCES"
+    assert report["netns"] != os.readlink("/proc/self/ns/net")
+
+    record = parse_launch_argv(report["argv"])
+    assert report["argv"] == render_launch_argv(record)
+    cfg = parse_launcher_config(unit.config_path.read_text())
+    assert record.resident
+    assert record.control_socket == control_socket_path(cfg)
+    assert record.ports == frozenset({53, 443, 8853})
+    expected = {
+        record.dns_udp_fd: (2, [UNIT_IP, 53], False),
+        record.dns_tcp_fd: (1, [UNIT_IP, 53], True),
+        record.edge_tcp_fd: (1, [UNIT_IP, 443], True),
+        record.owner_fd: (1, [UNIT_IP, 8853], True),
+    }
+    fds = report["fds"]
+    assert set(fds) == {"0", "1", "2"} | {str(fd) for fd in expected}
+    for fd, (sock_type, sockname, listening) in expected.items():
+        entry = fds[str(fd)]
+        assert (entry["type"], entry["sockname"], entry["listening"]) == (
+            sock_type, sockname, listening
+        ), fd
+
+    env = report["env"]
+    assert env["VALIS_OPERATOR_STATE_DSN"] == DSN
+    assert env["PATH"] == RESIDENT_PATH
+    assert "NOT_FOR_THE_RESIDENT" not in env
+
+    _, ports, _ = accepted_ports(report["pid"])
+    assert ports == {("udp", 53), ("tcp", 53), ("tcp", 443), ("tcp", 8853)}
+    assert tcp_exchange(ground.client, UNIT_IP, 443, "edge")["reply"] == "echo:edge"
+    assert unit.fulcrum.stop() == 0
+
+
+def test_sigterm_to_fulcrum_stops_the_resident_and_tears_the_unit_down(
+    ground: Ground, launch: Any
+) -> None:
+    index_before = ip_json(["link", "show", "dev", ground.nic])[0]["ifindex"]
+    unit = launch()
+    pid = unit.report()["pid"]
+
+    unit.fulcrum.signal(signal.SIGTERM)
+    assert unit.fulcrum.wait() == 0
+    assert unit.stopped_marker() == {"signal": signal.SIGTERM}
+    assert_torn_down(ground, pid)
+    returned = ip_json(["link", "show", "dev", ground.nic])[0]
+    assert returned["ifindex"] == index_before
+    assert "resident stopped on SIGTERM" in unit.fulcrum.stderr
+
+
+def test_crashing_resident_is_reported_with_its_status_and_the_unit_torn_down(
+    ground: Ground, launch: Any
+) -> None:
+    unit = launch(env={"VALIS_STANDIN_EXIT": "3"})
+    pid = unit.report()["pid"]
+
+    assert unit.fulcrum.wait() == 3
+    assert "resident exited with status 3 without being asked to stop" in unit.fulcrum.stderr
+    assert_torn_down(ground, pid)
+
+
+def test_resident_ignoring_sigterm_is_killed_when_the_stop_bound_runs_out(
+    ground: Ground, launch: Any
+) -> None:
+    unit = launch(env={"VALIS_STANDIN_IGNORE_TERM": "1"}, extra_args=("--stop-timeout", "1"))
+    pid = unit.report()["pid"]
+
+    unit.fulcrum.signal(signal.SIGTERM)
+    assert unit.fulcrum.wait() == 128 + signal.SIGKILL
+    assert "ignored SIGTERM past the stop bound" in unit.fulcrum.stderr
+    assert_torn_down(ground, pid)
+
+
+def test_second_launch_after_a_killed_fulcrum_reclaims_the_stale_netns(
+    ground: Ground, launch: Any
+) -> None:
+    first = launch()
+    orphan = first.report()["pid"]
+    first.fulcrum.signal(signal.SIGKILL)
+    first.fulcrum.wait()
+    assert ground.unit_netns in netns_names()
+    assert not host_has_link(ground.nic), "the NIC is still inside the stale netns"
+
+    second = launch()
+    report = second.report()
+    assert "reclaiming netns" in second.fulcrum.stderr
+    assert process_gone(orphan), "the orphaned resident was left running"
+    assert udp_exchange(ground.client, UNIT_IP, 53, "again")["reply"] == "echo:again"
+
+    assert second.fulcrum.stop() == 0
+    assert_torn_down(ground, report["pid"])
+
+
+def test_macvlan_unit_gets_a_child_of_the_parent_which_stays_on_the_host(
+    ground: Ground, launch: Any
+) -> None:
+    run(["ip", "link", "set", ground.nic, "up"])
+    unit = launch(mode="macvlan")
+    report = unit.report()
+    pid = report["pid"]
+
+    child = ip_json(["-d", "link", "show", "dev", ground.nic], pid=pid)[0]
+    assert child["linkinfo"]["info_kind"] == "macvlan"
+    assert host_has_link(ground.nic), "the parent must stay in the host namespace"
+    routes = ip_json(["-4", "route", "show", "default"], pid=pid)
+    assert [r["gateway"] for r in routes] == [GATEWAY]
+    assert udp_exchange(ground.client, UNIT_IP, 53, "mv")["reply"] == "echo:mv"
+
+    assert unit.fulcrum.stop() == 0
+    assert_torn_down(ground, pid)
+    parent = ip_json(["-d", "link", "show", "dev", ground.nic])[0]
+    assert parent["linkinfo"]["info_kind"] == "veth"
+
+
+def test_ipvlan_unit_comes_up_or_is_refused_naming_the_mode(
+    ground: Ground, launch: Any
+) -> None:
+    run(["ip", "link", "set", ground.nic, "up"])
+    if kernel_has_link_kind("ipvlan"):
+        unit = launch(mode="ipvlan")
+        report = unit.report()
+        child = ip_json(["-d", "link", "show", "dev", ground.nic], pid=report["pid"])[0]
+        assert child["linkinfo"]["info_kind"] == "ipvlan"
+        assert udp_exchange(ground.client, UNIT_IP, 53, "iv")["reply"] == "echo:iv"
+        assert unit.fulcrum.stop() == 0
+        assert_torn_down(ground, report["pid"])
+        return
+    unit = launch(mode="ipvlan")
+    assert unit.fulcrum.wait() == 1
+    stderr = unit.fulcrum.stderr
+    assert "fulcrum: mode ipvlan: this kernel has no ipvlan link support" in stderr
+    assert "Traceback" not in stderr
+    assert ground.unit_netns not in netns_names()
+    assert host_has_link(ground.nic)
+    assert not unit.report_path.exists()
+
+
+def test_missing_public_interface_is_refused_and_leaves_no_netns(
+    ground: Ground, launch: Any
+) -> None:
+    unit = launch(public_interface="vl-absent0")
+    assert unit.fulcrum.wait() == 1
+    assert "public interface vl-absent0 is not in the host namespace" in unit.fulcrum.stderr
+    assert ground.unit_netns not in netns_names()
+
+
+def test_missing_config_is_refused_naming_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "launcher.toml"
+    result = run([FULCRUM, "launch", "--config", str(path)], check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f"fulcrum: launcher config {path} does not exist; provision it with "
+        f"`fulcrum config produce --out {path} ...`"
+    )
