@@ -94,7 +94,7 @@ def _drop(entries: list[Entry], path: str) -> list[Entry]:
 
 def _tamper(entries: list[Entry], path: str) -> list[Entry]:
     return [
-        _regular(info.name, data + b"\x00tampered", info.mode) if info.name == path else (info, data)
+        (_regular(info.name, data + b"\x00", info.mode) if info.name == path else (info, data))
         for info, data in entries
     ]
 

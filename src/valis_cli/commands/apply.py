@@ -1,0 +1,74 @@
+"""``valis apply``: stage a delivery, switch to it, restart the unit, roll back if it fails.
+
+``--unit NAME`` drives a systemd unit. ``--supervise CMD`` is for hosts without systemd as
+PID 1: this process starts CMD itself, reads its READY over a NOTIFY_SOCKET it owns, and
+then stays in the foreground supervising it (SIGTERM and SIGINT are forwarded) until the
+unit exits, returning its exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import signal
+from pathlib import Path
+from types import FrameType
+
+from valis_core.apply.delivery import DEFAULT_UP_TIMEOUT, apply_delivery
+from valis_core.apply.unit_control import ProcessUnitController, SystemdUnitController
+
+DEFAULT_ROOT = "/opt/valis"
+DEFAULT_UNIT = "valis-dns.service"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "apply",
+        help="stage a delivery tarball, switch to it and restart the unit",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--delivery", required=True, type=Path, metavar="TARBALL")
+    parser.add_argument("--root", default=DEFAULT_ROOT, type=Path, help="default: %(default)s")
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument("--unit", metavar="NAME", help=f"systemd unit (default: {DEFAULT_UNIT})")
+    how.add_argument(
+        "--supervise", metavar="CMD", help="supervise CMD directly (one shell-quoted string)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_UP_TIMEOUT,
+        help="seconds to wait for READY (default: %(default)s)",
+    )
+    parser.set_defaults(handler=_apply)
+
+
+def _apply(args: argparse.Namespace) -> int:
+    if args.supervise is None:
+        controller = SystemdUnitController(args.unit or DEFAULT_UNIT)
+        applied = apply_delivery(args.delivery, args.root, controller, timeout=args.timeout)
+        print(f"valis: {applied.version} is serving (previous: {applied.previous or 'none'})")
+        return 0
+    with ProcessUnitController(shlex.split(args.supervise)) as unit:
+        applied = apply_delivery(args.delivery, args.root, unit, timeout=args.timeout)
+        print(f"valis: {applied.version} is serving (previous: {applied.previous or 'none'})",
+              flush=True)
+        return _supervise(unit)
+
+
+def _supervise(unit: ProcessUnitController) -> int:
+    """Forward SIGTERM/SIGINT to the unit and wait for it to exit; its exit status."""
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        unit.signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        status = unit.wait_exit()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if status is None:
+        return 1
+    return 128 - status if status < 0 else status

@@ -1,0 +1,252 @@
+"""`valis apply` on a host without systemd: deliveries staged, switched in and rolled back,
+with the unit supervised directly and its READY read over a real NOTIFY_SOCKET."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from valis_core.apply.delivery import (
+    DeliveryError,
+    apply_delivery,
+    build_delivery,
+    build_delivery_bytes,
+    current_version,
+)
+from valis_core.apply.unit_control import ProcessUnitController, SystemdUnitController
+
+UP_TIMEOUT = 20.0
+
+# The unit a delivery carries: says READY=1 with its version, then serves until SIGTERM.
+GOOD_UNIT = b"""\
+import os, pathlib, signal, socket, sys, time
+version = (pathlib.Path(__file__).resolve().parent.parent / "VERSION").read_text().strip()
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+if len(sys.argv) > 1:
+    pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))
+with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
+    notify.sendto(f"READY=1\\nSTATUS=serving {version}".encode(), os.environ["NOTIFY_SOCKET"])
+for _ in range(6000):
+    time.sleep(0.05)
+"""
+
+# A version that cannot serve: it exits before ever saying READY.
+BAD_UNIT = b"""\
+import sys
+print("serving codec not available", file=sys.stderr)
+sys.exit(1)
+"""
+
+
+def _delivery(directory: Path, version: str, unit: bytes = GOOD_UNIT) -> Path:
+    out = directory / f"valis-serving-{version}.tar.gz"
+    build_delivery({"bin/unit": (unit, 0o755), "VERSION": version.encode()}, version, out)
+    return out
+
+
+def _tree(root: Path) -> dict[str, object]:
+    """Everything under ``root``: file bytes, link targets, directories and modes."""
+    seen: dict[str, object] = {}
+    for path in sorted(root.rglob("*")):
+        key = str(path.relative_to(root))
+        if path.is_symlink():
+            seen[key] = ("link", os.readlink(path))
+        elif path.is_dir():
+            seen[key] = ("dir", path.stat().st_mode)
+        else:
+            seen[key] = ("file", path.read_bytes(), path.stat().st_mode)
+    return seen
+
+
+@pytest.fixture
+def unit(tmp_path: Path) -> Iterator[ProcessUnitController]:
+    root = tmp_path / "opt-valis"
+    command = [sys.executable, str(root / "current" / "bin" / "unit")]
+    with ProcessUnitController(command, stop_timeout=5.0) as controller:
+        yield controller
+
+
+def test_a_good_delivery_switches_current_and_restarts_the_unit_on_it(
+    tmp_path: Path, unit: ProcessUnitController
+) -> None:
+    root = tmp_path / "opt-valis"
+    first = apply_delivery(_delivery(tmp_path, "1.0.0"), root, unit, timeout=UP_TIMEOUT)
+    assert (first.version, first.previous) == ("1.0.0", None)
+    assert os.readlink(root / "current") == "versions/1.0.0"
+    assert unit.is_up()
+    assert unit.status == "serving 1.0.0"
+    old_pid = unit.pid
+
+    second = apply_delivery(_delivery(tmp_path, "1.1.0"), root, unit, timeout=UP_TIMEOUT)
+    assert (second.version, second.previous) == ("1.1.0", "1.0.0")
+    assert current_version(root) == "1.1.0"
+    assert unit.is_up()
+    assert unit.status == "serving 1.1.0"
+    assert unit.pid != old_pid
+    assert old_pid is not None
+    assert not Path(f"/proc/{old_pid}").exists()
+    assert (root / "versions" / "1.1.0" / "bin" / "unit").stat().st_mode & 0o777 == 0o755
+
+
+def test_a_version_that_does_not_come_up_is_switched_back_and_the_old_one_restarted(
+    tmp_path: Path, unit: ProcessUnitController
+) -> None:
+    root = tmp_path / "opt-valis"
+    apply_delivery(_delivery(tmp_path, "1.0.0"), root, unit, timeout=UP_TIMEOUT)
+    with pytest.raises(DeliveryError, match=r"2\.0\.0 did not come up.*1\.0\.0, which came up"):
+        apply_delivery(_delivery(tmp_path, "2.0.0", BAD_UNIT), root, unit, timeout=UP_TIMEOUT)
+    assert os.readlink(root / "current") == "versions/1.0.0"
+    assert unit.is_up()
+    assert unit.status == "serving 1.0.0"
+
+
+def test_a_first_version_that_does_not_come_up_leaves_no_current_and_no_unit(
+    tmp_path: Path, unit: ProcessUnitController
+) -> None:
+    root = tmp_path / "opt-valis"
+    with pytest.raises(DeliveryError, match="no previous version"):
+        apply_delivery(_delivery(tmp_path, "1.0.0", BAD_UNIT), root, unit, timeout=UP_TIMEOUT)
+    assert not (root / "current").is_symlink()
+    assert not unit.is_up()
+    assert unit.pid is None
+
+
+def test_a_tampered_delivery_changes_nothing_on_disk_and_leaves_the_unit_running(
+    tmp_path: Path, unit: ProcessUnitController
+) -> None:
+    root = tmp_path / "opt-valis"
+    apply_delivery(_delivery(tmp_path, "1.0.0"), root, unit, timeout=UP_TIMEOUT)
+    pid = unit.pid
+    before = _tree(root)
+
+    good = gzip.decompress(
+        build_delivery_bytes("1.1.0", {"bin/unit": (GOOD_UNIT, 0o755), "VERSION": b"1.1.0"})
+    )
+    members = []
+    with tarfile.open(fileobj=io.BytesIO(good)) as archive:
+        for member in archive.getmembers():
+            handle = archive.extractfile(member)
+            assert handle is not None
+            data = handle.read()
+            if member.name == "bin/unit":
+                data = data.replace(b"serving", b"pwned!!")  # same size, other bytes
+            members.append((member, data))
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as archive:
+        for member, data in members:
+            archive.addfile(member, io.BytesIO(data))
+    tampered = tmp_path / "valis-serving-1.1.0.tar.gz"
+    tampered.write_bytes(gzip.compress(raw.getvalue()))
+
+    with pytest.raises(DeliveryError, match="'bin/unit' has sha256"):
+        apply_delivery(tampered, root, unit, timeout=UP_TIMEOUT)
+    assert _tree(root) == before
+    assert unit.pid == pid
+    assert unit.is_up()
+    assert unit.status == "serving 1.0.0"
+
+
+def test_an_unsound_first_delivery_creates_not_even_the_root(
+    tmp_path: Path, unit: ProcessUnitController
+) -> None:
+    root = tmp_path / "opt-valis"
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as archive:
+        info = tarfile.TarInfo("bin/unit")
+        info.size = len(GOOD_UNIT)
+        archive.addfile(info, io.BytesIO(GOOD_UNIT))
+    tarball = tmp_path / "no-manifest.tar"
+    tarball.write_bytes(raw.getvalue())
+    with pytest.raises(DeliveryError, match=r"no MANIFEST\.json"):
+        apply_delivery(tarball, root, unit, timeout=UP_TIMEOUT)
+    assert not root.exists()
+    assert unit.pid is None
+
+
+def test_reapplying_the_staged_version_reuses_it(
+    tmp_path: Path, unit: ProcessUnitController
+) -> None:
+    root = tmp_path / "opt-valis"
+    tarball = _delivery(tmp_path, "1.0.0")
+    apply_delivery(tarball, root, unit, timeout=UP_TIMEOUT)
+    staged = root / "versions" / "1.0.0"
+    inode = staged.stat().st_ino
+    again = apply_delivery(tarball, root, unit, timeout=UP_TIMEOUT)
+    assert again.previous == "1.0.0"
+    assert staged.stat().st_ino == inode
+    assert unit.is_up()
+
+
+def test_a_version_staged_with_other_content_is_refused(
+    tmp_path: Path, unit: ProcessUnitController
+) -> None:
+    root = tmp_path / "opt-valis"
+    apply_delivery(_delivery(tmp_path, "1.0.0"), root, unit, timeout=UP_TIMEOUT)
+    (root / "versions" / "1.0.0" / "VERSION").write_text("edited by hand")
+    with pytest.raises(DeliveryError, match="already exists with other content"):
+        apply_delivery(_delivery(tmp_path, "1.0.0"), root, unit, timeout=UP_TIMEOUT)
+
+
+def test_the_systemd_controller_restarts_and_reads_active_state_through_systemctl(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "calls"
+    state = tmp_path / "state"
+    fake = tmp_path / "systemctl"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {log}\n'
+        f'case "$1" in restart) echo active > {state};; stop) echo inactive > {state};;\n'
+        f'  show) cat {state};; is-active) grep -qx active {state};; esac\n'
+    )
+    fake.chmod(0o755)
+    state.write_text("inactive\n")
+    controller = SystemdUnitController("valis-dns.service", systemctl=str(fake))
+    assert not controller.is_up()
+    controller.restart()
+    assert controller.wait_up(5.0)
+    assert controller.is_up()
+    controller.stop()
+    assert not controller.wait_up(5.0)
+    assert log.read_text().splitlines() == [
+        "is-active --quiet valis-dns.service",
+        "restart valis-dns.service",
+        "show --property=ActiveState --value valis-dns.service",
+        "is-active --quiet valis-dns.service",
+        "stop valis-dns.service",
+        "show --property=ActiveState --value valis-dns.service",
+    ]
+
+
+def test_valis_apply_supervises_the_unit_and_forwards_sigterm_to_it(tmp_path: Path) -> None:
+    root = tmp_path / "opt-valis"
+    marker = tmp_path / "serving"
+    tarball = _delivery(tmp_path, "1.0.0")
+    unit = f"{sys.executable} {root}/current/bin/unit {marker}"
+    valis_bin = Path(sys.executable).parent / "valis"
+    with subprocess.Popen(
+        [valis_bin, "apply", "--delivery", tarball, "--root", root, "--supervise", unit],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as cli:
+        try:
+            assert cli.stdout is not None
+            line = cli.stdout.readline()  # printed once the unit said READY
+            assert line.strip() == "valis: 1.0.0 is serving (previous: none)"
+            unit_pid = int(marker.read_text())
+            cli.send_signal(signal.SIGTERM)
+            assert cli.wait(UP_TIMEOUT) == 0
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+    assert current_version(root) == "1.0.0"
+    assert not Path(f"/proc/{unit_pid}").exists()
