@@ -1,0 +1,47 @@
+"""Connecting to the operator-state database, with a failure an operator can act on.
+
+The DSN names a UNIX socket and a role; under peer authentication the role is reached
+only by running as the OS account mapped to it, so the remedy for a refusal is about
+*who* runs the command, not about a password.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from valis_core.errors import ValisError
+
+
+class OperatorStateError(ValisError):
+    """The operator-state database is unreachable, or refused what was asked of it."""
+
+
+def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
+    """A connection to ``dsn``; an unreachable or refusing server is an operator error."""
+    try:
+        return psycopg.connect(dsn, autocommit=autocommit)
+    except psycopg.OperationalError as exc:
+        detail = " ".join(str(exc).split())
+        raise OperatorStateError(
+            f"operator state: cannot connect with {redact(dsn)}: {detail} (is PostgreSQL "
+            "running with its socket there, and is this the OS account its role maps to?)"
+        ) from exc
+    except psycopg.ProgrammingError as exc:
+        raise OperatorStateError(
+            f"operator state: the DSN {redact(dsn)} is malformed: {exc}; give a libpq URI "
+            "such as postgresql://valis@/valis_state?host=/var/run/postgresql"
+        ) from exc
+
+
+def redact(dsn: str) -> str:
+    """The DSN with any password replaced, fit for a log line or an error message."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "<malformed DSN>"
+    if "password" in info:
+        info["password"] = "***"
+        return psycopg.conninfo.make_conninfo("", **info)
+    return dsn

@@ -1,0 +1,163 @@
+"""The instance write-fence in the database: the pure transitions of ``valis_core.fence``
+applied to the single ``instance_fence`` row under row locks.
+
+Each function reads the row with a row lock, asks the pure function what the fence
+becomes (or whether the writer may proceed), and writes the answer; the rules live only
+in ``valis_core.fence``.
+
+Why row locks under READ COMMITTED, and why ``FOR SHARE``:
+
+- A claim reads the row ``FOR UPDATE`` and updates it in its own transaction.
+- Every mutating transaction of a node starts (``fenced_transaction``) by reading the row
+  ``FOR SHARE`` and checking its generation, and holds that lock until it commits.
+- ``FOR SHARE`` conflicts with ``FOR UPDATE`` *and* with the ``FOR NO KEY UPDATE`` lock a
+  plain ``UPDATE`` of the row takes. So a claim cannot commit while any writer that passed
+  the check is still open: the claim waits for those writers to finish, and their writes
+  land *before* the fence moves. ``FOR KEY SHARE`` would not do: it does not conflict
+  with ``FOR NO KEY UPDATE``, so any non-key update of the row would slip past it.
+- A writer that asks while a claim holds the row waits for the claim to end; under READ
+  COMMITTED PostgreSQL then re-reads the newest committed version of the locked row, so
+  the writer sees the new generation and is fenced out. Once a claim of generation g has
+  committed, every later check reads g, so no transaction touched at a lower generation
+  can commit afterwards.
+
+SERIALIZABLE would also stop the lost update, but only by aborting one side with a
+serialization failure that every caller must retry; the row lock gives the same guarantee
+by waiting, with the fence's own error (``FencedOut``) as the only refusal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+
+from valis_core import fence as rules
+from valis_core.fence import FencedOut, FenceState, StaleClaim
+from valis_core.operator_state.connection import OperatorStateError
+
+__all__ = [
+    "FenceState",
+    "FencedOut",
+    "StaleClaim",
+    "UnseededFence",
+    "assert_fence_touch",
+    "claim_instance_fence",
+    "fenced_transaction",
+    "read_instance_fence",
+    "seed_instance_fence",
+]
+
+_SEED_ATTEMPTS = 3
+
+
+class UnseededFence(OperatorStateError):
+    """The fence row does not exist yet, so no generation may write or claim."""
+
+    def __init__(self, action: str) -> None:
+        super().__init__(
+            f"instance fence: cannot {action}: the fence was never seeded in this database; "
+            "a node seeds it at genesis (seed_instance_fence) before anything writes"
+        )
+
+
+_LOCKING_READS = {
+    "UPDATE": "SELECT generation, holder FROM instance_fence WHERE id = 1 FOR UPDATE",
+    "SHARE": "SELECT generation, holder FROM instance_fence WHERE id = 1 FOR SHARE",
+}
+
+
+def _row(cur: psycopg.Cursor[Any], lock: str) -> FenceState | None:
+    cur.execute(_LOCKING_READS[lock])
+    row = cur.fetchone()
+    return None if row is None else FenceState(generation=row[0], holder=row[1])
+
+
+def read_instance_fence(conn: psycopg.Connection[Any]) -> FenceState | None:
+    """The fence as last committed, without locking it (for status and start-up checks)."""
+    row = conn.execute("SELECT generation, holder FROM instance_fence WHERE id = 1").fetchone()
+    return None if row is None else FenceState(generation=row[0], holder=row[1])
+
+
+def seed_instance_fence(conn: psycopg.Connection[Any], holder: str) -> FenceState:
+    """Lay the fence at the genesis epoch if absent; an existing fence is left as it is.
+
+    Two seeders racing on an empty table both see no row (there is nothing to lock), so
+    the insert is ``ON CONFLICT DO NOTHING`` and the loser re-reads the winner's row.
+    """
+    for _ in range(_SEED_ATTEMPTS):
+        with conn.transaction(), conn.cursor() as cur:
+            current = _row(cur, "UPDATE")
+            seeded = rules.seed_instance_fence(current, holder)
+            if current is not None:
+                if seeded != current:  # pragma: no cover - the rules keep a seeded fence
+                    _write(cur, seeded)
+                return seeded
+            cur.execute(
+                "INSERT INTO instance_fence (id, generation, holder) VALUES (1, %s, %s) "
+                "ON CONFLICT (id) DO NOTHING",
+                (seeded.generation, seeded.holder),
+            )
+            if cur.rowcount == 1:
+                return seeded
+    raise OperatorStateError(  # pragma: no cover - needs a row deleted between attempts
+        "instance fence: could not seed; the fence row keeps vanishing (is something "
+        "deleting it?)"
+    )
+
+
+def claim_instance_fence(
+    conn: psycopg.Connection[Any], generation: int, holder: str
+) -> FenceState:
+    """Claim ``generation`` for ``holder`` and commit; raises ``StaleClaim`` if refused.
+
+    Waits for every transaction that holds the fence ``FOR SHARE`` (writers that passed
+    their check) to finish first.
+    """
+    with conn.transaction(), conn.cursor() as cur:
+        current = _row(cur, "UPDATE")
+        if current is None:
+            raise UnseededFence(f"claim generation {generation}")
+        claimed = rules.claim_instance_fence(current, generation, holder)
+        if claimed != current:
+            _write(cur, claimed)
+        return claimed
+
+
+def assert_fence_touch(cur: psycopg.Cursor[Any], writer_generation: int) -> FenceState:
+    """Inside an open transaction: lock the fence ``FOR SHARE`` until it ends and raise
+    ``FencedOut`` unless ``writer_generation`` is the fence's generation."""
+    if cur.connection.info.transaction_status != psycopg.pq.TransactionStatus.INTRANS:
+        raise OperatorStateError(
+            "instance fence: assert_fence_touch must run inside the mutating transaction "
+            "it guards (use fenced_transaction)"
+        )
+    current = _row(cur, "SHARE")
+    if current is None:
+        raise UnseededFence(f"write at generation {writer_generation}")
+    rules.assert_fence_touch(current, writer_generation)
+    return current
+
+
+@contextmanager
+def fenced_transaction(
+    conn: psycopg.Connection[Any], generation: int
+) -> Iterator[psycopg.Cursor[Any]]:
+    """A transaction that may write only while the fence stands at ``generation``.
+
+    The fence check is the transaction's first statement and its lock lasts until the
+    commit; ``FencedOut`` (from the check or anywhere in the body) rolls everything back.
+    """
+    with conn.transaction(), conn.cursor() as cur:
+        assert_fence_touch(cur, generation)
+        yield cur
+
+
+def _write(cur: psycopg.Cursor[Any], state: FenceState) -> None:
+    cur.execute(
+        "UPDATE instance_fence SET generation = %s, holder = %s, updated_at = now() "
+        "WHERE id = 1",
+        (state.generation, state.holder),
+    )
