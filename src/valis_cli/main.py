@@ -7,7 +7,10 @@ from collections.abc import Sequence
 from valis_cli.dispatch import build_parser, dispatch, exit_with
 
 # Command modules, in the order `valis --help` lists them. Add one line per command.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = (
+    "valis_cli.commands.serve",
+    "valis_cli.commands.apply",
+)
 
 
 def run(argv: Sequence[str]) -> int:

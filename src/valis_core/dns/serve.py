@@ -1,0 +1,353 @@
+"""The DNS serve loops: UDP and TCP over sockets someone else bound, answering from
+whatever zone index the holder has at the moment each query arrives.
+
+Nothing here binds a socket. The resident hands in its inherited :53 pair; ``valis serve``
+hands in a pair it bound on an unprivileged port. Each query is answered from one
+immutable ``ZoneIndex`` snapshot read once from an ``IndexHolder``; swapping the holder's
+index is the only mutation on the serving path, so a reload never mixes two zone
+versions into one answer.
+
+UDP is the hot path. Waking trio's scheduler once per datagram caps a Python server far
+below what the kernel can deliver, so ``serve_udp`` drains the socket with non-blocking
+``recvfrom`` calls until it would block, answers and sends each datagram inline, and
+only then parks in ``wait_readable``. Every ``UDP_BATCH`` datagrams it passes a
+checkpoint, so a flood can neither starve other tasks nor delay cancellation.
+
+TCP (RFC 7766): 2-byte length framing, any number of pipelined queries per connection,
+one task per connection, an idle timeout (a connection must complete a query within
+``idle_timeout`` of accepting or of its previous query, so a client trickling bytes is
+closed too), a write timeout, and a cap on concurrent connections. Over the cap a new
+connection is accepted and closed at once rather than left in the kernel backlog: the
+client learns immediately and can retry, and a flood of stalled connections cannot park
+well-behaved clients behind it.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+import time
+from collections.abc import Mapping
+from typing import Protocol
+
+import attrs
+import dns.rcode
+import trio
+
+from valis_core.dns.answer import Transport, answer
+from valis_core.dns.zone import ZoneIndex
+
+log = logging.getLogger(__name__)
+
+
+
+class AnswerFn(Protocol):
+    """The shape of ``answer``; a parameter of the loops so a test can make it fail."""
+
+    def __call__(self, index: ZoneIndex, query: bytes, /, *, transport: Transport) -> bytes | None:
+        ...
+
+
+UDP_BATCH = 64
+"""Datagrams handled between checkpoints while the socket stays readable."""
+
+_MAX_DATAGRAM = 65535
+_RCODES = 16
+_ACCEPT_RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+_ERROR_LOG_INTERVAL = 1.0
+
+
+class IndexHolder:
+    """The zone index currently served. ``swap`` replaces it in one assignment; a reader
+    takes ``current`` once per query and answers wholly from that snapshot."""
+
+    __slots__ = ("_index", "_swaps")
+
+    def __init__(self, index: ZoneIndex) -> None:
+        self._index = index
+        self._swaps = 0
+
+    @property
+    def current(self) -> ZoneIndex:
+        return self._index
+
+    @property
+    def swaps(self) -> int:
+        """How many times the index has been replaced since this holder was made."""
+        return self._swaps
+
+    def swap(self, new: ZoneIndex) -> ZoneIndex:
+        """Serve ``new`` from the next query on; return the index it replaces."""
+        old, self._index = self._index, new
+        self._swaps += 1
+        return old
+
+
+@attrs.frozen
+class ServeCounts:
+    """A point-in-time copy of ``ServeStats``, shaped for export (e.g. as metrics).
+
+    ``responses`` is keyed by (transport, rcode name). The rcode is the 4-bit field of
+    the response header, so an extended rcode (BADVERS) counts under its low bits.
+    """
+
+    responses: Mapping[tuple[str, str], int]
+    dropped: Mapping[str, int]
+    truncated: int
+    answer_errors: int
+    send_failures: int
+    tcp_accepted: int
+    tcp_refused: int
+    tcp_idle_closed: int
+
+    @property
+    def responses_total(self) -> int:
+        return sum(self.responses.values())
+
+
+class ServeStats:
+    """Monotonic counters the serve loops bump in place; cheap enough for the UDP hot
+    path (one list index per response, read from the response header bytes)."""
+
+    __slots__ = (
+        "answer_errors",
+        "send_failures",
+        "tcp_accepted",
+        "tcp_dropped",
+        "tcp_idle_closed",
+        "tcp_rcodes",
+        "tcp_refused",
+        "udp_dropped",
+        "udp_rcodes",
+        "udp_truncated",
+    )
+
+    def __init__(self) -> None:
+        self.udp_rcodes = [0] * _RCODES
+        self.tcp_rcodes = [0] * _RCODES
+        self.udp_dropped = 0
+        self.tcp_dropped = 0
+        self.udp_truncated = 0
+        self.answer_errors = 0
+        self.send_failures = 0
+        self.tcp_accepted = 0
+        self.tcp_refused = 0
+        self.tcp_idle_closed = 0
+
+    def snapshot(self) -> ServeCounts:
+        responses: dict[tuple[str, str], int] = {}
+        by_transport = ((Transport.UDP, self.udp_rcodes), (Transport.TCP, self.tcp_rcodes))
+        for transport, rcodes in by_transport:
+            for rcode, count in enumerate(rcodes):
+                if count:
+                    responses[(transport.value, dns.rcode.to_text(dns.rcode.Rcode(rcode)))] = count
+        return ServeCounts(
+            responses=responses,
+            dropped={Transport.UDP.value: self.udp_dropped, Transport.TCP.value: self.tcp_dropped},
+            truncated=self.udp_truncated,
+            answer_errors=self.answer_errors,
+            send_failures=self.send_failures,
+            tcp_accepted=self.tcp_accepted,
+            tcp_refused=self.tcp_refused,
+            tcp_idle_closed=self.tcp_idle_closed,
+        )
+
+
+class _ThrottledLog:
+    """Log an engine failure at most once a second, so a packet flood that trips a bug
+    cannot turn into a log flood; the suppressed count rides on the next line."""
+
+    __slots__ = ("_last", "_suppressed")
+
+    def __init__(self) -> None:
+        self._last = -_ERROR_LOG_INTERVAL
+        self._suppressed = 0
+
+    def failure(self, transport: Transport, query: bytes) -> None:
+        now = time.monotonic()
+        if now - self._last < _ERROR_LOG_INTERVAL:
+            self._suppressed += 1
+            return
+        self._last = now
+        more = f" ({self._suppressed} more since the last report)" if self._suppressed else ""
+        self._suppressed = 0
+        log.exception(
+            "answering a %d-byte %s query failed; the query was dropped and serving goes on%s",
+            len(query),
+            transport.value,
+            more,
+        )
+
+
+async def serve_udp(
+    sock: trio.socket.SocketType,
+    holder: IndexHolder,
+    *,
+    stats: ServeStats | None = None,
+    answer_fn: AnswerFn = answer,
+) -> None:
+    """Answer datagrams on ``sock`` (already bound) until cancelled.
+
+    Runs the drain loop described in the module docstring on a duplicate of the
+    socket's descriptor; the caller keeps ownership of ``sock``.
+    """
+    counts = stats if stats is not None else ServeStats()
+    failures = _ThrottledLog()
+    raw = socket.socket(fileno=os.dup(sock.fileno()))
+    try:
+        raw.setblocking(False)
+        recvfrom = raw.recvfrom
+        sendto = raw.sendto
+        rcodes = counts.udp_rcodes
+        udp = Transport.UDP
+        while True:
+            handled = 0
+            while handled < UDP_BATCH:
+                try:
+                    query, peer = recvfrom(_MAX_DATAGRAM)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError:
+                    # A pending socket error (e.g. an ICMP report) is consumed by the
+                    # failing call; wait for the next datagram rather than spin.
+                    break
+                handled += 1
+                try:
+                    response = answer_fn(holder.current, query, transport=udp)
+                except Exception:
+                    counts.answer_errors += 1
+                    failures.failure(udp, query)
+                    continue
+                if response is None:
+                    counts.udp_dropped += 1
+                    continue
+                try:
+                    sendto(response, peer)
+                except OSError:
+                    # Send buffer full (EAGAIN) or an unroutable peer: UDP may lose it.
+                    counts.send_failures += 1
+                    continue
+                rcodes[response[3] & 0x0F] += 1
+                if response[2] & 0x02:
+                    counts.udp_truncated += 1
+            if handled == UDP_BATCH:
+                await trio.lowlevel.checkpoint()
+            else:
+                await trio.lowlevel.wait_readable(sock)
+    finally:
+        raw.close()
+
+
+async def serve_tcp(
+    listener: trio.SocketListener | trio.socket.SocketType,
+    holder: IndexHolder,
+    *,
+    stats: ServeStats | None = None,
+    idle_timeout: float = 10.0,
+    write_timeout: float = 5.0,
+    max_connections: int = 128,
+    answer_fn: AnswerFn = answer,
+) -> None:
+    """Accept DNS-over-TCP connections on ``listener`` (already listening) until
+    cancelled; each connection is served by its own task.
+
+    Over ``max_connections`` concurrent connections, a new one is accepted and closed
+    immediately (counted in ``tcp_refused``).
+    """
+    if not isinstance(listener, trio.SocketListener):
+        listener = trio.SocketListener(listener)
+    counts = stats if stats is not None else ServeStats()
+    failures = _ThrottledLog()
+    active = 0
+
+    async def connection(stream: trio.SocketStream) -> None:
+        nonlocal active
+        try:
+            async with stream:
+                await _serve_connection(
+                    stream,
+                    holder=holder,
+                    counts=counts,
+                    failures=failures,
+                    idle_timeout=idle_timeout,
+                    write_timeout=write_timeout,
+                    answer_fn=answer_fn,
+                )
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            active -= 1
+
+    async with trio.open_nursery() as nursery:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in _ACCEPT_RESOURCE_ERRNOS:
+                    raise
+                log.warning("accepting a DNS TCP connection failed (%s); retrying shortly", exc)
+                await trio.sleep(0.1)
+                continue
+            if active >= max_connections:
+                counts.tcp_refused += 1
+                stream.socket.close()
+                continue
+            counts.tcp_accepted += 1
+            active += 1
+            nursery.start_soon(connection, stream)
+
+
+async def _serve_connection(
+    stream: trio.SocketStream,
+    *,
+    holder: IndexHolder,
+    counts: ServeStats,
+    failures: _ThrottledLog,
+    idle_timeout: float,
+    write_timeout: float,
+    answer_fn: AnswerFn,
+) -> None:
+    """Read length-prefixed queries, answer every complete one in order, and write the
+    answers back in one send; return on EOF, idle timeout or a stalled write."""
+    tcp = Transport.TCP
+    rcodes = counts.tcp_rcodes
+    pending = bytearray()
+    deadline = trio.current_time() + idle_timeout
+    while True:
+        frames: list[bytes] = []
+        while len(pending) >= 2:
+            size = (pending[0] << 8) | pending[1]
+            if len(pending) < 2 + size:
+                break
+            query = bytes(pending[2 : 2 + size])
+            del pending[: 2 + size]
+            deadline = trio.current_time() + idle_timeout
+            try:
+                response = answer_fn(holder.current, query, transport=tcp)
+            except Exception:
+                counts.answer_errors += 1
+                failures.failure(tcp, query)
+                continue
+            if response is None:
+                counts.tcp_dropped += 1
+                continue
+            frames.append(len(response).to_bytes(2, "big"))
+            frames.append(response)
+            rcodes[response[3] & 0x0F] += 1
+        if frames:
+            with trio.move_on_after(write_timeout):
+                await stream.send_all(b"".join(frames))
+                frames.clear()
+            if frames:
+                counts.send_failures += 1
+                return
+        with trio.move_on_at(deadline):
+            data = await stream.receive_some(_MAX_DATAGRAM + 2)
+            if not data:
+                return
+            pending += data
+            continue
+        counts.tcp_idle_closed += 1
+        return

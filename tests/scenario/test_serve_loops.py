@@ -1,0 +1,231 @@
+"""The trio serve loops in-process over real loopback sockets: swapping the index while
+serving, TCP idle timeout and connection cap, an engine failure on one packet, and
+clean cancellation."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import attrs
+import dns.flags
+import dns.message
+import dns.rcode
+import pytest
+import trio
+
+from valis_core.dns.answer import Transport, answer
+from valis_core.dns.serve import AnswerFn, IndexHolder, ServeStats, serve_tcp, serve_udp
+from valis_core.dns.zone import ZoneIndex
+
+ZONE_TEXT = (Path(__file__).parent / "data" / "example.com.zone").read_text()
+LIMIT = 10.0
+
+
+def index_with_www(address: str) -> ZoneIndex:
+    return ZoneIndex.from_zone_text(ZONE_TEXT.replace("192.0.2.80", address), "example.com.")
+
+
+def www_query() -> dns.message.Message:
+    return dns.message.make_query("www.example.com.", "A", use_edns=False)
+
+
+def addresses(response: dns.message.Message) -> set[str]:
+    return {rdata.to_text() for rrset in response.answer for rdata in rrset}
+
+
+@attrs.frozen
+class Loopback:
+    holder: IndexHolder
+    stats: ServeStats
+    udp_address: tuple[str, int]
+    tcp_address: tuple[str, int]
+
+
+async def udp_ask(address: tuple[str, int], wire: bytes) -> dns.message.Message:
+    with trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+        await client.sendto(wire, address)
+        with trio.fail_after(LIMIT):
+            data = await client.recv(65535)
+    return dns.message.from_wire(data)
+
+
+async def tcp_receive_frame(stream: trio.SocketStream) -> bytes:
+    buffer = b""
+    with trio.fail_after(LIMIT):
+        while len(buffer) < 2 or len(buffer) < 2 + int.from_bytes(buffer[:2], "big"):
+            chunk = await stream.receive_some(65535)
+            if not chunk:
+                raise ConnectionError("closed mid-message")
+            buffer += chunk
+    return buffer[2:]
+
+
+async def receive_eof(stream: trio.SocketStream) -> bytes:
+    with trio.fail_after(LIMIT):
+        return await stream.receive_some(65535)
+
+
+@pytest.fixture
+async def loopback() -> AsyncIterator[Loopback]:
+    async with serving(idle_timeout=0.3, max_connections=2) as loop:
+        yield loop
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    *, answer_fn: AnswerFn = answer, idle_timeout: float = 10.0, max_connections: int = 16
+) -> AsyncIterator[Loopback]:
+    """Both loops over fresh loopback sockets, cancelled and closed on exit."""
+    holder = IndexHolder(index_with_www("192.0.2.80"))
+    stats = ServeStats()
+    with (
+        trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp,
+        trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp,
+    ):
+        await udp.bind(("127.0.0.1", 0))
+        await tcp.bind(("127.0.0.1", 0))
+        tcp.listen(16)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                functools.partial(serve_udp, udp, holder, stats=stats, answer_fn=answer_fn)
+            )
+            nursery.start_soon(
+                functools.partial(
+                    serve_tcp,
+                    tcp,
+                    holder,
+                    stats=stats,
+                    answer_fn=answer_fn,
+                    idle_timeout=idle_timeout,
+                    max_connections=max_connections,
+                )
+            )
+            yield Loopback(holder, stats, udp.getsockname(), tcp.getsockname())
+            nursery.cancel_scope.cancel()
+
+
+async def test_the_next_answer_after_a_swap_comes_from_the_new_index(loopback: Loopback) -> None:
+    before = await udp_ask(loopback.udp_address, www_query().to_wire())
+    old = loopback.holder.swap(index_with_www("198.51.100.80"))
+    after = await udp_ask(loopback.udp_address, www_query().to_wire())
+    async with await trio.open_tcp_stream(*loopback.tcp_address) as stream:
+        wire = www_query().to_wire()
+        await stream.send_all(len(wire).to_bytes(2, "big") + wire)
+        over_tcp = dns.message.from_wire(await tcp_receive_frame(stream))
+    assert addresses(before) == {"192.0.2.80"}
+    assert addresses(after) == {"198.51.100.80"}
+    assert addresses(over_tcp) == {"198.51.100.80"}
+    assert old is not loopback.holder.current
+    assert loopback.holder.swaps == 1
+
+
+async def test_responses_are_counted_by_transport_and_rcode(loopback: Loopback) -> None:
+    await udp_ask(loopback.udp_address, www_query().to_wire())
+    outside = dns.message.make_query("www.example.org.", "A", use_edns=False)
+    await udp_ask(loopback.udp_address, outside.to_wire())
+    async with await trio.open_tcp_stream(*loopback.tcp_address) as stream:
+        wire = www_query().to_wire()
+        await stream.send_all(len(wire).to_bytes(2, "big") + wire)
+        await tcp_receive_frame(stream)
+    counts = loopback.stats.snapshot()
+    assert counts.responses == {("udp", "NOERROR"): 1, ("udp", "REFUSED"): 1, ("tcp", "NOERROR"): 1}
+    assert counts.tcp_accepted == 1
+
+
+async def test_a_dropped_datagram_is_counted_and_the_next_is_answered(loopback: Loopback) -> None:
+    wire = www_query().to_wire()
+    as_response = wire[:2] + bytes([wire[2] | 0x80]) + wire[3:]
+    with trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+        await client.sendto(as_response, loopback.udp_address)
+    response = await udp_ask(loopback.udp_address, wire)
+    assert addresses(response) == {"192.0.2.80"}
+    assert loopback.stats.snapshot().dropped["udp"] == 1
+
+
+async def test_a_tcp_client_that_stalls_mid_query_is_closed_after_the_idle_timeout(
+    loopback: Loopback,
+) -> None:
+    async with await trio.open_tcp_stream(*loopback.tcp_address) as stream:
+        await stream.send_all(b"\x00")
+        assert await receive_eof(stream) == b""
+    assert loopback.stats.tcp_idle_closed == 1
+
+
+async def test_a_connection_over_the_cap_is_closed_while_the_others_are_served(
+    loopback: Loopback,
+) -> None:
+    wire = www_query().to_wire()
+    framed = len(wire).to_bytes(2, "big") + wire
+    first = await trio.open_tcp_stream(*loopback.tcp_address)
+    second = await trio.open_tcp_stream(*loopback.tcp_address)
+    async with first, second:
+        await first.send_all(framed)
+        await tcp_receive_frame(first)
+        await second.send_all(framed)
+        await tcp_receive_frame(second)
+        async with await trio.open_tcp_stream(*loopback.tcp_address) as third:
+            assert await receive_eof(third) == b""
+        await first.send_all(framed)
+        assert addresses(dns.message.from_wire(await tcp_receive_frame(first))) == {"192.0.2.80"}
+    assert loopback.stats.tcp_refused == 1
+
+
+async def test_an_engine_failure_on_one_query_is_counted_and_serving_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    poison = dns.message.make_query("poison.example.com.", "A", use_edns=False).to_wire()
+
+    def fragile(index: ZoneIndex, query: bytes, *, transport: Transport) -> bytes | None:
+        if b"poison" in query:
+            raise RuntimeError("engine bug")
+        return answer(index, query, transport=transport)
+
+    async with serving(answer_fn=fragile) as loop:
+        with trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+            await client.sendto(poison, loop.udp_address)
+        udp_answer = await udp_ask(loop.udp_address, www_query().to_wire())
+        async with await trio.open_tcp_stream(*loop.tcp_address) as stream:
+            wire = www_query().to_wire()
+            await stream.send_all(
+                len(poison).to_bytes(2, "big") + poison + len(wire).to_bytes(2, "big") + wire
+            )
+            tcp_answer = dns.message.from_wire(await tcp_receive_frame(stream))
+    assert addresses(udp_answer) == {"192.0.2.80"}
+    assert addresses(tcp_answer) == {"192.0.2.80"}
+    assert loop.stats.answer_errors == 2
+    assert "answering a" in caplog.text
+
+
+async def test_cancelling_the_loops_returns_promptly_and_leaves_the_sockets_to_the_caller(
+) -> None:
+    udp = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    await udp.bind(("127.0.0.1", 0))
+    tcp = trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    await tcp.bind(("127.0.0.1", 0))
+    tcp.listen(4)
+    holder = IndexHolder(index_with_www("192.0.2.80"))
+    with udp, tcp:
+        with trio.fail_after(LIMIT):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(serve_udp, udp, holder)
+                nursery.start_soon(serve_tcp, tcp, holder)
+                await udp_ask(udp.getsockname(), www_query().to_wire())
+                nursery.cancel_scope.cancel()
+        response = await udp_ask_after_restart(udp, holder)
+    assert response.rcode() == dns.rcode.NOERROR
+    assert response.flags & dns.flags.AA
+
+
+async def udp_ask_after_restart(
+    udp: trio.socket.SocketType, holder: IndexHolder
+) -> dns.message.Message:
+    """The socket a cancelled loop leaves behind still works for a new loop."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve_udp, udp, holder)
+        response = await udp_ask(udp.getsockname(), www_query().to_wire())
+        nursery.cancel_scope.cancel()
+    return response

@@ -1,0 +1,310 @@
+"""`valis serve` as an operator runs it: a real process on loopback, asked over UDP and
+TCP with dnspython and with `dig`, stopped with SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import dns.flags
+import dns.message
+import dns.query
+import dns.rcode
+import dns.rdatatype
+import pytest
+
+DATA = Path(__file__).parent / "data"
+ZONE_FILE = DATA / "example.com.zone"
+STARTUP_LIMIT = 20.0
+STOP_LIMIT = 10.0
+_START_LINE = re.compile(r"on 127\.0\.0\.1:(\d+) udp\+tcp")
+
+
+@attrs.frozen
+class Server:
+    process: subprocess.Popen[bytes]
+    port: int
+    log: Path
+
+    def log_text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+
+def valis_command() -> list[str]:
+    script = Path(sys.executable).with_name("valis")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from valis_cli.main import main; main()"]
+
+
+def start_server(log: Path, *zone_args: str) -> Server:
+    """Start `valis serve` on a free loopback port; return once its start line names
+    the port and it answers a query (both bounded)."""
+    args = [*valis_command(), "serve", "--listen", "127.0.0.1:0"]
+    for zone in zone_args or (str(ZONE_FILE),):
+        args += ["--zone", zone]
+    with log.open("wb") as sink:
+        process = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT)
+    limit = time.monotonic() + STARTUP_LIMIT
+    port = None
+    while port is None:
+        match = _START_LINE.search(log.read_text(encoding="utf-8", errors="replace"))
+        if match:
+            port = int(match.group(1))
+        elif process.poll() is not None or time.monotonic() > limit:
+            process.kill()
+            process.wait()
+            pytest.fail(f"valis serve did not start:\n{log.read_text()}")
+        else:
+            time.sleep(0.05)
+    server = Server(process=process, port=port, log=log)
+    ask_udp(server, "example.com.", "SOA")
+    return server
+
+
+def stop_server(server: Server) -> int:
+    if server.process.poll() is None:
+        server.process.send_signal(signal.SIGTERM)
+    try:
+        return server.process.wait(timeout=STOP_LIMIT)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait()
+        raise
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    running = start_server(tmp_path_factory.mktemp("serve") / "valis.log")
+    try:
+        yield running
+    finally:
+        stop_server(running)
+
+
+def query(name: str, rdtype: str) -> dns.message.Message:
+    return dns.message.make_query(name, rdtype, use_edns=False)
+
+
+def ask_udp(server: Server, name: str, rdtype: str) -> dns.message.Message:
+    return dns.query.udp(query(name, rdtype), "127.0.0.1", port=server.port, timeout=3)
+
+
+def ask_tcp(server: Server, name: str, rdtype: str) -> dns.message.Message:
+    return dns.query.tcp(query(name, rdtype), "127.0.0.1", port=server.port, timeout=3)
+
+
+def addresses(response: dns.message.Message) -> set[str]:
+    return {rdata.to_text() for rrset in response.answer for rdata in rrset}
+
+
+def frame(message: dns.message.Message) -> bytes:
+    wire = message.to_wire()
+    return len(wire).to_bytes(2, "big") + wire
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    size = int.from_bytes(read_exactly(sock, 2), "big")
+    return read_exactly(sock, size)
+
+
+def read_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("server closed the connection mid-message")
+        data += chunk
+    return data
+
+
+def dig(server: Server, *args: str) -> str:
+    command = ["dig", "@127.0.0.1", "-p", str(server.port), "+time=3", "+tries=1", *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=20, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def dig_flags(output: str) -> set[str]:
+    match = re.search(r";; flags: ([a-z ]+);", output)
+    assert match, output
+    return set(match.group(1).split())
+
+
+def test_dnspython_over_udp_gets_the_authoritative_answer(server: Server) -> None:
+    response = ask_udp(server, "www.example.com.", "A")
+    assert response.rcode() == dns.rcode.NOERROR
+    assert response.flags & dns.flags.AA
+    assert addresses(response) == {"192.0.2.80"}
+
+
+def test_dnspython_over_tcp_gets_the_authoritative_answer(server: Server) -> None:
+    response = ask_tcp(server, "www.example.com.", "AAAA")
+    assert response.rcode() == dns.rcode.NOERROR
+    assert response.flags & dns.flags.AA
+    assert addresses(response) == {"2001:db8::80"}
+
+
+def test_a_name_outside_the_served_zones_is_refused(server: Server) -> None:
+    response = ask_udp(server, "www.example.org.", "A")
+    assert response.rcode() == dns.rcode.REFUSED
+    assert not response.flags & dns.flags.AA
+
+
+@pytest.mark.skipif(shutil.which("dig") is None, reason="dig (bind9-dnsutils) not installed")
+@pytest.mark.parametrize("transport", ["+notcp", "+tcp"])
+def test_dig_reports_noerror_with_the_aa_flag(server: Server, transport: str) -> None:
+    output = dig(server, transport, "www.example.com", "A")
+    assert "status: NOERROR" in output
+    assert "aa" in dig_flags(output)
+    assert re.search(r"^www\.example\.com\.\s+3600\s+IN\s+A\s+192\.0\.2\.80$", output, re.M)
+
+
+@pytest.mark.skipif(shutil.which("dig") is None, reason="dig (bind9-dnsutils) not installed")
+def test_dig_sees_nxdomain_for_a_missing_name(server: Server) -> None:
+    output = dig(server, "nope.example.com", "A")
+    assert "status: NXDOMAIN" in output
+    assert "aa" in dig_flags(output)
+
+
+def test_several_pipelined_queries_are_answered_on_one_tcp_connection(server: Server) -> None:
+    asked = [query("www.example.com.", "A"), query("mail.example.com.", "A"),
+             query("example.com.", "SOA"), query("ns2.example.com.", "A")]
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(b"".join(frame(message) for message in asked))
+        answers = [dns.message.from_wire(read_frame(sock)) for _ in asked]
+        follow_up = query("ns1.example.com.", "A")
+        sock.sendall(frame(follow_up))
+        last = dns.message.from_wire(read_frame(sock))
+    assert [response.id for response in answers] == [message.id for message in asked]
+    assert addresses(answers[1]) == {"192.0.2.25"}
+    assert answers[2].answer[0].rdtype == dns.rdatatype.SOA
+    assert last.id == follow_up.id
+    assert addresses(last) == {"192.0.2.1"}
+
+
+def test_a_stalled_tcp_client_does_not_hold_up_another(server: Server) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as stalled:
+        stalled.sendall(b"\x00")  # the first byte of a length prefix, then nothing
+        second_tcp = ask_tcp(server, "www.example.com.", "A")
+        second_udp = ask_udp(server, "www.example.com.", "A")
+    assert addresses(second_tcp) == {"192.0.2.80"}
+    assert addresses(second_udp) == {"192.0.2.80"}
+
+
+def test_garbage_datagrams_leave_the_server_answering(server: Server) -> None:
+    valid = query("www.example.com.", "A").to_wire()
+    header_as_response = bytes([valid[0], valid[1], valid[2] | 0x80]) + valid[3:]
+    garbage = [
+        b"",
+        b"\x00",
+        b"\xff" * 11,
+        os.urandom(12),
+        os.urandom(300),
+        valid[:15],
+        header_as_response,
+        valid[:2] + b"\x01\x00\xff\xff" + valid[6:],
+    ]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for packet in garbage:
+            sock.sendto(packet, ("127.0.0.1", server.port))
+    response = ask_udp(server, "www.example.com.", "A")
+    assert addresses(response) == {"192.0.2.80"}
+    assert server.process.poll() is None
+
+
+def test_sigterm_stops_the_server_with_status_0_and_frees_its_ports(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "valis.log")
+    assert stop_server(server) == 0
+    log = server.log_text()
+    assert re.search(r"valis serve: serving 1 zone \(example\.com\.\) \(\d+ records\)", log)
+    assert "valis serve: stopped on SIGTERM" in log
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.bind(("127.0.0.1", server.port))
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        tcp.bind(("127.0.0.1", server.port))
+
+
+def test_sigint_also_exits_0(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "valis.log")
+    server.process.send_signal(signal.SIGINT)
+    assert server.process.wait(timeout=STOP_LIMIT) == 0
+    assert "stopped on SIGINT" in server.log_text()
+
+
+def test_sighup_reloads_the_zone_file_while_serving(tmp_path: Path) -> None:
+    zone = tmp_path / "example.com.zone"
+    zone.write_text(ZONE_FILE.read_text())
+    server = start_server(tmp_path / "valis.log", str(zone))
+    try:
+        assert addresses(ask_udp(server, "www.example.com.", "A")) == {"192.0.2.80"}
+        zone.write_text(ZONE_FILE.read_text().replace("192.0.2.80", "198.51.100.80"))
+        server.process.send_signal(signal.SIGHUP)
+        limit = time.monotonic() + STARTUP_LIMIT
+        while addresses(ask_udp(server, "www.example.com.", "A")) != {"198.51.100.80"}:
+            assert time.monotonic() < limit, server.log_text()
+            time.sleep(0.05)
+        zone.write_text("this is not a zone file\n")
+        server.process.send_signal(signal.SIGHUP)
+        while "reload refused" not in server.log_text():
+            assert time.monotonic() < limit, server.log_text()
+            time.sleep(0.05)
+        assert addresses(ask_udp(server, "www.example.com.", "A")) == {"198.51.100.80"}
+    finally:
+        assert stop_server(server) == 0
+
+
+def test_the_origin_can_be_named_on_the_command_line(tmp_path: Path) -> None:
+    zone = tmp_path / "anything.txt"
+    zone.write_text(ZONE_FILE.read_text().replace("$ORIGIN example.com.\n", ""))
+    server = start_server(tmp_path / "valis.log", f"example.com={zone}")
+    try:
+        assert addresses(ask_udp(server, "www.example.com.", "A")) == {"192.0.2.80"}
+    finally:
+        assert stop_server(server) == 0
+
+
+def test_the_origin_is_taken_from_the_file_name(tmp_path: Path) -> None:
+    zone = tmp_path / "example.net.zone"
+    zone.write_text(
+        ZONE_FILE.read_text()
+        .replace("$ORIGIN example.com.\n", "")
+        .replace("example.com.", "example.net.")
+    )
+    server = start_server(tmp_path / "valis.log", str(zone))
+    try:
+        response = ask_udp(server, "www.example.net.", "A")
+        assert response.flags & dns.flags.AA
+        assert addresses(response) == {"192.0.2.80"}
+    finally:
+        assert stop_server(server) == 0
+
+
+def run_valis(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*valis_command(), *args], capture_output=True, text=True, timeout=30, check=False
+    )
+
+
+def test_a_missing_zone_file_is_one_line_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "absent.zone"
+    done = run_valis("serve", "--zone", str(missing), "--listen", "127.0.0.1:0")
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"valis: serve: cannot read zone file {missing}")
+    assert done.stderr.count("\n") == 1
+
+
+def test_a_privileged_port_is_refused_without_binding() -> None:
+    done = run_valis("serve", "--zone", str(ZONE_FILE), "--listen", "127.0.0.1:53")
+    assert done.returncode == 1
+    assert "refusing privileged port 53" in done.stderr
