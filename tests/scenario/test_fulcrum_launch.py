@@ -23,7 +23,7 @@ import pytest
 
 from fulcrum.exec_chain import RESIDENT_PATH, control_socket_path
 from tests.conftest import require_root
-from tests.scenario.accounts import ensure_run_account
+from tests.scenario.pg import RUN_USER, ensure_system_user
 from tests.scenario.proving_ground import (
     FULCRUM,
     GATEWAY,
@@ -94,7 +94,8 @@ def ground() -> Iterator[Ground]:
 @pytest.fixture
 def account() -> tuple[int, int]:
     require_root()
-    return ensure_run_account()
+    entry = ensure_system_user(RUN_USER)
+    return entry.pw_uid, entry.pw_gid
 
 
 @pytest.fixture
