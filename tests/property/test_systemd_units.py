@@ -1,0 +1,91 @@
+"""The systemd units shipped in packaging/systemd say what the contract asks of them."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from fulcrum.exec_chain import RUN_ACCOUNT
+from fulcrum.launch import STOP_TIMEOUT
+from valis_core.launcher_config import DEFAULT_PATH
+from valis_core.operator_state.site_facts import DEVELOPMENT_LISTENER_KEY
+
+UNITS = Path(__file__).resolve().parents[2] / "packaging" / "systemd"
+FULCRUM_UNIT = UNITS / "fulcrum-valis.service"
+
+
+def parse_unit(text: str) -> dict[str, dict[str, list[str]]]:
+    """Sections → key → every value given (systemd allows a key more than once)."""
+    sections: dict[str, dict[str, list[str]]] = {}
+    current: dict[str, list[str]] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], {})
+            continue
+        assert current is not None, f"setting outside a section: {line}"
+        key, sep, value = line.partition("=")
+        assert sep, f"not a key=value line: {line}"
+        current.setdefault(key.strip(), []).append(value.strip())
+    return sections
+
+
+def only(unit: dict[str, dict[str, list[str]]], section: str, key: str) -> str:
+    values = unit[section][key]
+    assert len(values) == 1, f"{key} given {len(values)} times"
+    return values[0]
+
+
+def seconds(value: str) -> float:
+    units = {"min": 60.0, "s": 1.0, "h": 3600.0}
+    for suffix, factor in units.items():
+        if value.endswith(suffix):
+            return float(value[: -len(suffix)]) * factor
+    return float(value)
+
+
+@pytest.fixture(scope="module")
+def unit() -> dict[str, dict[str, list[str]]]:
+    return parse_unit(FULCRUM_UNIT.read_text())
+
+
+def test_unit_is_notify_typed_and_accepts_the_residents_readiness(unit: dict) -> None:
+    assert only(unit, "Service", "Type") == "notify"
+    assert only(unit, "Service", "NotifyAccess") == "all"
+
+
+def test_unit_provides_the_state_directory_owned_by_the_run_account(unit: dict) -> None:
+    assert only(unit, "Service", "StateDirectory") == "valis-dns"
+    assert only(unit, "Service", "User") == RUN_ACCOUNT
+    assert only(unit, "Service", "Group") == RUN_ACCOUNT
+
+
+def test_unit_starts_fulcrum_privileged_on_the_launcher_config(unit: dict) -> None:
+    exec_start = only(unit, "Service", "ExecStart")
+    assert exec_start.startswith("+"), "fulcrum needs full privileges despite User="
+    argv = shlex.split(exec_start[1:])
+    assert Path(argv[0]).name == "fulcrum"
+    assert Path(argv[0]).is_absolute()
+    assert argv[1:] == ["launch", "--config", str(DEFAULT_PATH)]
+
+
+def test_unit_restarts_on_failure_with_a_start_limit_of_five(unit: dict) -> None:
+    assert only(unit, "Service", "Restart") == "on-failure"
+    assert only(unit, "Unit", "StartLimitBurst") == "5"
+    assert seconds(only(unit, "Unit", "StartLimitIntervalSec")) > 0
+
+
+def test_stop_signal_reaches_fulcrum_alone_and_outlasts_its_stop_bound(unit: dict) -> None:
+    assert only(unit, "Service", "KillMode") == "mixed"
+    assert seconds(only(unit, "Service", "TimeoutStopSec")) > STOP_TIMEOUT
+
+
+@pytest.mark.parametrize("path", sorted(UNITS.glob("*")), ids=lambda p: p.name)
+def test_no_unit_carries_a_development_listener(path: Path) -> None:
+    text = path.read_text()
+    assert DEVELOPMENT_LISTENER_KEY not in text
+    assert "REPL" not in text.upper()
