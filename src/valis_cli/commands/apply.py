@@ -3,7 +3,7 @@
 ``--unit NAME`` drives a systemd unit. ``--supervise CMD`` is for hosts without systemd as
 PID 1: this process starts CMD itself, reads its READY over a NOTIFY_SOCKET it owns, and
 then stays in the foreground supervising it (SIGTERM and SIGINT are forwarded) until the
-unit exits, returning its exit status.
+unit exits, returning its exit status. A signal before the unit came up stops the unit.
 """
 
 from __future__ import annotations
@@ -44,6 +44,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=_apply)
 
 
+class _Interrupted(Exception):
+    """SIGTERM or SIGINT before the unit came up: unwind, stopping whatever started."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 def _apply(args: argparse.Namespace) -> int:
     if args.supervise is None:
         controller = SystemdUnitController(args.unit or DEFAULT_UNIT)
@@ -51,24 +59,27 @@ def _apply(args: argparse.Namespace) -> int:
         print(f"valis: {applied.version} is serving (previous: {applied.previous or 'none'})")
         return 0
     with ProcessUnitController(shlex.split(args.supervise)) as unit:
-        applied = apply_delivery(args.delivery, args.root, unit, timeout=args.timeout)
-        print(f"valis: {applied.version} is serving (previous: {applied.previous or 'none'})",
-              flush=True)
-        return _supervise(unit)
+        forwarding = False
 
+        def on_signal(signum: int, _frame: FrameType | None) -> None:
+            if not forwarding:
+                raise _Interrupted(signum)
+            unit.signal(signum)
 
-def _supervise(unit: ProcessUnitController) -> int:
-    """Forward SIGTERM/SIGINT to the unit and wait for it to exit; its exit status."""
-
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        unit.signal(signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        status = unit.wait_exit()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            applied = apply_delivery(args.delivery, args.root, unit, timeout=args.timeout)
+            forwarding = True
+            print(
+                f"valis: {applied.version} is serving (previous: {applied.previous or 'none'})",
+                flush=True,
+            )
+            status = unit.wait_exit()
+        except _Interrupted as interrupted:
+            return 128 + interrupted.signum
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     if status is None:
         return 1
     return 128 - status if status < 0 else status

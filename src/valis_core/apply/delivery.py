@@ -24,22 +24,22 @@ import gzip
 import hashlib
 import io
 import json
-import lzma
 import os
 import re
 import secrets
 import shutil
 import tarfile
-import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 import attrs
 
+from valis_core import safe_tar
 from valis_core.apply.unit_control import UnitController
 from valis_core.atomic import write_atomic
 from valis_core.errors import ValisError
+from valis_core.safe_tar import TarDefect
 
 MANIFEST_NAME = "MANIFEST.json"
 FORMAT = 1
@@ -50,7 +50,6 @@ MAX_MEMBERS = 10_000
 MAX_MANIFEST_BYTES = 4 << 20
 MAX_TOTAL_BYTES = 4 << 30
 _CHUNK = 1 << 20
-_READ_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError)
 _ALLOWED_MODE_BITS = 0o755
 _VERSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
@@ -89,25 +88,6 @@ class AppliedDelivery:
 # -- soundness (reads only) -----------------------------------------------------------
 
 
-def _member_path(name: str) -> str:
-    """The member's path relative to the delivery root, or a ``DeliveryError`` if unsafe."""
-    if name.startswith("/"):
-        raise _refusal(name, "is an absolute path")
-    parts = [part for part in name.split("/") if part not in ("", ".")]
-    if ".." in parts:
-        raise _refusal(name, "has a '..' component")
-    if not parts or "\0" in name or "\\" in name:
-        raise _refusal(name, "is not a usable path")
-    return "/".join(parts)
-
-
-def _is_plain_relative(path: str) -> bool:
-    try:
-        return _member_path(path) == path
-    except DeliveryError:
-        return False
-
-
 def _refusal(member: str, problem: str) -> DeliveryError:
     return DeliveryError(
         f"delivery refused: member {member!r} {problem}; nothing was written "
@@ -140,7 +120,7 @@ def _parse_manifest(data: bytes) -> DeliveryManifest:
         path, digest, mode = entry["path"], entry["sha256"], entry["mode"]
         if not isinstance(path, str):
             raise bad(f"lists a path that is not a string: {path!r}")
-        if not _is_plain_relative(path):
+        if not safe_tar.is_plain_relative(path):
             raise bad(f"lists {path!r}, which is not a plain relative path")
         if path == MANIFEST_NAME:
             raise bad("lists itself")
@@ -167,72 +147,36 @@ def _open_tar(fileobj: IO[bytes]) -> tarfile.TarFile:
     fileobj.seek(0)
     try:
         return tarfile.open(fileobj=fileobj, mode="r:*")
-    except _READ_ERRORS as exc:
+    except safe_tar.READ_ERRORS as exc:
         raise DeliveryError(
             f"delivery refused: not a readable tar archive ({exc}); nothing was written"
         ) from None
 
 
+def _defect(defect: TarDefect) -> DeliveryError:
+    if defect.member is not None:
+        return _refusal(defect.member, defect.problem)
+    return DeliveryError(f"delivery refused: the archive {defect.problem}; nothing was written")
+
+
 def _members(archive: tarfile.TarFile) -> Iterator[tuple[str, tarfile.TarInfo]]:
-    """Every member with its safe relative path; unsafe kinds and duplicates refused."""
-    seen: set[str] = set()
-    count = 0
-    while True:
-        try:
-            member = archive.next()
-        except _READ_ERRORS as exc:
-            raise DeliveryError(
-                f"delivery refused: the archive is damaged after {count} member(s) ({exc}); "
-                "nothing was written"
-            ) from None
-        if member is None:
-            _check_complete(archive, count)
-            return
-        count += 1
-        if count > MAX_MEMBERS:
-            raise DeliveryError(f"delivery refused: more than {MAX_MEMBERS} members")
-        path = _member_path(member.name)
-        if member.issym() or member.islnk():
-            raise _refusal(member.name, f"is a link (to {member.linkname!r})")
-        if not (member.isreg() or member.isdir()) or member.issparse():
-            raise _refusal(member.name, "is a device, fifo or other special file")
-        if path in seen:
-            raise _refusal(member.name, "appears twice")
-        seen.add(path)
-        yield path, member
-
-
-def _check_complete(archive: tarfile.TarFile, count: int) -> None:
-    """Refuse an archive cut short: the end-of-archive blocks must be there, and a
-    compressed stream must end with its own trailer (which carries its checksum)."""
-    stream = archive.fileobj
-    assert stream is not None
     try:
-        stream.seek(archive.offset)
-        marker = stream.read(2 * tarfile.BLOCKSIZE)
-        while stream.read(_CHUNK):
-            pass
-    except _READ_ERRORS as exc:
-        raise DeliveryError(
-            f"delivery refused: the archive is truncated or damaged after {count} member(s) "
-            f"({exc}); nothing was written"
-        ) from None
-    if marker != bytes(2 * tarfile.BLOCKSIZE):
-        raise DeliveryError(
-            f"delivery refused: the archive ends without its end-of-archive blocks after "
-            f"{count} member(s): it was truncated; nothing was written"
-        )
+        yield from safe_tar.members(archive, limit=MAX_MEMBERS)
+    except TarDefect as defect:
+        raise _defect(defect) from None
+
+
+def _chunks(archive: tarfile.TarFile, member: tarfile.TarInfo) -> Iterator[bytes]:
+    try:
+        yield from safe_tar.chunks(archive, member)
+    except TarDefect as defect:
+        raise _defect(defect) from None
 
 
 def _digest(archive: tarfile.TarFile, member: tarfile.TarInfo) -> str:
-    handle = archive.extractfile(member)
-    assert handle is not None
     digest = hashlib.sha256()
-    try:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    except _READ_ERRORS as exc:
-        raise _refusal(member.name, f"cannot be read whole ({exc})") from None
+    for chunk in _chunks(archive, member):
+        digest.update(chunk)
     return digest.hexdigest()
 
 
@@ -253,12 +197,7 @@ def check_delivery(fileobj: IO[bytes]) -> DeliveryManifest:
             if path == MANIFEST_NAME:
                 if member.size > MAX_MANIFEST_BYTES:
                     raise _refusal(member.name, "is too large to be a manifest")
-                handle = archive.extractfile(member)
-                assert handle is not None
-                try:
-                    manifest_data = handle.read()
-                except _READ_ERRORS as exc:
-                    raise _refusal(member.name, f"cannot be read whole ({exc})") from None
+                manifest_data = b"".join(_chunks(archive, member))
             else:
                 regular[path] = member
         if manifest_data is None:
@@ -371,13 +310,11 @@ def _unpack(
 ) -> None:
     target = root / entry.path
     target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-    source = archive.extractfile(member)
-    assert source is not None
     digest = hashlib.sha256()
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(target, flags, 0o600)
     try:
-        while chunk := source.read(_CHUNK):
+        for chunk in _chunks(archive, member):
             digest.update(chunk)
             view = memoryview(chunk)
             while view:
@@ -476,17 +413,6 @@ def apply_delivery(
 # -- building -------------------------------------------------------------------------
 
 
-def _tar_info(path: str, size: int, mode: int) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(path)
-    info.size = size
-    info.mode = mode
-    info.mtime = 0
-    info.uid = info.gid = 0
-    info.uname = info.gname = "root"
-    info.type = tarfile.REGTYPE
-    return info
-
-
 def render_manifest(version: str, files: Mapping[str, tuple[bytes, int]]) -> bytes:
     """The canonical ``MANIFEST.json`` for ``files`` (path → (content, mode))."""
     document: dict[str, Any] = {
@@ -510,9 +436,8 @@ def build_delivery_bytes(version: str, files: Mapping[str, bytes | tuple[bytes, 
     _parse_manifest(manifest)  # refuse to build what apply would refuse
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as archive:
-        archive.addfile(_tar_info(MANIFEST_NAME, len(manifest), 0o644), io.BytesIO(manifest))
-        for path, (data, mode) in sorted(normalised.items()):
-            archive.addfile(_tar_info(path, len(data), mode), io.BytesIO(data))
+        for path, (data, mode) in [(MANIFEST_NAME, (manifest, 0o644)), *sorted(normalised.items())]:
+            archive.addfile(safe_tar.file_info(path, len(data), mode), io.BytesIO(data))
     return gzip.compress(raw.getvalue(), mtime=0)
 
 
