@@ -41,8 +41,8 @@ def _nft(netns_name: str, script: str, what: str) -> None:
     if result.returncode != 0:
         detail = " ".join(result.stderr.split())[:400] or f"exit status {result.returncode}"
         raise LauncherError(
-            f"{what} in netns {netns_name}: nft refused it: {detail}; check that nftables "
-            "is installed and the kernel has nf_tables"
+            f"{what} in netns {netns_name} failed: {detail}; check that the netns exists, "
+            "nftables is installed and the kernel has nf_tables"
         )
 
 
