@@ -49,6 +49,7 @@ NETNS_DIR = Path("/run/netns")
 CHILD_KINDS: frozenset[str] = frozenset({"macvlan", "ipvlan"})
 
 _IFA_F_NODAD = 0x02
+_IFF_UP = 0x1
 _IFF_LOOPBACK = 0x8
 _EVICT_TIMEOUT = 5.0
 _POLL = 0.05
@@ -163,6 +164,10 @@ def _place_public_link(cfg: LauncherConfig) -> int:
 
 def _create_child(host: Any, cfg: LauncherConfig, parent: int, ns_fd: int) -> None:
     iface, mode = cfg.public_interface, cfg.mode
+    if not host.link("get", index=parent)[0]["flags"] & _IFF_UP:
+        # The parent is the host's to manage; a child of a down parent has no carrier.
+        log.warning("parent %s of the %s child is down on the host; the unit will have "
+                    "no carrier until it is brought up", iface, mode)
     extra = {"macvlan_mode": "bridge"} if mode == "macvlan" else {"ipvlan_mode": 0}
     try:
         host.link(

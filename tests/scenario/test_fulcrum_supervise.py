@@ -1,0 +1,107 @@
+"""Supervision of a real child: signals forwarded, descriptors handed down, bounds kept."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from fulcrum.supervise import ResidentExit, StopLatch, run_resident
+
+# Exits 0 on SIGTERM after checking the descriptor it was told about is an open socket;
+# says so on the ready pipe once its handler is in place.
+CHILD = r"""
+import os, signal, socket, sys, time
+sock = socket.socket(fileno=int(sys.argv[1]))
+assert sock.type == socket.SOCK_DGRAM, sock.type
+stop = []
+signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+os.write(int(sys.argv[2]), b"ready")
+deadline = time.monotonic() + 30
+while not stop and time.monotonic() < deadline:
+    time.sleep(0.01)
+sys.exit(0 if stop else 9)
+"""
+
+IGNORES_TERM = r"""
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+os.write(int(sys.argv[1]), b"ready")
+time.sleep(30)
+"""
+
+
+@contextmanager
+def ready_pipe() -> Iterator[tuple[int, Callable[[int], None]]]:
+    """A pipe the child signals readiness on, and an ``on_spawn`` that waits for it
+    (bounded) and then sends the launcher SIGTERM, as systemd would."""
+    read_end, write_end = os.pipe()
+    os.set_inheritable(write_end, True)
+    open_ends = [read_end, write_end]
+
+    def stop_when_ready(_pid: int) -> None:
+        os.close(open_ends.pop())  # the child holds its own copy of the write end
+        ready, _, _ = select.select([read_end], [], [], 20)
+        assert ready, "the child never got ready"
+        assert os.read(read_end, 5) == b"ready"
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    try:
+        yield write_end, stop_when_ready
+    finally:
+        for fd in open_ends:
+            os.close(fd)
+
+
+def test_sigterm_to_the_launcher_is_forwarded_and_obeyed_with_the_descriptor_handed_down(
+) -> None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    os.set_inheritable(sock.fileno(), True)
+    try:
+        with ready_pipe() as (ready_fd, stop_when_ready), StopLatch() as latch:
+            outcome = run_resident(
+                [sys.executable, "-c", CHILD, str(sock.fileno()), str(ready_fd)],
+                [sock.fileno(), ready_fd],
+                stop_timeout=20,
+                latch=latch,
+                on_spawn=stop_when_ready,
+            )
+    finally:
+        sock.close()
+    assert outcome == ResidentExit(0, stop_signal=signal.SIGTERM)
+    assert outcome.exit_status == 0
+
+
+def test_a_child_ignoring_the_stop_is_killed_when_the_bound_runs_out() -> None:
+    with ready_pipe() as (ready_fd, stop_when_ready), StopLatch() as latch:
+        outcome = run_resident(
+            [sys.executable, "-c", IGNORES_TERM, str(ready_fd)], [ready_fd],
+            stop_timeout=0.5, latch=latch, on_spawn=stop_when_ready,
+        )
+    assert outcome == ResidentExit(-signal.SIGKILL, stop_signal=signal.SIGTERM, killed=True)
+
+
+def test_a_stop_caught_before_the_start_starts_nothing() -> None:
+    spawned: list[int] = []
+    with StopLatch() as latch:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert latch.received == signal.SIGTERM
+        outcome = run_resident(
+            [sys.executable, "-c", "raise SystemExit(7)"], [], stop_timeout=5, latch=latch,
+            on_spawn=spawned.append,
+        )
+    assert outcome is None
+    assert spawned == []
+
+
+def test_an_unasked_exit_is_reported_as_such() -> None:
+    with StopLatch() as latch:
+        outcome = run_resident(
+            [sys.executable, "-c", "raise SystemExit(7)"], [], stop_timeout=5, latch=latch
+        )
+    assert outcome == ResidentExit(7)
