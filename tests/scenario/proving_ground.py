@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -420,3 +421,38 @@ def process_gone(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return True
     return stat.rpartition(")")[2].split()[0] in ("Z", "X")
+
+
+# -- asking the node, as an outside client would -------------------------------------------
+
+
+@attrs.frozen
+class DigAnswer:
+    """What ``dig`` reported: the response code, header flags and answer records."""
+
+    status: str
+    flags: frozenset[str]
+    answer: tuple[str, ...]
+    raw: str
+
+    @property
+    def authoritative(self) -> bool:
+        return "aa" in self.flags
+
+
+def dig(netns: str, server: str, name: str, rdtype: str = "SOA", *, tcp: bool = False,
+        timeout: float = 2.0) -> DigAnswer:
+    """``dig`` from ``netns`` (one try, bounded); raises if no response came back."""
+    argv = ["dig", f"@{server}", name, rdtype, "+norecurse", f"+time={max(1, round(timeout))}",
+            "+tries=1", "+noall", "+comments", "+answer"]
+    if tcp:
+        argv.append("+tcp")
+    out = run_in(netns, argv, check=False, timeout=timeout + COMMAND_TIMEOUT).stdout
+    header = re.search(r"->>HEADER<<- opcode: \w+, status: (\w+)", out)
+    flags = re.search(r";; flags: ([a-z ]*);", out)
+    if header is None or flags is None:
+        raise RuntimeError(f"no DNS response from {server} for {name} {rdtype}:\n{out}")
+    answer = tuple(
+        line for line in out.splitlines() if line.strip() and not line.startswith(";")
+    )
+    return DigAnswer(header.group(1), frozenset(flags.group(1).split()), answer, out)
