@@ -17,7 +17,7 @@ from tests.scenario.proving_ground import (
     netns_names,
     run_in,
     sweep_stale,
-    udp_exchange,
+    tcp_exchange,
 )
 
 # A one-shot authoritative responder (dnspython): AA + SOA for example.org., REFUSED else.
@@ -51,8 +51,8 @@ def test_ground_puts_the_client_on_the_gateways_network_and_cleanup_leaves_nothi
     ground = Ground().build()
     try:
         assert host_has_link(ground.nic)
-        # Nothing listens there: the gateway's port-unreachable is the proof it was reached.
-        probe = udp_exchange(ground.client, GATEWAY, 9, "knock")
+        # Nothing listens there: the gateway's reset is the proof it was reached.
+        probe = tcp_exchange(ground.client, GATEWAY, 9)
         assert probe["error"] == "ConnectionRefusedError"
         route = run_in(ground.client, ["ip", "-4", "route", "get", GATEWAY]).stdout
         assert f"src {CLIENT_IP}" in route
