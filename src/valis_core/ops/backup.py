@@ -1,0 +1,411 @@
+"""The backup set: the node's irreplaceable durable state, in one archive proved restorable.
+
+The backup-critical set under a state directory is the owner seed (``owner.key``), the
+store head (``store/manifest.json``), the configuration store, and the edge's ACME
+account and leaf keys when the node serves the edge (``edge/acme-account.key``,
+``edge/leaf.key``). ``create_backup`` writes them into one tar archive, atomically and
+mode 0600, with ``BACKUP-MANIFEST.json`` (every file's sha256 and size, the owner public
+key, the store generation) and ``BACKUP-MANIFEST.sig`` (the owner key's Ed25519
+signature over the manifest bytes, so a manifest edited after the fact is found out).
+
+``verify_backup_set`` proves an archive restorable rather than merely well-formed: it
+restores into a scratch root with the same code ``restore_backup`` uses, reads the
+restored bytes back and compares them with the archive's and with the recorded hashes,
+and derives the identity from the restored seed and compares it with the recorded public
+key. A tampered or truncated archive fails with the file it found wrong.
+
+The archive is deterministic for a given state (sorted members, zero mtimes, root
+ownership), and small: the set is keys and a few documents, never zone data, which
+lives in the operator-state database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import stat
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+
+from valis_core import safe_tar
+from valis_core.atomic import write_atomic
+from valis_core.errors import ValisError
+from valis_core.identity.custody import KEYFILE_NAME, SEED_SIZE, public_key_hex
+from valis_core.safe_tar import TarDefect
+from valis_core.store.manifest import ManifestError
+from valis_core.store.manifest import loads as load_manifest
+
+MANIFEST_NAME = "BACKUP-MANIFEST.json"
+SIGNATURE_NAME = "BACKUP-MANIFEST.sig"
+FORMAT = 1
+ARCHIVE_MODE = 0o600
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+STORE_HEAD = "store/manifest.json"
+CONFIG_STORE = "config"
+EDGE_KEYS: tuple[str, ...] = ("edge/acme-account.key", "edge/leaf.key")
+MAX_ARCHIVE_BYTES = 64 << 20
+MAX_FILES = 1000
+_SIGNATURE_SIZE = 64
+
+
+class BackupError(ValisError):
+    """A backup that cannot be made, or an archive that is not a restorable backup set."""
+
+
+@attrs.frozen
+class BackupFile:
+    """One file of the set: its path under the state directory, hash and size."""
+
+    path: str
+    sha256: str
+    size: int
+
+
+@attrs.frozen
+class BackupManifest:
+    """What ``BACKUP-MANIFEST.json`` records."""
+
+    owner_public_key: str
+    generation: int
+    files: tuple[BackupFile, ...]
+
+
+@attrs.frozen
+class VerifiedBackup:
+    """A backup set proved restorable: its manifest, restored and re-derived."""
+
+    archive: Path
+    manifest: BackupManifest
+
+    @property
+    def owner_public_key(self) -> str:
+        return self.manifest.owner_public_key
+
+    @property
+    def generation(self) -> int:
+        return self.manifest.generation
+
+
+# -- creating --------------------------------------------------------------------------
+
+
+def _read_regular(path: Path, label: str) -> bytes:
+    """The bytes of a regular file, never following a symlink."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        if path.is_symlink():
+            raise BackupError(
+                f"backup: {label} at {path} is a symlink; the backup set holds files only"
+            ) from exc
+        raise BackupError(f"backup: cannot read {label} at {path}: {exc.strerror or exc}") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BackupError(f"backup: {label} at {path} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(MAX_ARCHIVE_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
+def _config_files(state_dir: Path) -> Iterator[str]:
+    root = state_dir / CONFIG_STORE
+    if not root.exists() and not root.is_symlink():
+        return
+    if root.is_symlink() or not root.is_dir():
+        raise BackupError(f"backup: the configuration store {root} is not a directory")
+    for path in sorted(root.rglob("*")):
+        if path.is_dir() and not path.is_symlink():
+            continue
+        yield str(path.relative_to(state_dir))
+
+
+def backup_set_paths(state_dir: Path) -> tuple[str, ...]:
+    """The backup-critical files present under ``state_dir``, relative, sorted.
+
+    The owner seed and the store head are required; the configuration store and the
+    edge keys are taken when present.
+    """
+    for required in (KEYFILE_NAME, STORE_HEAD):
+        if not (state_dir / required).exists() and not (state_dir / required).is_symlink():
+            raise BackupError(
+                f"backup: {state_dir / required} is missing; a state directory without its "
+                f"{'owner seed' if required == KEYFILE_NAME else 'store head'} is not a node "
+                "to back up (was it condensed and booted?)"
+            )
+    optional = [path for path in EDGE_KEYS if (state_dir / path).exists()]
+    return tuple(sorted({KEYFILE_NAME, STORE_HEAD, *_config_files(state_dir), *optional}))
+
+
+def _seed_key(seed: bytes, where: str) -> Ed25519PrivateKey:
+    if len(seed) != SEED_SIZE:
+        raise BackupError(
+            f"backup: the owner seed {where} holds {len(seed)} bytes, not {SEED_SIZE}"
+        )
+    return Ed25519PrivateKey.from_private_bytes(seed)
+
+
+def render_manifest(manifest: BackupManifest) -> bytes:
+    """The canonical bytes of a backup manifest."""
+    document = {
+        "format": FORMAT,
+        "owner_public_key": manifest.owner_public_key,
+        "generation": manifest.generation,
+        "files": [attrs.asdict(entry) for entry in manifest.files],
+    }
+    return (json.dumps(document, indent=1, sort_keys=True) + "\n").encode("ascii")
+
+
+def build_backup_bytes(state_dir: Path) -> tuple[bytes, BackupManifest]:
+    """The archive bytes of ``state_dir``'s backup set and the manifest they carry."""
+    contents = {
+        path: _read_regular(state_dir / path, path) for path in backup_set_paths(state_dir)
+    }
+    if sum(len(data) for data in contents.values()) > MAX_ARCHIVE_BYTES:
+        raise BackupError(f"backup: the set under {state_dir} exceeds {MAX_ARCHIVE_BYTES} bytes")
+    key = _seed_key(contents[KEYFILE_NAME], f"at {state_dir / KEYFILE_NAME}")
+    try:
+        generation = load_manifest(contents[STORE_HEAD]).generation
+    except ManifestError as exc:
+        raise BackupError(
+            f"backup: the store head {state_dir / STORE_HEAD} is unreadable ({exc}); "
+            "refusing to back up a store that could not be restored"
+        ) from None
+    manifest = BackupManifest(
+        owner_public_key=public_key_hex(key),
+        generation=generation,
+        files=tuple(
+            BackupFile(path, hashlib.sha256(data).hexdigest(), len(data))
+            for path, data in sorted(contents.items())
+        ),
+    )
+    manifest_bytes = render_manifest(manifest)
+    members = [
+        (MANIFEST_NAME, manifest_bytes),
+        (SIGNATURE_NAME, key.sign(manifest_bytes)),
+        *sorted(contents.items()),
+    ]
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for path, data in members:
+            archive.addfile(safe_tar.file_info(path, len(data), FILE_MODE), io.BytesIO(data))
+    return raw.getvalue(), manifest
+
+
+def create_backup(state_dir: Path, out: Path) -> BackupManifest:
+    """Write ``state_dir``'s backup set to ``out`` (atomically, mode 0600)."""
+    data, manifest = build_backup_bytes(state_dir)
+    try:
+        write_atomic(out, data, mode=ARCHIVE_MODE)
+    except OSError as exc:
+        raise BackupError(f"backup: cannot write {out}: {exc.strerror or exc}") from exc
+    return manifest
+
+
+# -- reading and verifying --------------------------------------------------------------
+
+
+def _wrong(name: str, problem: str) -> BackupError:
+    return BackupError(f"backup set: {name} {problem}; this archive cannot be trusted to restore")
+
+
+def _parse_manifest(data: bytes) -> BackupManifest:
+    def bad(problem: str) -> BackupError:
+        return _wrong(MANIFEST_NAME, problem)
+
+    try:
+        document = json.loads(data.decode("ascii"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise bad(f"is not valid JSON ({exc})") from None
+    keys = {"format", "owner_public_key", "generation", "files"}
+    if not isinstance(document, dict) or set(document) != keys:
+        raise bad(f"must be an object with exactly {', '.join(sorted(keys))}")
+    if document["format"] != FORMAT:
+        raise bad(f"has format {document['format']!r}; this valis reads format {FORMAT}")
+    public = document["owner_public_key"]
+    if not isinstance(public, str) or len(public) != 64 or public.strip("0123456789abcdef"):
+        raise bad("records an owner public key that is not 64 lowercase hex digits")
+    generation = document["generation"]
+    if type(generation) is not int or generation < 0:
+        raise bad("records a generation that is not a non-negative integer")
+    entries = document["files"]
+    if not isinstance(entries, list) or len(entries) > MAX_FILES:
+        raise bad(f'"files" must be a list of at most {MAX_FILES} entries')
+    files = []
+    for entry in entries:
+        if not isinstance(entry, dict) or set(entry) != {"path", "sha256", "size"}:
+            raise bad('each file must be an object with exactly "path", "sha256" and "size"')
+        path, digest, size = entry["path"], entry["sha256"], entry["size"]
+        if not isinstance(path, str) or not safe_tar.is_plain_relative(path):
+            raise bad(f"lists {path!r}, which is not a plain relative path")
+        if path in (MANIFEST_NAME, SIGNATURE_NAME):
+            raise bad(f"lists {path}")
+        if not isinstance(digest, str) or len(digest) != 64 or digest.strip("0123456789abcdef"):
+            raise bad(f"gives {path} a sha256 that is not 64 lowercase hex digits")
+        if type(size) is not int or size < 0:
+            raise bad(f"gives {path} a size that is not a non-negative integer")
+        files.append(BackupFile(path, digest, size))
+    paths = [entry.path for entry in files]
+    if len(set(paths)) != len(paths):
+        raise bad("lists a file twice")
+    if KEYFILE_NAME not in paths:
+        raise bad(f"does not list the owner seed {KEYFILE_NAME}")
+    return BackupManifest(public, generation, tuple(sorted(files, key=lambda f: f.path)))
+
+
+def _read_archive(archive: Path) -> bytes:
+    try:
+        with open(archive, "rb") as handle:
+            data = handle.read(MAX_ARCHIVE_BYTES + 1)
+    except OSError as exc:
+        raise BackupError(f"backup set {archive}: cannot read it: {exc.strerror or exc}") from exc
+    if len(data) > MAX_ARCHIVE_BYTES:
+        raise BackupError(f"backup set {archive}: larger than any backup set ({MAX_ARCHIVE_BYTES})")
+    return data
+
+
+def _members(data: bytes) -> dict[str, bytes]:
+    """Every regular member's bytes by path; any unsafe or damaged member refused by name."""
+    contents: dict[str, bytes] = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
+            for path, member in safe_tar.members(archive, limit=MAX_FILES + 2):
+                if member.isdir():
+                    raise TarDefect(member.name, "is a directory; a backup set holds files only")
+                contents[path] = safe_tar.read_member(archive, member)
+    except TarDefect as defect:
+        raise _wrong(
+            defect.member if defect.member is not None else "the archive", defect.problem
+        ) from None
+    except safe_tar.READ_ERRORS as exc:
+        raise _wrong("the archive", f"is not a readable tar archive ({exc})") from None
+    return contents
+
+
+def read_backup_set(data: bytes) -> tuple[BackupManifest, dict[str, bytes]]:
+    """The manifest and every file of an archive, checked against each other: signature,
+    membership, sizes and hashes. Raises ``BackupError`` naming the file found wrong."""
+    contents = _members(data)
+    for name in (MANIFEST_NAME, SIGNATURE_NAME):
+        if name not in contents:
+            raise _wrong(name, "is missing")
+    manifest_bytes = contents.pop(MANIFEST_NAME)
+    signature = contents.pop(SIGNATURE_NAME)
+    manifest = _parse_manifest(manifest_bytes)
+    if len(signature) != _SIGNATURE_SIZE:
+        raise _wrong(SIGNATURE_NAME, f"holds {len(signature)} bytes, not a signature")
+    public = Ed25519PublicKey.from_public_bytes(bytes.fromhex(manifest.owner_public_key))
+    try:
+        public.verify(signature, manifest_bytes)
+    except InvalidSignature:
+        raise _wrong(
+            MANIFEST_NAME,
+            f"does not match {SIGNATURE_NAME}, its signature by the recorded owner key "
+            "(one of the two was altered)",
+        ) from None
+    listed = {entry.path: entry for entry in manifest.files}
+    for path in sorted(contents.keys() - listed.keys()):
+        raise _wrong(path, f"is in the archive but not listed in {MANIFEST_NAME}")
+    for path in sorted(listed.keys() - contents.keys()):
+        raise _wrong(path, f"is listed in {MANIFEST_NAME} but missing from the archive")
+    for entry in manifest.files:
+        data_ = contents[entry.path]
+        if len(data_) != entry.size or hashlib.sha256(data_).hexdigest() != entry.sha256:
+            raise _wrong(entry.path, f"does not match its sha256 in {MANIFEST_NAME}")
+    return manifest, contents
+
+
+def _materialise(contents: dict[str, bytes], root: Path, owner: tuple[int, int] | None) -> None:
+    """Write each file under ``root`` (atomically, mode 0600; directories 0700)."""
+    for path, data in sorted(contents.items()):
+        target = root / path
+        made = []
+        parent = target.parent
+        while not parent.exists():
+            made.append(parent)
+            parent = parent.parent
+        for directory in reversed(made):
+            directory.mkdir(mode=DIR_MODE)
+            if owner is not None:
+                os.chown(directory, *owner)
+        write_atomic(target, data, mode=FILE_MODE)
+        if owner is not None:
+            os.chown(target, *owner)
+
+
+def _prove_restored(
+    manifest: BackupManifest, contents: dict[str, bytes], root: Path, what: str
+) -> None:
+    """Read back what was restored under ``root``: bytes, hashes, and the identity."""
+    for entry in manifest.files:
+        restored = (root / entry.path).read_bytes()
+        if restored != contents[entry.path]:
+            raise BackupError(
+                f"{what}: {entry.path} restored to bytes other than the archive's; the "
+                "restore target is not holding what was written (check the filesystem)"
+            )
+        if hashlib.sha256(restored).hexdigest() != entry.sha256:
+            raise _wrong(entry.path, f"restores to bytes that do not match {MANIFEST_NAME}")
+    seed = (root / KEYFILE_NAME).read_bytes()
+    if len(seed) != SEED_SIZE:
+        raise _wrong(KEYFILE_NAME, f"restores to {len(seed)} bytes, not a {SEED_SIZE}-byte seed")
+    derived = public_key_hex(Ed25519PrivateKey.from_private_bytes(seed))
+    if derived != manifest.owner_public_key:
+        raise _wrong(
+            KEYFILE_NAME,
+            f"restores to a seed whose public key {derived} is not the recorded owner key "
+            f"{manifest.owner_public_key}",
+        )
+
+
+def _verify(archive: Path) -> tuple[BackupManifest, dict[str, bytes]]:
+    manifest, contents = read_backup_set(_read_archive(archive))
+    with tempfile.TemporaryDirectory(prefix="valis-backup-verify-") as scratch:
+        root = Path(scratch) / "state"
+        root.mkdir(mode=DIR_MODE)
+        _materialise(contents, root, None)
+        _prove_restored(manifest, contents, root, f"backup set {archive}")
+    return manifest, contents
+
+
+def verify_backup_set(archive: Path) -> VerifiedBackup:
+    """Prove ``archive`` a restorable backup set by restoring it into a scratch root."""
+    manifest, _ = _verify(archive)
+    return VerifiedBackup(archive, manifest)
+
+
+def restore_backup(
+    archive: Path, state_dir: Path, *, owner: tuple[int, int] | None = None
+) -> VerifiedBackup:
+    """Restore ``archive`` into ``state_dir``, which must be absent or empty.
+
+    The archive is first proved restorable (as ``verify_backup_set`` does); then each file
+    is written atomically, mode 0600 (directories 0700), and read back. With ``owner``
+    (uid, gid), everything restored, the state directory included, is chowned to it.
+    """
+    manifest, contents = _verify(archive)
+    if state_dir.is_symlink() or (state_dir.exists() and not state_dir.is_dir()):
+        raise BackupError(f"restore: {state_dir} is not a directory")
+    if state_dir.exists() and any(state_dir.iterdir()):
+        raise BackupError(
+            f"restore: {state_dir} is not empty; restore only into a fresh state directory "
+            "(move the old one aside first: its owner seed may be the only copy)"
+        )
+    state_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    if owner is not None:
+        os.chown(state_dir, *owner)
+    _materialise(contents, state_dir, owner)
+    _prove_restored(manifest, contents, state_dir, f"restore into {state_dir}")
+    return VerifiedBackup(archive, manifest)

@@ -1,0 +1,255 @@
+"""`valis backup create|verify` on a real state directory with a minted owner key: the
+archive restores byte for byte, and any tampering or truncation is named."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from valis_core import safe_tar
+from valis_core.identity.custody import load_or_create_keyfile, public_key_hex
+from valis_core.ops.backup import (
+    MANIFEST_NAME,
+    SIGNATURE_NAME,
+    BackupError,
+    BackupFile,
+    BackupManifest,
+    create_backup,
+    render_manifest,
+    restore_backup,
+    verify_backup_set,
+)
+from valis_core.store.manifest import Manifest, dumps
+
+VALIS = Path(sys.executable).parent / "valis"
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    """A node's state directory after its first boot, serving the edge."""
+    state = tmp_path / "valis-dns"
+    state.mkdir(mode=0o700)
+    load_or_create_keyfile(state)
+    (state / "store").mkdir()
+    (state / "store" / "manifest.json").write_bytes(dumps(Manifest(generation=3)))
+    (state / "config").mkdir()
+    (state / "config" / "VALIS_NODE_NAME").write_text("origin-a")
+    (state / "config" / "VALIS_OPERATOR_STATE_DSN").write_text(
+        "postgresql://valis@/valis_state?host=/var/run/postgresql"
+    )
+    (state / "edge").mkdir()
+    (state / "edge" / "acme-account.key").write_bytes(os.urandom(48))
+    (state / "edge" / "leaf.key").write_bytes(os.urandom(48))
+    (state / "fabric.token").write_text("not part of the backup set")
+    return state
+
+
+def _owner_key(state: Path) -> str:
+    return public_key_hex(load_or_create_keyfile(state))
+
+
+def _data_spans(archive: bytes) -> list[tuple[str, int, int]]:
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        return [(m.name, m.offset_data, m.offset_data + m.size) for m in tar.getmembers()]
+
+
+def test_a_backup_set_holds_the_critical_files_and_verifies(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "backup.tar"
+    manifest = create_backup(state_dir, out)
+    assert out.stat().st_mode & 0o777 == 0o600
+    assert {entry.path for entry in manifest.files} == {
+        "owner.key",
+        "store/manifest.json",
+        "config/VALIS_NODE_NAME",
+        "config/VALIS_OPERATOR_STATE_DSN",
+        "edge/acme-account.key",
+        "edge/leaf.key",
+    }
+    verified = verify_backup_set(out)
+    assert verified.owner_public_key == _owner_key(state_dir)
+    assert verified.generation == 3
+
+
+def test_the_same_state_backs_up_to_the_same_bytes(state_dir: Path, tmp_path: Path) -> None:
+    create_backup(state_dir, tmp_path / "one.tar")
+    create_backup(state_dir, tmp_path / "two.tar")
+    assert (tmp_path / "one.tar").read_bytes() == (tmp_path / "two.tar").read_bytes()
+
+
+def test_edge_keys_are_optional(state_dir: Path, tmp_path: Path) -> None:
+    for key in ("acme-account.key", "leaf.key"):
+        (state_dir / "edge" / key).unlink()
+    manifest = create_backup(state_dir, tmp_path / "b.tar")
+    assert not any(entry.path.startswith("edge/") for entry in manifest.files)
+    verify_backup_set(tmp_path / "b.tar")
+
+
+def test_a_state_directory_without_an_owner_seed_is_not_backed_up(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    (state_dir / "owner.key").unlink()
+    with pytest.raises(BackupError, match=r"owner\.key is missing"):
+        create_backup(state_dir, tmp_path / "b.tar")
+    assert list(tmp_path.glob("b.tar*")) == []
+
+
+def test_tampering_with_any_member_is_found_and_named(state_dir: Path, tmp_path: Path) -> None:
+    good = tmp_path / "good.tar"
+    create_backup(state_dir, good)
+    archive = good.read_bytes()
+    spans = _data_spans(archive)
+    assert len(spans) == 8
+    for name, start, end in spans:
+        for at in {start, (start + end) // 2, end - 1}:
+            bent = bytearray(archive)
+            bent[at] ^= 0x01
+            tampered = tmp_path / "tampered.tar"
+            tampered.write_bytes(bytes(bent))
+            with pytest.raises(BackupError) as found:
+                verify_backup_set(tampered)
+            assert name in str(found.value), (name, at, str(found.value))
+
+
+def test_a_truncated_archive_is_found_and_the_file_named(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    good = tmp_path / "good.tar"
+    create_backup(state_dir, good)
+    archive = good.read_bytes()
+    for name, start, end in _data_spans(archive):
+        for cut in {start, (start + end) // 2, end - 1}:
+            truncated = tmp_path / "truncated.tar"
+            truncated.write_bytes(archive[:cut])
+            with pytest.raises(BackupError) as found:
+                verify_backup_set(truncated)
+            assert name in str(found.value), (name, cut, str(found.value))
+    last_end = _data_spans(archive)[-1][2]
+    truncated.write_bytes(archive[: last_end + 512])
+    with pytest.raises(BackupError, match="truncated"):
+        verify_backup_set(truncated)
+
+
+def _forge(members: list[tuple[str, bytes]], path: Path) -> None:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in members:
+            tar.addfile(safe_tar.file_info(name, len(data), 0o600), io.BytesIO(data))
+    path.write_bytes(raw.getvalue())
+
+
+def test_a_consistent_archive_whose_seed_is_not_the_recorded_identity_is_refused(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    seed = (state_dir / "owner.key").read_bytes()
+    impostor = Ed25519PrivateKey.generate()
+    manifest = BackupManifest(
+        owner_public_key=public_key_hex(impostor),
+        generation=3,
+        files=(BackupFile("owner.key", hashlib.sha256(seed).hexdigest(), 32),),
+    )
+    document = render_manifest(manifest)
+    forged = tmp_path / "forged.tar"
+    _forge(
+        [(MANIFEST_NAME, document), (SIGNATURE_NAME, impostor.sign(document)), ("owner.key", seed)],
+        forged,
+    )
+    with pytest.raises(BackupError, match=r"owner\.key .*not the recorded owner key"):
+        verify_backup_set(forged)
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "problem"),
+    [
+        (tarfile.SYMTYPE, "owner.key", "link"),
+        (tarfile.LNKTYPE, "config/x", "link"),
+        (tarfile.CHRTYPE, "dev", "device"),
+        (tarfile.REGTYPE, "../escape", "'..'"),
+        (tarfile.REGTYPE, "/etc/shadow", "absolute"),
+    ],
+)
+def test_unsafe_members_are_refused_by_name(
+    state_dir: Path, tmp_path: Path, kind: bytes, name: str, problem: str
+) -> None:
+    good = tmp_path / "good.tar"
+    create_backup(state_dir, good)
+    raw = io.BytesIO(good.read_bytes())
+    out = io.BytesIO()
+    with tarfile.open(fileobj=raw) as src, tarfile.open(fileobj=out, mode="w") as dst:
+        evil = tarfile.TarInfo(name)
+        evil.type = kind
+        evil.linkname = "/etc/shadow" if kind in (tarfile.SYMTYPE, tarfile.LNKTYPE) else ""
+        dst.addfile(evil, io.BytesIO(b"") if kind == tarfile.REGTYPE else None)
+        for member in src.getmembers():
+            dst.addfile(member, src.extractfile(member))
+    bad = tmp_path / "bad.tar"
+    bad.write_bytes(out.getvalue())
+    with pytest.raises(BackupError, match=problem) as found:
+        verify_backup_set(bad)
+    assert name in str(found.value)
+
+
+def test_a_restore_reproduces_the_owner_seed_byte_for_byte(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    archive = tmp_path / "b.tar"
+    create_backup(state_dir, archive)
+    fresh = tmp_path / "fresh" / "valis-dns"
+    verified = restore_backup(archive, fresh)
+    assert (fresh / "owner.key").read_bytes() == (state_dir / "owner.key").read_bytes()
+    assert (fresh / "owner.key").stat().st_mode & 0o777 == 0o600
+    assert (fresh / "edge").stat().st_mode & 0o777 == 0o700
+    assert _owner_key(fresh) == verified.owner_public_key == _owner_key(state_dir)
+    assert (fresh / "store" / "manifest.json").read_bytes() == (
+        state_dir / "store" / "manifest.json"
+    ).read_bytes()
+    assert not (fresh / "fabric.token").exists()
+
+
+def test_a_restore_refuses_a_state_directory_that_is_not_empty(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    archive = tmp_path / "b.tar"
+    create_backup(state_dir, archive)
+    seed = (state_dir / "owner.key").read_bytes()
+    with pytest.raises(BackupError, match="not empty"):
+        restore_backup(archive, state_dir)
+    assert (state_dir / "owner.key").read_bytes() == seed
+
+
+def test_the_cli_verifies_a_good_set_and_names_the_file_in_a_bad_one(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    archive = tmp_path / "b.tar"
+    created = subprocess.run(
+        [VALIS, "backup", "create", "--state-dir", state_dir, "--out", archive],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert created.returncode == 0, created.stderr
+    verified = subprocess.run(
+        [VALIS, "backup", "verify", archive], capture_output=True, text=True, check=False
+    )
+    assert verified.returncode == 0, verified.stderr
+    assert _owner_key(state_dir) in verified.stdout
+
+    start = next(s for n, s, _ in _data_spans(archive.read_bytes()) if n == "edge/leaf.key")
+    bent = bytearray(archive.read_bytes())
+    bent[start] ^= 0xFF
+    archive.write_bytes(bytes(bent))
+    refused = subprocess.run(
+        [VALIS, "backup", "verify", archive], capture_output=True, text=True, check=False
+    )
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("valis: backup set: edge/leaf.key ")
+    assert len(refused.stderr.splitlines()) == 1
