@@ -334,6 +334,18 @@ class _StreamTransaction(dns.transaction.Transaction):
         raise NotImplementedError
 
 
+class _EntryTokenizer(dns.tokenizer.Tokenizer):
+    """Remembers the line each entry starts on: dnspython's own error position is the
+    line after a record whose rdata failed, because the newline was already read."""
+
+    entry_line = 1
+
+    def get(self, want_leading: bool = False, want_comment: bool = False) -> dns.tokenizer.Token:
+        if want_leading:
+            self.entry_line = self.line_number
+        return super().get(want_leading, want_comment)
+
+
 def _read_master(text: str, origin: str | None, sink: _Sink) -> None:
     """Parse a master file and feed each record to ``sink`` with the zone it belongs to."""
     label = origin if origin is not None else "(zone named by its SOA)"
@@ -355,7 +367,7 @@ def _read_master(text: str, origin: str | None, sink: _Sink) -> None:
 
     manager = _StreamManager(origin_name)
     txn = _StreamTransaction(manager, collect)
-    tok = dns.tokenizer.Tokenizer(text, "<zone>")
+    tok = _EntryTokenizer(text, "<zone>")
     reader = dns.zonefile.Reader(
         tok,
         dns.rdataclass.IN,
@@ -363,16 +375,19 @@ def _read_master(text: str, origin: str | None, sink: _Sink) -> None:
         allow_include=False,
         allow_directives={"$ORIGIN", "$TTL", "$GENERATE"},
     )
+    # The reader silently skips records outside its zone; claim the whole tree instead
+    # (relative names still use the origin), so the index refuses them by name.
+    reader.zone_origin = dns.name.root
     try:
         reader.read()
     except (dns.exception.DNSException, ValueError) as exc:
-        line = reader.tok.where()[1]
+        where = f"line {tok.entry_line}"
         detail = str(exc) or type(exc).__name__
         if detail.startswith("<zone>:"):
             detail = detail.split(": ", 1)[-1]
         if "$INCLUDE" in detail:
             detail += "; $INCLUDE is not supported, paste the included records in instead"
-        raise ZoneError(label, f"line {line}", f"master file does not parse: {detail}") from None
+        raise ZoneError(label, where, f"master file does not parse: {detail}") from None
     if origin is None:
         soa_owners = {name for name, _, rdata in records if rdata.rdtype == SOA}
         if len(soa_owners) != 1:

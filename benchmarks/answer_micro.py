@@ -1,0 +1,91 @@
+"""Time the pure answer path, with no sockets: index build and queries per second.
+
+Builds a generated zone (one million A records by default), reports the build time and
+the resident memory it added, then times ``answer()`` for plain A queries: one hot name,
+a working set that fits the response cache, names seen once each (every query a cache
+miss), and nonexistent names (NXDOMAIN). Run from the repository root:
+
+    .venv/bin/python benchmarks/answer_micro.py [--records N] [--queries N]
+
+These are figures for the docs, not a test: nothing here passes or fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import resource
+import time
+from collections.abc import Iterator, Sequence
+
+import dns.message
+
+from valis_core.dns.answer import Transport, answer
+from valis_core.dns.zone import RecordRow, ZoneIndex
+
+ZONE = "bench.example."
+
+
+def rows(count: int) -> Iterator[RecordRow]:
+    soa = f"ns1.{ZONE} hostmaster.{ZONE} 1 7200 3600 1209600 300"
+    yield RecordRow(ZONE, ZONE, "SOA", 3600, soa)
+    yield RecordRow(ZONE, ZONE, "NS", 3600, f"ns1.{ZONE}")
+    yield RecordRow(ZONE, f"ns1.{ZONE}", "A", 3600, "192.0.2.1")
+    for i in range(count):
+        address = f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"
+        yield RecordRow(ZONE, f"host{i}.{ZONE}", "A", 300, address)
+
+
+def rss_mib() -> float:
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
+def wire_query(name: str, edns: bool) -> bytes:
+    query = dns.message.make_query(name, "A", use_edns=0 if edns else False)
+    return query.to_wire()
+
+
+def rate(index: ZoneIndex, queries: Sequence[bytes]) -> float:
+    start = time.perf_counter()
+    for query in queries:
+        answer(index, query, transport=Transport.UDP)
+    return len(queries) / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--queries", type=int, default=200_000)
+    args = parser.parse_args()
+
+    gc.collect()
+    before = rss_mib()
+    start = time.perf_counter()
+    index = ZoneIndex.from_records(rows(args.records))
+    built = time.perf_counter() - start
+    gc.collect()
+    print(f"index: {index.record_count} records built in {built:.1f} s, "
+          f"+{rss_mib() - before:.0f} MiB resident")
+
+    rng = random.Random(1)
+    count = args.queries
+    hot = [wire_query(f"host7.{ZONE}", edns=True)] * count
+    working = [wire_query(f"host{rng.randrange(args.records)}.{ZONE}", True) for _ in range(10_000)]
+    cached = [working[i % len(working)] for i in range(count)]
+    fresh = [wire_query(f"host{i}.{ZONE}", True) for i in rng.sample(range(args.records), count)]
+    missing = [wire_query(f"nx{i}.{ZONE}", True) for i in range(count)]
+    rate(index, working)  # warm the cache for the working set
+    for label, queries in (
+        ("one hot name", hot),
+        ("10k-name working set (cached)", cached),
+        ("distinct names (cache misses)", fresh),
+        ("nonexistent names (NXDOMAIN)", missing),
+    ):
+        print(f"{label:34} {rate(index, queries):>10,.0f} answers/s")
+
+
+if __name__ == "__main__":
+    main()

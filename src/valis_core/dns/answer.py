@@ -1,0 +1,527 @@
+"""Answering one DNS query from a zone index: bytes in, bytes (or nothing) out.
+
+``answer`` behaves as NSD and Knot do for an authoritative-only server. The whole
+behaviour, top to bottom:
+
+- Shorter than a header, or a response (QR=1): dropped (``None``).
+- Opcode other than QUERY: NOTIMP. QDCOUNT other than 1, a question that does not
+  parse, records in the answer or authority section, anything in the additional section
+  but one OPT (and a TSIG, see below), trailing bytes, a malformed OPT: FORMERR, with
+  the question echoed when it parsed. A TSIG-signed query: NOTAUTH (no keys are held).
+- EDNS (RFC 6891): an OPT is answered with an OPT carrying ``SERVER_PAYLOAD`` and the
+  query's DO bit; version above 0 gets BADVERS. The UDP size limit is 512 without EDNS,
+  otherwise the client's payload clamped to 512..``SERVER_PAYLOAD``; TCP allows 65535.
+- Class other than IN: REFUSED. AXFR and IXFR: REFUSED (no zone transfer is offered).
+  OPT or TSIG as the question type: FORMERR; TKEY, MAILA, MAILB: NOTIMP.
+- A name outside every served zone: REFUSED without AA. Inside, the deepest served
+  zone answers (RFC 1034 section 4.3.2), with AA except on referrals:
+  data; NODATA and NXDOMAIN with the zone's SOA in authority at TTL min(SOA TTL, SOA
+  MINIMUM) (RFC 2308); empty non-terminals are NODATA; CNAME chains are followed while
+  they stay in served zones (at most ``MAX_CHAIN`` links, never round a loop), and the
+  RCODE is the last link's; a name at or beneath a delegation gets a referral (AA=0, the
+  NS in authority, glue from the parent zone in additional), except that DS at the cut
+  is answered by the parent, and DS at a zone apex by the served parent zone if there
+  is one; wildcards per RFC 4592 (closest encloser, never for names that exist, never
+  beneath a delegation, wildcard CNAMEs followed); DNAME per RFC 6672 (the DNAME and a
+  CNAME synthesized with the DNAME's TTL, YXDOMAIN when the new name is too long);
+  A/AAAA for NS, MX and SRV targets found in served zones go in additional.
+- ANY (RFC 8482): one RRset, the owner's lowest-numbered type (its CNAME if it has
+  one), over UDP and TCP alike.
+- A response over the size limit first loses the optional additional records (never a
+  required glue record, never part of an RRset); if still too big it is the question
+  alone with TC=1 (and the OPT, if the query had one).
+
+The question is echoed byte for byte (0x20 case mixing survives), as are the ID, RD
+and CD. Malformed input never raises: an internal failure becomes a bare FORMERR.
+
+Speed: the common query is decoded by hand (header, question, optional OPT), and the
+answer comes from a bounded cache of encoded responses keyed by the lowercased question
+name and type. A cached response compresses every name against the question at offset
+12, so it fits any spelling of the same name: each query only patches in its ID, its
+flags and its own question bytes. Anything unusual in the additional section takes the
+general path, which parses the whole message with dnspython.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+
+import dns.exception
+import dns.message
+
+from valis_core.dns import wire
+from valis_core.dns.zone import (
+    AAAA,
+    CNAME,
+    DNAME,
+    DS,
+    IN,
+    MX,
+    NS,
+    OPT,
+    PTR,
+    SOA,
+    SRV,
+    A,
+    RRset,
+    ServedZone,
+    ZoneIndex,
+    decode_node,
+)
+
+
+class Transport(enum.Enum):
+    """How the query arrived; it decides the response size limit."""
+
+    UDP = "udp"
+    TCP = "tcp"
+
+
+SERVER_PAYLOAD = 1232
+"""The UDP payload this server offers in its OPT (the DNS Flag Day 2020 value)."""
+
+PLAIN_UDP_LIMIT = 512
+TCP_LIMIT = 65535
+MAX_CHAIN = 12
+"""CNAME/DNAME links followed for one answer."""
+
+CACHE_ENTRIES = 65536
+"""Encoded responses kept per index (least recently used go first)."""
+
+NOERROR = 0
+FORMERR = 1
+NXDOMAIN = 3
+NOTIMP = 4
+REFUSED = 5
+YXDOMAIN = 6
+NOTAUTH = 9
+BADVERS = 16
+
+ANY = 255
+_QTYPE_REFUSALS = {
+    252: REFUSED,  # AXFR
+    251: REFUSED,  # IXFR
+    OPT: FORMERR,
+    250: FORMERR,  # TSIG
+    249: NOTIMP,  # TKEY
+    253: NOTIMP,  # MAILB
+    254: NOTIMP,  # MAILA
+}
+
+_QR = 0x8000
+_OPCODE = 0x7800
+_AA = 0x0400
+_TC = 0x0200
+_RD = 0x0100
+_CD = 0x0010
+_ECHOED = _RD | _CD
+_DO = 0x8000
+
+_HEADER = struct.Struct("!HHHHHH")
+_RR_HEAD = struct.Struct("!HHIH")
+_QTAIL = struct.Struct("!HH")
+_OPT_PLAIN = b"\x00" + _RR_HEAD.pack(OPT, SERVER_PAYLOAD, 0, 0)
+_OPT_DO = b"\x00" + _RR_HEAD.pack(OPT, SERVER_PAYLOAD, _DO, 0)
+
+Entry = tuple[int, int, int, int, bytes, int, bytes | None]
+"""An encoded response without header values: flags (QR, AA, RCODE), the answer,
+authority and additional counts, the body after the question, then the additional count
+and body with the optional additional records left out (``None`` when there are none)."""
+
+_REFUSED_ENTRY: Entry = (_QR | REFUSED, 0, 0, 0, b"", 0, None)
+
+_RR = tuple[bytes, int, int, bytes]
+"""One record to write: owner (wire), type, TTL, rdata (uncompressed wire)."""
+
+
+def answer(index: ZoneIndex, query: bytes, *, transport: Transport) -> bytes | None:
+    """The response to ``query``, or ``None`` when it must be dropped. Never raises."""
+    try:
+        return _answer(index, query, transport is Transport.TCP, general=False)
+    except Exception:  # malformed input must never take a server down
+        return _last_resort(query)
+
+
+def answer_general(index: ZoneIndex, query: bytes, *, transport: Transport) -> bytes | None:
+    """``answer`` with every query parsed by dnspython: the reference the fast path is
+    tested against."""
+    try:
+        return _answer(index, query, transport is Transport.TCP, general=True)
+    except Exception:
+        return _last_resort(query)
+
+
+def _answer(index: ZoneIndex, query: bytes, tcp: bool, general: bool) -> bytes | None:
+    size = len(query)
+    if size < 12:
+        return None
+    qid, qflags, qdcount, ancount, nscount, arcount = _HEADER.unpack_from(query)
+    if qflags & _QR:
+        return None
+    qend = _question_end(query, size) if qdcount == 1 else 0
+    if qflags & _OPCODE:
+        return _bare(qid, qflags, query[12:qend], NOTIMP)
+    if not qend:
+        return _bare(qid, qflags, b"", FORMERR)
+    qsec = query[12:qend]
+    if ancount or nscount:
+        return _bare(qid, qflags, qsec, FORMERR)
+
+    # EDNS: ``payload`` stays -1 without an OPT.
+    payload = -1
+    ednsflags = version = 0
+    opt = b""
+    if general or arcount > 1 or (arcount == 1 and not _is_root_opt(query, qend, size)):
+        parsed = _parse_general(query)
+        if isinstance(parsed, int):
+            return _bare(qid, qflags, qsec, parsed)
+        payload, ednsflags, version = parsed
+    elif arcount == 0:
+        if qend != size:
+            return _bare(qid, qflags, qsec, FORMERR)
+    else:
+        _, payload, ttl, rdlen = _RR_HEAD.unpack_from(query, qend + 1)
+        end = qend + 11 + rdlen
+        if end != size or not _options_well_formed(query, qend + 11, end):
+            return _bare(qid, qflags, qsec, FORMERR)
+        version = (ttl >> 16) & 0xFF
+        ednsflags = ttl & 0xFFFF
+    if payload >= 0:
+        if version:
+            badvers = b"\x00" + _RR_HEAD.pack(
+                OPT, SERVER_PAYLOAD, (BADVERS >> 4) << 24 | (ednsflags & _DO), 0
+            )
+            return _bare(qid, qflags, qsec, BADVERS & 0xF, badvers)
+        opt = _OPT_DO if ednsflags & _DO else _OPT_PLAIN
+
+    qtype, qclass = _QTAIL.unpack_from(query, qend - 4)
+    if qclass != IN:
+        return _bare(qid, qflags, qsec, REFUSED, opt)
+    refusal = _QTYPE_REFUSALS.get(qtype)
+    if refusal is not None:
+        return _bare(qid, qflags, qsec, refusal, opt)
+
+    key = query[12 : qend - 4].lower() + query[qend - 4 : qend - 2]
+    cache = index.answer_cache
+    entry: Entry | None = cache.get(key)
+    if entry is None:
+        entry = _resolve(index, key[:-2], qtype)
+        cache[key] = entry
+        if len(cache) > CACHE_ENTRIES:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+
+    flags, an, ns, ar, body, short_ar, short_body = entry
+    flags |= qflags & _ECHOED
+    if tcp:
+        limit = TCP_LIMIT
+    elif payload < 0:
+        limit = PLAIN_UDP_LIMIT
+    else:
+        limit = max(PLAIN_UDP_LIMIT, min(payload, SERVER_PAYLOAD))
+    room = limit - 12 - len(qsec) - len(opt)
+    has_opt = 1 if opt else 0
+    if len(body) <= room:
+        return _HEADER.pack(qid, flags, 1, an, ns, ar + has_opt) + qsec + body + opt
+    if short_body is not None and len(short_body) <= room:
+        return _HEADER.pack(qid, flags, 1, an, ns, short_ar + has_opt) + qsec + short_body + opt
+    return _HEADER.pack(qid, flags | _TC, 1, 0, 0, has_opt) + qsec + opt
+
+
+def _question_end(query: bytes, size: int) -> int:
+    """Offset just past the question (name, type, class), or 0 if it is malformed.
+
+    A question name is never compressed (nothing precedes it to point at), so a pointer
+    or any other label type is malformed.
+    """
+    i = 12
+    while True:
+        if i >= size:
+            return 0
+        length = query[i]
+        if not length:
+            break
+        if length > wire.MAX_LABEL:
+            return 0
+        i += length + 1
+    i += 1
+    if i - 12 > wire.MAX_NAME or i + 4 > size:
+        return 0
+    return i + 4
+
+
+def _is_root_opt(query: bytes, at: int, size: int) -> bool:
+    return size - at >= 11 and query[at] == 0 and query[at + 1] == 0 and query[at + 2] == OPT
+
+
+def _options_well_formed(query: bytes, start: int, end: int) -> bool:
+    """Whether the OPT rdata is a whole number of (code, length, value) options."""
+    i = start
+    while i < end:
+        if i + 4 > end:
+            return False
+        i += 4 + (query[i + 2] << 8 | query[i + 3])
+    return i == end
+
+
+def _parse_general(query: bytes) -> int | tuple[int, int, int]:
+    """EDNS payload, flags and version (payload -1 without EDNS) by a full parse, or the
+    RCODE to refuse the query with."""
+    try:
+        message = dns.message.from_wire(query)
+    except dns.message.UnknownTSIGKey:
+        return NOTAUTH
+    except (dns.exception.DNSException, ValueError, IndexError, UnicodeError):
+        return FORMERR
+    if message.answer or message.authority or message.additional:
+        return FORMERR
+    if message.edns < 0:
+        return (-1, 0, 0)
+    return (message.payload, message.ednsflags, message.edns)
+
+
+def _bare(qid: int, qflags: int, qsec: bytes, rcode: int, opt: bytes = b"") -> bytes:
+    """A response with no records: just the RCODE, the question if any, and the OPT."""
+    flags = _QR | (qflags & (_OPCODE | _ECHOED)) | rcode
+    header = _HEADER.pack(qid, flags, 1 if qsec else 0, 0, 0, 1 if opt else 0)
+    return header + qsec + opt
+
+
+def _last_resort(query: bytes) -> bytes | None:
+    """FORMERR echoing only the header, for input that made the answer path fail."""
+    if len(query) < 12 or query[2] & 0x80:
+        return None
+    flags = bytes((0x80 | (query[2] & 0x79), (query[3] & 0x10) | FORMERR))
+    return query[:2] + flags + bytes(8)
+
+
+# --- resolution -----------------------------------------------------------------------
+
+
+class _Draft:
+    """The sections of one answer while it is being found."""
+
+    __slots__ = ("aa", "answer", "authority", "extra", "glue", "listed", "rcode")
+
+    def __init__(self) -> None:
+        self.aa = True
+        self.rcode = NOERROR
+        self.answer: list[_RR] = []
+        self.authority: list[_RR] = []
+        self.glue: list[_RR] = []
+        self.extra: list[_RR] = []
+        self.listed: set[tuple[bytes, int]] = set()
+
+    def negative(self, zone: ServedZone, rcode: int) -> None:
+        self.rcode = rcode
+        self.authority.append((zone.apex, SOA, zone.negative_ttl, zone.soa))
+
+    def addresses(self, into: list[_RR], zone: ServedZone, name: bytes) -> None:
+        """The A and AAAA records ``zone`` holds at ``name``, once per answer."""
+        blob = zone.nodes.get(name)
+        if blob is None:
+            return
+        sets = decode_node(blob)
+        for rtype in (A, AAAA):
+            rrset = sets.get(rtype)
+            if rrset is not None and (name, rtype) not in self.listed:
+                self.listed.add((name, rtype))
+                into.extend(_records(name, rtype, rrset))
+
+
+def _records(owner: bytes, rtype: int, rrset: RRset) -> list[_RR]:
+    ttl, rdatas = rrset
+    return [(owner, rtype, ttl, rdata) for rdata in rdatas]
+
+
+def _resolve(index: ZoneIndex, qname: bytes, qtype: int) -> Entry:
+    zone = index.zone_for(qname)
+    if zone is None:
+        return _REFUSED_ENTRY
+    draft = _Draft()
+    name = qname
+    seen = {qname}
+    for link in range(MAX_CHAIN):
+        if qtype == DS and name == zone.apex and zone.parent is not None:
+            zone = zone.parent
+        target = _step(index, zone, name, qtype, draft, first=link == 0)
+        if target is None:
+            break
+        name = target.lower()
+        if name in seen:
+            break
+        seen.add(name)
+        next_zone = index.zone_for(name)
+        if next_zone is None:
+            break
+        zone = next_zone
+    return _encode(qname, draft)
+
+
+def _step(
+    index: ZoneIndex, zone: ServedZone, name: bytes, qtype: int, draft: _Draft, *, first: bool
+) -> bytes | None:
+    """Answer ``name`` from ``zone`` into ``draft``; return a name to chase, if any."""
+    above = _interruption(zone, name, qtype)
+    if above is not None:
+        owner, is_cut = above
+        sets = decode_node(zone.nodes[owner])
+        if is_cut:
+            if first:
+                draft.aa = False
+            ns = sets[NS]
+            draft.authority.extend(_records(owner, NS, ns))
+            for target in ns[1]:
+                key = target.lower()
+                if wire.is_at_or_below(key, zone.apex):
+                    draft.addresses(draft.glue, zone, key)
+            return None
+        ttl, (dname_target,) = sets[DNAME]
+        draft.answer.append((owner, DNAME, ttl, dname_target))
+        synthesized = name[: len(name) - len(owner)] + dname_target
+        if len(synthesized) > wire.MAX_NAME:
+            draft.rcode = YXDOMAIN
+            return None
+        draft.answer.append((name, CNAME, ttl, synthesized))
+        return synthesized
+
+    blob = zone.nodes.get(name)
+    if blob is None:
+        if name in zone.empty_nonterminals:
+            draft.negative(zone, NOERROR)
+            return None
+        if zone.has_wildcard:
+            encloser = wire.parent(name)
+            while not zone.exists(encloser):
+                encloser = wire.parent(encloser)
+            source = b"\x01*" + encloser
+            blob = zone.nodes.get(source)
+            if blob is None and source in zone.empty_nonterminals:
+                draft.negative(zone, NOERROR)
+                return None
+        if blob is None:
+            draft.negative(zone, NXDOMAIN)
+            return None
+
+    sets = decode_node(blob)
+    cname = sets.get(CNAME)
+    if cname is not None and qtype != CNAME:
+        ttl, (target,) = cname
+        draft.answer.append((name, CNAME, ttl, target))
+        return None if qtype == ANY else target
+    rtype = min(sets) if qtype == ANY else qtype
+    rrset = sets.get(rtype)
+    if rrset is None:
+        draft.negative(zone, NOERROR)
+        return None
+    draft.answer.extend(_records(name, rtype, rrset))
+    if rtype in (NS, MX, SRV):
+        skip = {NS: 0, MX: 2, SRV: 6}[rtype]
+        for rdata in rrset[1]:
+            target = rdata[skip:].lower()
+            target_zone = index.zone_for(target)
+            if target_zone is not None:
+                draft.addresses(draft.extra, target_zone, target)
+    return None
+
+
+def _interruption(zone: ServedZone, name: bytes, qtype: int) -> tuple[bytes, bool] | None:
+    """The topmost delegation at or above ``name`` (``(cut, True)``), or DNAME strictly
+    above it (``(owner, False)``), within ``zone``. DS at a cut belongs to the parent side,
+    so the cut at ``name`` itself does not interrupt a DS query."""
+    if not zone.cuts and not zone.dnames:
+        return None
+    apex_size = len(zone.apex)
+    size = len(name)
+    for offset in reversed(wire.label_offsets(name)):
+        suffix = size - offset
+        if suffix < apex_size:
+            continue
+        ancestor = name[offset:]
+        if ancestor in zone.cuts and not (offset == 0 and qtype == DS):
+            return ancestor, True
+        if offset and ancestor in zone.dnames:
+            return ancestor, False
+    return None
+
+
+# --- encoding -------------------------------------------------------------------------
+
+_COMPRESSED_NAME_RDATA = frozenset({NS, CNAME, PTR})
+"""Types whose rdata is one name that may be compressed (RFC 3597 section 4)."""
+
+
+class _Writer:
+    """Writes records after a question, compressing names against everything written."""
+
+    __slots__ = ("buf", "offsets")
+
+    def __init__(self, qname: bytes) -> None:
+        self.buf = bytearray(12)
+        self.offsets: dict[bytes, int] = {}
+        self.name(qname)
+        self.buf += b"\x00\x00\x00\x00"
+
+    def name(self, name: bytes) -> None:
+        buf = self.buf
+        offsets = self.offsets
+        lower = name.lower()
+        start = len(buf)
+        fresh = []
+        i = 0
+        while name[i]:
+            pointer = offsets.get(lower[i:])
+            if pointer is not None:
+                buf += name[:i]
+                buf += (0xC000 | pointer).to_bytes(2, "big")
+                break
+            fresh.append(i)
+            i += name[i] + 1
+        else:
+            buf += name
+        for i in fresh:
+            if start + i < 0x4000:
+                offsets[lower[i:]] = start + i
+
+    def record(self, owner: bytes, rtype: int, ttl: int, rdata: bytes) -> None:
+        buf = self.buf
+        self.name(owner)
+        buf += _RR_HEAD.pack(rtype, IN, ttl, 0)
+        at = len(buf)
+        if rtype in _COMPRESSED_NAME_RDATA:
+            self.name(rdata)
+        elif rtype == MX:
+            buf += rdata[:2]
+            self.name(rdata[2:])
+        elif rtype == SOA:
+            mname, i = wire.read_name(rdata, 0)
+            rname, j = wire.read_name(rdata, i)
+            self.name(mname)
+            self.name(rname)
+            buf += rdata[j:]
+        else:
+            buf += rdata
+        struct.pack_into("!H", buf, at - 2, len(buf) - at)
+
+
+def _encode(qname: bytes, draft: _Draft) -> Entry:
+    writer = _Writer(qname)
+    start = len(writer.buf)
+    for record in (*draft.answer, *draft.authority, *draft.glue):
+        writer.record(*record)
+    mark = len(writer.buf)
+    for record in draft.extra:
+        writer.record(*record)
+    flags = _QR | (_AA if draft.aa else 0) | draft.rcode
+    buf = writer.buf
+    return (
+        flags,
+        len(draft.answer),
+        len(draft.authority),
+        len(draft.glue) + len(draft.extra),
+        bytes(buf[start:]),
+        len(draft.glue),
+        bytes(buf[start:mark]) if draft.extra else None,
+    )
