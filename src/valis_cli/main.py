@@ -10,6 +10,11 @@ from valis_cli.dispatch import build_parser, dispatch, exit_with
 COMMAND_MODULES: tuple[str, ...] = (
     "valis_cli.commands.serve",
     "valis_cli.commands.apply",
+    "valis_cli.commands.backup",
+    "valis_cli.commands.assess",
+    "valis_cli.commands.db",
+    "valis_cli.commands.zone",
+    "valis_cli.commands.site_facts",
 )
 
 

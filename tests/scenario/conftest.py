@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import pytest
 from tests.conftest import require_root
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
 from valis_core.operator_state.local_cluster import LocalCluster
+from valis_core.operator_state.schema import migrate
 
 SERVER_USER = "postgres"
 
@@ -36,3 +38,26 @@ def pg_cluster() -> Iterator[PgCluster]:
             cluster.stop()
         finally:
             shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def state_dsn(pg_cluster: PgCluster) -> str:
+    """A fresh operator-state database owned by ``valis``, migrated; its DSN."""
+    dsn = pg_cluster.new_database("state")
+    with pg_cluster.connect(dsn) as conn:
+        migrate(conn)
+    return dsn
+
+
+@pytest.fixture
+def run_account_dir() -> Iterator[Path]:
+    """A directory under /tmp owned by the run account (every parent traversable)."""
+    require_root()
+    account = ensure_system_user(RUN_USER)
+    directory = Path(tempfile.mkdtemp(prefix="valis-run-", dir="/tmp"))
+    try:
+        os.chown(directory, account.pw_uid, account.pw_gid)
+        os.chmod(directory, 0o755)
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

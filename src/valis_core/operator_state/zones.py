@@ -1,0 +1,199 @@
+"""Zones and their records in the operator-state database: import, read, list, export.
+
+A zone is replaced whole, in one transaction, and only after the zone index has accepted
+its rows (``ZoneIndex.from_records``): an unservable zone is refused with nothing written.
+
+Operator writes are not fenced. The instance fence arbitrates between *node instances*
+(two residents at different locations); the operator who imports a zone stands above
+them, and an import must land whichever instance holds the fence. Imports still never
+race: each one upserts its ``zones`` row first, which locks that row until the import
+commits, so two imports of one zone run one after the other and a reader sees either the
+old zone or the new one, never a mixture. A node-side writer of a zone's records takes
+the same row lock (and, being a node, its ``fenced_transaction``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import attrs
+import psycopg
+
+from valis_core.dns import wire
+from valis_core.dns.zone import RecordRow, ZoneError, ZoneIndex
+from valis_core.operator_state.connection import OperatorStateError
+
+Progress = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` while rows are written."""
+
+_PROGRESS_EVERY = 5000
+
+
+@attrs.frozen
+class ZoneSummary:
+    name: str
+    records: int
+    serial: int | None
+
+
+def canonical_zone_name(name: str) -> str:
+    """The form zone names are stored and compared in: lowercase, with a trailing dot."""
+    absolute = name if name.endswith(".") else name + "."
+    try:
+        return wire.to_text(wire.from_text(absolute).lower())
+    except wire.BadName as exc:
+        raise ZoneError(name, name, f"bad zone name: {exc}") from None
+
+
+def checked_zone(rows: Sequence[RecordRow]) -> tuple[str, tuple[RecordRow, ...]]:
+    """Validate one zone's rows with the zone index; return its name and the rows to store.
+
+    Raises ``ZoneError`` (naming the zone) for anything the index refuses. The rows come
+    back under the canonical zone name, with exact duplicates dropped (a record stated
+    twice, or with owners differing only in case, is one record; it keeps the lower TTL).
+    """
+    if not rows:
+        raise ZoneError("(none)", "(none)", "no records given; a zone needs at least SOA and NS")
+    index = ZoneIndex.from_records(rows)
+    if len(index.zones) != 1:
+        raise ZoneError(
+            ", ".join(index.zones),
+            "(rows)",
+            "rows span several zones; import one zone at a time",
+        )
+    zone = index.zones[0]
+    kept: dict[tuple[str, str, str], RecordRow] = {}
+    for row in rows:
+        key = (row.owner.lower(), row.rtype, row.rdata)
+        held = kept.get(key)
+        if held is None or row.ttl < held.ttl:
+            kept[key] = attrs.evolve(row, zone=zone)
+    return zone, tuple(kept.values())
+
+
+def replace_zone(
+    conn: psycopg.Connection[Any],
+    rows: Sequence[RecordRow],
+    *,
+    progress: Progress | None = None,
+) -> ZoneSummary:
+    """Replace one zone's records with ``rows`` atomically; refuse an unservable zone.
+
+    Validation happens before the transaction begins, so a refusal writes nothing.
+    """
+    zone, stored = checked_zone(rows)
+    total = len(stored)
+    try:
+        with conn.transaction(), conn.cursor() as cur:
+            # The upsert locks the zone's row until commit: imports of one zone serialize.
+            cur.execute(
+                "INSERT INTO zones (name) VALUES (%s) "
+                "ON CONFLICT (name) DO UPDATE SET updated_at = now()",
+                (zone,),
+            )
+            cur.execute("DELETE FROM records WHERE zone = %s", (zone,))
+            with cur.copy("COPY records (zone, owner, rtype, ttl, rdata) FROM STDIN") as copy:
+                for done, row in enumerate(stored, start=1):
+                    copy.write_row((row.zone, row.owner, row.rtype, row.ttl, row.rdata))
+                    if progress is not None and (done % _PROGRESS_EVERY == 0 or done == total):
+                        progress(done, total)
+    except psycopg.errors.IntegrityError as exc:
+        raise OperatorStateError(
+            f"zone {zone}: the database refused it: {' '.join(str(exc).split())} "
+            "(nothing was written; correct the zone and import it again)"
+        ) from exc
+    return ZoneSummary(name=zone, records=total, serial=_serial(stored))
+
+
+def delete_zone(conn: psycopg.Connection[Any], zone: str) -> bool:
+    """Remove a zone and its records; return whether it existed."""
+    with conn.transaction():
+        cur = conn.execute("DELETE FROM zones WHERE name = %s", (canonical_zone_name(zone),))
+        return cur.rowcount == 1
+
+
+def zone_names(conn: psycopg.Connection[Any]) -> tuple[str, ...]:
+    return tuple(name for (name,) in conn.execute("SELECT name FROM zones ORDER BY name"))
+
+
+def fetch_zone_rows(
+    conn: psycopg.Connection[Any], zones: Iterable[str]
+) -> tuple[dict[str, tuple[RecordRow, ...]], tuple[str, ...]]:
+    """The records of each of ``zones`` (canonical names) that exists, read in one
+    snapshot, and the names of those that do not exist."""
+    wanted = sorted(set(zones))
+    rows: dict[str, list[RecordRow]] = {}
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        for (name,) in conn.execute("SELECT name FROM zones WHERE name = ANY(%s)", (wanted,)):
+            rows[name] = []
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT zone, owner, rtype, ttl, rdata FROM records WHERE zone = ANY(%s)",
+                (wanted,),
+            )
+            for zone, owner, rtype, ttl, rdata in cur:
+                rows[zone].append(RecordRow(zone, owner, rtype, ttl, rdata))
+    missing = tuple(zone for zone in wanted if zone not in rows)
+    return {zone: tuple(held) for zone, held in rows.items()}, missing
+
+
+def missing_zones_error(missing: Sequence[str]) -> OperatorStateError:
+    return OperatorStateError(
+        f"operator state: served zone(s) {', '.join(missing)} not in the database; "
+        "import them (valis zone import) or stop serving them (VALIS_SERVED_ZONES)"
+    )
+
+
+def load_zone_rows(
+    conn: psycopg.Connection[Any], zones: Iterable[str]
+) -> dict[str, tuple[RecordRow, ...]]:
+    """Every record of each of ``zones``, read in one snapshot; a zone that is not in the
+    database is an ``OperatorStateError`` naming it."""
+    rows, missing = fetch_zone_rows(conn, zones)
+    if missing:
+        raise missing_zones_error(missing)
+    return rows
+
+
+def list_zones(conn: psycopg.Connection[Any]) -> tuple[ZoneSummary, ...]:
+    """Each zone with its record count and SOA serial (None when it has no SOA)."""
+    found = conn.execute(
+        "SELECT z.name, count(r.id),"
+        " max(CASE WHEN r.rtype = 'SOA' THEN split_part(r.rdata, ' ', 3) END)"
+        " FROM zones z LEFT JOIN records r ON r.zone = z.name"
+        " GROUP BY z.name ORDER BY z.name"
+    ).fetchall()
+    return tuple(
+        ZoneSummary(name=name, records=count, serial=int(serial) if serial else None)
+        for name, count, serial in found
+    )
+
+
+def export_zone_text(conn: psycopg.Connection[Any], zone: str) -> str:
+    """The zone as an RFC 1035 master file: SOA first, absolute names, explicit TTLs."""
+    name = canonical_zone_name(zone)
+    rows = load_zone_rows(conn, [name])[name]
+    return render_master_file(name, rows)
+
+
+def render_master_file(zone: str, rows: Iterable[RecordRow]) -> str:
+    ordered = sorted(rows, key=_master_order)
+    lines = [f"; zone {zone} from the valis operator-state database", f"$ORIGIN {zone}"]
+    lines += [f"{r.owner}\t{r.ttl}\tIN\t{r.rtype}\t{r.rdata}" for r in ordered]
+    return "\n".join(lines) + "\n"
+
+
+def _master_order(row: RecordRow) -> tuple[bool, tuple[str, ...], str, str]:
+    labels = tuple(reversed(row.owner.lower().rstrip(".").split(".")))
+    return (row.rtype != "SOA", labels, row.rtype, row.rdata)
+
+
+def _serial(rows: Iterable[RecordRow]) -> int | None:
+    for row in rows:
+        if row.rtype == "SOA":
+            fields = row.rdata.split()
+            return int(fields[2]) if len(fields) >= 3 and fields[2].isdigit() else None
+    return None
+

@@ -1,0 +1,37 @@
+"""Small helpers shared by the operator-state scenario tests."""
+
+from __future__ import annotations
+
+import dns.message
+import dns.rdatatype
+import dns.rrset
+
+from valis_core.dns.answer import Transport, answer
+from valis_core.dns.zone import ZoneIndex
+
+
+def ask(index: ZoneIndex, name: str, rtype: str) -> dns.message.Message:
+    """The response ``index`` gives to one query, parsed."""
+    query = dns.message.make_query(name, rtype)
+    response = answer(index, query.to_wire(), transport=Transport.TCP)
+    assert response is not None
+    return dns.message.from_wire(response)
+
+
+def answer_texts(index: ZoneIndex, name: str, rtype: str) -> set[str]:
+    """The rdata (presentation form) of the answer section for one query."""
+    found: set[str] = set()
+    for rrset in ask(index, name, rtype).answer:
+        assert isinstance(rrset, dns.rrset.RRset)
+        if rrset.rdtype == dns.rdatatype.from_text(rtype):
+            found.update(rdata.to_text() for rdata in rrset)
+    return found
+
+
+def soa_zone(zone: str, *, serial: int = 1, extra: str = "") -> str:
+    """A minimal servable master file for ``zone`` plus ``extra`` lines."""
+    return (
+        f"$ORIGIN {zone}\n$TTL 300\n"
+        f"@ IN SOA ns1.{zone} hostmaster.{zone} {serial} 7200 3600 1209600 300\n"
+        f"@ IN NS ns1.{zone}\nns1 IN A 192.0.2.53\n{extra}"
+    )
