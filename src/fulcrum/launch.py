@@ -90,10 +90,13 @@ def launch(
         )
         if outcome is None:
             log.info("stop asked for before the resident started; tearing the unit down")
-            return 0
-        report = log.info if outcome.stop_signal is not None else log.error
-        report("%s; tearing the unit down", outcome.describe())
-        return outcome.exit_status
+            status = 0
+        else:
+            report = log.info if outcome.stop_signal is not None else log.error
+            report("%s; tearing the unit down", outcome.describe())
+            status = outcome.exit_status
+    log.info("unit %s torn down", cfg.netns_name)
+    return status
 
 
 def preflight(cfg: LauncherConfig) -> None:

@@ -248,6 +248,7 @@ def test_sigterm_to_fulcrum_stops_the_resident_and_tears_the_unit_down(
     returned = ip_json(["link", "show", "dev", ground.nic])[0]
     assert returned["ifindex"] == index_before
     assert "resident stopped on SIGTERM" in unit.fulcrum.stderr
+    assert f"unit {ground.unit_netns} torn down" in unit.fulcrum.stderr
 
 
 def test_crashing_resident_is_reported_with_its_status_and_the_unit_torn_down(
