@@ -59,6 +59,7 @@ class MemoryHost:
     stats: tuple[tuple[str, PathStat], ...] = ()
     files: tuple[tuple[str, str], ...] = ()
     links: tuple[tuple[str, str], ...] = ()
+    scripts: tuple[tuple[str, str], ...] = ()
     self_test_outcome: SelfTestOutcome = PASSING_SELF_TEST
     accepting: frozenset[str] = frozenset({PG_SOCKET})
     self_tests: list[tuple[str, ...]] = attrs.field(factory=list, eq=False)
@@ -86,6 +87,9 @@ class MemoryHost:
 
     def read_text(self, path: str) -> str | None:
         return dict(self.files).get(path)
+
+    def interpreter(self, path: str) -> str | None:
+        return dict(self.scripts).get(path)
 
     def self_test(self, command: tuple[str, ...]) -> SelfTestOutcome:
         self.self_tests.append(command)
@@ -302,6 +306,40 @@ def test_a_symlinked_binary_is_judged_on_its_target_chain_too() -> None:
     clause = assess_host(host, CONFIG).clause("binary-traversable")
     assert not clause.ok
     assert "/root " in clause.detail
+
+
+def test_a_script_is_judged_on_its_interpreters_chain_too() -> None:
+    venv_python = "/root/.venv/bin/python"
+    host = (
+        attrs.evolve(
+            HEALTHY,
+            scripts=((BINARY, venv_python),),
+            links=((venv_python, "/usr/bin/python3.11"),),
+        )
+        .with_stat("/root", _dir(0, 0o700))
+        .with_stat("/root/.venv", _dir())
+        .with_stat("/root/.venv/bin", _dir())
+        .with_stat(venv_python, PathStat("file", 0, 0, 0o755))
+        .with_stat("/usr", _dir())
+        .with_stat("/usr/bin", _dir())
+        .with_stat("/usr/bin/python3.11", PathStat("file", 0, 0, 0o755))
+    )
+    failed = assess_host(host, CONFIG).failed
+    assert [clause.name for clause in failed] == ["binary-traversable"]
+    assert "cannot traverse /root " in failed[0].detail
+
+
+def test_a_script_the_run_account_cannot_read_fails() -> None:
+    host = (
+        attrs.evolve(HEALTHY, scripts=((BINARY, "/usr/bin/python3"),))
+        .with_stat(BINARY, PathStat("file", 0, 0, 0o711))
+        .with_stat("/usr", _dir())
+        .with_stat("/usr/bin", _dir())
+        .with_stat("/usr/bin/python3", PathStat("file", 0, 0, 0o755))
+    )
+    clause = assess_host(host, CONFIG).clause("binary-traversable")
+    assert not clause.ok
+    assert "may not read the script" in clause.detail
 
 
 def test_the_postgresql_clause_says_it_does_not_prove_authentication() -> None:

@@ -43,6 +43,8 @@ SELFTEST_ARGUMENT = "selftest"
 SK_LOOKUP_SYMBOL = "bpf_sk_lookup_assign"
 """The kernel helper only the BPF_PROG_TYPE_SK_LOOKUP program type has (Linux >= 5.9)."""
 
+_MAX_INTERPRETER_DEPTH = 5  # the kernel's own limit on nested #! interpreters is 4
+
 CLAUSE_NAMES: tuple[str, ...] = (
     "network-namespaces",
     "sk-lookup",
@@ -117,6 +119,9 @@ class HostProbe(Protocol):
 
     def read_text(self, path: str) -> str | None:
         """The text of the file at ``path``, or None when it is absent or unreadable."""
+
+    def interpreter(self, path: str) -> str | None:
+        """The program a ``#!`` line at the start of ``path`` names, or None if it has none."""
 
     def self_test(self, command: tuple[str, ...]) -> SelfTestOutcome:
         """Run ``command`` (the binary and its ``selftest`` argument) and report how it ended."""
@@ -443,8 +448,9 @@ def _binary_traversable(
         return _fail(name, f"cannot judge {program}: {run.problem}", _FIX_ACCOUNT_FIRST)
     account = run.account
     user = run.name
-    # The kernel walks the path as named and then every symlink's target: check both.
-    for path in dict.fromkeys((program, probe.resolve(program))):
+    # The kernel walks the path as named and every symlink's target, and for a script
+    # the interpreter its #! line names (a virtual environment's python, say): check all.
+    for path in _exec_chain(probe, program):
         blocked = _untraversable(probe, path, account)
         if blocked is not None:
             directory, st = blocked
@@ -461,20 +467,42 @@ def _binary_traversable(
                 f"chmod o+x {directory}, or stage the binary under a world-traversable path "
                 "such as /opt/valis",
             )
-    st = probe.stat(program)
-    if st is None:
-        return _fail(name, f"{program} does not exist", f"stage the serving binary at {program}")
-    if st.kind != "file":
-        return _fail(
-            name, f"{program} is not a regular file", f"stage the serving binary at {program}"
-        )
-    if not _can(account, st, 1):
-        return _fail(
-            name,
-            f"{user} may not execute {program} (mode {st.mode:04o}, owner uid {st.uid})",
-            f"chmod 0755 {program}",
-        )
+    for path in _exec_chain(probe, program):
+        st = probe.stat(path)
+        if st is None:
+            return _fail(name, f"{path} does not exist", f"stage the serving binary at {program}")
+        if st.kind != "file":
+            return _fail(
+                name, f"{path} is not a regular file", f"stage the serving binary at {program}"
+            )
+        if not _can(account, st, 1):
+            return _fail(
+                name,
+                f"{user} may not execute {path} (mode {st.mode:04o}, owner uid {st.uid})",
+                f"chmod 0755 {path}",
+            )
+        if probe.interpreter(path) is not None and not _can(account, st, 4):
+            return _fail(
+                name,
+                f"{user} may not read the script {path} (mode {st.mode:04o}, owner uid "
+                f"{st.uid})",
+                f"chmod 0755 {path}",
+            )
     return _pass(name, f"every directory on the way to {program} is traversable by {user}")
+
+
+def _exec_chain(probe: HostProbe, program: str) -> list[str]:
+    """Every path the kernel resolves to execute ``program``: it, its symlink target, and
+    the same for each ``#!`` interpreter in turn (as deep as the kernel follows)."""
+    chain: list[str] = []
+    current: str | None = program
+    for _ in range(_MAX_INTERPRETER_DEPTH):
+        if current is None or not posixpath.isabs(current) or current in chain:
+            break
+        resolved = probe.resolve(current)
+        chain.extend(path for path in (current, resolved) if path not in chain)
+        current = probe.interpreter(resolved)
+    return chain
 
 
 def _binary_serving_capable(probe: HostProbe, command: tuple[str, ...] | None) -> Clause:
@@ -497,7 +525,7 @@ def _binary_serving_capable(probe: HostProbe, command: tuple[str, ...] | None) -
             "stage the serving-capable binary (the delivery's, not a plain core); a binary "
             "without the serving codec fails closed at boot",
         )
-    return _pass(name, f"`{shown}` answered its synthetic query")
+    return _pass(name, f"`{shown}` passed" + (f": {last}" if last else ""))
 
 
 def _last_line(text: str) -> str:

@@ -35,6 +35,7 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SELF_TEST_TIMEOUT = 60.0
 SOCKET_TIMEOUT = 2.0
 _READ_LIMIT = 1 << 20
+_SHEBANG_LIMIT = 256  # the kernel reads no more of a #! line than this
 _OUTPUT_LIMIT = 4096
 _MAIN_TABLE = 254
 _SCOPE_GLOBAL = 0
@@ -120,6 +121,17 @@ class LocalHostProbe:
         except OSError:
             return None
         return data.decode("utf-8", errors="replace")
+
+    def interpreter(self, path: str) -> str | None:
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(_SHEBANG_LIMIT)
+        except OSError:
+            return None
+        if not head.startswith(b"#!"):
+            return None
+        words = head[2:].split(b"\n", 1)[0].split()
+        return words[0].decode("utf-8", errors="replace") if words else None
 
     def self_test(self, command: tuple[str, ...]) -> SelfTestOutcome:
         try:

@@ -1,0 +1,123 @@
+"""``valis assess``: is this host ready for a node? Every prerequisite as its own clause.
+
+Reads the host and changes nothing. A table for people, ``--json`` for tools; the exit
+status is 0 only when every clause passes. Run it on the node itself: it assesses the
+machine it runs on. ``--interface IFACE`` also derives the unit's public network from
+that interface (address, prefix and a gateway the host has actually heard from).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+
+import cattrs
+
+from valis_core.launcher_config import DEFAULT_PATH
+from valis_core.ops.host_readiness import (
+    DEFAULT_PG_PORT,
+    DEFAULT_PG_SOCKET_DIR,
+    DEFAULT_RUN_ACCOUNT,
+    DEFAULT_STATE_DIR,
+    AssessConfig,
+    Clause,
+    assess_host,
+    render_table,
+)
+from valis_core.ops.local_probe import LocalHostProbe, node_environment_files
+from valis_core.ops.public_network import PublicNetwork, PublicNetworkError, derive_public_network
+
+DEFAULT_SITE_FACTS = "/etc/valis/site-facts.env"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "assess",
+        help="check every host prerequisite, clause by clause (changes nothing)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--state-dir", default=DEFAULT_STATE_DIR, help="default: %(default)s")
+    parser.add_argument(
+        "--binary",
+        help="the resident command (shell-quoted); default: the launcher config's valis-command",
+    )
+    parser.add_argument(
+        "--run-account", default=DEFAULT_RUN_ACCOUNT, metavar="USER[:GROUP]",
+        help="default: %(default)s",
+    )
+    parser.add_argument(
+        "--launcher-config", default=str(DEFAULT_PATH), help="default: %(default)s"
+    )
+    parser.add_argument(
+        "--unsupervised",
+        action="store_true",
+        help="the host runs no fulcrum (serves no privileged port): no launcher config needed",
+    )
+    parser.add_argument("--pg-socket-dir", default=DEFAULT_PG_SOCKET_DIR,
+                        help="default: %(default)s")
+    parser.add_argument("--pg-port", type=int, default=DEFAULT_PG_PORT, help="default: %(default)s")
+    parser.add_argument(
+        "--site-facts", action="append", metavar="PATH",
+        help=f"site-facts file(s) to search for a development listener "
+        f"(default: {DEFAULT_SITE_FACTS}); installed valis/fulcrum unit files are always searched",
+    )
+    parser.add_argument("--interface", metavar="IFACE",
+                        help="also derive the unit's public network from this interface")
+    parser.set_defaults(handler=_assess)
+
+
+def _public_network_clause(
+    probe: LocalHostProbe, iface: str
+) -> tuple[Clause, PublicNetwork | None]:
+    try:
+        derived = derive_public_network(probe, iface)
+    except PublicNetworkError as exc:
+        return Clause("public-network", False, str(exc), "see the detail"), None
+    detail = (
+        f"unit-ip {derived.address}, unit-cidr {derived.prefix}, public-gateway "
+        f"{derived.gateway} (heard from on {iface})"
+    )
+    return Clause("public-network", True, detail, None), derived
+
+
+def _assess(args: argparse.Namespace) -> int:
+    probe = LocalHostProbe()
+    config = AssessConfig(
+        state_dir=args.state_dir,
+        run_account=args.run_account,
+        binary=tuple(shlex.split(args.binary)) if args.binary else None,
+        supervised=not args.unsupervised,
+        launcher_config=args.launcher_config,
+        pg_socket_dir=args.pg_socket_dir,
+        pg_port=args.pg_port,
+        environment_files=node_environment_files(args.site_facts or [DEFAULT_SITE_FACTS]),
+    )
+    clauses = list(assess_host(probe, config).clauses)
+    derived = None
+    if args.interface:
+        clause, derived = _public_network_clause(probe, args.interface)
+        clauses.append(clause)
+    ok = all(clause.ok for clause in clauses)
+    if args.json:
+        document: dict[str, object] = {
+            "ok": ok,
+            "clauses": cattrs.unstructure(clauses),
+        }
+        if args.interface:
+            document["public_network"] = None if derived is None else {
+                "interface": derived.interface,
+                "address": str(derived.address),
+                "prefix": derived.prefix,
+                "gateway": str(derived.gateway),
+            }
+        json.dump(document, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_table(clauses))
+        failed = sum(not clause.ok for clause in clauses)
+        print("host is ready" if ok else f"host is not ready: {failed} clause(s) fail")
+    return 0 if ok else 1
