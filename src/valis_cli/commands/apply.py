@@ -18,7 +18,7 @@ from valis_core.apply.delivery import DEFAULT_UP_TIMEOUT, apply_delivery
 from valis_core.apply.unit_control import ProcessUnitController, SystemdUnitController
 
 DEFAULT_ROOT = "/opt/valis"
-DEFAULT_UNIT = "valis-dns.service"
+DEFAULT_UNIT = "fulcrum-valis.service"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
