@@ -184,25 +184,32 @@ class PgZoneSource:
     async def _in_thread(self, fn: Callable[[psycopg.Connection[Any]], _T]) -> _T:
         """Run ``fn(query connection)`` in a worker thread; on cancellation ask the server
         to cancel the running statement and wait for the thread to hand the connection
-        back."""
+        back, so the connection is never used by two threads at once."""
         conn = self._query
         if conn is None:
             raise psycopg.InterfaceError("zone source: not connected")
-        result: list[_T] = []
+        box: list[_T] = []
+        failed: list[Exception] = []
 
         async def canceller() -> None:
             try:
                 await trio.sleep_forever()
             finally:
-                if not result:
+                if not box and not failed:
                     with contextlib.suppress(psycopg.Error):
                         conn.cancel_safe(timeout=2.0)
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(canceller)
-            result.append(await trio.to_thread.run_sync(fn, conn))
+            try:
+                box.append(await trio.to_thread.run_sync(fn, conn))
+            except Exception as exc:  # re-raised below, outside the nursery's group
+                failed.append(exc)
             nursery.cancel_scope.cancel()
-        return result[0]
+        # Reached only when not cancelled: the thread's own result or its error, bare.
+        if failed:
+            raise failed[0]
+        return box[0]
 
     # -- loading -----------------------------------------------------------------------
 

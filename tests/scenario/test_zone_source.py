@@ -1,0 +1,218 @@
+"""The pg-zone-source against the private cluster: an eager load that names what it
+cannot serve, live reloads after committed changes, a failed rebuild that keeps the
+last good zone, reconnection after the backend is killed, and a clean cancel."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+import trio
+
+from tests.scenario.operator_state_helpers import answer_texts, soa_zone
+from tests.scenario.pg import PgCluster
+from valis_core.dns.serve import IndexHolder
+from valis_core.dns.zone import ZoneError, ZoneIndex, parse_zone_text
+from valis_core.operator_state.connection import OperatorStateError
+from valis_core.operator_state.zone_source import PgZoneSource
+from valis_core.operator_state.zones import replace_zone
+
+WAIT = 10.0  # bound on how long a test waits for a reload; never a timing assertion
+
+
+def _source(pg: PgCluster, dsn: str, zones: list[str], **kwargs: float) -> PgZoneSource:
+    return PgZoneSource(lambda: pg.connect(dsn, autocommit=True), zones, **kwargs)
+
+
+def _import(pg: PgCluster, dsn: str, zone: str, extra: str = "", serial: int = 1) -> None:
+    with pg.connect(dsn) as conn:
+        replace_zone(conn, parse_zone_text(soa_zone(zone, serial=serial, extra=extra)))
+
+
+def _sql(pg: PgCluster, dsn: str, sql: str, params: tuple[Any, ...] = ()) -> None:
+    with pg.connect(dsn) as conn:
+        conn.execute(sql, params)
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    with trio.fail_after(WAIT):
+        while not check():
+            await trio.sleep(0.01)
+
+
+def _sessions(pg: PgCluster, dsn: str) -> int:
+    """Connections to the database other than the one asking."""
+    with pg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_load_indexes_every_served_zone(pg_cluster: PgCluster, state_dsn: str) -> None:
+    _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    _import(pg_cluster, state_dsn, "example.net.", "www IN A 198.51.100.80\n")
+    _import(pg_cluster, state_dsn, "not-served.example.", "")
+    source = _source(pg_cluster, state_dsn, ["Example.ORG", "example.net."])
+    try:
+        index = await source.load()
+    finally:
+        source.close()
+    assert index.zones == ("example.net.", "example.org.")
+    assert index.record_count == 8
+    assert answer_texts(index, "www.example.org.", "A") == {"192.0.2.80"}
+    assert answer_texts(index, "www.example.net.", "A") == {"198.51.100.80"}
+
+
+async def test_load_names_a_served_zone_missing_from_the_database(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    _import(pg_cluster, state_dsn, "example.org.")
+    source = _source(pg_cluster, state_dsn, ["example.org.", "example.net."])
+    with pytest.raises(OperatorStateError, match=r"served zone\(s\) example\.net\. not in"):
+        await source.load()
+    assert _sessions(pg_cluster, state_dsn) == 0
+
+
+async def test_load_names_a_zone_it_cannot_serve(pg_cluster: PgCluster, state_dsn: str) -> None:
+    _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    # SQL cannot see that a CNAME may not share its owner; the index can.
+    _sql(
+        pg_cluster,
+        state_dsn,
+        "INSERT INTO records (zone, owner, rtype, ttl, rdata) "
+        "VALUES ('example.org.', 'www.example.org.', 'CNAME', 300, 'ns1.example.org.')",
+    )
+    source = _source(pg_cluster, state_dsn, ["example.org."])
+    with pytest.raises(ZoneError, match=r"zone example\.org\. cannot be served: www"):
+        await source.load()
+
+
+async def test_a_committed_change_is_served_by_a_running_source(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    _import(pg_cluster, state_dsn, "example.net.", "www IN A 198.51.100.80\n")
+    source = _source(pg_cluster, state_dsn, ["example.org.", "example.net."])
+    holder = IndexHolder(await source.load())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(source.run, holder)
+        untouched = holder.current.zone_for(b"\x07example\x03net\x00")
+        _sql(
+            pg_cluster,
+            state_dsn,
+            "UPDATE records SET rdata = '192.0.2.81' WHERE owner = 'www.example.org.'",
+        )
+        await _until(lambda: answer_texts(holder.current, "www.example.org.", "A") != {
+            "192.0.2.80"
+        })
+        assert answer_texts(holder.current, "www.example.org.", "A") == {"192.0.2.81"}
+        # Only the changed zone was rebuilt; the other one is the same data, re-linked.
+        reloaded = holder.current.zone_for(b"\x07example\x03net\x00")
+        assert reloaded is not None
+        assert untouched is not None
+        assert reloaded is not untouched
+        assert reloaded.nodes is untouched.nodes
+
+        _import(pg_cluster, state_dsn, "example.org.", "new IN A 192.0.2.99\n", serial=2)
+        await _until(lambda: answer_texts(holder.current, "new.example.org.", "A") != set())
+        assert answer_texts(holder.current, "www.example.org.", "A") == set()
+        nursery.cancel_scope.cancel()
+    assert source.stats.reloads >= 2
+    assert _sessions(pg_cluster, state_dsn) == 0
+
+
+async def test_a_failed_rebuild_keeps_serving_the_last_good_zone(
+    pg_cluster: PgCluster, state_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    source = _source(pg_cluster, state_dsn, ["example.org."])
+    holder = IndexHolder(await source.load())
+    first = holder.current
+    async with trio.open_nursery() as nursery:
+        await nursery.start(source.run, holder)
+        with caplog.at_level(logging.ERROR, logger="valis.zone_source"):
+            _sql(
+                pg_cluster,
+                state_dsn,
+                "INSERT INTO records (zone, owner, rtype, ttl, rdata) VALUES "
+                "('example.org.', 'www.example.org.', 'CNAME', 300, 'ns1.example.org.')",
+            )
+            await _until(lambda: source.stats.failed_reloads >= 1)
+        assert holder.current is first
+        assert "www.example.org.: CNAME beside other data" in caplog.text
+        assert "still serving its last good version" in caplog.text
+
+        _sql(pg_cluster, state_dsn, "DELETE FROM records WHERE rtype = 'CNAME'")
+        _sql(pg_cluster, state_dsn, "UPDATE records SET ttl = 42 WHERE rtype = 'A'")
+        await _until(lambda: holder.current is not first)
+        assert answer_texts(holder.current, "www.example.org.", "A") == {"192.0.2.80"}
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_source_reconnects_after_its_backends_are_killed_and_reloads(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    source = _source(pg_cluster, state_dsn, ["example.org."], initial_backoff=0.2)
+    holder = IndexHolder(await source.load())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(source.run, holder)
+        with pg_cluster.connect(state_dsn, autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()
+            assert killed == (2,)
+            # Changed while the source is away: no notification reaches it for this.
+            admin.execute("UPDATE records SET rdata = '192.0.2.81' WHERE rtype = 'A' "
+                          "AND owner = 'www.example.org.'")  # fmt: skip
+        await _until(lambda: answer_texts(holder.current, "www.example.org.", "A") == {
+            "192.0.2.81"
+        })
+        assert source.stats.reconnects >= 1
+        # And it follows changes again on its new connection.
+        _sql(pg_cluster, state_dsn, "UPDATE records SET rdata = '192.0.2.82' "
+                                    "WHERE owner = 'www.example.org.'")  # fmt: skip
+        await _until(lambda: answer_texts(holder.current, "www.example.org.", "A") == {
+            "192.0.2.82"
+        })
+        nursery.cancel_scope.cancel()
+
+
+async def test_run_without_load_fails_closed_before_it_reports_started(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    source = _source(pg_cluster, state_dsn, ["example.org."])
+    holder = IndexHolder(ZoneIndex.from_records([]))
+    with pytest.raises(OperatorStateError, match=r"example\.org\. not in the database"):
+        await source.run(holder)
+    assert _sessions(pg_cluster, state_dsn) == 0
+
+
+async def test_cancelling_a_load_in_flight_leaves_no_session(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    _import(pg_cluster, state_dsn, "example.org.")
+    source = _source(pg_cluster, state_dsn, ["example.org."])
+    # Hold a lock the load's read must wait for, so the load is mid-query when cancelled.
+    with pg_cluster.connect(state_dsn) as blocker:
+        blocker.execute("LOCK TABLE records IN ACCESS EXCLUSIVE MODE")
+        with trio.move_on_after(0.5) as scope:
+            await source.load()
+        assert scope.cancelled_caught
+        blocker.rollback()
+    assert _sessions(pg_cluster, state_dsn) == 0
+
+
+def test_the_source_refuses_an_empty_served_list() -> None:
+    def never() -> psycopg.Connection[Any]:
+        raise AssertionError("must not connect")
+
+    with pytest.raises(OperatorStateError, match="no served zones"):
+        PgZoneSource(never, [])
