@@ -14,8 +14,11 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from tests.conftest import require_root
+from tests.scenario.pg import RUN_USER, ensure_system_user
 from valis_core import safe_tar
 from valis_core.identity.custody import load_or_create_keyfile, public_key_hex
+from valis_core.operator_state.site_facts import write_site_facts
 from valis_core.ops.backup import (
     MANIFEST_NAME,
     SIGNATURE_NAME,
@@ -40,10 +43,16 @@ def state_dir(tmp_path: Path) -> Path:
     load_or_create_keyfile(state)
     (state / "store").mkdir()
     (state / "store" / "manifest.json").write_bytes(dumps(Manifest(generation=3)))
-    (state / "config").mkdir()
-    (state / "config" / "VALIS_NODE_NAME").write_text("origin-a")
-    (state / "config" / "VALIS_OPERATOR_STATE_DSN").write_text(
-        "postgresql://valis@/valis_state?host=/var/run/postgresql"
+    (state / "config").mkdir(mode=0o700)
+    write_site_facts(
+        state / "config" / "site-facts.env",
+        {
+            "VALIS_NODE_NAME": "origin-a",
+            "VALIS_LOCATION": "198.51.100.10",
+            "VALIS_OPERATOR_STATE_DSN": "postgresql://valis@/valis_state?host=/var/run/postgresql",
+            "VALIS_SERVED_ZONES": "example.org.",
+        },
+        mode=0o600,
     )
     (state / "edge").mkdir()
     (state / "edge" / "acme-account.key").write_bytes(os.urandom(48))
@@ -70,8 +79,7 @@ def test_a_backup_set_holds_the_critical_files_and_verifies(
     assert {entry.path for entry in manifest.files} == {
         "owner.key",
         "store/manifest.json",
-        "config/VALIS_NODE_NAME",
-        "config/VALIS_OPERATOR_STATE_DSN",
+        "config/site-facts.env",
         "edge/acme-account.key",
         "edge/leaf.key",
     }
@@ -108,7 +116,7 @@ def test_tampering_with_any_member_is_found_and_named(state_dir: Path, tmp_path:
     create_backup(state_dir, good)
     archive = good.read_bytes()
     spans = _data_spans(archive)
-    assert len(spans) == 8
+    assert len(spans) == 7
     for name, start, end in spans:
         for at in {start, (start + end) // 2, end - 1}:
             bent = bytearray(archive)
@@ -213,6 +221,20 @@ def test_a_restore_reproduces_the_owner_seed_byte_for_byte(
         state_dir / "store" / "manifest.json"
     ).read_bytes()
     assert not (fresh / "fabric.token").exists()
+
+
+def test_a_restore_hands_the_state_directory_to_the_run_account(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    require_root()
+    account = ensure_system_user(RUN_USER)
+    archive = tmp_path / "b.tar"
+    create_backup(state_dir, archive)
+    fresh = tmp_path / "fresh"
+    restore_backup(archive, fresh, owner=(account.pw_uid, account.pw_gid))
+    for path in [fresh, *fresh.rglob("*")]:
+        info = path.lstat()
+        assert (info.st_uid, info.st_gid) == (account.pw_uid, account.pw_gid), path
 
 
 def test_a_restore_refuses_a_state_directory_that_is_not_empty(
