@@ -4,6 +4,11 @@ the operator CLI run as the ``valis`` account, and site facts render whole or no
 
 from __future__ import annotations
 
+import contextlib
+import os
+import pty
+import pwd
+import subprocess
 from pathlib import Path
 
 import dns.rdataclass
@@ -219,6 +224,34 @@ def test_import_then_export_keeps_every_rrset(state_dsn: str) -> None:
     original = _rrsets(_zone(EXAMPLE_ORG.read_text(), "example.org."))
     assert _rrsets(_zone(exported, "example.org.")) == original
     assert len(original) == 21
+
+
+def test_a_long_import_shows_progress_when_stderr_is_a_terminal(
+    state_dsn: str, run_account_dir: Path
+) -> None:
+    big = run_account_dir / "big.zone"
+    big.write_text(soa_zone("big.example.", extra="".join(
+        f"h{i} IN A 10.0.{i >> 8}.{i & 255}\n" for i in range(12000)
+    )))  # fmt: skip
+    controller, terminal = pty.openpty()
+    try:
+        account = pwd.getpwnam("valis")
+        result = subprocess.run(
+            ["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}",
+             "--init-groups", "--", VALIS, "zone", "import", "--dsn", state_dsn, str(big)],
+            stdout=subprocess.PIPE, stderr=terminal, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        os.close(terminal)
+        shown = b""
+        with contextlib.suppress(OSError):  # EIO once everything written has been read
+            while chunk := os.read(controller, 65536):
+                shown += chunk
+    finally:
+        os.close(controller)
+    assert result.returncode == 0
+    assert "imported zone big.example.: 12003 records" in result.stdout
+    assert b"writing records: 5000/12003" in shown
+    assert b"writing records: 12003/12003" in shown
 
 
 def test_zone_list_shows_records_and_serial(state_dsn: str) -> None:

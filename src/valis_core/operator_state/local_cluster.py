@@ -41,6 +41,7 @@ _CONF_NAME = "valis-cluster.conf"
 _START_TIMEOUT_S = 60
 _IDENTIFIER_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _SERVER_PROGRAMS = ("initdb", "pg_ctl", "postgres", "psql")
+_SOCKET_PATH_MAX = 107  # sun_path, less its terminating NUL
 
 
 class ClusterError(ValisError):
@@ -142,6 +143,12 @@ class LocalCluster:
         rewrites the configuration (a restart applies it).
         """
         account = self._account()
+        socket_path = self.socket_dir / f".s.PGSQL.{self.port}"
+        if len(os.fsencode(socket_path)) > _SOCKET_PATH_MAX:
+            raise ClusterError(
+                f"local cluster: the socket path {socket_path} is longer than a UNIX socket "
+                f"path may be ({_SOCKET_PATH_MAX} bytes); choose a shorter directory"
+            )
         for directory, mode in ((self.root, 0o755), (self.socket_dir, 0o755)):
             directory.mkdir(parents=True, exist_ok=True)
             os.chmod(directory, mode)
