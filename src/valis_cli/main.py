@@ -21,6 +21,10 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 def run(argv: Sequence[str]) -> int:
     """Run one invocation; return its exit status."""
+    if "--resident" in argv:
+        from valis_cli.commands.resident import run_resident
+
+        return run_resident(list(argv))
     parser = build_parser("valis", "An authoritative DNS origin node.", COMMAND_MODULES)
     return dispatch(parser, argv)
 

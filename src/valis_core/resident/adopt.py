@@ -1,0 +1,199 @@
+"""Descriptor adoption, decided: which inherited descriptor is which, or why none fits.
+
+The launcher's descriptor flags say what it bound and handed down; ``--ports`` says
+what this node serves. The resident never trusts a flag for what a descriptor is: it
+asks the kernel (``descriptors.probe_descriptor``) and this module judges the answers.
+Judging is pure — a ``Probe`` per descriptor in, an ``Adoption`` or an
+``AdoptionError`` out — so every combination can be tested without a socket.
+
+The rules, in the order they are applied:
+
+1. each flag's descriptor must be what the flag says: ``--dns-udp-fd`` a bound UDP
+   socket, ``--dns-tcp-fd``, ``--owner-fd`` and ``--edge-tcp-fd`` listening TCP
+   sockets (IPv4 or IPv6); no descriptor may be handed down under two flags;
+2. every served port must have a descriptor bound to it. The resident binds nothing
+   itself: for a privileged port that is the contract's first fail-closed invariant
+   (binding :53 is the launcher's act, never valis's); for any other port the launcher
+   must hand it down too;
+3. DNS is served over a pair: a UDP descriptor without its TCP twin (or the reverse),
+   or no pair at all, stops the boot.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+
+import attrs
+
+from valis_core.errors import ValisError
+from valis_core.launch import LaunchRecord
+
+#: Ports below this are privileged: only the launcher binds them.
+PRIVILEGED_PORT_LIMIT = 1024
+
+
+class Kind(enum.Enum):
+    """What the kernel says a descriptor is."""
+
+    NOT_OPEN = "not an open descriptor"
+    NOT_SOCKET = "not a socket"
+    UDP = "a UDP socket"
+    TCP_LISTENING = "a listening TCP socket"
+    TCP_NOT_LISTENING = "a TCP socket that is not listening"
+    OTHER_SOCKET = "a socket of another family or type"
+
+
+class Role(enum.Enum):
+    """What a launch flag says its descriptor is for; the value is the flag."""
+
+    DNS_UDP = "--dns-udp-fd"
+    DNS_TCP = "--dns-tcp-fd"
+    OWNER = "--owner-fd"
+    EDGE = "--edge-tcp-fd"
+
+
+#: The kind each role's descriptor must be.
+EXPECTED: Mapping[Role, Kind] = {
+    Role.DNS_UDP: Kind.UDP,
+    Role.DNS_TCP: Kind.TCP_LISTENING,
+    Role.OWNER: Kind.TCP_LISTENING,
+    Role.EDGE: Kind.TCP_LISTENING,
+}
+
+_FIELDS: Mapping[Role, str] = {
+    Role.DNS_UDP: "dns_udp_fd",
+    Role.DNS_TCP: "dns_tcp_fd",
+    Role.OWNER: "owner_fd",
+    Role.EDGE: "edge_tcp_fd",
+}
+
+
+@attrs.frozen
+class Probe:
+    """The kernel's answer about one descriptor.
+
+    ``host`` and ``port`` are its local address (``getsockname``) for an IP socket, and
+    ``None`` otherwise; ``detail`` says more about a descriptor of the wrong kind (the
+    file type, or the socket's family and type) for the refusal message.
+    """
+
+    fd: int
+    kind: Kind
+    host: str | None = None
+    port: int | None = None
+    detail: str = ""
+
+    def describe(self) -> str:
+        text = self.kind.value
+        if self.port is not None:
+            text += f" bound to {format_address(self.host, self.port)}"
+        if self.detail:
+            text += f" ({self.detail})"
+        return text
+
+
+@attrs.frozen
+class Adopted:
+    """A descriptor judged fit for its role, with the address the kernel reported."""
+
+    role: Role
+    fd: int
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return format_address(self.host, self.port)
+
+
+@attrs.frozen
+class Adoption:
+    """Every descriptor the resident takes over, by role."""
+
+    dns_udp: Adopted
+    dns_tcp: Adopted
+    owner: Adopted | None = None
+    edge: Adopted | None = None
+
+    def all(self) -> tuple[Adopted, ...]:
+        found = (self.dns_udp, self.dns_tcp, self.owner, self.edge)
+        return tuple(item for item in found if item is not None)
+
+
+class AdoptionError(ValisError):
+    """An inherited descriptor (or the lack of one) that stops the boot."""
+
+
+def format_address(host: str | None, port: int) -> str:
+    if host is not None and ":" in host:
+        return f"[{host}]:{port}"
+    return f"{host}:{port}"
+
+
+def handed_down(record: LaunchRecord) -> dict[Role, int]:
+    """The descriptors the launch record names, by role."""
+    found: dict[Role, int] = {}
+    for role, field in _FIELDS.items():
+        fd = getattr(record, field)
+        if fd is not None:
+            found[role] = fd
+    return found
+
+
+def judge(record: LaunchRecord, probes: Mapping[int, Probe]) -> Adoption:
+    """Decide the adoption for ``record`` given the kernel's answer for each descriptor.
+
+    ``probes`` must hold a probe for every descriptor ``handed_down(record)`` names.
+    """
+    roles = handed_down(record)
+    by_fd: dict[int, Role] = {}
+    for role, fd in roles.items():
+        if fd in by_fd:
+            raise AdoptionError(
+                f"descriptor {fd} is handed down as both {by_fd[fd].value} and {role.value}; "
+                "the launcher must hand each role its own descriptor"
+            )
+        by_fd[fd] = role
+
+    adopted: dict[Role, Adopted] = {}
+    for role, fd in roles.items():
+        probe = probes[fd]
+        expected = EXPECTED[role]
+        if probe.kind is not expected or probe.port is None or probe.host is None:
+            raise AdoptionError(
+                f"{role.value} {fd} is {probe.describe()}, not {expected.value}; "
+                "the launcher handed down the wrong descriptor — check its config"
+            )
+        if probe.port == 0:
+            raise AdoptionError(
+                f"{role.value} {fd} is {expected.value} bound to no port; "
+                "the launcher must bind it before handing it down"
+            )
+        adopted[role] = Adopted(role=role, fd=fd, host=probe.host, port=probe.port)
+
+    bound = {item.port for item in adopted.values()}
+    for port in sorted(record.ports):
+        if port in bound:
+            continue
+        if port < PRIVILEGED_PORT_LIMIT:
+            raise AdoptionError(
+                f"port {port} is served (--ports) but no descriptor is bound to it; the "
+                "resident never binds a privileged port itself — the launcher must bind "
+                "it and hand it down"
+            )
+        raise AdoptionError(
+            f"port {port} is served (--ports) but no descriptor is bound to it; the "
+            "resident binds no port itself — the launcher must hand it down"
+        )
+
+    udp, tcp = adopted.get(Role.DNS_UDP), adopted.get(Role.DNS_TCP)
+    if udp is None or tcp is None:
+        missing = [role.value for role in (Role.DNS_UDP, Role.DNS_TCP) if role not in adopted]
+        raise AdoptionError(
+            f"no DNS descriptor pair: {' and '.join(missing)} not handed down; the resident "
+            "serves DNS over UDP and TCP only on descriptors the launcher binds"
+        )
+    return Adoption(
+        dns_udp=udp, dns_tcp=tcp, owner=adopted.get(Role.OWNER), edge=adopted.get(Role.EDGE)
+    )

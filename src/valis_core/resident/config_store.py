@@ -1,0 +1,125 @@
+"""The configuration store: the node's site facts, copied from the environment once.
+
+On the first boot (no store yet) the resident copies each site-facts value
+(``valis_core.operator_state.site_facts.KNOWN_KEYS``) from its environment into
+``config/site-facts.env`` under the state directory, atomically and mode 0600, refusing
+a partial set with nothing written. From then on the store is what counts: the
+environment is ignored, and a value there that differs from the store is reported (so an
+operator who edits the unit's environment learns why nothing changed) but never applied.
+The development listener (``VALIS_REPL_PORT``) is never copied.
+
+The store's format is the site-facts environment file itself, so it is written and read
+by the same render/parse pair as the first-boot file (one quoting, one validation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+
+import attrs
+
+from valis_core.operator_state.site_facts import (
+    KNOWN_KEYS,
+    SiteFactsError,
+    check_site_facts,
+    parse_site_facts,
+    served_zones,
+    write_site_facts,
+)
+from valis_core.ops.backup import CONFIG_STORE
+
+STORE_FILE = "site-facts.env"
+STORE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def _frozen(facts: Mapping[str, str]) -> Mapping[str, str]:
+    return MappingProxyType(dict(facts))
+
+
+@attrs.frozen
+class ConfigStore:
+    """The site facts the node runs with, where they are kept, and how the boot found
+    them: ``first_boot`` when this boot copied them, ``ignored`` the environment keys
+    whose values differ from the store."""
+
+    path: Path
+    facts: Mapping[str, str] = attrs.field(converter=_frozen)
+    first_boot: bool
+    ignored: tuple[str, ...] = ()
+
+    @property
+    def node_name(self) -> str:
+        return self.facts["VALIS_NODE_NAME"]
+
+    @property
+    def location(self) -> str:
+        return self.facts["VALIS_LOCATION"]
+
+    @property
+    def dsn(self) -> str:
+        return self.facts["VALIS_OPERATOR_STATE_DSN"]
+
+    @property
+    def served_zones(self) -> tuple[str, ...]:
+        return served_zones(self.facts)
+
+    @property
+    def log_level(self) -> str:
+        return self.facts.get("VALIS_LOG_LEVEL", "info")
+
+
+def store_path(state_dir: Path) -> Path:
+    return state_dir / CONFIG_STORE / STORE_FILE
+
+
+def facts_from_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The site-facts values the environment carries (and nothing else of it)."""
+    return {key: environ[key] for key in sorted(KNOWN_KEYS) if key in environ}
+
+
+def differing_keys(stored: Mapping[str, str], environ: Mapping[str, str]) -> tuple[str, ...]:
+    """Site-facts keys whose environment value is present and not the stored one."""
+    offered = facts_from_environment(environ)
+    return tuple(key for key, value in offered.items() if stored.get(key) != value)
+
+
+def open_config_store(state_dir: Path, environ: Mapping[str, str]) -> ConfigStore:
+    """Read the store, or on the first boot create it from ``environ``."""
+    path = store_path(state_dir)
+    try:
+        text = path.read_text("utf-8")
+    except FileNotFoundError:
+        return _first_boot(path, environ)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SiteFactsError(f"configuration store {path} cannot be read: {exc}") from exc
+    try:
+        facts = parse_site_facts(text)
+    except SiteFactsError as exc:
+        raise SiteFactsError(
+            f"configuration store {path} is damaged ({exc}); restore it from the backup set"
+        ) from exc
+    return ConfigStore(
+        path=path, facts=facts, first_boot=False, ignored=differing_keys(facts, environ)
+    )
+
+
+def _first_boot(path: Path, environ: Mapping[str, str]) -> ConfigStore:
+    facts = facts_from_environment(environ)
+    try:
+        check_site_facts(facts)
+    except SiteFactsError as exc:
+        raise SiteFactsError(
+            f"first boot: the environment does not carry the node's site facts ({exc}); "
+            "stage the rendered site-facts file as the unit's EnvironmentFile"
+        ) from exc
+    try:
+        path.parent.mkdir(mode=DIR_MODE, exist_ok=True)
+    except OSError as exc:
+        raise SiteFactsError(
+            f"cannot create the configuration store {path.parent}: {exc.strerror or exc}"
+        ) from exc
+    write_site_facts(path, facts, mode=STORE_MODE)
+    return ConfigStore(path=path, facts=facts, first_boot=True)

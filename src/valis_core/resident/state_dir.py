@@ -1,0 +1,88 @@
+"""Where the node's durable state lives, and whether this account may keep it there.
+
+The state directory comes from ``--state-dir PATH`` on the resident's argv when given,
+otherwise from systemd's ``$STATE_DIRECTORY`` (its first path: systemd joins several
+with ``:``). ``--state-dir`` is the resident's own flag, not part of the launch record:
+the launch-record parser passes it over like any flag it does not read, and only this
+module looks at it, so a launcher that never emits it and a resident that reads it
+deploy in either order. The flag wins over the environment because it is the more
+specific instruction (a development run inside a systemd session, the demo, a test).
+
+The directory must already exist, be a directory (not a symlink to one) and be owned by
+the run account, which must be able to write in it: provisioning creates it and hands
+it over (contract §2); the resident never creates or re-owns it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from valis_core.errors import ValisError
+
+FLAG = "--state-dir"
+ENV_VAR = "STATE_DIRECTORY"
+
+
+class StateDirError(ValisError):
+    """No usable state directory."""
+
+
+def state_dir_argument(argv: Sequence[str]) -> str | None:
+    """The value of ``--state-dir`` in ``argv`` (``--state-dir P`` or ``--state-dir=P``)."""
+    found: str | None = None
+    for i, token in enumerate(argv):
+        if token == FLAG:
+            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
+                raise StateDirError(f"{FLAG} needs a path")
+            value = argv[i + 1]
+        elif token.startswith(FLAG + "="):
+            value = token[len(FLAG) + 1 :]
+        else:
+            continue
+        if found is not None:
+            raise StateDirError(f"{FLAG} is given twice; give the state directory once")
+        found = value
+    return found
+
+
+def resolve_state_dir(argv: Sequence[str], environ: Mapping[str, str]) -> Path:
+    """The state directory this launch names: ``--state-dir``, else ``$STATE_DIRECTORY``."""
+    chosen = state_dir_argument(argv)
+    source = FLAG
+    if chosen is None:
+        listed = environ.get(ENV_VAR, "")
+        chosen = listed.split(":", 1)[0] if listed else None
+        source = f"${ENV_VAR}"
+    if not chosen:
+        raise StateDirError(
+            f"no state directory: run under systemd with StateDirectory= (which sets "
+            f"${ENV_VAR}) or pass {FLAG} PATH"
+        )
+    if not chosen.startswith("/") or "\0" in chosen:
+        raise StateDirError(f"{source} {chosen!r} is not an absolute path")
+    return Path(chosen)
+
+
+def check_state_dir(path: Path) -> None:
+    """Refuse a state directory the run account does not own or cannot write."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        raise StateDirError(
+            f"{path} does not exist; provisioning creates the state directory and gives it "
+            "to the run account before the resident starts"
+        ) from None
+    except OSError as exc:
+        raise StateDirError(f"cannot reach {path}: {exc.strerror or exc}") from exc
+    if not stat.S_ISDIR(info.st_mode):
+        raise StateDirError(f"{path} is not a directory (a symlink is not accepted)")
+    if info.st_uid != os.geteuid():
+        raise StateDirError(
+            f"{path} is owned by uid {info.st_uid}, not by the run account (uid "
+            f"{os.geteuid()}); chown it to the account the resident runs as"
+        )
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise StateDirError(f"{path} is not writable by its owner; give it mode 0700")

@@ -1,0 +1,202 @@
+"""What the fabric shows: the anonymous public view, the status view and the metrics.
+
+The public view answers a question about the served zones exactly as the wire would:
+it builds a DNS query, runs the same ``answer`` the serve loops run against the index
+being served, and reads the reply back with an independent parser (dnspython). So a
+public view that answers a zone's apex SOA proves the whole answering path, and bring-up
+asks it for every served apex before it serves DNS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import dns.flags
+import dns.message
+import dns.rcode
+import dns.rdatatype
+
+from valis_core.dns.answer import Transport, answer
+from valis_core.dns.serve import IndexHolder, ServeStats
+from valis_core.operator_state.zone_source import ZoneSourceStats
+from valis_core.resident.metrics import Family, Sample
+
+
+@attrs.frozen
+class SoaView:
+    """The public view's answer for one zone's apex SOA."""
+
+    zone: str
+    rcode: str
+    authoritative: bool
+    soa: str | None
+    serial: int | None
+
+    @property
+    def answered(self) -> bool:
+        """Answered authoritatively with the zone's SOA."""
+        return self.rcode == "NOERROR" and self.authoritative and self.soa is not None
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "zone": self.zone,
+            "rcode": self.rcode,
+            "authoritative": self.authoritative,
+            "soa": self.soa,
+            "serial": self.serial,
+            "answered": self.answered,
+        }
+
+
+def public_soa(holder: IndexHolder, zone: str) -> SoaView:
+    """Ask the served index for ``zone``'s apex SOA through ``answer``."""
+    query = dns.message.make_query(zone, dns.rdatatype.SOA)
+    wire = answer(holder.current, query.to_wire(), transport=Transport.TCP)
+    if wire is None:
+        return SoaView(zone=zone, rcode="DROPPED", authoritative=False, soa=None, serial=None)
+    reply = dns.message.from_wire(wire)
+    soa = next((rrset for rrset in reply.answer if rrset.rdtype == dns.rdatatype.SOA), None)
+    first = next(iter(soa), None) if soa is not None else None
+    return SoaView(
+        zone=zone,
+        rcode=dns.rcode.to_text(reply.rcode()),
+        authoritative=bool(reply.flags & dns.flags.AA),
+        soa=first.to_text() if first is not None else None,
+        serial=int(getattr(first, "serial", 0)) if first is not None else None,
+    )
+
+
+@attrs.define
+class NodeViews:
+    """The live node as the fabric reads it. Bring-up sets ``ready`` once serving."""
+
+    node: str
+    location: str
+    owner_public_key: str
+    store_generation: int
+    zones: tuple[str, ...]
+    holder: IndexHolder
+    serve_stats: ServeStats
+    zone_stats: ZoneSourceStats
+    fence_generation: Callable[[], int | None]
+    heartbeats: Callable[[], int]
+    ready: bool = False
+
+    def status(self) -> dict[str, Any]:
+        views = [public_soa(self.holder, zone) for zone in self.zones]
+        return {
+            "node": self.node,
+            "location": self.location,
+            "owner_public_key": self.owner_public_key,
+            "generation": self.store_generation,
+            "fence_generation": self.fence_generation(),
+            "ready": self.ready,
+            "zones": {view.zone: {"serial": view.serial, "rcode": view.rcode} for view in views},
+            "records": self.holder.current.record_count,
+        }
+
+    def metric_families(self) -> list[Family]:
+        counts = self.serve_stats.snapshot()
+        zone_stats = self.zone_stats
+        fence = self.fence_generation()
+        return [
+            Family(
+                "valis_dns_responses_total",
+                "counter",
+                "DNS responses sent, by transport and response code.",
+                tuple(
+                    Sample(value, (("transport", transport), ("rcode", rcode)))
+                    for (transport, rcode), value in sorted(counts.responses.items())
+                ),
+            ),
+            Family(
+                "valis_dns_dropped_total",
+                "counter",
+                "DNS queries dropped without a response, by transport.",
+                tuple(
+                    Sample(value, (("transport", transport),))
+                    for transport, value in sorted(counts.dropped.items())
+                ),
+            ),
+            Family(
+                "valis_dns_truncated_total",
+                "counter",
+                "UDP responses truncated (TC=1).",
+                (Sample(counts.truncated),),
+            ),
+            Family(
+                "valis_dns_answer_errors_total",
+                "counter",
+                "Queries the answer path failed on (dropped and logged).",
+                (Sample(counts.answer_errors),),
+            ),
+            Family(
+                "valis_dns_tcp_connections_total",
+                "counter",
+                "DNS TCP connections, by outcome.",
+                (
+                    Sample(counts.tcp_accepted, (("outcome", "accepted"),)),
+                    Sample(counts.tcp_refused, (("outcome", "refused"),)),
+                    Sample(counts.tcp_idle_closed, (("outcome", "idle_closed"),)),
+                ),
+            ),
+            Family(
+                "valis_zone_index_records",
+                "gauge",
+                "Records in the zone index being served.",
+                (Sample(self.holder.current.record_count),),
+            ),
+            Family(
+                "valis_zone_index_zones",
+                "gauge",
+                "Zones in the zone index being served.",
+                (Sample(len(self.holder.current.zones)),),
+            ),
+            Family(
+                "valis_zone_index_load_seconds",
+                "gauge",
+                "Seconds the last zone index load or reload took.",
+                (Sample(zone_stats.last_load_seconds),),
+            ),
+            Family(
+                "valis_zone_index_reloads_total",
+                "counter",
+                "Zone index rebuilds after a change, by outcome.",
+                (
+                    Sample(zone_stats.reloads, (("outcome", "swapped"),)),
+                    Sample(zone_stats.failed_reloads, (("outcome", "failed"),)),
+                ),
+            ),
+            Family(
+                "valis_zone_source_reconnects_total",
+                "counter",
+                "Times the zone source reconnected to operator state.",
+                (Sample(zone_stats.reconnects),),
+            ),
+            Family(
+                "valis_fence_generation",
+                "gauge",
+                "The instance fence's generation as last read (-1 before it is read).",
+                (Sample(-1 if fence is None else fence),),
+            ),
+            Family(
+                "valis_store_generation",
+                "gauge",
+                "This instance's store generation.",
+                (Sample(self.store_generation),),
+            ),
+            Family(
+                "valis_fence_heartbeats_total",
+                "counter",
+                "Fenced heartbeat transactions committed.",
+                (Sample(self.heartbeats()),),
+            ),
+            Family(
+                "valis_ready",
+                "gauge",
+                "1 once the node serves DNS.",
+                (Sample(1 if self.ready else 0),),
+            ),
+        ]
