@@ -254,6 +254,15 @@ def test_a_long_import_shows_progress_when_stderr_is_a_terminal(
     assert b"writing records: 12003/12003" in shown
 
 
+def test_exporting_an_unknown_zone_says_so(state_dsn: str) -> None:
+    status, out, err = valis("zone", "export", "--dsn", state_dsn, "nowhere.example")
+    assert (status, out) == (1, "")
+    assert err == (
+        "valis: zone nowhere.example. is not in the operator-state database "
+        "(valis zone list shows the zones it holds)\n"
+    )
+
+
 def test_zone_list_shows_records_and_serial(state_dsn: str) -> None:
     assert valis("zone", "import", "--dsn", state_dsn, str(EXAMPLE_ORG))[0] == 0
     zone_text = soa_zone("example.net.", serial=7)

@@ -174,8 +174,13 @@ def list_zones(conn: psycopg.Connection[Any]) -> tuple[ZoneSummary, ...]:
 def export_zone_text(conn: psycopg.Connection[Any], zone: str) -> str:
     """The zone as an RFC 1035 master file: SOA first, absolute names, explicit TTLs."""
     name = canonical_zone_name(zone)
-    rows = load_zone_rows(conn, [name])[name]
-    return render_master_file(name, rows)
+    found, missing = fetch_zone_rows(conn, [name])
+    if missing:
+        raise OperatorStateError(
+            f"zone {name} is not in the operator-state database (valis zone list shows "
+            "the zones it holds)"
+        )
+    return render_master_file(name, found[name])
 
 
 def render_master_file(zone: str, rows: Iterable[RecordRow]) -> str:
