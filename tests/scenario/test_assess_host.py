@@ -145,6 +145,16 @@ def test_the_cli_reports_json_and_fails_on_a_broken_clause(
     assert done.returncode == 0, done.stdout
     assert json.loads(done.stdout)["ok"] is True
 
+    # The configuration store is what the node reads after its first boot.
+    store = host.state_dir / "config" / "site-facts.env"
+    store.parent.mkdir()
+    store.write_text('VALIS_NODE_NAME="origin-a"\nVALIS_REPL_PORT="4005"\n')
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert done.returncode == 1
+    failed = [c for c in json.loads(done.stdout)["clauses"] if not c["ok"]]
+    assert [c["name"] for c in failed] == ["no-development-listener"]
+    assert f"{store}:2" in failed[0]["detail"]
+
 
 def test_a_binary_that_cannot_answer_fails_the_serving_clause(
     host: Host, pg_cluster: PgCluster

@@ -12,6 +12,7 @@ import argparse
 import json
 import shlex
 import sys
+from pathlib import Path
 
 import cattrs
 
@@ -28,6 +29,7 @@ from valis_core.ops.host_readiness import (
 )
 from valis_core.ops.local_probe import LocalHostProbe, node_environment_files
 from valis_core.ops.public_network import PublicNetwork, PublicNetworkError, derive_public_network
+from valis_core.resident.config_store import store_path
 
 DEFAULT_SITE_FACTS = "/etc/valis/site-facts.env"
 
@@ -63,7 +65,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--site-facts", action="append", metavar="PATH",
         help=f"site-facts file(s) to search for a development listener "
-        f"(default: {DEFAULT_SITE_FACTS}); installed valis/fulcrum unit files are always searched",
+        f"(default: {DEFAULT_SITE_FACTS}); the node's configuration store and the installed "
+        "valis/fulcrum unit files are always searched",
     )
     parser.add_argument("--interface", metavar="IFACE",
                         help="also derive the unit's public network from this interface")
@@ -94,7 +97,9 @@ def _assess(args: argparse.Namespace) -> int:
         launcher_config=args.launcher_config,
         pg_socket_dir=args.pg_socket_dir,
         pg_port=args.pg_port,
-        environment_files=node_environment_files(args.site_facts or [DEFAULT_SITE_FACTS]),
+        environment_files=node_environment_files(
+            [*(args.site_facts or [DEFAULT_SITE_FACTS]), str(store_path(Path(args.state_dir)))]
+        ),
     )
     clauses = list(assess_host(probe, config).clauses)
     derived = None
