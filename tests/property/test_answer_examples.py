@@ -548,11 +548,17 @@ def test_a_class_other_than_in_is_refused() -> None:
         assert response.rcode() == dns.rcode.REFUSED
 
 
-def test_zone_transfers_are_refused() -> None:
-    for rtype in ("AXFR", "IXFR"):
-        for transport in Transport:
-            response = ask("example.com.", rtype, transport=transport)
-            assert response.rcode() == dns.rcode.REFUSED
+def test_zone_transfers_are_not_offered() -> None:
+    assert ask("example.com.", "AXFR").rcode() == dns.rcode.NOTIMP
+    assert ask("example.com.", "AXFR", transport=Transport.TCP).rcode() == dns.rcode.REFUSED
+    for transport in Transport:
+        assert ask("example.com.", "IXFR", transport=transport).rcode() == dns.rcode.REFUSED
+
+
+def test_other_meta_types_are_looked_up_like_data() -> None:
+    for rtype in ("MAILB", "TKEY", "TSIG", "OPT"):
+        expect(ask("example.com.", rtype), authority=(COM_SOA,))
+        expect(ask("nothing.example.com.", rtype), rcode=dns.rcode.NXDOMAIN, authority=(COM_SOA,))
 
 
 def test_trailing_bytes_are_formerr() -> None:
@@ -564,8 +570,14 @@ def test_a_signed_query_is_notauth_since_no_key_is_held() -> None:
     message = dns.message.make_query("example.com.", "SOA")
     keyring = dns.tsigkeyring.from_text({"k.": "c2VjcmV0c2VjcmV0c2VjcmV0"})
     message.use_tsig(keyring, keyname="k.")
-    response = send(message.to_wire(), plain=False)
+    raw = answer(INDEX, message.to_wire(), transport=Transport.UDP)
+    assert raw is not None
+    response = dns.message.from_wire(raw, keyring=lambda _message, _name: False)
     assert response.rcode() == dns.rcode.NOTAUTH
+    assert response.tsig is not None
+    assert response.tsig_error == dns.rcode.BADKEY
+    assert response.tsig[0].mac == b""
+    assert response.tsig[0].original_id == message.id
 
 
 def test_the_question_id_rd_and_cd_are_echoed_exactly() -> None:

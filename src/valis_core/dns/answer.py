@@ -7,12 +7,14 @@ behaviour, top to bottom:
 - Opcode other than QUERY: NOTIMP. QDCOUNT other than 1, a question that does not
   parse, records in the answer or authority section, anything in the additional section
   but one OPT (and a TSIG, see below), trailing bytes, a malformed OPT: FORMERR, with
-  the question echoed when it parsed. A TSIG-signed query: NOTAUTH (no keys are held).
+  the question echoed when it parsed. A TSIG-signed query: NOTAUTH with an unsigned
+  TSIG carrying BADKEY (RFC 8945 section 5.2.1; no keys are held).
 - EDNS (RFC 6891): an OPT is answered with an OPT carrying ``SERVER_PAYLOAD`` and the
   query's DO bit; version above 0 gets BADVERS. The UDP size limit is 512 without EDNS,
   otherwise the client's payload clamped to 512..``SERVER_PAYLOAD``; TCP allows 65535.
-- Class other than IN: REFUSED. AXFR and IXFR: REFUSED (no zone transfer is offered).
-  OPT or TSIG as the question type: FORMERR; TKEY, MAILA, MAILB: NOTIMP.
+- Class other than IN: REFUSED (CH ``version.bind`` included). No zone transfer is
+  offered: AXFR over UDP is NOTIMP (as NSD and Knot answer it), AXFR over TCP and IXFR
+  are REFUSED. Any other question type, meta types included, is looked up like data.
 - A name outside every served zone: REFUSED without AA. Inside, the deepest served
   zone answers (RFC 1034 section 4.3.2), with AA except on referrals:
   data; NODATA and NXDOMAIN with the zone's SOA in authority at TTL min(SOA TTL, SOA
@@ -49,6 +51,10 @@ import struct
 
 import dns.exception
 import dns.message
+import dns.name
+import dns.rdataclass
+import dns.rdatatype
+import dns.rrset
 
 from valis_core.dns import wire
 from valis_core.dns.zone import (
@@ -99,15 +105,9 @@ NOTAUTH = 9
 BADVERS = 16
 
 ANY = 255
-_QTYPE_REFUSALS = {
-    252: REFUSED,  # AXFR
-    251: REFUSED,  # IXFR
-    OPT: FORMERR,
-    250: FORMERR,  # TSIG
-    249: NOTIMP,  # TKEY
-    253: NOTIMP,  # MAILB
-    254: NOTIMP,  # MAILA
-}
+AXFR = 252
+IXFR = 251
+BADKEY = 17
 
 _QR = 0x8000
 _OPCODE = 0x7800
@@ -176,6 +176,8 @@ def _answer(index: ZoneIndex, query: bytes, tcp: bool, general: bool) -> bytes |
         parsed = _parse_general(query)
         if isinstance(parsed, int):
             return _bare(qid, qflags, qsec, parsed)
+        if isinstance(parsed, bytes):
+            return _bare(qid, qflags, qsec, NOTAUTH, parsed)
         payload, ednsflags, version = parsed
     elif arcount == 0:
         if qend != size:
@@ -198,8 +200,8 @@ def _answer(index: ZoneIndex, query: bytes, tcp: bool, general: bool) -> bytes |
     qtype, qclass = _QTAIL.unpack_from(query, qend - 4)
     if qclass != IN:
         return _bare(qid, qflags, qsec, REFUSED, opt)
-    refusal = _QTYPE_REFUSALS.get(qtype)
-    if refusal is not None:
+    if qtype in (AXFR, IXFR):
+        refusal = NOTIMP if qtype == AXFR and not tcp else REFUSED
         return _bare(qid, qflags, qsec, refusal, opt)
 
     key = query[12 : qend - 4].lower() + query[qend - 4 : qend - 2]
@@ -266,27 +268,50 @@ def _options_well_formed(query: bytes, start: int, end: int) -> bool:
     return i == end
 
 
-def _parse_general(query: bytes) -> int | tuple[int, int, int]:
-    """EDNS payload, flags and version (payload -1 without EDNS) by a full parse, or the
-    RCODE to refuse the query with."""
+def _parse_general(query: bytes) -> int | bytes | tuple[int, int, int]:
+    """EDNS payload, flags and version (payload -1 without EDNS) by a full parse; or the
+    RCODE to refuse the query with; or, for a signed query, the BADKEY TSIG record."""
     try:
-        message = dns.message.from_wire(query)
-    except dns.message.UnknownTSIGKey:
-        return NOTAUTH
+        # A keyring that knows no key: dnspython then parses the TSIG without checking it.
+        message = dns.message.from_wire(query, keyring=_no_key)
     except (dns.exception.DNSException, ValueError, IndexError, UnicodeError):
         return FORMERR
     if message.answer or message.authority or message.additional:
         return FORMERR
+    if message.tsig is not None:
+        return _badkey(message.tsig)
     if message.edns < 0:
         return (-1, 0, 0)
     return (message.payload, message.ednsflags, message.edns)
 
 
-def _bare(qid: int, qflags: int, qsec: bytes, rcode: int, opt: bytes = b"") -> bytes:
-    """A response with no records: just the RCODE, the question if any, and the OPT."""
+def _no_key(message: dns.message.Message, name: dns.name.Name) -> bool:
+    return False
+
+
+def _badkey(tsig: dns.rrset.RRset) -> bytes:
+    """The unsigned TSIG telling a client its key is unknown (RFC 8945 section 5.2.1)."""
+    signed = tsig[0]
+    rdata = wire.name_wire(signed.algorithm) + struct.pack(
+        "!HIHHHHH",
+        signed.time_signed >> 32,
+        signed.time_signed & 0xFFFFFFFF,
+        signed.fudge,
+        0,  # no MAC
+        signed.original_id,
+        BADKEY,
+        0,  # no other data
+    )
+    owner = wire.name_wire(tsig.name)
+    return owner + _RR_HEAD.pack(dns.rdatatype.TSIG, dns.rdataclass.ANY, 0, len(rdata)) + rdata
+
+
+def _bare(qid: int, qflags: int, qsec: bytes, rcode: int, extra: bytes = b"") -> bytes:
+    """A response with no data: the RCODE, the question if any, and one additional
+    record (the OPT, or a TSIG) if given."""
     flags = _QR | (qflags & (_OPCODE | _ECHOED)) | rcode
-    header = _HEADER.pack(qid, flags, 1 if qsec else 0, 0, 0, 1 if opt else 0)
-    return header + qsec + opt
+    header = _HEADER.pack(qid, flags, 1 if qsec else 0, 0, 0, 1 if extra else 0)
+    return header + qsec + extra
 
 
 def _last_resort(query: bytes) -> bytes | None:

@@ -1,0 +1,298 @@
+"""Properties of ``answer`` over generated zones and generated queries, and over hostile
+bytes: every response parses, echoes the ID and the question byte for byte, carries AA
+exactly when the server is authoritative for the name asked, fits the transport's size
+limit, and the hand-decoded fast path agrees with the dnspython-parsed general path."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import dns.edns
+import dns.flags
+import dns.message
+import dns.name
+import dns.rcode
+import dns.rdatatype
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from valis_core.dns import answer as answer_module
+from valis_core.dns.answer import SERVER_PAYLOAD, Transport, answer, answer_general
+from valis_core.dns.zone import RecordRow, ZoneIndex
+
+PARENT = "example.com."
+CHILD = "sub.example.com."
+OTHER = "example.org."
+LABELS = ("a", "b", "www", "*", "sub", "x")
+TYPES = ("A", "AAAA", "TXT", "MX", "CNAME", "CNAME", "NS", "DNAME", "DNAME", "SRV", "DS")
+QTYPES = (
+    "A", "AAAA", "TXT", "MX", "CNAME", "NS", "DNAME", "SRV", "DS", "SOA", "ANY", "TYPE65280",
+)
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def relative_names(depth: int = 3) -> st.SearchStrategy[str]:
+    return st.lists(st.sampled_from(LABELS), min_size=0, max_size=depth).map(
+        lambda labels: "".join(label + "." for label in labels)
+    )
+
+
+def rdata_for(rtype: str, target: str, number: int) -> str:
+    return {
+        "A": f"192.0.2.{number % 256}",
+        "AAAA": f"2001:db8::{number:x}",
+        "TXT": f'"t{"x" * (number % 250)}"',
+        "MX": f"{number % 50} {target}",
+        "CNAME": target,
+        "NS": target,
+        "DNAME": target,
+        "SRV": f"0 {number % 9} 53 {target}",
+        "DS": f"{number} 8 2 {'ab' * 32}",
+    }[rtype]
+
+
+@st.composite
+def zones(draw: st.DrawFn) -> list[RecordRow]:
+    """A few zones (a parent, maybe a served child beneath it, maybe an unrelated zone),
+    with records kept valid: one CNAME per name and nothing beside it, one DNAME and
+    nothing beneath it, NS below the apex making delegations."""
+    apexes = [PARENT]
+    if draw(st.booleans()):
+        apexes.append(CHILD)
+    if draw(st.booleans()):
+        apexes.append(OTHER)
+    targets = st.one_of(
+        relative_names().map(lambda rel: rel + PARENT),
+        relative_names(2).map(lambda rel: rel + OTHER),
+        st.just("elsewhere.test."),
+    )
+    rows: list[RecordRow] = []
+    for apex in apexes:
+        minimum = draw(st.integers(0, 7200))
+        rows.append(RecordRow(apex, apex, "SOA", 3600, f"ns.{apex} h.{apex} 1 2 3 4 {minimum}"))
+        rows.append(RecordRow(apex, apex, "NS", 3600, f"ns.{apex}"))
+        rows.append(RecordRow(apex, f"ns.{apex}", "A", 3600, "192.0.2.53"))
+        for letter in "abc":  # an RRset too big for 512 octets
+            rows.append(RecordRow(apex, f"big.{apex}", "TXT", 60, f'"{letter * 200}"'))
+        entries = draw(
+            st.lists(
+                st.tuples(relative_names(2), st.sampled_from(TYPES), targets,
+                          st.integers(0, 4000)),
+                max_size=30,
+            )
+        )
+        for rel, rtype, target, number in entries:
+            owner = rel + apex
+            if rtype in ("NS", "DS") and owner == apex:
+                continue
+            rdata = rdata_for(rtype, target, number)
+            rows.append(RecordRow(apex, owner, rtype, number % 3600, rdata))
+        if apex == PARENT and CHILD in apexes:
+            rows.append(RecordRow(PARENT, CHILD, "NS", 3600, f"ns.{CHILD}"))
+            rows.append(RecordRow(PARENT, f"ns.{CHILD}", "A", 3600, "192.0.2.53"))
+    return make_valid(rows)
+
+
+def make_valid(rows: list[RecordRow]) -> list[RecordRow]:
+    by_owner: dict[tuple[str, str], list[RecordRow]] = {}
+    for row in rows:
+        by_owner.setdefault((row.zone, row.owner.lower()), []).append(row)
+    kept: list[RecordRow] = []
+    for (zone, owner), held in by_owner.items():
+        types = {row.rtype for row in held}
+        drop_cname = "CNAME" in types and (len(types) > 1 or owner == zone)
+        seen: set[str] = set()
+        for row in held:
+            if drop_cname and row.rtype == "CNAME":
+                continue
+            if row.rtype in ("CNAME", "DNAME"):
+                if row.rtype in seen:
+                    continue
+                seen.add(row.rtype)
+            kept.append(row)
+    dnames = {(row.zone, row.owner) for row in kept if row.rtype == "DNAME"}
+    beneath = {
+        (zone, owner)
+        for zone, owner in dnames
+        for row in kept
+        if row.zone == zone and row.owner != owner and row.owner.endswith("." + owner)
+    }
+    return [row for row in kept if not (row.rtype == "DNAME" and (row.zone, row.owner) in beneath)]
+
+
+def mixed_case(draw: st.DrawFn, name: str) -> str:
+    flips = draw(st.lists(st.booleans(), min_size=len(name), max_size=len(name)))
+    return "".join(c.upper() if flip else c for c, flip in zip(name, flips, strict=True))
+
+
+@st.composite
+def queries(draw: st.DrawFn, rows: list[RecordRow]) -> tuple[bytes, int, Transport]:
+    """A query (wire), the size limit its response must keep, and its transport."""
+    owners = sorted({row.owner for row in rows})
+    served = sorted({row.zone for row in rows})
+    name = draw(
+        st.one_of(
+            st.sampled_from(owners),
+            st.sampled_from(owners),
+            st.tuples(relative_names(2), st.sampled_from(owners)).map("".join),
+            st.tuples(relative_names(3), st.sampled_from(served)).map("".join),
+            st.sampled_from(["example.net.", "com.", ".", "x.example.net.", OTHER]),
+        )
+    )
+    present = sorted({row.rtype for row in rows if row.owner == name})
+    prefer_present = bool(present) and draw(st.booleans())
+    rtype = draw(st.sampled_from(present if prefer_present else QTYPES))
+    name = mixed_case(draw, name)
+    edns = draw(st.one_of(st.none(), st.sampled_from([0, 100, 512, 1232, 4096, 65535])))
+    message = dns.message.make_query(
+        name,
+        rtype,
+        use_edns=edns is not None,
+        payload=edns or 0,
+        want_dnssec=draw(st.booleans()),
+    )
+    message.id = draw(st.integers(0, 0xFFFF))
+    echoed = [0, dns.flags.RD, dns.flags.CD, dns.flags.RD | dns.flags.CD]
+    message.flags = draw(st.sampled_from(echoed))
+    transport = draw(st.sampled_from(list(Transport)))
+    wire = message.to_wire()
+    sent = dns.message.from_wire(wire)  # want_dnssec implies EDNS even when not asked
+    if transport is Transport.TCP:
+        limit = 65535
+    elif sent.edns < 0:
+        limit = 512
+    else:
+        limit = max(512, min(sent.payload, SERVER_PAYLOAD))
+    return wire, limit, transport
+
+
+def authoritative(rows: list[RecordRow], qname: dns.name.Name, qtype: int) -> bool | None:
+    """Whether the server is authoritative for the name asked (None: it serves no zone
+    containing it). Worked out from the rows with dnspython names, independently of the
+    index: the deepest served zone, its delegations and DNAMEs above the name."""
+    apexes = sorted({dns.name.from_text(row.zone) for row in rows}, key=len, reverse=True)
+    containing = [apex for apex in apexes if qname.is_subdomain(apex)]
+    if not containing:
+        return None
+    zone = containing[0]
+    if qtype == dns.rdatatype.DS and qname == zone and len(containing) > 1:
+        zone = containing[1]
+    own = [row for row in rows if dns.name.from_text(row.zone) == zone]
+    cuts = {dns.name.from_text(r.owner) for r in own if r.rtype == "NS"} - {zone}
+    dnames = {dns.name.from_text(r.owner) for r in own if r.rtype == "DNAME"}
+    for depth in range(len(zone), len(qname) + 1):
+        ancestor = qname.split(depth)[1]
+        if ancestor in cuts and not (ancestor == qname and qtype == dns.rdatatype.DS):
+            return False
+        if ancestor != qname and ancestor in dnames:
+            return True
+    return True
+
+
+@SETTINGS
+@given(st.data())
+def test_every_response_parses_echoes_and_fits_with_aa_exactly_when_authoritative(
+    data: st.DataObject,
+) -> None:
+    rows = data.draw(zones())
+    index = ZoneIndex.from_records(rows)
+    for _ in range(8):
+        wire, limit, transport = data.draw(queries(rows))
+        raw = answer(index, wire, transport=transport)
+        assert raw is not None
+        assert raw == answer_general(index, wire, transport=transport)
+        assert len(raw) <= limit
+        assert raw[:2] == wire[:2]
+        question = wire[12 : len(wire) - (11 if struct.unpack_from("!H", wire, 10)[0] else 0)]
+        assert raw[12 : 12 + len(question)] == question
+        response = dns.message.from_wire(raw)
+        asked = dns.message.from_wire(wire)
+        assert response.flags & (dns.flags.RD | dns.flags.CD) == asked.flags & (
+            dns.flags.RD | dns.flags.CD
+        )
+        assert (response.edns >= 0) == (asked.edns >= 0)
+        expected = authoritative(rows, asked.question[0].name, asked.question[0].rdtype)
+        aa = bool(response.flags & dns.flags.AA)
+        if expected is None:
+            assert response.rcode() == dns.rcode.REFUSED
+            assert not aa
+        else:
+            assert response.rcode() in (dns.rcode.NOERROR, dns.rcode.NXDOMAIN, dns.rcode.YXDOMAIN)
+            assert aa is expected
+        if response.flags & dns.flags.TC:
+            assert not response.answer
+            assert not response.authority
+
+
+def never_raises(query: bytes) -> None:
+    """The inner answer path, not the catch-all wrapper, must cope with any input: a
+    response (if any) parses and carries the query's ID."""
+    index = EXAMPLE
+    for tcp in (False, True):
+        raw = answer_module._answer(index, query, tcp, general=False)
+        general = answer_module._answer(index, query, tcp, general=True)
+        for response in (raw, general):
+            if response is None:
+                assert len(query) < 12 or query[2] & 0x80
+                continue
+            parsed = dns.message.from_wire(response)
+            assert parsed.id == struct.unpack_from("!H", query)[0]
+            assert parsed.flags & dns.flags.QR
+
+
+EXAMPLE = ZoneIndex.from_records(
+    [
+        RecordRow(PARENT, PARENT, "SOA", 3600, f"ns.{PARENT} h.{PARENT} 1 2 3 4 5"),
+        RecordRow(PARENT, PARENT, "NS", 3600, f"ns.{PARENT}"),
+        RecordRow(PARENT, f"ns.{PARENT}", "A", 3600, "192.0.2.53"),
+        RecordRow(PARENT, f"*.{PARENT}", "TXT", 3600, '"w"'),
+    ]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300))
+def test_random_bytes_never_raise(query: bytes) -> None:
+    never_raises(query)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=12, max_size=12), st.binary(max_size=80))
+def test_random_bytes_after_a_query_header_never_raise(header: bytes, rest: bytes) -> None:
+    flags_cleared = header[:2] + bytes([header[2] & 0x7F]) + header[3:4] + b"\x00\x01" + header[6:]
+    never_raises(flags_cleared + rest)
+
+
+MUTATIONS: list[Callable[[bytearray, int, int], None]] = [
+    lambda b, i, v: b.__setitem__(i % len(b), v),
+    lambda b, i, v: b.insert(i % (len(b) + 1), v),
+    lambda b, i, v: b.__delitem__(i % len(b)),
+    lambda b, i, v: b.__delitem__(slice(i % len(b), None)),
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["www.example.com.", "example.com.", "x.y.example.com.", "example.net."]),
+    st.sampled_from(["A", "TXT", "ANY", "DS"]),
+    st.booleans(),
+    st.lists(
+        st.tuples(st.integers(0, len(MUTATIONS) - 1), st.integers(0, 400), st.integers(0, 255)),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_mutated_queries_never_raise(
+    name: str, rtype: str, edns: bool, mutations: list[tuple[int, int, int]]
+) -> None:
+    private = dns.edns.GenericOption(dns.edns.OptionType.make(65001), b"\x01\x02")
+    options: list[Any] = [private] if edns else []
+    wire = bytearray(
+        dns.message.make_query(name, rtype, use_edns=edns, options=options).to_wire()
+    )
+    for which, at, value in mutations:
+        if wire:
+            MUTATIONS[which](wire, at, value)
+    never_raises(bytes(wire))
