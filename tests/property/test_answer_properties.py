@@ -227,12 +227,15 @@ def test_every_response_parses_echoes_and_fits_with_aa_exactly_when_authoritativ
 
 
 def never_raises(query: bytes) -> None:
-    """The inner answer path, not the catch-all wrapper, must cope with any input: a
-    response (if any) parses and carries the query's ID."""
+    """The careful answer path, not the catch-all wrapper, must cope with any input: a
+    response (if any) parses and carries the query's ID; and the inlined fast path in
+    ``answer`` must agree with it wherever it takes a query on."""
     index = EXAMPLE
     for tcp in (False, True):
         raw = answer_module._answer(index, query, tcp, general=False)
         general = answer_module._answer(index, query, tcp, general=True)
+        transport = Transport.TCP if tcp else Transport.UDP
+        assert answer(index, query, transport=transport) == raw
         for response in (raw, general):
             if response is None:
                 assert len(query) < 12 or query[2] & 0x80

@@ -36,12 +36,21 @@ behaviour, top to bottom:
 The question is echoed byte for byte (0x20 case mixing survives), as are the ID, RD
 and CD. Malformed input never raises: an internal failure becomes a bare FORMERR.
 
-Speed: the common query is decoded by hand (header, question, optional OPT), and the
-answer comes from a bounded cache of encoded responses keyed by the lowercased question
-name and type. A cached response compresses every name against the question at offset
-12, so it fits any spelling of the same name: each query only patches in its ID, its
-flags and its own question bytes. Anything unusual in the additional section takes the
-general path, which parses the whole message with dnspython.
+Speed: the common query (one question, at most a bare OPT) is decoded by hand, inline
+in ``answer``, and its response comes from a bounded cache of encoded responses keyed by
+the lowercased question name and type; a miss resolves against the index and encodes
+once. A cached response compresses every name against the question at offset 12, so it
+fits any spelling of the same name: each query only patches in its ID, its flags and its
+own question bytes. Other queries are checked field by field in ``_answer``, which hands
+anything unusual in the additional section to dnspython's full parser.
+
+Where this deliberately differs from NSD or Knot: A/AAAA for MX and SRV targets are
+added (as Knot does; NSD with ``minimal-responses`` omits them); CNAME and DNAME chains
+continue into other served zones (as NSD; Knot stops at the zone edge); ANY picks the
+lowest-numbered type (as Knot; NSD prefers the SOA at an apex); FORMERR echoes the
+question (as Knot; NSD clears it) and trailing bytes are FORMERR (as Knot; NSD ignores
+them); CH-class and class-ANY questions are REFUSED (both answer ``version.bind``);
+NOTIFY is NOTIMP (NSD: REFUSED, Knot: NOTAUTH).
 """
 
 from __future__ import annotations
@@ -83,6 +92,8 @@ class Transport(enum.Enum):
     UDP = "udp"
     TCP = "tcp"
 
+
+_TCP = Transport.TCP
 
 SERVER_PAYLOAD = 1232
 """The UDP payload this server offers in its OPT (the DNS Flag Day 2020 value)."""
@@ -138,6 +149,47 @@ _RR = tuple[bytes, int, int, bytes]
 def answer(index: ZoneIndex, query: bytes, *, transport: Transport) -> bytes | None:
     """The response to ``query``, or ``None`` when it must be dropped. Never raises."""
     try:
+        # The hot path, inlined: a QUERY with one question, nothing in answer/authority,
+        # and either no additional record or one bare OPT (version 0, no options) whose
+        # response comes from the cache. Anything else goes the careful way, ``_answer``.
+        size = len(query)
+        if size >= 17 and not query[2] & 0xF8 and query[4:10] == b"\x00\x01\x00\x00\x00\x00":
+            i = 12
+            length = query[12]
+            while length and length <= 63:
+                i += length + 1
+                if i >= size:
+                    break
+                length = query[i]
+            qend = i + 5
+            if not length and qend - 16 <= wire.MAX_NAME and query[qend - 2 : qend] == b"\x00\x01":
+                arcount = query[10] << 8 | query[11]
+                opt: bytes | None = None
+                payload = -1
+                if arcount == 0 and qend == size:
+                    opt = b""
+                elif (
+                    arcount == 1
+                    and size == qend + 11
+                    and query[qend : qend + 3] == b"\x00\x00\x29"
+                    and query[qend + 6] == 0  # EDNS version
+                    and query[qend + 9 : qend + 11] == b"\x00\x00"  # no options
+                ):
+                    payload = query[qend + 3] << 8 | query[qend + 4]
+                    opt = _OPT_DO if query[qend + 7] & 0x80 else _OPT_PLAIN
+                qtype = query[qend - 4] << 8 | query[qend - 3]
+                if opt is not None and qtype not in (AXFR, IXFR):
+                    key = query[12 : qend - 4].lower() + query[qend - 4 : qend - 2]
+                    cache = index.answer_cache
+                    entry: Entry | None = cache.get(key)
+                    if entry is None:
+                        entry = _resolve(index, key[:-2], qtype)
+                        cache[key] = entry
+                        if len(cache) > CACHE_ENTRIES:
+                            cache.popitem(last=False)
+                    else:
+                        cache.move_to_end(key)
+                    return _assemble(entry, query, qend, payload, opt, tcp=transport is _TCP)
         return _answer(index, query, transport is Transport.TCP, general=False)
     except Exception:  # malformed input must never take a server down
         return _last_resort(query)
@@ -214,9 +266,18 @@ def _answer(index: ZoneIndex, query: bytes, tcp: bool, general: bool) -> bytes |
             cache.popitem(last=False)
     else:
         cache.move_to_end(key)
+    return _assemble(entry, query, qend, payload, opt, tcp=tcp)
 
+
+def _assemble(
+    entry: Entry, query: bytes, qend: int, payload: int, opt: bytes, *, tcp: bool
+) -> bytes:
+    """The response from a cached entry: the query's ID, RD and CD, its question bytes
+    exactly, the cached body (or less of it, or none with TC) to fit the size limit."""
+    qsec = query[12:qend]
+    qid = query[0] << 8 | query[1]
     flags, an, ns, ar, body, short_ar, short_body = entry
-    flags |= qflags & _ECHOED
+    flags |= (query[2] << 8 | query[3]) & _ECHOED
     if tcp:
         limit = TCP_LIMIT
     elif payload < 0:
