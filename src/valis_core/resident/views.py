@@ -9,7 +9,7 @@ asks it for every served apex before it serves DNS.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -68,6 +68,12 @@ def public_soa(holder: IndexHolder, zone: str) -> SoaView:
     )
 
 
+def _by_transport(counts: Mapping[str, int]) -> tuple[Sample, ...]:
+    return tuple(
+        Sample(value, (("transport", transport),)) for transport, value in sorted(counts.items())
+    )
+
+
 @attrs.define
 class NodeViews:
     """The live node as the fabric reads it. Bring-up sets ``ready`` once serving."""
@@ -115,10 +121,7 @@ class NodeViews:
                 "valis_dns_dropped_total",
                 "counter",
                 "DNS queries dropped without a response, by transport.",
-                tuple(
-                    Sample(value, (("transport", transport),))
-                    for transport, value in sorted(counts.dropped.items())
-                ),
+                _by_transport(counts.dropped),
             ),
             Family(
                 "valis_dns_truncated_total",
@@ -129,8 +132,14 @@ class NodeViews:
             Family(
                 "valis_dns_answer_errors_total",
                 "counter",
-                "Queries the answer path failed on (dropped and logged).",
-                (Sample(counts.answer_errors),),
+                "Queries the answer path failed on (dropped and logged), by transport.",
+                _by_transport(counts.answer_errors),
+            ),
+            Family(
+                "valis_dns_send_failures_total",
+                "counter",
+                "Responses that could not be sent, by transport.",
+                _by_transport(counts.send_failures),
             ),
             Family(
                 "valis_dns_tcp_connections_total",

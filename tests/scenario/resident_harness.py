@@ -1,0 +1,346 @@
+"""Running ``valis --resident`` the way the launcher does, and watching it from outside.
+
+The harness plays the launcher: it binds the DNS pair on a loopback port, hands the
+descriptors down with ``pass_fds`` (closing its own copies, so the resident is their
+only holder), binds a real ``NOTIFY_SOCKET`` listener, and runs the resident as the real
+``valis`` account under ``setpriv`` in a session of its own — so afterwards "no process
+left behind" is a question about that session. The resident's stderr goes to a file.
+
+The ``valis`` it runs is the one ``scripts/resident-runtime`` names (the test command
+exports it as ``VALIS_TEST_RUNTIME``): an executable the run account can reach.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import dns.message
+import dns.query
+import dns.rdatatype
+
+from tests.scenario.pg import RUN_USER
+
+REPO = Path(__file__).resolve().parents[2]
+RUNTIME_ENV = "VALIS_TEST_RUNTIME"
+BOOT_TIMEOUT = 60.0
+EXIT_TIMEOUT = 30.0
+
+
+@functools.cache
+def resident_runtime() -> str:
+    """The ``valis`` executable the run account can run."""
+    given = os.environ.get(RUNTIME_ENV)
+    if given:
+        return given
+    result = subprocess.run(
+        [str(REPO / "scripts" / "resident-runtime")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"scripts/resident-runtime failed: {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+def site_facts(dsn: str, zones: str = "example.test.", **extra: str) -> dict[str, str]:
+    facts = {
+        "VALIS_NODE_NAME": "node-a",
+        "VALIS_LOCATION": "loopback",
+        "VALIS_OPERATOR_STATE_DSN": dsn,
+        "VALIS_SERVED_ZONES": zones,
+    }
+    facts.update(extra)
+    return facts
+
+
+def make_state_dir(parent: Path) -> Path:
+    """A fresh state directory owned by the run account (0700), under ``parent``."""
+    account = pwd.getpwnam(RUN_USER)
+    path = Path(tempfile.mkdtemp(prefix="state-", dir=parent))
+    os.chown(path, account.pw_uid, account.pw_gid)
+    os.chmod(path, 0o700)
+    return path
+
+
+def bind_dns_pair() -> tuple[socket.socket, socket.socket]:
+    """A UDP socket and a listening TCP socket on one free 127.0.0.1 port."""
+    for _ in range(50):
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        udp.bind(("127.0.0.1", 0))
+        port = udp.getsockname()[1]
+        tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            tcp.bind(("127.0.0.1", port))
+        except OSError:
+            udp.close()
+            tcp.close()
+            continue
+        tcp.listen(64)
+        return udp, tcp
+    raise RuntimeError("no free loopback port for a UDP+TCP pair")
+
+
+def port_is_free(port: int) -> bool:
+    """Nothing holds ``port`` on 127.0.0.1 for UDP or as a TCP listener."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        try:
+            udp.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+        # SO_REUSEADDR lets a bind past TIME_WAIT leftovers but never past a listener.
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            tcp.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def session_processes(sid: int) -> list[int]:
+    """Live processes in session ``sid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        # fields: state ppid pgrp session ...
+        if int(fields[3]) == sid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+class NotifyListener:
+    """A supervisor's ``NOTIFY_SOCKET``: a UNIX datagram socket the run account may write."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / "notify.sock"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(self.path))
+        os.chmod(self.path, 0o666)
+        self.messages: list[dict[str, str]] = []
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def collect(self, timeout: float) -> None:
+        """Read every datagram arriving within ``timeout`` seconds (at least one wait)."""
+        self.sock.settimeout(timeout)
+        with contextlib.suppress(TimeoutError):
+            data = self.sock.recv(65536)
+            self.messages.append(_fields(data))
+        self.sock.setblocking(False)
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except BlockingIOError:
+                return
+            self.messages.append(_fields(data))
+
+    def seen(self, key: str) -> bool:
+        return any(key in message for message in self.messages)
+
+    def statuses(self) -> list[str]:
+        return [m["STATUS"] for m in self.messages if "STATUS" in m]
+
+
+def _fields(data: bytes) -> dict[str, str]:
+    fields = {}
+    for line in data.decode("utf-8").splitlines():
+        key, _, value = line.partition("=")
+        fields[key] = value
+    return fields
+
+
+@attrs.define
+class Resident:
+    """One run of the resident."""
+
+    proc: subprocess.Popen[bytes]
+    notify: NotifyListener
+    stderr_path: Path
+    state_dir: Path
+    port: int | None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def last_line(self) -> str:
+        lines = self.stderr().strip().splitlines()
+        return lines[-1] if lines else ""
+
+    def wait_ready(self, timeout: float = BOOT_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.notify.seen("READY"):
+            if self.proc.poll() is not None:
+                raise AssertionError(f"resident exited {self.proc.returncode}: {self.stderr()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no READY=1 within {timeout}s: {self.stderr()}")
+            self.notify.collect(0.2)
+
+    def wait_exit(self, timeout: float = EXIT_TIMEOUT) -> int:
+        try:
+            status = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            message = f"resident did not exit within {timeout}s: {self.stderr()}"
+            raise AssertionError(message) from None
+        self.notify.collect(0.05)
+        return status
+
+    def fabric(self) -> tuple[str, str]:
+        info = json.loads((self.state_dir / "fabric.json").read_text())
+        token = Path(info["token_file"]).read_text().strip()
+        return info["url"], token
+
+    def fabric_get(self, path: str, token: str | None = None) -> tuple[int, bytes]:
+        url, real = self.fabric()
+        headers = {} if token == "" else {"Authorization": f"Bearer {token or real}"}
+        request = urllib.request.Request(url + path, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def status(self) -> dict[str, Any]:
+        code, body = self.fabric_get("/status")
+        assert code == 200, body
+        document: dict[str, Any] = json.loads(body)
+        return document
+
+    def ask(self, name: str, rtype: str = "A", *, tcp: bool = False) -> dns.message.Message:
+        assert self.port is not None
+        query = dns.message.make_query(name, dns.rdatatype.from_text(rtype))
+        if tcp:
+            return dns.query.tcp(query, "127.0.0.1", port=self.port, timeout=5)
+        return dns.query.udp(query, "127.0.0.1", port=self.port, timeout=5)
+
+    def stop(self) -> None:
+        """Make sure the process and its session are gone (test cleanup)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(EXIT_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for pid in session_processes(self.proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@attrs.define
+class Harness:
+    """Starts residents with a fresh notify socket each; stops them all at the end."""
+
+    workdir: Path
+    started: list[Resident] = attrs.field(factory=list)
+
+    def start(
+        self,
+        state_dir: Path,
+        facts: Mapping[str, str],
+        *,
+        ports: str | None = None,
+        pass_pair: bool = True,
+        swap_pair: bool = False,
+        extra_argv: Sequence[str] = (),
+        extra_env: Mapping[str, str] | None = None,
+        as_root: bool = False,
+    ) -> Resident:
+        notify_dir = Path(tempfile.mkdtemp(prefix="notify-", dir=self.workdir))
+        os.chmod(notify_dir, 0o755)
+        notify = NotifyListener(notify_dir)
+        argv = [resident_runtime(), "--resident", "--control-socket", "/run/fulcrum/none.sock"]
+        fds: list[int] = []
+        port = None
+        pair: tuple[socket.socket, socket.socket] | None = None
+        if pass_pair:
+            pair = bind_dns_pair()
+            udp, tcp = pair
+            port = udp.getsockname()[1]
+            fds = [udp.fileno(), tcp.fileno()]
+            udp_fd, tcp_fd = (tcp.fileno(), udp.fileno()) if swap_pair else tuple(fds)
+            argv += ["--dns-udp-fd", str(udp_fd), "--dns-tcp-fd", str(tcp_fd)]
+        argv += ["--ports", ports if ports is not None else str(port)]
+        argv += [*extra_argv, "--state-dir", str(state_dir)]
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LC_ALL": "C.UTF-8",
+            "NOTIFY_SOCKET": str(notify.path),
+            **facts,
+            **(extra_env or {}),
+        }
+        if not as_root:
+            account = pwd.getpwnam(RUN_USER)
+            argv = [
+                "setpriv",
+                f"--reuid={account.pw_uid}",
+                f"--regid={account.pw_gid}",
+                "--init-groups",
+                "--",
+                *argv,
+            ]
+        stderr_path = Path(tempfile.mkstemp(prefix="stderr-", dir=self.workdir)[1])
+        with stderr_path.open("wb") as stderr:
+            proc = subprocess.Popen(
+                argv,
+                pass_fds=fds,
+                env=env,
+                cwd="/",
+                stdin=subprocess.DEVNULL,
+                stdout=stderr,
+                stderr=stderr,
+                start_new_session=True,
+            )
+        if pair is not None:
+            for sock in pair:
+                sock.close()
+        resident = Resident(proc, notify, stderr_path, state_dir, port)
+        self.started.append(resident)
+        return resident
+
+    def close(self) -> None:
+        for resident in self.started:
+            resident.stop()
+            resident.notify.close()
+
+
+@contextlib.contextmanager
+def harness() -> Iterator[Harness]:
+    workdir = Path(tempfile.mkdtemp(prefix="valis-resident-", dir="/tmp"))
+    os.chmod(workdir, 0o755)
+    running = Harness(workdir)
+    try:
+        yield running
+    finally:
+        running.close()
+        shutil.rmtree(workdir, ignore_errors=True)
