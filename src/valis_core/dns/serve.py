@@ -11,7 +11,10 @@ UDP is the hot path. Waking trio's scheduler once per datagram caps a Python ser
 below what the kernel can deliver, so ``serve_udp`` drains the socket with non-blocking
 ``recvfrom`` calls until it would block, answers and sends each datagram inline, and
 only then parks in ``wait_readable``. Every ``UDP_BATCH`` datagrams it passes a
-checkpoint, so a flood can neither starve other tasks nor delay cancellation.
+checkpoint, so a flood can neither starve other tasks nor delay cancellation. Everything
+runs on the trio thread: the engine and its response cache are never shared between
+threads. (A worker-thread variant was measured and saved no CPU worth its cost; see
+docs/performance.md.)
 
 TCP (RFC 7766): 2-byte length framing, any number of pipelined queries per connection,
 one task per connection, an idle timeout (a connection must complete a query within
@@ -89,15 +92,16 @@ class IndexHolder:
 class ServeCounts:
     """A point-in-time copy of ``ServeStats``, shaped for export (e.g. as metrics).
 
-    ``responses`` is keyed by (transport, rcode name). The rcode is the 4-bit field of
-    the response header, so an extended rcode (BADVERS) counts under its low bits.
+    ``responses`` is keyed by (transport, rcode name), the other mappings by transport.
+    The rcode is the 4-bit field of the response header, so an extended rcode (BADVERS)
+    counts under its low bits.
     """
 
     responses: Mapping[tuple[str, str], int]
     dropped: Mapping[str, int]
     truncated: int
-    answer_errors: int
-    send_failures: int
+    answer_errors: Mapping[str, int]
+    send_failures: Mapping[str, int]
     tcp_accepted: int
     tcp_refused: int
     tcp_idle_closed: int
@@ -112,15 +116,17 @@ class ServeStats:
     path (one list index per response, read from the response header bytes)."""
 
     __slots__ = (
-        "answer_errors",
-        "send_failures",
         "tcp_accepted",
+        "tcp_answer_errors",
         "tcp_dropped",
         "tcp_idle_closed",
         "tcp_rcodes",
         "tcp_refused",
+        "tcp_send_failures",
+        "udp_answer_errors",
         "udp_dropped",
         "udp_rcodes",
+        "udp_send_failures",
         "udp_truncated",
     )
 
@@ -130,8 +136,10 @@ class ServeStats:
         self.udp_dropped = 0
         self.tcp_dropped = 0
         self.udp_truncated = 0
-        self.answer_errors = 0
-        self.send_failures = 0
+        self.udp_answer_errors = 0
+        self.tcp_answer_errors = 0
+        self.udp_send_failures = 0
+        self.tcp_send_failures = 0
         self.tcp_accepted = 0
         self.tcp_refused = 0
         self.tcp_idle_closed = 0
@@ -143,12 +151,13 @@ class ServeStats:
             for rcode, count in enumerate(rcodes):
                 if count:
                     responses[(transport.value, dns.rcode.to_text(dns.rcode.Rcode(rcode)))] = count
+        udp, tcp = Transport.UDP.value, Transport.TCP.value
         return ServeCounts(
             responses=responses,
-            dropped={Transport.UDP.value: self.udp_dropped, Transport.TCP.value: self.tcp_dropped},
+            dropped={udp: self.udp_dropped, tcp: self.tcp_dropped},
             truncated=self.udp_truncated,
-            answer_errors=self.answer_errors,
-            send_failures=self.send_failures,
+            answer_errors={udp: self.udp_answer_errors, tcp: self.tcp_answer_errors},
+            send_failures={udp: self.udp_send_failures, tcp: self.tcp_send_failures},
             tcp_accepted=self.tcp_accepted,
             tcp_refused=self.tcp_refused,
             tcp_idle_closed=self.tcp_idle_closed,
@@ -207,17 +216,15 @@ async def serve_udp(
             while handled < UDP_BATCH:
                 try:
                     query, peer = recvfrom(_MAX_DATAGRAM)
-                except (BlockingIOError, InterruptedError):
-                    break
                 except OSError:
-                    # A pending socket error (e.g. an ICMP report) is consumed by the
-                    # failing call; wait for the next datagram rather than spin.
+                    # Would block (drained), or a pending socket error (e.g. an ICMP
+                    # report) that the failing call consumed: wait for the next datagram.
                     break
                 handled += 1
                 try:
                     response = answer_fn(holder.current, query, transport=udp)
                 except Exception:
-                    counts.answer_errors += 1
+                    counts.udp_answer_errors += 1
                     failures.failure(udp, query)
                     continue
                 if response is None:
@@ -227,7 +234,7 @@ async def serve_udp(
                     sendto(response, peer)
                 except OSError:
                     # Send buffer full (EAGAIN) or an unroutable peer: UDP may lose it.
-                    counts.send_failures += 1
+                    counts.udp_send_failures += 1
                     continue
                 rcodes[response[3] & 0x0F] += 1
                 if response[2] & 0x02:
@@ -327,7 +334,7 @@ async def _serve_connection(
             try:
                 response = answer_fn(holder.current, query, transport=tcp)
             except Exception:
-                counts.answer_errors += 1
+                counts.tcp_answer_errors += 1
                 failures.failure(tcp, query)
                 continue
             if response is None:
@@ -341,7 +348,7 @@ async def _serve_connection(
                 await stream.send_all(b"".join(frames))
                 frames.clear()
             if frames:
-                counts.send_failures += 1
+                counts.tcp_send_failures += 1
                 return
         with trio.move_on_at(deadline):
             data = await stream.receive_some(_MAX_DATAGRAM + 2)
