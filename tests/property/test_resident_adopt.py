@@ -3,6 +3,8 @@ kernel says it is, and never covers a served port it was not handed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -36,7 +38,7 @@ def launches(draw: st.DrawFn) -> tuple[LaunchRecord, dict[int, Probe]]:
     roles = [Role.DNS_UDP, Role.DNS_TCP, Role.OWNER, Role.EDGE]
     present = [True, True, draw(st.booleans()), draw(st.booleans())]
     probes: dict[int, Probe] = {}
-    fields: dict[str, int] = {}
+    fields: dict[str, Any] = {}
     names = {Role.DNS_UDP: "dns_udp_fd", Role.DNS_TCP: "dns_tcp_fd", Role.OWNER: "owner_fd",
              Role.EDGE: "edge_tcp_fd"}
     for fd, role, here in zip(fds, roles, present, strict=True):
@@ -102,7 +104,7 @@ def test_a_served_unprivileged_port_without_a_descriptor_is_refused_too() -> Non
               4: good_probe(4, Role.DNS_TCP, "127.0.0.1", 5353)}
     record = LaunchRecord(resident=True, ports=frozenset({5353, 8443}), dns_udp_fd=3,
                           dns_tcp_fd=4)
-    with pytest.raises(AdoptionError, match="port 8443 .*binds no port itself"):
+    with pytest.raises(AdoptionError, match=r"port 8443 .*binds no port itself"):
         judge(record, probes)
 
 
@@ -117,7 +119,9 @@ def test_one_descriptor_handed_down_under_two_flags_is_refused() -> None:
 def test_dns_is_served_only_over_a_whole_pair(present: str | None) -> None:
     probes = {3: good_probe(3, Role.DNS_UDP, "127.0.0.1", 5353),
               4: good_probe(4, Role.DNS_TCP, "127.0.0.1", 5353)}
-    fields = {} if present is None else {present: 3 if present == "dns_udp_fd" else 4}
+    fields: dict[str, Any] = {}
+    if present is not None:
+        fields[present] = 3 if present == "dns_udp_fd" else 4
     with pytest.raises(AdoptionError, match="no DNS descriptor pair"):
         judge(LaunchRecord(resident=True, **fields), probes)
 
@@ -143,7 +147,7 @@ def test_a_socket_bound_to_no_port_is_refused() -> None:
     ),
 )
 def test_judging_any_probes_either_adopts_or_refuses_with_an_adoption_error(
-    fields: dict[str, int], served: frozenset[int], drawn: dict[int, Probe]
+    fields: dict[str, Any], served: frozenset[int], drawn: dict[int, Probe]
 ) -> None:
     record = LaunchRecord(resident=True, ports=served, **fields)
     probes = {fd: Probe(fd=fd, kind=Kind.NOT_OPEN) for fd in range(3, 9)}
