@@ -1,7 +1,9 @@
 """Compare `valis serve` with NSD and Knot under dnsperf on loopback.
 
 Each server serves the same generated zone and is pinned to one core (``taskset``);
-dnsperf is pinned to another. Two passes per server, each of a fixed duration:
+dnsperf is pinned to another. All servers run at once (idle unless under load) and are
+measured round-robin, ``--rounds`` times each, in two passes of fixed duration; the
+report gives the median and the range:
 
 1. saturation: dnsperf with 100 queries outstanding and no rate limit; reports queries
    per second and latency, and the ratio valis/NSD;
@@ -68,34 +70,48 @@ def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--names", type=int, default=10_000, help="host names in the zone")
     parser.add_argument("--duration", type=int, default=10, help="seconds per dnsperf run")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per server and pass")
     parser.add_argument("--rate", type=int, default=30_000, help="offered rate of pass 2")
     parser.add_argument("--servers", default="valis,nsd,knot", help="comma-separated subset")
     parser.add_argument("--server-core", default="0")
     parser.add_argument("--client-core", default="1")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args(argv)
+    builders: dict[str, Callable[[Path, Path, int], Server]] = {
+        "valis": valis_server,
+        "nsd": nsd_server,
+        "knot": knot_server,
+    }
+    wanted = [name.strip() for name in args.servers.split(",") if name.strip()]
+    unknown = sorted(set(wanted) - set(builders))
+    if unknown:
+        parser.error(f"unknown servers: {', '.join(unknown)}")
     work = Path(tempfile.mkdtemp(prefix="valis-bench-"))
+    processes: list[subprocess.Popen[bytes]] = []
     try:
         zone_file = work / "bench.example.zone"
         queries = work / "queries.txt"
         zone_file.write_text(generate_zone(args.names))
         queries.write_text(generate_queries(args.names, QUERY_LINES))
-        builders: dict[str, Callable[[Path, Path, int], Server]] = {
-            "valis": valis_server,
-            "nsd": nsd_server,
-            "knot": knot_server,
-        }
-        wanted = [name.strip() for name in args.servers.split(",") if name.strip()]
-        results: dict[str, tuple[Run, Run]] = {}
         print(f"zone {ZONE} with {args.names} names; {QUERY_LINES} queries in the mix; "
-              f"{args.duration}s per run; server on core {args.server_core}, "
-              f"dnsperf on core {args.client_core}", flush=True)
+              f"{args.rounds} rounds of {args.duration}s runs; servers on core "
+              f"{args.server_core}, dnsperf on core {args.client_core}", flush=True)
+        running: list[tuple[Server, int]] = []
         reference: list[str] | None = None
         for name in wanted:
             server = builders[name](work, zone_file, free_port())
-            results[name], reference = measure(server, args, queries, reference)
-        report(results, args)
+            process = start(server, args, work)
+            processes.append(process)
+            answers = sample_answers(server.port)
+            if reference is not None and answers != reference:
+                raise SystemExit(f"{name} answers differently: {answers} != {reference}")
+            reference = answers
+            running.append((server, process.pid))
+        runs = measure_rounds(running, args, queries)
+        report(runs, args)
     finally:
+        for process in processes:
+            stop(process)
         if args.keep:
             print(f"work directory kept: {work}")
         else:
@@ -103,29 +119,38 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
-def measure(
-    server: Server, args: argparse.Namespace, queries: Path, reference: list[str] | None
-) -> tuple[tuple[Run, Run], list[str]]:
-    log_path = queries.parent / f"{server.name}.log"
+def start(server: Server, args: argparse.Namespace, work: Path) -> subprocess.Popen[bytes]:
+    log_path = work / f"{server.name}.log"
     command = ["taskset", "-c", args.server_core, *server.command]
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_ready(server, process, log_path)
-        answers = sample_answers(server.port)
-        if reference is not None and answers != reference:
-            raise SystemExit(
-                f"{server.name} answers the sample differently: {answers} != {reference}"
-            )
-        saturated = dnsperf(server, args, queries, process.pid, rate=None)
-        print(f"{server.name:6} saturation: {saturated.qps:10.0f} q/s, "
-              f"latency avg {saturated.latency_avg * 1e6:7.0f} us", flush=True)
-        paced = dnsperf(server, args, queries, process.pid, rate=args.rate)
-        print(f"{server.name:6} at {args.rate} q/s offered: {paced.qps:10.0f} q/s, "
-              f"{paced.cpu_per_query * 1e6:6.2f} us CPU/query", flush=True)
-    finally:
+    except BaseException:
         stop(process)
-    return (saturated, paced), answers
+        raise
+    return process
+
+
+def measure_rounds(
+    running: Sequence[tuple[Server, int]], args: argparse.Namespace, queries: Path
+) -> dict[str, tuple[list[Run], list[Run]]]:
+    """Round-robin over the servers (all idle but the one under load), so a noisy
+    neighbour on the machine spreads over all of them rather than one."""
+    runs: dict[str, tuple[list[Run], list[Run]]] = {s.name: ([], []) for s, _ in running}
+    for round_ in range(1, args.rounds + 1):
+        for server, pid in running:
+            saturated = dnsperf(server, args, queries, pid, rate=None)
+            runs[server.name][0].append(saturated)
+            print(f"round {round_} {server.name:6} saturation: {saturated.qps:10.0f} q/s, "
+                  f"latency avg {saturated.latency_avg * 1e6:7.0f} us", flush=True)
+        for server, pid in running:
+            paced = dnsperf(server, args, queries, pid, rate=args.rate)
+            runs[server.name][1].append(paced)
+            print(f"round {round_} {server.name:6} at {args.rate} q/s offered: "
+                  f"{paced.qps:10.0f} q/s, {paced.cpu_per_query * 1e6:6.2f} us CPU/query",
+                  flush=True)
+    return runs
 
 
 def wait_ready(server: Server, process: subprocess.Popen[bytes], log_path: Path) -> None:
@@ -357,23 +382,34 @@ def generate_queries(names: int, count: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report(results: dict[str, tuple[Run, Run]], args: argparse.Namespace) -> None:
+def median_by(runs: Sequence[Run], key: Callable[[Run], float]) -> Run:
+    return sorted(runs, key=key)[len(runs) // 2]
+
+
+def report(runs: dict[str, tuple[list[Run], list[Run]]], args: argparse.Namespace) -> None:
+    """Medians over the rounds, with the spread, as a Markdown table."""
     print()
-    print(f"| server | q/s (saturation) | avg latency | max latency | lost | "
-          f"q/s at -Q {args.rate} | CPU per query |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, (saturated, paced) in results.items():
-        print(f"| {name} | {saturated.qps:,.0f} | {saturated.latency_avg * 1e6:,.0f} us | "
-              f"{saturated.latency_max * 1e3:,.1f} ms | {saturated.lost} | {paced.qps:,.0f} | "
-              f"{paced.cpu_per_query * 1e6:.2f} us |")
-    if "valis" in results and "nsd" in results:
-        valis, nsd = results["valis"], results["nsd"]
+    print(f"| server | q/s, saturation (median; range) | avg latency | lost | "
+          f"CPU per query at -Q {args.rate} (median; range) |")
+    print("|---|---:|---:|---:|---:|")
+    medians: dict[str, tuple[Run, Run]] = {}
+    for name, (saturated, paced) in runs.items():
+        top = median_by(saturated, lambda run: run.qps)
+        frugal = median_by(paced, lambda run: run.cpu_per_query)
+        medians[name] = (top, frugal)
+        qps = [run.qps for run in saturated]
+        cpu = [run.cpu_per_query * 1e6 for run in paced]
+        print(f"| {name} | {top.qps:,.0f} ({min(qps):,.0f}-{max(qps):,.0f}) | "
+              f"{top.latency_avg * 1e6:,.0f} us | {sum(run.lost for run in saturated)} | "
+              f"{frugal.cpu_per_query * 1e6:.1f} us ({min(cpu):.1f}-{max(cpu):.1f}) |")
+    if "valis" in medians and "nsd" in medians:
+        valis, nsd = medians["valis"], medians["nsd"]
         print()
         print(f"valis/NSD throughput: {valis[0].qps / nsd[0].qps:.2f}x; "
               f"CPU per query valis/NSD: {valis[1].cpu_per_query / nsd[1].cpu_per_query:.2f}x")
     print()
-    for name, (saturated, _) in results.items():
-        print(f"{name} response codes: {saturated.rcodes}")
+    for name, (top, _) in medians.items():
+        print(f"{name} response codes: {top.rcodes}")
 
 
 if __name__ == "__main__":
