@@ -15,3 +15,8 @@ lint: venv
 
 bench: venv
 	./benchmarks/dns_qps
+
+# A whole node on this machine, without root: private PostgreSQL under your cache
+# directory, the example zone, a genesis state directory, the resident on 127.0.0.1:5353.
+demo: venv
+	.venv/bin/valis demo --zone docs/examples/example.test.zone

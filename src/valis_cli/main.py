@@ -9,6 +9,7 @@ from valis_cli.dispatch import build_parser, dispatch, exit_with
 # Command modules, in the order `valis --help` lists them. Add one line per command.
 COMMAND_MODULES: tuple[str, ...] = (
     "valis_cli.commands.serve",
+    "valis_cli.commands.demo",
     "valis_cli.commands.apply",
     "valis_cli.commands.backup",
     "valis_cli.commands.assess",
