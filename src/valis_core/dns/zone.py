@@ -37,11 +37,9 @@ import dns.name
 import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
-import dns.tokenizer
-import dns.transaction
-import dns.zonefile
 
 from valis_core.dns import wire
+from valis_core.dns.master import MasterFileError, read_master
 from valis_core.errors import ValisError
 
 A = 1
@@ -239,111 +237,31 @@ def parse_zone_text(text: str, origin: str | None = None) -> tuple[RecordRow, ..
     SOA record. ``$TTL``, ``$ORIGIN`` and ``$GENERATE`` are understood; ``$INCLUDE`` is
     refused, because a zone must not read files the operator did not hand over.
     """
-    found: list[tuple[str, bytes, int, int, dns.rdata.Rdata]] = []
+    found: list[tuple[str, bytes, int, int, bytes]] = []
 
-    def keep(zone: str, owner: bytes, rtype: int, ttl: int, rdata: dns.rdata.Rdata) -> None:
+    def keep(zone: str, owner: bytes, rtype: int, ttl: int, rdata: bytes) -> None:
         found.append((zone, owner, rtype, ttl, rdata))
 
     _read_master(text, origin, keep)
-    return tuple(
-        RecordRow(
-            zone=zone,
-            owner=wire.to_text(owner),
-            rtype=dns.rdatatype.to_text(dns.rdatatype.RdataType.make(rtype)),
-            ttl=ttl,
-            rdata=rdata.to_text(),
+    rows = []
+    for zone, owner, rtype, ttl, rdata in found:
+        kind = dns.rdatatype.RdataType.make(rtype)
+        text_rdata = dns.rdata.from_wire(dns.rdataclass.IN, kind, rdata, 0, len(rdata))
+        rows.append(
+            RecordRow(
+                zone=zone,
+                owner=wire.to_text(owner),
+                rtype=dns.rdatatype.to_text(kind),
+                ttl=ttl,
+                rdata=text_rdata.to_text(),
+            )
         )
-        for zone, owner, rtype, ttl, rdata in found
-    )
+    return tuple(rows)
 
 
 # --- reading master files -------------------------------------------------------------
 
-_Sink = Callable[[str, bytes, int, int, dns.rdata.Rdata], None]
-
-
-class _StreamManager(dns.transaction.TransactionManager):
-    """Just enough of a transaction manager for dnspython's master-file reader."""
-
-    def __init__(self, origin: dns.name.Name | None) -> None:
-        self.origin = origin
-
-    def reader(self) -> dns.transaction.Transaction:  # pragma: no cover - never called
-        raise NotImplementedError
-
-    def writer(self, replacement: bool = False) -> dns.transaction.Transaction:
-        raise NotImplementedError  # pragma: no cover - never called
-
-    def origin_information(self) -> tuple[dns.name.Name | None, bool, dns.name.Name | None]:
-        return (self.origin, False, self.origin)
-
-    def get_class(self) -> dns.rdataclass.RdataClass:
-        return dns.rdataclass.IN
-
-
-class _StreamTransaction(dns.transaction.Transaction):
-    """Hands each record the reader parses straight to a sink, one at a time.
-
-    dnspython's own rrset reader merges records and looks nodes up by scanning, which is
-    quadratic over a large zone; the index does its own merging and checking, uniformly
-    for rows and files, so this transaction only forwards.
-    """
-
-    def __init__(self, manager: _StreamManager, sink: Callable[..., None]) -> None:
-        super().__init__(manager, replacement=True, read_only=False)
-        self.sink = sink
-
-    def check_put_rdataset(self, check: Any) -> None:
-        """The index checks CNAME-and-other-data itself, naming zone and owner."""
-
-    def add(self, *args: Any) -> None:
-        name, ttl, rdata = args
-        self.sink(name, ttl, rdata)
-
-    def _set_origin(self, origin: Any) -> None:
-        pass
-
-    def _get_rdataset(self, name: Any, rdtype: Any, covers: Any) -> None:
-        return None
-
-    def _get_node(self, name: Any) -> None:
-        return None
-
-    def _put_rdataset(self, name: Any, rdataset: Any) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def _delete_name(self, name: Any) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def _delete_rdataset(self, name: Any, rdtype: Any, covers: Any) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def _name_exists(self, name: Any) -> bool:  # pragma: no cover
-        return False
-
-    def _changed(self) -> bool:  # pragma: no cover
-        return True
-
-    def _end_transaction(self, commit: bool) -> None:
-        pass
-
-    def _iterate_rdatasets(self) -> Any:  # pragma: no cover
-        raise NotImplementedError
-
-    def _iterate_names(self) -> Any:  # pragma: no cover
-        raise NotImplementedError
-
-
-class _EntryTokenizer(dns.tokenizer.Tokenizer):
-    """Remembers the line each entry starts on: dnspython's own error position is the
-    line after a record whose rdata failed, because the newline was already read."""
-
-    entry_line = 1
-
-    def get(self, want_leading: bool = False, want_comment: bool = False) -> dns.tokenizer.Token:
-        if want_leading:
-            self.entry_line = self.line_number
-        return super().get(want_leading, want_comment)
+_Sink = Callable[[str, bytes, int, int, bytes], None]
 
 
 def _read_master(text: str, origin: str | None, sink: _Sink) -> None:
@@ -357,39 +275,20 @@ def _read_master(text: str, origin: str | None, sink: _Sink) -> None:
             raise ZoneError(label, origin, f"bad origin: {exc}") from None
         origin_name = dns.name.from_text(origin)
         label = origin
-    records: list[tuple[dns.name.Name, int, dns.rdata.Rdata]] = []
+    records: list[tuple[bytes, int, int, bytes]] = []
 
-    def collect(name: dns.name.Name, ttl: int, rdata: dns.rdata.Rdata) -> None:
+    def emit(owner: bytes, rtype: int, ttl: int, rdata: bytes) -> None:
         if origin is None:
-            records.append((name, ttl, rdata))  # the zone is known only at the end
+            records.append((owner, rtype, ttl, rdata))  # the zone is known only at the end
         else:
-            sink(origin, wire.name_wire(name), int(rdata.rdtype), ttl, rdata)
+            sink(origin, owner, rtype, ttl, rdata)
 
-    manager = _StreamManager(origin_name)
-    txn = _StreamTransaction(manager, collect)
-    tok = _EntryTokenizer(text, "<zone>")
-    reader = dns.zonefile.Reader(
-        tok,
-        dns.rdataclass.IN,
-        txn,
-        allow_include=False,
-        allow_directives={"$ORIGIN", "$TTL", "$GENERATE"},
-    )
-    # The reader silently skips records outside its zone; claim the whole tree instead
-    # (relative names still use the origin), so the index refuses them by name.
-    reader.zone_origin = dns.name.root
     try:
-        reader.read()
-    except (dns.exception.DNSException, ValueError) as exc:
-        where = f"line {tok.entry_line}"
-        detail = str(exc) or type(exc).__name__
-        if detail.startswith("<zone>:"):
-            detail = detail.split(": ", 1)[-1]
-        if "$INCLUDE" in detail:
-            detail += "; $INCLUDE is not supported, paste the included records in instead"
-        raise ZoneError(label, where, f"master file does not parse: {detail}") from None
+        read_master(text, origin_name, emit)
+    except MasterFileError as exc:
+        raise ZoneError(label, exc.where, f"master file does not parse: {exc.reason}") from None
     if origin is None:
-        soa_owners = {name for name, _, rdata in records if rdata.rdtype == SOA}
+        soa_owners = {owner.lower() for owner, rtype, _, _ in records if rtype == SOA}
         if len(soa_owners) != 1:
             raise ZoneError(
                 label,
@@ -397,9 +296,9 @@ def _read_master(text: str, origin: str | None, sink: _Sink) -> None:
                 "cannot tell which zone this file holds: it needs exactly one SOA record, "
                 "or give the origin explicitly",
             )
-        zone = wire.to_text(wire.name_wire(soa_owners.pop()).lower())
-        for name, ttl, rdata in records:
-            sink(zone, wire.name_wire(name), int(rdata.rdtype), ttl, rdata)
+        zone = wire.to_text(soa_owners.pop())
+        for record in records:
+            sink(zone, *record)
 
 
 def _absolute(name: str) -> str:
@@ -417,6 +316,7 @@ class _Builder:
         self._origins: dict[bytes, str] = {}
         self._nodes: dict[bytes, dict[bytes, bytes | bytearray]] = {}
         self._types: dict[str, int] = {}
+        self._servable: set[int] = set()
 
     def _zone(self, zone: str) -> tuple[bytes, str]:
         known = self._zone_keys.get(zone)
@@ -440,7 +340,9 @@ class _Builder:
             rtype = int(dns.rdatatype.from_text(text.strip().upper()))
         except (dns.exception.DNSException, ValueError):
             raise ZoneError(zone, owner, f"unknown record type {text!r}") from None
-        _check_servable(zone, owner, rtype)
+        reason = _unservable(rtype)
+        if reason is not None:
+            raise ZoneError(zone, owner, reason)
         self._types[text] = rtype
         return rtype
 
@@ -454,16 +356,14 @@ class _Builder:
         rdata = _rdata_wire(origin, row.owner, rtype, row.rdata)
         self._put(apex, origin, owner, rtype, row.ttl, rdata)
 
-    def add_wire(
-        self, zone: str, owner: bytes, rtype: int, ttl: int, rdata: dns.rdata.Rdata
-    ) -> None:
+    def add_wire(self, zone: str, owner: bytes, rtype: int, ttl: int, rdata: bytes) -> None:
         apex, origin = self._zone(zone)
-        _check_servable(origin, wire.to_text(owner), rtype)
-        try:
-            data = _rdata_bytes(rdata)
-        except dns.exception.DNSException as exc:
-            raise ZoneError(origin, wire.to_text(owner), f"bad rdata: {exc}") from None
-        self._put(apex, origin, owner.lower(), rtype, ttl, data)
+        if rtype not in self._servable:
+            reason = _unservable(rtype)
+            if reason is not None:
+                raise ZoneError(origin, wire.to_text(owner), reason)
+            self._servable.add(rtype)
+        self._put(apex, origin, owner.lower(), rtype, ttl, rdata)
 
     def _put(  # noqa: PLR0917 - one record's fields, called from two places only
         self, apex: bytes, origin: str, owner: bytes, rtype: int, ttl: int, rdata: bytes
@@ -500,13 +400,12 @@ class _Builder:
         return ZoneIndex(zones, count)
 
 
-def _check_servable(zone: str, owner: str, rtype: int) -> None:
+def _unservable(rtype: int) -> str | None:
+    """Why a type can never be zone data, or None if it can."""
     kind = dns.rdatatype.RdataType.make(rtype)
     if rtype in (0, OPT) or dns.rdatatype.is_metatype(kind):
-        name = dns.rdatatype.to_text(kind)
-        raise ZoneError(
-            zone, owner, f"type {name} is a query or transport type, never zone data"
-        )
+        return f"type {dns.rdatatype.to_text(kind)} is a query or transport type, never zone data"
+    return None
 
 
 def _rdata_wire(zone: str, owner: str, rtype: int, text: str) -> bytes:
