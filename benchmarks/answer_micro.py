@@ -1,9 +1,10 @@
 """Time the pure answer path, with no sockets: index build and queries per second.
 
-Builds a generated zone (one million A records by default), reports the build time and
-the resident memory it added, then times ``answer()`` for plain A queries: one hot name,
-a working set that fits the response cache, names seen once each (every query a cache
-miss), and nonexistent names (NXDOMAIN). Run from the repository root:
+Builds a generated zone (one million A records by default) from rows and from a master
+file, reports the build times and the resident memory the index added, then times
+``answer()`` for plain A queries: one hot name, a working set that fits the response
+cache, names seen once each (every query a cache miss), and nonexistent names (NXDOMAIN).
+Run from the repository root:
 
     .venv/bin/python benchmarks/answer_micro.py [--records N] [--queries N]
 
@@ -37,6 +38,13 @@ def rows(count: int) -> Iterator[RecordRow]:
         yield RecordRow(ZONE, f"host{i}.{ZONE}", "A", 300, address)
 
 
+def master_lines(count: int) -> Iterator[str]:
+    yield f"$ORIGIN {ZONE}\n$TTL 3600\n@ SOA ns1 hostmaster 1 7200 3600 1209600 300\n"
+    yield "@ NS ns1\nns1 A 192.0.2.1\n"
+    for i in range(count):
+        yield f"host{i} 300 A 10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}\n"
+
+
 def rss_mib() -> float:
     with open("/proc/self/statm") as statm:
         pages = int(statm.read().split()[1])
@@ -67,8 +75,13 @@ def main() -> None:
     index = ZoneIndex.from_records(rows(args.records))
     built = time.perf_counter() - start
     gc.collect()
-    print(f"index: {index.record_count} records built in {built:.1f} s, "
+    print(f"index from rows: {index.record_count} records built in {built:.1f} s, "
           f"+{rss_mib() - before:.0f} MiB resident")
+    text = "".join(master_lines(args.records))
+    start = time.perf_counter()
+    ZoneIndex.from_zone_text(text, ZONE)
+    print(f"index from a master file of the same zone: {time.perf_counter() - start:.1f} s")
+    del text
 
     rng = random.Random(1)
     count = args.queries
