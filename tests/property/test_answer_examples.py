@@ -19,6 +19,7 @@ import dns.rrset
 import dns.tsigkeyring
 import pytest
 
+from valis_core.dns import answer as answer_module
 from valis_core.dns.answer import SERVER_PAYLOAD, Transport, answer, answer_general
 from valis_core.dns.zone import ZoneIndex
 
@@ -612,3 +613,30 @@ def test_the_fast_and_general_paths_give_identical_answers(
         assert answer(INDEX, wire, transport=transport) == answer_general(
             INDEX, wire, transport=transport
         )
+
+
+# --- the response cache ---------------------------------------------------------------
+
+
+def test_the_response_cache_stays_bounded_and_answers_survive_eviction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(answer_module, "CACHE_ENTRIES", 4)
+    index = ZoneIndex.from_zone_texts([(EXAMPLE_COM, "example.com.")])
+    names = [f"n{i}.wild.example.com." for i in range(10)] + ["web.example.com."] * 3
+    for name in names * 2:
+        raw = answer(index, query(name, "TXT"), transport=Transport.UDP)
+        assert raw is not None
+        assert len(index.answer_cache) <= 4
+        response = dns.message.from_wire(raw)
+        assert response.rcode() == dns.rcode.NOERROR
+        assert response.flags & dns.flags.AA
+
+
+def test_names_outside_every_zone_are_not_kept_in_the_cache() -> None:
+    index = ZoneIndex.from_zone_texts([(EXAMPLE_COM, "example.com.")])
+    for i in range(20):
+        raw = answer(index, query(f"n{i}.example.net.", "A"), transport=Transport.UDP)
+        assert raw is not None
+        assert dns.message.from_wire(raw).rcode() == dns.rcode.REFUSED
+    assert len(index.answer_cache) == 0

@@ -183,10 +183,7 @@ def answer(index: ZoneIndex, query: bytes, *, transport: Transport) -> bytes | N
                     cache = index.answer_cache
                     entry: Entry | None = cache.get(key)
                     if entry is None:
-                        entry = _resolve(index, key[:-2], qtype)
-                        cache[key] = entry
-                        if len(cache) > CACHE_ENTRIES:
-                            cache.popitem(last=False)
+                        entry = _miss(index, key, qtype)
                     else:
                         cache.move_to_end(key)
                     return _assemble(entry, query, qend, payload, opt, tcp=transport is _TCP)
@@ -260,13 +257,23 @@ def _answer(index: ZoneIndex, query: bytes, tcp: bool, general: bool) -> bytes |
     cache = index.answer_cache
     entry: Entry | None = cache.get(key)
     if entry is None:
-        entry = _resolve(index, key[:-2], qtype)
-        cache[key] = entry
-        if len(cache) > CACHE_ENTRIES:
-            cache.popitem(last=False)
+        entry = _miss(index, key, qtype)
     else:
         cache.move_to_end(key)
     return _assemble(entry, query, qend, payload, opt, tcp=tcp)
+
+
+def _miss(index: ZoneIndex, key: bytes, qtype: int) -> Entry:
+    """Resolve a question the cache does not hold, and keep the answer. Names outside
+    every zone are not kept: refusing them is cheap, and a scan of random names would
+    otherwise push the served names out of the cache."""
+    entry = _resolve(index, key[:-2], qtype)
+    if entry is not _REFUSED_ENTRY:
+        cache = index.answer_cache
+        cache[key] = entry
+        if len(cache) > CACHE_ENTRIES:
+            cache.popitem(last=False)
+    return entry
 
 
 def _assemble(

@@ -176,6 +176,12 @@ class ZoneIndex:
     __slots__ = ("_by_apex", "_origins", "_record_count", "answer_cache")
 
     def __init__(self, zones: Iterable[ServedZone], record_count: int) -> None:
+        """Combine already-built zones (from other indexes) into one index.
+
+        Each zone's ``parent`` is relinked to this index's zones, so pass copies of zones
+        that another index still serves (``copy.copy`` is enough: the records are shared
+        and never change). The ``from_*`` constructors are the usual way in.
+        """
         self._by_apex = {zone.apex: zone for zone in zones}
         for zone in self._by_apex.values():
             if zone.apex != wire.ROOT:
