@@ -185,7 +185,10 @@ def answer(index: ZoneIndex, query: bytes, *, transport: Transport) -> bytes | N
                     if entry is None:
                         entry = _miss(index, key, qtype)
                     else:
-                        cache.move_to_end(key)
+                        try:  # noqa: SIM105 - contextlib.suppress costs more per query
+                            cache.move_to_end(key)
+                        except KeyError:  # evicted meanwhile by a caller on another thread
+                            pass
                     return _assemble(entry, query, qend, payload, opt, tcp=transport is _TCP)
         return _answer(index, query, transport is Transport.TCP, general=False)
     except Exception:  # malformed input must never take a server down
@@ -260,7 +263,10 @@ def _answer(index: ZoneIndex, query: bytes, tcp: bool, general: bool) -> bytes |
     if entry is None:
         entry = _miss(index, key, qtype)
     else:
-        cache.move_to_end(key)
+        try:  # noqa: SIM105 - as in ``answer``
+            cache.move_to_end(key)
+        except KeyError:
+            pass
     return _assemble(entry, query, qend, payload, opt, tcp=tcp)
 
 
@@ -272,8 +278,11 @@ def _miss(index: ZoneIndex, key: bytes, qtype: int) -> Entry:
     if entry is not _REFUSED_ENTRY:
         cache = index.answer_cache
         cache[key] = entry
-        if len(cache) > CACHE_ENTRIES:
-            cache.popitem(last=False)
+        while len(cache) > CACHE_ENTRIES:
+            try:
+                cache.popitem(last=False)
+            except KeyError:  # emptied meanwhile by a caller on another thread
+                break
     return entry
 
 
