@@ -14,9 +14,9 @@ only then parks in ``wait_readable``. Every ``UDP_BATCH`` datagrams it passes a
 checkpoint, so a flood can neither starve other tasks nor delay cancellation. Everything
 runs on the trio thread, so the engine and its response cache are never shared between
 threads. (A loop in a worker thread parked in a blocking ``poll`` spends about a fifth
-less CPU per query at moderate rates, where each wake-up carries only a few datagrams;
-it would share the engine's cache across threads and contend with the trio thread for
-the GIL, so it is not used. Figures in docs/performance.md.)
+less CPU per query at moderate rates, where each wake-up carries only a few datagrams,
+but under load it contends with the trio thread for the GIL at every socket call, so it
+is not used. Figures in docs/performance.md.)
 
 TCP (RFC 7766): 2-byte length framing, any number of pipelined queries per connection,
 one task per connection, an idle timeout (a connection must complete a query within
