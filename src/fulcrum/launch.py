@@ -17,7 +17,6 @@ import pwd
 import shutil
 from collections.abc import Mapping
 from contextlib import ExitStack
-from pathlib import Path
 
 from fulcrum import firewall, netns
 from fulcrum.bind import UnitSockets, bind_unit_sockets
@@ -31,11 +30,8 @@ from fulcrum.exec_chain import (
 from fulcrum.supervise import StopLatch, run_resident
 from valis_core.launch import LaunchRecord
 from valis_core.launcher_config import (
-    DEFAULT_PATH,
     LauncherConfig,
-    LauncherConfigError,
     firewall_accept_set,
-    parse_launcher_config,
 )
 
 log = logging.getLogger(__name__)
@@ -43,23 +39,6 @@ log = logging.getLogger(__name__)
 #: How long the resident gets to stop after the forwarded signal before SIGKILL.
 STOP_TIMEOUT = 20.0
 REQUIRED_TOOLS: tuple[str, ...] = ("ip", "setpriv", "env", "nsenter", "nft")
-
-
-def read_config(path: Path = DEFAULT_PATH) -> LauncherConfig:
-    """Read and validate the launcher config; every refusal names the file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise LauncherError(
-            f"launcher config {path} does not exist; provision it with "
-            f"`fulcrum config produce --out {path} ...`"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LauncherError(f"launcher config {path} cannot be read: {exc}") from None
-    try:
-        return parse_launcher_config(text)
-    except LauncherConfigError as exc:
-        raise LauncherError(f"{path}: {exc}") from exc
 
 
 def launch(

@@ -352,6 +352,6 @@ def test_missing_config_is_refused_naming_its_path(tmp_path: Path) -> None:
     result = run([FULCRUM, "launch", "--config", str(path)], check=False)
     assert result.returncode == 1
     assert result.stderr.strip() == (
-        f"fulcrum: launcher config {path} does not exist; provision it with "
-        f"`fulcrum config produce --out {path} ...`"
+        f"fulcrum: launcher config: no file at {path}; "
+        "produce one with `fulcrum config produce`"
     )

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fulcrum.launch import STOP_TIMEOUT, launch, read_config
+from fulcrum.launch import STOP_TIMEOUT, launch
+from fulcrum.provisioning import load_launcher_config
 from valis_core.launcher_config import DEFAULT_PATH
 
 
@@ -48,5 +49,5 @@ def run(args: argparse.Namespace) -> int:
     logger = logging.getLogger("fulcrum")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
-    cfg = read_config(args.config)
+    cfg = load_launcher_config(args.config)
     return launch(cfg, os.environ, stop_timeout=args.stop_timeout)
