@@ -31,6 +31,17 @@ _EUID_LOCK = threading.Lock()
 _DATABASE_NUMBERS = itertools.count(1)
 
 
+def runtime_bin() -> Path:
+    """The bin directory of a valis environment the run account can traverse.
+
+    This checkout's own .venv may sit under a directory the run account cannot enter
+    (a clone under a 0700 home), so commands run as another account come from there.
+    """
+    from tests.scenario.resident_harness import resident_runtime
+
+    return Path(resident_runtime()).parent
+
+
 def ensure_system_user(name: str = RUN_USER) -> pwd.struct_passwd:
     """Create the run account as a system user with its own group, if it is absent."""
     with contextlib.suppress(KeyError):
@@ -84,7 +95,7 @@ def run_as(
     """Run ``argv`` as the real OS account ``user`` (setpriv), capturing its output."""
     account = pwd.getpwnam(user)
     env = {
-        "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",
+        "PATH": f"{runtime_bin()}:/usr/local/bin:/usr/bin:/bin",
         "HOME": "/nonexistent",
         "LC_ALL": "C.UTF-8",
     }

@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from tests.scenario.operator_state_helpers import soa_zone
-from tests.scenario.pg import VENV_BIN, PgCluster, run_as
+from tests.scenario.pg import PgCluster, run_as, runtime_bin
 from valis_core.dns.zone import parse_zone_text
 from valis_core.operator_state.connection import OperatorStateError
 from valis_core.operator_state.schema import MIGRATION_LOCK_KEY, migrate, shipped_migrations
@@ -29,7 +29,6 @@ from valis_core.operator_state.zones import list_zones, replace_zone
 
 DATA = Path(__file__).parent / "data"
 EXAMPLE_ORG = DATA / "example.org.zone"
-VALIS = str(VENV_BIN / "valis")
 
 FULL_FACTS = {
     "VALIS_NODE_NAME": "origin-1",
@@ -42,7 +41,7 @@ FULL_FACTS = {
 
 def valis(*argv: str, input_text: str | None = None) -> tuple[int, str, str]:
     """Run the ``valis`` CLI as the run account, the way an operator would with sudo -u."""
-    result = run_as("valis", [VALIS, *argv], input_text=input_text)
+    result = run_as("valis", [str(runtime_bin() / "valis"), *argv], input_text=input_text)
     return result.returncode, result.stdout, result.stderr
 
 
@@ -238,7 +237,8 @@ def test_a_long_import_shows_progress_when_stderr_is_a_terminal(
         account = pwd.getpwnam("valis")
         result = subprocess.run(
             ["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}",
-             "--init-groups", "--", VALIS, "zone", "import", "--dsn", state_dsn, str(big)],
+             "--init-groups", "--", str(runtime_bin() / "valis"),
+             "zone", "import", "--dsn", state_dsn, str(big)],
             stdout=subprocess.PIPE, stderr=terminal, text=True, timeout=120, check=False,
         )  # fmt: skip
         os.close(terminal)
@@ -313,7 +313,7 @@ def test_zone_check_judges_a_file_without_a_database(run_account_dir: Path) -> N
 
 
 def test_zone_commands_as_another_account_are_refused(state_dsn: str) -> None:
-    result = run_as("nobody", [VALIS, "zone", "list", "--dsn", state_dsn])
+    result = run_as("nobody", [str(runtime_bin() / "valis"), "zone", "list", "--dsn", state_dsn])
     assert result.returncode == 1
     assert "Peer authentication failed" in result.stderr
     assert "is this the OS account its role maps to?" in result.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.scenario.pg import VENV_BIN, PgCluster, connect_as, run_as
+from tests.scenario.pg import PgCluster, connect_as, run_as, runtime_bin
 
 _LISTEN = "0A"
 
@@ -51,7 +51,7 @@ def test_run_account_connects_as_valis_without_a_password(pg_cluster: PgCluster)
         "c = psycopg.connect(sys.argv[1]); "
         "print(c.execute('SELECT current_user, session_user').fetchone()[0])"
     )
-    result = run_as("valis", [str(VENV_BIN / "python"), "-c", snippet, pg_cluster.dsn])
+    result = run_as("valis", [str(runtime_bin() / "python"), "-c", snippet, pg_cluster.dsn])
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "valis"
     assert "password" not in pg_cluster.dsn
