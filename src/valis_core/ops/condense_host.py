@@ -1,0 +1,189 @@
+"""The real host a condense plan runs against: a state directory, a run account, the
+operator-state database and one serving unit.
+
+``LocalCondenseHost`` does each step of ``valis_core.ops.condense`` for real, reusing the
+pieces that own each concern: ``materialise_genesis`` and ``restore_backup`` for durable
+state, the configuration store's file for site facts, ``PgZoneSource.load`` to prove a
+zone servable exactly as the resident will load it, the SQL fence (seed or claim), a
+``UnitController`` to start the unit, and a DNS query to the served address for the
+read-back. Everything written into the state directory is owned by the run account,
+because the resident (never root) must read it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import dns.exception
+import dns.flags
+import dns.message
+import dns.query
+import dns.rcode
+import dns.rdatatype
+import psycopg
+import trio
+
+from valis_core.apply.unit_control import UnitController
+from valis_core.atomic import write_atomic
+from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
+from valis_core.operator_state.site_facts import check_site_facts, write_site_facts
+from valis_core.operator_state.zone_source import PgZoneSource
+from valis_core.ops.backup import restore_backup
+from valis_core.ops.condense import CondenseError, Step
+from valis_core.resident.config_store import DIR_MODE, STORE_MODE, open_config_store, store_path
+from valis_core.store.head import HEAD_MODE, head_path, materialise_genesis, read_store_head
+from valis_core.store.manifest import dumps
+
+Connect = Callable[[], psycopg.Connection[Any]]
+"""A new autocommit connection to the operator-state database."""
+
+READY_TIMEOUT = 60.0
+SOA_TIMEOUT = 10.0
+_SOA_ATTEMPT = 1.0
+
+
+class CondenseHostError(CondenseError):
+    """One step could not be done on this host."""
+
+
+@attrs.define
+class LocalCondenseHost:
+    """Condense onto this machine.
+
+    ``assess`` raises when the host is not ready (the CLI passes every clause of
+    ``valis assess``). ``facts`` are the site facts to render into the configuration store
+    (the new location's for evacuate); None keeps the store a backup restored.
+    ``holder`` names this instance at the fence (``node@location``, as the resident
+    names itself). ``dns_address`` is where the unit serves, for the apex SOA read-back.
+    """
+
+    state_dir: Path
+    run_account: tuple[int, int]
+    connect: Connect
+    unit: UnitController
+    holder: str
+    dns_address: tuple[str, int]
+    assess: Callable[[], None]
+    facts: Mapping[str, str] | None = None
+    ready_timeout: float = READY_TIMEOUT
+    soa_timeout: float = SOA_TIMEOUT
+
+    def assess_host(self, step: Step) -> None:
+        self.assess()
+
+    def materialise_durable_state(self, step: Step) -> None:
+        if step.backup is None:
+            if not self.state_dir.is_dir():
+                raise CondenseHostError(
+                    f"state directory {self.state_dir} does not exist; create it owned by "
+                    "the run account (mode 0700)"
+                )
+            manifest, _ = materialise_genesis(self.state_dir)
+            self._own(head_path(self.state_dir).parent, head_path(self.state_dir))
+        else:
+            restore_backup(Path(step.backup), self.state_dir, owner=self.run_account)
+            found = read_store_head(self.state_dir)
+            if found is None:
+                raise CondenseHostError(f"the backup set {step.backup} restored no store head")
+            manifest = found
+        if manifest.generation != step.generation:
+            raise CondenseHostError(
+                f"the store head of {self.state_dir} is at generation {manifest.generation}, "
+                f"not {step.generation}; condense only into a fresh state directory"
+            )
+
+    def condense_modules(self, step: Step) -> None:
+        # The modules the head pins are what the resident loads at boot; the durable
+        # runtime they need is the head itself, which must be here and readable.
+        if read_store_head(self.state_dir) is None:
+            raise CondenseHostError(
+                f"no store head in {self.state_dir}: durable state was never materialised"
+            )
+
+    def render_site_facts(self, step: Step) -> None:
+        path = store_path(self.state_dir)
+        if self.facts is not None:
+            check_site_facts(self.facts)
+            path.parent.mkdir(mode=DIR_MODE, exist_ok=True)
+            write_site_facts(path, self.facts, mode=STORE_MODE)
+            self._own(path.parent, path)
+        # Read back through the resident's own reader (an empty environment: the store
+        # alone must carry every fact).
+        open_config_store(self.state_dir, {})
+
+    def prove_zone_servable(self, step: Step) -> None:
+        assert step.zone is not None
+        source = PgZoneSource(self.connect, [step.zone])
+        try:
+            trio.run(source.load)
+        finally:
+            source.close()
+
+    def seed_fence(self, step: Step) -> None:
+        with self.connect() as conn:
+            seeded = seed_instance_fence(conn, self.holder)
+        if seeded.generation != step.generation:
+            raise CondenseHostError(
+                f"the fence already stands at generation {seeded.generation} (held by "
+                f"{seeded.holder}); a genesis node could never write there: evacuate or "
+                "restore from that holder's backup instead"
+            )
+
+    def claim_fence(self, step: Step) -> None:
+        assert step.generation is not None
+        with self.connect() as conn:
+            claim_instance_fence(conn, step.generation, self.holder)
+        manifest = read_store_head(self.state_dir)
+        if manifest is None:
+            raise CondenseHostError(f"no store head in {self.state_dir} to record the claim")
+        path = head_path(self.state_dir)
+        write_atomic(path, dumps(attrs.evolve(manifest, generation=step.generation)),
+                     mode=HEAD_MODE)
+        self._own(path)
+
+    def start_unit(self, step: Step) -> None:
+        self.unit.restart()
+
+    def read_back_ready(self, step: Step) -> None:
+        if not self.unit.wait_up(self.ready_timeout):
+            raise CondenseHostError(
+                f"the unit did not say READY=1 within {self.ready_timeout:.0f}s; read its "
+                "log for the bring-up stage that failed"
+            )
+
+    def read_back_apex_soa(self, step: Step) -> None:
+        assert step.zone is not None
+        host, port = self.dns_address
+        query = dns.message.make_query(step.zone, dns.rdatatype.SOA)
+        deadline = time.monotonic() + self.soa_timeout
+        problem = "no answer"
+        while time.monotonic() < deadline:
+            try:
+                response = dns.query.udp(query, host, port=port, timeout=_SOA_ATTEMPT)
+            except (dns.exception.DNSException, OSError) as exc:
+                problem = f"no answer ({exc or type(exc).__name__})"
+                time.sleep(0.1)
+                continue
+            authoritative = bool(response.flags & dns.flags.AA)
+            has_soa = any(r.rdtype == dns.rdatatype.SOA for r in response.answer)
+            if response.rcode() == dns.rcode.NOERROR and authoritative and has_soa:
+                return
+            problem = (
+                f"rcode {dns.rcode.to_text(response.rcode())}, "
+                f"{'authoritative' if authoritative else 'not authoritative'}, "
+                f"{'with' if has_soa else 'without'} the SOA"
+            )
+            time.sleep(0.1)
+        raise CondenseHostError(
+            f"the apex SOA of {step.zone} at {host} port {port}: {problem}"
+        )
+
+    def _own(self, *paths: Path) -> None:
+        uid, gid = self.run_account
+        for path in paths:
+            os.chown(path, uid, gid)
