@@ -1,0 +1,217 @@
+"""The proving ground's ``deploy_from_genesis``: a host provisioned as an operator would,
+launched by ``fulcrum launch`` as systemd would, and questioned as the Internet would.
+
+Provisioning: the run account ``valis``; a state directory rooted somewhere of the
+test's choosing, owned by that account and named to the unit by ``STATE_DIRECTORY``
+(as ``StateDirectory=`` does); the launcher config written by ``fulcrum config
+produce``; a private PostgreSQL cluster reached by peer authentication, its schema
+migrated and a zone imported with the ``valis`` CLI run as the account; the site facts in
+fulcrum's environment. Then fulcrum runs until the resident says ``READY=1``, the node is
+asked from the client namespace, its resident is inspected through ``/proc``, and a
+SIGTERM to fulcrum must leave the host as it was found.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_root
+from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user, run_as
+from tests.scenario.proving_ground import (
+    FULCRUM,
+    GATEWAY,
+    PREFIX,
+    UNIT_IP,
+    Fulcrum,
+    Ground,
+    NotifyListener,
+    dig,
+    host_has_link,
+    ip_json,
+    listener_in_pid,
+    netns_names,
+    process_gone,
+    run,
+    run_in_pid,
+    sweep_stale,
+    tcp_exchange,
+    tcp_exchange_in_pid,
+    udp_exchange,
+    wait_for,
+)
+from tests.scenario.resident_harness import REPO, resident_runtime
+
+ZONE = "example.test."
+OUTSIDE = "elsewhere.invalid."
+ZONE_FILE = REPO / "docs" / "examples" / "example.test.zone"
+READY_TIMEOUT = 120.0
+ZERO_CAPS = "0000000000000000"
+
+
+@pytest.fixture
+def ground() -> Iterator[Ground]:
+    require_root()
+    sweep_stale()
+    built = Ground().build()
+    try:
+        yield built
+    finally:
+        built.cleanup()
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    """Where this host's files live: traversable by the run account, removed after."""
+    require_root()
+    path = Path(tempfile.mkdtemp(prefix="vl-genesis-", dir="/tmp"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def provision_state_dir(root: Path) -> Path:
+    """The unit's state directory under ``root``, handed to the run account (0700)."""
+    account = ensure_system_user(RUN_USER)
+    state_dir = root / "var" / "lib" / "valis-dns"
+    state_dir.mkdir(parents=True, mode=0o755)
+    state_dir.chmod(0o700)
+    os.chown(state_dir, account.pw_uid, account.pw_gid)
+    return state_dir
+
+
+def produce_launcher_config(ground: Ground, root: Path, valis: str) -> Path:
+    """``fulcrum config produce`` for this host, then ``fulcrum config verify`` of it."""
+    out = root / "etc" / "fulcrum" / "launcher.toml"
+    out.parent.parent.mkdir(mode=0o755)
+    run([
+        FULCRUM, "config", "produce", "--out", str(out),
+        "--netns-name", ground.unit_netns,
+        "--unit-ip", UNIT_IP,
+        "--unit-cidr", str(PREFIX),
+        "--public-interface", ground.nic,
+        "--public-gateway", GATEWAY,
+        "--mode", "dedicated",
+        "--designated-port", "53",
+        "--catchall-object-path", "/opt/valis/lib/sk-lookup-catchall.bpf.o",
+        "--valis-command", valis,
+    ])  # fmt: skip
+    info = out.stat()
+    assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (0, 0o644)
+    assert "ok" in run([FULCRUM, "config", "verify", str(out)]).stdout
+    return out
+
+
+def provision_operator_state(pg_cluster: PgCluster, root: Path, valis: str) -> str:
+    """A fresh operator-state database, migrated, ``example.test.`` imported; its DSN."""
+    dsn = pg_cluster.new_database("genesis")
+    zone_file = root / "example.test.zone"
+    shutil.copy(ZONE_FILE, zone_file)
+    zone_file.chmod(0o644)
+    for argv in (["db", "migrate", "--dsn", dsn], ["zone", "import", "--dsn", dsn, str(zone_file)]):
+        result = run_as(RUN_USER, [valis, *argv])
+        assert result.returncode == 0, result.stderr
+    return dsn
+
+
+def resident_pid(fulcrum: Fulcrum) -> int:
+    """The resident: fulcrum's one child, found through /proc rather than fulcrum's word."""
+    parent = fulcrum.process.pid
+    children: list[int] = []
+    for task in Path(f"/proc/{parent}/task").iterdir():
+        children += [int(pid) for pid in (task / "children").read_text().split()]
+    assert len(children) == 1, f"fulcrum has children {children}"
+    return children[0]
+
+
+def proc_status(pid: int) -> dict[str, str]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {key: value.strip() for key, _, value in (line.partition(":") for line in lines)}
+
+
+def test_a_host_provisioned_from_genesis_serves_its_zone_locked_down_and_stops_clean(
+    ground: Ground, workdir: Path, pg_cluster: PgCluster
+) -> None:
+    # -- provision ------------------------------------------------------------------------
+    account = ensure_system_user(RUN_USER)
+    valis = resident_runtime()
+    state_dir = provision_state_dir(workdir)
+    config = produce_launcher_config(ground, workdir, valis)
+    dsn = provision_operator_state(pg_cluster, workdir, valis)
+    notify_dir = workdir / "notify"
+    notify_dir.mkdir()
+    notify = NotifyListener(notify_dir)
+    nic_index = ip_json(["link", "show", "dev", ground.nic])[0]["ifindex"]
+    environment = {
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+        "NOTIFY_SOCKET": str(notify.path),
+        "STATE_DIRECTORY": str(state_dir),
+        "VALIS_NODE_NAME": "node-a",
+        "VALIS_LOCATION": "proving-ground",
+        "VALIS_OPERATOR_STATE_DSN": dsn,
+        "VALIS_SERVED_ZONES": ZONE,
+    }
+
+    # -- launch ---------------------------------------------------------------------------
+    fulcrum = Fulcrum.start(config, environment, workdir)
+    try:
+        try:
+            notify.wait_for("READY", "1", READY_TIMEOUT)
+        except TimeoutError:
+            fulcrum.stop()
+            raise AssertionError(f"no READY=1 from the unit:\n{fulcrum.stderr}") from None
+        pid = resident_pid(fulcrum)
+
+        # -- the node, asked from outside ---------------------------------------------------
+        for tcp in (False, True):
+            soa = dig(ground.client, UNIT_IP, ZONE, "SOA", tcp=tcp)
+            assert (soa.status, soa.authoritative) == ("NOERROR", True), soa.raw
+            assert [line.split()[3] for line in soa.answer] == ["SOA"], soa.raw
+        outside = dig(ground.client, UNIT_IP, OUTSIDE, "SOA")
+        assert outside.status == "REFUSED", outside.raw
+
+        with listener_in_pid(pid, 8080):
+            assert tcp_exchange_in_pid(pid, UNIT_IP, 8080)["ok"], "the listener is up inside"
+            from_client = tcp_exchange(ground.client, UNIT_IP, 8080, timeout=1.0)
+            assert not from_client["ok"], "8080 is not in the accept set"
+
+        # -- the resident, from /proc ---------------------------------------------------------
+        status = proc_status(pid)
+        assert status["Uid"].split() == [str(account.pw_uid)] * 4
+        for caps in ("CapEff", "CapPrm", "CapBnd"):
+            assert status[caps] == ZERO_CAPS, caps
+        assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+        assert run_in_pid(pid, ["nft", "list", "table", "inet", "fulcrum"]).returncode == 0
+
+        # -- the genesis owner seed, where the state directory is rooted (bytes unread) -------
+        seed = os.lstat(state_dir / "owner.key")
+        assert stat.S_ISREG(seed.st_mode)
+        assert stat.S_IMODE(seed.st_mode) == 0o600
+        assert (seed.st_uid, seed.st_gid) == (account.pw_uid, account.pw_gid)
+
+        # -- SIGTERM to fulcrum ---------------------------------------------------------------
+        fulcrum.signal(signal.SIGTERM)
+        assert fulcrum.wait() == 0, fulcrum.stderr
+    finally:
+        if fulcrum.process.poll() is None:
+            fulcrum.stop()
+        notify.close()
+
+    wait_for(lambda: process_gone(pid), 10.0, "the resident to be reaped")
+    assert ground.unit_netns not in netns_names()
+    host_tables = run(["nft", "list", "tables"]).stdout
+    assert "inet fulcrum" not in host_tables
+    assert host_has_link(ground.nic), "the NIC did not come back to the host namespace"
+    assert ip_json(["link", "show", "dev", ground.nic])[0]["ifindex"] == nic_index
+    assert not udp_exchange(ground.client, UNIT_IP, 53, "anyone?", timeout=1.0)["ok"]
+    assert not tcp_exchange(ground.client, UNIT_IP, 53, timeout=1.0)["ok"]
+    assert f"unit {ground.unit_netns} torn down" in fulcrum.stderr
