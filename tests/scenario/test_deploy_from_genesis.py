@@ -54,6 +54,7 @@ OUTSIDE = "elsewhere.invalid."
 ZONE_FILE = REPO / "docs" / "examples" / "example.test.zone"
 READY_TIMEOUT = 120.0
 ZERO_CAPS = "0000000000000000"
+SERIAL = "2024010101"
 
 
 @pytest.fixture
@@ -176,6 +177,7 @@ def test_a_host_provisioned_from_genesis_serves_its_zone_locked_down_and_stops_c
             soa = dig(ground.client, UNIT_IP, ZONE, "SOA", tcp=tcp)
             assert (soa.status, soa.authoritative) == ("NOERROR", True), soa.raw
             assert [line.split()[3] for line in soa.answer] == ["SOA"], soa.raw
+            assert soa.answer[0].split()[6] == SERIAL, soa.raw
         outside = dig(ground.client, UNIT_IP, OUTSIDE, "SOA")
         assert outside.status == "REFUSED", outside.raw
 
@@ -214,4 +216,8 @@ def test_a_host_provisioned_from_genesis_serves_its_zone_locked_down_and_stops_c
     assert ip_json(["link", "show", "dev", ground.nic])[0]["ifindex"] == nic_index
     assert not udp_exchange(ground.client, UNIT_IP, 53, "anyone?", timeout=1.0)["ok"]
     assert not tcp_exchange(ground.client, UNIT_IP, 53, timeout=1.0)["ok"]
-    assert f"unit {ground.unit_netns} torn down" in fulcrum.stderr
+    log = fulcrum.stderr
+    assert "genesis manifest written at generation 0" in log
+    assert "minted at genesis" in log
+    assert "resident stopped on SIGTERM" in log
+    assert f"unit {ground.unit_netns} torn down" in log
