@@ -28,7 +28,7 @@ import dns.rdatatype
 import psycopg
 import trio
 
-from valis_core.apply.unit_control import UnitController
+from valis_core.apply.unit_control import ProcessUnitController, UnitController
 from valis_core.atomic import write_atomic
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
 from valis_core.operator_state.site_facts import check_site_facts, write_site_facts
@@ -187,3 +187,15 @@ class LocalCondenseHost:
         uid, gid = self.run_account
         for path in paths:
             os.chown(path, uid, gid)
+
+
+def let_unit_notify(unit: ProcessUnitController, run_account: tuple[int, int]) -> None:
+    """Let the run account reach ``unit``'s ``NOTIFY_SOCKET``.
+
+    The controller's socket lives in a 0700 directory of whoever made it (root here);
+    the resident runs as the run account behind a launcher that drops privilege, and
+    says READY=1 itself, so the directory and the socket become the run account's.
+    """
+    uid, gid = run_account
+    os.chown(os.path.dirname(unit.notify_path), uid, gid)
+    os.chown(unit.notify_path, uid, gid)

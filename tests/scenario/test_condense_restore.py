@@ -1,0 +1,207 @@
+"""Condense onto a real host: deploy from genesis, then restore a killed node from its
+backup set into a fresh state directory.
+
+The unit is supervised by ``ProcessUnitController``: a root stand-in for the launcher
+binds the DNS pair on a loopback port and execs the resident as the run account (the
+inherited-descriptor path it takes under fulcrum), and the resident's READY=1 reaches
+the controller's notify socket.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import dns.flags
+import dns.message
+import dns.query
+import dns.rdatatype
+import pytest
+
+from tests.conftest import require_root
+from tests.scenario.operator_state_helpers import soa_zone
+from tests.scenario.pg import RUN_USER, PgCluster, connect_as
+from tests.scenario.resident_harness import make_state_dir, resident_runtime, site_facts
+from valis_core.apply.unit_control import ProcessUnitController
+from valis_core.dns.zone import parse_zone_text
+from valis_core.identity.custody import keyfile_path
+from valis_core.operator_state.fence import read_instance_fence
+from valis_core.operator_state.zones import replace_zone
+from valis_core.ops.backup import create_backup, verify_backup_set
+from valis_core.ops.condense import (
+    CondenseFailed,
+    CondenseRequest,
+    RequestKind,
+    StepKind,
+    condense_onto_host,
+)
+from valis_core.ops.condense_host import LocalCondenseHost, let_unit_notify
+from valis_core.ops.host_readiness import AssessConfig, assess_host
+from valis_core.ops.local_probe import LocalHostProbe
+from valis_core.store.head import read_store_head
+
+ZONE = "example.test."
+HOLDER = "node-a@loopback"
+
+LAUNCHER = """
+import os, socket, sys
+from pathlib import Path
+from valis_core.resident.dev_launcher import bind_dns_pair, resident_argv
+port, state_dir, uid, gid, runtime = sys.argv[1:6]
+udp, tcp = bind_dns_pair(socket.AF_INET, "127.0.0.1", int(port))
+for sock in (udp, tcp):
+    os.set_inheritable(sock.fileno(), True)
+argv = resident_argv([runtime], udp.fileno(), tcp.fileno(), int(port), Path(state_dir))
+os.execvp("setpriv", ["setpriv", "--reuid=" + uid, "--regid=" + gid, "--init-groups", "--",
+                      *argv])
+"""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def run_account() -> tuple[int, int]:
+    account = pwd.getpwnam(RUN_USER)
+    return account.pw_uid, account.pw_gid
+
+
+@pytest.fixture
+def zone_dsn(pg_cluster: PgCluster, state_dsn: str) -> str:
+    with pg_cluster.connect(state_dsn) as conn:
+        replace_zone(conn, parse_zone_text(soa_zone(ZONE), ZONE))
+    return state_dsn
+
+
+@pytest.fixture
+def workdir(run_account_dir: Path) -> Path:
+    require_root()
+    return run_account_dir
+
+
+def assess_unsupervised(state_dir: Path, cluster: PgCluster) -> None:
+    """Every clause of ``valis assess`` for a host without fulcrum must pass."""
+    config = AssessConfig(
+        state_dir=str(state_dir),
+        run_account=RUN_USER,
+        binary=(resident_runtime(),),
+        supervised=False,
+        pg_socket_dir=str(cluster.cluster.socket_dir),
+        pg_port=cluster.cluster.port,
+    )
+    assessment = assess_host(LocalHostProbe(), config)
+    assert assessment.ok, [clause for clause in assessment.clauses if not clause.ok]
+
+
+class Node:
+    """One node: its state directory, its unit, the host condense runs against."""
+
+    def __init__(self, workdir: Path, cluster: PgCluster, dsn: str, *, facts: bool) -> None:
+        self.state_dir = make_state_dir(workdir)
+        self.port = free_port()
+        uid, gid = run_account()
+        command = [
+            sys.executable, "-c", LAUNCHER, str(self.port), str(self.state_dir), str(uid),
+            str(gid), resident_runtime(),
+        ]
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
+        self.unit = ProcessUnitController(command, env=env, cwd="/", stop_timeout=10.0)
+        let_unit_notify(self.unit, (uid, gid))
+        self.host = LocalCondenseHost(
+            state_dir=self.state_dir,
+            run_account=(uid, gid),
+            connect=lambda: connect_as(RUN_USER, dsn, autocommit=True),
+            unit=self.unit,
+            holder=HOLDER,
+            dns_address=("127.0.0.1", self.port),
+            assess=lambda: assess_unsupervised(self.state_dir, cluster),
+            facts=site_facts(dsn) if facts else None,
+        )
+
+    def ask_soa(self) -> dns.message.Message:
+        query = dns.message.make_query(ZONE, dns.rdatatype.SOA)
+        return dns.query.udp(query, "127.0.0.1", port=self.port, timeout=5)
+
+
+@pytest.fixture
+def nodes(workdir: Path) -> Iterator[list[Node]]:
+    made: list[Node] = []
+    yield made
+    for node in made:
+        node.unit.close()
+
+
+def deploy(workdir: Path, cluster: PgCluster, dsn: str, nodes: list[Node]) -> Node:
+    node = Node(workdir, cluster, dsn, facts=True)
+    nodes.append(node)
+    condense_onto_host(CondenseRequest(RequestKind.GENESIS, [ZONE]), node.host)
+    return node
+
+
+def fence_generation(pg_cluster: PgCluster, dsn: str) -> int:
+    with pg_cluster.connect(dsn) as conn:
+        fence = read_instance_fence(conn)
+    assert fence is not None
+    return fence.generation
+
+
+def test_condense_genesis_deploys_a_node_that_answers_its_apex_authoritatively(
+    pg_cluster: PgCluster, zone_dsn: str, workdir: Path, nodes: list[Node]
+) -> None:
+    node = deploy(workdir, pg_cluster, zone_dsn, nodes)
+    assert node.unit.is_up()
+    response = node.ask_soa()
+    assert response.flags & dns.flags.AA
+    assert fence_generation(pg_cluster, zone_dsn) == 0
+    head = read_store_head(node.state_dir)
+    assert head is not None
+    assert head.generation == 0
+
+
+def test_condense_restore_reproduces_the_owner_seed_serves_and_advances_the_fence(
+    pg_cluster: PgCluster, zone_dsn: str, workdir: Path, nodes: list[Node]
+) -> None:
+    origin = deploy(workdir, pg_cluster, zone_dsn, nodes)
+    archive = workdir / "origin.backup"
+    create_backup(origin.state_dir, archive)
+    backed_up = verify_backup_set(archive)
+    origin.unit.signal(signal.SIGKILL)
+    assert origin.unit.wait_exit(30) != 0
+
+    restored = Node(workdir, pg_cluster, zone_dsn, facts=False)
+    nodes.append(restored)
+    request = CondenseRequest(
+        RequestKind.RESTORE, [ZONE], backup=str(archive),
+        backup_generation=backed_up.generation,
+    )
+    condense_onto_host(request, restored.host)
+
+    seed = keyfile_path(restored.state_dir).read_bytes()
+    assert seed == keyfile_path(origin.state_dir).read_bytes()
+    assert restored.ask_soa().flags & dns.flags.AA
+    assert fence_generation(pg_cluster, zone_dsn) == backed_up.generation + 1
+    head = read_store_head(restored.state_dir)
+    assert head is not None
+    assert head.generation == backed_up.generation + 1
+
+
+def test_condense_a_zone_missing_from_operator_state_never_starts_the_unit(
+    pg_cluster: PgCluster, state_dsn: str, workdir: Path, nodes: list[Node]
+) -> None:
+    node = Node(workdir, pg_cluster, state_dsn, facts=True)
+    nodes.append(node)
+    with pytest.raises(CondenseFailed) as failed:
+        condense_onto_host(CondenseRequest(RequestKind.GENESIS, [ZONE]), node.host)
+    assert failed.value.step.kind is StepKind.PROVE_ZONE_SERVABLE
+    assert node.unit.pid is None
+    with pg_cluster.connect(state_dsn) as conn:
+        assert read_instance_fence(conn) is None
+    assert os.listdir(node.state_dir)  # durable state came before the refusal
