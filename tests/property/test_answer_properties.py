@@ -13,6 +13,7 @@ import dns.edns
 import dns.flags
 import dns.message
 import dns.name
+import dns.opcode
 import dns.rcode
 import dns.rdatatype
 from hypothesis import HealthCheck, given, settings
@@ -239,6 +240,13 @@ def never_raises(query: bytes) -> None:
         for response in (raw, general):
             if response is None:
                 assert len(query) < 12 or query[2] & 0x80
+                continue
+            if (response[2] >> 3) & 0xF == dns.opcode.UPDATE:
+                # dnspython reads an UPDATE's question as its zone section and insists
+                # on an SOA there, so the refusal is read from the header instead.
+                assert response[:2] == query[:2]
+                assert response[2] & 0x80
+                assert response[3] & 0xF == dns.rcode.NOTIMP
                 continue
             parsed = dns.message.from_wire(response)
             assert parsed.id == struct.unpack_from("!H", query)[0]

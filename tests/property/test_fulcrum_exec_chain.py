@@ -26,7 +26,7 @@ from valis_core.launcher_config import LauncherConfig, launcher_config_from_mapp
 names = st.from_regex(r"[a-z][a-z0-9-]{0,12}", fullmatch=True)
 ids = st.none() | st.integers(1, 2**32 - 2)
 ports = st.integers(1, 65535).filter(lambda p: p != 53)
-no_nul = st.text(st.characters(exclude_characters="\0"), max_size=20)
+no_nul = st.text(st.characters(codec="utf-8", exclude_characters="\0"), max_size=20)
 programs = no_nul.filter(lambda s: "=" not in s).map(lambda s: "/" + s)
 env_keys = st.from_regex(r"[A-Z_][A-Z0-9_]{0,15}", fullmatch=True)
 environments = st.dictionaries(env_keys, no_nul, max_size=6)
