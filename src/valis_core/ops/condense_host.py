@@ -30,12 +30,23 @@ import trio
 
 from valis_core.apply.unit_control import ProcessUnitController, UnitController
 from valis_core.atomic import write_atomic
+from valis_core.operator_state.connection import connect
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
-from valis_core.operator_state.site_facts import check_site_facts, write_site_facts
+from valis_core.operator_state.site_facts import (
+    check_site_facts,
+    parse_site_facts,
+    write_site_facts,
+)
 from valis_core.operator_state.zone_source import PgZoneSource
-from valis_core.ops.backup import restore_backup
+from valis_core.ops.backup import CONFIG_STORE, read_backup_set, restore_backup
 from valis_core.ops.condense import CondenseError, Step
-from valis_core.resident.config_store import DIR_MODE, STORE_MODE, open_config_store, store_path
+from valis_core.resident.config_store import (
+    DIR_MODE,
+    STORE_FILE,
+    STORE_MODE,
+    open_config_store,
+    store_path,
+)
 from valis_core.store.head import HEAD_MODE, head_path, materialise_genesis, read_store_head
 from valis_core.store.manifest import dumps
 
@@ -199,3 +210,40 @@ def let_unit_notify(unit: ProcessUnitController, run_account: tuple[int, int]) -
     uid, gid = run_account
     os.chown(os.path.dirname(unit.notify_path), uid, gid)
     os.chown(unit.notify_path, uid, gid)
+
+
+def connect_as_account(dsn: str, run_account: tuple[int, int]) -> Connect:
+    """Connections to ``dsn`` made as the run account when this process is root.
+
+    The operator-state DSN is the run account's and PostgreSQL maps OS accounts to roles
+    by peer authentication, so root takes the run account's effective ids for the connect
+    only (the connection keeps the identity it was opened with).
+    """
+
+    def open_connection() -> psycopg.Connection[Any]:
+        if os.geteuid() != 0:
+            return connect(dsn, autocommit=True)
+        uid, gid = run_account
+        os.setegid(gid)
+        try:
+            os.seteuid(uid)
+            try:
+                return connect(dsn, autocommit=True)
+            finally:
+                os.seteuid(0)
+        finally:
+            os.setegid(0)
+
+    return open_connection
+
+
+def backup_site_facts(archive: Path) -> dict[str, str]:
+    """The site facts in a backup set's configuration store (restore keeps them)."""
+    _, contents = read_backup_set(archive.read_bytes())
+    name = f"{CONFIG_STORE}/{STORE_FILE}"
+    if name not in contents:
+        raise CondenseHostError(
+            f"the backup set {archive} holds no configuration store ({name}); pass "
+            "--site-facts FILE"
+        )
+    return parse_site_facts(contents[name].decode("utf-8"))

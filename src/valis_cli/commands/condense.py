@@ -1,0 +1,179 @@
+"""``valis condense``: deploy (``--genesis``), evacuate (``--from-backup FILE --evacuate``)
+or restore (``--from-backup FILE``) a node onto this host, as one ordered plan.
+
+The unit is started either through systemd (``--systemd-unit``) or by supervising a
+command directly (``--unit-command``, e.g. ``fulcrum launch --config ...``); in the
+second case this command keeps supervising the unit after the read-back, until the unit
+exits (its exit status is returned) or this command is stopped (the unit stops too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pwd
+import shlex
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+from valis_core.apply.unit_control import (
+    ProcessUnitController,
+    SystemdUnitController,
+    UnitController,
+)
+from valis_core.launcher_config import DEFAULT_PATH
+from valis_core.operator_state.site_facts import parse_site_facts, served_zones
+from valis_core.ops.backup import verify_backup_set
+from valis_core.ops.condense import CondenseRequest, RequestKind, condense_onto_host
+from valis_core.ops.condense_host import (
+    CondenseHostError,
+    LocalCondenseHost,
+    backup_site_facts,
+    connect_as_account,
+    let_unit_notify,
+)
+from valis_core.ops.host_readiness import (
+    DEFAULT_PG_PORT,
+    DEFAULT_PG_SOCKET_DIR,
+    DEFAULT_RUN_ACCOUNT,
+    DEFAULT_STATE_DIR,
+    AssessConfig,
+    assess_host,
+)
+from valis_core.ops.local_probe import LocalHostProbe, node_environment_files
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "condense", help="deploy, evacuate or restore a node onto this host (one ordered plan)"
+    )
+    start = parser.add_mutually_exclusive_group(required=True)
+    start.add_argument("--genesis", action="store_true", help="deploy from nothing")
+    start.add_argument("--from-backup", type=Path, metavar="FILE",
+                       help="restore from this backup set (with --evacuate: a successor at "
+                       "a new location)")
+    parser.add_argument("--evacuate", action="store_true",
+                        help="with --from-backup: the new location's --site-facts apply")
+    parser.add_argument("--state-dir", type=Path, default=Path(DEFAULT_STATE_DIR),
+                        help="the node's state directory, existing and empty, owned by the "
+                        "run account (default: %(default)s)")
+    parser.add_argument("--run-account", default=DEFAULT_RUN_ACCOUNT,
+                        help="default: %(default)s")
+    parser.add_argument("--site-facts", type=Path, metavar="FILE",
+                        help="the node's site-facts file (required for --genesis and "
+                        "--evacuate; a restore keeps the backup's)")
+    unit = parser.add_mutually_exclusive_group(required=True)
+    unit.add_argument("--unit-command", metavar="CMD",
+                      help="supervise this command as the unit (e.g. 'fulcrum launch "
+                      "--config /etc/fulcrum/launcher.conf')")
+    unit.add_argument("--systemd-unit", metavar="NAME", help="start this systemd unit")
+    parser.add_argument("--dns-address", required=True, metavar="HOST:PORT",
+                        help="where the unit answers DNS, for the apex SOA read-back")
+    parser.add_argument("--unsupervised", action="store_true",
+                        help="assess a host without fulcrum (no launcher config)")
+    parser.add_argument("--binary", help="the resident command to assess")
+    parser.add_argument("--launcher-config", default=str(DEFAULT_PATH))
+    parser.add_argument("--pg-socket-dir", default=DEFAULT_PG_SOCKET_DIR)
+    parser.add_argument("--pg-port", type=int, default=DEFAULT_PG_PORT)
+    parser.set_defaults(handler=_condense)
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise CondenseHostError(f"condense: --dns-address {text!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def _facts(args: argparse.Namespace) -> dict[str, str] | None:
+    if args.site_facts is None:
+        if args.genesis or args.evacuate:
+            raise CondenseHostError(
+                "condense: --genesis and --evacuate need --site-facts FILE (the node's site "
+                "facts at this location)"
+            )
+        return None
+    return parse_site_facts(args.site_facts.read_text("utf-8"))
+
+
+def _request(args: argparse.Namespace, zones: tuple[str, ...]) -> CondenseRequest:
+    if args.genesis:
+        if args.evacuate:
+            raise CondenseHostError("condense: --evacuate needs --from-backup FILE")
+        return CondenseRequest(RequestKind.GENESIS, zones)
+    verified = verify_backup_set(args.from_backup)
+    kind = RequestKind.EVACUATE if args.evacuate else RequestKind.RESTORE
+    return CondenseRequest(
+        kind, zones, backup=str(args.from_backup), backup_generation=verified.generation
+    )
+
+
+def _stop_on_term(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _condense(args: argparse.Namespace) -> int:
+    account = pwd.getpwnam(args.run_account.partition(":")[0])
+    run_account = (account.pw_uid, account.pw_gid)
+    facts = _facts(args)
+    effective = facts if facts is not None else backup_site_facts(args.from_backup)
+    request = _request(args, served_zones(effective))
+    config = AssessConfig(
+        state_dir=str(args.state_dir),
+        run_account=args.run_account,
+        binary=tuple(shlex.split(args.binary)) if args.binary else None,
+        supervised=not args.unsupervised,
+        launcher_config=args.launcher_config,
+        pg_socket_dir=args.pg_socket_dir,
+        pg_port=args.pg_port,
+        environment_files=node_environment_files(
+            [str(args.site_facts)] if args.site_facts else []
+        ),
+    )
+
+    def assess() -> None:
+        failed = assess_host(LocalHostProbe(), config).failed
+        if failed:
+            raise CondenseHostError(
+                "the host is not ready: "
+                + "; ".join(f"{c.name}: {c.detail} (remedy: {c.remedy})" for c in failed)
+            )
+
+    process: ProcessUnitController | None = None
+    unit: UnitController
+    if args.unit_command:
+        process = ProcessUnitController(shlex.split(args.unit_command))
+        let_unit_notify(process, run_account)
+        unit = process
+    else:
+        unit = SystemdUnitController(args.systemd_unit)
+    try:
+        host = LocalCondenseHost(
+            state_dir=args.state_dir,
+            run_account=run_account,
+            connect=connect_as_account(effective["VALIS_OPERATOR_STATE_DSN"], run_account),
+            unit=unit,
+            holder=f"{effective['VALIS_NODE_NAME']}@{effective['VALIS_LOCATION']}",
+            dns_address=_address(args.dns_address),
+            assess=assess,
+            facts=facts,
+        )
+        report = condense_onto_host(request, host)
+        print(
+            f"valis: condensed ({request.kind.value}) in {len(report.completed)} steps; "
+            f"serving {', '.join(request.zones)} at {args.dns_address}",
+            flush=True,
+        )
+        if process is None:
+            return 0
+        signal.signal(signal.SIGTERM, _stop_on_term)
+        try:
+            status = process.wait_exit()
+        except KeyboardInterrupt:
+            return 0
+        print(f"valis: the unit exited with status {status}", file=sys.stderr)
+        return 1 if status is None else status or 0
+    finally:
+        if process is not None:
+            process.close()
