@@ -26,7 +26,7 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     except BaseException:
         _discard(temp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def create_exclusive(path: Path, data: bytes, *, mode: int = 0o600) -> None:
@@ -41,7 +41,7 @@ def create_exclusive(path: Path, data: bytes, *, mode: int = 0o600) -> None:
         os.link(temp, path)
     finally:
         _discard(temp)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def _write_temp(path: Path, data: bytes, mode: int) -> Path:
@@ -80,7 +80,8 @@ def _discard(temp: Path) -> None:
         os.unlink(temp)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Make a rename or link inside ``directory`` durable."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(fd)

@@ -37,7 +37,7 @@ import attrs
 
 from valis_core import safe_tar
 from valis_core.apply.unit_control import UnitController
-from valis_core.atomic import write_atomic
+from valis_core.atomic import fsync_dir, write_atomic
 from valis_core.errors import ValisError
 from valis_core.safe_tar import TarDefect
 
@@ -244,14 +244,6 @@ def _open_delivery(tarball: Path) -> Iterator[IO[bytes]]:
 # -- applying (writes) -----------------------------------------------------------------
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _staged_matches(directory: Path, manifest: DeliveryManifest) -> bool:
     """Whether an existing version directory holds exactly the manifest's files."""
     present = {
@@ -295,13 +287,13 @@ def _stage(handle: IO[bytes], manifest: DeliveryManifest, versions: Path) -> Pat
                     continue
                 _unpack(archive, member, entry, temp)
         for directory in sorted({p for p in temp.rglob("*") if p.is_dir()}, reverse=True):
-            _fsync_dir(directory)
-        _fsync_dir(temp)
+            fsync_dir(directory)
+        fsync_dir(temp)
         os.rename(temp, final)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
-    _fsync_dir(versions)
+    fsync_dir(versions)
     return final
 
 
@@ -353,7 +345,7 @@ def _switch(root: Path, version: str | None) -> None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp)
             raise
-    _fsync_dir(root)
+    fsync_dir(root)
 
 
 def _came_up(controller: UnitController, timeout: float) -> bool:
