@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import os
 import pwd
+import shlex
 import signal
 import socket
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import dns.exception
 import dns.flags
 import dns.message
 import dns.query
@@ -31,6 +34,7 @@ from valis_core.apply.unit_control import ProcessUnitController
 from valis_core.dns.zone import parse_zone_text
 from valis_core.identity.custody import keyfile_path
 from valis_core.operator_state.fence import read_instance_fence
+from valis_core.operator_state.site_facts import write_site_facts
 from valis_core.operator_state.zones import replace_zone
 from valis_core.ops.backup import create_backup, verify_backup_set
 from valis_core.ops.condense import (
@@ -205,3 +209,48 @@ def test_condense_a_zone_missing_from_operator_state_never_starts_the_unit(
     with pg_cluster.connect(state_dsn) as conn:
         assert read_instance_fence(conn) is None
     assert os.listdir(node.state_dir)  # durable state came before the refusal
+
+
+def test_valis_condense_genesis_deploys_serves_and_stops_the_unit_with_it(
+    pg_cluster: PgCluster, zone_dsn: str, workdir: Path
+) -> None:
+    state_dir = make_state_dir(workdir)
+    facts_file = workdir / "site-facts.env"
+    write_site_facts(facts_file, site_facts(zone_dsn))
+    port = free_port()
+    uid, gid = run_account()
+    unit_command = shlex.join([
+        sys.executable, "-c", LAUNCHER, str(port), str(state_dir), str(uid), str(gid),
+        resident_runtime(),
+    ])
+    argv = [
+        str(Path(sys.executable).parent / "valis"), "condense", "--genesis",
+        "--state-dir", str(state_dir), "--site-facts", str(facts_file),
+        "--unit-command", unit_command, "--dns-address", f"127.0.0.1:{port}",
+        "--unsupervised", "--binary", resident_runtime(),
+        "--pg-socket-dir", str(pg_cluster.cluster.socket_dir),
+        "--pg-port", str(pg_cluster.cluster.port),
+    ]
+    stderr_path = workdir / "condense.stderr"
+    with stderr_path.open("w") as stderr, subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=stderr, text=True
+    ) as cli:
+        try:
+            assert cli.stdout is not None
+            line = cli.stdout.readline()
+            assert line.startswith("valis: condensed (genesis)"), (line, stderr_path.read_text())
+            response = dns.query.udp(
+                dns.message.make_query(ZONE, dns.rdatatype.SOA), "127.0.0.1", port=port,
+                timeout=5,
+            )
+            assert response.flags & dns.flags.AA
+            cli.send_signal(signal.SIGTERM)
+            assert cli.wait(30) == 0
+            with pytest.raises(dns.exception.Timeout):
+                dns.query.udp(
+                    dns.message.make_query(ZONE, dns.rdatatype.SOA), "127.0.0.1", port=port,
+                    timeout=1,
+                )
+        finally:
+            if cli.poll() is None:
+                cli.kill()
