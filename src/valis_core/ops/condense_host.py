@@ -53,6 +53,9 @@ from valis_core.store.manifest import dumps
 Connect = Callable[[], psycopg.Connection[Any]]
 """A new autocommit connection to the operator-state database."""
 
+AskSoa = Callable[[str, tuple[str, int]], dns.message.Message]
+"""Ask ``address`` for the apex SOA of a zone; raise when no response comes back."""
+
 READY_TIMEOUT = 60.0
 SOA_TIMEOUT = 10.0
 _SOA_ATTEMPT = 1.0
@@ -60,6 +63,13 @@ _SOA_ATTEMPT = 1.0
 
 class CondenseHostError(CondenseError):
     """One step could not be done on this host."""
+
+
+def ask_soa_udp(zone: str, address: tuple[str, int]) -> dns.message.Message:
+    """The apex SOA question over UDP from this process's own network namespace."""
+    host, port = address
+    query = dns.message.make_query(zone, dns.rdatatype.SOA)
+    return dns.query.udp(query, host, port=port, timeout=_SOA_ATTEMPT)
 
 
 @attrs.define
@@ -70,7 +80,9 @@ class LocalCondenseHost:
     ``valis assess``). ``facts`` are the site facts to render into the configuration store
     (the new location's for evacuate); None keeps the store a backup restored.
     ``holder`` names this instance at the fence (``node@location``, as the resident
-    names itself). ``dns_address`` is where the unit serves, for the apex SOA read-back.
+    names itself). ``dns_address`` is where the unit serves, for the apex SOA read-back;
+    ``ask_soa`` asks it (from another namespace when the served address is not reachable
+    from this one).
     """
 
     state_dir: Path
@@ -83,6 +95,7 @@ class LocalCondenseHost:
     facts: Mapping[str, str] | None = None
     ready_timeout: float = READY_TIMEOUT
     soa_timeout: float = SOA_TIMEOUT
+    ask_soa: AskSoa = ask_soa_udp
 
     def assess_host(self, step: Step) -> None:
         self.assess()
@@ -170,13 +183,12 @@ class LocalCondenseHost:
     def read_back_apex_soa(self, step: Step) -> None:
         assert step.zone is not None
         host, port = self.dns_address
-        query = dns.message.make_query(step.zone, dns.rdatatype.SOA)
         deadline = time.monotonic() + self.soa_timeout
         problem = "no answer"
         while time.monotonic() < deadline:
             try:
-                response = dns.query.udp(query, host, port=port, timeout=_SOA_ATTEMPT)
-            except (dns.exception.DNSException, OSError) as exc:
+                response = self.ask_soa(step.zone, self.dns_address)
+            except (dns.exception.DNSException, OSError, CondenseHostError) as exc:
                 problem = f"no answer ({exc or type(exc).__name__})"
                 time.sleep(0.1)
                 continue

@@ -1,0 +1,177 @@
+"""The proving ground's ``evacuate``: two coincident instances of one node at different
+network locations (unit addresses 198.51.100.10 and 198.51.100.20, each on its own
+ground) sharing ONE operator-state database.
+
+Node A is deployed by ``condense --genesis``; its backup set is condensed onto B with
+``--evacuate``. B answers authoritatively from its client; A's next heartbeat is fenced
+out, so A stops and exits non-zero with the fenced-out reason; restarting A does not take
+the fence back; and B's owner public key is A's. Both units are ``fulcrum launch``
+supervised by ``ProcessUnitController``, as on a host without systemd.
+"""
+
+from __future__ import annotations
+
+import pwd
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import dns.flags
+import dns.message
+import pytest
+
+from tests.conftest import require_root
+from tests.scenario.operator_state_helpers import soa_zone
+from tests.scenario.pg import RUN_USER, PgCluster, connect_as, ensure_system_user
+from tests.scenario.proving_ground import (
+    FULCRUM,
+    Ground,
+    dig,
+    run_in,
+    sweep_stale,
+    unit_config_text,
+)
+from tests.scenario.resident_harness import make_state_dir, resident_runtime, site_facts
+from valis_core.apply.unit_control import ProcessUnitController
+from valis_core.dns.zone import parse_zone_text
+from valis_core.identity.custody import load_or_create_keyfile, public_key_hex
+from valis_core.operator_state.fence import read_instance_fence
+from valis_core.operator_state.zones import replace_zone
+from valis_core.ops.backup import create_backup, verify_backup_set
+from valis_core.ops.condense import CondenseRequest, RequestKind, condense_onto_host
+from valis_core.ops.condense_host import (
+    AskSoa,
+    CondenseHostError,
+    LocalCondenseHost,
+    let_unit_notify,
+)
+
+ZONE = "example.test."
+ADDRESS_A = "198.51.100.10"
+ADDRESS_B = "198.51.100.20"
+EXIT_TIMEOUT = 60.0
+
+# Asks from a client namespace; prints the response's wire form in hex.
+_ASK = (
+    "import sys, dns.message, dns.query\n"
+    "q = dns.message.make_query(sys.argv[1], 'SOA')\n"
+    "r = dns.query.udp(q, sys.argv[2], port=int(sys.argv[3]), timeout=1)\n"
+    "print(r.to_wire().hex())\n"
+)
+
+
+def asker(client_netns: str) -> AskSoa:
+    def ask(zone: str, address: tuple[str, int]) -> dns.message.Message:
+        done = run_in(client_netns, [sys.executable, "-c", _ASK, zone, address[0],
+                                     str(address[1])], check=False)
+        if done.returncode != 0:
+            raise CondenseHostError(f"no answer from {address[0]}: {done.stderr.strip()}")
+        return dns.message.from_wire(bytes.fromhex(done.stdout.strip()))
+
+    return ask
+
+
+@pytest.fixture
+def grounds() -> Iterator[tuple[Ground, Ground]]:
+    require_root()
+    sweep_stale()
+    first = Ground().build()
+    try:
+        second = Ground().build()
+        try:
+            yield first, second
+        finally:
+            second.cleanup()
+    finally:
+        first.cleanup()
+
+
+@pytest.fixture
+def zone_dsn(pg_cluster: PgCluster, state_dsn: str) -> str:
+    with pg_cluster.connect(state_dsn) as conn:
+        replace_zone(conn, parse_zone_text(soa_zone(ZONE), ZONE))
+    return state_dsn
+
+
+class Node:
+    """One location of the node: a ground, a state directory, fulcrum as its unit."""
+
+    def __init__(self, workdir: Path, ground: Ground, address: str, dsn: str,
+                 location: str) -> None:
+        account = ensure_system_user(RUN_USER)
+        owner = (account.pw_uid, account.pw_gid)
+        self.ground = ground
+        self.state_dir = make_state_dir(workdir)
+        self.log = workdir / f"unit-{location}.log"
+        config = workdir / f"launcher-{location}.toml"
+        config.write_text(unit_config_text(ground, [resident_runtime()], unit_ip=address))
+        config.chmod(0o644)
+        facts = site_facts(dsn, VALIS_LOCATION=location)
+        command = ["/bin/sh", "-c", 'exec "$@" >>"$UNIT_LOG" 2>&1', "sh", FULCRUM, "launch",
+                   "--config", str(config)]
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "UNIT_LOG": str(self.log),
+               "STATE_DIRECTORY": str(self.state_dir), **facts}
+        self.unit = ProcessUnitController(command, env=env, cwd="/", stop_timeout=20.0)
+        let_unit_notify(self.unit, owner)
+        self.host = LocalCondenseHost(
+            state_dir=self.state_dir,
+            run_account=owner,
+            connect=lambda: connect_as(RUN_USER, dsn, autocommit=True),
+            unit=self.unit,
+            holder=f"{facts['VALIS_NODE_NAME']}@{location}",
+            dns_address=(address, 53),
+            assess=lambda: None,
+            facts=facts,
+            ready_timeout=120.0,
+            ask_soa=asker(ground.client),
+        )
+
+    def owner_key(self) -> str:
+        return public_key_hex(load_or_create_keyfile(self.state_dir))
+
+
+@pytest.fixture
+def nodes() -> Iterator[list[Node]]:
+    made: list[Node] = []
+    yield made
+    for node in made:
+        node.unit.close()
+
+
+def test_evacuate_moves_the_node_to_b_and_fences_a_out_for_good(
+    grounds: tuple[Ground, Ground], pg_cluster: PgCluster, zone_dsn: str,
+    run_account_dir: Path, nodes: list[Node],
+) -> None:
+    ground_a, ground_b = grounds
+    a = Node(run_account_dir, ground_a, ADDRESS_A, zone_dsn, "ground-a")
+    nodes.append(a)
+    condense_onto_host(CondenseRequest(RequestKind.GENESIS, [ZONE]), a.host)
+    assert dig(ground_a.client, ADDRESS_A, ZONE).authoritative
+
+    archive = run_account_dir / "a.backup"
+    create_backup(a.state_dir, archive)
+    generation = verify_backup_set(archive).generation
+
+    b = Node(run_account_dir, ground_b, ADDRESS_B, zone_dsn, "ground-b")
+    nodes.append(b)
+    request = CondenseRequest(
+        RequestKind.EVACUATE, [ZONE], backup=str(archive), backup_generation=generation
+    )
+    condense_onto_host(request, b.host)
+
+    answer = dig(ground_b.client, ADDRESS_B, ZONE)
+    assert (answer.status, answer.authoritative) == ("NOERROR", True), answer.raw
+
+    status = a.unit.wait_exit(EXIT_TIMEOUT)
+    assert status not in (0, None), a.log.read_text()
+    assert "fenced out" in a.log.read_text()
+
+    a.unit.restart()
+    assert not a.unit.wait_up(EXIT_TIMEOUT), a.log.read_text()
+    with pg_cluster.connect(zone_dsn) as conn:
+        fence = read_instance_fence(conn)
+    assert fence is not None
+    assert (fence.generation, fence.holder) == (generation + 1, "node-a@ground-b")
+    assert b.unit.is_up()
+    assert b.owner_key() == a.owner_key()
+    assert pwd.getpwuid(b.state_dir.stat().st_uid).pw_name == RUN_USER
