@@ -211,6 +211,25 @@ def test_condense_a_zone_missing_from_operator_state_never_starts_the_unit(
     assert os.listdir(node.state_dir)  # durable state came before the refusal
 
 
+def condense_argv(
+    pg_cluster: PgCluster, state_dir: Path, port: int, start: list[str]
+) -> list[str]:
+    """``valis condense`` for a loopback unit on ``port`` (the launcher stand-in)."""
+    uid, gid = run_account()
+    unit_command = shlex.join([
+        sys.executable, "-c", LAUNCHER, str(port), str(state_dir), str(uid), str(gid),
+        resident_runtime(),
+    ])
+    return [
+        str(Path(sys.executable).parent / "valis"), "condense", *start,
+        "--state-dir", str(state_dir),
+        "--unit-command", unit_command, "--dns-address", f"127.0.0.1:{port}",
+        "--unsupervised", "--binary", resident_runtime(),
+        "--pg-socket-dir", str(pg_cluster.cluster.socket_dir),
+        "--pg-port", str(pg_cluster.cluster.port),
+    ]
+
+
 def test_valis_condense_genesis_deploys_serves_and_stops_the_unit_with_it(
     pg_cluster: PgCluster, zone_dsn: str, workdir: Path
 ) -> None:
@@ -218,19 +237,9 @@ def test_valis_condense_genesis_deploys_serves_and_stops_the_unit_with_it(
     facts_file = workdir / "site-facts.env"
     write_site_facts(facts_file, site_facts(zone_dsn))
     port = free_port()
-    uid, gid = run_account()
-    unit_command = shlex.join([
-        sys.executable, "-c", LAUNCHER, str(port), str(state_dir), str(uid), str(gid),
-        resident_runtime(),
-    ])
-    argv = [
-        str(Path(sys.executable).parent / "valis"), "condense", "--genesis",
-        "--state-dir", str(state_dir), "--site-facts", str(facts_file),
-        "--unit-command", unit_command, "--dns-address", f"127.0.0.1:{port}",
-        "--unsupervised", "--binary", resident_runtime(),
-        "--pg-socket-dir", str(pg_cluster.cluster.socket_dir),
-        "--pg-port", str(pg_cluster.cluster.port),
-    ]
+    argv = condense_argv(
+        pg_cluster, state_dir, port, ["--genesis", "--site-facts", str(facts_file)]
+    )
     stderr_path = workdir / "condense.stderr"
     with stderr_path.open("w") as stderr, subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=stderr, text=True
@@ -251,6 +260,42 @@ def test_valis_condense_genesis_deploys_serves_and_stops_the_unit_with_it(
                     dns.message.make_query(ZONE, dns.rdatatype.SOA), "127.0.0.1", port=port,
                     timeout=1,
                 )
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+
+
+def test_valis_condense_from_backup_restores_with_the_backups_site_facts(
+    pg_cluster: PgCluster, zone_dsn: str, workdir: Path, nodes: list[Node]
+) -> None:
+    origin = deploy(workdir, pg_cluster, zone_dsn, nodes)
+    archive = workdir / "origin.backup"
+    create_backup(origin.state_dir, archive)
+    origin.unit.signal(signal.SIGKILL)
+    origin.unit.wait_exit(30)
+
+    state_dir = make_state_dir(workdir)
+    port = free_port()
+    argv = condense_argv(pg_cluster, state_dir, port, ["--from-backup", str(archive)])
+    stderr_path = workdir / "restore.stderr"
+    with stderr_path.open("w") as stderr, subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=stderr, text=True
+    ) as cli:
+        try:
+            assert cli.stdout is not None
+            line = cli.stdout.readline()
+            assert line.startswith("valis: condensed (restore)"), (line, stderr_path.read_text())
+            response = dns.query.udp(
+                dns.message.make_query(ZONE, dns.rdatatype.SOA), "127.0.0.1", port=port,
+                timeout=5,
+            )
+            assert response.flags & dns.flags.AA
+            assert keyfile_path(state_dir).read_bytes() == keyfile_path(
+                origin.state_dir
+            ).read_bytes()
+            assert fence_generation(pg_cluster, zone_dsn) == 1
+            cli.send_signal(signal.SIGTERM)
+            assert cli.wait(30) == 0
         finally:
             if cli.poll() is None:
                 cli.kill()
