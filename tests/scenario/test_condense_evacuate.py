@@ -45,6 +45,8 @@ from valis_core.ops.condense_host import (
     LocalCondenseHost,
     let_unit_notify,
 )
+from valis_core.ops.host_readiness import AssessConfig, assess_host
+from valis_core.ops.local_probe import LocalHostProbe
 
 ZONE = "example.test."
 ADDRESS_A = "198.51.100.10"
@@ -93,11 +95,23 @@ def zone_dsn(pg_cluster: PgCluster, state_dsn: str) -> str:
     return state_dsn
 
 
+def assess_supervised(state_dir: Path, config: Path, cluster: PgCluster) -> None:
+    """Every clause of ``valis assess`` for a host run by fulcrum must pass."""
+    assessment = assess_host(LocalHostProbe(), AssessConfig(
+        state_dir=str(state_dir),
+        run_account=RUN_USER,
+        launcher_config=str(config),
+        pg_socket_dir=str(cluster.cluster.socket_dir),
+        pg_port=cluster.cluster.port,
+    ))
+    assert assessment.ok, assessment.failed
+
+
 class Node:
     """One location of the node: a ground, a state directory, fulcrum as its unit."""
 
-    def __init__(self, workdir: Path, ground: Ground, address: str, dsn: str,
-                 location: str) -> None:
+    def __init__(self, workdir: Path, ground: Ground, address: str, cluster: PgCluster, *,
+                 dsn: str, location: str) -> None:
         account = ensure_system_user(RUN_USER)
         owner = (account.pw_uid, account.pw_gid)
         self.ground = ground
@@ -120,7 +134,7 @@ class Node:
             unit=self.unit,
             holder=f"{facts['VALIS_NODE_NAME']}@{location}",
             dns_address=(address, 53),
-            assess=lambda: None,
+            assess=lambda: assess_supervised(self.state_dir, config, cluster),
             facts=facts,
             ready_timeout=120.0,
             ask_soa=asker(ground.client),
@@ -143,7 +157,8 @@ def test_evacuate_moves_the_node_to_b_and_fences_a_out_for_good(
     run_account_dir: Path, nodes: list[Node],
 ) -> None:
     ground_a, ground_b = grounds
-    a = Node(run_account_dir, ground_a, ADDRESS_A, zone_dsn, "ground-a")
+    a = Node(run_account_dir, ground_a, ADDRESS_A, pg_cluster, dsn=zone_dsn,
+             location="ground-a")
     nodes.append(a)
     condense_onto_host(CondenseRequest(RequestKind.GENESIS, [ZONE]), a.host)
     assert dig(ground_a.client, ADDRESS_A, ZONE).authoritative
@@ -152,7 +167,8 @@ def test_evacuate_moves_the_node_to_b_and_fences_a_out_for_good(
     create_backup(a.state_dir, archive)
     generation = verify_backup_set(archive).generation
 
-    b = Node(run_account_dir, ground_b, ADDRESS_B, zone_dsn, "ground-b")
+    b = Node(run_account_dir, ground_b, ADDRESS_B, pg_cluster, dsn=zone_dsn,
+             location="ground-b")
     nodes.append(b)
     request = CondenseRequest(
         RequestKind.EVACUATE, [ZONE], backup=str(archive), backup_generation=generation
