@@ -51,7 +51,6 @@ from valis_core.launch import parse_launch_argv, render_launch_argv
 from valis_core.launcher_config import parse_launcher_config
 
 STANDIN = Path(__file__).with_name("standin_resident.py")
-STANDIN_COMMAND = (PYTHON, "-I", str(STANDIN))
 REPORT_TIMEOUT = 30.0
 ZERO_CAPS = "0000000000000000"
 DSN = "postgresql://valis@/valis_state?host=/var/run/postgresql"
@@ -103,13 +102,19 @@ def launch(ground: Ground, account: tuple[int, int]) -> Iterator[Any]:
     """Start ``fulcrum launch`` on the ground; every fulcrum started is stopped after."""
     workdir = Path(tempfile.mkdtemp(prefix="vl-fulcrum-"))
     os.chown(workdir, *account)  # the stand-in writes its report here as the run account
+    # The run account may not reach this checkout (a clone under a 0700 home), so the
+    # stand-in runs from a copy beside its report.
+    standin = workdir / STANDIN.name
+    shutil.copyfile(STANDIN, standin)
+    standin.chmod(0o644)
+    command = (PYTHON, "-I", str(standin))
     started: list[Fulcrum] = []
 
     def start(mode: str = "dedicated", env: dict[str, str] | None = None,
               extra_args: tuple[str, ...] = (), **fields: object) -> Unit:
         n = len(started)
         config_path = workdir / f"launcher-{n}.toml"
-        config_path.write_text(unit_config_text(ground, STANDIN_COMMAND, mode=mode, **fields))
+        config_path.write_text(unit_config_text(ground, command, mode=mode, **fields))
         report_path = workdir / f"report-{n}.json"
         fulcrum_env = {
             "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",

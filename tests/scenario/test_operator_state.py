@@ -8,6 +8,7 @@ import contextlib
 import os
 import pty
 import pwd
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -29,6 +30,16 @@ from valis_core.operator_state.zones import list_zones, replace_zone
 
 DATA = Path(__file__).parent / "data"
 EXAMPLE_ORG = DATA / "example.org.zone"
+
+
+@pytest.fixture
+def example_org(run_account_dir: Path) -> Path:
+    """The example zone where the run account can read it (this checkout may be under a
+    directory it cannot enter)."""
+    copy = run_account_dir / EXAMPLE_ORG.name
+    shutil.copyfile(EXAMPLE_ORG, copy)
+    copy.chmod(0o644)
+    return copy
 
 FULL_FACTS = {
     "VALIS_NODE_NAME": "origin-1",
@@ -212,8 +223,8 @@ def _rrsets(zone: dns.zone.Zone) -> dict[tuple[str, str], tuple[int, frozenset[s
     }
 
 
-def test_import_then_export_keeps_every_rrset(state_dsn: str) -> None:
-    status, out, err = valis("zone", "import", "--dsn", state_dsn, str(EXAMPLE_ORG))
+def test_import_then_export_keeps_every_rrset(state_dsn: str, example_org: Path) -> None:
+    status, out, err = valis("zone", "import", "--dsn", state_dsn, str(example_org))
     assert status == 0, err
     assert "imported zone example.org.: 24 records, serial 2024061501" in out
     assert err == ""  # stderr is not a terminal here: no progress output
@@ -263,8 +274,8 @@ def test_exporting_an_unknown_zone_says_so(state_dsn: str) -> None:
     )
 
 
-def test_zone_list_shows_records_and_serial(state_dsn: str) -> None:
-    assert valis("zone", "import", "--dsn", state_dsn, str(EXAMPLE_ORG))[0] == 0
+def test_zone_list_shows_records_and_serial(state_dsn: str, example_org: Path) -> None:
+    assert valis("zone", "import", "--dsn", state_dsn, str(example_org))[0] == 0
     zone_text = soa_zone("example.net.", serial=7)
     status, _, err = valis("zone", "import", "--dsn", state_dsn, "-", input_text=zone_text)
     assert status == 0, err
@@ -273,8 +284,10 @@ def test_zone_list_shows_records_and_serial(state_dsn: str) -> None:
     assert out.splitlines() == ["example.net.\t3\t7", "example.org.\t24\t2024061501"]
 
 
-def test_an_invalid_zone_import_writes_nothing(pg_cluster: PgCluster, state_dsn: str) -> None:
-    assert valis("zone", "import", "--dsn", state_dsn, str(EXAMPLE_ORG))[0] == 0
+def test_an_invalid_zone_import_writes_nothing(
+    pg_cluster: PgCluster, state_dsn: str, example_org: Path
+) -> None:
+    assert valis("zone", "import", "--dsn", state_dsn, str(example_org))[0] == 0
     before = valis("zone", "export", "--dsn", state_dsn, "example.org.")[1]
 
     broken = EXAMPLE_ORG.read_text() + "ftp IN A 192.0.2.21\n"  # CNAME beside other data
