@@ -173,7 +173,7 @@ def _condense(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             return 0
         print(f"valis: the unit exited with status {status}", file=sys.stderr)
-        return 1 if status is None else status or 0
+        return 0 if status == 0 else 1
     finally:
         if process is not None:
             process.close()
