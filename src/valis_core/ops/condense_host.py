@@ -122,11 +122,20 @@ class LocalCondenseHost:
             )
 
     def condense_modules(self, step: Step) -> None:
-        # The modules the head pins are what the resident loads at boot; the durable
-        # runtime they need is the head itself, which must be here and readable.
-        if read_store_head(self.state_dir) is None:
+        # The modules the head pins are what the resident loads at boot. Installing them
+        # from the node's private dist is not built yet, so a head that pins any stops
+        # the condense here, before the unit could start without them (fail closed).
+        head = read_store_head(self.state_dir)
+        if head is None:
             raise CondenseHostError(
                 f"no store head in {self.state_dir}: durable state was never materialised"
+            )
+        if head.modules:
+            pins = ", ".join(f"{pin.name}=={pin.version}" for pin in head.modules)
+            raise CondenseHostError(
+                f"the store head pins modules ({pins}) and this valis cannot yet install "
+                "modules from a private dist; condense with a build that can, or remove "
+                "the pins from the manifest"
             )
 
     def render_site_facts(self, step: Step) -> None:
