@@ -66,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     unit = parser.add_mutually_exclusive_group(required=True)
     unit.add_argument("--unit-command", metavar="CMD",
                       help="supervise this command as the unit (e.g. 'fulcrum launch "
-                      "--config /etc/fulcrum/launcher.conf')")
+                      "--config /etc/fulcrum/launcher.toml')")
     unit.add_argument("--systemd-unit", metavar="NAME", help="start this systemd unit")
     parser.add_argument("--dns-address", required=True, metavar="HOST:PORT",
                         help="where the unit answers DNS, for the apex SOA read-back")
