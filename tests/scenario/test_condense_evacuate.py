@@ -12,12 +12,9 @@ supervised by ``ProcessUnitController``, as on a host without systemd.
 from __future__ import annotations
 
 import pwd
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import dns.flags
-import dns.message
 import pytest
 
 from tests.conftest import require_root
@@ -27,7 +24,6 @@ from tests.scenario.proving_ground import (
     FULCRUM,
     Ground,
     dig,
-    run_in,
     sweep_stale,
     unit_config_text,
 )
@@ -40,9 +36,8 @@ from valis_core.operator_state.zones import replace_zone
 from valis_core.ops.backup import create_backup, verify_backup_set
 from valis_core.ops.condense import CondenseRequest, RequestKind, condense_onto_host
 from valis_core.ops.condense_host import (
-    AskSoa,
-    CondenseHostError,
     LocalCondenseHost,
+    ask_soa_in_netns,
     let_unit_notify,
 )
 from valis_core.ops.host_readiness import AssessConfig, assess_host
@@ -54,25 +49,6 @@ ADDRESS_B = "198.51.100.20"
 EXIT_TIMEOUT = 60.0
 
 # Asks from a client namespace; prints the response's wire form in hex.
-_ASK = (
-    "import sys, dns.message, dns.query\n"
-    "q = dns.message.make_query(sys.argv[1], 'SOA')\n"
-    "r = dns.query.udp(q, sys.argv[2], port=int(sys.argv[3]), timeout=1)\n"
-    "print(r.to_wire().hex())\n"
-)
-
-
-def asker(client_netns: str) -> AskSoa:
-    def ask(zone: str, address: tuple[str, int]) -> dns.message.Message:
-        done = run_in(client_netns, [sys.executable, "-c", _ASK, zone, address[0],
-                                     str(address[1])], check=False)
-        if done.returncode != 0:
-            raise CondenseHostError(f"no answer from {address[0]}: {done.stderr.strip()}")
-        return dns.message.from_wire(bytes.fromhex(done.stdout.strip()))
-
-    return ask
-
-
 @pytest.fixture
 def grounds() -> Iterator[tuple[Ground, Ground]]:
     require_root()
@@ -137,7 +113,7 @@ class Node:
             assess=lambda: assess_supervised(self.state_dir, config, cluster),
             facts=facts,
             ready_timeout=120.0,
-            ask_soa=asker(ground.client),
+            ask_soa=ask_soa_in_netns(ground.client),
         )
 
     def owner_key(self) -> str:

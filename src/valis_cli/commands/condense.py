@@ -29,6 +29,8 @@ from valis_core.ops.condense import CondenseRequest, RequestKind, condense_onto_
 from valis_core.ops.condense_host import (
     CondenseHostError,
     LocalCondenseHost,
+    ask_soa_in_netns,
+    ask_soa_udp,
     backup_site_facts,
     connect_as_account,
     let_unit_notify,
@@ -70,6 +72,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     unit.add_argument("--systemd-unit", metavar="NAME", help="start this systemd unit")
     parser.add_argument("--dns-address", required=True, metavar="HOST:PORT",
                         help="where the unit answers DNS, for the apex SOA read-back")
+    parser.add_argument("--ask-in-netns", metavar="NAME",
+                        help="ask the read-back from inside this network namespace (for a "
+                        "unit address the host itself cannot reach, e.g. a dedicated NIC)")
     parser.add_argument("--unsupervised", action="store_true",
                         help="assess a host without fulcrum (no launcher config)")
     parser.add_argument("--binary", help="the resident command to assess")
@@ -158,6 +163,7 @@ def _condense(args: argparse.Namespace) -> int:
             dns_address=_address(args.dns_address),
             assess=assess,
             facts=facts,
+            ask_soa=ask_soa_in_netns(args.ask_in_netns) if args.ask_in_netns else ask_soa_udp,
         )
         report = condense_onto_host(request, host)
         print(

@@ -13,6 +13,8 @@ because the resident (never root) must read it.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -70,6 +72,37 @@ def ask_soa_udp(zone: str, address: tuple[str, int]) -> dns.message.Message:
     host, port = address
     query = dns.message.make_query(zone, dns.rdatatype.SOA)
     return dns.query.udp(query, host, port=port, timeout=_SOA_ATTEMPT)
+
+
+_ASK_IN_NETNS = (
+    "import sys, dns.message, dns.query\n"
+    "q = dns.message.make_query(sys.argv[1], 'SOA')\n"
+    "r = dns.query.udp(q, sys.argv[2], port=int(sys.argv[3]), timeout=float(sys.argv[4]))\n"
+    "print(r.to_wire().hex())\n"
+)
+
+
+def ask_soa_in_netns(netns: str) -> AskSoa:
+    """Ask from inside the named network namespace (``ip netns exec``), for a unit
+    address the namespace ``valis condense`` runs in cannot reach (a dedicated NIC)."""
+
+    def ask(zone: str, address: tuple[str, int]) -> dns.message.Message:
+        argv = ["ip", "netns", "exec", netns, sys.executable, "-c", _ASK_IN_NETNS,
+                zone, address[0], str(address[1]), str(_SOA_ATTEMPT)]  # fmt: skip
+        try:
+            done = subprocess.run(
+                argv, capture_output=True, text=True, timeout=_SOA_ATTEMPT + 10, check=False
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise CondenseHostError(f"no answer from {address[0]} in netns {netns}") from exc
+        if done.returncode != 0:
+            lines = done.stderr.strip().splitlines() or ["no output"]
+            raise CondenseHostError(
+                f"no answer from {address[0]} asked in netns {netns}: {lines[-1]}"
+            )
+        return dns.message.from_wire(bytes.fromhex(done.stdout.strip()))
+
+    return ask
 
 
 @attrs.define
