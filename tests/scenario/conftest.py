@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import require_root
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
+from tests.scenario.proving_ground import Ground, sweep_stale
+from tests.scenario.resident_harness import Harness, harness
 from valis_core.operator_state.local_cluster import LocalCluster
 from valis_core.operator_state.schema import migrate
 
@@ -61,3 +63,23 @@ def run_account_dir() -> Iterator[Path]:
         yield directory
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def ground() -> Iterator[Ground]:
+    """A proving ground (internet bridge, the node's NIC, a client), removed after."""
+    require_root()
+    sweep_stale()
+    built = Ground().build()
+    try:
+        yield built
+    finally:
+        built.cleanup()
+
+
+@pytest.fixture
+def resident_harness() -> Iterator[Harness]:
+    """Runs residents as the run account; every one started is stopped after."""
+    require_root()
+    with harness() as running:
+        yield running

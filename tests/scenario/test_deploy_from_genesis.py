@@ -41,7 +41,6 @@ from tests.scenario.proving_ground import (
     process_gone,
     run,
     run_in_pid,
-    sweep_stale,
     tcp_exchange,
     tcp_exchange_in_pid,
     udp_exchange,
@@ -55,17 +54,6 @@ ZONE_FILE = REPO / "docs" / "examples" / "example.test.zone"
 READY_TIMEOUT = 120.0
 ZERO_CAPS = "0000000000000000"
 SERIAL = "2024010101"
-
-
-@pytest.fixture
-def ground() -> Iterator[Ground]:
-    require_root()
-    sweep_stale()
-    built = Ground().build()
-    try:
-        yield built
-    finally:
-        built.cleanup()
 
 
 @pytest.fixture

@@ -40,7 +40,6 @@ from tests.scenario.proving_ground import (
     process_gone,
     run,
     run_in_pid,
-    sweep_stale,
     tcp_exchange,
     tcp_exchange_in_pid,
     udp_exchange,
@@ -77,17 +76,6 @@ class Unit:
     def stopped_marker(self) -> dict[str, Any] | None:
         path = Path(f"{self.report_path}.stopped")
         return json.loads(path.read_text()) if path.exists() else None
-
-
-@pytest.fixture
-def ground() -> Iterator[Ground]:
-    require_root()
-    sweep_stale()
-    built = Ground().build()
-    try:
-        yield built
-    finally:
-        built.cleanup()
 
 
 @pytest.fixture

@@ -5,17 +5,13 @@ that is superseded at the fence stops serving and exits non-zero."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.conftest import require_root
 from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import PgCluster
 from tests.scenario.resident_harness import (
     Harness,
     Resident,
-    harness,
     make_state_dir,
     port_is_free,
     session_processes,
@@ -26,13 +22,6 @@ from valis_core.operator_state.fence import claim_instance_fence, seed_instance_
 from valis_core.operator_state.zones import replace_zone
 
 ZONE = "example.test."
-
-
-@pytest.fixture
-def resident_harness() -> Iterator[Harness]:
-    require_root()
-    with harness() as running:
-        yield running
 
 
 @pytest.fixture

@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 
 import dns.flags
 import dns.rcode
 import pytest
 
-from tests.conftest import require_root
 from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import PgCluster
 from tests.scenario.resident_harness import (
     Harness,
-    harness,
     make_state_dir,
     port_is_free,
     session_processes,
@@ -28,13 +25,6 @@ from valis_core.operator_state.zones import replace_zone
 
 ZONE = "example.test."
 WWW = "www IN A 192.0.2.80\n"
-
-
-@pytest.fixture
-def resident_harness() -> Iterator[Harness]:
-    require_root()
-    with harness() as running:
-        yield running
 
 
 @pytest.fixture
