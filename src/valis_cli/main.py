@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "valis_cli.commands.zone",
     "valis_cli.commands.site_facts",
     "valis_cli.commands.condense",
+    "valis_cli.commands.dist",
 )
 
 

@@ -44,6 +44,7 @@ from valis_core.ops.host_readiness import (
     assess_host,
 )
 from valis_core.ops.local_probe import LocalHostProbe, node_environment_files
+from valis_core.plugin.dist_home import DEFAULT_DIST_HOME
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -55,6 +56,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     start.add_argument("--from-backup", type=Path, metavar="FILE",
                        help="restore from this backup set (with --evacuate: a successor at "
                        "a new location)")
+    parser.add_argument("--module", action="append", default=[], metavar="NAME==VERSION",
+                        help="with --genesis: run this module, pinned to the wheel the "
+                        "registered private dist offers (repeatable); evacuate and restore "
+                        "run the modules their backup's head pins")
+    parser.add_argument("--dist-home", type=Path, default=DEFAULT_DIST_HOME,
+                        help="where this host's private dist is registered "
+                        "(default: %(default)s)")
     parser.add_argument("--evacuate", action="store_true",
                         help="with --from-backup: the new location's --site-facts apply")
     parser.add_argument("--state-dir", type=Path, default=Path(DEFAULT_STATE_DIR),
@@ -106,7 +114,12 @@ def _request(args: argparse.Namespace, zones: tuple[str, ...]) -> CondenseReques
     if args.genesis:
         if args.evacuate:
             raise CondenseHostError("condense: --evacuate needs --from-backup FILE")
-        return CondenseRequest(RequestKind.GENESIS, zones)
+        return CondenseRequest(RequestKind.GENESIS, zones, modules=args.module)
+    if args.module:
+        raise CondenseHostError(
+            "condense: --module is for --genesis; evacuate and restore run the modules "
+            "their backup's head pins"
+        )
     verified = verify_backup_set(args.from_backup)
     kind = RequestKind.EVACUATE if args.evacuate else RequestKind.RESTORE
     return CondenseRequest(
@@ -164,6 +177,7 @@ def _condense(args: argparse.Namespace) -> int:
             assess=assess,
             facts=facts,
             ask_soa=ask_soa_in_netns(args.ask_in_netns) if args.ask_in_netns else ask_soa_udp,
+            dist_home=args.dist_home,
         )
         report = condense_onto_host(request, host)
         print(

@@ -9,7 +9,9 @@ that fails stops the plan: no later step runs. The ordering is the whole point:
    backup set's head for evacuate and restore (``restore_backup``: the owner seed comes
    back byte for byte; genesis mints none here, the resident's custody does at first
    boot);
-3. modules condensed into the destination root;
+3. modules condensed into the destination root: the head's pinned modules installed
+   from the node's registered private dist (for genesis, the modules the request names,
+   pinned to the wheels the dist offers now and recorded in the genesis head);
 4. site facts rendered (for evacuate, the new location's);
 5. every served zone proven servable from operator state, one step per zone;
 6. the fence: seeded at generation 0 for genesis, or claimed at the backup head's
@@ -26,6 +28,7 @@ this backup's head) stops the plan before the start, as any failure does.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
@@ -33,6 +36,7 @@ import attrs
 
 from valis_core.errors import ValisError
 from valis_core.fence import GENESIS_GENERATION, MAX_GENERATION
+from valis_core.store.manifest import normalize_name
 
 
 class RequestKind(enum.Enum):
@@ -79,6 +83,28 @@ def _as_zones(value: Iterable[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
+_REQUIREMENT = re.compile(r"([A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?)==([0-9][0-9A-Za-z.!+_-]*)")
+
+
+def parse_module_requirement(text: str) -> tuple[str, str]:
+    """``NAME==VERSION`` as (name, version): a genesis node's module, by exact version."""
+    found = _REQUIREMENT.fullmatch(text.strip())
+    if found is None:
+        raise CondenseError(
+            f"condense: module {text!r} is not NAME==VERSION (an exact version; the wheel "
+            "hash is pinned from the private dist)"
+        )
+    return found.group(1), found.group(3)
+
+
+def _modules(
+    _: object, attribute: attrs.Attribute[tuple[str, ...]], value: tuple[str, ...]
+) -> None:
+    names = [normalize_name(parse_module_requirement(text)[0]) for text in value]
+    if len(set(names)) != len(names):
+        raise CondenseError("condense: a module is named twice")
+
+
 @attrs.frozen
 class CondenseRequest:
     """What to condense: the starting point, the zones the node serves, and for evacuate
@@ -88,8 +114,16 @@ class CondenseRequest:
     zones: tuple[str, ...] = attrs.field(converter=_as_zones, validator=_zones)
     backup: str | None = None
     backup_generation: int | None = None
+    modules: tuple[str, ...] = attrs.field(
+        default=(), converter=_as_zones, validator=_modules
+    )
 
     def __attrs_post_init__(self) -> None:
+        if self.modules and self.kind is not RequestKind.GENESIS:
+            raise CondenseError(
+                f"condense: {self.kind.value} runs the modules its backup's head pins; "
+                "--module is for genesis"
+            )
         if self.kind is RequestKind.GENESIS:
             if self.backup is not None or self.backup_generation is not None:
                 raise CondenseError(
@@ -111,12 +145,14 @@ class CondenseRequest:
 @attrs.frozen
 class Step:
     """One step of a plan. ``zone`` for the per-zone steps; ``backup`` when durable state
-    comes from a backup set; ``generation`` for the fence steps."""
+    comes from a backup set; ``generation`` for the fence steps; ``modules`` for the
+    modules a genesis node is to run (``NAME==VERSION``)."""
 
     kind: StepKind
     zone: str | None = None
     backup: str | None = None
     generation: int | None = None
+    modules: tuple[str, ...] = ()
 
     def describe(self) -> str:
         words = self.kind.value.replace("_", " ")
@@ -126,6 +162,8 @@ class Step:
             words += f" from {self.backup}"
         if self.generation is not None:
             words += f" at generation {self.generation}"
+        if self.modules:
+            words += f" ({', '.join(self.modules)})"
         return words
 
 
@@ -147,7 +185,7 @@ def plan_condense(request: CondenseRequest) -> Plan:
             backup=request.backup,
             generation=GENESIS_GENERATION if genesis else request.backup_generation,
         ),
-        Step(StepKind.CONDENSE_MODULES),
+        Step(StepKind.CONDENSE_MODULES, modules=request.modules),
         Step(StepKind.RENDER_SITE_FACTS),
         *(Step(StepKind.PROVE_ZONE_SERVABLE, zone=zone) for zone in request.zones),
         fence,

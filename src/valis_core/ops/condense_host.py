@@ -41,7 +41,9 @@ from valis_core.operator_state.site_facts import (
 )
 from valis_core.operator_state.zone_source import PgZoneSource
 from valis_core.ops.backup import CONFIG_STORE, read_backup_set, restore_backup
-from valis_core.ops.condense import CondenseError, Step
+from valis_core.ops.condense import CondenseError, Step, parse_module_requirement
+from valis_core.plugin.dist_home import DEFAULT_DIST_HOME, registered_dist
+from valis_core.plugin.install import Fetch, condense_modules, fetch_url, resolve_pin
 from valis_core.resident.config_store import (
     DIR_MODE,
     STORE_FILE,
@@ -115,7 +117,8 @@ class LocalCondenseHost:
     ``holder`` names this instance at the fence (``node@location``, as the resident
     names itself). ``dns_address`` is where the unit serves, for the apex SOA read-back;
     ``ask_soa`` asks it (from another namespace when the served address is not reachable
-    from this one).
+    from this one). ``dist_home`` holds the registration of the private dist modules
+    are installed from; ``fetch`` reads from it.
     """
 
     state_dir: Path
@@ -129,6 +132,8 @@ class LocalCondenseHost:
     ready_timeout: float = READY_TIMEOUT
     soa_timeout: float = SOA_TIMEOUT
     ask_soa: AskSoa = ask_soa_udp
+    dist_home: Path = DEFAULT_DIST_HOME
+    fetch: Fetch = fetch_url
 
     def assess_host(self, step: Step) -> None:
         self.assess()
@@ -155,21 +160,37 @@ class LocalCondenseHost:
             )
 
     def condense_modules(self, step: Step) -> None:
-        # The modules the head pins are what the resident loads at boot. Installing them
-        # from the node's private dist is not built yet, so a head that pins any stops
-        # the condense here, before the unit could start without them (fail closed).
+        # The head's pins are what the resident loads at boot, so they are installed
+        # before anything could start; a genesis node's requested modules are pinned to
+        # the dist's wheels first and recorded in its head.
         head = read_store_head(self.state_dir)
         if head is None:
             raise CondenseHostError(
                 f"no store head in {self.state_dir}: durable state was never materialised"
             )
-        if head.modules:
-            pins = ", ".join(f"{pin.name}=={pin.version}" for pin in head.modules)
-            raise CondenseHostError(
-                f"the store head pins modules ({pins}) and this valis cannot yet install "
-                "modules from a private dist; condense with a build that can, or remove "
-                "the pins from the manifest"
-            )
+        if step.modules:
+            index_url = registered_dist(self.dist_home)
+            pins = [
+                resolve_pin(index_url, *parse_module_requirement(text), fetch=self.fetch)[0]
+                for text in step.modules
+            ]
+            try:
+                head = attrs.evolve(head, modules=(*head.modules, *pins))
+            except ValueError as exc:
+                raise CondenseHostError(f"the genesis modules cannot be pinned: {exc}") from exc
+        if not head.modules:
+            return
+        condense_modules(
+            self.state_dir,
+            head.modules,
+            registered_dist(self.dist_home),
+            fetch=self.fetch,
+            owner=self.run_account,
+        )
+        if step.modules:
+            path = head_path(self.state_dir)
+            write_atomic(path, dumps(head), mode=HEAD_MODE)
+            self._own(path)
 
     def render_site_facts(self, step: Step) -> None:
         path = store_path(self.state_dir)

@@ -405,7 +405,7 @@ async def _bring_up(
 
     with _stage("modules", notifier):
         context = ModuleContext(state_dir=state_dir, node=config.node_name, generation=generation)
-        for module in load_modules(context):
+        for module in load_modules(context, manifest.modules):
             await services.start(
                 f"module {module.name}", module.lifecycle.run, drain=module.lifecycle.drain
             )

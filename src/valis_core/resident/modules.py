@@ -6,16 +6,22 @@ returns a lifecycle object with ``async run(*, task_status)`` (started under the
 resident's nursery after DNS is served: it reports started when it is up, then runs
 until cancelled) and ``async drain()`` (called on shutdown before the edge, the DNS
 loops and the fabric stop; the module finishes what it holds, within the resident's
-drain bound, after which it is cancelled). A node with no modules installed runs none.
+drain bound, after which it is cancelled).
 
-A module that cannot be loaded, or whose object lacks ``run``/``drain``, stops the boot:
-a node must not come up missing a module its manifest says it runs.
+The store head says which modules a node runs: exactly the distributions it pins,
+installed by condense into the state directory's ``modules`` directory. Nothing else in
+the interpreter's environment is loaded, so a node with no pins runs none. Installed
+modules that are not the pinned ones (by name, version and wheel hash, as recorded at
+install), a module that cannot be loaded, or one whose object lacks ``run``/``drain``,
+stop the boot: a node must not come up missing a module its manifest says it runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from importlib.metadata import entry_points
+import importlib
+import importlib.metadata
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -23,6 +29,8 @@ import attrs
 import trio
 
 from valis_core.errors import ValisError
+from valis_core.plugin.install import INSTALLED_RECORD, installed_record, modules_dir
+from valis_core.store.manifest import ModulePin
 
 GROUP = "valis.modules"
 
@@ -53,10 +61,41 @@ class LoadedModule:
     lifecycle: Lifecycle
 
 
-def load_modules(context: ModuleContext) -> tuple[LoadedModule, ...]:
-    """Instantiate every installed module, in entry-point name order."""
+def _check_installed(directory: Path, pins: Sequence[ModulePin]) -> None:
+    record = directory / INSTALLED_RECORD
+    try:
+        found = record.read_bytes()
+    except OSError as exc:
+        raise ModuleError(
+            f"the store head pins modules but {record} cannot be read ({exc.strerror}); "
+            "condense the node again to install them from its private dist"
+        ) from exc
+    if found != installed_record(pins):
+        raise ModuleError(
+            f"the modules installed in {directory} are not the ones the store head pins; "
+            "condense the node again to install them from its private dist"
+        )
+
+
+def load_modules(
+    context: ModuleContext, pins: Sequence[ModulePin]
+) -> tuple[LoadedModule, ...]:
+    """Instantiate every pinned module's entry points, in entry-point name order."""
+    if not pins:
+        return ()
+    directory = modules_dir(context.state_dir)
+    _check_installed(directory, pins)
+    if str(directory) not in sys.path:
+        sys.path.append(str(directory))
+    importlib.invalidate_caches()
+    points = [
+        point
+        for dist in importlib.metadata.distributions(path=[str(directory)])
+        for point in dist.entry_points
+        if point.group == GROUP
+    ]
     loaded = []
-    for point in sorted(entry_points(group=GROUP), key=lambda ep: ep.name):
+    for point in sorted(points, key=lambda ep: ep.name):
         try:
             factory: Callable[[ModuleContext], object] = point.load()
             lifecycle = factory(context)

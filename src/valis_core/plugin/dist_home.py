@@ -1,0 +1,108 @@
+"""The node's dist home: where the one private dist modules are installed from is recorded.
+
+Registering is a provisioning act, like creating the run account, and idempotent: after
+any number of runs the node has exactly one registration. Registering the same index
+again changes nothing; registering another replaces the record (atomically: the node
+always has the old registration or the new one, never none and never two).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from valis_core.atomic import write_atomic
+from valis_core.errors import ValisError
+
+DEFAULT_DIST_HOME = Path("/etc/valis/dist")
+REGISTRATION = "registration.json"
+_MAX_BYTES = 64 << 10
+
+
+class DistHomeError(ValisError):
+    """A dist registration that cannot be made or read."""
+
+
+class Registered(enum.Enum):
+    CREATED = "created"
+    UNCHANGED = "unchanged"
+    REPLACED = "replaced"
+
+
+def check_index_url(url: str) -> str:
+    """``url`` if it can name a PEP 503 simple index: http, https or file, no query or
+    fragment; the canonical form ends in one slash."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https", "file"):
+        raise DistHomeError(
+            f"private dist {url!r} is not an http, https or file URL of a simple index"
+        )
+    if parts.query or parts.fragment:
+        raise DistHomeError(f"private dist {url!r} has a query or fragment; give the index root")
+    if parts.scheme != "file" and not parts.hostname:
+        raise DistHomeError(f"private dist {url!r} names no host")
+    if parts.scheme == "file" and not parts.path.startswith("/"):
+        raise DistHomeError(f"private dist {url!r} is not an absolute file URL")
+    return url.rstrip("/") + "/"
+
+
+def registration_path(home: Path) -> Path:
+    return home / REGISTRATION
+
+
+def _record(url: str) -> bytes:
+    return (json.dumps({"index_url": url}, sort_keys=True) + "\n").encode("utf-8")
+
+
+def read_registration(home: Path) -> str | None:
+    """The registered index URL, or ``None`` when the node has registered none."""
+    path = registration_path(home)
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(_MAX_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise DistHomeError(f"dist registration {path} cannot be read: {exc.strerror}") from exc
+    try:
+        value = json.loads(data)
+        if len(data) > _MAX_BYTES or not isinstance(value, dict) or set(value) != {
+            "index_url"
+        }:
+            raise ValueError("not a registration record")
+        return check_index_url(str(value["index_url"]))
+    except (ValueError, UnicodeDecodeError, DistHomeError) as exc:
+        raise DistHomeError(
+            f"dist registration {path} is damaged ({exc}); register the dist again with "
+            "`valis dist register`"
+        ) from exc
+
+
+def register_dist(home: Path, url: str) -> Registered:
+    """Record ``url`` as the node's one private dist."""
+    canonical = check_index_url(url)
+    before = read_registration(home)
+    if before == canonical:
+        return Registered.UNCHANGED
+    try:
+        home.mkdir(mode=0o755, parents=True, exist_ok=True)
+        write_atomic(registration_path(home), _record(canonical), mode=0o644)
+    except OSError as exc:
+        raise DistHomeError(
+            f"cannot record the dist registration in {home}: {exc.strerror or exc}"
+        ) from exc
+    return Registered.CREATED if before is None else Registered.REPLACED
+
+
+def registered_dist(home: Path) -> str:
+    """The registered index URL; a node with none cannot install a module."""
+    url = read_registration(home)
+    if url is None:
+        raise DistHomeError(
+            f"no private dist is registered in {home}; register one with `valis dist "
+            "register --dist-home ... URL` before condensing a node that runs modules"
+        )
+    return url
+

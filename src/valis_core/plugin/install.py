@@ -1,0 +1,232 @@
+"""Condensing modules: the wheels a store head pins, fetched from the node's registered
+private dist and installed into the state directory's ``modules`` directory.
+
+Nothing is resolved: each pin names an exact version and wheel hash, and a module's own
+requirements must already be met, by the runtime valis runs in or by another pinned
+module; an unmet one refuses the install (naming it) rather than fetching something
+unpinned. Every wheel is fetched and checked whole (``plugin.wheel``) before anything is
+written; the files are written to a fresh directory beside ``modules``, made durable,
+and only then put in its place, with a record of the pins installed that the resident
+compares with its head at boot. A refusal leaves the state directory as it was.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import shutil
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+
+from packaging.tags import Tag, sys_tags
+from packaging.version import InvalidVersion, Version
+
+from valis_core.atomic import fsync_dir
+from valis_core.plugin.simple_index import (
+    DistError,
+    choose_wheels,
+    parse_project_page,
+    project_url,
+)
+from valis_core.plugin.wheel import WheelContents, read_wheel, sha256_hex
+from valis_core.store.manifest import ModulePin, normalize_name
+
+MODULES_DIR = "modules"
+INSTALLED_RECORD = "valis-modules.json"
+"""In the modules directory: the pins installed there, as the resident checks them."""
+
+MAX_FETCH = 256 << 20
+
+Fetch = Callable[[str], bytes]
+"""The bytes at a URL of the private dist, or a ``DistError`` naming it."""
+
+
+def modules_dir(state_dir: Path) -> Path:
+    return state_dir / MODULES_DIR
+
+
+def fetch_url(url: str, *, timeout: float = 30.0) -> bytes:
+    """GET ``url`` (http, https or file), at most ``MAX_FETCH`` bytes. A file URL of a
+    directory reads its ``index.html``, as a static web server publishing it would."""
+    if url.startswith("file:") and url.endswith("/"):
+        url += "index.html"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            data: bytes = response.read(MAX_FETCH + 1)
+    except urllib.error.HTTPError as exc:
+        raise DistError(f"the private dist answered {exc.code} for {url}") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise DistError(f"the private dist cannot be reached at {url}: {reason}") from exc
+    if len(data) > MAX_FETCH:
+        raise DistError(f"{url} is larger than {MAX_FETCH >> 20} MiB; refusing it")
+    return data
+
+
+def _candidates(
+    index_url: str, name: str, version: str, *, sha256: str | None, fetch: Fetch,
+    supported: Sequence[Tag],
+) -> tuple[str, ...]:
+    page_url = project_url(index_url, name)
+    page = fetch(page_url).decode("utf-8", errors="replace")
+    files = parse_project_page(page, page_url)
+    chosen = choose_wheels(
+        files, name, version, supported, index_url=index_url, sha256=sha256
+    )
+    return tuple(file.url for file in chosen)
+
+
+def resolve_pin(
+    index_url: str, name: str, version: str, *, fetch: Fetch = fetch_url,
+    supported: Sequence[Tag] | None = None,
+) -> tuple[ModulePin, WheelContents]:
+    """Pin ``name==version`` to the wheel the dist offers for it now, checked whole (a
+    genesis deploy's modules; from then on the pin, not the dist, says which bytes the
+    node runs)."""
+    tags = list(sys_tags()) if supported is None else supported
+    url = _candidates(index_url, name, version, sha256=None, fetch=fetch, supported=tags)[0]
+    data = fetch(url)
+    pin = ModulePin(name=name, version=version, sha256=sha256_hex(data))
+    return pin, read_wheel(data, pin)
+
+
+def fetch_modules(
+    pins: Iterable[ModulePin], index_url: str, *, fetch: Fetch = fetch_url,
+    supported: Sequence[Tag] | None = None,
+) -> tuple[WheelContents, ...]:
+    """Every pinned wheel from the dist, each checked whole against its pin."""
+    tags = list(sys_tags()) if supported is None else supported
+    wheels = []
+    for pin in pins:
+        candidates = _candidates(
+            index_url, pin.name, pin.version, sha256=pin.sha256, fetch=fetch, supported=tags
+        )
+        data = b""
+        for url in candidates:
+            data = fetch(url)
+            if sha256_hex(data) == pin.sha256:
+                break
+        wheels.append(read_wheel(data, pin))
+    return tuple(wheels)
+
+
+def runtime_versions() -> dict[str, str]:
+    """The distributions the running interpreter has, by normalised name."""
+    found: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            found.setdefault(normalize_name(str(name)), dist.version)
+    return found
+
+
+def unmet_requirements(
+    wheels: Iterable[WheelContents], runtime: Mapping[str, str]
+) -> tuple[str, ...]:
+    """Each requirement of a module that neither the runtime nor a pinned module meets,
+    as ``"module needs requirement (have ...)"``."""
+    wheels = tuple(wheels)
+    have = dict(runtime)
+    have.update({normalize_name(wheel.name): wheel.version for wheel in wheels})
+    unmet = []
+    for wheel in wheels:
+        for requirement in wheel.requires:
+            if requirement.marker is not None and not requirement.marker.evaluate(
+                {"extra": ""}
+            ):
+                continue
+            found = have.get(normalize_name(requirement.name))
+            try:
+                met = found is not None and requirement.specifier.contains(
+                    Version(found), prereleases=True
+                )
+            except InvalidVersion:
+                met = False
+            if not met:
+                held = f"have {found}" if found is not None else "absent"
+                unmet.append(f"{wheel.name} needs {requirement} ({held})")
+    return tuple(unmet)
+
+
+def installed_record(pins: Iterable[ModulePin]) -> bytes:
+    rows = [
+        {"name": pin.name, "version": pin.version, "sha256": pin.sha256}
+        for pin in sorted(pins, key=lambda pin: normalize_name(pin.name))
+    ]
+    return (json.dumps(rows, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "wb") as handle:
+        os.fchmod(handle.fileno(), 0o644)
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _chown_tree(root: Path, owner: tuple[int, int]) -> None:
+    os.chown(root, *owner)
+    for directory, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            os.chown(os.path.join(directory, name), *owner, follow_symlinks=False)
+
+
+def install_modules(
+    state_dir: Path,
+    pins: Sequence[ModulePin],
+    wheels: Sequence[WheelContents],
+    *,
+    owner: tuple[int, int] | None = None,
+) -> Path:
+    """Put ``wheels`` (checked, one per pin) in place as the state directory's modules."""
+    target = modules_dir(state_dir)
+    fresh = Path(tempfile.mkdtemp(prefix=".modules-", dir=state_dir))
+    try:
+        fresh.chmod(0o755)
+        for wheel in wheels:
+            for relative, data in wheel.files:
+                _write_file(fresh / relative, data)
+        _write_file(fresh / INSTALLED_RECORD, installed_record(pins))
+        for directory, _, _ in os.walk(fresh):
+            os.chmod(directory, 0o755)
+            fsync_dir(Path(directory))
+        if owner is not None:
+            _chown_tree(fresh, owner)
+        retired = None
+        if target.exists():
+            retired = Path(tempfile.mkdtemp(prefix=".modules-retired-", dir=state_dir))
+            os.rename(target, retired / MODULES_DIR)
+        os.rename(fresh, target)
+        fsync_dir(state_dir)
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+    if retired is not None:
+        shutil.rmtree(retired, ignore_errors=True)
+    return target
+
+
+def condense_modules(
+    state_dir: Path,
+    pins: Sequence[ModulePin],
+    index_url: str,
+    *,
+    fetch: Fetch = fetch_url,
+    owner: tuple[int, int] | None = None,
+    runtime: Mapping[str, str] | None = None,
+) -> Path:
+    """Fetch, check and install every pinned module; the installed ``modules`` directory."""
+    wheels = fetch_modules(pins, index_url, fetch=fetch)
+    unmet = unmet_requirements(wheels, runtime_versions() if runtime is None else runtime)
+    if unmet:
+        raise DistError(
+            "a pinned module's requirements are not met: " + "; ".join(unmet)
+            + "; pin each missing distribution in the manifest and publish it in the dist"
+        )
+    return install_modules(state_dir, pins, wheels, owner=owner)
