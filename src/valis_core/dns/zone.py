@@ -2,7 +2,11 @@
 
 An index is built in one go from rows (``ZoneIndex.from_records``) or from RFC 1035
 master files (``ZoneIndex.from_zone_text``) and never changes afterwards; a reload builds
-a new index and the serve loop swaps it in whole. Building refuses, with a ``ZoneError``
+a new index and the serve loop swaps it in whole. ``ZoneIndex.with_owners_replaced``
+makes the new version of one zone from the old one by replacing a few owners' records:
+it re-checks only those owners and updates the derived structures in place of a rebuild,
+so its cost follows the owners changed, not the size of the zone, and its result is the
+index a full build of the changed records would give. Building refuses, with a ``ZoneError``
 naming the zone, the owner and the reason, anything a zone cannot serve: no single SOA
 at the apex, no apex NS, a CNAME beside other data, data outside the zone or hidden
 beneath a DNAME, rdata that does not parse, and types that never live in a zone.
@@ -24,6 +28,7 @@ by type in ascending type order, exactly as they appear after the owner in a res
 from __future__ import annotations
 
 import collections
+import copy
 import itertools
 import struct
 from collections.abc import Callable, Iterable, Mapping
@@ -105,11 +110,16 @@ class ServedZone:
     docstring says (read them with ``decode_node``); ``empty_nonterminals`` are names
     that exist only because something lies beneath them; ``cuts`` are delegation points
     (NS below the apex, including their own DS); ``dnames`` are DNAME owners;
-    ``parent`` is the nearest enclosing zone the same index serves.
+    ``parent`` is the nearest enclosing zone the same index serves. ``children`` counts,
+    for every name with something beneath it, the names one label below it that exist
+    (have data or are empty non-terminals), and ``wildcards`` how many existing names
+    are wildcards: the bookkeeping that lets ``with_owners_replaced`` keep the empty
+    non-terminals and ``has_wildcard`` right without walking the whole zone.
     """
 
     __slots__ = (
         "apex",
+        "children",
         "cuts",
         "dnames",
         "empty_nonterminals",
@@ -118,7 +128,9 @@ class ServedZone:
         "nodes",
         "origin",
         "parent",
+        "record_count",
         "soa",
+        "wildcards",
     )
 
     def __init__(
@@ -132,6 +144,9 @@ class ServedZone:
         dnames: frozenset[bytes],
         soa: bytes,
         negative_ttl: int,
+        children: dict[bytes, int],
+        wildcards: int,
+        record_count: int,
     ) -> None:
         self.origin = origin
         self.apex = apex
@@ -139,16 +154,27 @@ class ServedZone:
         self.empty_nonterminals = empty_nonterminals
         self.cuts = cuts
         self.dnames = dnames
-        self.has_wildcard = any(
-            name.startswith(b"\x01*") for name in itertools.chain(nodes, empty_nonterminals)
-        )
+        self.children: Mapping[bytes, int] = children
+        self.wildcards = wildcards
+        self.has_wildcard = wildcards > 0
         self.soa = soa
         self.negative_ttl = negative_ttl
+        self.record_count = record_count
         self.parent: ServedZone | None = None
 
     def exists(self, name: bytes) -> bool:
         """Whether ``name`` (lowercased wire form) exists in this zone, data or not."""
         return name in self.nodes or name in self.empty_nonterminals
+
+    def with_owners_replaced(
+        self, owners: Iterable[bytes], rows: Iterable[RecordRow]
+    ) -> ServedZone:
+        """This zone with every record of ``owners`` (lowercased wire names) replaced by
+        ``rows``, which must be all the records those owners now have (none: the owner
+        goes). Raises ``ZoneError`` if the result cannot be served, exactly when building
+        the whole changed zone would, and ``ValueError`` for a row of another zone or of
+        an owner not listed. The new zone shares nothing mutable with this one."""
+        return _replace_owners(self, frozenset(owners), rows)
 
 
 def decode_node(blob: bytes) -> dict[int, RRset]:
@@ -211,6 +237,30 @@ class ZoneIndex:
         for text, origin in sources:
             _read_master(text, origin, builder.add_wire)
         return builder.finish()
+
+    def with_owners_replaced(
+        self, zone: str, owners: Iterable[str], rows: Iterable[RecordRow]
+    ) -> ZoneIndex:
+        """A new index with ``owners`` (absolute names) of the served ``zone`` holding
+        exactly ``rows`` (see ``ServedZone.with_owners_replaced``); the other zones are
+        shared. Raises ``ZoneError`` as a full build would, ``KeyError`` for a zone this
+        index does not serve."""
+        try:
+            apex = wire.from_text(_absolute(zone)).lower()
+        except wire.BadName as exc:
+            raise ZoneError(zone, zone, f"bad zone name: {exc}") from None
+        old = self._by_apex.get(apex)
+        if old is None:
+            raise KeyError(zone)
+        keys = []
+        for owner in owners:
+            try:
+                keys.append(wire.from_text(owner).lower())
+            except wire.BadName as exc:
+                raise ZoneError(old.origin, owner, f"bad owner name: {exc}") from None
+        new = old.with_owners_replaced(keys, rows)
+        zones = [new if held is old else copy.copy(held) for held in self._by_apex.values()]
+        return ZoneIndex(zones, self._record_count - old.record_count + new.record_count)
 
     @property
     def zones(self) -> tuple[str, ...]:
@@ -323,6 +373,16 @@ class _Builder:
         self._nodes: dict[bytes, dict[bytes, bytes | bytearray]] = {}
         self._types: dict[str, int] = {}
         self._servable: set[int] = set()
+
+    def add_zone(self, zone: str) -> None:
+        """Include ``zone`` even if no record of it is added."""
+        self._zone(zone)
+
+    def apexes(self) -> set[bytes]:
+        return set(self._nodes)
+
+    def owners(self, apex: bytes) -> dict[bytes, bytes | bytearray]:
+        return self._nodes[apex]
 
     def _zone(self, zone: str) -> tuple[bytes, str]:
         known = self._zone_keys.get(zone)
@@ -447,29 +507,15 @@ def _freeze_zone(
     dnames: set[bytes] = set()
     count = 0
     for owner, held in nodes.items():
-        if isinstance(held, bytes):
-            # One record (a second one turns the value into a bytearray): already final.
-            frozen[owner] = held
-            count += 1
-            if _RR_HEAD.unpack_from(held)[0] not in (NS, DNAME, SOA):
-                continue
-            sets = decode_node(held)
-        else:
-            sets, frozen[owner] = _merge(bytes(held))
-            count += sum(len(rdatas) for _, rdatas in sets.values())
-        _check_node(origin, apex, owner, sets)
-        if NS in sets and owner != apex:
+        blob, types, records = _freeze_node(origin, apex, owner, held)
+        frozen[owner] = blob
+        count += records
+        if NS in types and owner != apex:
             cuts.add(owner)
-        if DNAME in sets:
+        if DNAME in types:
             dnames.add(owner)
-    apex_sets = decode_node(frozen.get(apex, b""))
-    if SOA not in apex_sets:
-        raise ZoneError(origin, origin, "no SOA record at the apex; add one")
-    if NS not in apex_sets:
-        raise ZoneError(origin, origin, "no NS records at the apex; add the zone's name servers")
-    soa_ttl, (soa_rdata,) = apex_sets[SOA]
-    minimum = struct.unpack_from("!I", soa_rdata, len(soa_rdata) - 4)[0]
-    empty = _empty_nonterminals(apex, frozen)
+    soa, negative_ttl = _check_apex(origin, frozen.get(apex, b""))
+    empty, children = _tree(apex, frozen)
     if dnames:
         _check_occlusion(origin, apex, frozen, dnames)
     zone = ServedZone(
@@ -479,10 +525,135 @@ def _freeze_zone(
         empty_nonterminals=frozenset(empty),
         cuts=frozenset(cuts),
         dnames=frozenset(dnames),
-        soa=soa_rdata,
-        negative_ttl=min(soa_ttl, minimum),
+        soa=soa,
+        negative_ttl=negative_ttl,
+        children=children,
+        wildcards=sum(1 for name in itertools.chain(frozen, empty) if _is_wildcard(name)),
+        record_count=count,
     )
     return zone, count
+
+
+def _freeze_node(
+    origin: str, apex: bytes, owner: bytes, held: bytes | bytearray
+) -> tuple[bytes, Iterable[int], int]:
+    """One owner's final encoding, the types that matter to the zone's structure (all of
+    them, or a single record's type) and its record count; refuse what an owner may not
+    hold."""
+    if isinstance(held, bytes):
+        # One record (a second one turns the value into a bytearray): already final.
+        rtype = _RR_HEAD.unpack_from(held)[0]
+        if rtype in (NS, DNAME, SOA):
+            _check_node(origin, apex, owner, decode_node(held))
+        return held, (rtype,), 1
+    sets, blob = _merge(bytes(held))
+    _check_node(origin, apex, owner, sets)
+    return blob, sets.keys(), sum(len(rdatas) for _, rdatas in sets.values())
+
+
+def _check_apex(origin: str, blob: bytes) -> tuple[bytes, int]:
+    """The apex's SOA rdata and the zone's negative TTL; refuse an apex without SOA/NS."""
+    apex_sets = decode_node(blob)
+    if SOA not in apex_sets:
+        raise ZoneError(origin, origin, "no SOA record at the apex; add one")
+    if NS not in apex_sets:
+        raise ZoneError(origin, origin, "no NS records at the apex; add the zone's name servers")
+    soa_ttl, (soa_rdata,) = apex_sets[SOA]
+    minimum = struct.unpack_from("!I", soa_rdata, len(soa_rdata) - 4)[0]
+    return soa_rdata, min(soa_ttl, minimum)
+
+
+def _replace_owners(
+    zone: ServedZone, owners: frozenset[bytes], rows: Iterable[RecordRow]
+) -> ServedZone:
+    """``ServedZone.with_owners_replaced``: the changed owners are checked as a build
+    checks them, and the empty non-terminals, child counts, wildcards, cuts and DNAMEs
+    are updated owner by owner, each step leaving them as a build of that state would."""
+    origin, apex = zone.origin, zone.apex
+    for owner in owners:
+        if not wire.is_at_or_below(owner, apex):
+            raise ZoneError(
+                origin,
+                wire.to_text(owner),
+                "data outside the zone; put it in the zone that contains it",
+            )
+    builder = _Builder()
+    builder.add_zone(origin)
+    for row in rows:
+        builder.add_row(row)
+    if builder.apexes() != {apex}:
+        raise ValueError(f"rows for zones other than {origin} given to replace its owners")
+    fresh = builder.owners(apex)
+    stray = fresh.keys() - owners
+    if stray:
+        raise ValueError(f"rows of owners not being replaced: {wire.to_text(min(stray))}")
+
+    nodes = dict(zone.nodes)
+    empty = set(zone.empty_nonterminals)
+    children = dict(zone.children)
+    cuts = set(zone.cuts)
+    dnames = set(zone.dnames)
+    wildcards = zone.wildcards
+    count = zone.record_count
+    for owner in sorted(owners):
+        old = nodes.pop(owner, None)
+        if old is not None:
+            count -= _count_records(old)
+        cuts.discard(owner)
+        dnames.discard(owner)
+        held = fresh.get(owner)
+        if held is not None:
+            blob, types, records = _freeze_node(origin, apex, owner, held)
+            nodes[owner] = blob
+            count += records
+            if NS in types and owner != apex:
+                cuts.add(owner)
+            if DNAME in types:
+                dnames.add(owner)
+            if old is None:
+                if owner in empty:
+                    empty.discard(owner)  # it existed already, as an empty non-terminal
+                else:
+                    wildcards += _appear(apex, owner, nodes, empty, children)
+        elif old is not None:
+            if children.get(owner):
+                empty.add(owner)  # it still exists, for what lies beneath it
+            else:
+                wildcards -= _vanish(apex, owner, nodes, children, empty)
+
+    if apex in owners:
+        soa, negative_ttl = _check_apex(origin, nodes.get(apex, b""))
+    else:
+        soa, negative_ttl = zone.soa, zone.negative_ttl
+    if dnames:
+        _check_occlusion_of(origin, apex, owners, nodes, children, dnames)
+    return ServedZone(
+        origin=origin,
+        apex=apex,
+        nodes=nodes,
+        empty_nonterminals=frozenset(empty),
+        cuts=frozenset(cuts),
+        dnames=frozenset(dnames),
+        soa=soa,
+        negative_ttl=negative_ttl,
+        children=children,
+        wildcards=wildcards,
+        record_count=count,
+    )
+
+
+def _count_records(blob: bytes) -> int:
+    count = 0
+    size = len(blob)
+    i = 0
+    while i < size:
+        i += 10 + _RR_HEAD.unpack_from(blob, i)[3]
+        count += 1
+    return count
+
+
+def _is_wildcard(name: bytes) -> bool:
+    return name.startswith(b"\x01*")
 
 
 def _merge(blob: bytes) -> tuple[dict[int, RRset], bytes]:
@@ -540,18 +711,70 @@ def _check_node(origin: str, apex: bytes, owner: bytes, sets: dict[int, RRset]) 
         raise ZoneError(origin, name, "more than one DNAME record; a name may have one")
 
 
-def _empty_nonterminals(apex: bytes, nodes: dict[bytes, bytes]) -> set[bytes]:
-    """Names with no records of their own but something beneath them."""
+def _tree(apex: bytes, nodes: Mapping[bytes, bytes]) -> tuple[set[bytes], dict[bytes, int]]:
+    """The empty non-terminals (names with no records of their own but something beneath
+    them) and, for each name with something beneath it, how many existing names lie one
+    label below it. The apex always exists and is never an empty non-terminal."""
     empty: set[bytes] = set()
+    children: dict[bytes, int] = {}
     for owner in nodes:
         name = owner
         while name != apex:
-            name = wire.parent(name)
-            if name in nodes or name in empty:
+            up = wire.parent(name)
+            children[up] = children.get(up, 0) + 1
+            if up == apex or up in nodes or up in empty:
                 break
-            empty.add(name)
-    empty.discard(apex)
-    return empty
+            empty.add(up)
+            name = up
+    return empty, children
+
+
+def _appear(
+    apex: bytes,
+    owner: bytes,
+    nodes: Mapping[bytes, bytes],
+    empty: set[bytes],
+    children: dict[bytes, int],
+) -> int:
+    """Account for ``owner`` coming into existence (it now has data and did not exist);
+    return how many wildcard names came into existence with it."""
+    added = int(_is_wildcard(owner))
+    name = owner
+    while name != apex:
+        up = wire.parent(name)
+        children[up] = children.get(up, 0) + 1
+        if up == apex or up in nodes or up in empty:
+            break
+        empty.add(up)
+        added += _is_wildcard(up)
+        name = up
+    return added
+
+
+def _vanish(
+    apex: bytes,
+    owner: bytes,
+    nodes: Mapping[bytes, bytes],
+    children: dict[bytes, int],
+    empty: set[bytes],
+) -> int:
+    """Account for ``owner`` ceasing to exist (no data left, nothing beneath it); return
+    how many wildcard names ceased to exist with it."""
+    removed = int(_is_wildcard(owner))
+    name = owner
+    while name != apex:
+        up = wire.parent(name)
+        left = children[up] - 1
+        if left:
+            children[up] = left
+            break
+        del children[up]
+        if up == apex or up in nodes:
+            break
+        empty.discard(up)  # an empty non-terminal with nothing beneath it any more
+        removed += _is_wildcard(up)
+        name = up
+    return removed
 
 
 def _check_occlusion(
@@ -563,9 +786,36 @@ def _check_occlusion(
         while name != apex:
             name = wire.parent(name)
             if name in dnames:
-                raise ZoneError(
-                    origin,
-                    wire.to_text(owner),
-                    f"data beneath the DNAME at {wire.to_text(name)} is never served "
-                    "(RFC 6672); remove it or the DNAME",
-                )
+                _refuse_occluded(origin, owner, name)
+
+
+def _check_occlusion_of(  # noqa: PLR0917 - the patched zone's parts, one caller
+    origin: str,
+    apex: bytes,
+    owners: frozenset[bytes],
+    nodes: Mapping[bytes, bytes],
+    children: Mapping[bytes, int],
+    dnames: set[bytes],
+) -> None:
+    """``_check_occlusion`` for a zone where only ``owners`` changed: a changed owner
+    with data beneath a DNAME, or a changed owner that is now a DNAME with something
+    beneath it. Any other pair was already there, and already refused."""
+    for owner in sorted(owners):
+        if owner in nodes:
+            name = owner
+            while name != apex:
+                name = wire.parent(name)
+                if name in dnames:
+                    _refuse_occluded(origin, owner, name)
+        if owner in dnames and children.get(owner):
+            below = min(n for n in nodes if n != owner and wire.is_at_or_below(n, owner))
+            _refuse_occluded(origin, below, owner)
+
+
+def _refuse_occluded(origin: str, owner: bytes, dname: bytes) -> None:
+    raise ZoneError(
+        origin,
+        wire.to_text(owner),
+        f"data beneath the DNAME at {wire.to_text(dname)} is never served "
+        "(RFC 6672); remove it or the DNAME",
+    )
