@@ -28,6 +28,7 @@ from packaging.version import InvalidVersion, Version
 from valis_core.atomic import fsync_dir
 from valis_core.plugin.simple_index import (
     DistError,
+    DistFile,
     choose_wheels,
     parse_project_page,
     project_url,
@@ -70,14 +71,11 @@ def fetch_url(url: str, *, timeout: float = 30.0) -> bytes:
 def _candidates(
     index_url: str, name: str, version: str, *, sha256: str | None, fetch: Fetch,
     supported: Sequence[Tag],
-) -> tuple[str, ...]:
+) -> tuple[DistFile, ...]:
     page_url = project_url(index_url, name)
     page = fetch(page_url).decode("utf-8", errors="replace")
     files = parse_project_page(page, page_url)
-    chosen = choose_wheels(
-        files, name, version, supported, index_url=index_url, sha256=sha256
-    )
-    return tuple(file.url for file in chosen)
+    return choose_wheels(files, name, version, supported, index_url=index_url, sha256=sha256)
 
 
 def resolve_pin(
@@ -88,9 +86,14 @@ def resolve_pin(
     genesis deploy's modules; from then on the pin, not the dist, says which bytes the
     node runs)."""
     tags = list(sys_tags()) if supported is None else supported
-    url = _candidates(index_url, name, version, sha256=None, fetch=fetch, supported=tags)[0]
-    data = fetch(url)
+    file = _candidates(index_url, name, version, sha256=None, fetch=fetch, supported=tags)[0]
+    data = fetch(file.url)
     pin = ModulePin(name=name, version=version, sha256=sha256_hex(data))
+    if file.sha256 is not None and file.sha256 != pin.sha256:
+        raise DistError(
+            f"the private dist {index_url} states sha256 {file.sha256} for {file.filename} "
+            f"but serves bytes with sha256 {pin.sha256}; republish it"
+        )
     return pin, read_wheel(data, pin)
 
 
@@ -106,8 +109,8 @@ def fetch_modules(
             index_url, pin.name, pin.version, sha256=pin.sha256, fetch=fetch, supported=tags
         )
         data = b""
-        for url in candidates:
-            data = fetch(url)
+        for file in candidates:
+            data = fetch(file.url)
             if sha256_hex(data) == pin.sha256:
                 break
         wheels.append(read_wheel(data, pin))

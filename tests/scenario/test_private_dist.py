@@ -1,0 +1,306 @@
+"""The private dist on a real filesystem and over loopback HTTP: registering it, installing
+pinned modules from it into a state directory, the resident loading exactly those, and
+measuring a dist's whole catalogue."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.scenario.module_dist import HELLO, hello_wheel, pin_of, publish
+from valis_core.plugin.dist_home import (
+    DistHomeError,
+    Registered,
+    read_registration,
+    register_dist,
+    registration_path,
+)
+from valis_core.plugin.dist_probe import probe_dist
+from valis_core.plugin.install import (
+    INSTALLED_RECORD,
+    condense_modules,
+    fetch_url,
+    modules_dir,
+    resolve_pin,
+)
+from valis_core.plugin.simple_index import DistError
+from valis_core.plugin.wheel import WheelError, make_wheel
+from valis_core.resident.modules import ModuleContext, ModuleError, load_modules
+from valis_core.store.manifest import ModulePin
+
+VALIS = str(Path(sys.executable).parent / "valis")
+
+
+def _listing(root: Path) -> dict[str, bytes | None]:
+    found: dict[str, bytes | None] = {}
+    for directory, dirs, files in os.walk(root):
+        for name in dirs:
+            found[os.path.relpath(os.path.join(directory, name), root)] = None
+        for name in files:
+            path = os.path.join(directory, name)
+            found[os.path.relpath(path, root)] = Path(path).read_bytes()
+    return found
+
+
+# -- registration ----------------------------------------------------------------------
+
+
+def test_registering_any_number_of_times_leaves_exactly_one_registration(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "dist-home"
+    url = "https://dist.example.test/simple"
+    outcomes = [register_dist(home, url) for _ in range(3)]
+    assert outcomes == [Registered.CREATED, Registered.UNCHANGED, Registered.UNCHANGED]
+    assert os.listdir(home) == ["registration.json"]
+    assert read_registration(home) == url + "/"
+    assert register_dist(home, "file:///srv/dist/simple/") is Registered.REPLACED
+    assert os.listdir(home) == ["registration.json"]
+    assert read_registration(home) == "file:///srv/dist/simple/"
+
+
+@pytest.mark.parametrize(
+    "url", ["ftp://dist.example.test/simple/", "https:///simple/", "https://d.test/s/?a=1",
+            "file:relative/simple"],
+)
+def test_an_unusable_index_url_is_refused_and_nothing_recorded(tmp_path: Path, url: str) -> None:
+    with pytest.raises(DistHomeError, match="private dist"):
+        register_dist(tmp_path, url)
+    assert not registration_path(tmp_path).exists()
+
+
+def test_a_damaged_registration_is_reported_not_guessed(tmp_path: Path) -> None:
+    registration_path(tmp_path).write_text('{"index_url": "https://d.test/", "x": 1}')
+    with pytest.raises(DistHomeError, match="register the dist again"):
+        read_registration(tmp_path)
+
+
+def test_valis_dist_register_and_show(tmp_path: Path) -> None:
+    home = str(tmp_path / "home")
+    url = "https://dist.example.test/simple/"
+    first = subprocess.run([VALIS, "dist", "register", "--dist-home", home, url],
+                           capture_output=True, text=True, check=False)
+    again = subprocess.run([VALIS, "dist", "register", "--dist-home", home, url],
+                           capture_output=True, text=True, check=False)
+    shown = subprocess.run([VALIS, "dist", "show", "--dist-home", home],
+                           capture_output=True, text=True, check=False)
+    assert (first.returncode, again.returncode, shown.returncode) == (0, 0, 0), first.stderr
+    assert "created" in first.stdout
+    assert "unchanged" in again.stdout
+    assert shown.stdout.strip() == url
+
+
+# -- installing pinned modules -----------------------------------------------------------
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "state"
+    path.mkdir(mode=0o700)
+    (path / "store").mkdir()
+    (path / "store" / "head.json").write_text("{}")
+    return path
+
+
+def test_pinned_modules_install_with_a_record_the_resident_then_loads(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    wheel = hello_wheel()
+    url = publish(tmp_path / "wheelhouse", wheel)
+    pin = pin_of(HELLO, "1.0", wheel)
+    installed = condense_modules(state_dir, [pin], url)
+    assert installed == modules_dir(state_dir)
+    assert (installed / "valis_hello" / "__init__.py").is_file()
+    assert pin.sha256 in (installed / INSTALLED_RECORD).read_text()
+    assert sorted(p for p in os.listdir(state_dir) if p.startswith(".")) == []
+
+    context = ModuleContext(state_dir=state_dir, node="node-a", generation=3)
+    loaded = load_modules(context, [pin])
+    assert [module.name for module in loaded] == ["hello"]
+
+    async def lifecycle() -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(loaded[0].lifecycle.run)
+            await loaded[0].lifecycle.drain()
+            nursery.cancel_scope.cancel()
+
+    trio.run(lifecycle)
+    assert (state_dir / "hello.started").read_text() == "node-a 3\n"
+    assert (state_dir / "hello.drained").exists()
+
+
+def test_a_node_without_pins_loads_no_module_even_when_one_is_installed(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    wheel = hello_wheel()
+    condense_modules(state_dir, [pin_of(HELLO, "1.0", wheel)], publish(tmp_path / "wh", wheel))
+    context = ModuleContext(state_dir=state_dir, node="node-a", generation=0)
+    assert load_modules(context, []) == ()
+
+
+def test_installed_modules_other_than_the_pinned_ones_stop_the_boot(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    old, new = hello_wheel("1.0"), hello_wheel("1.1")
+    url = publish(tmp_path / "wh", old, new)
+    condense_modules(state_dir, [pin_of(HELLO, "1.0", old)], url)
+    context = ModuleContext(state_dir=state_dir, node="node-a", generation=0)
+    with pytest.raises(ModuleError, match="not the ones the store head pins"):
+        load_modules(context, [pin_of(HELLO, "1.1", new)])
+
+
+def test_pinned_modules_never_installed_stop_the_boot(state_dir: Path) -> None:
+    context = ModuleContext(state_dir=state_dir, node="node-a", generation=0)
+    with pytest.raises(ModuleError, match="condense the node again"):
+        load_modules(context, [pin_of(HELLO, "1.0", hello_wheel())])
+
+
+def test_reinstalling_replaces_the_modules_directory_whole(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    old, new = hello_wheel("1.0"), hello_wheel("1.1", greeting=b"# second\n")
+    url = publish(tmp_path / "wh", old, new)
+    condense_modules(state_dir, [pin_of(HELLO, "1.0", old)], url)
+    condense_modules(state_dir, [pin_of(HELLO, "1.1", new)], url)
+    names = os.listdir(modules_dir(state_dir))
+    assert sorted(names) == sorted([INSTALLED_RECORD, "valis_hello", "valis_hello-1.1.dist-info"])
+    assert sorted(os.listdir(state_dir)) == ["modules", "store"]
+
+
+def test_a_wheel_changed_under_its_pin_is_refused_and_the_state_directory_unchanged(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    pinned = hello_wheel()
+    url = publish(tmp_path / "wh", hello_wheel(greeting=b"# not what was pinned\n"))
+    before = _listing(state_dir)
+    with pytest.raises(DistError, match="changed under the pin"):
+        condense_modules(state_dir, [pin_of(HELLO, "1.0", pinned)], url)
+    assert _listing(state_dir) == before
+
+
+def test_a_wheel_whose_page_states_no_hash_is_still_checked_against_the_pin(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    pinned = hello_wheel()
+    url = publish(tmp_path / "wh", hello_wheel(greeting=b"# swapped\n"))
+    page = tmp_path / "wh" / "simple" / HELLO / "index.html"
+    page.write_text(re.sub(r"#sha256=[0-9a-f]+", "", page.read_text()))
+    before = _listing(state_dir)
+    with pytest.raises(WheelError, match="the manifest pins"):
+        condense_modules(state_dir, [pin_of(HELLO, "1.0", pinned)], url)
+    assert _listing(state_dir) == before
+
+
+def test_a_module_needing_what_nothing_supplies_is_refused_naming_it(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    needy = make_wheel("valis-needy", "0.1", [("valis_needy/__init__.py", b"")],
+                       requires=["valis-geo>=2"])
+    url = publish(tmp_path / "wh", needy)
+    with pytest.raises(DistError, match=r"valis-needy needs valis-geo>=2 \(absent\)"):
+        condense_modules(state_dir, [pin_of("valis-needy", "0.1", needy)], url)
+    assert not modules_dir(state_dir).exists()
+
+
+def test_a_requirement_met_by_another_pinned_module_installs_both(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    geo = make_wheel("valis-geo", "2.1", [("valis_geo/__init__.py", b"")])
+    needy = make_wheel("valis-needy", "0.1", [("valis_needy/__init__.py", b"")],
+                       requires=["valis-geo>=2", "nothing-at-all; python_version < '3'"])
+    url = publish(tmp_path / "wh", geo, needy)
+    pins = [pin_of("valis-geo", "2.1", geo), pin_of("valis-needy", "0.1", needy)]
+    installed = condense_modules(state_dir, pins, url)
+    assert (installed / "valis_geo").is_dir()
+    assert (installed / "valis_needy").is_dir()
+
+
+def test_resolving_a_genesis_module_pins_the_wheel_the_dist_offers(tmp_path: Path) -> None:
+    wheel = hello_wheel()
+    url = publish(tmp_path / "wh", wheel, hello_wheel("2.0"))
+    pin, contents = resolve_pin(url, "Valis_Hello", "1.0")
+    assert pin == ModulePin(name="Valis_Hello", version="1.0", sha256=pin_of(
+        HELLO, "1.0", wheel).sha256)
+    assert contents.version == "1.0"
+
+
+# -- over HTTP ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def http_dist(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The wheelhouse published by a static web server on loopback."""
+    wheelhouse = tmp_path / "http-wh"
+    wheelhouse.mkdir()
+    server = subprocess.Popen(
+        [sys.executable, "-u", "-m", "http.server", "--bind", "127.0.0.1",
+         "--directory", str(wheelhouse), "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        assert server.stdout is not None
+        banner = server.stdout.readline()
+        port = re.search(r"port (\d+)", banner)
+        assert port is not None, banner
+        yield f"http://127.0.0.1:{port.group(1)}/simple/", wheelhouse
+    finally:
+        server.kill()
+        server.wait(10)
+        if server.stdout is not None:
+            server.stdout.close()
+
+
+def test_modules_install_from_a_dist_served_over_http(
+    http_dist: tuple[str, Path], state_dir: Path
+) -> None:
+    url, wheelhouse = http_dist
+    wheel = hello_wheel()
+    publish(wheelhouse, wheel)
+    installed = condense_modules(state_dir, [pin_of(HELLO, "1.0", wheel)], url)
+    assert (installed / "valis_hello" / "__init__.py").is_file()
+
+
+def test_a_dist_that_does_not_answer_is_named_in_the_refusal(
+    http_dist: tuple[str, Path], state_dir: Path
+) -> None:
+    url, _ = http_dist
+    with pytest.raises(DistError, match=r"answered 404 for http://127\.0\.0\.1:\d+/simple/"):
+        fetch_url(url + "valis-hello/")
+
+
+# -- measuring a dist --------------------------------------------------------------------
+
+
+def test_a_whole_dist_installs_and_the_control_is_refused(tmp_path: Path) -> None:
+    geo = make_wheel("valis-geo", "2.1", [("valis_geo/__init__.py", b"")])
+    url = publish(tmp_path / "wh", hello_wheel("1.0"), hello_wheel("1.1"), geo)
+    report = probe_dist(url, tmp_path / "probe")
+    assert report.refusals == ()
+    assert report.discriminates
+    assert report.offered == ("valis-geo==2.1", "valis-hello==1.0", "valis-hello==1.1")
+    assert report.installed == ("valis-geo==2.1", "valis-hello==1.1")
+
+
+def test_valis_dist_probe_lists_every_refusal_with_its_reason(tmp_path: Path) -> None:
+    broken = make_wheel("valis-broken", "1.0", [("valis_broken/__init__.py", b"")])
+    needy = make_wheel("valis-needy", "0.1", [("valis_needy/__init__.py", b"")],
+                       requires=["valis-geo>=2"])
+    url = publish(tmp_path / "wh", hello_wheel(), needy, broken)
+    # republish broken bytes under the indexed name: the page's hash no longer holds
+    (tmp_path / "wh" / broken[0]).write_bytes(broken[1][:-10])
+    out = tmp_path / "measure"
+    result = subprocess.run([VALIS, "dist", "probe", url, "--out", str(out)],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 1, result.stderr
+    refusals = (out / "refusals.txt").read_text().splitlines()
+    assert [line.split(":")[0] for line in refusals] == ["valis-broken==1.0", "valis-needy==0.1"]
+    assert "but serves bytes with sha256" in refusals[0]
+    assert "valis-geo>=2 (absent)" in refusals[1]
+    assert "offers 3, installs 1 together, refuses 2" in result.stdout
