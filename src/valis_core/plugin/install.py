@@ -43,7 +43,12 @@ INSTALLED_RECORD = "valis-modules.json"
 MAX_FETCH = 256 << 20
 
 Fetch = Callable[[str], bytes]
-"""The bytes at a URL of the private dist, or a ``DistError`` naming it."""
+"""The bytes at a URL of the private dist, or a ``DistError`` naming it (``DistMissing``
+when the dist says there is nothing there)."""
+
+
+class DistMissing(DistError):
+    """The private dist has nothing at a URL (HTTP 404 or 410, or no such file)."""
 
 
 def modules_dir(state_dir: Path) -> Path:
@@ -59,10 +64,16 @@ def fetch_url(url: str, *, timeout: float = 30.0) -> bytes:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             data: bytes = response.read(MAX_FETCH + 1)
     except urllib.error.HTTPError as exc:
-        raise DistError(f"the private dist answered {exc.code} for {url}") from exc
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise DistError(f"the private dist cannot be reached at {url}: {reason}") from exc
+        kind = DistMissing if exc.code in (404, 410) else DistError
+        raise kind(f"the private dist answered {exc.code} for {url}") from exc
+    except FileNotFoundError as exc:
+        raise DistMissing(f"the private dist has no {url}") from exc
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, FileNotFoundError):
+            raise DistMissing(f"the private dist has no {url}") from exc
+        raise DistError(f"the private dist cannot be reached at {url}: {exc.reason}") from exc
+    except OSError as exc:
+        raise DistError(f"the private dist cannot be reached at {url}: {exc}") from exc
     if len(data) > MAX_FETCH:
         raise DistError(f"{url} is larger than {MAX_FETCH >> 20} MiB; refusing it")
     return data
@@ -73,7 +84,13 @@ def _candidates(
     supported: Sequence[Tag],
 ) -> tuple[DistFile, ...]:
     page_url = project_url(index_url, name)
-    page = fetch(page_url).decode("utf-8", errors="replace")
+    try:
+        page = fetch(page_url).decode("utf-8", errors="replace")
+    except DistMissing as exc:
+        raise DistError(
+            f"the private dist {index_url} offers no wheel of {name} (it has no page "
+            f"{page_url}); publish {name}=={version} there or register the dist that has it"
+        ) from exc
     files = parse_project_page(page, page_url)
     return choose_wheels(files, name, version, supported, index_url=index_url, sha256=sha256)
 
