@@ -27,8 +27,10 @@ import dns.rdatatype
 import pytest
 
 from tests.conftest import require_root
+from tests.scenario.module_dist import HELLO, hello_wheel, pin_of, publish
 from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import RUN_USER, PgCluster, connect_as
+from tests.scenario.proving_ground import wait_for
 from tests.scenario.resident_harness import make_state_dir, resident_runtime, site_facts
 from valis_core.apply.unit_control import ProcessUnitController
 from valis_core.dns.zone import parse_zone_text
@@ -47,6 +49,8 @@ from valis_core.ops.condense import (
 from valis_core.ops.condense_host import LocalCondenseHost, let_unit_notify
 from valis_core.ops.host_readiness import AssessConfig, assess_host
 from valis_core.ops.local_probe import LocalHostProbe
+from valis_core.plugin.dist_home import register_dist
+from valis_core.plugin.install import modules_dir
 from valis_core.store.head import read_store_head
 
 ZONE = "example.test."
@@ -230,15 +234,18 @@ def condense_argv(
     ]
 
 
-def test_valis_condense_genesis_deploys_serves_and_stops_the_unit_with_it(
+def test_valis_condense_genesis_deploys_with_a_module_serves_and_stops_the_unit_with_it(
     pg_cluster: PgCluster, zone_dsn: str, workdir: Path
 ) -> None:
     state_dir = make_state_dir(workdir)
     facts_file = workdir / "site-facts.env"
     write_site_facts(facts_file, site_facts(zone_dsn))
     port = free_port()
+    home = workdir / "dist-home"
+    register_dist(home, publish(workdir / "wheelhouse", hello_wheel()))
     argv = condense_argv(
-        pg_cluster, state_dir, port, ["--genesis", "--site-facts", str(facts_file)]
+        pg_cluster, state_dir, port, ["--genesis", "--site-facts", str(facts_file),
+                                      "--module", "valis-hello==1.0", "--dist-home", str(home)]
     )
     stderr_path = workdir / "condense.stderr"
     with stderr_path.open("w") as stderr, subprocess.Popen(
@@ -253,8 +260,10 @@ def test_valis_condense_genesis_deploys_serves_and_stops_the_unit_with_it(
                 timeout=5,
             )
             assert response.flags & dns.flags.AA
+            wait_for((state_dir / "hello.started").exists, 30.0, "the module to start")
             cli.send_signal(signal.SIGTERM)
             assert cli.wait(30) == 0
+            assert (state_dir / "hello.drained").exists()
             with pytest.raises(dns.exception.Timeout):
                 dns.query.udp(
                     dns.message.make_query(ZONE, dns.rdatatype.SOA), "127.0.0.1", port=port,
@@ -299,3 +308,80 @@ def test_valis_condense_from_backup_restores_with_the_backups_site_facts(
         finally:
             if cli.poll() is None:
                 cli.kill()
+
+
+def test_a_node_deployed_with_a_module_runs_it_and_a_restore_reinstalls_it(
+    pg_cluster: PgCluster, zone_dsn: str, workdir: Path, nodes: list[Node]
+) -> None:
+    wheel = hello_wheel()
+    home = workdir / "dist-home"
+    register_dist(home, publish(workdir / "wheelhouse", wheel))
+    origin = Node(workdir, pg_cluster, zone_dsn, facts=True)
+    origin.host.dist_home = home
+    nodes.append(origin)
+    request = CondenseRequest(RequestKind.GENESIS, [ZONE], modules=["valis-hello==1.0"])
+    condense_onto_host(request, origin.host)
+
+    head = read_store_head(origin.state_dir)
+    assert head is not None
+    assert head.modules == (pin_of(HELLO, "1.0", wheel),)
+    wait_for((origin.state_dir / "hello.started").exists, 30.0, "the module to start")
+    assert (origin.state_dir / "hello.started").read_text() == "node-a 0\n"
+    installed = modules_dir(origin.state_dir)
+    assert (installed.stat().st_uid, installed.stat().st_gid) == run_account()
+
+    archive = workdir / "origin.backup"
+    create_backup(origin.state_dir, archive)
+    backed_up = verify_backup_set(archive)
+    origin.unit.signal(signal.SIGKILL)
+    origin.unit.wait_exit(30)
+
+    restored = Node(workdir, pg_cluster, zone_dsn, facts=False)
+    restored.host.dist_home = home
+    nodes.append(restored)
+    request = CondenseRequest(
+        RequestKind.RESTORE, [ZONE], backup=str(archive),
+        backup_generation=backed_up.generation,
+    )
+    condense_onto_host(request, restored.host)
+    assert restored.ask_soa().flags & dns.flags.AA
+    wait_for((restored.state_dir / "hello.started").exists, 30.0, "the module to start")
+    assert (restored.state_dir / "hello.started").read_text() == "node-a 1\n"
+    restored.unit.signal(signal.SIGTERM)
+    assert restored.unit.wait_exit(30) == 0
+    assert (restored.state_dir / "hello.drained").exists()
+
+
+def test_a_restore_whose_pinned_module_the_dist_no_longer_serves_never_starts(
+    pg_cluster: PgCluster, zone_dsn: str, workdir: Path, nodes: list[Node]
+) -> None:
+    wheel = hello_wheel()
+    home = workdir / "dist-home"
+    register_dist(home, publish(workdir / "wheelhouse", wheel))
+    origin = Node(workdir, pg_cluster, zone_dsn, facts=True)
+    origin.host.dist_home = home
+    nodes.append(origin)
+    request = CondenseRequest(RequestKind.GENESIS, [ZONE], modules=["valis-hello==1.0"])
+    condense_onto_host(request, origin.host)
+    archive = workdir / "origin.backup"
+    create_backup(origin.state_dir, archive)
+    backed_up = verify_backup_set(archive)
+    origin.unit.signal(signal.SIGKILL)
+    origin.unit.wait_exit(30)
+    # the dist republishes 1.0 with other bytes: the pin no longer names what it serves
+    publish(workdir / "wheelhouse", hello_wheel(greeting=b"# rebuilt\n"))
+
+    restored = Node(workdir, pg_cluster, zone_dsn, facts=False)
+    restored.host.dist_home = home
+    nodes.append(restored)
+    request = CondenseRequest(
+        RequestKind.RESTORE, [ZONE], backup=str(archive),
+        backup_generation=backed_up.generation,
+    )
+    with pytest.raises(CondenseFailed, match="changed under the pin") as failed:
+        condense_onto_host(request, restored.host)
+    assert failed.value.step.kind is StepKind.CONDENSE_MODULES
+    assert restored.unit.pid is None
+    assert not modules_dir(restored.state_dir).exists()
+    assert fence_generation(pg_cluster, zone_dsn) == 0
+
