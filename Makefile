@@ -1,7 +1,7 @@
 # The test command is `make test`: it installs what the tests need on a fresh Debian
 # machine (Debian packages when missing, a .venv with the package and its test extras),
 # then runs ruff, mypy --strict and pytest.
-.PHONY: test lint venv bench demo
+.PHONY: test lint venv bench demo dep-dist
 
 test:
 	./scripts/test
@@ -20,3 +20,10 @@ bench: venv
 # directory, the example zone, a genesis state directory, the resident on 127.0.0.1:5353.
 demo: venv
 	.venv/bin/valis demo --zone docs/examples/example.test.zone
+
+# Ask the private dist at VALIS_DEP_DIST_URL to install its whole catalogue, as a node
+# would; the refusal list is written to build/dep-dist/refusals.txt. No default URL: a
+# host name in a tracked file becomes somebody else's starting configuration.
+dep-dist: venv
+	@test -n "$(VALIS_DEP_DIST_URL)" || { echo "set VALIS_DEP_DIST_URL to the dist's simple index" >&2; exit 2; }
+	.venv/bin/valis dist probe "$(VALIS_DEP_DIST_URL)" --out build/dep-dist

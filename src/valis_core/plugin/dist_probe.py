@@ -167,7 +167,7 @@ def build_control_dist(directory: Path) -> str:
     directory.mkdir(mode=0o755, parents=True, exist_ok=True)
     (directory / name).write_bytes(tampered.getvalue())
     write_simple_index(directory)
-    return (directory / SIMPLE).as_uri() + "/"
+    return (directory.resolve() / SIMPLE).as_uri() + "/"
 
 
 def probe_dist(
