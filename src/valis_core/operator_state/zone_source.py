@@ -15,12 +15,23 @@ How it talks to PostgreSQL under trio. Two connections:
   ``trio.to_thread.run_sync``. A cancelled read sends PostgreSQL a cancel request, so the
   thread returns promptly and the connection is never used by two threads at once.
 
-What a change costs. The trigger's payload is the changed zone's name, and notifications
-arriving while a rebuild runs are folded into the next one. Only the changed zones are
-re-read and re-indexed; the others' indexed zones are reused, so a change costs in
-proportion to the zone it touches, not to everything served. A rebuild that fails (the
-zone became unservable, or vanished) is logged and the previous version of that zone
-keeps being served.
+What a change costs. The triggers (migration 0003) name the changed owners of a zone
+when a statement changed a few, and only the zone otherwise (see ``parse_note``);
+notifications arriving while one batch is applied are folded into the next. Named owners
+are re-read (their current rows, not a delta) and replaced in the zone's index with
+``ZoneIndex.with_owners_replaced``, so a change costs in proportion to the owners it
+touches, not to the zone's size. The whole zone is re-read and re-indexed instead when the
+note names only the zone, when a batch names more than ``max_patch_owners`` owners of it,
+when its last update failed (so an owner change applied in a failed batch is not lost),
+and when any of its rows' owner text is not plain ASCII (its spelling could name the same
+DNS name as another row's, which a read by owner text would miss). The other zones'
+indexed data is reused either way. An update that fails (the zone became unservable, or
+vanished) is logged and the previous version of that zone keeps being served.
+
+Why re-reading owners converges on what a full reload gives: a note is delivered only
+after its transaction commits, and the owner's rows are read after the note arrives, so
+every changed owner is read again after its last change; every other owner is unchanged
+since the read it was last indexed from.
 
 A lost connection (server restart, ``pg_terminate_backend``) is retried with exponential
 backoff bounded at ``max_backoff``; after reconnecting, the source listens again *before*
@@ -33,7 +44,7 @@ import contextlib
 import copy
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -46,6 +57,7 @@ from valis_core.dns.zone import RecordRow, ServedZone, ZoneError, ZoneIndex
 from valis_core.operator_state.connection import OperatorStateError, connect
 from valis_core.operator_state.zones import (
     canonical_zone_name,
+    fetch_owner_rows,
     fetch_zone_rows,
     missing_zones_error,
 )
@@ -53,7 +65,10 @@ from valis_core.operator_state.zones import (
 log = logging.getLogger("valis.zone_source")
 
 CHANNEL = "valis_zone_changed"
-"""The NOTIFY channel the records and zones triggers signal on (payload: zone name)."""
+"""The NOTIFY channel the records and zones triggers signal on (payloads: ``parse_note``)."""
+
+MAX_PATCH_OWNERS = 1000
+"""Above this many changed owners of one zone in one batch, the zone is re-read whole."""
 
 Connect = Callable[[], "psycopg.Connection[Any]"]
 _T = TypeVar("_T")
@@ -66,8 +81,13 @@ class ZoneSourceStats:
 
     loads: int = 0
     reloads: int = 0
+    """Indexes swapped in after the first load, whatever they changed."""
     failed_reloads: int = 0
     reconnects: int = 0
+    patched_zones: int = 0
+    """Zones updated by replacing a few owners rather than re-read whole."""
+    rebuilt_zones: int = 0
+    """Zones re-read and re-indexed whole after the first load."""
     last_load_seconds: float = 0.0
 
 
@@ -85,6 +105,7 @@ class PgZoneSource:
         *,
         initial_backoff: float = 0.05,
         max_backoff: float = 5.0,
+        max_patch_owners: int = MAX_PATCH_OWNERS,
     ) -> None:
         self._connect = connect
         self.zones: tuple[str, ...] = tuple(dict.fromkeys(canonical_zone_name(z) for z in zones))
@@ -94,14 +115,31 @@ class PgZoneSource:
             )
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
+        self._max_patch_owners = max_patch_owners
         self._listen: psycopg.Connection[Any] | None = None
         self._query: psycopg.Connection[Any] | None = None
         self._built: dict[str, ZoneIndex] = {}
+        self._patchable: set[str] = set()
+        """Zones whose built version may be updated owner by owner (see the module doc)."""
         self.stats = ZoneSourceStats()
 
     @classmethod
-    def from_dsn(cls, dsn: str, zones: Iterable[str], **kwargs: float) -> PgZoneSource:
-        return cls(lambda: connect(dsn, autocommit=True), zones, **kwargs)
+    def from_dsn(
+        cls,
+        dsn: str,
+        zones: Iterable[str],
+        *,
+        initial_backoff: float = 0.05,
+        max_backoff: float = 5.0,
+        max_patch_owners: int = MAX_PATCH_OWNERS,
+    ) -> PgZoneSource:
+        return cls(
+            lambda: connect(dsn, autocommit=True),
+            zones,
+            initial_backoff=initial_backoff,
+            max_backoff=max_backoff,
+            max_patch_owners=max_patch_owners,
+        )
 
     # -- public ------------------------------------------------------------------------
 
@@ -222,8 +260,9 @@ class PgZoneSource:
         built = {}
         for zone in zones:
             if zone in found:
-                built[zone] = await _build(found[zone])
+                built[zone] = await _build(zone, found[zone])
         self._built = built
+        self._patchable = {zone for zone in built if _plain_rows(found[zone])}
         self.stats.loads += 1
         self.stats.last_load_seconds = time.monotonic() - started
         log.info(
@@ -234,34 +273,95 @@ class PgZoneSource:
         )
         return self._combine()
 
-    async def _reload(self, zones: Sequence[str], holder: IndexHolder) -> None:
-        """Re-read ``zones`` and swap in an index with them rebuilt; a zone that fails
-        keeps its previous version."""
+    async def _reload(
+        self,
+        zones: Sequence[str],
+        holder: IndexHolder,
+        owners: Mapping[str, set[str]] | None = None,
+    ) -> None:
+        """Re-read ``zones`` whole and ``owners`` (zone to owner names) owner by owner,
+        and swap in one index with all of them updated; a zone that fails keeps its
+        previous version."""
         started = time.monotonic()
-        found, missing = await self._in_thread(lambda conn: fetch_zone_rows(conn, zones))
-        changed = False
+        patches = dict(owners or {})
+        whole = list(zones)
+        found, missing = await self._in_thread(lambda conn: fetch_zone_rows(conn, whole))
+        found_owners: dict[str, tuple[RecordRow, ...]] = {}
+        if patches:
+            found_owners, missing_too = await self._in_thread(
+                lambda conn: fetch_owner_rows(conn, patches)
+            )
+            missing += missing_too
+        updated: list[str] = []
         for zone in missing:
             self.stats.failed_reloads += 1
+            self._patchable.discard(zone)
             log.error(
                 "zone source: served zone %s is no longer in the database; still serving "
                 "its last good version (import it again, or stop serving it)",
                 zone,
             )
         for zone, rows in found.items():
-            try:
-                self._built[zone] = await _build(rows)
-                changed = True
-            except ZoneError as exc:
-                self.stats.failed_reloads += 1
-                log.error("zone source: %s; still serving its last good version", exc)
-        if changed:
+            if await self._rebuild(zone, rows):
+                updated.append(zone)
+        for zone, rows in found_owners.items():
+            if await self._patch(zone, patches[zone], rows):
+                updated.append(f"{len(patches[zone])} owner(s) of {zone}")
+        if updated:
             holder.swap(self._combine())
             self.stats.reloads += 1
             self.stats.last_load_seconds = time.monotonic() - started
             log.info(
-                "zone source: reloaded %s in %.3fs", ", ".join(sorted(found)),
+                "zone source: updated %s in %.3fs", ", ".join(sorted(updated)),
                 self.stats.last_load_seconds,
             )
+
+    async def _rebuild(self, zone: str, rows: Sequence[RecordRow]) -> bool:
+        """Index one zone whole into ``_built``; log and keep the old version on failure."""
+        try:
+            self._built[zone] = await _build(zone, rows)
+        except ZoneError as exc:
+            self.stats.failed_reloads += 1
+            self._patchable.discard(zone)
+            log.error("zone source: %s; still serving its last good version", exc)
+            return False
+        self.stats.rebuilt_zones += 1
+        if _plain_rows(rows):
+            self._patchable.add(zone)
+        else:
+            self._patchable.discard(zone)
+        return True
+
+    async def _patch(self, zone: str, owners: set[str], rows: Sequence[RecordRow]) -> bool:
+        """Replace ``owners`` of one built zone with ``rows`` (all they hold now); log and
+        keep the old version on failure, and re-read the zone whole next time, since the
+        owners of this batch are not reflected in it."""
+        built = self._built.get(zone)
+        if built is None:  # the first load did not find it; only a whole read can add it
+            return await self._rebuild_now(zone)
+        try:
+            self._built[zone] = await trio.to_thread.run_sync(
+                built.with_owners_replaced, zone, owners, rows, abandon_on_cancel=True
+            )
+        except ZoneError as exc:
+            self.stats.failed_reloads += 1
+            self._patchable.discard(zone)
+            log.error("zone source: %s; still serving its last good version", exc)
+            return False
+        except ValueError as exc:  # rows that do not match the owners asked for
+            log.warning("zone source: %s: %s; re-reading the zone whole", zone, exc)
+            return await self._rebuild_now(zone)
+        self.stats.patched_zones += 1
+        return True
+
+    async def _rebuild_now(self, zone: str) -> bool:
+        found, missing = await self._in_thread(lambda conn: fetch_zone_rows(conn, [zone]))
+        if missing:
+            self.stats.failed_reloads += 1
+            self._patchable.discard(zone)
+            log.error("zone source: served zone %s is not in the database", zone)
+            return False
+        return await self._rebuild(zone, found[zone])
 
     def _combine(self) -> ZoneIndex:
         """One index over every built zone. Each zone object is copied so that linking
@@ -278,40 +378,109 @@ class PgZoneSource:
     # -- following ---------------------------------------------------------------------
 
     async def _follow(self, holder: IndexHolder) -> None:
-        """Wait for notifications and rebuild what they name; returns only by raising."""
+        """Wait for notifications and apply what they name; returns only by raising."""
         listen = self._listen
         assert listen is not None
         served = set(self.zones)
         while True:
             await trio.lowlevel.wait_readable(listen.fileno())
-            full, changed = _drain(listen, served)
-            if full:
+            changes = _drain(listen, served)
+            if changes.everything:
                 await self._reload(self.zones, holder)
-            elif changed:
-                await self._reload(sorted(changed), holder)
+                continue
+            whole = set(changes.zones)
+            patches: dict[str, set[str]] = {}
+            for zone, owners in changes.owners.items():
+                if (
+                    zone in whole
+                    or zone not in self._patchable
+                    or len(owners) > self._max_patch_owners
+                ):
+                    whole.add(zone)
+                else:
+                    patches[zone] = owners
+            if whole or patches:
+                await self._reload(sorted(whole), holder, patches)
 
 
-async def _build(rows: Sequence[RecordRow]) -> ZoneIndex:
+@attrs.frozen
+class Note:
+    """One notification on ``CHANNEL``: reload everything, one zone whole, or some owners
+    of one zone."""
+
+    everything: bool = False
+    zone: str = ""
+    owners: tuple[str, ...] = ()
+
+
+def parse_note(payload: str) -> Note:
+    """Read a payload: ``""`` (everything), ``"zone"`` (that zone whole) or
+    ``"zone\\nowner\\n..."`` (those owners of it). An owner that is not plain ASCII, or
+    not inside the zone, makes the note ask for the zone whole: when in doubt, re-read."""
+    if payload == "":
+        return Note(everything=True)
+    zone, *owners = payload.split("\n")
+    if not owners:
+        return Note(zone=zone)
+    try:
+        apex = wire.from_text(zone).lower()
+        for owner in owners:
+            if not _plain(owner) or not wire.is_at_or_below(wire.from_text(owner).lower(), apex):
+                return Note(zone=zone)
+    except wire.BadName:
+        return Note(zone=zone)
+    return Note(zone=zone, owners=tuple(owner.lower() for owner in owners))
+
+
+@attrs.frozen
+class Changes:
+    """What one batch of notifications asks for."""
+
+    everything: bool
+    zones: frozenset[str]
+    owners: Mapping[str, set[str]]
+
+
+async def _build(zone: str, rows: Sequence[RecordRow]) -> ZoneIndex:
     """Index one zone's rows off the event loop. Building touches nothing shared, so a
     cancelled build is simply abandoned."""
-    return await trio.to_thread.run_sync(ZoneIndex.from_records, rows, abandon_on_cancel=True)
+    index = await trio.to_thread.run_sync(ZoneIndex.from_records, rows, abandon_on_cancel=True)
+    if zone not in index.zones:
+        raise ZoneError(zone, zone, "the zone has no records; import it again")
+    return index
 
 
-def _drain(listen: psycopg.Connection[Any], served: set[str]) -> tuple[bool, set[str]]:
-    """Read what the socket holds; return (reload everything?, changed served zones)."""
+def _plain(owner: str) -> bool:
+    """Whether an owner's text spells its DNS name one way only up to ASCII case, so that
+    reading rows by lowercased text finds every row of that name (the triggers apply the
+    same test before naming an owner)."""
+    return owner.isascii() and owner.isprintable() and "\\" not in owner and owner != "."
+
+
+def _plain_rows(rows: Iterable[RecordRow]) -> bool:
+    return all(_plain(row.owner) for row in rows)
+
+
+def _drain(listen: psycopg.Connection[Any], served: set[str]) -> Changes:
+    """Read what the socket holds and fold it into one batch of changes to served zones."""
     pgconn = listen.pgconn
     pgconn.consume_input()  # raises OperationalError when the connection is gone
     if pgconn.status != psycopg.pq.ConnStatus.OK:
         raise psycopg.OperationalError("zone source: listen connection is broken")
-    full = False
-    changed: set[str] = set()
-    while (note := pgconn.notifies()) is not None:
-        payload = note.extra.decode("utf-8", "replace")
-        if payload == "":
-            full = True
-        elif payload in served:
-            changed.add(payload)
-    return full, changed
+    everything = False
+    zones: set[str] = set()
+    owners: dict[str, set[str]] = {}
+    while (raw := pgconn.notifies()) is not None:
+        note = parse_note(raw.extra.decode("utf-8", "replace"))
+        if note.everything:
+            everything = True
+        elif note.zone not in served:
+            continue
+        elif note.owners:
+            owners.setdefault(note.zone, set()).update(note.owners)
+        else:
+            zones.add(note.zone)
+    return Changes(everything, frozenset(zones), owners)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,0 +1,365 @@
+"""Owner-level change notes and the zone source's incremental updates, against the private
+cluster: the triggers name the owners a small change touches and fall back to the whole
+zone for bulk or ambiguous changes; a running source replaces only the named owners, and
+whatever path it takes, what it serves once caught up equals a full reload."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import trio
+
+from tests.scenario.operator_state_helpers import answer_texts, soa_zone
+from tests.scenario.pg import PgCluster
+from valis_core.dns import wire
+from valis_core.dns.serve import IndexHolder
+from valis_core.dns.zone import ZoneIndex, parse_zone_text
+from valis_core.operator_state.zone_source import CHANNEL, Note, PgZoneSource, parse_note
+from valis_core.operator_state.zones import delete_zone, load_zone_rows, replace_zone
+
+WAIT = 10.0  # bound on how long a test waits for the source to catch up; never timed
+ORG = "example.org."
+NET = "example.net."
+EXTRA = (
+    "www IN A 192.0.2.80\n"
+    "www IN AAAA 2001:db8::80\n"
+    "mail IN MX 10 www.example.org.\n"
+    "*.wild IN TXT \"wildcard\"\n"
+    "a.b.c IN A 192.0.2.3\n"
+    "sub IN NS ns.sub.example.org.\n"
+    "ns.sub IN A 192.0.2.4\n"
+    "alias IN CNAME www.example.org.\n"
+)
+
+
+def _import(pg: PgCluster, dsn: str, zone: str, extra: str = EXTRA, serial: int = 1) -> None:
+    with pg.connect(dsn) as conn:
+        replace_zone(conn, parse_zone_text(soa_zone(zone, serial=serial, extra=extra)))
+
+
+def _sql(pg: PgCluster, dsn: str, *statements: tuple[str, tuple[Any, ...]]) -> None:
+    """Run the statements in one transaction."""
+    with pg.connect(dsn) as conn, conn.transaction():
+        for sql, params in statements:
+            conn.execute(sql, params)
+
+
+def _insert(owner: str, rtype: str, rdata: str, zone: str = ORG) -> tuple[str, tuple[Any, ...]]:
+    return (
+        "INSERT INTO records (zone, owner, rtype, ttl, rdata) VALUES (%s, %s, %s, 300, %s)",
+        (zone, owner, rtype, rdata),
+    )
+
+
+def _full_load(pg: PgCluster, dsn: str, zones: list[str]) -> ZoneIndex:
+    """What a full reload serves now: every zone read afresh and built from scratch."""
+    with pg.connect(dsn) as conn:
+        rows = load_zone_rows(conn, zones)
+    return ZoneIndex.from_records([row for held in rows.values() for row in held])
+
+
+def contents(index: ZoneIndex) -> dict[str, tuple[object, ...]]:
+    """Everything the answer path reads from each zone of an index."""
+    out: dict[str, tuple[object, ...]] = {}
+    for origin in index.zones:
+        zone = index.zone_for(wire.from_text(origin))
+        assert zone is not None
+        out[origin] = (
+            dict(zone.nodes),
+            zone.empty_nonterminals,
+            zone.cuts,
+            zone.dnames,
+            zone.has_wildcard,
+            zone.soa,
+            zone.negative_ttl,
+            zone.record_count,
+            None if zone.parent is None else zone.parent.origin,
+        )
+    return out
+
+
+@pytest.fixture
+def listener(pg_cluster: PgCluster, state_dsn: str) -> Iterator[Callable[[], list[str]]]:
+    """A connection listening on the change channel; calling it returns the payloads
+    delivered since the last call."""
+    conn = pg_cluster.connect(state_dsn, autocommit=True)
+    conn.execute(f"LISTEN {CHANNEL}")
+
+    def payloads() -> list[str]:
+        conn.execute("SELECT 1")  # a round trip, so every committed note has arrived
+        return [note.payload for note in conn.notifies(timeout=0.2)]
+
+    try:
+        yield payloads
+    finally:
+        conn.close()
+
+
+def test_a_small_change_names_its_owners_lowercased(
+    pg_cluster: PgCluster, state_dsn: str, listener: Callable[[], list[str]]
+) -> None:
+    _import(pg_cluster, state_dsn, ORG)
+    listener()
+    _sql(
+        pg_cluster,
+        state_dsn,
+        ("UPDATE records SET rdata = '192.0.2.81' WHERE owner = 'www.example.org.' "
+         "AND rtype = 'A'", ()),
+        _insert("New.Example.ORG.", "A", "192.0.2.9"),
+    )
+    assert listener() == ["example.org.\nwww.example.org.", "example.org.\nnew.example.org."]
+
+
+def test_bulk_and_ambiguous_changes_name_the_zone_only(
+    pg_cluster: PgCluster, state_dsn: str, listener: Callable[[], list[str]]
+) -> None:
+    _import(pg_cluster, state_dsn, ORG)
+    listener()
+    # An import is always a whole-zone change (its upsert of the zone's row says so).
+    _import(pg_cluster, state_dsn, ORG, serial=2)
+    assert ORG in listener()
+    # An owner spelled with an escape could be the same name as another row's owner.
+    _sql(pg_cluster, state_dsn, _insert("a\\066.example.org.", "TXT", '"escaped"'))
+    assert listener() == [ORG]
+    # One statement changing more than 64 rows.
+    _sql(pg_cluster, state_dsn, (
+        "INSERT INTO records (zone, owner, rtype, ttl, rdata) SELECT 'example.org.', "
+        "'h' || i || '.example.org.', 'A', 300, '192.0.2.1' FROM generate_series(1, 65) i",
+        (),
+    ))
+    assert listener() == [ORG]
+    # Many small statements in one transaction: owners are named up to a budget, then
+    # the zone; never one note per row.
+    _sql(pg_cluster, state_dsn, *[_insert(f"m{i}.example.org.", "A", "192.0.2.2")
+                                  for i in range(400)])
+    notes = listener()
+    assert len(notes) == 257
+    assert notes[-1] == ORG
+    assert all(note == f"example.org.\nm{i}.example.org." for i, note in enumerate(notes[:-1]))
+    # The transaction's budget does not carry over to the next one.
+    _sql(pg_cluster, state_dsn, _insert("late.example.org.", "A", "192.0.2.3"))
+    assert listener() == ["example.org.\nlate.example.org."]
+
+
+def test_a_note_naming_owners_is_read_with_doubt_resolved_towards_the_whole_zone() -> None:
+    assert parse_note("") == Note(everything=True)
+    assert parse_note(ORG) == Note(zone=ORG)
+    assert parse_note(f"{ORG}\nwww.{ORG}\nWWW.a.{ORG}") == Note(
+        zone=ORG, owners=(f"www.{ORG}", f"www.a.{ORG}")
+    )
+    for owner in (f"a\\066.{ORG}", f"é.{ORG}", "www.example.net.", "a..b.", ".", "x\ty."):
+        assert parse_note(f"{ORG}\n{owner}") == Note(zone=ORG), owner
+
+
+def _source(pg: PgCluster, dsn: str, zones: list[str], **kwargs: int) -> PgZoneSource:
+    return PgZoneSource(lambda: pg.connect(dsn, autocommit=True), zones, **kwargs)
+
+
+async def _caught_up(pg: PgCluster, dsn: str, holder: IndexHolder, zones: list[str]) -> None:
+    """Wait until the served index equals a full reload of the database as it is now."""
+    full = contents(await trio.to_thread.run_sync(_full_load, pg, dsn, zones))
+    with trio.fail_after(WAIT):
+        while contents(holder.current) != full:
+            await trio.sleep(0.01)
+
+
+async def test_owner_changes_are_applied_incrementally_and_equal_a_full_reload(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    _import(pg_cluster, state_dsn, ORG)
+    _import(pg_cluster, state_dsn, NET)
+    zones = [ORG, NET]
+    source = _source(pg_cluster, state_dsn, zones)
+    holder = IndexHolder(await source.load())
+    changes: list[tuple[tuple[str, tuple[Any, ...]], ...]] = [
+        # An address changes.
+        (("UPDATE records SET rdata = '192.0.2.81' WHERE owner = 'www.example.org.' "
+          "AND rtype = 'A'", ()),),
+        # The only owner beneath two empty non-terminals goes, and they with it.
+        (("DELETE FROM records WHERE owner = 'a.b.c.example.org.'", ()),),
+        # A new owner beneath new empty non-terminals, and a new wildcard.
+        (_insert("x.y.z.example.org.", "A", "192.0.2.7"), _insert("*.example.org.", "TXT", '"*"')),
+        # The wildcard that was there goes; the new one stays.
+        (("DELETE FROM records WHERE owner = '*.wild.example.org.'", ()),),
+        # A new delegation with glue, and the old one's NS removed (its glue stays).
+        (_insert("deleg.example.org.", "NS", "ns.deleg.example.org."),
+         _insert("ns.deleg.example.org.", "A", "192.0.2.8"),
+         ("DELETE FROM records WHERE owner = 'sub.example.org.'", ())),
+        # The apex: a new SOA serial and negative TTL, in both zones at once.
+        (("UPDATE records SET rdata = replace(rdata, ' 1 7200 3600 1209600 300', "
+          "' 2 7200 3600 1209600 60') WHERE rtype = 'SOA'", ()),),
+        # An owner changes its case only, and one gains a second type.
+        (("UPDATE records SET owner = 'MAIL.example.org.' WHERE owner = 'mail.example.org.'",
+          ()),
+         _insert("mail.example.org.", "TXT", '"v=spf1 -all"')),
+    ]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(source.run, holder)
+        untouched = holder.current.zone_for(wire.from_text(NET))
+        for statements in changes:
+            change = functools.partial(_sql, pg_cluster, state_dsn, *statements)
+            await trio.to_thread.run_sync(change)
+            await _caught_up(pg_cluster, state_dsn, holder, zones)
+        assert answer_texts(holder.current, "www.example.org.", "A") == {"192.0.2.81"}
+        assert answer_texts(holder.current, "anything.example.org.", "TXT") == {'"*"'}
+        nursery.cancel_scope.cancel()
+    # Every change was applied owner by owner: no zone was re-read whole.
+    assert source.stats.rebuilt_zones == 0
+    assert source.stats.patched_zones >= len(changes)
+    assert source.stats.failed_reloads == 0
+    # Only the apex change touched the other zone.
+    net = holder.current.zone_for(wire.from_text(NET))
+    assert net is not None
+    assert untouched is not None
+    assert net.nodes is not untouched.nodes
+    assert dict(net.nodes).keys() == dict(untouched.nodes).keys()
+
+
+async def test_bulk_changes_and_imports_reload_the_zone_whole_and_end_right(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    _import(pg_cluster, state_dsn, ORG)
+    zones = [ORG]
+    source = _source(pg_cluster, state_dsn, zones)
+    holder = IndexHolder(await source.load())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(source.run, holder)
+        # 400 rows in one statement.
+        await trio.to_thread.run_sync(lambda: _sql(pg_cluster, state_dsn, (
+            "INSERT INTO records (zone, owner, rtype, ttl, rdata) SELECT 'example.org.', "
+            "'h' || i || '.a.example.org.', 'A', 300, '192.0.2.1' "
+            "FROM generate_series(1, 400) i", ())))
+        await _caught_up(pg_cluster, state_dsn, holder, zones)
+        assert source.stats.rebuilt_zones == 1
+        # 300 one-row statements in one transaction (more than the 256 owners a
+        # transaction may name).
+        await trio.to_thread.run_sync(lambda: _sql(pg_cluster, state_dsn, *[
+            ("DELETE FROM records WHERE owner = %s", (f"h{i}.a.example.org.",))
+            for i in range(1, 301)
+        ]))
+        await _caught_up(pg_cluster, state_dsn, holder, zones)
+        assert source.stats.rebuilt_zones == 2
+        # `valis zone import`: delete and insert, the zone replaced whole.
+        await trio.to_thread.run_sync(
+            lambda: _import(pg_cluster, state_dsn, ORG, "only IN A 192.0.2.99\n", serial=5)
+        )
+        await _caught_up(pg_cluster, state_dsn, holder, zones)
+        assert answer_texts(holder.current, "www.example.org.", "A") == set()
+        assert answer_texts(holder.current, "only.example.org.", "A") == {"192.0.2.99"}
+        # And a small change after all that is applied owner by owner again.
+        patched = source.stats.patched_zones
+        await trio.to_thread.run_sync(lambda: _sql(
+            pg_cluster, state_dsn, _insert("after.example.org.", "A", "192.0.2.5")
+        ))
+        await _caught_up(pg_cluster, state_dsn, holder, zones)
+        assert source.stats.patched_zones == patched + 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_many_owner_notes_in_one_batch_reload_the_zone_whole(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    _import(pg_cluster, state_dsn, ORG)
+    zones = [ORG]
+    source = _source(pg_cluster, state_dsn, zones, max_patch_owners=3)
+    holder = IndexHolder(await source.load())
+    # Five small transactions commit while the source listens but does not read yet:
+    # their notes are waiting as one batch naming five owners, more than it patches.
+    for i in range(5):
+        _sql(pg_cluster, state_dsn, _insert(f"n{i}.example.org.", "A", "192.0.2.6"))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(source.run, holder)
+        await _caught_up(pg_cluster, state_dsn, holder, zones)
+        nursery.cancel_scope.cancel()
+    assert source.stats.rebuilt_zones == 1
+    assert source.stats.patched_zones == 0
+
+
+async def test_an_owner_spelled_two_ways_keeps_its_zone_on_whole_reloads(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    _import(pg_cluster, state_dsn, ORG, "aa IN A 192.0.2.1\n")
+    zones = [ORG]
+    source = _source(pg_cluster, state_dsn, zones)
+    holder = IndexHolder(await source.load())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(source.run, holder)
+        # The same DNS name as aa.example.org., spelled with an escape.
+        await trio.to_thread.run_sync(lambda: _sql(
+            pg_cluster, state_dsn, _insert("a\\097.example.org.", "TXT", '"same name"')
+        ))
+        await _caught_up(pg_cluster, state_dsn, holder, zones)
+        rebuilt = source.stats.rebuilt_zones
+        # A plain change to that name: reading rows by 'aa.example.org.' would miss the
+        # escaped row, so the zone is read whole while it holds one.
+        await trio.to_thread.run_sync(lambda: _sql(
+            pg_cluster, state_dsn, ("DELETE FROM records WHERE owner = 'aa.example.org.'", ())
+        ))
+        await _caught_up(pg_cluster, state_dsn, holder, zones)
+        assert source.stats.rebuilt_zones == rebuilt + 1
+        assert answer_texts(holder.current, "aa.example.org.", "TXT") == {'"same name"'}
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_failed_owner_update_is_not_lost_when_a_later_one_fixes_it(
+    pg_cluster: PgCluster, state_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    _import(pg_cluster, state_dsn, ORG)
+    zones = [ORG]
+    source = _source(pg_cluster, state_dsn, zones)
+    holder = IndexHolder(await source.load())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(source.run, holder)
+        with caplog.at_level(logging.ERROR, logger="valis.zone_source"):
+            # One transaction: a good change and a CNAME beside data (unservable).
+            await trio.to_thread.run_sync(lambda: _sql(
+                pg_cluster, state_dsn,
+                _insert("good.example.org.", "A", "192.0.2.10"),
+                _insert("www.example.org.", "CNAME", "good.example.org."),
+            ))
+            with trio.fail_after(WAIT):
+                while source.stats.failed_reloads < 1:
+                    await trio.sleep(0.01)
+        assert answer_texts(holder.current, "www.example.org.", "A") == {"192.0.2.80"}
+        assert "www.example.org.: CNAME beside other data" in caplog.text
+        # Fixing www alone must still bring good.example.org. in.
+        await trio.to_thread.run_sync(lambda: _sql(
+            pg_cluster, state_dsn, ("DELETE FROM records WHERE rtype = 'CNAME' "
+                                    "AND owner = 'www.example.org.'", ())
+        ))
+        await _caught_up(pg_cluster, state_dsn, holder, zones)
+        assert answer_texts(holder.current, "good.example.org.", "A") == {"192.0.2.10"}
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_deleted_zone_keeps_its_last_version_and_a_recreated_one_is_served(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    _import(pg_cluster, state_dsn, ORG)
+    _import(pg_cluster, state_dsn, NET)
+    source = _source(pg_cluster, state_dsn, [ORG, NET])
+    holder = IndexHolder(await source.load())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(source.run, holder)
+        with pg_cluster.connect(state_dsn) as conn:
+            assert delete_zone(conn, ORG)
+        with trio.fail_after(WAIT):
+            while source.stats.failed_reloads < 1:
+                await trio.sleep(0.01)
+        assert answer_texts(holder.current, "www.example.org.", "A") == {"192.0.2.80"}
+        await trio.to_thread.run_sync(
+            lambda: _import(pg_cluster, state_dsn, ORG, "back IN A 192.0.2.50\n", serial=9)
+        )
+        await _caught_up(pg_cluster, state_dsn, holder, [ORG, NET])
+        assert answer_texts(holder.current, "back.example.org.", "A") == {"192.0.2.50"}
+        # And owner-level changes follow the recreated zone.
+        await trio.to_thread.run_sync(lambda: _sql(
+            pg_cluster, state_dsn, ("UPDATE records SET rdata = '192.0.2.51' "
+                                    "WHERE owner = 'back.example.org.'", ())
+        ))
+        await _caught_up(pg_cluster, state_dsn, holder, [ORG, NET])
+        nursery.cancel_scope.cancel()
