@@ -101,6 +101,16 @@ def test_valis_dist_register_and_show(tmp_path: Path) -> None:
 
 
 @pytest.fixture
+def isolated_imports() -> Iterator[None]:
+    """Loading a module here (as the resident does) must not leak into later tests."""
+    path, modules = list(sys.path), set(sys.modules)
+    yield
+    sys.path[:] = path
+    for name in set(sys.modules) - modules:
+        del sys.modules[name]
+
+
+@pytest.fixture
 def state_dir(tmp_path: Path) -> Path:
     path = tmp_path / "state"
     path.mkdir(mode=0o700)
@@ -109,6 +119,7 @@ def state_dir(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.usefixtures("isolated_imports")
 def test_pinned_modules_install_with_a_record_the_resident_then_loads(
     tmp_path: Path, state_dir: Path
 ) -> None:
@@ -304,3 +315,34 @@ def test_valis_dist_probe_lists_every_refusal_with_its_reason(tmp_path: Path) ->
     assert "but serves bytes with sha256" in refusals[0]
     assert "valis-geo>=2 (absent)" in refusals[1]
     assert "offers 3, installs 1 together, refuses 2" in result.stdout
+
+
+def test_modules_installing_the_same_file_are_refused_together(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    one = make_wheel("valis-one", "1.0", [("valis_shared/__init__.py", b"A = 1\n")])
+    two = make_wheel("valis-two", "1.0", [("valis_shared/__init__.py", b"A = 2\n")])
+    url = publish(tmp_path / "wh", one, two)
+    pins = [pin_of("valis-one", "1.0", one), pin_of("valis-two", "1.0", two)]
+    with pytest.raises(DistError, match=r"both install valis_shared/__init__\.py"):
+        condense_modules(state_dir, pins, url)
+    assert not modules_dir(state_dir).exists()
+
+
+def test_a_module_package_the_runtime_would_shadow_is_refused(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    shadowed = make_wheel("valis-dns", "1.0", [("dns/__init__.py", b"")])
+    url = publish(tmp_path / "wh", shadowed)
+    with pytest.raises(DistError, match="installs 'dns', a name the runtime already imports"):
+        condense_modules(state_dir, [pin_of("valis-dns", "1.0", shadowed)], url)
+
+
+def test_an_interrupted_install_leaves_nothing_behind_the_next_one(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    (state_dir / ".modules-abandoned").mkdir()
+    (state_dir / ".modules-abandoned" / "half.py").write_text("")
+    wheel = hello_wheel()
+    condense_modules(state_dir, [pin_of(HELLO, "1.0", wheel)], publish(tmp_path / "wh", wheel))
+    assert sorted(os.listdir(state_dir)) == ["modules", "store"]

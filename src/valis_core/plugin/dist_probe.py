@@ -30,9 +30,11 @@ from packaging.version import InvalidVersion, Version
 from valis_core.errors import ValisError
 from valis_core.plugin.install import (
     Fetch,
+    conflicts,
     fetch_url,
     install_modules,
     resolve_pin,
+    runtime_imports,
     runtime_versions,
     unmet_requirements,
 )
@@ -131,18 +133,17 @@ def _measure(
         else:
             installable[name] = (pin, contents)
     installed: tuple[str, ...] = ()
-    scratch.mkdir(mode=0o755, parents=True, exist_ok=True)
-    try:
+    clashes = conflicts([contents for _, contents in installable.values()], runtime_imports)
+    if clashes:
+        refusals.append(Refusal("the whole catalogue", "; ".join(clashes)))
+    else:
+        scratch.mkdir(mode=0o755, parents=True, exist_ok=True)
         install_modules(
             scratch,
             [pin for pin, _ in installable.values()],
             [contents for _, contents in installable.values()],
         )
         installed = tuple(f"{name}=={pin.version}" for name, (pin, _) in installable.items())
-    except OSError as exc:
-        refusals.append(
-            Refusal("the whole catalogue", f"cannot be installed together: {exc}")
-        )
     return ProbeReport(
         index_url=index_url,
         offered=tuple(offered),

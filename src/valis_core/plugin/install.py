@@ -13,6 +13,7 @@ compares with its head at boot. A refusal leaves the state directory as it was.
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import json
 import os
 import shutil
@@ -172,6 +173,34 @@ def unmet_requirements(
     return tuple(unmet)
 
 
+def conflicts(
+    wheels: Iterable[WheelContents], runtime_has: Callable[[str], bool]
+) -> tuple[str, ...]:
+    """What stops ``wheels`` sharing one modules directory under the runtime: a path two
+    modules both install, or a top-level name the runtime already imports (the runtime
+    comes first on the path, so the module's own would never load)."""
+    owners: dict[str, str] = {}
+    found = []
+    tops: dict[str, str] = {}
+    for wheel in wheels:
+        for path, _ in wheel.files:
+            if path in owners and owners[path] != wheel.name:
+                found.append(f"{wheel.name} and {owners[path]} both install {path}")
+            owners[path] = wheel.name
+            top = path.split("/", 1)[0]
+            if not top.endswith(".dist-info"):
+                tops.setdefault(top.removesuffix(".py"), wheel.name)
+    for name, module in sorted(tops.items()):
+        if name.isidentifier() and runtime_has(name):
+            found.append(f"{module} installs {name!r}, a name the runtime already imports")
+    return tuple(found)
+
+
+def runtime_imports(name: str) -> bool:
+    """Whether the running interpreter already finds a top-level module ``name``."""
+    return importlib.util.find_spec(name) is not None
+
+
 def installed_record(pins: Iterable[ModulePin]) -> bytes:
     rows = [
         {"name": pin.name, "version": pin.version, "sha256": pin.sha256}
@@ -204,8 +233,11 @@ def install_modules(
     *,
     owner: tuple[int, int] | None = None,
 ) -> Path:
-    """Put ``wheels`` (checked, one per pin) in place as the state directory's modules."""
+    """Put ``wheels`` (checked, one per pin) in place as the state directory's modules.
+    Directories an interrupted install left beside it are removed first."""
     target = modules_dir(state_dir)
+    for leftover in state_dir.glob(".modules-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
     fresh = Path(tempfile.mkdtemp(prefix=".modules-", dir=state_dir))
     try:
         fresh.chmod(0o755)
@@ -248,5 +280,11 @@ def condense_modules(
         raise DistError(
             "a pinned module's requirements are not met: " + "; ".join(unmet)
             + "; pin each missing distribution in the manifest and publish it in the dist"
+        )
+    clashes = conflicts(wheels, runtime_imports)
+    if clashes:
+        raise DistError(
+            "the pinned modules cannot be installed together: " + "; ".join(clashes)
+            + "; rename the module's package"
         )
     return install_modules(state_dir, pins, wheels, owner=owner)
