@@ -2,8 +2,9 @@
 network locations (unit addresses 198.51.100.10 and 198.51.100.20, each on its own
 ground) sharing ONE operator-state database.
 
-Node A is deployed by ``condense --genesis``; its backup set is condensed onto B with
-``--evacuate``. B answers authoritatively from its client; A's next heartbeat is fenced
+Node A is deployed by ``condense --genesis`` (the library); its backup set is condensed
+onto B by ``valis condense --from-backup --evacuate`` (the operator's command, which then
+supervises B's unit). B answers authoritatively from its client; A's next heartbeat is fenced
 out, so A stops and exits non-zero with the fenced-out reason; restarting A does not take
 the fence back; and B's owner public key is A's. Both units are ``fulcrum launch``
 supervised by ``ProcessUnitController``, as on a host without systemd.
@@ -12,6 +13,10 @@ supervised by ``ProcessUnitController``, as on a host without systemd.
 from __future__ import annotations
 
 import pwd
+import shlex
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +37,7 @@ from valis_core.apply.unit_control import ProcessUnitController
 from valis_core.dns.zone import parse_zone_text
 from valis_core.identity.custody import load_or_create_keyfile, public_key_hex
 from valis_core.operator_state.fence import read_instance_fence
+from valis_core.operator_state.site_facts import write_site_facts
 from valis_core.operator_state.zones import replace_zone
 from valis_core.ops.backup import create_backup, verify_backup_set
 from valis_core.ops.condense import CondenseRequest, RequestKind, condense_onto_host
@@ -93,12 +99,12 @@ class Node:
         self.ground = ground
         self.state_dir = make_state_dir(workdir)
         self.log = workdir / f"unit-{location}.log"
-        config = workdir / f"launcher-{location}.toml"
+        self.config = config = workdir / f"launcher-{location}.toml"
         config.write_text(unit_config_text(ground, [resident_runtime()], unit_ip=address))
         config.chmod(0o644)
-        facts = site_facts(dsn, VALIS_LOCATION=location)
-        command = ["/bin/sh", "-c", 'exec "$@" >>"$UNIT_LOG" 2>&1', "sh", FULCRUM, "launch",
-                   "--config", str(config)]
+        self.facts = facts = site_facts(dsn, VALIS_LOCATION=location)
+        self.command = command = ["/bin/sh", "-c", 'exec "$@" >>"$UNIT_LOG" 2>&1', "sh",
+                                  FULCRUM, "launch", "--config", str(config)]
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "UNIT_LOG": str(self.log),
                "STATE_DIRECTORY": str(self.state_dir), **facts}
         self.unit = ProcessUnitController(command, env=env, cwd="/", stop_timeout=20.0)
@@ -143,27 +149,53 @@ def test_evacuate_moves_the_node_to_b_and_fences_a_out_for_good(
     create_backup(a.state_dir, archive)
     generation = verify_backup_set(archive).generation
 
+    # B is condensed by the operator's command, which then supervises B's unit.
     b = Node(run_account_dir, ground_b, ADDRESS_B, pg_cluster, dsn=zone_dsn,
              location="ground-b")
     nodes.append(b)
-    request = CondenseRequest(
-        RequestKind.EVACUATE, [ZONE], backup=str(archive), backup_generation=generation
-    )
-    condense_onto_host(request, b.host)
+    facts_file = run_account_dir / "site-facts-b.env"
+    write_site_facts(facts_file, b.facts)
+    argv = [
+        str(Path(sys.executable).parent / "valis"), "condense",
+        "--from-backup", str(archive), "--evacuate", "--site-facts", str(facts_file),
+        "--state-dir", str(b.state_dir), "--unit-command", shlex.join(b.command),
+        "--dns-address", f"{ADDRESS_B}:53", "--ask-in-netns", ground_b.client,
+        "--launcher-config", str(b.config), "--binary", resident_runtime(),
+        "--pg-socket-dir", str(pg_cluster.cluster.socket_dir),
+        "--pg-port", str(pg_cluster.cluster.port),
+    ]  # fmt: skip
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "UNIT_LOG": str(b.log)}
+    stderr_path = run_account_dir / "condense-b.stderr"
+    with stderr_path.open("w") as stderr, subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env
+    ) as cli:
+        try:
+            assert cli.stdout is not None
+            line = cli.stdout.readline()
+            assert line.startswith("valis: condensed (evacuate)"), (
+                line, stderr_path.read_text(), b.log.read_text() if b.log.exists() else ""
+            )
 
-    answer = dig(ground_b.client, ADDRESS_B, ZONE)
-    assert (answer.status, answer.authoritative) == ("NOERROR", True), answer.raw
+            answer = dig(ground_b.client, ADDRESS_B, ZONE)
+            assert (answer.status, answer.authoritative) == ("NOERROR", True), answer.raw
 
-    status = a.unit.wait_exit(EXIT_TIMEOUT)
-    assert status not in (0, None), a.log.read_text()
-    assert "fenced out" in a.log.read_text()
+            status = a.unit.wait_exit(EXIT_TIMEOUT)
+            assert status not in (0, None), a.log.read_text()
+            assert "fenced out" in a.log.read_text()
 
-    a.unit.restart()
-    assert not a.unit.wait_up(EXIT_TIMEOUT), a.log.read_text()
-    with pg_cluster.connect(zone_dsn) as conn:
-        fence = read_instance_fence(conn)
-    assert fence is not None
-    assert (fence.generation, fence.holder) == (generation + 1, "node-a@ground-b")
-    assert b.unit.is_up()
-    assert b.owner_key() == a.owner_key()
-    assert pwd.getpwuid(b.state_dir.stat().st_uid).pw_name == RUN_USER
+            a.unit.restart()
+            assert not a.unit.wait_up(EXIT_TIMEOUT), a.log.read_text()
+            with pg_cluster.connect(zone_dsn) as conn:
+                fence = read_instance_fence(conn)
+            assert fence is not None
+            assert (fence.generation, fence.holder) == (generation + 1, "node-a@ground-b")
+            assert cli.poll() is None, "B's unit stopped"
+            assert dig(ground_b.client, ADDRESS_B, ZONE).authoritative
+            assert b.owner_key() == a.owner_key()
+            assert pwd.getpwuid(b.state_dir.stat().st_uid).pw_name == RUN_USER
+
+            cli.send_signal(signal.SIGTERM)
+            assert cli.wait(60) == 0, stderr_path.read_text()
+        finally:
+            if cli.poll() is None:
+                cli.kill()

@@ -2,14 +2,16 @@
 or restore (``--from-backup FILE``) a node onto this host, as one ordered plan.
 
 The unit is started either through systemd (``--systemd-unit``) or by supervising a
-command directly (``--unit-command``, e.g. ``fulcrum launch --config ...``); in the
-second case this command keeps supervising the unit after the read-back, until the unit
-exits (its exit status is returned) or this command is stopped (the unit stops too).
+command directly (``--unit-command``, e.g. ``fulcrum launch --config ...``, run with
+``STATE_DIRECTORY`` set to ``--state-dir``); in the second case this command keeps
+supervising the unit after the read-back, until the unit exits (its exit status is
+returned) or this command is stopped (the unit stops too).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import pwd
 import shlex
 import signal
@@ -161,7 +163,10 @@ def _condense(args: argparse.Namespace) -> int:
     process: ProcessUnitController | None = None
     unit: UnitController
     if args.unit_command:
-        process = ProcessUnitController(shlex.split(args.unit_command))
+        # As systemd's StateDirectory= would: the unit is told the state directory
+        # this plan materialises.
+        env = {**os.environ, "STATE_DIRECTORY": str(args.state_dir)}
+        process = ProcessUnitController(shlex.split(args.unit_command), env=env)
         let_unit_notify(process, run_account)
         unit = process
     else:
