@@ -205,7 +205,8 @@ def _configure(cfg: LauncherConfig, index: int) -> None:
             ns.link("set", index=index, state="up")
         with _stage(
             f"routing the default via {cfg.public_gateway} on {iface} in netns {name}",
-            "public-gateway must be the public interface's own gateway, inside unit-cidr",
+            "public-gateway must be the public interface's own gateway: inside unit-cidr, "
+            "or an IPv6 link-local address",
         ):
             ns.route("add", dst=default, gateway=str(cfg.public_gateway), oif=index)
 

@@ -298,10 +298,14 @@ def _check_gateway(cfg: LauncherConfig) -> None:
             "public-gateway",
         )
     network = cfg.unit_network
+    if gateway.version == 6 and gateway.is_link_local:
+        # On-link by definition on the public interface (routers announce themselves by
+        # their link-local address, fe80::1 on many networks).
+        return
     if gateway not in network:
         raise LauncherConfigError(
             f"{gateway} is outside the unit network {network}; give the public "
-            "interface's own gateway",
+            "interface's own gateway (for IPv6, its link-local address will do)",
             "public-gateway",
         )
     if gateway == cfg.unit_ip:

@@ -31,7 +31,8 @@ text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=
 
 @st.composite
 def unit_networks(draw: st.DrawFn) -> tuple[Any, int, Any]:
-    """A unit address, its prefix, and a gateway inside its network."""
+    """A unit address, its prefix, and a gateway inside its network (or, for IPv6, a
+    link-local one)."""
     version = draw(st.sampled_from([4, 6]))
     unit = draw(st.ip_addresses(v=version))
     assume(not (unit.is_unspecified or unit.is_multicast or unit.is_loopback))
@@ -39,7 +40,10 @@ def unit_networks(draw: st.DrawFn) -> tuple[Any, int, Any]:
     network = ipaddress.ip_interface(f"{unit}/{prefix}").network
     edges = (network.network_address, network.broadcast_address)
     assume(version == 6 or prefix >= 31 or unit not in edges)
-    gateway = network[draw(st.integers(0, network.num_addresses - 1))]
+    if version == 6 and draw(st.booleans()):
+        gateway = draw(st.ip_addresses(network="fe80::/10"))
+    else:
+        gateway = network[draw(st.integers(0, network.num_addresses - 1))]
     assume(gateway != unit)
     assume(version == 6 or prefix >= 31 or gateway not in edges)
     return unit, prefix, gateway
@@ -227,6 +231,7 @@ def test_a_gateway_outside_the_unit_network_is_refused(
 ) -> None:
     address, prefix, _ = unit
     assume(outside not in ipaddress.ip_interface(f"{address}/{prefix}").network)
+    assume(not (outside.version == 6 and outside.is_link_local))
     table = {
         **example_table(),
         "unit-ip": str(address),
@@ -301,3 +306,16 @@ def test_every_field_has_an_attribute() -> None:
     cfg = parse_launcher_config(EXAMPLE_TOML)
     for attr in FIELDS.values():
         assert hasattr(cfg, attr)
+
+
+def test_an_ipv6_unit_may_route_through_its_routers_link_local_address() -> None:
+    table = {**example_table(), "unit-ip": "2001:db8:5::10", "unit-cidr": 64,
+             "public-gateway": "fe80::1"}
+    cfg = launcher_config_from_mapping(table)
+    assert cfg.public_gateway == ipaddress.IPv6Address("fe80::1")
+    assert parse_launcher_config(render_launcher_config(cfg)) == cfg
+
+
+def test_a_link_local_gateway_does_not_serve_an_ipv4_unit() -> None:
+    with pytest.raises(LauncherConfigError, match="fe80::1 is IPv6 but unit-ip"):
+        launcher_config_from_mapping({**example_table(), "public-gateway": "fe80::1"})

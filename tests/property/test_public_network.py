@@ -122,3 +122,26 @@ def test_ipv6_is_derived_when_asked_for() -> None:
     )
     derived = derive_public_network(network, "ens7", version=6)
     assert (derived.address, derived.prefix, derived.gateway) == (address, 64, gateway)
+
+
+def test_an_ipv6_link_local_gateway_routes_the_interfaces_global_address() -> None:
+    address = ipaddress.ip_address("2001:db8:5::10")
+    gateway = ipaddress.ip_address("fe80::1")
+    network = MemoryNetwork(
+        addresses=(("ens7", InterfaceAddress(address, 64)),),
+        routes=(DefaultRoute(gateway, "ens7"),),
+        neighbour_table=(("ens7", Neighbour(gateway, "reachable")),),
+    )
+    derived = derive_public_network(network, "ens7", version=6)
+    assert (derived.address, derived.prefix, derived.gateway) == (address, 64, gateway)
+
+
+def test_an_ipv6_link_local_gateway_without_a_global_address_is_refused() -> None:
+    gateway = ipaddress.ip_address("fe80::1")
+    network = MemoryNetwork(
+        addresses=(("ens7", InterfaceAddress(ADDRESS, 24)),),
+        routes=(DefaultRoute(gateway, "ens7"),),
+        neighbour_table=(("ens7", Neighbour(gateway, "reachable")),),
+    )
+    with pytest.raises(PublicNetworkError, match="no IPv6 address on ens7 is configured"):
+        derive_public_network(network, "ens7", version=6)

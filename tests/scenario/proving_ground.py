@@ -50,7 +50,8 @@ payload = sys.argv[5].encode() if len(sys.argv) > 5 else b""
 out = {"ok": False}
 try:
     if kind == "udp":
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        s = socket.socket(family, socket.SOCK_DGRAM)
         s.settimeout(timeout)
         s.sendto(payload, (host, port))
         data, peer = s.recvfrom(65535)

@@ -308,6 +308,40 @@ def test_macvlan_unit_gets_a_child_of_the_parent_which_stays_on_the_host(
     assert parent["linkinfo"]["info_kind"] == "veth"
 
 
+UNIT_IP6 = "2001:db8:5::10"
+CLIENT_IP6 = "2001:db8:6::2"
+
+
+def give_ground_an_ipv6_router(ground: Ground) -> None:
+    """The ground's router speaks IPv6 too: fe80::1 and 2001:db8:5::1 on the unit's link,
+    and the client alone on another link (2001:db8:6::/64), so a reply from the unit
+    reaches the client only through the router."""
+    inet, cli = ground.internet, ground.client
+    run(["ip", "netns", "exec", inet, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"])
+    run(["ip", "-n", inet, "addr", "add", "fe80::1/64", "dev", "br0", "nodad"])
+    run(["ip", "-n", inet, "addr", "add", "2001:db8:5::1/64", "dev", "br0", "nodad"])
+    run(["ip", "-n", inet, "link", "set", "cli-peer", "nomaster"])
+    run(["ip", "-n", inet, "addr", "add", "2001:db8:6::1/64", "dev", "cli-peer", "nodad"])
+    run(["ip", "-n", cli, "addr", "add", f"{CLIENT_IP6}/64", "dev", "eth0", "nodad"])
+    run(["ip", "-n", cli, "-6", "route", "add", "default", "via", "2001:db8:6::1"])
+
+
+def test_an_ipv6_unit_routes_through_its_routers_link_local_address(
+    ground: Ground, launch: Any
+) -> None:
+    give_ground_an_ipv6_router(ground)
+    unit = launch(unit_ip=UNIT_IP6, unit_cidr=64, public_gateway="fe80::1")
+    report = unit.report()
+    pid = report["pid"]
+
+    routes = ip_json(["-6", "route", "show", "default"], pid=pid)
+    assert [(r["gateway"], r["dev"]) for r in routes] == [("fe80::1", ground.nic)]
+    reply = udp_exchange(ground.client, UNIT_IP6, 53, "six", timeout=5.0)
+    assert reply.get("reply") == "echo:six", (reply, unit.fulcrum.stderr)
+
+    assert unit.fulcrum.stop() == 0
+
+
 def test_ipvlan_unit_comes_up_or_is_refused_naming_the_mode(
     ground: Ground, launch: Any
 ) -> None:

@@ -113,17 +113,24 @@ def derive_public_network(probe: NetworkProbe, iface: str, *, version: int = 4) 
             f"it (in the neighbour table {seen}); check the gateway address and the link, "
             f"then ping {gateway} and assess again"
         )
+    # An IPv6 link-local gateway is on-link whatever the prefix: any global address on
+    # the interface can route through it.
+    on_link = gateway.version == 6 and gateway.is_link_local
     candidates = [
         entry
         for entry in probe.interface_addresses(iface)
         if entry.address.version == version
-        and gateway in ipaddress.ip_interface(f"{entry.address}/{entry.prefix}").network
+        and (
+            on_link
+            or gateway in ipaddress.ip_interface(f"{entry.address}/{entry.prefix}").network
+        )
         and entry.address != gateway
     ]
     if not candidates:
+        shares = "is configured" if on_link else f"shares a subnet with gateway {gateway}"
         raise PublicNetworkError(
-            f"{stage}: no IPv{version} address on {iface} shares a subnet with gateway "
-            f"{gateway}; configure the unit's address on {iface}"
+            f"{stage}: no IPv{version} address on {iface} {shares}; configure the unit's "
+            f"address on {iface}"
         )
     if len(candidates) > 1:
         shown = ", ".join(f"{entry.address}/{entry.prefix}" for entry in candidates)
