@@ -137,7 +137,11 @@ def test_replacing_owners_equals_building_the_changed_zone(
                 served.with_owners_replaced(Z, owners, new_rows)
             assert refused.value.zone == Z
             continue  # the source keeps serving the last good version
+        zone = served.zone_for(key(Z))
+        assert zone is not None
+        before = state(zone)
         patched = served.with_owners_replaced(Z, owners, new_rows)
+        assert state(zone) == before  # the version being served is never touched
         assert_same(patched, expected)
         served, rows = patched, changed
 

@@ -32,7 +32,7 @@ import copy
 import itertools
 import struct
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import dns.exception
@@ -72,6 +72,8 @@ _RR_HEAD = struct.Struct("!HHIH")
 
 RRset = tuple[int, tuple[bytes, ...]]
 """The TTL and the rdatas (uncompressed wire form) of one owner's records of one type."""
+
+_V = TypeVar("_V")
 
 ResponseCache = collections.OrderedDict[bytes, tuple[Any, ...]]
 """Encoded responses keyed by question; owned and filled by ``valis_core.dns.answer``."""
@@ -144,7 +146,7 @@ class ServedZone:
         dnames: frozenset[bytes],
         soa: bytes,
         negative_ttl: int,
-        children: dict[bytes, int],
+        children: Mapping[bytes, int],
         wildcards: int,
         record_count: int,
     ) -> None:
@@ -588,39 +590,47 @@ def _replace_owners(
     if stray:
         raise ValueError(f"rows of owners not being replaced: {wire.to_text(min(stray))}")
 
-    nodes = dict(zone.nodes)
-    empty = set(zone.empty_nonterminals)
-    children = dict(zone.children)
-    cuts = set(zone.cuts)
-    dnames = set(zone.dnames)
+    order = sorted(owners)
+    frozen = {
+        owner: _freeze_node(origin, apex, owner, fresh[owner]) for owner in order if owner in fresh
+    }
+    # ``dict.copy`` clones the hash table as it is (no rehashing) while few entries were
+    # deleted, so owners are replaced in place and deleted only when they go.
+    nodes = _copied(zone.nodes)
+    empty: set[bytes] | None = None  # copied when the first owner appears or vanishes
+    children = zone.children
     wildcards = zone.wildcards
     count = zone.record_count
-    for owner in sorted(owners):
-        old = nodes.pop(owner, None)
+    for owner in order:
+        old = nodes.get(owner)
         if old is not None:
             count -= _count_records(old)
-        cuts.discard(owner)
-        dnames.discard(owner)
-        held = fresh.get(owner)
-        if held is not None:
-            blob, types, records = _freeze_node(origin, apex, owner, held)
-            nodes[owner] = blob
-            count += records
-            if NS in types and owner != apex:
-                cuts.add(owner)
-            if DNAME in types:
-                dnames.add(owner)
-            if old is None:
-                if owner in empty:
-                    empty.discard(owner)  # it existed already, as an empty non-terminal
-                else:
-                    wildcards += _appear(apex, owner, nodes, empty, children)
+        new = frozen.get(owner)
+        if new is not None:
+            nodes[owner] = new[0]
+            count += new[2]
         elif old is not None:
-            if children.get(owner):
-                empty.add(owner)  # it still exists, for what lies beneath it
+            del nodes[owner]
+        if (old is None) == (new is None):
+            continue  # it existed before and still does, or neither
+        if empty is None:
+            empty = set(zone.empty_nonterminals)
+            children = _copied(zone.children)
+        assert isinstance(children, dict)
+        if new is not None:
+            if owner in empty:
+                empty.discard(owner)  # it existed already, as an empty non-terminal
             else:
-                wildcards -= _vanish(apex, owner, nodes, children, empty)
+                wildcards += _appear(apex, owner, nodes, empty, children)
+        elif children.get(owner):
+            empty.add(owner)  # it still exists, for what lies beneath it
+        else:
+            wildcards -= _vanish(apex, owner, nodes, children, empty)
 
+    cut_now = {owner for owner, (_, types, _) in frozen.items() if NS in types}
+    cuts = _members(zone.cuts, owners, cut_now - {apex})
+    dname_now = {owner for owner, (_, types, _) in frozen.items() if DNAME in types}
+    dnames = _members(zone.dnames, owners, dname_now)
     if apex in owners:
         soa, negative_ttl = _check_apex(origin, nodes.get(apex, b""))
     else:
@@ -631,15 +641,31 @@ def _replace_owners(
         origin=origin,
         apex=apex,
         nodes=nodes,
-        empty_nonterminals=frozenset(empty),
-        cuts=frozenset(cuts),
-        dnames=frozenset(dnames),
+        empty_nonterminals=(
+            zone.empty_nonterminals if empty is None else frozenset(empty)
+        ),
+        cuts=cuts,
+        dnames=dnames,
         soa=soa,
         negative_ttl=negative_ttl,
-        children=children,
+        children=children,  # shared when unchanged: no version ever mutates it
         wildcards=wildcards,
         record_count=count,
     )
+
+
+def _copied(mapping: Mapping[bytes, _V]) -> dict[bytes, _V]:
+    return mapping.copy() if isinstance(mapping, dict) else dict(mapping)
+
+
+def _members(
+    before: frozenset[bytes], owners: frozenset[bytes], now: set[bytes]
+) -> frozenset[bytes]:
+    """A set of owners (cuts, DNAMEs) after ``owners`` changed, of which ``now`` are in
+    it; the old set itself when nothing changed."""
+    if before.isdisjoint(owners) and not now:
+        return before
+    return (before - owners) | now
 
 
 def _count_records(blob: bytes) -> int:
@@ -795,7 +821,7 @@ def _check_occlusion_of(  # noqa: PLR0917 - the patched zone's parts, one caller
     owners: frozenset[bytes],
     nodes: Mapping[bytes, bytes],
     children: Mapping[bytes, int],
-    dnames: set[bytes],
+    dnames: frozenset[bytes],
 ) -> None:
     """``_check_occlusion`` for a zone where only ``owners`` changed: a changed owner
     with data beneath a DNAME, or a changed owner that is now a DNAME with something
