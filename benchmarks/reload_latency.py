@@ -4,7 +4,8 @@ Stands up a private PostgreSQL cluster (``valis_core.operator_state.local_cluste
 root the server runs as ``postgres``, otherwise as you, and your account is mapped to
 role ``valis``), imports ``--records`` A records spread over ``--zones`` zones, runs
 ``PgZoneSource`` feeding ``serve_udp`` on 127.0.0.1, and then, ``--changes`` times:
-commits an UPDATE of one record's address, and asks over UDP until the new address comes
+commits an UPDATE of one record's address (``--rows-per-change``: of that many records,
+in one statement), and asks over UDP until the new address comes
 back (one probe per millisecond). The latency is the time from the commit returning to
 that answer arriving. "Source update" is the zone source's own time to apply a change
 (read the changed owners and patch the zone's index, or re-read the zone whole), from
@@ -89,15 +90,18 @@ async def ask(sock: trio.socket.SocketType, name: str) -> set[str]:
     return set()
 
 
-def commit_change(conn: psycopg.Connection[Any], owner: str, address: str) -> float:
+def commit_change(conn: psycopg.Connection[Any], owners: list[str], address: str) -> float:
     with conn.transaction():
         conn.execute(
-            "UPDATE records SET rdata = %s WHERE owner = %s AND rtype = 'A'", (address, owner)
+            "UPDATE records SET rdata = %s WHERE owner = ANY(%s) AND rtype = 'A'",
+            (address, owners),
         )
     return time.perf_counter()
 
 
-async def measure(dsn: str, zones: list[str], changes: int) -> tuple[list[float], float, float]:
+async def measure(
+    dsn: str, zones: list[str], changes: int, rows_per_change: int = 1
+) -> tuple[list[float], float, float]:
     source = PgZoneSource.from_dsn(dsn, zones)
     started = time.perf_counter()
     holder = IndexHolder(await source.load())
@@ -115,9 +119,10 @@ async def measure(dsn: str, zones: list[str], changes: int) -> tuple[list[float]
             await nursery.start(source.run, holder)
             zone = zones[0]
             owner = f"h7.{zone}"
+            owners = [f"h{7 + i}.{zone}" for i in range(rows_per_change)]
             for n in range(changes):
                 address = f"203.0.113.{n % 250 + 1}"
-                committed = await trio.to_thread.run_sync(commit_change, writer, owner, address)
+                committed = await trio.to_thread.run_sync(commit_change, writer, owners, address)
                 with trio.fail_after(CHANGE_TIMEOUT):
                     while address not in await ask(client, owner):
                         await trio.sleep(PROBE_INTERVAL)
@@ -151,6 +156,13 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--zones", type=int, action="append", help="repeatable; default 1, 100")
     parser.add_argument("--changes", type=int, default=20)
+    parser.add_argument(
+        "--rows-per-change",
+        type=int,
+        default=1,
+        help="records each change updates in one statement; above 64 the triggers name the "
+        "zone only and the source re-reads it whole",
+    )
     args = parser.parse_args()
     layouts = args.zones or [1, 100]
     root = Path(tempfile.mkdtemp(prefix="valis-reload-bench-", dir="/tmp"))
@@ -170,9 +182,13 @@ def main() -> int:
                 migrate(conn)
                 for name in names:
                     replace_zone(conn, zone_rows(name, args.records // count))
-            latencies, load, reload = trio.run(measure, dsn, names, args.changes)
+            latencies, load, reload = trio.run(
+                measure, dsn, names, args.changes, args.rows_per_change
+            )
             per_zone = args.records // count
             label = f"{count} zone(s) of {per_zone}"
+            if args.rows_per_change > 1:
+                label += f", {args.rows_per_change} rows per change"
             lines.append(report(label, per_zone * count, latencies, load, reload))
             print(lines[-1], file=sys.stderr)
     finally:
