@@ -82,16 +82,24 @@ def contents(index: ZoneIndex) -> dict[str, tuple[object, ...]]:
     return out
 
 
+LEGACY_CHANNEL = "valis_zone_changed"
+
+
 @pytest.fixture
-def listener(pg_cluster: PgCluster, state_dsn: str) -> Iterator[Callable[[], list[str]]]:
-    """A connection listening on the change channel; calling it returns the payloads
-    delivered since the last call."""
+def listener(pg_cluster: PgCluster, state_dsn: str) -> Iterator[Callable[[str], list[str]]]:
+    """A connection listening on the change channels; ``listener(channel)`` returns the
+    payloads delivered on ``channel`` since the last call for that channel."""
     conn = pg_cluster.connect(state_dsn, autocommit=True)
     conn.execute(f"LISTEN {CHANNEL}")
+    conn.execute(f"LISTEN {LEGACY_CHANNEL}")
+    held: dict[str, list[str]] = {CHANNEL: [], LEGACY_CHANNEL: []}
 
-    def payloads() -> list[str]:
+    def payloads(channel: str = CHANNEL) -> list[str]:
         conn.execute("SELECT 1")  # a round trip, so every committed note has arrived
-        return [note.payload for note in conn.notifies(timeout=0.2)]
+        for note in conn.notifies(timeout=0.2):
+            held[note.channel].append(note.payload)
+        out, held[channel] = held[channel], []
+        return out
 
     try:
         yield payloads
@@ -100,10 +108,11 @@ def listener(pg_cluster: PgCluster, state_dsn: str) -> Iterator[Callable[[], lis
 
 
 def test_a_small_change_names_its_owners_lowercased(
-    pg_cluster: PgCluster, state_dsn: str, listener: Callable[[], list[str]]
+    pg_cluster: PgCluster, state_dsn: str, listener: Callable[..., list[str]]
 ) -> None:
     _import(pg_cluster, state_dsn, ORG)
     listener()
+    listener(LEGACY_CHANNEL)
     _sql(
         pg_cluster,
         state_dsn,
@@ -112,13 +121,16 @@ def test_a_small_change_names_its_owners_lowercased(
         _insert("New.Example.ORG.", "A", "192.0.2.9"),
     )
     assert listener() == ["example.org.\nwww.example.org.", "example.org.\nnew.example.org."]
+    # The older channel still names the zone, for zone sources of older versions.
+    assert listener(LEGACY_CHANNEL) == [ORG]
 
 
 def test_bulk_and_ambiguous_changes_name_the_zone_only(
-    pg_cluster: PgCluster, state_dsn: str, listener: Callable[[], list[str]]
+    pg_cluster: PgCluster, state_dsn: str, listener: Callable[..., list[str]]
 ) -> None:
     _import(pg_cluster, state_dsn, ORG)
     listener()
+    listener(LEGACY_CHANNEL)
     # An import is always a whole-zone change (its upsert of the zone's row says so).
     _import(pg_cluster, state_dsn, ORG, serial=2)
     assert ORG in listener()
@@ -134,12 +146,14 @@ def test_bulk_and_ambiguous_changes_name_the_zone_only(
     assert listener() == [ORG]
     # Many small statements in one transaction: owners are named up to a budget, then
     # the zone; never one note per row.
+    listener(LEGACY_CHANNEL)
     _sql(pg_cluster, state_dsn, *[_insert(f"m{i}.example.org.", "A", "192.0.2.2")
                                   for i in range(400)])
     notes = listener()
     assert len(notes) == 257
     assert notes[-1] == ORG
     assert all(note == f"example.org.\nm{i}.example.org." for i, note in enumerate(notes[:-1]))
+    assert listener(LEGACY_CHANNEL) == [ORG]
     # The transaction's budget does not carry over to the next one.
     _sql(pg_cluster, state_dsn, _insert("late.example.org.", "A", "192.0.2.3"))
     assert listener() == ["example.org.\nlate.example.org."]

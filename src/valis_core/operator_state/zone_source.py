@@ -7,8 +7,8 @@ closed). ``run`` then follows changes and swaps each rebuilt index into the serv
 
 How it talks to PostgreSQL under trio. Two connections:
 
-- the *listen* connection only ever holds ``LISTEN valis_zone_changed``. It is driven with
-  libpq's non-blocking input: ``trio.lowlevel.wait_readable`` on its socket, then
+- the *listen* connection only ever holds ``LISTEN valis_zone_owners_changed``. It is
+  driven with libpq's non-blocking input: ``trio.lowlevel.wait_readable`` on its socket, then
   ``consume_input`` and ``notifies``. Waiting costs no thread and is cancelled like any
   trio sleep; a lost connection shows up as a read failure at once.
 - the *query* connection reads rows with ordinary (blocking) psycopg calls inside
@@ -22,11 +22,12 @@ are re-read (their current rows, not a delta) and replaced in the zone's index w
 ``ZoneIndex.with_owners_replaced``, so a change costs in proportion to the owners it
 touches, not to the zone's size. The whole zone is re-read and re-indexed instead when the
 note names only the zone, when a batch names more than ``max_patch_owners`` owners of it,
-when its last update failed (so an owner change applied in a failed batch is not lost),
-and when any of its rows' owner text is not plain ASCII (its spelling could name the same
-DNS name as another row's, which a read by owner text would miss). The other zones'
-indexed data is reused either way. An update that fails (the zone became unservable, or
-vanished) is logged and the previous version of that zone keeps being served.
+when its last update failed (so owners named in a failed batch are not left stale),
+and while any of its rows' owner text is not plain (printable ASCII, no escapes): such a
+spelling could name the same DNS name as another row's, which a read by text would miss.
+The other zones' indexed data is reused either way. An update that fails (the zone became
+unservable, or vanished) is logged and the previous version of that zone keeps being
+served.
 
 Why re-reading owners converges on what a full reload gives: a note is delivered only
 after its transaction commits, and the owner's rows are read after the note arrives, so
@@ -64,8 +65,10 @@ from valis_core.operator_state.zones import (
 
 log = logging.getLogger("valis.zone_source")
 
-CHANNEL = "valis_zone_changed"
-"""The NOTIFY channel the records and zones triggers signal on (payloads: ``parse_note``)."""
+CHANNEL = "valis_zone_owners_changed"
+"""The NOTIFY channel the records and zones triggers signal on (payloads: ``parse_note``).
+Migration 0003 made it; ``valis_zone_changed`` still carries bare zone names for sources
+of older valis versions."""
 
 MAX_PATCH_OWNERS = 1000
 """Above this many changed owners of one zone in one batch, the zone is re-read whole."""

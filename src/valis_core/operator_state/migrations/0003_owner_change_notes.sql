@@ -1,5 +1,6 @@
 -- Owner-level change notes, so the zone source can re-read a few owners of a changed zone
--- instead of the whole zone. Payloads on channel valis_zone_changed:
+-- instead of the whole zone. They go on a channel of their own, valis_zone_owners_changed,
+-- with these payloads:
 --
 --   ''                          reload every zone (TRUNCATE)
 --   'zone'                      reload that zone whole
@@ -13,8 +14,11 @@
 -- another row's text in another way), when the payload would not fit a NOTIFY, or once the
 -- transaction has already named 256 owners: a bulk change never turns into thousands of
 -- notes. PostgreSQL folds identical payloads within a transaction, so a large transaction
--- made of many small statements ends in one whole-zone note per zone. The zones table's
--- triggers (migration 0001) keep sending whole-zone notes.
+-- made of many small statements ends in one whole-zone note per zone. Changes to the zones
+-- table are whole-zone notes.
+--
+-- valis_zone_changed keeps its meaning (the changed zone's name; '' for everything), so a
+-- zone source of an older valis still following it during an upgrade misses nothing.
 
 -- The zone source reads a changed owner's rows by (zone, ASCII-lowercased owner).
 CREATE INDEX records_by_zone_owner ON records (zone, lower(owner COLLATE "C"));
@@ -35,6 +39,7 @@ DECLARE
 BEGIN
     IF TG_OP = 'TRUNCATE' THEN
         PERFORM pg_notify('valis_zone_changed', '');
+        PERFORM pg_notify('valis_zone_owners_changed', '');
         RETURN NULL;
     END IF;
     changes := CASE TG_OP
@@ -60,9 +65,37 @@ BEGIN
                 named := named + cardinality(owners);
             END IF;
         END IF;
-        PERFORM pg_notify('valis_zone_changed', payload);
+        PERFORM pg_notify('valis_zone_changed', changed_zone);
+        PERFORM pg_notify('valis_zone_owners_changed', payload);
     END LOOP;
     PERFORM set_config('valis.zone_owner_notes', named::text, true);
+    RETURN NULL;
+END
+$$;
+
+-- Migration 0001's function, now signalling on both channels (zones table, TRUNCATE).
+CREATE OR REPLACE FUNCTION valis_notify_zone_change() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    changed text;
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        PERFORM pg_notify('valis_zone_changed', '');
+        PERFORM pg_notify('valis_zone_owners_changed', '');
+        RETURN NULL;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        FOR changed IN EXECUTE format('SELECT DISTINCT %I FROM valis_new_rows', TG_ARGV[0]) LOOP
+            PERFORM pg_notify('valis_zone_changed', changed);
+            PERFORM pg_notify('valis_zone_owners_changed', changed);
+        END LOOP;
+    END IF;
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        FOR changed IN EXECUTE format('SELECT DISTINCT %I FROM valis_old_rows', TG_ARGV[0]) LOOP
+            PERFORM pg_notify('valis_zone_changed', changed);
+            PERFORM pg_notify('valis_zone_owners_changed', changed);
+        END LOOP;
+    END IF;
     RETURN NULL;
 END
 $$;
