@@ -69,6 +69,19 @@ def load_or_create_keyfile(state_dir: Path) -> Ed25519PrivateKey:
         ) from exc
 
 
+def load_keyfile(state_dir: Path) -> Ed25519PrivateKey:
+    """Load the owner key from ``state_dir``; never mint one (for operator tools, which
+    must not give a node a new identity)."""
+    path = keyfile_path(state_dir)
+    try:
+        return _load(path)
+    except FileNotFoundError as exc:
+        raise CustodyError(
+            f"custody: no owner keyfile at {path}; give the node's state directory "
+            "(--state-dir), or restore owner.key from the backup set"
+        ) from exc
+
+
 def derive_x25519(key: Ed25519PrivateKey) -> X25519PrivateKey:
     """The X25519 key whose public key is the birational image of ``key``'s public key."""
     digest = bytearray(hashlib.sha512(key.private_bytes_raw()).digest()[:32])

@@ -1,0 +1,1 @@
+"""The owner terminus: the node's authenticated write path (DNS UPDATE over TSIG)."""
