@@ -150,3 +150,10 @@ def test_a_truncated_wheel_is_refused() -> None:
     cut = data[: len(data) // 2]
     with pytest.raises(WheelError, match="not a zip archive"):
         read_wheel(cut, _pin(cut))
+
+
+def test_a_path_installed_both_as_a_file_and_as_a_directory_is_refused() -> None:
+    files = [("valis_hello", b"x"), ("valis_hello/__init__.py", b"")]
+    _, data = make_wheel("valis-hello", "1.0", files)
+    with pytest.raises(WheelError, match="both as a file and as a directory"):
+        read_wheel(data, _pin(data))

@@ -346,3 +346,22 @@ def test_an_interrupted_install_leaves_nothing_behind_the_next_one(
     wheel = hello_wheel()
     condense_modules(state_dir, [pin_of(HELLO, "1.0", wheel)], publish(tmp_path / "wh", wheel))
     assert sorted(os.listdir(state_dir)) == ["modules", "store"]
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "problem"),
+    [
+        ("valis_shared", "valis_shared/x.py", "installs valis_shared as a file"),
+        ("valis_a.py", "valis-modules.json", "the name of the install record"),
+    ],
+)
+def test_modules_whose_files_cannot_share_one_directory_are_refused(
+    tmp_path: Path, state_dir: Path, first: str, second: str, problem: str
+) -> None:
+    one = make_wheel("valis-one", "1.0", [(first, b"")])
+    two = make_wheel("valis-two", "1.0", [(second, b"")])
+    url = publish(tmp_path / "wh", one, two)
+    pins = [pin_of("valis-one", "1.0", one), pin_of("valis-two", "1.0", two)]
+    with pytest.raises(DistError, match=problem):
+        condense_modules(state_dir, pins, url)
+    assert not modules_dir(state_dir).exists()

@@ -177,19 +177,29 @@ def conflicts(
     wheels: Iterable[WheelContents], runtime_has: Callable[[str], bool]
 ) -> tuple[str, ...]:
     """What stops ``wheels`` sharing one modules directory under the runtime: a path two
-    modules both install, or a top-level name the runtime already imports (the runtime
-    comes first on the path, so the module's own would never load)."""
+    modules both install (or one installs as a file and another writes beneath), the
+    install record's own name, or a top-level name the runtime already imports (the
+    runtime comes first on the path, so the module's own would never load)."""
     owners: dict[str, str] = {}
     found = []
     tops: dict[str, str] = {}
     for wheel in wheels:
         for path, _ in wheel.files:
+            if path == INSTALLED_RECORD:
+                found.append(f"{wheel.name} installs {path}, the name of the install record")
             if path in owners and owners[path] != wheel.name:
                 found.append(f"{wheel.name} and {owners[path]} both install {path}")
             owners[path] = wheel.name
             top = path.split("/", 1)[0]
             if not top.endswith(".dist-info"):
                 tops.setdefault(top.removesuffix(".py"), wheel.name)
+    for path, module in owners.items():
+        parent = path.rpartition("/")[0]
+        while parent:
+            if parent in owners:
+                found.append(f"{owners[parent]} installs {parent} as a file, {module} "
+                             f"installs {path} beneath it")
+            parent = parent.rpartition("/")[0]
     for name, module in sorted(tops.items()):
         if name.isidentifier() and runtime_has(name):
             found.append(f"{module} installs {name!r}, a name the runtime already imports")

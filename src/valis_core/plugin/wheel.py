@@ -204,6 +204,12 @@ def read_wheel(data: bytes, pin: ModulePin) -> WheelContents:
         if target in files:
             raise _fail(pin, f"installs {target!r} twice")
         files[target] = content
+    for target in files:
+        parent = target.rpartition("/")[0]
+        while parent:
+            if parent in files:
+                raise _fail(pin, f"installs {parent!r} both as a file and as a directory")
+            parent = parent.rpartition("/")[0]
     return WheelContents(
         name=pin.name, version=pin.version, files=tuple(files.items()), requires=requires
     )
