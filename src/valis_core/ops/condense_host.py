@@ -30,6 +30,7 @@ import dns.rdatatype
 import psycopg
 import trio
 
+from valis_core.acting_as import acting_as
 from valis_core.apply.unit_control import ProcessUnitController, UnitController
 from valis_core.atomic import write_atomic
 from valis_core.operator_state.connection import connect
@@ -296,18 +297,8 @@ def connect_as_account(dsn: str, run_account: tuple[int, int]) -> Connect:
     """
 
     def open_connection() -> psycopg.Connection[Any]:
-        if os.geteuid() != 0:
+        with acting_as(run_account):
             return connect(dsn, autocommit=True)
-        uid, gid = run_account
-        os.setegid(gid)
-        try:
-            os.seteuid(uid)
-            try:
-                return connect(dsn, autocommit=True)
-            finally:
-                os.seteuid(0)
-        finally:
-            os.setegid(0)
 
     return open_connection
 

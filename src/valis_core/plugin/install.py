@@ -26,7 +26,9 @@ from pathlib import Path
 from packaging.tags import Tag, sys_tags
 from packaging.version import InvalidVersion, Version
 
+from valis_core.acting_as import acting_as
 from valis_core.atomic import fsync_dir
+from valis_core.errors import ValisError
 from valis_core.plugin.simple_index import (
     DistError,
     DistFile,
@@ -46,6 +48,10 @@ MAX_FETCH = 256 << 20
 Fetch = Callable[[str], bytes]
 """The bytes at a URL of the private dist, or a ``DistError`` naming it (``DistMissing``
 when the dist says there is nothing there)."""
+
+
+class ModuleInstallError(ValisError):
+    """The checked modules could not be written into the state directory."""
 
 
 class DistMissing(DistError):
@@ -229,13 +235,6 @@ def _write_file(path: Path, data: bytes) -> None:
         os.fsync(handle.fileno())
 
 
-def _chown_tree(root: Path, owner: tuple[int, int]) -> None:
-    os.chown(root, *owner)
-    for directory, dirs, files in os.walk(root):
-        for name in (*dirs, *files):
-            os.chown(os.path.join(directory, name), *owner, follow_symlinks=False)
-
-
 def install_modules(
     state_dir: Path,
     pins: Sequence[ModulePin],
@@ -243,8 +242,23 @@ def install_modules(
     *,
     owner: tuple[int, int] | None = None,
 ) -> Path:
-    """Put ``wheels`` (checked, one per pin) in place as the state directory's modules.
-    Directories an interrupted install left beside it are removed first."""
+    """Put ``wheels`` (checked, one per pin) in place as the state directory's modules,
+    written as ``owner`` (the run account, whose directory it is) when given. Directories
+    an interrupted install left beside it are removed first."""
+    try:
+        with acting_as(owner):
+            return _install(state_dir, pins, wheels)
+    except OSError as exc:
+        as_whom = "the run account" if owner is not None else "this process"
+        raise ModuleInstallError(
+            f"cannot install modules into {state_dir} as {as_whom}: "
+            f"{exc.strerror or exc}; the state directory must be the run account's"
+        ) from exc
+
+
+def _install(
+    state_dir: Path, pins: Sequence[ModulePin], wheels: Sequence[WheelContents]
+) -> Path:
     target = modules_dir(state_dir)
     for leftover in state_dir.glob(".modules-*"):
         shutil.rmtree(leftover, ignore_errors=True)
@@ -258,8 +272,6 @@ def install_modules(
         for directory, _, _ in os.walk(fresh):
             os.chmod(directory, 0o755)
             fsync_dir(Path(directory))
-        if owner is not None:
-            _chown_tree(fresh, owner)
         retired = None
         if target.exists():
             retired = Path(tempfile.mkdtemp(prefix=".modules-retired-", dir=state_dir))
