@@ -6,8 +6,9 @@ pieces that own each concern: ``materialise_genesis`` and ``restore_backup`` for
 state, the configuration store's file for site facts, ``PgZoneSource.load`` to prove a
 zone servable exactly as the resident will load it, the SQL fence (seed or claim), a
 ``UnitController`` to start the unit, and a DNS query to the served address for the
-read-back. Everything written into the state directory is owned by the run account,
-because the resident (never root) must read it.
+read-back. Everything written into the state directory is written as the run account
+(``acting_as``): the resident (never root) must read it, and root must not follow what
+that account's directory holds.
 """
 
 from __future__ import annotations
@@ -146,8 +147,8 @@ class LocalCondenseHost:
                     f"state directory {self.state_dir} does not exist; create it owned by "
                     "the run account (mode 0700)"
                 )
-            manifest, _ = materialise_genesis(self.state_dir)
-            self._own(head_path(self.state_dir).parent, head_path(self.state_dir))
+            with acting_as(self.run_account):
+                manifest, _ = materialise_genesis(self.state_dir)
         else:
             restore_backup(Path(step.backup), self.state_dir, owner=self.run_account)
             found = read_store_head(self.state_dir)
@@ -190,16 +191,16 @@ class LocalCondenseHost:
         )
         if step.modules:
             path = head_path(self.state_dir)
-            write_atomic(path, dumps(head), mode=HEAD_MODE)
-            self._own(path)
+            with acting_as(self.run_account):
+                write_atomic(path, dumps(head), mode=HEAD_MODE)
 
     def render_site_facts(self, step: Step) -> None:
         path = store_path(self.state_dir)
         if self.facts is not None:
             check_site_facts(self.facts)
-            path.parent.mkdir(mode=DIR_MODE, exist_ok=True)
-            write_site_facts(path, self.facts, mode=STORE_MODE)
-            self._own(path.parent, path)
+            with acting_as(self.run_account):
+                path.parent.mkdir(mode=DIR_MODE, exist_ok=True)
+                write_site_facts(path, self.facts, mode=STORE_MODE)
         # Read back through the resident's own reader (an empty environment: the store
         # alone must carry every fact).
         open_config_store(self.state_dir, {})
@@ -230,9 +231,9 @@ class LocalCondenseHost:
         if manifest is None:
             raise CondenseHostError(f"no store head in {self.state_dir} to record the claim")
         path = head_path(self.state_dir)
-        write_atomic(path, dumps(attrs.evolve(manifest, generation=step.generation)),
-                     mode=HEAD_MODE)
-        self._own(path)
+        with acting_as(self.run_account):
+            write_atomic(path, dumps(attrs.evolve(manifest, generation=step.generation)),
+                         mode=HEAD_MODE)
 
     def start_unit(self, step: Step) -> None:
         self.unit.restart()
@@ -270,10 +271,6 @@ class LocalCondenseHost:
             f"the apex SOA of {step.zone} at {host} port {port}: {problem}"
         )
 
-    def _own(self, *paths: Path) -> None:
-        uid, gid = self.run_account
-        for path in paths:
-            os.chown(path, uid, gid)
 
 
 def let_unit_notify(unit: ProcessUnitController, run_account: tuple[int, int]) -> None:
