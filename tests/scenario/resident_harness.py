@@ -183,6 +183,7 @@ class Resident:
     stderr_path: Path
     state_dir: Path
     port: int | None
+    owner_port: int | None = None
 
     @property
     def pid(self) -> int:
@@ -275,6 +276,7 @@ class Harness:
         extra_argv: Sequence[str] = (),
         extra_env: Mapping[str, str] | None = None,
         as_root: bool = False,
+        owner: bool = False,
     ) -> Resident:
         notify_dir = Path(tempfile.mkdtemp(prefix="notify-", dir=self.workdir))
         os.chmod(notify_dir, 0o755)
@@ -290,6 +292,13 @@ class Harness:
             fds = [udp.fileno(), tcp.fileno()]
             udp_fd, tcp_fd = (tcp.fileno(), udp.fileno()) if swap_pair else tuple(fds)
             argv += ["--dns-udp-fd", str(udp_fd), "--dns-tcp-fd", str(tcp_fd)]
+        owner_sock = None
+        if owner:
+            owner_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            owner_sock.bind(("127.0.0.1", 0))
+            owner_sock.listen(16)
+            fds.append(owner_sock.fileno())
+            argv += ["--owner-fd", str(owner_sock.fileno())]
         argv += ["--ports", ports if ports is not None else str(port)]
         argv += [*extra_argv, "--state-dir", str(state_dir)]
         env = {
@@ -324,7 +333,11 @@ class Harness:
         if pair is not None:
             for sock in pair:
                 sock.close()
-        resident = Resident(proc, notify, stderr_path, state_dir, port)
+        owner_port = None
+        if owner_sock is not None:
+            owner_port = owner_sock.getsockname()[1]
+            owner_sock.close()
+        resident = Resident(proc, notify, stderr_path, state_dir, port, owner_port)
         self.started.append(resident)
         return resident
 

@@ -34,7 +34,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 import attrs
@@ -289,6 +289,32 @@ async def serve_tcp(
         finally:
             active -= 1
 
+    def refused() -> None:
+        counts.tcp_refused += 1
+
+    def accepted() -> None:
+        nonlocal active
+        counts.tcp_accepted += 1
+        active += 1
+
+    await accept_bounded(
+        listener, connection, lambda: active < max_connections, accepted=accepted,
+        refused=refused, what="a DNS TCP connection",
+    )
+
+
+async def accept_bounded(
+    listener: trio.SocketListener,
+    handler: Callable[[trio.SocketStream], Awaitable[None]],
+    room: Callable[[], bool],
+    *,
+    accepted: Callable[[], None] = lambda: None,
+    refused: Callable[[], None] = lambda: None,
+    what: str = "a TCP connection",
+) -> None:
+    """Accept connections until cancelled, each handled by its own task: when ``room()``
+    is false a new connection is accepted and closed at once (see the module docstring);
+    running out of descriptors or memory is retried shortly rather than fatal."""
     async with trio.open_nursery() as nursery:
         while True:
             try:
@@ -296,16 +322,33 @@ async def serve_tcp(
             except OSError as exc:
                 if exc.errno not in _ACCEPT_RESOURCE_ERRNOS:
                     raise
-                log.warning("accepting a DNS TCP connection failed (%s); retrying shortly", exc)
+                log.warning("accepting %s failed (%s); retrying shortly", what, exc)
                 await trio.sleep(0.1)
                 continue
-            if active >= max_connections:
-                counts.tcp_refused += 1
+            if not room():
+                refused()
                 stream.socket.close()
                 continue
-            counts.tcp_accepted += 1
-            active += 1
-            nursery.start_soon(connection, stream)
+            accepted()
+            nursery.start_soon(handler, stream)
+
+
+def take_frames(pending: bytearray) -> list[bytes]:
+    """Remove every complete message from the front of ``pending``, a TCP stream's
+    unread bytes in RFC 1035 §4.2.2 framing (a 2-byte length before each message)."""
+    frames = []
+    while len(pending) >= 2:
+        size = (pending[0] << 8) | pending[1]
+        if len(pending) < 2 + size:
+            break
+        frames.append(bytes(pending[2 : 2 + size]))
+        del pending[: 2 + size]
+    return frames
+
+
+def framed(message: bytes) -> bytes:
+    """``message`` with its RFC 1035 §4.2.2 length prefix."""
+    return len(message).to_bytes(2, "big") + message
 
 
 async def _serve_connection(
@@ -326,12 +369,7 @@ async def _serve_connection(
     deadline = trio.current_time() + idle_timeout
     while True:
         frames: list[bytes] = []
-        while len(pending) >= 2:
-            size = (pending[0] << 8) | pending[1]
-            if len(pending) < 2 + size:
-                break
-            query = bytes(pending[2 : 2 + size])
-            del pending[: 2 + size]
+        for query in take_frames(pending):
             deadline = trio.current_time() + idle_timeout
             try:
                 response = answer_fn(holder.current, query, transport=tcp)

@@ -18,19 +18,21 @@ to run as root, then brings the node up stage by stage:
 8. ``fabric``: the capability-gated internal endpoint; its anonymous public view must
    answer every served apex SOA before the next stage starts;
 9. ``serve DNS``: the UDP and TCP loops over the adopted pair;
-10. ``modules``: installed lifecycle modules;
+10. ``owner terminus``: DNS UPDATE on the adopted owner descriptor, when one was handed
+    down (``valis_core.owner.terminus``);
+11. ``modules``: installed lifecycle modules;
 
 then ``READY=1``. ``STATUS=`` lines report each stage to the supervisor.
 
 Every stage registers how to undo itself on one ``AsyncExitStack`` and every long-lived
 task runs in the resident's nursery under a cancel scope of its own, so unwinding the
 stack stops things in reverse bring-up order: modules drain first, then the edge, the
-DNS loops, the fabric, the zone source, the fence connection, and the adopted listener
-descriptors last. The same unwinding runs whether the boot failed at some stage, a
-long-lived task failed later (a fenced-out heartbeat among them), or SIGINT/SIGTERM
-arrived (``STOPPING=1`` first). Each step of it is bounded in time. A failure ends the
-process with one line ``valis: <stage>: <cause>`` and a non-zero status; a signal with
-status 0.
+owner terminus, the DNS loops, the fabric, the zone source, the fence connection, and
+the adopted listener descriptors last. The same unwinding runs whether the boot failed
+at some stage, a long-lived task failed later (a fenced-out heartbeat or owner update
+among them), or SIGINT/SIGTERM arrived (``STOPPING=1`` first). Each step of it is
+bounded in time. A failure ends the process with one line ``valis: <stage>: <cause>``
+and a non-zero status; a signal with status 0.
 
 Nothing of the serving stack is imported before the ``codec`` stage has checked it, so
 a build without it fails closed with the codec's own message rather than a traceback.
@@ -53,6 +55,7 @@ import attrs
 import trio
 
 from valis_core.errors import ValisError
+from valis_core.fence import FencedOut
 from valis_core.identity.custody import keyfile_path, load_or_create_keyfile, public_key_hex
 from valis_core.launch import LaunchRecord, parse_launch_argv
 from valis_core.resident.config_store import ConfigStore, open_config_store
@@ -65,6 +68,7 @@ from valis_core.store.head import materialise_genesis
 
 if TYPE_CHECKING:
     from valis_core.dns.serve import IndexHolder, ServeStats
+    from valis_core.owner.terminus import OwnerTerminus
     from valis_core.resident.fabric import FabricAddress
 
 log = logging.getLogger("valis.resident")
@@ -281,8 +285,8 @@ async def _resident(
                         await stop.event.wait()
                     notifier.stopping(f"stopping on {stop.signal_name}")
                     log.info(
-                        "stopping on %s: modules drain, then the edge, DNS, the fabric and "
-                        "the listener descriptors close",
+                        "stopping on %s: modules drain, then the edge, the owner terminus, DNS, "
+                        "the fabric and the listener descriptors close",
                         stop.signal_name,
                     )
                 log.info("stopped")
@@ -309,12 +313,13 @@ async def _bring_up(
             "adopting DNS descriptor pair udp=%s tcp=%s", pair.dns_udp.address,
             pair.dns_tcp.address,
         )
-        for held in (pair.owner, pair.edge):
-            if held is not None:
-                log.info(
-                    "holding %s descriptor %s (this version does not serve it yet)",
-                    held.role.value, held.address,
-                )
+        if pair.owner is not None:
+            log.info("adopting owner descriptor %s", pair.owner.address)
+        if pair.edge is not None:
+            log.info(
+                "holding %s descriptor %s (this version does not serve it yet)",
+                pair.edge.role.value, pair.edge.address,
+            )
 
     with _stage("codec", notifier):
         # Imported here, not at the top: this is the check that the stack exists.
@@ -339,7 +344,8 @@ async def _bring_up(
 
     with _stage("identity", notifier):
         existed = keyfile_path(state_dir).exists()
-        owner_key = public_key_hex(load_or_create_keyfile(state_dir))
+        identity = load_or_create_keyfile(state_dir)
+        owner_key = public_key_hex(identity)
         log.info("identity: owner public key %s (%s)", owner_key,
                  "loaded" if existed else "minted at genesis")
 
@@ -403,6 +409,25 @@ async def _bring_up(
         await services.start("serve DNS", _dns_service(adopted, holder, stats))
         log.info("serving DNS on udp=%s tcp=%s", pair.dns_udp.address, pair.dns_tcp.address)
 
+    if adopted.owner is not None:
+        with _stage("owner terminus", notifier):
+            from valis_core.owner.key import derive_owner_tsig
+            from valis_core.owner.terminus import OwnerTerminus
+
+            terminus = OwnerTerminus(
+                adopted.owner,
+                key=derive_owner_tsig(identity),
+                dsn=config.dsn,
+                generation=generation,
+                zones=source.zones,
+                holder=holder,
+            )
+            stack.callback(terminus.close)
+            await services.start("owner terminus", _owner_service(terminus))
+            assert pair.owner is not None
+            log.info("owner terminus: accepting TSIG-signed DNS UPDATE on %s (key %s)",
+                     pair.owner.address, terminus.key_name)
+
     with _stage("modules", notifier):
         context = ModuleContext(state_dir=state_dir, node=config.node_name, generation=generation)
         for module in load_modules(context, manifest.modules):
@@ -444,6 +469,17 @@ def _dns_service(adopted: AdoptedSockets, holder: IndexHolder, stats: ServeStats
             nursery.start_soon(partial(serve_udp, adopted.dns_udp, holder, stats=stats))
             nursery.start_soon(partial(serve_tcp, adopted.dns_tcp, holder, stats=stats))
             task_status.started()
+
+    return serve
+
+
+def _owner_service(terminus: OwnerTerminus) -> _Service:
+    async def serve(task_status: trio.TaskStatus[None]) -> None:
+        try:
+            await terminus.serve(task_status=task_status)
+        except FencedOut as exc:
+            # The same verdict, and the same report, as a fenced-out heartbeat.
+            raise BringUpError("fence", describe("fence", exc)) from exc
 
     return serve
 

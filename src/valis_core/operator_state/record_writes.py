@@ -1,0 +1,85 @@
+"""A node's writes to a zone's records, inside the fenced transaction its caller holds.
+
+The owner terminus changes a zone in one transaction: ``lock_zone`` takes the zone's row
+``FOR UPDATE`` (the same lock ``zones.replace_zone`` takes, so node updates and operator
+imports of one zone run one after the other), ``owner_rows`` reads the touched owners'
+records ``FOR UPDATE``, and ``write_row_changes`` deletes and inserts rows in two
+statements, so the records triggers name the changed owners in their change notes and
+the zone source re-reads only those (migration 0003). The zones row itself is not
+updated: a change there would make every follower re-read the whole zone.
+
+Owners are matched as the change notes name them: lowercased in ASCII only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import psycopg
+
+from valis_core.dns.zone import RecordRow
+from valis_core.operator_state.connection import OperatorStateError
+
+
+def lock_zone(cur: psycopg.Cursor[Any], zone: str) -> bool:
+    """Lock ``zone``'s row until the transaction ends; whether the zone exists."""
+    cur.execute("SELECT name FROM zones WHERE name = %s FOR UPDATE", (zone,))
+    return cur.fetchone() is not None
+
+
+def owner_rows(
+    cur: psycopg.Cursor[Any], zone: str, owners: Iterable[str]
+) -> tuple[RecordRow, ...]:
+    """Every record of ``owners`` (ASCII-lowercased names) in ``zone``, locked."""
+    cur.execute(
+        "SELECT zone, owner, rtype, ttl, rdata FROM records"
+        " WHERE zone = %s AND lower(owner COLLATE \"C\") = ANY(%s) FOR UPDATE",
+        (zone, sorted(set(owners))),
+    )
+    return tuple(RecordRow(*row) for row in cur.fetchall())
+
+
+def write_row_changes(
+    cur: psycopg.Cursor[Any],
+    zone: str,
+    deletes: Sequence[RecordRow],
+    adds: Sequence[RecordRow],
+) -> None:
+    """Delete exactly ``deletes`` (as stored) and insert ``adds``, all of ``zone``.
+
+    Raises ``OperatorStateError`` when a row to delete is not there (the caller's
+    transaction then rolls back) and lets the database's own refusals propagate.
+    """
+    if deletes:
+        cur.execute(
+            "DELETE FROM records r"
+            " USING unnest(%s::text[], %s::text[], %s::text[]) AS d (owner, rtype, rdata)"
+            " WHERE r.zone = %s AND r.owner = d.owner AND r.rtype = d.rtype"
+            " AND r.rdata = d.rdata",
+            (
+                [row.owner for row in deletes],
+                [row.rtype for row in deletes],
+                [row.rdata for row in deletes],
+                zone,
+            ),
+        )
+        if cur.rowcount != len(deletes):
+            raise OperatorStateError(
+                f"zone {zone}: {len(deletes)} record(s) to delete but {cur.rowcount} found; "
+                "the zone changed under a lock that should have held it (nothing written)"
+            )
+    if adds:
+        cur.execute(
+            "INSERT INTO records (zone, owner, rtype, ttl, rdata)"
+            " SELECT %s, a.owner, a.rtype, a.ttl, a.rdata"
+            " FROM unnest(%s::text[], %s::text[], %s::integer[], %s::text[])"
+            " AS a (owner, rtype, ttl, rdata)",
+            (
+                zone,
+                [row.owner for row in adds],
+                [row.rtype for row in adds],
+                [row.ttl for row in adds],
+                [row.rdata for row in adds],
+            ),
+        )

@@ -1,0 +1,252 @@
+"""The owner terminus: DNS UPDATE over TCP on the adopted owner socket, TSIG-signed, each
+accepted update one fenced operator-state transaction.
+
+The socket is the one the launcher bound on ``owner-port`` and handed down
+(``--owner-fd``); nothing here binds. Connections use the DNS-over-TCP framing of
+``valis_core.dns.serve`` and its bounded accept loop: at most ``max_connections`` at
+once, each closed after ``idle_timeout`` seconds without a complete message, a response
+that cannot be written within ``write_timeout`` ends the connection. Messages on one
+connection are handled in order; a message is at most 65535 bytes by its framing.
+
+``valis_core.owner.message`` decides what a message is (only a correctly signed UPDATE
+goes further) and ``valis_core.owner.update`` what it does. Updates run one at a time on
+one database connection, in a worker thread (psycopg is blocking), each as:
+
+1. ``fenced_transaction``: the fence check, its lock held until commit;
+2. the zone's row locked ``FOR UPDATE``, the touched owners' records read ``FOR UPDATE``;
+3. the decision, checked against the zone index (``ZoneIndex.with_owners_replaced`` on
+   the index being served, with the touched owners' rows read in step 2);
+4. the row changes written; commit. The zone source then sees the change notes and swaps
+   the changed owners into the served index.
+
+A writer the fence has moved past writes nothing: the update is answered SERVFAIL and
+``serve`` raises ``FencedOut``, so the resident fails closed as it does when its
+heartbeat is fenced out. A lost database connection is answered SERVFAIL and reopened
+for the next update. Nothing a client sends makes ``serve`` fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+import trio
+from dns.rcode import Rcode
+
+from valis_core.dns.serve import IndexHolder, accept_bounded, framed, take_frames
+from valis_core.dns.zone import RecordRow
+from valis_core.fence import FencedOut
+from valis_core.operator_state.connection import OperatorStateError, connect
+from valis_core.operator_state.fence import fenced_transaction
+from valis_core.operator_state.record_writes import lock_zone, owner_rows, write_row_changes
+from valis_core.owner.key import TsigKey
+from valis_core.owner.message import Received, receive, respond
+from valis_core.owner.update import (
+    Check,
+    UpdateOutcome,
+    apply_update,
+    owners_to_read,
+    target_zone,
+)
+
+log = logging.getLogger("valis.owner")
+
+#: Bounds on any one statement or lock wait (as the fence heartbeat's).
+STATEMENT_TIMEOUT_MS = 5000
+#: How the terminus's database session names itself (``pg_stat_activity``).
+APPLICATION_NAME = "valis owner terminus"
+_MAX_READ = 65535 + 2
+
+
+class OwnerTerminus:
+    """Serve DNS UPDATE on ``listener`` for ``zones``, writing at ``generation``."""
+
+    def __init__(
+        self,
+        listener: trio.socket.SocketType,
+        *,
+        key: TsigKey,
+        dsn: str,
+        generation: int,
+        zones: Sequence[str],
+        holder: IndexHolder,
+        max_connections: int = 16,
+        idle_timeout: float = 10.0,
+        write_timeout: float = 5.0,
+    ) -> None:
+        self._listener = listener
+        self._key = key
+        self._dsn = dsn
+        self._generation = generation
+        self._zones = tuple(zones)
+        self._holder = holder
+        self._max_connections = max_connections
+        self._idle_timeout = idle_timeout
+        self._write_timeout = write_timeout
+        self._conn: psycopg.Connection[Any] | None = None
+        self._db = trio.Lock()
+        self._active = 0
+        self._fenced: FencedOut | None = None
+        self._scope = trio.CancelScope()
+        self.applied = 0
+        self.refused = 0
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Accept and answer until cancelled; raise ``FencedOut`` once fenced out."""
+        await trio.to_thread.run_sync(self._reconnect)
+        task_status.started()
+        with self._scope:
+            await accept_bounded(
+                trio.SocketListener(self._listener),
+                self._connection,
+                lambda: self._active < self._max_connections,
+                accepted=self._opened,
+                what="an owner terminus connection",
+            )
+        if self._fenced is not None:
+            raise self._fenced
+
+    @property
+    def key_name(self) -> str:
+        return self._key.name
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+    # -- connections ------------------------------------------------------------------
+
+    def _opened(self) -> None:
+        self._active += 1
+
+    async def _connection(self, stream: trio.SocketStream) -> None:
+        try:
+            async with stream:
+                await self._converse(stream)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            self._active -= 1
+
+    async def _converse(self, stream: trio.SocketStream) -> None:
+        peer = _peer(stream)
+        pending = bytearray()
+        deadline = trio.current_time() + self._idle_timeout
+        while True:
+            for message in take_frames(pending):
+                response = await self._handle(message, peer)
+                if response is not None:
+                    # A fenced-out writer's SERVFAIL goes out even while the resident
+                    # is already unwinding (its heartbeat may have seen the fence first).
+                    with trio.CancelScope(shield=self._fenced is not None), trio.move_on_after(
+                        self._write_timeout
+                    ) as sending:
+                        await stream.send_all(framed(response))
+                    if sending.cancelled_caught:
+                        return
+                if self._fenced is not None:
+                    self._scope.cancel()
+                    return
+                deadline = trio.current_time() + self._idle_timeout
+            with trio.move_on_at(deadline):
+                data = await stream.receive_some(_MAX_READ)
+                if not data:
+                    return
+                pending += data
+                continue
+            return
+
+    async def _handle(self, message: bytes, peer: str) -> bytes | None:
+        got = receive(message, self._key)
+        if not isinstance(got, Received):
+            if got is not None:
+                self.refused += 1
+                log.info("owner terminus: refused a message from %s (%s)", peer, _rcode(got))
+            return got
+        zone = target_zone(got.request, self._zones)
+        if isinstance(zone, UpdateOutcome):
+            return self._answer(got, zone, got.request.zone, peer)
+        try:
+            async with self._db:
+                outcome = await trio.to_thread.run_sync(self._transact, got, zone)
+        except FencedOut as exc:
+            self._fenced = exc
+            log.error("owner terminus: update of %s from %s: %s", zone, peer, exc)
+            return respond(got, Rcode.SERVFAIL)
+        except (psycopg.Error, OperatorStateError) as exc:
+            self.close()
+            text = " ".join(str(exc).split())
+            outcome = UpdateOutcome(rcode=Rcode.SERVFAIL, reason=f"operator state: {text}")
+        except Exception as exc:
+            log.exception("owner terminus: update of %s from %s failed", zone, peer)
+            outcome = UpdateOutcome(rcode=Rcode.SERVFAIL, reason=type(exc).__name__)
+        return self._answer(got, outcome, zone, peer)
+
+    def _answer(self, got: Received, outcome: UpdateOutcome, zone: str, peer: str) -> bytes:
+        if outcome.rcode == Rcode.NOERROR:
+            self.applied += 1
+            serial = f", serial {outcome.serial}" if outcome.changed else ""
+            log.info("owner terminus: update of %s from %s: %s%s", zone, peer, outcome.reason,
+                     serial)
+        else:
+            self.refused += 1
+            log.info("owner terminus: update of %s from %s refused %s: %s", zone, peer,
+                     outcome.rcode.name, outcome.reason)
+        return respond(got, outcome.rcode)
+
+    # -- the transaction (worker thread) -----------------------------------------------
+
+    def _reconnect(self) -> psycopg.Connection[Any]:
+        if self._conn is None:
+            conn = connect(self._dsn, autocommit=True)
+            try:
+                conn.execute(f"SET application_name = '{APPLICATION_NAME}'")
+                conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
+                conn.execute(f"SET lock_timeout = {STATEMENT_TIMEOUT_MS}")
+            except psycopg.Error:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def _transact(self, got: Received, zone: str) -> UpdateOutcome:
+        conn = self._reconnect()
+        request = got.request
+        with fenced_transaction(conn, self._generation) as cur:
+            if not lock_zone(cur, zone):
+                return UpdateOutcome(
+                    rcode=Rcode.NOTAUTH, reason=f"zone {zone} is not in operator state"
+                )
+            rows = owner_rows(cur, zone, owners_to_read(request, zone))
+            outcome = apply_update(request, zone, rows, served=self._zones, check=self._check(zone))
+            if outcome.changed:
+                write_row_changes(cur, zone, outcome.deletes, outcome.adds)
+            return outcome
+
+    def _check(self, zone: str) -> Check:
+        index = self._holder.current
+
+        def check(owners: tuple[str, ...], rows: tuple[RecordRow, ...]) -> None:
+            index.with_owners_replaced(zone, owners, rows)
+
+        return check
+
+
+def _peer(stream: trio.SocketStream) -> str:
+    try:
+        host, port = stream.socket.getpeername()[:2]
+    except OSError:
+        return "(gone)"
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+
+
+def _rcode(response: bytes) -> str:
+    try:
+        return Rcode(response[3] & 0x0F).name
+    except (IndexError, ValueError):
+        return "?"

@@ -1,0 +1,257 @@
+"""The owner terminus as an operator uses it: a real resident with an owner descriptor
+handed down, the private PostgreSQL cluster, and real clients (dnspython and nsupdate)
+signing with the key ``valis owner key`` prints. Signed updates reach the DNS port;
+anything unsigned, badly signed, for a foreign zone or with a failing prerequisite
+changes nothing; a writer the fence has moved past writes nothing and the resident
+exits non-zero."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import dns.message
+import dns.query
+import dns.rcode
+import dns.tsig
+import dns.update
+import pytest
+
+from tests.scenario.operator_state_helpers import soa_zone
+from tests.scenario.pg import PgCluster
+from tests.scenario.resident_harness import (
+    Harness,
+    Resident,
+    make_state_dir,
+    resident_runtime,
+    site_facts,
+)
+from valis_core.dns.zone import parse_zone_text
+from valis_core.identity.custody import load_keyfile
+from valis_core.operator_state.fence import claim_instance_fence
+from valis_core.operator_state.zones import replace_zone
+from valis_core.owner.key import derive_owner_tsig
+from valis_core.owner.terminus import APPLICATION_NAME
+
+ZONE = "example.test."
+WWW = "www IN A 192.0.2.80\n"
+WAIT = 30.0
+
+
+@pytest.fixture
+def zone_dsn(pg_cluster: PgCluster, state_dsn: str) -> str:
+    with pg_cluster.connect(state_dsn) as conn:
+        replace_zone(conn, parse_zone_text(soa_zone(ZONE, extra=WWW), ZONE))
+    return state_dsn
+
+
+@pytest.fixture
+def resident(resident_harness: Harness, zone_dsn: str) -> Resident:
+    started = resident_harness.start(
+        make_state_dir(resident_harness.workdir), site_facts(zone_dsn), owner=True
+    )
+    started.wait_ready()
+    return started
+
+
+def keyring(resident: Resident) -> dns.tsig.Key:
+    key = derive_owner_tsig(load_keyfile(resident.state_dir))
+    return dns.tsig.Key(key.name, key.secret, key.algorithm)
+
+
+def send(resident: Resident, update: dns.message.Message) -> dns.message.Message:
+    assert resident.owner_port is not None
+    return dns.query.tcp(update, "127.0.0.1", port=resident.owner_port, timeout=10)
+
+
+def records(pg_cluster: PgCluster, dsn: str) -> set[tuple[Any, ...]]:
+    with pg_cluster.connect(dsn) as conn:
+        return set(conn.execute("SELECT zone, owner, rtype, ttl, rdata FROM records"))
+
+
+def answers(resident: Resident, name: str, rtype: str = "A") -> set[str]:
+    response = resident.ask(name, rtype)
+    return {rdata.to_text() for rrset in response.answer for rdata in rrset}
+
+
+def wait_for_answer(resident: Resident, name: str, expected: set[str], rtype: str = "A") -> None:
+    # A bound on the wait, not a speed target.
+    deadline = time.monotonic() + WAIT
+    seen = answers(resident, name, rtype)
+    while seen != expected and time.monotonic() < deadline:
+        time.sleep(0.02)
+        seen = answers(resident, name, rtype)
+    assert seen == expected
+
+
+def serial(resident: Resident) -> int:
+    (text,) = answers(resident, ZONE, "SOA")
+    return int(text.split()[2])
+
+
+def test_a_signed_update_is_applied_and_answered_on_the_dns_port(resident: Resident) -> None:
+    assert "owner terminus: accepting TSIG-signed DNS UPDATE on 127.0.0.1:" in resident.stderr()
+    update = dns.update.UpdateMessage(ZONE, keyring=keyring(resident))
+    update.add("new", 300, "A", "192.0.2.99")
+    update.replace("www", 300, "A", "192.0.2.81")
+    response = send(resident, update)
+    assert response.rcode() == dns.rcode.NOERROR
+    assert response.had_tsig  # signed, and dnspython verified the signature
+    wait_for_answer(resident, "new.example.test.", {"192.0.2.99"})
+    wait_for_answer(resident, "www.example.test.", {"192.0.2.81"})
+    wait_for_answer(resident, ZONE, {
+        "ns1.example.test. hostmaster.example.test. 2 7200 3600 1209600 300"
+    }, "SOA")
+    assert "owner terminus: update of example.test. from 127.0.0.1:" in resident.stderr()
+
+
+def test_nsupdate_signs_with_the_key_valis_owner_key_prints(
+    resident: Resident, run_account_dir: Path
+) -> None:
+    printed = subprocess.run(
+        [resident_runtime(), "owner", "key", "--state-dir", str(resident.state_dir)],
+        capture_output=True, text=True, check=True, timeout=60,
+    )
+    assert printed.stdout.startswith('key "valis-owner." {')
+    key_file = run_account_dir / "owner.tsig"
+    key_file.write_text(printed.stdout)
+    os.chmod(key_file, 0o600)
+    script = (
+        f"server 127.0.0.1 {resident.owner_port}\nzone {ZONE}\n"
+        "prereq nxdomain mail.example.test.\n"
+        "update add mail.example.test. 300 A 192.0.2.25\nsend\n"
+    )
+    result = subprocess.run(
+        ["nsupdate", "-v", "-t", "10", "-k", str(key_file)],
+        input=script, capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    wait_for_answer(resident, "mail.example.test.", {"192.0.2.25"})
+
+
+def test_unsigned_badly_signed_foreign_and_malformed_updates_change_nothing(
+    resident: Resident, pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    before = records(pg_cluster, zone_dsn)
+
+    unsigned = dns.update.UpdateMessage(ZONE)
+    unsigned.add("evil", 300, "A", "198.51.100.66")
+    assert send(resident, unsigned).rcode() == dns.rcode.NOTAUTH
+
+    forged = dns.tsig.Key("valis-owner.", b"\x00" * 32, "hmac-sha256")
+    badly = dns.update.UpdateMessage(ZONE, keyring=forged)
+    badly.add("evil", 300, "A", "198.51.100.66")
+    with pytest.raises(dns.tsig.PeerBadSignature):
+        send(resident, badly)
+
+    foreign = dns.update.UpdateMessage("other.test.", keyring=keyring(resident))
+    foreign.add("evil", 300, "A", "198.51.100.66")
+    assert send(resident, foreign).rcode() == dns.rcode.NOTAUTH
+
+    query = dns.message.make_query(ZONE, "SOA")
+    query.use_tsig(keyring(resident))
+    assert send(resident, query).rcode() == dns.rcode.NOTIMP
+
+    assert resident.owner_port is not None
+    with socket.create_connection(("127.0.0.1", resident.owner_port), timeout=10) as raw:
+        raw.sendall(b"\x00\x05\x01\x02\x03\x04\x05" + b"\x00\x0e" + b"\xff" * 14)
+        raw.shutdown(socket.SHUT_WR)
+        raw.recv(4096)  # a FORMERR, or nothing; the server goes on either way
+
+    assert records(pg_cluster, zone_dsn) == before
+    assert answers(resident, "evil.example.test.") == set()
+    assert resident.proc.poll() is None
+    update = dns.update.UpdateMessage(ZONE, keyring=keyring(resident))
+    update.add("after", 300, "A", "192.0.2.7")
+    assert send(resident, update).rcode() == dns.rcode.NOERROR
+
+
+def test_failing_prerequisites_change_nothing(
+    resident: Resident, pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    before = records(pg_cluster, zone_dsn)
+    cases = []
+    absent = dns.update.UpdateMessage(ZONE, keyring=keyring(resident))
+    absent.present("nothing-here")
+    absent.add("x", 300, "A", "192.0.2.1")
+    cases.append((absent, dns.rcode.NXDOMAIN))
+    differs = dns.update.UpdateMessage(ZONE, keyring=keyring(resident))
+    differs.present("www", "A", "192.0.2.1")
+    differs.delete("www")
+    cases.append((differs, dns.rcode.NXRRSET))
+    exists = dns.update.UpdateMessage(ZONE, keyring=keyring(resident))
+    exists.absent("www", "A")
+    exists.add("www", 300, "A", "192.0.2.2")
+    cases.append((exists, dns.rcode.YXRRSET))
+    for update, rcode in cases:
+        assert send(resident, update).rcode() == rcode
+    assert records(pg_cluster, zone_dsn) == before
+    assert answers(resident, "www.example.test.") == {"192.0.2.80"}
+
+
+def _terminus_backend(pg_cluster: PgCluster, dsn: str) -> int:
+    """The owner terminus's database session."""
+    with pg_cluster.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (APPLICATION_NAME,)
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _wait_until_waiting_on_a_lock(pg_cluster: PgCluster, dsn: str, pid: int) -> None:
+    deadline = time.monotonic() + WAIT
+    with pg_cluster.connect(dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)
+            ).fetchone()
+            if row is not None and row[0] == "Lock":
+                return
+            time.sleep(0.01)
+    raise AssertionError("the update never reached the fence")
+
+
+def test_an_update_after_the_fence_moved_writes_nothing_and_the_resident_exits(
+    resident: Resident, pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    before = records(pg_cluster, zone_dsn)
+    backend = _terminus_backend(pg_cluster, zone_dsn)
+    update = dns.update.UpdateMessage(ZONE, keyring=keyring(resident))
+    update.add("late", 300, "A", "192.0.2.44")
+    got: list[dns.message.Message | BaseException] = []
+
+    def sender() -> None:
+        try:
+            got.append(send(resident, update))
+        except BaseException as exc:
+            got.append(exc)
+
+    # A successor claims generation 1; the update arrives while the claim is open and
+    # sees the fence only once the claim has committed.
+    with pg_cluster.connect(zone_dsn) as claim:
+        claim.execute("SELECT 1")  # opens the transaction the claim then stays inside
+        claim_instance_fence(claim, 1, "node-a@successor")
+        thread = threading.Thread(target=sender)
+        thread.start()
+        _wait_until_waiting_on_a_lock(pg_cluster, zone_dsn, backend)
+        claim.commit()
+    thread.join(WAIT)
+    assert len(got) == 1
+    (response,) = got
+    assert isinstance(response, dns.message.Message), response
+    assert response.rcode() == dns.rcode.SERVFAIL
+
+    assert resident.wait_exit() != 0
+    line = resident.last_line()
+    assert line.startswith("valis: fence: "), resident.stderr()
+    assert "fenced out" in line
+    assert records(pg_cluster, zone_dsn) == before
+    assert resident.owner_port is not None
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", resident.owner_port), timeout=10).close()
