@@ -1,10 +1,11 @@
 """Running ``valis --resident`` the way the launcher does, and watching it from outside.
 
-The harness plays the launcher: it binds the DNS pair on a loopback port, hands the
-descriptors down with ``pass_fds`` (closing its own copies, so the resident is their
-only holder), binds a real ``NOTIFY_SOCKET`` listener, and runs the resident as the real
-``valis`` account under ``setpriv`` in a session of its own — so afterwards "no process
-left behind" is a question about that session. The resident's stderr goes to a file.
+The harness plays the launcher: it binds the DNS pair on a loopback port (and, when
+asked, an owner listener on another, as for ``owner-port``), hands the descriptors down
+with ``pass_fds`` (closing its own copies, so the resident is their only holder), binds a
+real ``NOTIFY_SOCKET`` listener, and runs the resident as the real ``valis`` account under
+``setpriv`` in a session of its own — so afterwards "no process left behind" is a
+question about that session. The resident's stderr goes to a file.
 
 The ``valis`` it runs is the one ``scripts/resident-runtime`` names (the test command
 exports it as ``VALIS_TEST_RUNTIME``): an executable the run account can reach.
