@@ -224,17 +224,30 @@ def test_a_restore_reproduces_the_owner_seed_byte_for_byte(
 
 
 def test_a_restore_hands_the_state_directory_to_the_run_account(
+    state_dir: Path, tmp_path: Path, run_account_dir: Path
+) -> None:
+    account = ensure_system_user(RUN_USER)
+    archive = tmp_path / "b.tar"
+    create_backup(state_dir, archive)
+    fresh = run_account_dir / "fresh"
+    restore_backup(archive, fresh, owner=(account.pw_uid, account.pw_gid))
+    for path in [fresh, *fresh.rglob("*")]:
+        info = path.lstat()
+        assert (info.st_uid, info.st_gid) == (account.pw_uid, account.pw_gid), path
+
+
+def test_a_restore_where_the_run_account_cannot_reach_is_refused_plainly(
     state_dir: Path, tmp_path: Path
 ) -> None:
     require_root()
     account = ensure_system_user(RUN_USER)
     archive = tmp_path / "b.tar"
     create_backup(state_dir, archive)
-    fresh = tmp_path / "fresh"
-    restore_backup(archive, fresh, owner=(account.pw_uid, account.pw_gid))
-    for path in [fresh, *fresh.rglob("*")]:
-        info = path.lstat()
-        assert (info.st_uid, info.st_gid) == (account.pw_uid, account.pw_gid), path
+    hidden = tmp_path / "hidden"
+    hidden.mkdir(mode=0o700)
+    with pytest.raises(BackupError, match="every directory on its path"):
+        restore_backup(archive, hidden / "fresh", owner=(account.pw_uid, account.pw_gid))
+    assert list((hidden / "fresh").iterdir()) == []
 
 
 def test_a_restore_refuses_a_state_directory_that_is_not_empty(

@@ -25,6 +25,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import stat
 import tarfile
 import tempfile
@@ -39,6 +40,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 from valis_core import safe_tar
+from valis_core.acting_as import acting_as
 from valis_core.atomic import write_atomic
 from valis_core.errors import ValisError
 from valis_core.identity.custody import KEYFILE_NAME, SEED_SIZE, public_key_hex
@@ -327,7 +329,7 @@ def read_backup_set(data: bytes) -> tuple[BackupManifest, dict[str, bytes]]:
     return manifest, contents
 
 
-def _materialise(contents: dict[str, bytes], root: Path, owner: tuple[int, int] | None) -> None:
+def _materialise(contents: dict[str, bytes], root: Path) -> None:
     """Write each file under ``root`` (atomically, mode 0600; directories 0700)."""
     for path, data in sorted(contents.items()):
         target = root / path
@@ -338,11 +340,7 @@ def _materialise(contents: dict[str, bytes], root: Path, owner: tuple[int, int] 
             parent = parent.parent
         for directory in reversed(made):
             directory.mkdir(mode=DIR_MODE)
-            if owner is not None:
-                os.chown(directory, *owner)
         write_atomic(target, data, mode=FILE_MODE)
-        if owner is not None:
-            os.chown(target, *owner)
 
 
 def _prove_restored(
@@ -375,7 +373,7 @@ def _verify(archive: Path) -> tuple[BackupManifest, dict[str, bytes]]:
     with tempfile.TemporaryDirectory(prefix="valis-backup-verify-") as scratch:
         root = Path(scratch) / "state"
         root.mkdir(mode=DIR_MODE)
-        _materialise(contents, root, None)
+        _materialise(contents, root)
         _prove_restored(manifest, contents, root, f"backup set {archive}")
     return manifest, contents
 
@@ -393,7 +391,8 @@ def restore_backup(
 
     The archive is first proved restorable (as ``verify_backup_set`` does); then each file
     is written atomically, mode 0600 (directories 0700), and read back. With ``owner``
-    (uid, gid), everything restored, the state directory included, is chowned to it.
+    (uid, gid), the state directory is chowned to it and everything in it is written as
+    that account (``acting_as``), so it is the account's.
     """
     manifest, contents = _verify(archive)
     if state_dir.is_symlink() or (state_dir.exists() and not state_dir.is_dir()):
@@ -406,6 +405,20 @@ def restore_backup(
     state_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     if owner is not None:
         os.chown(state_dir, *owner)
-    _materialise(contents, state_dir, owner)
+    try:
+        with acting_as(owner):
+            _materialise(contents, state_dir)
+    except OSError as exc:
+        # The directory was empty: take back whatever this restore wrote.
+        for child in state_dir.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+        as_whom = " as the run account" if owner is not None else ""
+        raise BackupError(
+            f"restore: cannot write into {state_dir}{as_whom}: {exc.strerror or exc}; "
+            "every directory on its path must be traversable by it, and it writable"
+        ) from exc
     _prove_restored(manifest, contents, state_dir, f"restore into {state_dir}")
     return VerifiedBackup(archive, manifest)
