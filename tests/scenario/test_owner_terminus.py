@@ -141,7 +141,7 @@ def test_unsigned_badly_signed_foreign_and_malformed_updates_change_nothing(
 
     unsigned = dns.update.UpdateMessage(ZONE)
     unsigned.add("evil", 300, "A", "198.51.100.66")
-    assert send(resident, unsigned).rcode() == dns.rcode.NOTAUTH
+    assert send(resident, unsigned).rcode() == dns.rcode.REFUSED
 
     forged = dns.tsig.Key("valis-owner.", b"\x00" * 32, "hmac-sha256")
     badly = dns.update.UpdateMessage(ZONE, keyring=forged)

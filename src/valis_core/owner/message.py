@@ -9,7 +9,8 @@ What a message gets, in order:
 - a TSIG whose MAC does not verify: NOTAUTH, BADSIG, unsigned;
 - a TSIG signed outside the time fudge: NOTAUTH, BADTIME, signed (RFC 8945 §5.2.3);
 - an opcode other than UPDATE: NOTIMP (signed when the request was);
-- an unsigned UPDATE: NOTAUTH — every write must be authenticated;
+- an unsigned UPDATE: REFUSED, as BIND and Knot answer an update their policy does not
+  allow — every write must be authenticated;
 - a correctly signed UPDATE: ``Received``, answered later with ``respond`` (signed).
 """
 
@@ -142,7 +143,7 @@ def _receive(data: bytes, key: TsigKey) -> Received | bytes:
     if query.opcode() != dns.opcode.UPDATE:
         return _plain(query, Rcode.NOTIMP)
     if not query.had_tsig:
-        return _plain(query, Rcode.NOTAUTH)
+        return _plain(query, Rcode.REFUSED)
     assert isinstance(query, dns.update.UpdateMessage)
     if len(query.zone) != 1:
         return _plain(query, Rcode.FORMERR)
