@@ -7,7 +7,8 @@ test's choosing, owned by that account and named to the unit by ``STATE_DIRECTOR
 produce``; a private PostgreSQL cluster reached by peer authentication, its schema
 migrated and a zone imported with the ``valis`` CLI run as the account; the site facts in
 fulcrum's environment. Then fulcrum runs until the resident says ``READY=1``, the node is
-asked from the client namespace, its resident is inspected through ``/proc``, and a
+asked from the client namespace (and updated from there with ``nsupdate`` through the owner
+port, signed with the key ``valis owner key`` derives), its resident is inspected through ``/proc``, and a
 SIGTERM to fulcrum must leave the host as it was found.
 """
 
@@ -30,6 +31,7 @@ from tests.scenario.proving_ground import (
     GATEWAY,
     PREFIX,
     UNIT_IP,
+    DigAnswer,
     Fulcrum,
     Ground,
     NotifyListener,
@@ -54,6 +56,7 @@ ZONE_FILE = REPO / "docs" / "examples" / "example.test.zone"
 READY_TIMEOUT = 120.0
 ZERO_CAPS = "0000000000000000"
 SERIAL = "2024010101"
+OWNER_PORT = 8053
 
 
 @pytest.fixture
@@ -91,6 +94,7 @@ def produce_launcher_config(ground: Ground, root: Path, valis: str) -> Path:
         "--public-gateway", GATEWAY,
         "--mode", "dedicated",
         "--designated-port", "53",
+        "--owner-port", str(OWNER_PORT),
         "--catchall-object-path", "/opt/valis/lib/sk-lookup-catchall.bpf.o",
         "--valis-command", valis,
     ])  # fmt: skip
@@ -168,6 +172,29 @@ def test_a_host_provisioned_from_genesis_serves_its_zone_locked_down_and_stops_c
             assert soa.answer[0].split()[6] == SERIAL, soa.raw
         outside = dig(ground.client, UNIT_IP, OUTSIDE, "SOA")
         assert outside.status == "REFUSED", outside.raw
+
+        # -- an authenticated write from outside, through the owner port -------------------
+        printed = run([valis, "owner", "key", "--state-dir", str(state_dir)])
+        key_file = workdir / "owner.tsig"
+        key_file.write_text(printed.stdout)
+        key_file.chmod(0o600)
+        script = (
+            f"server {UNIT_IP} {OWNER_PORT}\nzone {ZONE}\n"
+            f"update add added.{ZONE} 300 A 192.0.2.99\nsend\n"
+        )
+        updated = run(["ip", "netns", "exec", ground.client, "nsupdate", "-v", "-t", "10",
+                       "-k", str(key_file)], input=script, check=False)
+        assert updated.returncode == 0, updated.stderr
+
+        def answered() -> DigAnswer | None:
+            answer = dig(ground.client, UNIT_IP, f"added.{ZONE}", "A")
+            return answer if answer.answer else None
+
+        added = wait_for(answered, 10.0, "the update on the wire")
+        assert added.authoritative, added.raw
+        assert [line.split()[4] for line in added.answer] == ["192.0.2.99"], added.raw
+        soa = dig(ground.client, UNIT_IP, ZONE, "SOA")
+        assert int(soa.answer[0].split()[6]) > int(SERIAL), soa.raw
 
         with listener_in_pid(pid, 8080):
             assert tcp_exchange_in_pid(pid, UNIT_IP, 8080)["ok"], "the listener is up inside"
