@@ -7,9 +7,9 @@ test's choosing, owned by that account and named to the unit by ``STATE_DIRECTOR
 produce``; a private PostgreSQL cluster reached by peer authentication, its schema
 migrated and a zone imported with the ``valis`` CLI run as the account; the site facts in
 fulcrum's environment. Then fulcrum runs until the resident says ``READY=1``, the node is
-asked from the client namespace (and updated from there with ``nsupdate`` through the owner
-port, signed with the key ``valis owner key`` derives), its resident is inspected through ``/proc``, and a
-SIGTERM to fulcrum must leave the host as it was found.
+asked from the client namespace (and updated from there with ``nsupdate`` through the
+owner port, signed with the key ``valis owner key`` derives), its resident is inspected
+through ``/proc``, and a SIGTERM to fulcrum must leave the host as it was found.
 """
 
 from __future__ import annotations
