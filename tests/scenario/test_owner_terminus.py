@@ -169,6 +169,9 @@ def test_unsigned_badly_signed_foreign_and_malformed_updates_change_nothing(
     update = dns.update.UpdateMessage(ZONE, keyring=keyring(resident))
     update.add("after", 300, "A", "192.0.2.7")
     assert send(resident, update).rcode() == dns.rcode.NOERROR
+    metrics = resident.fabric_get("/metrics")[1].decode()
+    assert 'valis_owner_updates_total{outcome="applied"} 1' in metrics
+    assert 'valis_owner_updates_total{outcome="refused"} 4' in metrics
 
 
 def test_failing_prerequisites_change_nothing(

@@ -424,6 +424,7 @@ async def _bring_up(
             )
             stack.callback(terminus.close)
             await services.start("owner terminus", _owner_service(terminus))
+            views.owner_updates = lambda: (terminus.applied, terminus.refused)
             assert pair.owner is not None
             log.info("owner terminus: accepting TSIG-signed DNS UPDATE on %s (key %s)",
                      pair.owner.address, terminus.key_name)

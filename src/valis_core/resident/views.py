@@ -19,7 +19,7 @@ import dns.rcode
 import dns.rdatatype
 
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.serve import IndexHolder, ServeStats
+from valis_core.dns.serve import IndexHolder, ServeCounts, ServeStats
 from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.resident.metrics import Family, Sample
 
@@ -89,6 +89,8 @@ class NodeViews:
     fence_generation: Callable[[], int | None]
     heartbeats: Callable[[], int]
     ready: bool = False
+    owner_updates: Callable[[], tuple[int, int]] | None = None
+    """(applied, refused) by the owner terminus; set when the node serves one."""
 
     def status(self) -> dict[str, Any]:
         views = [public_soa(self.holder, zone) for zone in self.zones]
@@ -107,6 +109,27 @@ class NodeViews:
         counts = self.serve_stats.snapshot()
         zone_stats = self.zone_stats
         fence = self.fence_generation()
+        return [*self._node_families(counts, zone_stats, fence), *self._owner_families()]
+
+    def _owner_families(self) -> list[Family]:
+        if self.owner_updates is None:
+            return []
+        applied, refused = self.owner_updates()
+        return [
+            Family(
+                "valis_owner_updates_total",
+                "counter",
+                "DNS UPDATE messages the owner terminus answered, by outcome.",
+                (
+                    Sample(applied, (("outcome", "applied"),)),
+                    Sample(refused, (("outcome", "refused"),)),
+                ),
+            )
+        ]
+
+    def _node_families(
+        self, counts: ServeCounts, zone_stats: ZoneSourceStats, fence: int | None
+    ) -> list[Family]:
         return [
             Family(
                 "valis_dns_responses_total",
@@ -176,6 +199,15 @@ class NodeViews:
                 (
                     Sample(zone_stats.reloads, (("outcome", "swapped"),)),
                     Sample(zone_stats.failed_reloads, (("outcome", "failed"),)),
+                ),
+            ),
+            Family(
+                "valis_zone_index_updates_total",
+                "counter",
+                "Zones updated after a change: owners patched in, or re-read whole.",
+                (
+                    Sample(zone_stats.patched_zones, (("kind", "patched"),)),
+                    Sample(zone_stats.rebuilt_zones, (("kind", "rebuilt"),)),
                 ),
             ),
             Family(
