@@ -3,6 +3,8 @@ gets the answer RFC 8945 and RFC 2136 give it, and no input makes reading raise.
 
 from __future__ import annotations
 
+import time
+
 import dns.message
 import dns.rcode
 import dns.tsig
@@ -100,3 +102,18 @@ def test_a_signed_update_changed_anywhere_is_never_received_as_something_else(
         # original id; the TSIG RR's own TTL); a change there may verify, but it never
         # changes what is asked.
         assert answer.request == expected.request
+
+
+def test_an_update_signed_an_hour_ago_is_notauth_badtime_and_signed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    update = signed_update()
+    an_hour_ago = time.time() - 3600
+    with monkeypatch.context() as patched:
+        patched.setattr(time, "time", lambda: an_hour_ago)
+        wire = update.to_wire()
+    answer = receive(wire, KEY)
+    assert isinstance(answer, bytes)
+    assert dns.message.from_wire(answer, keyring=False).rcode() == dns.rcode.NOTAUTH
+    with pytest.raises(dns.tsig.PeerBadTime):
+        dns.message.from_wire(answer, keyring=SIGNING, request_mac=update.mac)
