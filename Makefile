@@ -1,7 +1,7 @@
 # The test command is `make test`: it installs what the tests need on a fresh Debian
 # machine (Debian packages when missing, a .venv with the package and its test extras),
 # then runs ruff, mypy --strict and pytest.
-.PHONY: test lint venv bench demo dep-dist
+.PHONY: test lint venv bench demo dep-dist build dist
 
 test:
 	./scripts/test
@@ -10,7 +10,7 @@ venv:
 	./scripts/bootstrap
 
 lint: venv
-	.venv/bin/ruff check src tests benchmarks
+	.venv/bin/ruff check src tests benchmarks packaging
 	.venv/bin/mypy --strict src
 
 bench: venv
@@ -27,3 +27,13 @@ demo: venv
 dep-dist: venv
 	@test -n "$(VALIS_DEP_DIST_URL)" || { echo "set VALIS_DEP_DIST_URL to the dist's simple index" >&2; exit 2; }
 	.venv/bin/valis dist probe "$(VALIS_DEP_DIST_URL)" --out build/dep-dist
+
+# The serving binary: this checkout frozen (PyInstaller, onedir) into build/valis/, the
+# executables `valis` and `fulcrum` over one bundled interpreter and every dependency.
+build: venv
+	./scripts/build
+
+# The delivery `valis apply --delivery` takes: build/valis-serving-<version>.tar.gz, the
+# bundle under bin/ and the systemd units under lib/systemd/system/, with MANIFEST.json.
+dist: build
+	.venv/bin/python packaging/frozen/dist.py

@@ -26,7 +26,7 @@ _HELP = {
     "owner-port": "opens the owner terminus on this port (omit: closed)",
     "catchall-object-path": "absolute path of the sk_lookup object (existence not checked)",
     "valis-command": "the resident's command line as one shell-quoted string, "
-    "e.g. '/opt/valis/bin/valis'",
+    "e.g. '/opt/valis/current/bin/valis'",
     "valis-uid": "numeric run uid (normally omitted: the valis account by name)",
     "valis-gid": "numeric run gid (normally omitted: the valis group by name)",
 }

@@ -1,0 +1,118 @@
+"""`make dist`: stage the frozen bundle and the systemd units into the delivery tarball.
+
+    python packaging/frozen/dist.py [--bundle build/valis] [--out FILE]
+
+The tarball (default ``build/valis-serving-<version>.tar.gz``) is written by
+``valis_core.apply.delivery.build_delivery``, the format ``valis apply --delivery``
+consumes, so equal inputs give equal bytes. It holds, relative to the version directory
+apply stages (``<root>/versions/<version>/``, reached as ``<root>/current/``):
+
+- ``bin/valis``, ``bin/fulcrum`` and ``bin/_internal/``: the frozen bundle ``make build``
+  produced, every file at its place (a link inside the bundle is delivered as a copy of
+  the file it names: a delivery carries no links);
+- ``lib/systemd/system/<unit>``: every unit under ``packaging/systemd``.
+
+The version is the project's, from ``pyproject.toml``; a bundle frozen from another
+version (its ``valis-<version>.dist-info`` says which) is refused. Per-host files (the
+launcher config, site facts) are never part of a delivery.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import stat
+import sys
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "src"))
+
+from valis_core.apply.delivery import build_delivery  # noqa: E402
+from valis_core.errors import ValisError  # noqa: E402
+
+BIN = "bin"
+UNITS = "lib/systemd/system"
+UNIT_SUFFIXES = (".service", ".socket")
+
+
+class DistError(ValisError):
+    """The bundle cannot be staged as it is."""
+
+
+def project_version(pyproject: Path = REPO / "pyproject.toml") -> str:
+    with open(pyproject, "rb") as handle:
+        version: str = tomllib.load(handle)["project"]["version"]
+    return version
+
+
+def _mode(info: os.stat_result) -> int:
+    return 0o755 if info.st_mode & 0o111 else 0o644
+
+
+def bundle_files(bundle: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file of the bundle under ``bin/``; a link is followed, and must stay inside."""
+    root = bundle.resolve()
+    files: dict[str, tuple[bytes, int]] = {}
+    for directory, subdirs, names in os.walk(root):
+        for name in sorted(subdirs):
+            if (Path(directory) / name).is_symlink():
+                raise DistError(f"dist: {Path(directory) / name} is a directory link; "
+                                "rebuild with `make build`")
+        for name in names:
+            path = Path(directory) / name
+            target = path.resolve()
+            if not target.is_relative_to(root) or not target.is_file():
+                raise DistError(f"dist: {path} leads outside the bundle or to no file; "
+                                "rebuild with `make build`")
+            info = target.stat()
+            if not stat.S_ISREG(info.st_mode):
+                raise DistError(f"dist: {path} is not a regular file")
+            relative = path.relative_to(root).as_posix()
+            files[f"{BIN}/{relative}"] = (target.read_bytes(), _mode(info))
+    return files
+
+
+def unit_files(units: Path = REPO / "packaging" / "systemd") -> dict[str, tuple[bytes, int]]:
+    return {
+        f"{UNITS}/{path.name}": (path.read_bytes(), 0o644)
+        for path in sorted(units.iterdir())
+        if path.suffix in UNIT_SUFFIXES
+    }
+
+
+def stage(bundle: Path, out: Path, version: str) -> int:
+    """Write the delivery; the number of files it holds."""
+    if not (bundle / "valis").is_file() or not (bundle / "fulcrum").is_file():
+        raise DistError(f"dist: {bundle} holds no frozen valis and fulcrum; run `make build`")
+    frozen_from = sorted(p.name for p in bundle.glob("*/valis-*.dist-info"))
+    if frozen_from != [f"valis-{version}.dist-info"]:
+        raise DistError(
+            f"dist: {bundle} was frozen from {frozen_from or 'no valis metadata'}, not "
+            f"valis {version}; run `make build` again"
+        )
+    files = {**bundle_files(bundle), **unit_files()}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    manifest = build_delivery(files, version, out)
+    return len(manifest.files)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="dist", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bundle", type=Path, default=REPO / "build" / "valis")
+    parser.add_argument("--out", type=Path, help="default: build/valis-serving-<version>.tar.gz")
+    args = parser.parse_args(argv)
+    version = project_version()
+    out = args.out or REPO / "build" / f"valis-serving-{version}.tar.gz"
+    try:
+        count = stage(args.bundle, out, version)
+    except (ValisError, OSError) as exc:
+        print(f"dist: {exc}", file=sys.stderr)
+        return 1
+    print(f"dist: {out} ({count} files, version {version})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
