@@ -8,7 +8,8 @@ real ``NOTIFY_SOCKET`` listener, and runs the resident as the real ``valis`` acc
 question about that session. The resident's stderr goes to a file.
 
 The ``valis`` it runs is the one ``scripts/resident-runtime`` names (the test command
-exports it as ``VALIS_TEST_RUNTIME``): an executable the run account can reach.
+exports it as ``VALIS_TEST_RUNTIME``): an executable the run account can reach. A test may
+name another (``runtime=``), such as the frozen program ``make build`` produces.
 """
 
 from __future__ import annotations
@@ -278,11 +279,13 @@ class Harness:
         extra_env: Mapping[str, str] | None = None,
         as_root: bool = False,
         owner: bool = False,
+        runtime: str | None = None,
     ) -> Resident:
         notify_dir = Path(tempfile.mkdtemp(prefix="notify-", dir=self.workdir))
         os.chmod(notify_dir, 0o755)
         notify = NotifyListener(notify_dir)
-        argv = [resident_runtime(), "--resident", "--control-socket", "/run/fulcrum/none.sock"]
+        argv = [runtime or resident_runtime(), "--resident", "--control-socket",
+                "/run/fulcrum/none.sock"]
         fds: list[int] = []
         port = None
         pair: tuple[socket.socket, socket.socket] | None = None

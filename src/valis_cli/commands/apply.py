@@ -4,18 +4,24 @@
 PID 1: this process starts CMD itself, reads its READY over a NOTIFY_SOCKET it owns, and
 then stays in the foreground supervising it (SIGTERM and SIGINT are forwarded) until the
 unit exits, returning its exit status. A signal before the unit came up stops the unit.
+Run as root, it lets the run account (``--run-account``) reach that NOTIFY_SOCKET: the
+resident says READY=1 itself, behind a launcher that dropped privilege to it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import pwd
 import shlex
 import signal
 from pathlib import Path
 from types import FrameType
 
-from valis_core.apply.delivery import DEFAULT_UP_TIMEOUT, apply_delivery
+from valis_core.apply.delivery import DEFAULT_UP_TIMEOUT, DeliveryError, apply_delivery
 from valis_core.apply.unit_control import ProcessUnitController, SystemdUnitController
+from valis_core.ops.condense_host import let_unit_notify
+from valis_core.ops.host_readiness import DEFAULT_RUN_ACCOUNT
 
 DEFAULT_ROOT = "/opt/valis"
 DEFAULT_UNIT = "fulcrum-valis.service"
@@ -36,12 +42,30 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--supervise", metavar="CMD", help="supervise CMD directly (one shell-quoted string)"
     )
     parser.add_argument(
+        "--run-account",
+        help=f"with --supervise as root: the account the resident runs as (default: "
+        f"{DEFAULT_RUN_ACCOUNT}, when it exists)",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_UP_TIMEOUT,
         help="seconds to wait for READY (default: %(default)s)",
     )
     parser.set_defaults(handler=_apply)
+
+
+def _run_account(name: str | None) -> tuple[int, int] | None:
+    """The (uid, gid) the supervised unit's resident notifies as, when this is root."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        account = pwd.getpwnam(name or DEFAULT_RUN_ACCOUNT)
+    except KeyError:
+        if name is None:
+            return None
+        raise DeliveryError(f"apply: there is no account {name!r} (--run-account)") from None
+    return account.pw_uid, account.pw_gid
 
 
 class _Interrupted(Exception):
@@ -59,6 +83,9 @@ def _apply(args: argparse.Namespace) -> int:
         print(f"valis: {applied.version} is serving (previous: {applied.previous or 'none'})")
         return 0
     with ProcessUnitController(shlex.split(args.supervise)) as unit:
+        account = _run_account(args.run_account)
+        if account is not None:
+            let_unit_notify(unit, account)
         forwarding = False
 
         def on_signal(signum: int, _frame: FrameType | None) -> None:

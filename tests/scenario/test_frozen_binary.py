@@ -1,0 +1,496 @@
+"""The serving binary ``make build`` freezes and the delivery ``make dist`` stages.
+
+The bundle is built once per session (``scripts/build``, the command ``make build``
+runs) into a directory under /tmp, outside the checkout. Where it matters that nothing
+is resolved on the host, the frozen program runs in a sandbox: a mount namespace in
+which the checkout, the virtual environment, Debian's Python standard library and
+site-packages are empty directories and ``libpython`` is ``/dev/null``, with an empty
+environment (``env -i``), as the ``valis`` run account.
+
+Contract §5.1: whether a node can load a module is decided when the binary is built. A
+module installed into a state directory's ``modules`` is loaded by the frozen resident;
+the known-bad control (``scripts/build --control``: only what the entry points import,
+no distribution metadata) fails that same load, and refuses the module's requirements.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import pwd
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+import time
+import tomllib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import dns.flags
+import dns.message
+import dns.query
+import dns.rcode
+import dns.rdatatype
+import pytest
+
+from tests.conftest import require_root
+from tests.property.test_systemd_units import FULCRUM_UNIT, only, parse_unit
+from tests.scenario.module_dist import hello_wheel, pin_of, publish
+from tests.scenario.operator_state_helpers import soa_zone
+from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
+from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
+from tests.scenario.test_condense_restore import LAUNCHER, free_port
+from valis_core.acting_as import acting_as
+from valis_core.apply.delivery import CURRENT_LINK, assert_delivery_sound
+from valis_core.atomic import write_atomic
+from valis_core.dns.zone import parse_zone_text
+from valis_core.operator_state.zones import replace_zone
+from valis_core.ops.condense_host import _ASK_IN_NETNS
+from valis_core.plugin.install import condense_modules
+from valis_core.plugin.wheel import make_wheel
+from valis_core.store.head import head_path
+from valis_core.store.manifest import Manifest, dumps
+
+REPO = Path(__file__).resolve().parents[2]
+ZONE = "example.test."
+WWW = "www IN A 192.0.2.80\n"
+BUILD_TIMEOUT = 600
+RUN_TIMEOUT = 120
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+with open(REPO / "pyproject.toml", "rb") as _pyproject:
+    VERSION: str = tomllib.load(_pyproject)["project"]["version"]
+
+# A module reaching past what the entry points import: dnspython's DNSSEC and TSIG key
+# ring, cryptography's Fernet, and the distribution metadata of the runtime it runs in.
+REACH = "valis-reach"
+REACH_SOURCE = b'''
+"""Leaves in the state directory what it could import and what metadata it could read."""
+import importlib.metadata
+import json
+
+import cryptography.fernet
+import dns.dnssec
+import dns.tsigkeyring
+import trio
+
+from valis_core.plugin.install import runtime_versions
+
+
+class Reach:
+    def __init__(self, context):
+        self.context = context
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED):
+        report = {
+            "trio": importlib.metadata.version("trio"),
+            "dnspython": importlib.metadata.version("dnspython"),
+            "runtime": sorted(runtime_versions()),
+            "node": self.context.node,
+        }
+        (self.context.state_dir / "reach.started").write_text(json.dumps(report))
+        task_status.started()
+        await trio.sleep_forever()
+
+    async def drain(self):
+        (self.context.state_dir / "reach.drained").write_text("drained\\n")
+
+
+def make(context):
+    return Reach(context)
+'''
+
+
+def reach_wheel() -> tuple[str, bytes]:
+    return make_wheel(
+        REACH, "1.0", [("valis_reach/__init__.py", REACH_SOURCE)],
+        requires=["trio>=0.25", "dnspython>=2.6"],
+        entry_points="[valis.modules]\nreach = valis_reach:make\n",
+    )
+
+
+def build(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """``scripts/build`` (what ``make build`` runs) into ``out``."""
+    return subprocess.run(
+        [str(REPO / "scripts" / "build"), "--out", str(out), *extra],
+        env={**os.environ, "VALIS_BUILD_PYTHON": sys.executable},
+        capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False, cwd=REPO,
+    )
+
+
+def _build(out: Path, *extra: str) -> Path:
+    done = build(out, *extra)
+    assert done.returncode == 0, done.stderr
+    return out / "valis"
+
+
+@pytest.fixture(scope="session")
+def build_root() -> Iterator[Path]:
+    """A directory under /tmp, outside the checkout, every account may traverse."""
+    root = Path(tempfile.mkdtemp(prefix="valis-frozen-", dir="/tmp"))
+    root.chmod(0o755)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def bundle(build_root: Path) -> Path:
+    """``make build``'s bundle: ``valis`` and ``fulcrum`` over the frozen interpreter."""
+    return _build(build_root / "frozen")
+
+
+@pytest.fixture(scope="session")
+def control_bundle(build_root: Path) -> Path:
+    """The known-bad control: frozen without collecting subsystems or metadata."""
+    return _build(build_root / "control", "--control")
+
+
+@pytest.fixture(scope="session")
+def delivery(bundle: Path, build_root: Path) -> Path:
+    """``make dist``'s tarball of the session's bundle."""
+    return _dist(bundle, build_root / "dist" / "valis-serving.tar.gz")
+
+
+def _dist(bundle: Path, out: Path) -> Path:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "packaging" / "frozen" / "dist.py"),
+         "--bundle", str(bundle), "--out", str(out)],
+        capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def _hidden_paths() -> tuple[list[Path], list[Path]]:
+    """Directories and files through which the host's Python could reach the program."""
+    base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})
+    directories = {REPO, Path(sys.prefix), Path(base["stdlib"]), Path(base["platstdlib"]),
+                   Path("/usr/lib/python3"), *Path("/usr/local/lib").glob("python3*")}
+    libdir = Path(sysconfig.get_config_var("LIBDIR") or "/usr/lib")
+    files = sorted(libdir.glob("libpython3*.so*")) + sorted(
+        Path("/usr/lib").glob("*/libpython3*.so*")
+    )
+    existing = {d.resolve() for d in directories if d.is_dir()}
+    # A directory inside another hidden one is hidden with it (and could not be mounted on).
+    found = sorted(d for d in existing if not any(d != o and d.is_relative_to(o) for o in existing))
+    return found, sorted({f.resolve() for f in files if f.is_file()})
+
+
+def sandboxed(argv: Sequence[str], *, as_run_account: bool = True) -> list[str]:
+    """``argv`` in a mount namespace where the host's Python, the checkout and the venv
+    are hidden, with an empty environment (only a system PATH), as the run account."""
+    require_root()
+    directories, files = _hidden_paths()
+    program = Path(argv[0]).resolve()
+    assert not any(program.is_relative_to(d) for d in directories), program
+    steps = [f"mount -t tmpfs -o size=64k,mode=0755 valis-hidden {shlex.quote(str(d))}"
+             for d in directories]
+    steps += [f"mount --bind /dev/null {shlex.quote(str(f))}" for f in files]
+    run = ["env", "-i", f"PATH={SYSTEM_PATH}", "LC_ALL=C.UTF-8", *argv]
+    if as_run_account:
+        account = ensure_system_user(RUN_USER)
+        run = ["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}",
+               "--init-groups", "--", *run]
+    script = " && ".join([*steps, "exec " + shlex.join(run)])
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
+
+
+def run_sandboxed(
+    argv: Sequence[str], *, as_run_account: bool = True
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        sandboxed(argv, as_run_account=as_run_account), capture_output=True, text=True,
+        timeout=RUN_TIMEOUT, check=False, cwd="/",
+    )
+
+
+def readable_dir(parent: Path, name: str) -> Path:
+    path = parent / name
+    path.mkdir(mode=0o755)
+    path.chmod(0o755)
+    return path
+
+
+def wait_answer(port: int, name: str, deadline: float) -> dns.message.Message:
+    query = dns.message.make_query(name, dns.rdatatype.SOA)
+    while True:
+        try:
+            return dns.query.udp(query, "127.0.0.1", port=port, timeout=0.5)
+        except (dns.exception.Timeout, OSError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def run_frozen(program: Path, *args: str) -> str:
+    done = subprocess.run([str(program), *args], env={"PATH": SYSTEM_PATH},
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+# -- the bundle -----------------------------------------------------------------------
+
+
+def test_the_bundle_holds_both_programs_and_the_metadata_of_every_dependency(
+    bundle: Path,
+) -> None:
+    assert os.access(bundle / "valis", os.X_OK)
+    assert os.access(bundle / "fulcrum", os.X_OK)
+    listed = run_frozen(bundle / "valis", "-c",
+                        "import importlib.metadata as m, json; print(json.dumps(sorted("
+                        "d.metadata['Name'].lower() for d in m.distributions())))")
+    names = set(json.loads(listed))
+    for wanted in ("valis", "trio", "dnspython", "psycopg", "psycopg-binary", "cryptography",
+                   "pyroute2", "attrs", "cattrs", "packaging"):
+        assert wanted in names, names
+    assert not names & {"pytest", "hypothesis", "mypy", "pyinstaller", "setuptools", "pip"}
+
+
+def test_frozen_selftest_answers_with_no_python_on_the_host(bundle: Path) -> None:
+    done = run_sandboxed([str(bundle / "valis"), "selftest"])
+    assert done.returncode == 0, done.stderr
+    assert "serving codec answered" in done.stdout
+    # The sandbox is real: the host's own interpreter cannot start in it.
+    host_python = Path(sys.base_prefix) / "bin" / "python3"
+    refused = run_sandboxed([str(host_python), "-c", "pass"])
+    assert refused.returncode != 0
+    assert "No module named 'encodings'" in refused.stderr
+
+
+def test_frozen_valis_serves_a_zone_file_over_udp_and_tcp(
+    bundle: Path, build_root: Path
+) -> None:
+    zones = Path(tempfile.mkdtemp(prefix="zones-", dir=build_root))
+    zones.chmod(0o755)
+    zone_file = zones / "example.com.zone"
+    shutil.copy(REPO / "tests" / "scenario" / "data" / "example.com.zone", zone_file)
+    zone_file.chmod(0o644)
+    port = free_port()
+    argv = [str(bundle / "valis"), "serve", "--zone", str(zone_file),
+            "--listen", f"127.0.0.1:{port}"]
+    with subprocess.Popen(sandboxed(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          cwd="/") as server:
+        try:
+            apex = wait_answer(port, "example.com.", time.monotonic() + 30)
+            assert apex.rcode() == dns.rcode.NOERROR
+            assert apex.flags & dns.flags.AA
+            query = dns.message.make_query("www.example.com.", dns.rdatatype.A)
+            over_tcp = dns.query.tcp(query, "127.0.0.1", port=port, timeout=5)
+            assert over_tcp.flags & dns.flags.AA
+            assert over_tcp.answer
+            # The lines `valis condense --ask-in-netns` runs through its own executable.
+            asked = run_frozen(bundle / "valis", "-c", _ASK_IN_NETNS, "example.com.",
+                               "127.0.0.1", str(port), "2")
+            reply = dns.message.from_wire(bytes.fromhex(asked.strip()))
+            assert reply.flags & dns.flags.AA
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(30)
+    assert server.returncode == 0, server.stderr.read() if server.stderr else ""
+
+
+def test_frozen_fulcrum_produces_and_verifies_a_launcher_config(
+    bundle: Path, build_root: Path
+) -> None:
+    config = Path(tempfile.mkdtemp(prefix="fulcrum-", dir=build_root)) / "launcher.toml"
+    fulcrum = str(bundle / "fulcrum")
+    help_text = run_sandboxed([fulcrum, "--help"], as_run_account=False)
+    assert help_text.returncode == 0, help_text.stderr
+    assert "usage: fulcrum" in help_text.stdout
+    produced = run_sandboxed([
+        fulcrum, "config", "produce", "--out", str(config), "--netns-name=valis",
+        "--unit-ip=203.0.113.10", "--unit-cidr=25", "--public-interface=ens7",
+        "--public-gateway=203.0.113.1", "--mode=dedicated", "--designated-port=53",
+        "--catchall-object-path=/opt/valis/lib/sk-lookup-catchall.bpf.o",
+        "--valis-command=/opt/valis/current/bin/valis",
+    ], as_run_account=False)
+    assert produced.returncode == 0, produced.stderr
+    verified = run_sandboxed([fulcrum, "config", "verify", str(config)], as_run_account=False)
+    assert verified.returncode == 0, verified.stderr
+    assert f"{config}: ok" in verified.stdout
+    refused = run_sandboxed([fulcrum, "config", "verify", str(config) + ".absent"],
+                            as_run_account=False)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("fulcrum: ")
+
+
+def test_frozen_valis_migrates_operator_state_from_its_packaged_schema(
+    bundle: Path, pg_cluster: PgCluster
+) -> None:
+    dsn = pg_cluster.new_database("frozen")
+    first = run_sandboxed([str(bundle / "valis"), "db", "migrate", "--dsn", dsn])
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("applied migration(s) 1")
+    again = run_sandboxed([str(bundle / "valis"), "db", "migrate", "--dsn", dsn])
+    assert again.returncode == 0, again.stderr
+    assert "nothing to do" in again.stdout
+
+
+def test_a_build_without_the_serving_codec_is_refused_and_its_resident_fails_closed(
+    resident_harness: Harness, zone_dsn: str, build_root: Path
+) -> None:
+    plain = build(build_root / "plain", "--without-serving-codec")
+    assert plain.returncode == 1
+    assert "failed its self-test, so it must not be staged" in plain.stderr
+    assert "valis_core.dns.answer" in plain.stderr
+    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
+                                      site_facts(zone_dsn),
+                                      runtime=str(build_root / "plain" / "valis" / "valis"))
+    assert resident.wait_exit() != 0, resident.stderr()
+    assert resident.last_line().startswith("valis: codec: serving codec not available"), (
+        resident.stderr()
+    )
+    assert not resident.notify.seen("READY")
+    assert not (resident.state_dir / "owner.key").exists()
+
+
+# -- modules (contract §5.1) ------------------------------------------------------------
+
+
+@pytest.fixture
+def zone_dsn(pg_cluster: PgCluster, state_dsn: str) -> str:
+    with pg_cluster.connect(state_dsn) as conn:
+        replace_zone(conn, parse_zone_text(soa_zone(ZONE, extra=WWW), ZONE))
+    return state_dsn
+
+
+def state_with_module(parent: Path, wheel: tuple[str, bytes], name: str) -> Path:
+    """A state directory whose store head pins ``wheel``, installed from a private dist
+    into its ``modules`` as the run account (as condense leaves it)."""
+    account = ensure_system_user(RUN_USER)
+    owner = (account.pw_uid, account.pw_gid)
+    state = make_state_dir(parent)
+    pin = pin_of(name, "1.0", wheel)
+    url = publish(Path(tempfile.mkdtemp(prefix="dist-", dir=parent)), wheel)
+    with acting_as(owner):
+        head = head_path(state)
+        head.parent.mkdir(mode=0o700, parents=True)
+        write_atomic(head, dumps(Manifest(generation=0, modules=(pin,))), mode=0o600)
+    condense_modules(state, [pin], url, owner=owner)
+    return state
+
+
+def test_the_frozen_resident_loads_an_installed_module_and_the_control_cannot(
+    resident_harness: Harness, zone_dsn: str, bundle: Path, control_bundle: Path
+) -> None:
+    state = state_with_module(resident_harness.workdir, reach_wheel(), REACH)
+    resident = resident_harness.start(state, site_facts(zone_dsn),
+                                      runtime=str(bundle / "valis"))
+    resident.wait_ready()
+    report = json.loads((state / "reach.started").read_text())
+    assert report["trio"] == importlib.metadata.version("trio")
+    assert report["dnspython"] == importlib.metadata.version("dnspython")
+    assert {"trio", "dnspython", "psycopg", "valis"} <= set(report["runtime"])
+    assert resident.ask("www.example.test.").flags & dns.flags.AA
+    resident.proc.send_signal(signal.SIGTERM)
+    assert resident.wait_exit() == 0, resident.stderr()
+    assert (state / "reach.drained").exists()
+
+    control_state = state_with_module(resident_harness.workdir, reach_wheel(), REACH)
+    control = resident_harness.start(control_state, site_facts(zone_dsn),
+                                     runtime=str(control_bundle / "valis"))
+    assert control.wait_exit() != 0, control.stderr()
+    last = control.last_line()
+    assert last.startswith("valis: modules: module reach"), control.stderr()
+    # The first library subsystem the module names that no entry point imports.
+    assert "No module named 'cryptography.fernet'" in last
+    assert not control.notify.seen("READY")
+    assert not (control_state / "reach.started").exists()
+
+
+def test_module_requirements_are_met_by_the_frozen_runtime_and_not_by_the_control(
+    bundle: Path, control_bundle: Path, build_root: Path
+) -> None:
+    work = Path(tempfile.mkdtemp(prefix="probe-", dir=build_root))
+    work.chmod(0o777)
+    url = publish(readable_dir(work, "wheelhouse"), hello_wheel())
+    for directory in work.rglob("*"):
+        directory.chmod(0o755 if directory.is_dir() else 0o644)
+    frozen = run_sandboxed([str(bundle / "valis"), "dist", "probe", url,
+                            "--out", str(work / "frozen")])
+    assert frozen.returncode == 0, frozen.stdout + frozen.stderr
+    assert "installs 1 together, refuses 0" in frozen.stdout
+    control = run_sandboxed([str(control_bundle / "valis"), "dist", "probe", url,
+                             "--out", str(work / "control")])
+    assert control.returncode == 1, control.stdout + control.stderr
+    refusals = (work / "control" / "refusals.txt").read_text()
+    assert "valis-hello needs trio>=0.25 (absent)" in refusals
+
+
+# -- the delivery -----------------------------------------------------------------------
+
+
+def test_dist_is_a_sound_delivery_of_the_bundle_and_the_unit(
+    delivery: Path, bundle: Path, build_root: Path
+) -> None:
+    manifest = assert_delivery_sound(delivery)
+    assert manifest.version == VERSION
+    files = {entry.path: entry for entry in manifest.files}
+    assert files["bin/valis"].mode == 0o755
+    assert files["bin/fulcrum"].mode == 0o755
+    assert "lib/systemd/system/fulcrum-valis.service" in files
+    on_disk = {
+        "bin/" + str(path.relative_to(bundle)) for path in bundle.rglob("*")
+        if not path.is_dir()
+    }
+    assert on_disk | {"lib/systemd/system/fulcrum-valis.service"} == set(files)
+    with tarfile.open(delivery) as archive:
+        assert all(member.isfile() or member.isdir() for member in archive.getmembers())
+        unit = archive.extractfile("lib/systemd/system/fulcrum-valis.service")
+        assert unit is not None
+        assert unit.read() == FULCRUM_UNIT.read_bytes()
+    again = _dist(bundle, build_root / "dist" / "again.tar.gz")
+    assert again.read_bytes() == delivery.read_bytes()
+
+
+def test_the_unit_starts_fulcrum_where_apply_puts_the_delivered_one() -> None:
+    from valis_cli.commands.apply import DEFAULT_ROOT
+
+    unit = parse_unit(FULCRUM_UNIT.read_text())
+    program = shlex.split(only(unit, "Service", "ExecStart").lstrip("+"))[0]
+    assert program == f"{DEFAULT_ROOT}/{CURRENT_LINK}/bin/fulcrum"
+
+
+def test_frozen_apply_stages_the_delivery_and_its_resident_serves(
+    bundle: Path, delivery: Path, build_root: Path, zone_dsn: str, pg_cluster: PgCluster
+) -> None:
+    require_root()
+    account = pwd.getpwnam(RUN_USER)
+    root = Path(tempfile.mkdtemp(prefix="opt-valis-", dir=build_root))
+    root.chmod(0o755)
+    state = make_state_dir(build_root)
+    port = free_port()
+    staged = root / CURRENT_LINK / "bin" / "valis"
+    unit = shlex.join([str(staged), "-c", LAUNCHER, str(port), str(state),
+                       str(account.pw_uid), str(account.pw_gid), str(staged)])
+    env = {"PATH": SYSTEM_PATH, "LC_ALL": "C.UTF-8", **site_facts(zone_dsn)}
+    argv = [str(bundle / "valis"), "apply", "--delivery", str(delivery), "--root", str(root),
+            "--supervise", unit, "--timeout", "60"]
+    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, cwd="/") as apply:
+        try:
+            assert apply.stdout is not None
+            line = apply.stdout.readline()
+            assert line == f"valis: {VERSION} is serving (previous: none)\n", (
+                line + (apply.stderr.read() if apply.stderr else "")
+            )
+            assert os.readlink(root / CURRENT_LINK) == f"versions/{VERSION}"
+            staged_tree = root / "versions" / VERSION
+            assert (staged_tree / "bin" / "fulcrum").stat().st_mode & 0o777 == 0o755
+            reply = dns.query.udp(dns.message.make_query(ZONE, dns.rdatatype.SOA),
+                                  "127.0.0.1", port=port, timeout=5)
+            assert reply.flags & dns.flags.AA
+            apply.send_signal(signal.SIGTERM)
+            assert apply.wait(30) == 0
+        finally:
+            if apply.poll() is None:
+                apply.kill()
+                apply.wait()
