@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
-import pwd
 import shlex
 import shutil
 import signal
@@ -32,6 +31,7 @@ import tomllib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import dns.exception
 import dns.flags
 import dns.message
 import dns.query
@@ -44,8 +44,10 @@ from tests.property.test_systemd_units import FULCRUM_UNIT, only, parse_unit
 from tests.scenario.module_dist import hello_wheel, pin_of, publish
 from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
+from tests.scenario.proving_ground import UNIT_IP, Ground, dig, netns_names, unit_config_text
 from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
-from tests.scenario.test_condense_restore import LAUNCHER, free_port
+from tests.scenario.test_condense_restore import free_port
+from valis_cli.commands.apply import DEFAULT_ROOT
 from valis_core.acting_as import acting_as
 from valis_core.apply.delivery import CURRENT_LINK, assert_delivery_sound
 from valis_core.atomic import write_atomic
@@ -156,6 +158,13 @@ def control_bundle(build_root: Path) -> Path:
 def delivery(bundle: Path, build_root: Path) -> Path:
     """``make dist``'s tarball of the session's bundle."""
     return _dist(bundle, build_root / "dist" / "valis-serving.tar.gz")
+
+
+@pytest.fixture
+def zone_dsn(pg_cluster: PgCluster, state_dsn: str) -> str:
+    with pg_cluster.connect(state_dsn) as conn:
+        replace_zone(conn, parse_zone_text(soa_zone(ZONE, extra=WWW), ZONE))
+    return state_dsn
 
 
 def _dist(bundle: Path, out: Path) -> Path:
@@ -355,13 +364,6 @@ def test_a_build_without_the_serving_codec_is_refused_and_its_resident_fails_clo
 # -- modules (contract §5.1) ------------------------------------------------------------
 
 
-@pytest.fixture
-def zone_dsn(pg_cluster: PgCluster, state_dsn: str) -> str:
-    with pg_cluster.connect(state_dsn) as conn:
-        replace_zone(conn, parse_zone_text(soa_zone(ZONE, extra=WWW), ZONE))
-    return state_dsn
-
-
 def state_with_module(parent: Path, wheel: tuple[str, bytes], name: str) -> Path:
     """A state directory whose store head pins ``wheel``, installed from a private dist
     into its ``modules`` as the run account (as condense leaves it)."""
@@ -452,45 +454,50 @@ def test_dist_is_a_sound_delivery_of_the_bundle_and_the_unit(
 
 
 def test_the_unit_starts_fulcrum_where_apply_puts_the_delivered_one() -> None:
-    from valis_cli.commands.apply import DEFAULT_ROOT
-
     unit = parse_unit(FULCRUM_UNIT.read_text())
     program = shlex.split(only(unit, "Service", "ExecStart").lstrip("+"))[0]
     assert program == f"{DEFAULT_ROOT}/{CURRENT_LINK}/bin/fulcrum"
 
 
-def test_frozen_apply_stages_the_delivery_and_its_resident_serves(
-    bundle: Path, delivery: Path, build_root: Path, zone_dsn: str, pg_cluster: PgCluster
+def test_frozen_apply_stages_the_delivery_whose_fulcrum_launches_a_serving_unit(
+    bundle: Path, delivery: Path, build_root: Path, zone_dsn: str, ground: Ground
 ) -> None:
-    require_root()
-    account = pwd.getpwnam(RUN_USER)
+    """The no-systemd deploy path, all from the delivery: ``valis apply --supervise``
+    stages it and starts the staged ``fulcrum launch``, which makes the unit's netns and
+    execs the staged ``valis`` as the run account; the zone is asked from the client."""
     root = Path(tempfile.mkdtemp(prefix="opt-valis-", dir=build_root))
     root.chmod(0o755)
     state = make_state_dir(build_root)
-    port = free_port()
-    staged = root / CURRENT_LINK / "bin" / "valis"
-    unit = shlex.join([str(staged), "-c", LAUNCHER, str(port), str(state),
-                       str(account.pw_uid), str(account.pw_gid), str(staged)])
-    env = {"PATH": SYSTEM_PATH, "LC_ALL": "C.UTF-8", **site_facts(zone_dsn)}
+    staged = root / CURRENT_LINK / "bin"
+    config = build_root / f"launcher-{ground.unit_netns}.toml"
+    config.write_text(unit_config_text(ground, [str(staged / "valis")]))
+    env = {"PATH": SYSTEM_PATH, "STATE_DIRECTORY": str(state), **site_facts(zone_dsn)}
+    unit = shlex.join([str(staged / "fulcrum"), "launch", "--config", str(config)])
     argv = [str(bundle / "valis"), "apply", "--delivery", str(delivery), "--root", str(root),
-            "--supervise", unit, "--timeout", "60"]
-    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, cwd="/") as apply:
+            "--supervise", unit, "--timeout", "90"]
+    stderr_path = build_root / f"apply-{ground.unit_netns}.stderr"
+    with stderr_path.open("w") as stderr, subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd="/"
+    ) as apply:
         try:
             assert apply.stdout is not None
             line = apply.stdout.readline()
             assert line == f"valis: {VERSION} is serving (previous: none)\n", (
-                line + (apply.stderr.read() if apply.stderr else "")
+                line + stderr_path.read_text()
             )
             assert os.readlink(root / CURRENT_LINK) == f"versions/{VERSION}"
-            staged_tree = root / "versions" / VERSION
-            assert (staged_tree / "bin" / "fulcrum").stat().st_mode & 0o777 == 0o755
-            reply = dns.query.udp(dns.message.make_query(ZONE, dns.rdatatype.SOA),
-                                  "127.0.0.1", port=port, timeout=5)
-            assert reply.flags & dns.flags.AA
+            for tcp in (False, True):
+                soa = dig(ground.client, UNIT_IP, ZONE, "SOA", tcp=tcp)
+                assert (soa.status, soa.authoritative) == ("NOERROR", True), soa.raw
+            www = dig(ground.client, UNIT_IP, f"www.{ZONE}", "A")
+            assert [record.split()[4] for record in www.answer] == ["192.0.2.80"], www.raw
             apply.send_signal(signal.SIGTERM)
-            assert apply.wait(30) == 0
+            assert apply.wait(60) == 0, stderr_path.read_text()
         finally:
             if apply.poll() is None:
                 apply.kill()
                 apply.wait()
+    log = stderr_path.read_text()
+    assert "codec: serving codec answered" in log
+    assert f"unit {ground.unit_netns} torn down" in log
+    assert ground.unit_netns not in netns_names()
