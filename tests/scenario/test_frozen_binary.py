@@ -350,6 +350,12 @@ def test_a_build_without_the_serving_codec_is_refused_and_its_resident_fails_clo
     assert plain.returncode == 1
     assert "failed its self-test, so it must not be staged" in plain.stderr
     assert "valis_core.dns.answer" in plain.stderr
+    selftest = subprocess.run([str(build_root / "plain" / "valis" / "valis"), "selftest"],
+                              capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
+    assert selftest.returncode == 1
+    assert selftest.stderr.splitlines()[-1].startswith(
+        "valis: this build is incomplete: it cannot import valis_core.dns.answer"
+    ), selftest.stderr
     resident = resident_harness.start(make_state_dir(resident_harness.workdir),
                                       site_facts(zone_dsn),
                                       runtime=str(build_root / "plain" / "valis" / "valis"))
