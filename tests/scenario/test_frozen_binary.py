@@ -414,6 +414,31 @@ def test_the_frozen_resident_loads_an_installed_module_and_the_control_cannot(
     assert not (control_state / "reach.started").exists()
 
 
+# The resident's own loader, run by the frozen program where no sources exist.
+LOAD_MODULES = """
+import sys
+from pathlib import Path
+from valis_core.resident.modules import ModuleContext, load_modules
+from valis_core.store.head import read_store_head
+state = Path(sys.argv[1])
+loaded = load_modules(ModuleContext(state, "node-a", 0), read_store_head(state).modules)
+print("loaded", *(module.name for module in loaded))
+"""
+
+
+def test_module_loading_needs_no_sources_on_the_host_and_the_control_fails_it(
+    bundle: Path, control_bundle: Path, build_root: Path
+) -> None:
+    state = state_with_module(build_root, reach_wheel(), REACH)
+    frozen = run_sandboxed([str(bundle / "valis"), "-c", LOAD_MODULES, str(state)])
+    assert frozen.returncode == 0, frozen.stderr
+    assert frozen.stdout == "loaded reach\n"
+    control = run_sandboxed([str(control_bundle / "valis"), "-c", LOAD_MODULES, str(state)])
+    assert control.returncode != 0
+    refusal = "module reach (valis_reach:make) cannot be loaded: No module named "
+    assert refusal + "'cryptography.fernet'" in control.stderr, control.stderr
+
+
 def test_module_requirements_are_met_by_the_frozen_runtime_and_not_by_the_control(
     bundle: Path, control_bundle: Path, build_root: Path
 ) -> None:
