@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "valis_cli.commands.site_facts",
     "valis_cli.commands.condense",
     "valis_cli.commands.dist",
+    "valis_cli.commands.modules",
     "valis_cli.commands.owner",
 )
 

@@ -33,7 +33,8 @@ from valis_core.plugin.install import (
 from valis_core.plugin.simple_index import DistError
 from valis_core.plugin.wheel import WheelError, make_wheel
 from valis_core.resident.modules import ModuleContext, ModuleError, load_modules
-from valis_core.store.manifest import ModulePin
+from valis_core.store.head import head_path
+from valis_core.store.manifest import Manifest, ModulePin, dumps
 
 VALIS = str(Path(sys.executable).parent / "valis")
 
@@ -365,3 +366,22 @@ def test_modules_whose_files_cannot_share_one_directory_are_refused(
     with pytest.raises(DistError, match=problem):
         condense_modules(state_dir, pins, url)
     assert not modules_dir(state_dir).exists()
+
+
+def test_valis_modules_check_loads_the_pins_and_names_a_mismatch(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    old, new = hello_wheel("1.0"), hello_wheel("1.1")
+    url = publish(tmp_path / "wh", old, new)
+    condense_modules(state_dir, [pin_of(HELLO, "1.0", old)], url)
+    head = head_path(state_dir)
+    head.write_bytes(dumps(Manifest(generation=2, modules=(pin_of(HELLO, "1.0", old),))))
+    argv = [VALIS, "modules", "check", "--state-dir", str(state_dir)]
+    good = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert good.returncode == 0, good.stderr
+    assert good.stdout == "valis: 1 pinned modules load; entry points: hello\n"
+    head.write_bytes(dumps(Manifest(generation=2, modules=(pin_of(HELLO, "1.1", new),))))
+    bad = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert bad.returncode == 1
+    assert "not the ones the store head pins" in bad.stderr
+    assert not (state_dir / "hello.started").exists()

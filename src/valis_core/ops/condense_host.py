@@ -14,8 +14,7 @@ that account's directory holds.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -30,6 +29,7 @@ import dns.rcode
 import dns.rdatatype
 import psycopg
 import trio
+from pyroute2 import netns as pyroute2_netns
 
 from valis_core.acting_as import acting_as
 from valis_core.apply.unit_control import ProcessUnitController, UnitController
@@ -78,33 +78,29 @@ def ask_soa_udp(zone: str, address: tuple[str, int]) -> dns.message.Message:
     return dns.query.udp(query, host, port=port, timeout=_SOA_ATTEMPT)
 
 
-_ASK_IN_NETNS = (
-    "import sys, dns.message, dns.query\n"
-    "q = dns.message.make_query(sys.argv[1], 'SOA')\n"
-    "r = dns.query.udp(q, sys.argv[2], port=int(sys.argv[3]), timeout=float(sys.argv[4]))\n"
-    "print(r.to_wire().hex())\n"
-)
-
-
 def ask_soa_in_netns(netns: str) -> AskSoa:
-    """Ask from inside the named network namespace (``ip netns exec``), for a unit
-    address the namespace ``valis condense`` runs in cannot reach (a dedicated NIC)."""
+    """Ask from inside the named network namespace, for a unit address the namespace
+    ``valis condense`` runs in cannot reach (a dedicated NIC). The socket is made inside
+    it (a socket keeps the namespace it was made in) and this thread returns at once, so
+    nothing else runs there and no second program is started."""
 
     def ask(zone: str, address: tuple[str, int]) -> dns.message.Message:
-        argv = ["ip", "netns", "exec", netns, sys.executable, "-c", _ASK_IN_NETNS,
-                zone, address[0], str(address[1]), str(_SOA_ATTEMPT)]  # fmt: skip
+        host, port = address
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
         try:
-            done = subprocess.run(
-                argv, capture_output=True, text=True, timeout=_SOA_ATTEMPT + 10, check=False
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise CondenseHostError(f"no answer from {address[0]} in netns {netns}") from exc
-        if done.returncode != 0:
-            lines = done.stderr.strip().splitlines() or ["no output"]
+            pyroute2_netns.pushns(netns)
+        except OSError as exc:
             raise CondenseHostError(
-                f"no answer from {address[0]} asked in netns {netns}: {lines[-1]}"
-            )
-        return dns.message.from_wire(bytes.fromhex(done.stdout.strip()))
+                f"cannot enter network namespace {netns} to ask {host}: "
+                f"{exc.strerror or exc}"
+            ) from exc
+        try:
+            sock = socket.socket(family, socket.SOCK_DGRAM)
+        finally:
+            pyroute2_netns.popns()
+        with sock:
+            query = dns.message.make_query(zone, dns.rdatatype.SOA)
+            return dns.query.udp(query, host, port=port, timeout=_SOA_ATTEMPT, sock=sock)
 
     return ask
 
