@@ -10,7 +10,9 @@ apply stages (``<root>/versions/<version>/``, reached as ``<root>/current/``):
 - ``bin/valis``, ``bin/fulcrum`` and ``bin/_internal/``: the frozen bundle ``make build``
   produced, every file at its place (a link inside the bundle is delivered as a copy of
   the file it names: a delivery carries no links);
-- ``lib/systemd/system/<unit>``: every unit under ``packaging/systemd``.
+- ``lib/systemd/system/<unit>``: every unit under ``packaging/systemd``;
+- ``share/doc/valis/``: the operator documentation (``docs/*.md``), which the unit's
+  ``Documentation=`` names.
 
 The version is the project's, from ``pyproject.toml``; a bundle frozen from another
 version (its ``valis-<version>.dist-info`` says which) is refused. Per-host files (the
@@ -35,6 +37,7 @@ from valis_core.errors import ValisError  # noqa: E402
 BIN = "bin"
 UNITS = "lib/systemd/system"
 UNIT_SUFFIXES = (".service", ".socket")
+DOCS = "share/doc/valis"
 
 
 class DistError(ValisError):
@@ -82,6 +85,10 @@ def unit_files(units: Path = REPO / "packaging" / "systemd") -> dict[str, tuple[
     }
 
 
+def doc_files(docs: Path = REPO / "docs") -> dict[str, tuple[bytes, int]]:
+    return {f"{DOCS}/{path.name}": (path.read_bytes(), 0o644) for path in sorted(docs.glob("*.md"))}
+
+
 def stage(bundle: Path, out: Path, version: str) -> int:
     """Write the delivery; the number of files it holds."""
     if not (bundle / "valis").is_file() or not (bundle / "fulcrum").is_file():
@@ -92,7 +99,7 @@ def stage(bundle: Path, out: Path, version: str) -> int:
             f"dist: {bundle} was frozen from {frozen_from or 'no valis metadata'}, not "
             f"valis {version}; run `make build` again"
         )
-    files = {**bundle_files(bundle), **unit_files()}
+    files = {**bundle_files(bundle), **unit_files(), **doc_files()}
     out.parent.mkdir(parents=True, exist_ok=True)
     manifest = build_delivery(files, version, out)
     return len(manifest.files)

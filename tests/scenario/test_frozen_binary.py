@@ -457,7 +457,8 @@ def test_dist_is_a_sound_delivery_of_the_bundle_and_the_unit(
         "bin/" + str(path.relative_to(bundle)) for path in bundle.rglob("*")
         if not path.is_dir()
     }
-    assert on_disk | {"lib/systemd/system/fulcrum-valis.service"} == set(files)
+    docs = {f"share/doc/valis/{path.name}" for path in (REPO / "docs").glob("*.md")}
+    assert on_disk | {"lib/systemd/system/fulcrum-valis.service"} | docs == set(files)
     with tarfile.open(delivery) as archive:
         assert all(member.isfile() or member.isdir() for member in archive.getmembers())
         unit = archive.extractfile("lib/systemd/system/fulcrum-valis.service")
@@ -471,6 +472,10 @@ def test_the_unit_starts_fulcrum_where_apply_puts_the_delivered_one() -> None:
     unit = parse_unit(FULCRUM_UNIT.read_text())
     program = shlex.split(only(unit, "Service", "ExecStart").lstrip("+"))[0]
     assert program == f"{DEFAULT_ROOT}/{CURRENT_LINK}/bin/fulcrum"
+    documentation = only(unit, "Unit", "Documentation")
+    prefix = f"file://{DEFAULT_ROOT}/{CURRENT_LINK}/share/doc/valis/"
+    assert documentation.startswith(prefix)
+    assert (REPO / "docs" / documentation.removeprefix(prefix)).is_file()
 
 
 def test_frozen_apply_stages_the_delivery_whose_fulcrum_launches_a_serving_unit(
