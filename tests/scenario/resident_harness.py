@@ -1,11 +1,11 @@
 """Running ``valis --resident`` the way the launcher does, and watching it from outside.
 
 The harness plays the launcher: it binds the DNS pair on a loopback port (and, when
-asked, an owner listener on another, as for ``owner-port``), hands the descriptors down
-with ``pass_fds`` (closing its own copies, so the resident is their only holder), binds a
-real ``NOTIFY_SOCKET`` listener, and runs the resident as the real ``valis`` account under
-``setpriv`` in a session of its own — so afterwards "no process left behind" is a
-question about that session. The resident's stderr goes to a file.
+asked, owner and edge listeners on others, as for ``owner-port`` and ``edge-port``),
+hands the descriptors down with ``pass_fds`` (closing its own copies, so the resident is
+their only holder), binds a real ``NOTIFY_SOCKET`` listener, and runs the resident as
+the real ``valis`` account under ``setpriv`` in a session of its own — so afterwards "no
+process left behind" is a question about that session. The resident's stderr goes to a file.
 
 The ``valis`` it runs is the one ``scripts/resident-runtime`` names (the test command
 exports it as ``VALIS_TEST_RUNTIME``): an executable the run account can reach. A test may
@@ -186,6 +186,7 @@ class Resident:
     state_dir: Path
     port: int | None
     owner_port: int | None = None
+    edge_port: int | None = None
 
     @property
     def pid(self) -> int:
@@ -279,6 +280,7 @@ class Harness:
         extra_env: Mapping[str, str] | None = None,
         as_root: bool = False,
         owner: bool = False,
+        edge: bool = False,
         runtime: str | None = None,
     ) -> Resident:
         notify_dir = Path(tempfile.mkdtemp(prefix="notify-", dir=self.workdir))
@@ -296,13 +298,15 @@ class Harness:
             fds = [udp.fileno(), tcp.fileno()]
             udp_fd, tcp_fd = (tcp.fileno(), udp.fileno()) if swap_pair else tuple(fds)
             argv += ["--dns-udp-fd", str(udp_fd), "--dns-tcp-fd", str(tcp_fd)]
-        owner_sock = None
-        if owner:
-            owner_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            owner_sock.bind(("127.0.0.1", 0))
-            owner_sock.listen(16)
-            fds.append(owner_sock.fileno())
-            argv += ["--owner-fd", str(owner_sock.fileno())]
+        listeners: dict[str, socket.socket] = {}
+        for flag, wanted in (("--owner-fd", owner), ("--edge-tcp-fd", edge)):
+            if wanted:
+                listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                listener.bind(("127.0.0.1", 0))
+                listener.listen(16)
+                fds.append(listener.fileno())
+                argv += [flag, str(listener.fileno())]
+                listeners[flag] = listener
         argv += ["--ports", ports if ports is not None else str(port)]
         argv += [*extra_argv, "--state-dir", str(state_dir)]
         env = {
@@ -337,11 +341,11 @@ class Harness:
         if pair is not None:
             for sock in pair:
                 sock.close()
-        owner_port = None
-        if owner_sock is not None:
-            owner_port = owner_sock.getsockname()[1]
-            owner_sock.close()
-        resident = Resident(proc, notify, stderr_path, state_dir, port, owner_port)
+        bound = {flag: listener.getsockname()[1] for flag, listener in listeners.items()}
+        for listener in listeners.values():
+            listener.close()
+        resident = Resident(proc, notify, stderr_path, state_dir, port,
+                            bound.get("--owner-fd"), bound.get("--edge-tcp-fd"))
         self.started.append(resident)
         return resident
 

@@ -315,10 +315,14 @@ async def _bring_up(
         )
         if pair.owner is not None:
             log.info("adopting owner descriptor %s", pair.owner.address)
-        if pair.edge is not None:
-            log.info(
-                "holding %s descriptor %s (this version does not serve it yet)",
-                pair.edge.role.value, pair.edge.address,
+        if adopted.edge is not None and pair.edge is not None:
+            # Held open and never accepted, its connections would hang; closed, they are
+            # refused at once.
+            adopted.edge.close()
+            log.warning(
+                "edge descriptor %s closed: this version has no TLS edge, so connections "
+                "to edge-port are refused; remove edge-port from the launcher config",
+                pair.edge.address,
             )
 
     with _stage("codec", notifier):
