@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import dns.message
 import dns.rdatatype
 import dns.rrset
 
+from tests.scenario.pg import PgCluster
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.zone import ZoneIndex
+from valis_core.operator_state.zone_source import PgZoneSource
 
 
 def ask(index: ZoneIndex, name: str, rtype: str) -> dns.message.Message:
@@ -35,3 +39,8 @@ def soa_zone(zone: str, *, serial: int = 1, extra: str = "") -> str:
         f"@ IN SOA ns1.{zone} hostmaster.{zone} {serial} 7200 3600 1209600 300\n"
         f"@ IN NS ns1.{zone}\nns1 IN A 192.0.2.53\n{extra}"
     )
+
+
+def zone_source(pg: PgCluster, dsn: str, zones: list[str], **options: Any) -> PgZoneSource:
+    """A zone source over the private cluster, connecting as the cluster's own account."""
+    return PgZoneSource(lambda: pg.connect(dsn, autocommit=True), zones, **options)

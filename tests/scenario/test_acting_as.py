@@ -12,7 +12,8 @@ from tests.conftest import require_root
 from tests.scenario.module_dist import HELLO, hello_wheel, pin_of, publish
 from tests.scenario.pg import RUN_USER, ensure_system_user
 from valis_core.acting_as import acting_as
-from valis_core.plugin.install import ModuleInstallError, condense_modules, modules_dir
+from valis_core.plugin.install import ModuleInstallError, condense_modules
+from valis_core.plugin.installed import modules_dir
 
 
 def _account() -> tuple[int, int]:

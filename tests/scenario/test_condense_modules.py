@@ -13,7 +13,7 @@ from valis_core.atomic import write_atomic
 from valis_core.ops.condense import Step, StepKind
 from valis_core.ops.condense_host import CondenseHostError, LocalCondenseHost
 from valis_core.plugin.dist_home import DistHomeError, register_dist
-from valis_core.plugin.install import modules_dir
+from valis_core.plugin.installed import modules_dir
 from valis_core.plugin.simple_index import DistError
 from valis_core.store.head import head_path, read_store_head
 from valis_core.store.manifest import (

@@ -9,6 +9,7 @@ the controller's notify socket.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shlex
@@ -38,7 +39,7 @@ from valis_core.identity.custody import keyfile_path
 from valis_core.operator_state.fence import read_instance_fence
 from valis_core.operator_state.site_facts import write_site_facts
 from valis_core.operator_state.zones import replace_zone
-from valis_core.ops.backup import create_backup, verify_backup_set
+from valis_core.ops.backup import VerifiedBackup, create_backup, verify_backup_set
 from valis_core.ops.condense import (
     CondenseFailed,
     CondenseRequest,
@@ -50,7 +51,7 @@ from valis_core.ops.condense_host import LocalCondenseHost, let_unit_notify
 from valis_core.ops.host_readiness import AssessConfig, assess_host
 from valis_core.ops.local_probe import LocalHostProbe
 from valis_core.plugin.dist_home import register_dist
-from valis_core.plugin.install import modules_dir
+from valis_core.plugin.installed import modules_dir
 from valis_core.store.head import read_store_head
 
 ZONE = "example.test."
@@ -112,7 +113,8 @@ def assess_unsupervised(state_dir: Path, cluster: PgCluster) -> None:
 class Node:
     """One node: its state directory, its unit, the host condense runs against."""
 
-    def __init__(self, workdir: Path, cluster: PgCluster, dsn: str, *, facts: bool) -> None:
+    def __init__(self, workdir: Path, cluster: PgCluster, dsn: str, *, facts: bool,
+                 dist_home: Path | None = None) -> None:
         self.state_dir = make_state_dir(workdir)
         self.port = free_port()
         uid, gid = run_account()
@@ -133,10 +135,11 @@ class Node:
             assess=lambda: assess_unsupervised(self.state_dir, cluster),
             facts=site_facts(dsn) if facts else None,
         )
+        if dist_home is not None:
+            self.host.dist_home = dist_home
 
     def ask_soa(self) -> dns.message.Message:
-        query = dns.message.make_query(ZONE, dns.rdatatype.SOA)
-        return dns.query.udp(query, "127.0.0.1", port=self.port, timeout=5)
+        return ask_soa(self.port)
 
 
 @pytest.fixture
@@ -147,11 +150,52 @@ def nodes(workdir: Path) -> Iterator[list[Node]]:
         node.unit.close()
 
 
-def deploy(workdir: Path, cluster: PgCluster, dsn: str, nodes: list[Node]) -> Node:
-    node = Node(workdir, cluster, dsn, facts=True)
+def deploy(workdir: Path, cluster: PgCluster, dsn: str, nodes: list[Node], *,
+           modules: tuple[str, ...] = (), dist_home: Path | None = None) -> Node:
+    node = Node(workdir, cluster, dsn, facts=True, dist_home=dist_home)
     nodes.append(node)
-    condense_onto_host(CondenseRequest(RequestKind.GENESIS, [ZONE]), node.host)
+    condense_onto_host(CondenseRequest(RequestKind.GENESIS, [ZONE], modules=modules),
+                       node.host)
     return node
+
+
+def back_up_and_kill(node: Node, workdir: Path) -> tuple[VerifiedBackup, int | None]:
+    """The node's backup set, verified; then the node killed without warning (its exit
+    status returned)."""
+    archive = workdir / "origin.backup"
+    create_backup(node.state_dir, archive)
+    backed_up = verify_backup_set(archive)
+    node.unit.signal(signal.SIGKILL)
+    return backed_up, node.unit.wait_exit(30)
+
+
+def restore_request(backed_up: VerifiedBackup) -> CondenseRequest:
+    return CondenseRequest(
+        RequestKind.RESTORE, [ZONE], backup=str(backed_up.archive),
+        backup_generation=backed_up.generation,
+    )
+
+
+def ask_soa(port: int, timeout: float = 5) -> dns.message.Message:
+    query = dns.message.make_query(ZONE, dns.rdatatype.SOA)
+    return dns.query.udp(query, "127.0.0.1", port=port, timeout=timeout)
+
+
+@contextlib.contextmanager
+def condensing(argv: list[str], stderr_path: Path, kind: str) -> Iterator[subprocess.Popen[str]]:
+    """``valis condense`` running, past its first line (which must say it condensed);
+    killed on the way out if still running."""
+    with stderr_path.open("w") as stderr, subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=stderr, text=True
+    ) as cli:
+        try:
+            assert cli.stdout is not None
+            line = cli.stdout.readline()
+            assert line.startswith(f"valis: condensed ({kind})"), (line, stderr_path.read_text())
+            yield cli
+        finally:
+            if cli.poll() is None:
+                cli.kill()
 
 
 def fence_generation(pg_cluster: PgCluster, dsn: str) -> int:
@@ -178,19 +222,12 @@ def test_condense_restore_reproduces_the_owner_seed_serves_and_advances_the_fenc
     pg_cluster: PgCluster, zone_dsn: str, workdir: Path, nodes: list[Node]
 ) -> None:
     origin = deploy(workdir, pg_cluster, zone_dsn, nodes)
-    archive = workdir / "origin.backup"
-    create_backup(origin.state_dir, archive)
-    backed_up = verify_backup_set(archive)
-    origin.unit.signal(signal.SIGKILL)
-    assert origin.unit.wait_exit(30) != 0
+    backed_up, status = back_up_and_kill(origin, workdir)
+    assert status != 0
 
     restored = Node(workdir, pg_cluster, zone_dsn, facts=False)
     nodes.append(restored)
-    request = CondenseRequest(
-        RequestKind.RESTORE, [ZONE], backup=str(archive),
-        backup_generation=backed_up.generation,
-    )
-    condense_onto_host(request, restored.host)
+    condense_onto_host(restore_request(backed_up), restored.host)
 
     seed = keyfile_path(restored.state_dir).read_bytes()
     assert seed == keyfile_path(origin.state_dir).read_bytes()
@@ -247,67 +284,33 @@ def test_valis_condense_genesis_deploys_with_a_module_serves_and_stops_the_unit_
         pg_cluster, state_dir, port, ["--genesis", "--site-facts", str(facts_file),
                                       "--module", "valis-hello==1.0", "--dist-home", str(home)]
     )
-    stderr_path = workdir / "condense.stderr"
-    with stderr_path.open("w") as stderr, subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=stderr, text=True
-    ) as cli:
-        try:
-            assert cli.stdout is not None
-            line = cli.stdout.readline()
-            assert line.startswith("valis: condensed (genesis)"), (line, stderr_path.read_text())
-            response = dns.query.udp(
-                dns.message.make_query(ZONE, dns.rdatatype.SOA), "127.0.0.1", port=port,
-                timeout=5,
-            )
-            assert response.flags & dns.flags.AA
-            wait_for((state_dir / "hello.started").exists, 30.0, "the module to start")
-            cli.send_signal(signal.SIGTERM)
-            assert cli.wait(30) == 0
-            assert (state_dir / "hello.drained").exists()
-            with pytest.raises(dns.exception.Timeout):
-                dns.query.udp(
-                    dns.message.make_query(ZONE, dns.rdatatype.SOA), "127.0.0.1", port=port,
-                    timeout=1,
-                )
-        finally:
-            if cli.poll() is None:
-                cli.kill()
+    with condensing(argv, workdir / "condense.stderr", "genesis") as cli:
+        assert ask_soa(port).flags & dns.flags.AA
+        wait_for((state_dir / "hello.started").exists, 30.0, "the module to start")
+        cli.send_signal(signal.SIGTERM)
+        assert cli.wait(30) == 0
+        assert (state_dir / "hello.drained").exists()
+        with pytest.raises(dns.exception.Timeout):
+            ask_soa(port, timeout=1)
 
 
 def test_valis_condense_from_backup_restores_with_the_backups_site_facts(
     pg_cluster: PgCluster, zone_dsn: str, workdir: Path, nodes: list[Node]
 ) -> None:
     origin = deploy(workdir, pg_cluster, zone_dsn, nodes)
-    archive = workdir / "origin.backup"
-    create_backup(origin.state_dir, archive)
-    origin.unit.signal(signal.SIGKILL)
-    origin.unit.wait_exit(30)
+    backed_up, _ = back_up_and_kill(origin, workdir)
 
     state_dir = make_state_dir(workdir)
     port = free_port()
-    argv = condense_argv(pg_cluster, state_dir, port, ["--from-backup", str(archive)])
-    stderr_path = workdir / "restore.stderr"
-    with stderr_path.open("w") as stderr, subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=stderr, text=True
-    ) as cli:
-        try:
-            assert cli.stdout is not None
-            line = cli.stdout.readline()
-            assert line.startswith("valis: condensed (restore)"), (line, stderr_path.read_text())
-            response = dns.query.udp(
-                dns.message.make_query(ZONE, dns.rdatatype.SOA), "127.0.0.1", port=port,
-                timeout=5,
-            )
-            assert response.flags & dns.flags.AA
-            assert keyfile_path(state_dir).read_bytes() == keyfile_path(
-                origin.state_dir
-            ).read_bytes()
-            assert fence_generation(pg_cluster, zone_dsn) == 1
-            cli.send_signal(signal.SIGTERM)
-            assert cli.wait(30) == 0
-        finally:
-            if cli.poll() is None:
-                cli.kill()
+    argv = condense_argv(pg_cluster, state_dir, port, ["--from-backup", str(backed_up.archive)])
+    with condensing(argv, workdir / "restore.stderr", "restore") as cli:
+        assert ask_soa(port).flags & dns.flags.AA
+        assert keyfile_path(state_dir).read_bytes() == keyfile_path(
+            origin.state_dir
+        ).read_bytes()
+        assert fence_generation(pg_cluster, zone_dsn) == 1
+        cli.send_signal(signal.SIGTERM)
+        assert cli.wait(30) == 0
 
 
 def test_a_node_deployed_with_a_module_runs_it_and_a_restore_reinstalls_it(
@@ -316,11 +319,8 @@ def test_a_node_deployed_with_a_module_runs_it_and_a_restore_reinstalls_it(
     wheel = hello_wheel()
     home = workdir / "dist-home"
     register_dist(home, publish(workdir / "wheelhouse", wheel))
-    origin = Node(workdir, pg_cluster, zone_dsn, facts=True)
-    origin.host.dist_home = home
-    nodes.append(origin)
-    request = CondenseRequest(RequestKind.GENESIS, [ZONE], modules=["valis-hello==1.0"])
-    condense_onto_host(request, origin.host)
+    origin = deploy(workdir, pg_cluster, zone_dsn, nodes, modules=("valis-hello==1.0",),
+                    dist_home=home)
 
     head = read_store_head(origin.state_dir)
     assert head is not None
@@ -330,20 +330,11 @@ def test_a_node_deployed_with_a_module_runs_it_and_a_restore_reinstalls_it(
     installed = modules_dir(origin.state_dir)
     assert (installed.stat().st_uid, installed.stat().st_gid) == run_account()
 
-    archive = workdir / "origin.backup"
-    create_backup(origin.state_dir, archive)
-    backed_up = verify_backup_set(archive)
-    origin.unit.signal(signal.SIGKILL)
-    origin.unit.wait_exit(30)
+    backed_up, _ = back_up_and_kill(origin, workdir)
 
-    restored = Node(workdir, pg_cluster, zone_dsn, facts=False)
-    restored.host.dist_home = home
+    restored = Node(workdir, pg_cluster, zone_dsn, facts=False, dist_home=home)
     nodes.append(restored)
-    request = CondenseRequest(
-        RequestKind.RESTORE, [ZONE], backup=str(archive),
-        backup_generation=backed_up.generation,
-    )
-    condense_onto_host(request, restored.host)
+    condense_onto_host(restore_request(backed_up), restored.host)
     assert restored.ask_soa().flags & dns.flags.AA
     wait_for((restored.state_dir / "hello.started").exists, 30.0, "the module to start")
     assert (restored.state_dir / "hello.started").read_text() == "node-a 1\n"
@@ -355,31 +346,18 @@ def test_a_node_deployed_with_a_module_runs_it_and_a_restore_reinstalls_it(
 def test_a_restore_whose_pinned_module_the_dist_no_longer_serves_never_starts(
     pg_cluster: PgCluster, zone_dsn: str, workdir: Path, nodes: list[Node]
 ) -> None:
-    wheel = hello_wheel()
     home = workdir / "dist-home"
-    register_dist(home, publish(workdir / "wheelhouse", wheel))
-    origin = Node(workdir, pg_cluster, zone_dsn, facts=True)
-    origin.host.dist_home = home
-    nodes.append(origin)
-    request = CondenseRequest(RequestKind.GENESIS, [ZONE], modules=["valis-hello==1.0"])
-    condense_onto_host(request, origin.host)
-    archive = workdir / "origin.backup"
-    create_backup(origin.state_dir, archive)
-    backed_up = verify_backup_set(archive)
-    origin.unit.signal(signal.SIGKILL)
-    origin.unit.wait_exit(30)
+    register_dist(home, publish(workdir / "wheelhouse", hello_wheel()))
+    origin = deploy(workdir, pg_cluster, zone_dsn, nodes, modules=("valis-hello==1.0",),
+                    dist_home=home)
+    backed_up, _ = back_up_and_kill(origin, workdir)
     # the dist republishes 1.0 with other bytes: the pin no longer names what it serves
     publish(workdir / "wheelhouse", hello_wheel(greeting=b"# rebuilt\n"))
 
-    restored = Node(workdir, pg_cluster, zone_dsn, facts=False)
-    restored.host.dist_home = home
+    restored = Node(workdir, pg_cluster, zone_dsn, facts=False, dist_home=home)
     nodes.append(restored)
-    request = CondenseRequest(
-        RequestKind.RESTORE, [ZONE], backup=str(archive),
-        backup_generation=backed_up.generation,
-    )
     with pytest.raises(CondenseFailed, match="changed under the pin") as failed:
-        condense_onto_host(request, restored.host)
+        condense_onto_host(restore_request(backed_up), restored.host)
     assert failed.value.step.kind is StepKind.CONDENSE_MODULES
     assert restored.unit.pid is None
     assert not modules_dir(restored.state_dir).exists()

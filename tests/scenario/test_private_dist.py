@@ -23,13 +23,8 @@ from valis_core.plugin.dist_home import (
     registration_path,
 )
 from valis_core.plugin.dist_probe import probe_dist
-from valis_core.plugin.install import (
-    INSTALLED_RECORD,
-    condense_modules,
-    fetch_url,
-    modules_dir,
-    resolve_pin,
-)
+from valis_core.plugin.install import condense_modules, fetch_url, resolve_pin
+from valis_core.plugin.installed import INSTALLED_RECORD, modules_dir
 from valis_core.plugin.simple_index import DistError
 from valis_core.plugin.wheel import WheelError, make_wheel
 from valis_core.resident.modules import ModuleContext, ModuleError, load_modules

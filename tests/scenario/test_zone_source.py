@@ -12,7 +12,7 @@ import psycopg
 import pytest
 import trio
 
-from tests.scenario.operator_state_helpers import answer_texts, soa_zone
+from tests.scenario.operator_state_helpers import answer_texts, soa_zone, zone_source
 from tests.scenario.pg import PgCluster
 from valis_core.dns.serve import IndexHolder
 from valis_core.dns.zone import ZoneError, ZoneIndex, parse_zone_text
@@ -21,10 +21,6 @@ from valis_core.operator_state.zone_source import PgZoneSource
 from valis_core.operator_state.zones import replace_zone
 
 WAIT = 10.0  # bound on how long a test waits for a reload; never a timing assertion
-
-
-def _source(pg: PgCluster, dsn: str, zones: list[str], **kwargs: float) -> PgZoneSource:
-    return PgZoneSource(lambda: pg.connect(dsn, autocommit=True), zones, **kwargs)
 
 
 def _import(pg: PgCluster, dsn: str, zone: str, extra: str = "", serial: int = 1) -> None:
@@ -58,7 +54,7 @@ async def test_load_indexes_every_served_zone(pg_cluster: PgCluster, state_dsn: 
     _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
     _import(pg_cluster, state_dsn, "example.net.", "www IN A 198.51.100.80\n")
     _import(pg_cluster, state_dsn, "not-served.example.", "")
-    source = _source(pg_cluster, state_dsn, ["Example.ORG", "example.net."])
+    source = zone_source(pg_cluster, state_dsn, ["Example.ORG", "example.net."])
     try:
         index = await source.load()
     finally:
@@ -73,7 +69,7 @@ async def test_load_names_a_served_zone_missing_from_the_database(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:
     _import(pg_cluster, state_dsn, "example.org.")
-    source = _source(pg_cluster, state_dsn, ["example.org.", "example.net."])
+    source = zone_source(pg_cluster, state_dsn, ["example.org.", "example.net."])
     with pytest.raises(OperatorStateError, match=r"served zone\(s\) example\.net\. not in"):
         await source.load()
     assert _sessions(pg_cluster, state_dsn) == 0
@@ -88,7 +84,7 @@ async def test_load_names_a_zone_it_cannot_serve(pg_cluster: PgCluster, state_ds
         "INSERT INTO records (zone, owner, rtype, ttl, rdata) "
         "VALUES ('example.org.', 'www.example.org.', 'CNAME', 300, 'ns1.example.org.')",
     )
-    source = _source(pg_cluster, state_dsn, ["example.org."])
+    source = zone_source(pg_cluster, state_dsn, ["example.org."])
     with pytest.raises(ZoneError, match=r"zone example\.org\. cannot be served: www"):
         await source.load()
 
@@ -98,7 +94,7 @@ async def test_a_committed_change_is_served_by_a_running_source(
 ) -> None:
     _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
     _import(pg_cluster, state_dsn, "example.net.", "www IN A 198.51.100.80\n")
-    source = _source(pg_cluster, state_dsn, ["example.org.", "example.net."])
+    source = zone_source(pg_cluster, state_dsn, ["example.org.", "example.net."])
     holder = IndexHolder(await source.load())
     async with trio.open_nursery() as nursery:
         await nursery.start(source.run, holder)
@@ -131,7 +127,7 @@ async def test_a_failed_rebuild_keeps_serving_the_last_good_zone(
     pg_cluster: PgCluster, state_dsn: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
-    source = _source(pg_cluster, state_dsn, ["example.org."])
+    source = zone_source(pg_cluster, state_dsn, ["example.org."])
     holder = IndexHolder(await source.load())
     first = holder.current
     async with trio.open_nursery() as nursery:
@@ -159,7 +155,7 @@ async def test_the_source_reconnects_after_its_backends_are_killed_and_reloads(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:
     _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
-    source = _source(pg_cluster, state_dsn, ["example.org."], initial_backoff=0.2)
+    source = zone_source(pg_cluster, state_dsn, ["example.org."], initial_backoff=0.2)
     holder = IndexHolder(await source.load())
     async with trio.open_nursery() as nursery:
         await nursery.start(source.run, holder)
@@ -188,7 +184,7 @@ async def test_the_source_reconnects_after_its_backends_are_killed_and_reloads(
 async def test_run_without_load_fails_closed_before_it_reports_started(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:
-    source = _source(pg_cluster, state_dsn, ["example.org."])
+    source = zone_source(pg_cluster, state_dsn, ["example.org."])
     holder = IndexHolder(ZoneIndex.from_records([]))
     with pytest.raises(OperatorStateError, match=r"example\.org\. not in the database"):
         await source.run(holder)
@@ -199,7 +195,7 @@ async def test_cancelling_a_load_in_flight_leaves_no_session(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:
     _import(pg_cluster, state_dsn, "example.org.")
-    source = _source(pg_cluster, state_dsn, ["example.org."])
+    source = zone_source(pg_cluster, state_dsn, ["example.org."])
     # Hold a lock the load's read must wait for, so the load is mid-query when cancelled.
     with pg_cluster.connect(state_dsn) as blocker:
         blocker.execute("LOCK TABLE records IN ACCESS EXCLUSIVE MODE")

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import trio
 
-from tests.scenario.operator_state_helpers import answer_texts, soa_zone
+from tests.scenario.operator_state_helpers import answer_texts, soa_zone, zone_source
 from tests.scenario.pg import PgCluster
 from valis_core.dns import wire
 from valis_core.dns.serve import IndexHolder
 from valis_core.dns.zone import ZoneIndex, parse_zone_text
-from valis_core.operator_state.zone_source import CHANNEL, Note, PgZoneSource, parse_note
+from valis_core.operator_state.zone_source import CHANNEL, Note, parse_note
 from valis_core.operator_state.zones import delete_zone, load_zone_rows, replace_zone
 
 WAIT = 10.0  # bound on how long a test waits for the source to catch up; never timed
@@ -169,10 +169,6 @@ def test_a_note_naming_owners_is_read_with_doubt_resolved_towards_the_whole_zone
         assert parse_note(f"{ORG}\n{owner}") == Note(zone=ORG), owner
 
 
-def _source(pg: PgCluster, dsn: str, zones: list[str], **kwargs: int) -> PgZoneSource:
-    return PgZoneSource(lambda: pg.connect(dsn, autocommit=True), zones, **kwargs)
-
-
 async def _caught_up(pg: PgCluster, dsn: str, holder: IndexHolder, zones: list[str]) -> None:
     """Wait until the served index equals a full reload of the database as it is now."""
     full = contents(await trio.to_thread.run_sync(_full_load, pg, dsn, zones))
@@ -187,7 +183,7 @@ async def test_owner_changes_are_applied_incrementally_and_equal_a_full_reload(
     _import(pg_cluster, state_dsn, ORG)
     _import(pg_cluster, state_dsn, NET)
     zones = [ORG, NET]
-    source = _source(pg_cluster, state_dsn, zones)
+    source = zone_source(pg_cluster, state_dsn, zones)
     holder = IndexHolder(await source.load())
     changes: list[tuple[tuple[str, tuple[Any, ...]], ...]] = [
         # An address changes.
@@ -238,7 +234,7 @@ async def test_bulk_changes_and_imports_reload_the_zone_whole_and_end_right(
 ) -> None:
     _import(pg_cluster, state_dsn, ORG)
     zones = [ORG]
-    source = _source(pg_cluster, state_dsn, zones)
+    source = zone_source(pg_cluster, state_dsn, zones)
     holder = IndexHolder(await source.load())
     async with trio.open_nursery() as nursery:
         await nursery.start(source.run, holder)
@@ -279,7 +275,7 @@ async def test_many_owner_notes_in_one_batch_reload_the_zone_whole(
 ) -> None:
     _import(pg_cluster, state_dsn, ORG)
     zones = [ORG]
-    source = _source(pg_cluster, state_dsn, zones, max_patch_owners=3)
+    source = zone_source(pg_cluster, state_dsn, zones, max_patch_owners=3)
     holder = IndexHolder(await source.load())
     # Five small transactions commit while the source listens but does not read yet:
     # their notes are waiting as one batch naming five owners, more than it patches.
@@ -298,7 +294,7 @@ async def test_an_owner_spelled_two_ways_keeps_its_zone_on_whole_reloads(
 ) -> None:
     _import(pg_cluster, state_dsn, ORG, "aa IN A 192.0.2.1\n")
     zones = [ORG]
-    source = _source(pg_cluster, state_dsn, zones)
+    source = zone_source(pg_cluster, state_dsn, zones)
     holder = IndexHolder(await source.load())
     async with trio.open_nursery() as nursery:
         await nursery.start(source.run, holder)
@@ -324,7 +320,7 @@ async def test_a_failed_owner_update_is_not_lost_when_a_later_one_fixes_it(
 ) -> None:
     _import(pg_cluster, state_dsn, ORG)
     zones = [ORG]
-    source = _source(pg_cluster, state_dsn, zones)
+    source = zone_source(pg_cluster, state_dsn, zones)
     holder = IndexHolder(await source.load())
     async with trio.open_nursery() as nursery:
         await nursery.start(source.run, holder)
@@ -355,7 +351,7 @@ async def test_a_deleted_zone_keeps_its_last_version_and_a_recreated_one_is_serv
 ) -> None:
     _import(pg_cluster, state_dsn, ORG)
     _import(pg_cluster, state_dsn, NET)
-    source = _source(pg_cluster, state_dsn, [ORG, NET])
+    source = zone_source(pg_cluster, state_dsn, [ORG, NET])
     holder = IndexHolder(await source.load())
     async with trio.open_nursery() as nursery:
         await nursery.start(source.run, holder)

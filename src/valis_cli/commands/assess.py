@@ -12,6 +12,7 @@ import argparse
 import json
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import cattrs
@@ -73,6 +74,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=_assess)
 
 
+def assess_config(args: argparse.Namespace, site_facts: Sequence[str]) -> AssessConfig:
+    """The assessment the host options name (``valis assess``'s own, which ``valis
+    condense`` shares), searching ``site_facts`` for a development listener."""
+    return AssessConfig(
+        state_dir=str(args.state_dir),
+        run_account=args.run_account,
+        binary=tuple(shlex.split(args.binary)) if args.binary else None,
+        supervised=not args.unsupervised,
+        launcher_config=args.launcher_config,
+        pg_socket_dir=args.pg_socket_dir,
+        pg_port=args.pg_port,
+        environment_files=node_environment_files(site_facts),
+    )
+
+
 def _public_network_clause(
     probe: LocalHostProbe, iface: str
 ) -> tuple[Clause, PublicNetwork | None]:
@@ -89,17 +105,8 @@ def _public_network_clause(
 
 def _assess(args: argparse.Namespace) -> int:
     probe = LocalHostProbe()
-    config = AssessConfig(
-        state_dir=args.state_dir,
-        run_account=args.run_account,
-        binary=tuple(shlex.split(args.binary)) if args.binary else None,
-        supervised=not args.unsupervised,
-        launcher_config=args.launcher_config,
-        pg_socket_dir=args.pg_socket_dir,
-        pg_port=args.pg_port,
-        environment_files=node_environment_files(
-            [*(args.site_facts or [DEFAULT_SITE_FACTS]), str(store_path(Path(args.state_dir)))]
-        ),
+    config = assess_config(
+        args, [*(args.site_facts or [DEFAULT_SITE_FACTS]), str(store_path(Path(args.state_dir)))]
     )
     clauses = list(assess_host(probe, config).clauses)
     derived = None

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
+from valis_cli.commands.assess import assess_config
 from valis_core.apply.unit_control import (
     ProcessUnitController,
     SystemdUnitController,
@@ -42,10 +43,9 @@ from valis_core.ops.host_readiness import (
     DEFAULT_PG_SOCKET_DIR,
     DEFAULT_RUN_ACCOUNT,
     DEFAULT_STATE_DIR,
-    AssessConfig,
     assess_host,
 )
-from valis_core.ops.local_probe import LocalHostProbe, node_environment_files
+from valis_core.ops.local_probe import LocalHostProbe
 from valis_core.plugin.dist_home import DEFAULT_DIST_HOME
 
 
@@ -139,18 +139,7 @@ def _condense(args: argparse.Namespace) -> int:
     facts = _facts(args)
     effective = facts if facts is not None else backup_site_facts(args.from_backup)
     request = _request(args, served_zones(effective))
-    config = AssessConfig(
-        state_dir=str(args.state_dir),
-        run_account=args.run_account,
-        binary=tuple(shlex.split(args.binary)) if args.binary else None,
-        supervised=not args.unsupervised,
-        launcher_config=args.launcher_config,
-        pg_socket_dir=args.pg_socket_dir,
-        pg_port=args.pg_port,
-        environment_files=node_environment_files(
-            [str(args.site_facts)] if args.site_facts else []
-        ),
-    )
+    config = assess_config(args, [str(args.site_facts)] if args.site_facts else [])
 
     def assess() -> None:
         failed = assess_host(LocalHostProbe(), config).failed

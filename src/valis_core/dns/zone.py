@@ -744,14 +744,7 @@ def _tree(apex: bytes, nodes: Mapping[bytes, bytes]) -> tuple[set[bytes], dict[b
     empty: set[bytes] = set()
     children: dict[bytes, int] = {}
     for owner in nodes:
-        name = owner
-        while name != apex:
-            up = wire.parent(name)
-            children[up] = children.get(up, 0) + 1
-            if up == apex or up in nodes or up in empty:
-                break
-            empty.add(up)
-            name = up
+        _appear(apex, owner, nodes, empty, children)
     return empty, children
 
 

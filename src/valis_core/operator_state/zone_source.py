@@ -130,22 +130,8 @@ class PgZoneSource:
         self.stats = ZoneSourceStats()
 
     @classmethod
-    def from_dsn(
-        cls,
-        dsn: str,
-        zones: Iterable[str],
-        *,
-        initial_backoff: float = 0.05,
-        max_backoff: float = 5.0,
-        max_patch_owners: int = MAX_PATCH_OWNERS,
-    ) -> PgZoneSource:
-        return cls(
-            lambda: connect(dsn, autocommit=True),
-            zones,
-            initial_backoff=initial_backoff,
-            max_backoff=max_backoff,
-            max_patch_owners=max_patch_owners,
-        )
+    def from_dsn(cls, dsn: str, zones: Iterable[str]) -> PgZoneSource:
+        return cls(lambda: connect(dsn, autocommit=True), zones)
 
     # -- public ------------------------------------------------------------------------
 

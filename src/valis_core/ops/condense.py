@@ -79,7 +79,7 @@ def _zones(_: object, attribute: attrs.Attribute[tuple[str, ...]], value: tuple[
         raise CondenseError("condense: a served zone is named twice")
 
 
-def _as_zones(value: Iterable[str]) -> tuple[str, ...]:
+def _as_tuple(value: Iterable[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
@@ -111,11 +111,11 @@ class CondenseRequest:
     and restore the verified backup set (its path and store generation)."""
 
     kind: RequestKind
-    zones: tuple[str, ...] = attrs.field(converter=_as_zones, validator=_zones)
+    zones: tuple[str, ...] = attrs.field(converter=_as_tuple, validator=_zones)
     backup: str | None = None
     backup_generation: int | None = None
     modules: tuple[str, ...] = attrs.field(
-        default=(), converter=_as_zones, validator=_modules
+        default=(), converter=_as_tuple, validator=_modules
     )
 
     def __attrs_post_init__(self) -> None:

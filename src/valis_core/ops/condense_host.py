@@ -45,7 +45,13 @@ from valis_core.operator_state.zone_source import PgZoneSource
 from valis_core.ops.backup import CONFIG_STORE, read_backup_set, restore_backup
 from valis_core.ops.condense import CondenseError, Step, parse_module_requirement
 from valis_core.plugin.dist_home import DEFAULT_DIST_HOME, registered_dist
-from valis_core.plugin.install import Fetch, condense_modules, fetch_url, resolve_pin
+from valis_core.plugin.install import (
+    Fetch,
+    fetch_modules,
+    fetch_url,
+    install_checked,
+    resolve_pin,
+)
 from valis_core.resident.config_store import (
     DIR_MODE,
     STORE_FILE,
@@ -166,25 +172,21 @@ class LocalCondenseHost:
             raise CondenseHostError(
                 f"no store head in {self.state_dir}: durable state was never materialised"
             )
+        if not head.modules and not step.modules:
+            return
+        index_url = registered_dist(self.dist_home)
+        wheels = list(fetch_modules(head.modules, index_url, fetch=self.fetch))
         if step.modules:
-            index_url = registered_dist(self.dist_home)
-            pins = [
-                resolve_pin(index_url, *parse_module_requirement(text), fetch=self.fetch)[0]
+            resolved = [
+                resolve_pin(index_url, *parse_module_requirement(text), fetch=self.fetch)
                 for text in step.modules
             ]
             try:
-                head = attrs.evolve(head, modules=(*head.modules, *pins))
+                head = attrs.evolve(head, modules=(*head.modules, *(pin for pin, _ in resolved)))
             except ValueError as exc:
                 raise CondenseHostError(f"the genesis modules cannot be pinned: {exc}") from exc
-        if not head.modules:
-            return
-        condense_modules(
-            self.state_dir,
-            head.modules,
-            registered_dist(self.dist_home),
-            fetch=self.fetch,
-            owner=self.run_account,
-        )
+            wheels += [contents for _, contents in resolved]
+        install_checked(self.state_dir, head.modules, wheels, owner=self.run_account)
         if step.modules:
             path = head_path(self.state_dir)
             with acting_as(self.run_account):

@@ -24,8 +24,7 @@ from pathlib import Path
 
 import attrs
 from packaging.tags import sys_tags
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from valis_core.errors import ValisError
 from valis_core.plugin.install import (
@@ -43,6 +42,7 @@ from valis_core.plugin.simple_index import (
     parse_project_page,
     parse_root_page,
     project_url,
+    wheel_of,
 )
 from valis_core.plugin.wheel import WheelContents, make_wheel
 from valis_core.plugin.wheelhouse import SIMPLE, write_simple_index
@@ -81,12 +81,12 @@ def _versions(index_url: str, project: str, fetch: Fetch) -> tuple[list[str], li
     refusals = []
     tags = set(sys_tags())
     for file in files:
-        try:
-            name, version, _, wheel_tags = parse_wheel_filename(file.filename)
-        except (InvalidWheelFilename, InvalidVersion):
+        parsed = wheel_of(file)
+        if parsed is None:
             refusals.append(Refusal(file.filename, "not a wheel: a node installs wheels only"))
             continue
-        if normalize_name(str(name)) != project:
+        name, version, wheel_tags = parsed
+        if normalize_name(name) != project:
             refusals.append(Refusal(file.filename, f"listed under {project}, names {name}"))
         elif wheel_tags & tags:
             versions.setdefault(version, None)

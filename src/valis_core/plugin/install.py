@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import json
 import os
 import shutil
 import tempfile
@@ -29,6 +28,12 @@ from packaging.version import InvalidVersion, Version
 from valis_core.acting_as import acting_as
 from valis_core.atomic import fsync_dir
 from valis_core.errors import ValisError
+from valis_core.plugin.installed import (
+    INSTALLED_RECORD,
+    MODULES_DIR,
+    installed_record,
+    modules_dir,
+)
 from valis_core.plugin.simple_index import (
     DistError,
     DistFile,
@@ -38,10 +43,6 @@ from valis_core.plugin.simple_index import (
 )
 from valis_core.plugin.wheel import WheelContents, read_wheel, sha256_hex
 from valis_core.store.manifest import ModulePin, normalize_name
-
-MODULES_DIR = "modules"
-INSTALLED_RECORD = "valis-modules.json"
-"""In the modules directory: the pins installed there, as the resident checks them."""
 
 MAX_FETCH = 256 << 20
 
@@ -56,10 +57,6 @@ class ModuleInstallError(ValisError):
 
 class DistMissing(DistError):
     """The private dist has nothing at a URL (HTTP 404 or 410, or no such file)."""
-
-
-def modules_dir(state_dir: Path) -> Path:
-    return state_dir / MODULES_DIR
 
 
 def fetch_url(url: str, *, timeout: float = 30.0) -> bytes:
@@ -217,14 +214,6 @@ def runtime_imports(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def installed_record(pins: Iterable[ModulePin]) -> bytes:
-    rows = [
-        {"name": pin.name, "version": pin.version, "sha256": pin.sha256}
-        for pin in sorted(pins, key=lambda pin: normalize_name(pin.name))
-    ]
-    return (json.dumps(rows, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
-
-
 def _write_file(path: Path, data: bytes) -> None:
     path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
@@ -297,6 +286,19 @@ def condense_modules(
 ) -> Path:
     """Fetch, check and install every pinned module; the installed ``modules`` directory."""
     wheels = fetch_modules(pins, index_url, fetch=fetch)
+    return install_checked(state_dir, pins, wheels, owner=owner, runtime=runtime)
+
+
+def install_checked(
+    state_dir: Path,
+    pins: Sequence[ModulePin],
+    wheels: Sequence[WheelContents],
+    *,
+    owner: tuple[int, int] | None = None,
+    runtime: Mapping[str, str] | None = None,
+) -> Path:
+    """Install ``wheels`` (each already checked against its pin) once they are known to
+    work together: every requirement met, no path or runtime name clashing."""
     unmet = unmet_requirements(wheels, runtime_versions() if runtime is None else runtime)
     if unmet:
         raise DistError(

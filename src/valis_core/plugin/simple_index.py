@@ -101,7 +101,9 @@ def parse_root_page(page: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _wheel_of(file: DistFile) -> tuple[str, Version, frozenset[Tag]] | None:
+def wheel_of(file: DistFile) -> tuple[str, Version, frozenset[Tag]] | None:
+    """The project name, version and tags a wheel's file name gives; ``None`` when the
+    file is not a wheel."""
     try:
         name, version, _, tags = parse_wheel_filename(file.filename)
     except (InvalidWheelFilename, InvalidVersion):
@@ -126,7 +128,7 @@ def choose_wheels(
     wanted = Version(version)
     wheels = []
     for file in files:
-        parsed = _wheel_of(file)
+        parsed = wheel_of(file)
         if parsed is not None and normalize_name(parsed[0]) == project:
             wheels.append((file, parsed[1], parsed[2]))
     where = f"the private dist {index_url}"

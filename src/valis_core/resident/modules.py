@@ -29,7 +29,7 @@ import attrs
 import trio
 
 from valis_core.errors import ValisError
-from valis_core.plugin.install import INSTALLED_RECORD, installed_record, modules_dir
+from valis_core.plugin.installed import INSTALLED_RECORD, installed_record, modules_dir
 from valis_core.store.manifest import ModulePin
 
 GROUP = "valis.modules"
