@@ -1,8 +1,9 @@
 """The privileged binds: the unit's public sockets, made inside its netns.
 
-fulcrum binds 53/udp and 53/tcp on the unit IP (and the edge and owner ports, TCP, when
-the config names them) — the binds the unprivileged resident cannot make — and clears
-CLOEXEC on exactly those descriptors so they survive the exec chain.
+fulcrum binds the DNS pair, UDP and TCP on the designated port (53 by default), on the
+unit IP (and the edge and owner ports, TCP, when the config names them) — the binds the
+unprivileged resident cannot make — and clears CLOEXEC on exactly those descriptors so
+they survive the exec chain.
 
 A socket belongs to the network namespace it was created in, whichever namespace later
 holds its descriptor. So the sockets are created on a short-lived thread that switches
@@ -32,7 +33,8 @@ import attrs
 
 from fulcrum.errors import LauncherError
 from fulcrum.netns import netns_path
-from valis_core.launcher_config import DNS_PORT, IPAddress
+from valis_core.launcher_config import IPAddress
+from valis_core.reachability import DNS_PORT
 
 CLONE_NEWNET = 0x40000000
 #: The kernel's default, and the floor fulcrum requires inside the unit's netns.

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 
 from fulcrum.errors import LauncherError
 from valis_core.launch import LaunchRecord, render_launch_argv
-from valis_core.launcher_config import DNS_PORT, LauncherConfig
+from valis_core.launcher_config import LauncherConfig
 
 RUN_ACCOUNT = "valis"
 RESIDENT_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -64,8 +64,11 @@ def resident_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def served_ports(cfg: LauncherConfig) -> frozenset[int]:
-    """The whole set of ports this unit serves: DNS, the designated port, edge, owner."""
-    ports = {DNS_PORT, cfg.designated_port}
+    """The whole set of ports this unit serves: the designated port (DNS), edge, owner.
+
+    DNS is served where fulcrum binds the pair, the designated port, and nowhere else.
+    """
+    ports = {cfg.designated_port}
     ports.update(port for port in (cfg.edge_port, cfg.owner_port) if port is not None)
     return frozenset(ports)
 

@@ -32,6 +32,7 @@ from valis_core.launch import LaunchRecord
 from valis_core.launcher_config import (
     LauncherConfig,
     firewall_accept_set,
+    served_dns_reachability,
 )
 
 log = logging.getLogger(__name__)
@@ -52,11 +53,22 @@ def launch(
         firewall.apply_ruleset(cfg.netns_name, firewall_accept_set(cfg))
         undo.callback(firewall.remove_ruleset, cfg.netns_name)
         sockets = bind_unit_sockets(
-            cfg.netns_name, cfg.unit_ip, edge_port=cfg.edge_port, owner_port=cfg.owner_port
+            cfg.netns_name,
+            cfg.unit_ip,
+            dns_port=cfg.designated_port,
+            edge_port=cfg.edge_port,
+            owner_port=cfg.owner_port,
         )
         undo.callback(sockets.close)
         argv = build_resident_argv(cfg, _record(cfg, sockets), resident_environment(environ))
-        log.info("unit %s up on %s; starting the resident", cfg.netns_name, cfg.unit_ip)
+        log.info(
+            "unit %s up on %s, DNS bound on port %d; starting the resident",
+            cfg.netns_name, cfg.unit_ip, cfg.designated_port,
+        )
+        reachability = served_dns_reachability(cfg)
+        if reachability.problem is not None:
+            # A warning, not a refusal: the contract allows the port; it only never opens it.
+            log.warning("unit %s: %s", cfg.netns_name, reachability.problem)
 
         def spawned(pid: int) -> None:
             # The resident holds the descriptors now; fulcrum's copies would only keep

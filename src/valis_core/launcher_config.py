@@ -23,6 +23,13 @@ from typing import Any, Literal, cast
 import attrs
 
 from valis_core.errors import ValisError
+from valis_core.reachability import (
+    DNS_PORT,
+    DnsReachability,
+    dns_endpoints,
+    dns_reachability,
+    firewall_accepts,
+)
 
 DEFAULT_PATH = Path("/etc/fulcrum/launcher.toml")
 
@@ -30,7 +37,6 @@ Mode = Literal["dedicated", "macvlan", "ipvlan"]
 MODES: tuple[Mode, ...] = ("dedicated", "macvlan", "ipvlan")
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
-DNS_PORT = 53
 _MAX_ID = 2**32 - 2  # (uid_t)-1 means "unchanged" to the kernel, never an account
 _NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}")
 
@@ -98,12 +104,12 @@ def firewall_accept_set(cfg: LauncherConfig) -> frozenset[tuple[str, int]]:
     TCP, the owner port when opened, the edge port when elected. The designated port
     never enters just by being named.
     """
-    accept = {("udp", DNS_PORT), ("tcp", DNS_PORT)}
-    if cfg.owner_port is not None:
-        accept.add(("tcp", cfg.owner_port))
-    if cfg.edge_port is not None:
-        accept.add(("tcp", cfg.edge_port))
-    return frozenset(accept)
+    return firewall_accepts(owner_port=cfg.owner_port, edge_port=cfg.edge_port)
+
+
+def served_dns_reachability(cfg: LauncherConfig) -> DnsReachability:
+    """Whether the DNS pair fulcrum binds on ``designated-port`` is reachable from outside."""
+    return dns_reachability(dns_endpoints(cfg.designated_port), firewall_accept_set(cfg))
 
 
 def parse_launcher_config(text: str) -> LauncherConfig:
@@ -224,6 +230,12 @@ def _check(cfg: LauncherConfig) -> None:
         if port == DNS_PORT:
             raise LauncherConfigError(
                 f"{port} is the DNS port fulcrum already binds; choose another port", key
+            )
+        if port == cfg.designated_port:
+            raise LauncherConfigError(
+                f"{port} is also the designated-port, where fulcrum binds the DNS pair; "
+                "the two listeners need their own ports",
+                key,
             )
     if cfg.edge_port is not None and cfg.edge_port == cfg.owner_port:
         raise LauncherConfigError(

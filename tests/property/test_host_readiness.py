@@ -378,3 +378,20 @@ def test_the_table_shows_each_failure_with_its_remedy() -> None:
     assert len(failing) == 1
     assert "nftables" in lines[failing[0]]
     assert "remedy: apt-get install nftables" in lines[failing[0] + 1]
+
+
+def test_a_designated_port_the_firewall_drops_passes_with_a_warning_naming_it() -> None:
+    dropped = LAUNCHER_TEXT.replace("designated-port = 53", "designated-port = 5353")
+    assessment = assess_host(HEALTHY.with_file(LAUNCHER, dropped), CONFIG)
+    assert assessment.ok
+    clause = assessment.clause("launcher-config")
+    assert [c.name for c in assessment.warnings] == ["launcher-config"]
+    assert clause.warning is not None
+    assert "designated-port 5353 is not in the firewall's accept set" in clause.warning
+    table = render_table(assessment.clauses)
+    assert "warn  launcher-config" in table
+    assert f"warning: {clause.warning}" in table
+
+
+def test_a_healthy_host_warns_of_nothing() -> None:
+    assert assess_host(HEALTHY, CONFIG).warnings == ()

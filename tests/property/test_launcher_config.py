@@ -52,8 +52,9 @@ def unit_networks(draw: st.DrawFn) -> tuple[Any, int, Any]:
 @st.composite
 def configs(draw: st.DrawFn) -> LauncherConfig:
     unit, prefix, gateway = draw(unit_networks())
-    edge = draw(st.none() | service_ports)
-    owner = draw(st.none() | service_ports.filter(lambda p: p != edge))
+    designated = draw(ports)
+    edge = draw(st.none() | service_ports.filter(lambda p: p != designated))
+    owner = draw(st.none() | service_ports.filter(lambda p: p not in (edge, designated)))
     return LauncherConfig(
         netns_name=draw(names),
         unit_ip=unit,
@@ -61,7 +62,7 @@ def configs(draw: st.DrawFn) -> LauncherConfig:
         public_interface=draw(names),
         public_gateway=gateway,
         mode=draw(st.sampled_from(["dedicated", "macvlan", "ipvlan"])),
-        designated_port=draw(ports),
+        designated_port=designated,
         edge_port=edge,
         owner_port=owner,
         catchall_object_path="/" + draw(text),

@@ -165,7 +165,8 @@ def test_verify_says_when_the_designated_port_is_dropped(tmp_path: Path) -> None
     assert fulcrum(*produce_args(out, designated_port="443")).returncode == 0
     result = fulcrum("config", "verify", str(out))
     assert result.returncode == 0
-    assert "designated-port 443 is not in the firewall accept set" in result.stdout
+    assert "warning: designated-port 443 is not in the firewall's accept set" in result.stdout
+    assert "set designated-port = 53" in result.stdout
 
 
 def test_produce_reads_its_file_back_through_a_fresh_parse(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ from valis_core.launcher_config import (
     FIELDS,
     LauncherConfig,
     firewall_accept_set,
+    served_dns_reachability,
 )
+from valis_core.reachability import render_endpoints
 
 _HELP = {
     "netns-name": "the network namespace fulcrum creates (e.g. valis)",
@@ -21,7 +23,8 @@ _HELP = {
     "public-interface": "the NIC moved in (dedicated) or the parent of the child link",
     "public-gateway": "the public interface's own gateway, inside the unit network",
     "mode": "dedicated, macvlan or ipvlan",
-    "designated-port": "the port the unit serves; naming it opens nothing",
+    "designated-port": "the port the DNS pair is bound on in the netns (53); naming it "
+    "opens nothing",
     "edge-port": "elects the public TLS edge on this port (omit: no edge)",
     "owner-port": "opens the owner terminus on this port (omit: closed)",
     "catchall-object-path": "absolute path of the sk_lookup object (existence not checked)",
@@ -61,30 +64,30 @@ def _produce(args: argparse.Namespace) -> int:
     cfg = config_from_options({key: getattr(args, _dest(key)) for key in FIELDS})
     produce_config(cfg, args.out)
     print(f"wrote {args.out}; {_summary(cfg)}")
-    _warn_unopened_designated_port(cfg)
+    _warn_unreachable_dns(cfg)
     return 0
 
 
 def _verify(args: argparse.Namespace) -> int:
     cfg = load_launcher_config(args.path)
     print(f"{args.path}: ok; {_summary(cfg)}")
-    _warn_unopened_designated_port(cfg)
+    _warn_unreachable_dns(cfg)
     return 0
 
 
 def _summary(cfg: LauncherConfig) -> str:
-    accepts = ", ".join(f"{proto}/{port}" for proto, port in sorted(firewall_accept_set(cfg)))
     return (
         f"netns {cfg.netns_name}, unit {cfg.unit_ip}/{cfg.unit_cidr} on "
-        f"{cfg.public_interface} ({cfg.mode}), firewall accepts {accepts}"
+        f"{cfg.public_interface} ({cfg.mode}), DNS bound on port {cfg.designated_port}, "
+        f"firewall accepts {render_endpoints(firewall_accept_set(cfg))}"
     )
 
 
-def _warn_unopened_designated_port(cfg: LauncherConfig) -> None:
-    """Say what the node otherwise never says: a designated port the firewall drops."""
-    ports = {port for _, port in firewall_accept_set(cfg)}
-    if cfg.designated_port not in ports:
-        print(
-            f"note: designated-port {cfg.designated_port} is not in the firewall accept set, "
-            "so it is dropped; name it as edge-port to open it"
-        )
+def _warn_unreachable_dns(cfg: LauncherConfig) -> None:
+    """Say what the node otherwise never says: DNS served behind a port the firewall drops.
+
+    A warning, not a refusal: the contract allows any designated port; it never opens one.
+    """
+    problem = served_dns_reachability(cfg).problem
+    if problem is not None:
+        print(f"warning: {problem}")

@@ -131,5 +131,7 @@ def _assess(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_table(clauses))
         failed = sum(not clause.ok for clause in clauses)
-        print("host is ready" if ok else f"host is not ready: {failed} clause(s) fail")
+        warned = sum(clause.warning is not None for clause in clauses)
+        caveat = f" ({warned} warning(s): see above)" if warned else ""
+        print(f"host is ready{caveat}" if ok else f"host is not ready: {failed} clause(s) fail")
     return 0 if ok else 1

@@ -4,7 +4,9 @@
 nothing; there is no default probe, so a verb driven from a workstation can never grade
 the workstation by accident. Only the CLI, running on the node, binds the local probe.
 
-Each clause says pass or fail, what it saw, and for a failure the exact remedy. Clauses
+Each clause says pass or fail, what it saw, and for a failure the exact remedy; a passing
+clause may carry a warning, for what the contract allows but an operator would not want
+(a ``designated-port`` the firewall drops: the node boots and serves nobody). Clauses
 are independent where the host lets them be: a missing run account fails the clauses
 that are judged *for* that account (state-directory ownership, the binary's traversal
 chain) because nothing can be said about them without it.
@@ -30,6 +32,7 @@ from valis_core.launcher_config import (
     LauncherConfig,
     LauncherConfigError,
     parse_launcher_config,
+    served_dns_reachability,
 )
 from valis_core.operator_state.site_facts import DEVELOPMENT_LISTENER_KEY
 
@@ -141,6 +144,8 @@ class Clause:
     ok: bool
     detail: str
     remedy: str | None = None
+    warning: str | None = None
+    """What a passing clause allows but an operator would not want, with its remedy."""
 
 
 @attrs.frozen
@@ -156,6 +161,10 @@ class Assessment:
     @property
     def failed(self) -> tuple[Clause, ...]:
         return tuple(clause for clause in self.clauses if not clause.ok)
+
+    @property
+    def warnings(self) -> tuple[Clause, ...]:
+        return tuple(clause for clause in self.clauses if clause.warning is not None)
 
     def clause(self, name: str) -> Clause:
         for clause in self.clauses:
@@ -593,7 +602,13 @@ def _launcher_config_clause(probe: HostProbe, config: AssessConfig, launcher: _L
             "what the privileged launcher reads",
             f"chown root:root {path} && chmod 0644 {path}",
         )
-    return _pass(name, f"{path} present, valid, root-owned, mode {st.mode:04o}")
+    assert launcher.config is not None
+    return Clause(
+        name,
+        True,
+        f"{path} present, valid, root-owned, mode {st.mode:04o}",
+        warning=served_dns_reachability(launcher.config).problem,
+    )
 
 
 _DEV_LISTENER_RE = re.compile(rf"\b{DEVELOPMENT_LISTENER_KEY}\b")
@@ -642,10 +657,12 @@ def render_table(clauses: Iterable[Clause]) -> str:
     width = max((len(clause.name) for clause in rows), default=0)
     lines = []
     for clause in rows:
-        verdict = "pass" if clause.ok else "FAIL"
+        verdict = "FAIL" if not clause.ok else "warn" if clause.warning else "pass"
         lines.append(f"{verdict}  {clause.name:<{width}}  {clause.detail}")
         if clause.remedy is not None:
             lines.append(f"      {'':<{width}}  remedy: {clause.remedy}")
+        if clause.warning is not None:
+            lines.append(f"      {'':<{width}}  warning: {clause.warning}")
     return "\n".join(lines) + "\n"
 
 

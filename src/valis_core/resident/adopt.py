@@ -17,6 +17,10 @@ The rules, in the order they are applied:
    must hand it down too;
 3. DNS is served over a pair: a UDP descriptor without its TCP twin (or the reverse),
    or no pair at all, stops the boot.
+
+The pair is adopted on whatever port the kernel says it is bound to (the launcher's
+``designated-port``, 53 by default). A port the launcher's firewall drops never stops
+the boot; ``adopted_dns_reachability`` says so, for the log and the status.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import attrs
 
 from valis_core.errors import ValisError
 from valis_core.launch import LaunchRecord
+from valis_core.reachability import DnsReachability, dns_reachability, firewall_accepts
 
 #: Ports below this are privileged: only the launcher binds them.
 PRIVILEGED_PORT_LIMIT = 1024
@@ -197,3 +202,22 @@ def judge(record: LaunchRecord, probes: Mapping[int, Probe]) -> Adoption:
     return Adoption(
         dns_udp=udp, dns_tcp=tcp, owner=adopted.get(Role.OWNER), edge=adopted.get(Role.EDGE)
     )
+
+
+def adopted_dns_reachability(record: LaunchRecord, adoption: Adoption) -> DnsReachability | None:
+    """Whether the adopted DNS pair is reachable through fulcrum's firewall; None when the
+    resident was not launched behind one.
+
+    The resident cannot read the firewall, but its accept set follows from the launch:
+    fulcrum passes ``--control-socket`` on every launch, and opens the owner and edge
+    ports exactly when it hands their descriptors down. A launch without
+    ``--control-socket`` (``valis demo``, a test harness) has no launcher firewall.
+    """
+    if record.control_socket is None:
+        return None
+    accepts = firewall_accepts(
+        owner_port=adoption.owner.port if adoption.owner is not None else None,
+        edge_port=adoption.edge.port if adoption.edge is not None else None,
+    )
+    served = frozenset({("udp", adoption.dns_udp.port), ("tcp", adoption.dns_tcp.port)})
+    return dns_reachability(served, accepts)

@@ -58,6 +58,7 @@ from valis_core.errors import ValisError
 from valis_core.fence import FencedOut
 from valis_core.identity.custody import keyfile_path, load_or_create_keyfile, public_key_hex
 from valis_core.launch import LaunchRecord, parse_launch_argv
+from valis_core.resident.adopt import adopted_dns_reachability
 from valis_core.resident.config_store import ConfigStore, open_config_store
 from valis_core.resident.descriptors import AdoptedSockets, adopt_descriptors
 from valis_core.resident.fence_watch import FenceWatch
@@ -313,6 +314,10 @@ async def _bring_up(
             "adopting DNS descriptor pair udp=%s tcp=%s", pair.dns_udp.address,
             pair.dns_tcp.address,
         )
+        reachability = adopted_dns_reachability(record, pair)
+        if reachability is not None and reachability.problem is not None:
+            # Never a refusal (the contract allows the port); said wherever it can be read.
+            log.warning("adopt: %s", reachability.problem)
         if pair.owner is not None:
             log.info("adopting owner descriptor %s", pair.owner.address)
         if adopted.edge is not None and pair.edge is not None:
@@ -402,6 +407,9 @@ async def _bring_up(
             zone_stats=source.stats,
             fence_generation=lambda: watch.fence_generation,
             heartbeats=lambda: watch.beats,
+            dns_udp=pair.dns_udp.address,
+            dns_tcp=pair.dns_tcp.address,
+            dns_reachability=reachability,
         )
         fabric = Fabric(state_dir, views)
         address: FabricAddress = await services.start("fabric", fabric.serve)
@@ -449,6 +457,8 @@ async def _bring_up(
         f"serving {', '.join(source.zones)} on udp={pair.dns_udp.address} "
         f"tcp={pair.dns_tcp.address} at generation {generation}"
     )
+    if reachability is not None and reachability.problem is not None:
+        node.ready_text += f"; unreachable from outside: {reachability.problem}"
 
 
 def _report_config(config: ConfigStore) -> None:

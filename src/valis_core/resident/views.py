@@ -21,6 +21,7 @@ import dns.rdatatype
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.serve import IndexHolder, ServeCounts, ServeStats
 from valis_core.operator_state.zone_source import ZoneSourceStats
+from valis_core.reachability import DnsReachability
 from valis_core.resident.metrics import Family, Sample
 
 
@@ -91,6 +92,11 @@ class NodeViews:
     ready: bool = False
     owner_updates: Callable[[], tuple[int, int]] | None = None
     """(applied, refused) by the owner terminus; set when the node serves one."""
+    dns_udp: str = ""
+    dns_tcp: str = ""
+    dns_reachability: DnsReachability | None = None
+    """Whether the DNS pair is reachable through the launcher's firewall; None when the
+    resident was not launched behind one."""
 
     def status(self) -> dict[str, Any]:
         views = [public_soa(self.holder, zone) for zone in self.zones]
@@ -103,6 +109,18 @@ class NodeViews:
             "ready": self.ready,
             "zones": {view.zone: {"serial": view.serial, "rcode": view.rcode} for view in views},
             "records": self.holder.current.record_count,
+            "dns": self.dns_status(),
+        }
+
+    def dns_status(self) -> dict[str, Any]:
+        """Where DNS is served and whether the outside can reach it (and why not)."""
+        reach = self.dns_reachability
+        return {
+            "udp": self.dns_udp,
+            "tcp": self.dns_tcp,
+            "behind_launcher_firewall": reach is not None,
+            "reachable_from_outside": None if reach is None else reach.reachable,
+            "problem": None if reach is None else reach.problem,
         }
 
     def metric_families(self) -> list[Family]:
