@@ -6,9 +6,12 @@ behaviour, top to bottom:
 - Shorter than a header, or a response (QR=1): dropped (``None``).
 - Opcode other than QUERY: NOTIMP. QDCOUNT other than 1, a question that does not
   parse, records in the answer or authority section, anything in the additional section
-  but one OPT (and a TSIG, see below), trailing bytes, a malformed OPT: FORMERR, with
-  the question echoed when it parsed. A TSIG-signed query: NOTAUTH with an unsigned
-  TSIG carrying BADKEY (RFC 8945 section 5.2.1; no keys are held).
+  but one OPT and a TSIG (last), trailing bytes, a malformed OPT or one with more than
+  ``MAX_OPTIONS`` options: FORMERR, with the question echoed when it parsed. These are
+  decided by a bounded scan, never a full parse, so no message costs much more than a
+  plain query. A TSIG-signed query: NOTAUTH with an unsigned TSIG carrying BADKEY (RFC
+  8945 section 5.2.1; no keys are held), after the OPT if the query had one; a reply
+  that would exceed the size limit leaves the TSIG out and sets TC.
 - EDNS (RFC 6891): an OPT is answered with an OPT carrying ``SERVER_PAYLOAD`` and the
   query's DO bit; version above 0 gets BADVERS. The UDP size limit is 512 without EDNS,
   otherwise the client's payload clamped to 512..``SERVER_PAYLOAD``; TCP allows 65535.
@@ -41,8 +44,9 @@ in ``answer``, and its response comes from a bounded cache of encoded responses 
 the lowercased question name and type; a miss resolves against the index and encodes
 once. A cached response compresses every name against the question at offset 12, so it
 fits any spelling of the same name: each query only patches in its ID, its flags and its
-own question bytes. Other queries are checked field by field in ``_answer``, which hands
-anything unusual in the additional section to dnspython's full parser.
+own question bytes. Other queries are checked field by field in ``_answer``, which reads
+the additional section with a bounded scan (``answer_general`` uses dnspython's full
+parser instead: the reference the scan is tested against).
 
 Where this deliberately differs from NSD or Knot: A/AAAA for MX and SRV targets are
 added (as Knot does; NSD with ``minimal-responses`` omits them); CNAME and DNAME chains
@@ -58,12 +62,10 @@ from __future__ import annotations
 import enum
 import struct
 
+import attrs
 import dns.exception
 import dns.message
 import dns.name
-import dns.rdataclass
-import dns.rdatatype
-import dns.rrset
 
 from valis_core.dns import wire
 from valis_core.dns.zone import (
@@ -103,6 +105,16 @@ TCP_LIMIT = 65535
 MAX_CHAIN = 12
 """CNAME/DNAME links followed for one answer."""
 
+MAX_ADDITIONAL = 2
+"""Records a query may carry in its additional section: one OPT and one TSIG, last."""
+
+MAX_OPTIONS = 64
+"""EDNS options scanned in one OPT; a query carrying more is FORMERR. Real clients send
+a few (a cookie, a client subnet, padding); the bound keeps every query's cost small."""
+
+MAX_POINTERS = 127
+"""Compression pointers followed while reading one name (each must point backwards)."""
+
 CACHE_ENTRIES = 65536
 """Encoded responses kept per index (least recently used go first)."""
 
@@ -119,6 +131,7 @@ ANY = 255
 AXFR = 252
 IXFR = 251
 BADKEY = 17
+TSIG = 250
 
 _QR = 0x8000
 _OPCODE = 0x7800
@@ -144,6 +157,23 @@ _REFUSED_ENTRY: Entry = (_QR | REFUSED, 0, 0, 0, b"", 0, None)
 
 _RR = tuple[bytes, int, int, bytes]
 """One record to write: owner (wire), type, TTL, rdata (uncompressed wire)."""
+
+
+@attrs.frozen
+class Signature:
+    """What a BADKEY reply echoes of a query's TSIG: its owner (the key name) and
+    algorithm as uncompressed wire names, the time signed, the fudge, the original ID."""
+
+    key: bytes
+    algorithm: bytes
+    time_signed: int
+    fudge: int
+    original_id: int
+
+
+Additional = tuple[int, int, int, Signature | None]
+"""The additional section as far as answering needs it: the EDNS payload (-1 without an
+OPT), the EDNS flags and version, and the TSIG if the query is signed."""
 
 
 def answer(index: ZoneIndex, query: bytes, *, transport: Transport) -> bytes | None:
@@ -222,33 +252,20 @@ def _answer(index: ZoneIndex, query: bytes, tcp: bool, general: bool) -> bytes |
         return _bare(qid, qflags, qsec, FORMERR)
 
     # EDNS: ``payload`` stays -1 without an OPT.
-    payload = -1
-    ednsflags = version = 0
+    extra = _parse_general(query) if general else _scan_additional(query, qend, size, arcount)
+    if isinstance(extra, int):
+        return _bare(qid, qflags, qsec, extra)
+    payload, ednsflags, version, signed = extra
     opt = b""
-    if general or arcount > 1 or (arcount == 1 and not _is_root_opt(query, qend, size)):
-        parsed = _parse_general(query)
-        if isinstance(parsed, int):
-            return _bare(qid, qflags, qsec, parsed)
-        if isinstance(parsed, bytes):
-            return _bare(qid, qflags, qsec, NOTAUTH, parsed)
-        payload, ednsflags, version = parsed
-    elif arcount == 0:
-        if qend != size:
-            return _bare(qid, qflags, qsec, FORMERR)
-    else:
-        _, payload, ttl, rdlen = _RR_HEAD.unpack_from(query, qend + 1)
-        end = qend + 11 + rdlen
-        if end != size or not _options_well_formed(query, qend + 11, end):
-            return _bare(qid, qflags, qsec, FORMERR)
-        version = (ttl >> 16) & 0xFF
-        ednsflags = ttl & 0xFFFF
     if payload >= 0:
-        if version:
+        if version and signed is None:
             badvers = b"\x00" + _RR_HEAD.pack(
                 OPT, SERVER_PAYLOAD, (BADVERS >> 4) << 24 | (ednsflags & _DO), 0
             )
             return _bare(qid, qflags, qsec, BADVERS & 0xF, badvers)
         opt = _OPT_DO if ednsflags & _DO else _OPT_PLAIN
+    if signed is not None:
+        return _badkey(qid, qflags, qsec, opt, signed, limit=_limit(payload, tcp))
 
     qtype, qclass = _QTAIL.unpack_from(query, qend - 4)
     if qclass != IN:
@@ -295,13 +312,7 @@ def _assemble(
     qid = query[0] << 8 | query[1]
     flags, an, ns, ar, body, short_ar, short_body = entry
     flags |= (query[2] << 8 | query[3]) & _ECHOED
-    if tcp:
-        limit = TCP_LIMIT
-    elif payload < 0:
-        limit = PLAIN_UDP_LIMIT
-    else:
-        limit = max(PLAIN_UDP_LIMIT, min(payload, SERVER_PAYLOAD))
-    room = limit - 12 - len(qsec) - len(opt)
+    room = _limit(payload, tcp) - 12 - len(qsec) - len(opt)
     has_opt = 1 if opt else 0
     if len(body) <= room:
         return _HEADER.pack(qid, flags, 1, an, ns, ar + has_opt) + qsec + body + opt
@@ -332,23 +343,124 @@ def _question_end(query: bytes, size: int) -> int:
     return i + 4
 
 
-def _is_root_opt(query: bytes, at: int, size: int) -> bool:
-    return size - at >= 11 and query[at] == 0 and query[at + 1] == 0 and query[at + 2] == OPT
+def _scan_additional(query: bytes, qend: int, size: int, arcount: int) -> int | Additional:
+    """The additional section read by hand, or the RCODE to refuse the query with.
+
+    The scan is bounded whatever the query says: more than ``MAX_ADDITIONAL`` records is
+    FORMERR before anything is read, a second OPT or a TSIG that is not last stops it,
+    and each record costs at most ``MAX_OPTIONS`` options or ``MAX_POINTERS`` pointers.
+    So a hostile message costs a small multiple of a plain query, never a full parse.
+    """
+    if arcount > MAX_ADDITIONAL:
+        return FORMERR
+    payload = -1
+    ednsflags = version = 0
+    signed: Signature | None = None
+    i = qend
+    for position in range(arcount):
+        if i < size and not query[i]:  # the root, as an OPT's owner always is
+            name = wire.ROOT
+            i += 1
+        else:
+            owner = _read_name(query, i, size)
+            if owner is None:
+                return FORMERR
+            name, i = owner
+        if i + 10 > size:
+            return FORMERR
+        rtype, rclass, ttl, rdlen = _RR_HEAD.unpack_from(query, i)
+        start = i + 10
+        i = start + rdlen
+        if i > size:
+            return FORMERR
+        if rtype == OPT:
+            if payload >= 0 or name != wire.ROOT or not _options_well_formed(query, start, i):
+                return FORMERR
+            payload = rclass
+            version = (ttl >> 16) & 0xFF
+            ednsflags = ttl & 0xFFFF
+        elif rtype == TSIG and rclass == ANY and position == arcount - 1:
+            signed = _read_tsig(query, name, start, i)
+            if signed is None:
+                return FORMERR
+        else:
+            return FORMERR
+    if i != size:
+        return FORMERR
+    return payload, ednsflags, version, signed
+
+
+def _read_name(message: bytes, at: int, size: int) -> tuple[bytes, int] | None:
+    """The name at ``at`` in uncompressed wire form, and the offset just past it where
+    it is written; ``None`` if it is malformed. A compression pointer must point before
+    the previous one (so reading ends), at most ``MAX_POINTERS`` of them."""
+    out = bytearray()
+    end = 0
+    i = floor = at
+    pointers = 0
+    while i < size:
+        length = message[i]
+        if not length:
+            out.append(0)
+            return bytes(out), end or i + 1
+        if length >= 0xC0:
+            if i + 1 >= size or pointers == MAX_POINTERS:
+                return None
+            target = (length & 0x3F) << 8 | message[i + 1]
+            if target >= floor:
+                return None
+            if not end:
+                end = i + 2
+            pointers += 1
+            i = floor = target
+            continue
+        if length > wire.MAX_LABEL or i + 1 + length > size:
+            return None
+        out += message[i : i + 1 + length]
+        if len(out) >= wire.MAX_NAME:
+            return None
+        i += length + 1
+    return None
+
+
+def _read_tsig(query: bytes, key: bytes, start: int, end: int) -> Signature | None:
+    """The TSIG rdata between ``start`` and ``end``, or ``None`` if it is malformed. The
+    algorithm name is never compressed (RFC 8945 section 4.2)."""
+    i = start
+    while i < end and query[i]:
+        if query[i] > wire.MAX_LABEL:
+            return None
+        i += query[i] + 1
+    i += 1
+    if i + 10 > end or i - start > wire.MAX_NAME:
+        return None
+    algorithm = query[start:i]
+    high, low, fudge, mac_size = struct.unpack_from("!HIHH", query, i)
+    i += 10 + mac_size
+    if i + 6 > end:
+        return None
+    original_id, _error, other_size = struct.unpack_from("!HHH", query, i)
+    if i + 6 + other_size != end:
+        return None
+    return Signature(key, algorithm, high << 32 | low, fudge, original_id)
 
 
 def _options_well_formed(query: bytes, start: int, end: int) -> bool:
-    """Whether the OPT rdata is a whole number of (code, length, value) options."""
+    """Whether the OPT rdata is a whole number of (code, length, value) options, at
+    most ``MAX_OPTIONS`` of them."""
     i = start
-    while i < end:
+    for _ in range(MAX_OPTIONS):
+        if i == end:
+            return True
         if i + 4 > end:
             return False
         i += 4 + (query[i + 2] << 8 | query[i + 3])
     return i == end
 
 
-def _parse_general(query: bytes) -> int | bytes | tuple[int, int, int]:
-    """EDNS payload, flags and version (payload -1 without EDNS) by a full parse; or the
-    RCODE to refuse the query with; or, for a signed query, the BADKEY TSIG record."""
+def _parse_general(query: bytes) -> int | Additional:
+    """``_scan_additional`` done by dnspython's full parse: the reference the scan is
+    tested against, never used to serve (its cost grows with the message)."""
     try:
         # A keyring that knows no key: dnspython then parses the TSIG without checking it.
         message = dns.message.from_wire(query, keyring=_no_key)
@@ -356,21 +468,43 @@ def _parse_general(query: bytes) -> int | bytes | tuple[int, int, int]:
         return FORMERR
     if message.answer or message.authority or message.additional:
         return FORMERR
+    signed: Signature | None = None
     if message.tsig is not None:
-        return _badkey(message.tsig)
+        rdata = message.tsig[0]
+        signed = Signature(
+            wire.name_wire(message.tsig.name),
+            wire.name_wire(rdata.algorithm),
+            rdata.time_signed,
+            rdata.fudge,
+            rdata.original_id,
+        )
     if message.edns < 0:
-        return (-1, 0, 0)
-    return (message.payload, message.ednsflags, message.edns)
+        return (-1, 0, 0, signed)
+    return (message.payload, message.ednsflags, message.edns, signed)
 
 
 def _no_key(message: dns.message.Message, name: dns.name.Name) -> bool:
     return False
 
 
-def _badkey(tsig: dns.rrset.RRset) -> bytes:
-    """The unsigned TSIG telling a client its key is unknown (RFC 8945 section 5.2.1)."""
-    signed = tsig[0]
-    rdata = wire.name_wire(signed.algorithm) + struct.pack(
+def _limit(payload: int, tcp: bool) -> int:
+    """The response size limit: TCP's, 512 without EDNS, else the client's payload
+    clamped to 512..``SERVER_PAYLOAD``."""
+    if tcp:
+        return TCP_LIMIT
+    if payload < 0:
+        return PLAIN_UDP_LIMIT
+    return max(PLAIN_UDP_LIMIT, min(payload, SERVER_PAYLOAD))
+
+
+def _badkey(
+    qid: int, qflags: int, qsec: bytes, opt: bytes, signed: Signature, *, limit: int
+) -> bytes:
+    """NOTAUTH with an unsigned TSIG telling the client its key is unknown (RFC 8945
+    section 5.2.1), after the OPT if the query had one (RFC 6891 section 7). The key
+    name is compressed against the question where it can be; if the reply still
+    exceeds ``limit`` the TSIG is left out and TC set, so the client retries over TCP."""
+    rdata = signed.algorithm + struct.pack(
         "!HIHHHHH",
         signed.time_signed >> 32,
         signed.time_signed & 0xFFFFFFFF,
@@ -380,8 +514,25 @@ def _badkey(tsig: dns.rrset.RRset) -> bytes:
         BADKEY,
         0,  # no other data
     )
-    owner = wire.name_wire(tsig.name)
-    return owner + _RR_HEAD.pack(dns.rdatatype.TSIG, dns.rdataclass.ANY, 0, len(rdata)) + rdata
+    owner = _compressed(signed.key, qsec[:-4])
+    record = owner + _RR_HEAD.pack(TSIG, ANY, 0, len(rdata)) + rdata
+    flags = _QR | (qflags & (_OPCODE | _ECHOED)) | NOTAUTH
+    has_opt = 1 if opt else 0
+    if 12 + len(qsec) + len(opt) + len(record) > limit:
+        return _HEADER.pack(qid, flags | _TC, 1, 0, 0, has_opt) + qsec + opt
+    return _HEADER.pack(qid, flags, 1, 0, 0, has_opt + 1) + qsec + opt + record
+
+
+def _compressed(name: bytes, qname: bytes) -> bytes:
+    """``name`` with its longest suffix shared with the question name (at offset 12 of
+    the response) replaced by a pointer; the root alone is not worth one."""
+    lower = name.lower()
+    suffixes = {qname[at:].lower(): at for at in wire.label_offsets(qname)}
+    for at in wire.label_offsets(name):
+        found = suffixes.get(lower[at:])
+        if found is not None:
+            return name[:at] + (0xC000 | (12 + found)).to_bytes(2, "big")
+    return name
 
 
 def _bare(qid: int, qflags: int, qsec: bytes, rcode: int, extra: bytes = b"") -> bytes:
