@@ -441,14 +441,20 @@ class DigAnswer:
         return "aa" in self.flags
 
 
-def dig(netns: str, server: str, name: str, rdtype: str = "SOA", *, tcp: bool = False,
-        timeout: float = 2.0) -> DigAnswer:
-    """``dig`` from ``netns`` (one try, bounded); raises if no response came back."""
-    argv = ["dig", f"@{server}", name, rdtype, "+norecurse", f"+time={max(1, round(timeout))}",
-            "+tries=1", "+noall", "+comments", "+answer"]
+def dig(netns: str | None, server: str, name: str, rdtype: str = "SOA", *, tcp: bool = False,
+        timeout: float = 2.0, port: int = 53, pid: int | None = None) -> DigAnswer:
+    """``dig`` from ``netns``, or from process ``pid``'s netns (one try, bounded); raises
+    if no response came back."""
+    argv = ["dig", f"@{server}", "-p", str(port), name, rdtype, "+norecurse",
+            f"+time={max(1, round(timeout))}", "+tries=1", "+noall", "+comments", "+answer"]
     if tcp:
         argv.append("+tcp")
-    out = run_in(netns, argv, check=False, timeout=timeout + COMMAND_TIMEOUT).stdout
+    bound = timeout + COMMAND_TIMEOUT
+    if pid is not None:
+        out = run_in_pid(pid, argv, check=False, timeout=bound).stdout
+    else:
+        assert netns is not None, "dig needs a netns or a pid"
+        out = run_in(netns, argv, check=False, timeout=bound).stdout
     header = re.search(r"->>HEADER<<- opcode: \w+, status: (\w+)", out)
     flags = re.search(r";; flags: ([a-z ]*);", out)
     if header is None or flags is None:

@@ -81,7 +81,9 @@ def provision_state_dir(root: Path) -> Path:
     return state_dir
 
 
-def produce_launcher_config(ground: Ground, root: Path, valis: str) -> Path:
+def produce_launcher_config(
+    ground: Ground, root: Path, valis: str, *, designated_port: int = 53
+) -> Path:
     """``fulcrum config produce`` for this host, then ``fulcrum config verify`` of it."""
     out = root / "etc" / "fulcrum" / "launcher.toml"
     out.parent.parent.mkdir(mode=0o755)
@@ -93,7 +95,7 @@ def produce_launcher_config(ground: Ground, root: Path, valis: str) -> Path:
         "--public-interface", ground.nic,
         "--public-gateway", GATEWAY,
         "--mode", "dedicated",
-        "--designated-port", "53",
+        "--designated-port", str(designated_port),
         "--owner-port", str(OWNER_PORT),
         "--catchall-object-path", "/opt/valis/lib/sk-lookup-catchall.bpf.o",
         "--valis-command", valis,
