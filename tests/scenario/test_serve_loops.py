@@ -1,6 +1,7 @@
 """The trio serve loops in-process over real loopback sockets: swapping the index while
-serving, TCP idle timeout and connection cap, an engine failure on one packet, and
-clean cancellation."""
+serving, TCP idle timeouts, the connection cap closing the longest-idle connection, a
+pipelining client yielding to others, an engine failure on one packet, and clean
+cancellation."""
 
 from __future__ import annotations
 
@@ -85,7 +86,11 @@ async def loopback() -> AsyncIterator[Loopback]:
 
 @contextlib.asynccontextmanager
 async def serving(
-    *, answer_fn: AnswerFn = answer, idle_timeout: float = 10.0, max_connections: int = 16
+    *,
+    answer_fn: AnswerFn = answer,
+    idle_timeout: float = 10.0,
+    busy_idle_timeout: float = 1.0,
+    max_connections: int = 16,
 ) -> AsyncIterator[Loopback]:
     """Both loops over fresh loopback sockets, cancelled and closed on exit."""
     holder = IndexHolder(index_with_www("192.0.2.80"))
@@ -109,6 +114,7 @@ async def serving(
                     stats=stats,
                     answer_fn=answer_fn,
                     idle_timeout=idle_timeout,
+                    busy_idle_timeout=busy_idle_timeout,
                     max_connections=max_connections,
                 )
             )
@@ -163,7 +169,7 @@ async def test_a_tcp_client_that_stalls_mid_query_is_closed_after_the_idle_timeo
     assert loopback.stats.tcp_idle_closed == 1
 
 
-async def test_a_connection_over_the_cap_is_closed_while_the_others_are_served(
+async def test_at_the_cap_a_new_client_is_served_and_the_longest_idle_is_closed(
     loopback: Loopback,
 ) -> None:
     wire = www_query().to_wire()
@@ -176,10 +182,82 @@ async def test_a_connection_over_the_cap_is_closed_while_the_others_are_served(
         await second.send_all(framed)
         await tcp_receive_frame(second)
         async with await trio.open_tcp_stream(*loopback.tcp_address) as third:
-            assert await receive_eof(third) == b""
-        await first.send_all(framed)
-        assert addresses(dns.message.from_wire(await tcp_receive_frame(first))) == {"192.0.2.80"}
-    assert loopback.stats.tcp_refused == 1
+            await third.send_all(framed)
+            assert addresses(dns.message.from_wire(await tcp_receive_frame(third))) == {
+                "192.0.2.80"
+            }
+            assert await receive_eof(first) == b""
+            await second.send_all(framed)
+            assert addresses(dns.message.from_wire(await tcp_receive_frame(second))) == {
+                "192.0.2.80"
+            }
+    assert loopback.stats.tcp_refused == 0
+    assert loopback.stats.tcp_accepted == 3
+
+
+async def test_under_pressure_an_idle_connection_gets_the_shorter_timeout() -> None:
+    wire = www_query().to_wire()
+    framed = len(wire).to_bytes(2, "big") + wire
+    # Far longer than the test may take: only the shorter timeout can close it.
+    async with serving(idle_timeout=10 * LIMIT, busy_idle_timeout=0.2, max_connections=4) as loop:
+        quiet = await trio.open_tcp_stream(*loop.tcp_address)
+        async with quiet:
+            await quiet.send_all(framed)
+            await tcp_receive_frame(quiet)
+            others = [await trio.open_tcp_stream(*loop.tcp_address) for _ in range(2)]
+            try:
+                assert await receive_eof(quiet) == b""
+            finally:
+                for stream in others:
+                    await stream.aclose()
+    assert loop.stats.tcp_idle_closed >= 1
+    assert loop.stats.tcp_refused == 0
+
+
+async def test_one_connection_pipelining_many_queries_yields_to_other_clients() -> None:
+    """A client writes 2000 queries in one go; while the server works through them, a
+    UDP query and another TCP client's query arrive. Both are answered after a few of
+    the pipelined queries, not after the whole read."""
+    pipelined = 2000
+    flood = dns.message.make_query("flood.example.com.", "A", use_edns=False).to_wire()
+    honest = www_query().to_wire()
+    order: list[str] = []
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp_client,
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp_client,
+    ):
+
+        def recording(index: ZoneIndex, query: bytes, *, transport: Transport) -> bytes | None:
+            if b"flood" in query:
+                if not order:  # the first pipelined query: the others ask now
+                    udp_client.sendto(honest, udp_address)
+                    tcp_client.sendall(len(honest).to_bytes(2, "big") + honest)
+                order.append("flood")
+            else:
+                order.append(transport.value)
+            return answer(index, query, transport=transport)
+
+        async with serving(answer_fn=recording) as loop:
+            udp_address = loop.udp_address
+            tcp_client.connect(loop.tcp_address)
+            other = trio.SocketStream(trio.socket.from_stdlib_socket(tcp_client))
+            udp = trio.socket.from_stdlib_socket(udp_client)
+            async with await trio.open_tcp_stream(*loop.tcp_address) as flooder:
+                await flooder.send_all((len(flood).to_bytes(2, "big") + flood) * pipelined)
+                with trio.fail_after(LIMIT):
+                    udp_answer = dns.message.from_wire(await udp.recv(65535))
+                tcp_answer = dns.message.from_wire(await tcp_receive_frame(other))
+                received = 0
+                with trio.fail_after(LIMIT):
+                    while received < pipelined:
+                        chunk = await flooder.receive_some(65535)
+                        assert chunk
+                        received += chunk.count(b"\x05flood")
+    assert addresses(udp_answer) == {"192.0.2.80"}
+    assert addresses(tcp_answer) == {"192.0.2.80"}
+    assert order.count("flood") == pipelined
+    assert order.index("udp") < 300
+    assert order.index("tcp") < 300
 
 
 async def test_an_engine_failure_on_one_query_is_counted_and_serving_goes_on(

@@ -21,10 +21,20 @@ is not used. Figures in docs/performance.md.)
 TCP (RFC 7766): 2-byte length framing, any number of pipelined queries per connection,
 one task per connection, an idle timeout (a connection must complete a query within
 ``idle_timeout`` of accepting or of its previous query, so a client trickling bytes is
-closed too), a write timeout, and a cap on concurrent connections. Over the cap a new
-connection is accepted and closed at once rather than left in the kernel backlog: the
-client learns immediately and can retry, and a flood of stalled connections cannot park
-well-behaved clients behind it.
+closed too), a write timeout, and a cap on concurrent connections. Hostile clients
+cannot starve the others:
+
+- A connection answers at most its share of ``TCP_ROUND`` queries (``TCP_ROUND``
+  divided among the open connections) before it yields, and reads no more until what it
+  holds is answered; so a client pipelining thousands of queries in one read delays
+  every other task by a few queries' work, not by its whole read, and buffers no more
+  than one read.
+- Under pressure (more than half of ``max_connections`` open) the idle timeout drops to
+  ``busy_idle_timeout``, for connections already waiting too (RFC 7766 section 6.2.3).
+- At the cap, a new connection closes the longest-idle one (waiting for its next query)
+  and is served; clients holding connections open cannot lock newcomers out. Only when
+  no connection is idle (all are mid-query) is the new one accepted and closed at once,
+  rather than left in the kernel backlog, so the client learns immediately.
 """
 
 from __future__ import annotations
@@ -57,6 +67,10 @@ class AnswerFn(Protocol):
 
 UDP_BATCH = 64
 """Datagrams handled between checkpoints while the socket stays readable."""
+
+TCP_ROUND = 128
+"""Pipelined TCP queries answered per scheduler round, shared among the open
+connections: each answers ``max(1, TCP_ROUND // open)`` before it yields."""
 
 _MAX_DATAGRAM = 65535
 _RCODES = 16
@@ -255,6 +269,7 @@ async def serve_tcp(
     *,
     stats: ServeStats | None = None,
     idle_timeout: float = 10.0,
+    busy_idle_timeout: float = 1.0,
     write_timeout: float = 5.0,
     max_connections: int = 128,
     answer_fn: AnswerFn = answer,
@@ -262,45 +277,133 @@ async def serve_tcp(
     """Accept DNS-over-TCP connections on ``listener`` (already listening) until
     cancelled; each connection is served by its own task.
 
-    Over ``max_connections`` concurrent connections, a new one is accepted and closed
-    immediately (counted in ``tcp_refused``).
+    At ``max_connections`` a new connection closes the longest-idle one and is served;
+    one closed this way counts in ``tcp_idle_closed``. With no idle connection to close
+    the new one is accepted and closed at once (counted in ``tcp_refused``).
     """
     if not isinstance(listener, trio.SocketListener):
         listener = trio.SocketListener(listener)
     counts = stats if stats is not None else ServeStats()
     failures = _ThrottledLog()
-    active = 0
+    pool = _Connections(max_connections, idle_timeout, busy_idle_timeout)
 
     async def connection(stream: trio.SocketStream) -> None:
-        nonlocal active
+        slot = pool.enter()
         try:
             async with stream:
                 await _serve_connection(
                     stream,
+                    slot=slot,
+                    pool=pool,
                     holder=holder,
                     counts=counts,
                     failures=failures,
-                    idle_timeout=idle_timeout,
                     write_timeout=write_timeout,
                     answer_fn=answer_fn,
                 )
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         finally:
-            active -= 1
+            pool.leave(slot)
+
+    def room() -> bool:
+        if pool.full() and pool.evict_longest_idle():
+            counts.tcp_idle_closed += 1
+        return not pool.full()
 
     def refused() -> None:
         counts.tcp_refused += 1
 
     def accepted() -> None:
-        nonlocal active
         counts.tcp_accepted += 1
-        active += 1
+        pool.reserve()
 
     await accept_bounded(
-        listener, connection, lambda: active < max_connections, accepted=accepted,
-        refused=refused, what="a DNS TCP connection",
+        listener, connection, room, accepted=accepted, refused=refused,
+        what="a DNS TCP connection",
     )
+
+
+class _Slot:
+    """One open TCP connection as the pool sees it: when it last completed a query, and
+    the cancel scope of its wait for the next one (``None`` while it is answering)."""
+
+    __slots__ = ("evicted", "last", "wait")
+
+    def __init__(self, now: float) -> None:
+        self.last = now
+        self.wait: trio.CancelScope | None = None
+        self.evicted = False
+
+
+class _Connections:
+    """The open TCP connections of one listener: the cap, the idle timeout that applies
+    now (shorter under pressure), and closing the longest-idle connection for a new one.
+
+    A connection is counted from its accept (``reserve``) until its task ends, except
+    that an evicted one stops counting at once, so its replacement is admitted.
+    """
+
+    __slots__ = ("_busy_idle_timeout", "_idle_timeout", "_max", "_reserved", "_slots")
+
+    def __init__(self, max_connections: int, idle_timeout: float, busy_idle_timeout: float):
+        self._max = max_connections
+        self._idle_timeout = idle_timeout
+        self._busy_idle_timeout = min(busy_idle_timeout, idle_timeout)
+        self._reserved = 0
+        self._slots: set[_Slot] = set()
+
+    @property
+    def open(self) -> int:
+        return self._reserved + len(self._slots)
+
+    def full(self) -> bool:
+        return self.open >= self._max
+
+    def busy(self) -> bool:
+        """Under pressure: more than half the cap in use (as NSD reckons it)."""
+        return self.open > self._max // 2
+
+    def idle_timeout(self) -> float:
+        return self._busy_idle_timeout if self.busy() else self._idle_timeout
+
+    def reserve(self) -> None:
+        """Count a connection just accepted, before its task has started."""
+        self._reserved += 1
+
+    def enter(self) -> _Slot:
+        """The accepted connection's task has started: it becomes a slot. Under pressure
+        the connections already waiting get the shorter idle timeout too."""
+        self._reserved -= 1
+        slot = _Slot(trio.current_time())
+        self._slots.add(slot)
+        if self.busy():
+            for other in self._slots:
+                if other.wait is not None:
+                    other.wait.deadline = min(
+                        other.wait.deadline, other.last + self._busy_idle_timeout
+                    )
+        return slot
+
+    def leave(self, slot: _Slot) -> None:
+        self._slots.discard(slot)
+
+    def evict_longest_idle(self) -> bool:
+        """Close the connection that has waited longest for its next query; whether
+        there was one (a connection answering or writing is never closed)."""
+        waiting = [slot for slot in self._slots if slot.wait is not None]
+        if not waiting:
+            return False
+        oldest = min(waiting, key=lambda slot: slot.last)
+        oldest.evicted = True
+        assert oldest.wait is not None
+        oldest.wait.cancel()
+        self._slots.discard(oldest)
+        return True
+
+    def batch(self) -> int:
+        """Queries one connection answers before it yields: its share of a round."""
+        return max(1, TCP_ROUND // max(1, self.open))
 
 
 async def accept_bounded(
@@ -333,11 +436,12 @@ async def accept_bounded(
             nursery.start_soon(handler, stream)
 
 
-def take_frames(pending: bytearray) -> list[bytes]:
-    """Remove every complete message from the front of ``pending``, a TCP stream's
-    unread bytes in RFC 1035 §4.2.2 framing (a 2-byte length before each message)."""
-    frames = []
-    while len(pending) >= 2:
+def take_frames(pending: bytearray, limit: int | None = None) -> list[bytes]:
+    """Remove every complete message (at most ``limit`` of them) from the front of
+    ``pending``, a TCP stream's unread bytes in RFC 1035 §4.2.2 framing (a 2-byte length
+    before each message)."""
+    frames: list[bytes] = []
+    while len(pending) >= 2 and (limit is None or len(frames) < limit):
         size = (pending[0] << 8) | pending[1]
         if len(pending) < 2 + size:
             break
@@ -354,47 +458,58 @@ def framed(message: bytes) -> bytes:
 async def _serve_connection(
     stream: trio.SocketStream,
     *,
+    slot: _Slot,
+    pool: _Connections,
     holder: IndexHolder,
     counts: ServeStats,
     failures: _ThrottledLog,
-    idle_timeout: float,
     write_timeout: float,
     answer_fn: AnswerFn,
 ) -> None:
-    """Read length-prefixed queries, answer every complete one in order, and write the
-    answers back in one send; return on EOF, idle timeout or a stalled write."""
+    """Read length-prefixed queries and answer them in order, a batch at a time (one
+    send per batch, a yield between batches), reading again only when every complete
+    query read is answered; return on EOF, idle timeout, eviction or a stalled write."""
     tcp = Transport.TCP
     rcodes = counts.tcp_rcodes
     pending = bytearray()
-    deadline = trio.current_time() + idle_timeout
     while True:
-        frames: list[bytes] = []
-        for query in take_frames(pending):
-            deadline = trio.current_time() + idle_timeout
-            try:
-                response = answer_fn(holder.current, query, transport=tcp)
-            except Exception:
-                counts.tcp_answer_errors += 1
-                failures.failure(tcp, query)
-                continue
-            if response is None:
-                counts.tcp_dropped += 1
-                continue
-            frames.append(len(response).to_bytes(2, "big"))
-            frames.append(response)
-            rcodes[response[3] & 0x0F] += 1
-        if frames:
-            with trio.move_on_after(write_timeout):
-                await stream.send_all(b"".join(frames))
-                frames.clear()
+        queries = take_frames(pending, pool.batch())
+        if queries:
+            slot.last = trio.current_time()
+            frames: list[bytes] = []
+            for query in queries:
+                try:
+                    response = answer_fn(holder.current, query, transport=tcp)
+                except Exception:
+                    counts.tcp_answer_errors += 1
+                    failures.failure(tcp, query)
+                    continue
+                if response is None:
+                    counts.tcp_dropped += 1
+                    continue
+                frames.append(len(response).to_bytes(2, "big"))
+                frames.append(response)
+                rcodes[response[3] & 0x0F] += 1
             if frames:
-                counts.tcp_send_failures += 1
-                return
-        with trio.move_on_at(deadline):
-            data = await stream.receive_some(_MAX_DATAGRAM + 2)
+                with trio.move_on_after(write_timeout):
+                    await stream.send_all(b"".join(frames))  # a checkpoint: others run
+                    frames.clear()
+                if frames:
+                    counts.tcp_send_failures += 1
+                    return
+            else:
+                await trio.lowlevel.checkpoint()
+            continue
+        with trio.CancelScope(deadline=slot.last + pool.idle_timeout()) as wait:
+            slot.wait = wait
+            try:
+                data = await stream.receive_some(_MAX_DATAGRAM + 2)
+            finally:
+                slot.wait = None
             if not data:
                 return
             pending += data
             continue
-        counts.tcp_idle_closed += 1
+        if not slot.evicted:
+            counts.tcp_idle_closed += 1
         return
