@@ -3,15 +3,22 @@
 Two instances sharing one operator-state database see each other only through the
 one-row fence. It projects the store generation and only ever moves forward:
 
-- ``seed_instance_fence`` lays the fence at the genesis epoch 0 when there is none and
-  leaves an existing fence exactly as it is (re-running bring-up is safe);
+- ``seed_instance_fence`` lays the fence at the genesis epoch 0 when there is none,
+  leaves it exactly as it is when its own holder asks again (re-running bring-up is
+  safe), and refuses any other holder: a second genesis node on one database, or a
+  node whose state directory was wiped, never shares generation 0 with the first;
 - ``claim_instance_fence`` takes a higher generation (condense: evacuate or restore),
   or re-claims the current generation as a no-op when its holder asks again;
 - ``assert_fence_touch`` runs inside every mutating transaction and lets through only
-  a writer at the fence's own generation.
+  the fence's own standing: its generation *and* its holder.
+
+A writer's standing is a ``FenceState`` too: the generation it writes at and the holder
+it claimed or seeded as. A holder names one condensed state directory (the node, its
+location and the directory's instance token, ``valis_core.identity.instance``), so two
+state directories never share a standing even when they share a node name.
 
 Every rule about how the fence may change lives in this module, written as the tables
-``CLAIM_TRANSITIONS`` and ``TOUCH_TRANSITIONS``; the SQL side
+``SEED_TRANSITIONS``, ``CLAIM_TRANSITIONS`` and ``TOUCH_TRANSITIONS``; the SQL side
 (``valis_core.operator_state.fence``) applies these functions to the stored row rather
 than restating them.
 
@@ -73,21 +80,42 @@ class StaleClaim(ValisError):
         )
 
 
-class FencedOut(ValisError):
-    """A writer whose generation is not the fence's: it must write nothing and stop."""
+class SeedRefused(ValisError):
+    """A seed by another holder than the one the fence already names."""
 
-    def __init__(self, current: FenceState, writer_generation: int) -> None:
+    def __init__(self, current: FenceState, holder: str) -> None:
         self.current = current
-        self.writer_generation = writer_generation
-        if writer_generation < current.generation:
-            why = "was superseded"
-        else:
-            why = "is ahead of the fence and never claimed that generation"
+        self.holder = holder
         super().__init__(
-            f"instance fence: writer at generation {writer_generation} is fenced out: the "
+            f"instance fence: {holder!r} cannot seed the fence: it already stands at "
+            f"generation {current.generation} held by {current.holder!r}, another instance "
+            "(a second genesis node on this database, or this node's state directory made "
+            "anew); two instances must never write at one generation — restore or evacuate "
+            "from the holder's backup set instead, or deploy onto another database"
+        )
+
+
+class FencedOut(ValisError):
+    """A writer whose standing is not the fence's: it must write nothing and stop."""
+
+    def __init__(self, current: FenceState, writer: FenceState) -> None:
+        self.current = current
+        self.writer = writer
+        if writer.generation < current.generation:
+            why = "was superseded"
+        elif writer.generation > current.generation:
+            why = "is ahead of the fence and never claimed that generation"
+        else:
+            why = f"is {writer.holder!r}, another instance than the fence's holder"
+        super().__init__(
+            f"instance fence: writer at generation {writer.generation} is fenced out: the "
             f"fence stands at generation {current.generation} held by {current.holder!r} "
             f"and this writer {why}; it wrote nothing and must stop — {_REMEDY}"
         )
+
+    @property
+    def writer_generation(self) -> int:
+        return self.writer.generation
 
 
 class Order(enum.Enum):
@@ -113,6 +141,23 @@ class Outcome(enum.Enum):
     KEEP = "keep"  # the fence stays as it is and the request succeeds
     STALE = "stale"  # refused with StaleClaim
     FENCED_OUT = "fenced out"  # refused with FencedOut
+    REFUSED = "refused"  # refused with SeedRefused
+
+
+class Standing(enum.Enum):
+    """Who holds the fence, seen from the instance asking."""
+
+    ABSENT = "absent"  # no fence yet
+    SAME_HOLDER = "same holder"
+    OTHER_HOLDER = "other holder"
+
+
+#: seed_instance_fence: who holds the fence -> outcome
+SEED_TRANSITIONS: dict[Standing, Outcome] = {
+    Standing.ABSENT: Outcome.ADVANCE,
+    Standing.SAME_HOLDER: Outcome.KEEP,
+    Standing.OTHER_HOLDER: Outcome.REFUSED,
+}
 
 
 #: claim_instance_fence: (requested vs fence generation, same holder?) -> outcome
@@ -125,19 +170,33 @@ CLAIM_TRANSITIONS: dict[tuple[Order, bool], Outcome] = {
     (Order.BELOW, False): Outcome.STALE,
 }
 
-#: assert_fence_touch: writer vs fence generation -> outcome
-TOUCH_TRANSITIONS: dict[Order, Outcome] = {
-    Order.BELOW: Outcome.FENCED_OUT,
-    Order.EQUAL: Outcome.KEEP,
-    Order.ABOVE: Outcome.FENCED_OUT,
+#: assert_fence_touch: (writer vs fence generation, same holder?) -> outcome
+TOUCH_TRANSITIONS: dict[tuple[Order, bool], Outcome] = {
+    (Order.BELOW, True): Outcome.FENCED_OUT,
+    (Order.BELOW, False): Outcome.FENCED_OUT,
+    (Order.EQUAL, True): Outcome.KEEP,
+    (Order.EQUAL, False): Outcome.FENCED_OUT,
+    (Order.ABOVE, True): Outcome.FENCED_OUT,
+    (Order.ABOVE, False): Outcome.FENCED_OUT,
 }
 
 
+def _standing(current: FenceState | None, holder: str) -> Standing:
+    if current is None:
+        return Standing.ABSENT
+    return Standing.SAME_HOLDER if current.holder == holder else Standing.OTHER_HOLDER
+
+
 def seed_instance_fence(current: FenceState | None, holder: str) -> FenceState:
-    """The fence after seeding: genesis epoch 0 when absent, otherwise unchanged."""
-    if current is not None:
+    """The fence after ``holder`` seeds it: genesis epoch 0 when absent, unchanged when
+    ``holder`` already holds it; raises ``SeedRefused`` when another holder does."""
+    outcome = SEED_TRANSITIONS[_standing(current, holder)]
+    if outcome is Outcome.ADVANCE:
+        return FenceState(generation=GENESIS_GENERATION, holder=holder)
+    assert current is not None
+    if outcome is Outcome.KEEP:
         return current
-    return FenceState(generation=GENESIS_GENERATION, holder=holder)
+    raise SeedRefused(current, holder)
 
 
 def claim_instance_fence(current: FenceState, generation: int, holder: str) -> FenceState:
@@ -150,7 +209,8 @@ def claim_instance_fence(current: FenceState, generation: int, holder: str) -> F
     raise StaleClaim(current, generation, holder)
 
 
-def assert_fence_touch(current: FenceState, writer_generation: int) -> None:
-    """Let a writer at the fence's generation through; raise ``FencedOut`` otherwise."""
-    if TOUCH_TRANSITIONS[_order(writer_generation, current.generation)] is not Outcome.KEEP:
-        raise FencedOut(current, writer_generation)
+def assert_fence_touch(current: FenceState, writer: FenceState) -> None:
+    """Let a writer with the fence's own standing through; raise ``FencedOut`` otherwise."""
+    key = (_order(writer.generation, current.generation), writer.holder == current.holder)
+    if TOUCH_TRANSITIONS[key] is not Outcome.KEEP:
+        raise FencedOut(current, writer)

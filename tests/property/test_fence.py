@@ -10,10 +10,13 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from valis_core.errors import ValisError
 from valis_core.fence import (
     CLAIM_TRANSITIONS,
+    SEED_TRANSITIONS,
     TOUCH_TRANSITIONS,
     FencedOut,
     FenceState,
     Order,
+    SeedRefused,
+    Standing,
     StaleClaim,
     assert_fence_touch,
     claim_instance_fence,
@@ -24,20 +27,24 @@ holders = st.sampled_from(["node-a", "node-b", "node-c"])
 offsets = st.integers(-3, 3)
 
 
+HOLDERS = ("node-a", "node-b", "node-c")
+
+
 class FenceMachine(RuleBasedStateMachine):
-    """Any sequence of seed, claim and touch, checked against a plain model of the rules."""
+    """Any sequence of seeds, claims and touches by several holders, checked against a
+    plain model of the rules."""
 
     def __init__(self) -> None:
         super().__init__()
         # A placeholder until the initialize rule seeds the absent fence.
         self.fence = FenceState(generation=0, holder="unseeded")
         self.highest = 0
-        #: generations some writer once held; all but the current one are superseded
-        self.held: set[int] = set()
+        #: standings some writer once held; all but the current one are superseded
+        self.held: set[FenceState] = set()
 
     def _moved_to(self, fence: FenceState) -> None:
         self.fence = fence
-        self.held.add(fence.generation)
+        self.held.add(fence)
 
     @initialize(holder=holders)
     def seed_the_absent_fence(self, holder: str) -> None:
@@ -48,7 +55,11 @@ class FenceMachine(RuleBasedStateMachine):
     @rule(holder=holders)
     def seed_again(self, holder: str) -> None:
         before = self.fence
-        assert seed_instance_fence(before, holder) is before
+        if holder == before.holder:
+            assert seed_instance_fence(before, holder) is before
+        else:
+            with pytest.raises(SeedRefused):
+                seed_instance_fence(before, holder)
 
     @rule(offset=offsets, holder=holders)
     def claim(self, offset: int, holder: str) -> None:
@@ -77,10 +88,13 @@ class FenceMachine(RuleBasedStateMachine):
         with pytest.raises(StaleClaim):
             claim_instance_fence(self.fence, self.fence.generation, holder)
 
-    @rule(offset=offsets)
-    def touch(self, offset: int) -> None:
-        writer = self.fence.generation + offset
-        if offset == 0:
+    @rule(offset=offsets, holder=holders)
+    def touch(self, offset: int, holder: str) -> None:
+        generation = self.fence.generation + offset
+        if generation < 0:
+            return
+        writer = FenceState(generation=generation, holder=holder)
+        if offset == 0 and holder == self.fence.holder:
             assert_fence_touch(self.fence, writer)
         else:
             with pytest.raises(FencedOut):
@@ -93,9 +107,23 @@ class FenceMachine(RuleBasedStateMachine):
 
     @invariant()
     def a_superseded_writer_is_always_fenced_out(self) -> None:
-        for generation in self.held - {self.fence.generation}:
+        for standing in self.held - {self.fence}:
             with pytest.raises(FencedOut):
-                assert_fence_touch(self.fence, generation)
+                assert_fence_touch(self.fence, standing)
+
+    @invariant()
+    def exactly_one_standing_may_write(self) -> None:
+        top = self.fence.generation + 2
+        writers = []
+        for generation in range(max(0, top - 5), top):
+            for holder in (*HOLDERS, "unseeded"):
+                standing = FenceState(generation=generation, holder=holder)
+                try:
+                    assert_fence_touch(self.fence, standing)
+                except FencedOut:
+                    continue
+                writers.append(standing)
+        assert writers == [self.fence]
 
 
 FenceMachine.TestCase.settings = settings(max_examples=50, stateful_step_count=30)
@@ -104,15 +132,30 @@ TestFenceTransitions = FenceMachine.TestCase
 
 def test_the_tables_cover_every_case() -> None:
     assert set(CLAIM_TRANSITIONS) == {(order, same) for order in Order for same in (True, False)}
-    assert set(TOUCH_TRANSITIONS) == set(Order)
+    assert set(TOUCH_TRANSITIONS) == {(order, same) for order in Order for same in (True, False)}
+    assert set(SEED_TRANSITIONS) == set(Standing)
 
 
-def test_seeding_lays_the_genesis_epoch_once() -> None:
+def test_seeding_lays_the_genesis_epoch_once_for_its_holder_only() -> None:
     first = seed_instance_fence(None, "node-a")
     assert first == FenceState(generation=0, holder="node-a")
-    assert seed_instance_fence(first, "node-b") is first
+    assert seed_instance_fence(first, "node-a") is first
+    with pytest.raises(SeedRefused) as caught:
+        seed_instance_fence(first, "node-b")
+    assert caught.value.current == first
+    for part in ("'node-b'", "'node-a'", "generation 0", "restore or evacuate"):
+        assert part in str(caught.value)
     advanced = claim_instance_fence(first, 4, "node-b")
-    assert seed_instance_fence(advanced, "node-a") is advanced
+    assert seed_instance_fence(advanced, "node-b") is advanced
+    with pytest.raises(SeedRefused):
+        seed_instance_fence(advanced, "node-a")
+
+
+def test_two_genesis_holders_never_both_write_at_generation_zero() -> None:
+    fence = seed_instance_fence(None, "node@here#aaaa")
+    assert_fence_touch(fence, FenceState(generation=0, holder="node@here#aaaa"))
+    with pytest.raises(FencedOut, match="another instance"):
+        assert_fence_touch(fence, FenceState(generation=0, holder="node@here#bbbb"))
 
 
 def test_a_stale_claim_says_which_generation_who_holds_it_and_what_to_do() -> None:
@@ -130,16 +173,18 @@ def test_a_stale_claim_says_which_generation_who_holds_it_and_what_to_do() -> No
     )
 
 
-@pytest.mark.parametrize("writer", [4, 6])
-def test_a_fenced_out_writer_is_told_the_fence_and_the_remedy(writer: int) -> None:
+@pytest.mark.parametrize(
+    ("writer", "why"), [(4, "superseded"), (6, "ahead"), (5, "'node-a', another instance")]
+)
+def test_a_fenced_out_writer_is_told_the_fence_and_the_remedy(writer: int, why: str) -> None:
     fence = FenceState(generation=5, holder="node-b")
     with pytest.raises(FencedOut) as caught:
-        assert_fence_touch(fence, writer)
+        assert_fence_touch(fence, FenceState(generation=writer, holder="node-a"))
     message = str(caught.value)
     assert isinstance(caught.value, ValisError)
-    for part in (str(writer), "generation 5", "'node-b'", "condense"):
+    for part in (str(writer), "generation 5", "'node-b'", "condense", why):
         assert part in message
-    assert "superseded" in message if writer < 5 else "ahead" in message
+    assert caught.value.writer_generation == writer
 
 
 def test_a_fence_state_refuses_impossible_values() -> None:

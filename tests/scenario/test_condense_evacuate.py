@@ -36,6 +36,7 @@ from tests.scenario.resident_harness import make_state_dir, resident_runtime, si
 from valis_core.apply.unit_control import ProcessUnitController
 from valis_core.dns.zone import parse_zone_text
 from valis_core.identity.custody import load_or_create_keyfile, public_key_hex
+from valis_core.identity.instance import holder_name, read_instance
 from valis_core.operator_state.fence import read_instance_fence
 from valis_core.operator_state.site_facts import write_site_facts
 from valis_core.operator_state.zones import replace_zone
@@ -188,7 +189,8 @@ def test_evacuate_moves_the_node_to_b_and_fences_a_out_for_good(
             with pg_cluster.connect(zone_dsn) as conn:
                 fence = read_instance_fence(conn)
             assert fence is not None
-            assert (fence.generation, fence.holder) == (generation + 1, "node-a@ground-b")
+            b_holder = holder_name("node-a@ground-b", read_instance(b.state_dir) or "")
+            assert (fence.generation, fence.holder) == (generation + 1, b_holder)
             assert cli.poll() is None, "B's unit stopped"
             assert dig(ground_b.client, ADDRESS_B, ZONE).authoritative
             assert b.owner_key() == a.owner_key()

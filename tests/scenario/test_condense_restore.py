@@ -1,5 +1,6 @@
 """Condense onto a real host: deploy from genesis, then restore a killed node from its
-backup set into a fresh state directory.
+backup set into a fresh state directory; one writer in every case, and a condense that
+stopped part-way finished by running it again.
 
 The unit is supervised by ``ProcessUnitController``: a root stand-in for the launcher
 binds the DNS pair on a loopback port and execs the resident as the run account (the
@@ -20,6 +21,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import dns.exception
 import dns.flags
 import dns.message
@@ -33,26 +35,38 @@ from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import RUN_USER, PgCluster, connect_as
 from tests.scenario.proving_ground import wait_for
 from tests.scenario.resident_harness import make_state_dir, resident_runtime, site_facts
+from valis_core.acting_as import acting_as
 from valis_core.apply.unit_control import ProcessUnitController
 from valis_core.dns.zone import parse_zone_text
-from valis_core.identity.custody import keyfile_path
-from valis_core.operator_state.fence import read_instance_fence
+from valis_core.fence import FenceState, SeedRefused
+from valis_core.identity.custody import keyfile_path, load_or_create_keyfile
+from valis_core.identity.instance import holder_name, read_instance
+from valis_core.operator_state.fence import read_instance_fence, seed_instance_fence
 from valis_core.operator_state.site_facts import write_site_facts
 from valis_core.operator_state.zones import replace_zone
-from valis_core.ops.backup import VerifiedBackup, create_backup, verify_backup_set
+from valis_core.ops.backup import (
+    BackupError,
+    VerifiedBackup,
+    create_backup,
+    restore_backup,
+    verify_backup_set,
+)
 from valis_core.ops.condense import (
     CondenseFailed,
     CondenseRequest,
     RequestKind,
+    Step,
     StepKind,
     condense_onto_host,
+    plan_condense,
 )
 from valis_core.ops.condense_host import LocalCondenseHost, let_unit_notify
 from valis_core.ops.host_readiness import AssessConfig, assess_host
 from valis_core.ops.local_probe import LocalHostProbe
 from valis_core.plugin.dist_home import register_dist
 from valis_core.plugin.installed import modules_dir
-from valis_core.store.head import read_store_head
+from valis_core.resident.config_store import store_path
+from valis_core.store.head import materialise_genesis, read_store_head
 
 ZONE = "example.test."
 HOLDER = "node-a@loopback"
@@ -363,3 +377,183 @@ def test_a_restore_whose_pinned_module_the_dist_no_longer_serves_never_starts(
     assert not modules_dir(restored.state_dir).exists()
     assert fence_generation(pg_cluster, zone_dsn) == 0
 
+# -- one writer in every case, and recovery is re-run (contract §6, §7) --------------------
+#
+# Two genesis condenses against one database: the second is refused at the fence and never
+# starts its unit, while the first keeps serving and writing. A restore that stops at any
+# step (before its claim, between the claim and the head, after its unit started) is
+# finished by running the same condense again against the same state directory.
+
+
+def beats(pg_cluster: PgCluster, dsn: str) -> int:
+    with pg_cluster.connect(dsn) as conn:
+        row = conn.execute("SELECT coalesce(sum(beats), 0) FROM node_liveness").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_second_genesis_on_one_database_never_starts_and_the_first_keeps_writing(
+    pg_cluster: PgCluster, zone_dsn: str, workdir: Path, nodes: list[Node]
+) -> None:
+    first = deploy(workdir, pg_cluster, zone_dsn, nodes)
+    with pg_cluster.connect(zone_dsn) as conn:
+        held = read_instance_fence(conn)
+    assert held is not None
+    assert held.generation == 0
+
+    # Configured exactly alike (same node, same location): a second host, or this node's
+    # state directory made anew.
+    second = Node(workdir, pg_cluster, zone_dsn, facts=True)
+    nodes.append(second)
+    with pytest.raises(CondenseFailed) as failed:
+        condense_onto_host(CondenseRequest(RequestKind.GENESIS, [ZONE]), second.host)
+    assert failed.value.step.kind is StepKind.SEED_FENCE
+    assert isinstance(failed.value.cause, SeedRefused)
+    assert second.unit.pid is None
+    with pg_cluster.connect(zone_dsn) as conn:
+        assert read_instance_fence(conn) == held
+
+    # The first instance still serves, and still writes (its fenced heartbeat lands).
+    assert first.ask_soa().flags & dns.flags.AA
+    before = beats(pg_cluster, zone_dsn)
+    wait_for(lambda: beats(pg_cluster, zone_dsn) > before, 30.0, "the first node to write")
+    assert first.unit.is_up()
+
+
+# -- recovery is re-run --------------------------------------------------------------------
+
+
+@attrs.define
+class FailingAt:
+    """The real host, failing once at step ``number`` (1-based): before running it, or
+    after it ran (a crash right after the step's effect)."""
+
+    host: Node
+    number: int
+    after: bool
+    seen: int = 0
+
+    def __getattr__(self, name: str) -> object:
+        real = getattr(self.host.host, name)
+        if not callable(real) or name not in {kind.value for kind in StepKind}:
+            return real
+
+        def step(step: Step) -> None:
+            self.seen += 1
+            if self.seen == self.number and not self.after:
+                raise RuntimeError(f"injected failure before {step.describe()}")
+            real(step)
+            if self.seen == self.number:
+                raise RuntimeError(f"injected failure after {step.describe()}")
+
+        return step
+
+
+@pytest.fixture(scope="module")
+def origin_backup(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A backup set of a node that ran at generation 0 (its seed minted, its head and
+    configuration store written), made once for every trial."""
+    home = tmp_path_factory.mktemp("origin")
+    state_dir = home / "state"
+    state_dir.mkdir(mode=0o700)
+    materialise_genesis(state_dir)
+    load_or_create_keyfile(state_dir)
+    store = store_path(state_dir)
+    store.parent.mkdir(mode=0o700)
+    write_site_facts(store, site_facts("postgresql://valis@/elsewhere?host=/nowhere"))
+    archive = home / "origin.backup"
+    create_backup(state_dir, archive)
+    return archive
+
+
+@pytest.fixture
+def seeded_dsn(pg_cluster: PgCluster, state_dsn: str) -> str:
+    """Operator state with the zone, and the fence as the origin left it at genesis."""
+    with pg_cluster.connect(state_dsn) as conn:
+        replace_zone(conn, parse_zone_text(soa_zone(ZONE), ZONE))
+        conn.commit()
+        seed_instance_fence(conn, "node-a@origin#0123456789abcdef")
+    return state_dsn
+
+
+EVACUATE_STEPS = len(
+    plan_condense(CondenseRequest(RequestKind.EVACUATE, [ZONE], backup="b", backup_generation=0))
+)
+TRIALS = [(number, True) for number in range(1, EVACUATE_STEPS + 1)] + [(1, False)]
+
+
+@pytest.mark.parametrize(("number", "after"), TRIALS)
+def test_an_evacuation_that_failed_at_any_step_finishes_when_run_again(
+    pg_cluster: PgCluster, seeded_dsn: str, workdir: Path, nodes: list[Node],
+    origin_backup: Path, *, number: int, after: bool,
+) -> None:
+    request = CondenseRequest(
+        RequestKind.EVACUATE, [ZONE], backup=str(origin_backup), backup_generation=0
+    )
+    node = Node(workdir, pg_cluster, seeded_dsn, facts=True)
+    nodes.append(node)
+    with pytest.raises(CondenseFailed, match="injected failure") as failed:
+        condense_onto_host(request, FailingAt(node, number, after))
+    assert len(failed.value.completed) == number - 1
+
+    report = condense_onto_host(request, node.host)  # the same condense, run again
+
+    assert len(report.completed) == EVACUATE_STEPS
+    token = read_instance(node.state_dir)
+    assert token is not None
+    with pg_cluster.connect(seeded_dsn) as conn:
+        assert read_instance_fence(conn) == FenceState(1, holder_name(HOLDER, token))
+    head = read_store_head(node.state_dir)
+    assert head is not None
+    assert head.generation == 1
+    assert node.ask_soa().flags & dns.flags.AA
+    before = beats(pg_cluster, seeded_dsn)
+    wait_for(lambda: beats(pg_cluster, seeded_dsn) > before, 30.0, "the node to write")
+
+
+def test_a_second_restore_of_one_backup_is_refused_at_the_fence(
+    pg_cluster: PgCluster, seeded_dsn: str, workdir: Path, nodes: list[Node],
+    origin_backup: Path,
+) -> None:
+    request = CondenseRequest(
+        RequestKind.RESTORE, [ZONE], backup=str(origin_backup), backup_generation=0
+    )
+    # The first restore stops after its claim and never starts a unit.
+    first = Node(workdir, pg_cluster, seeded_dsn, facts=True)
+    nodes.append(first)
+    claim = 1 + [step.kind for step in plan_condense(request)].index(StepKind.CLAIM_FENCE)
+    with pytest.raises(CondenseFailed):
+        condense_onto_host(request, FailingAt(first, claim, after=True))
+    # Another state directory restored from the same backup set is another instance: it
+    # may not re-claim the first one's generation as if it were its own.
+    second = Node(workdir, pg_cluster, seeded_dsn, facts=True)
+    nodes.append(second)
+    with pytest.raises(CondenseFailed, match="already held by") as failed:
+        condense_onto_host(request, second.host)
+    assert failed.value.step.kind is StepKind.CLAIM_FENCE
+    assert second.unit.pid is None
+    with pg_cluster.connect(seeded_dsn) as conn:
+        fence = read_instance_fence(conn)
+    assert fence is not None
+    assert fence.holder == holder_name(HOLDER, read_instance(first.state_dir) or "")
+    assert fence_generation(pg_cluster, seeded_dsn) == 1
+
+
+@pytest.fixture
+def foreign_state(workdir: Path) -> Path:
+    """A state directory holding another node's owner seed, written as the run account."""
+    state_dir = make_state_dir(workdir)
+    with acting_as(run_account()):
+        load_or_create_keyfile(state_dir)
+    return state_dir
+
+
+def test_a_restore_never_resumes_over_another_nodes_state(
+    foreign_state: Path, origin_backup: Path
+) -> None:
+    seed = keyfile_path(foreign_state).read_bytes()
+    listing = sorted(p.name for p in foreign_state.iterdir())
+    with pytest.raises(BackupError, match="other than this backup set's"):
+        restore_backup(origin_backup, foreign_state, owner=run_account(), resume=True)
+    assert keyfile_path(foreign_state).read_bytes() == seed
+    assert sorted(p.name for p in foreign_state.iterdir()) == listing

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.scenario.pg import PgCluster
-from valis_core.fence import FencedOut, FenceState, StaleClaim
+from valis_core.fence import FencedOut, FenceState, SeedRefused, StaleClaim
 from valis_core.operator_state.connection import OperatorStateError
 from valis_core.operator_state.fence import (
     UnseededFence,
@@ -36,7 +36,7 @@ def fence_dsn(pg_cluster: PgCluster) -> str:
     dsn = pg_cluster.new_database("fence")
     with pg_cluster.connect(dsn) as conn:
         migrate(conn)
-        conn.execute("CREATE TABLE fence_writes (write_id int PRIMARY KEY, generation bigint)")
+        conn.execute("CREATE TABLE fence_writes (write_id int PRIMARY KEY, generation bigint, holder text)")
         conn.commit()
     return dsn
 
@@ -50,15 +50,32 @@ def conn(pg_cluster: PgCluster, fence_dsn: str) -> Iterator[Conn]:
 
 
 def writes(conn: Conn) -> list[tuple[int, int]]:
-    return [tuple(row) for row in conn.execute("SELECT * FROM fence_writes ORDER BY 1")]
+    rows = conn.execute("SELECT write_id, generation FROM fence_writes ORDER BY 1")
+    return [tuple(row) for row in rows]
 
 
-def test_seeding_lays_genesis_once_and_keeps_an_existing_fence(conn: Conn) -> None:
+A0 = FenceState(0, "node-a")
+
+
+def test_seeding_lays_genesis_once_and_refuses_another_holder(conn: Conn) -> None:
     assert seed_instance_fence(conn, "node-a") == FenceState(0, "node-a")
-    assert seed_instance_fence(conn, "node-b") == FenceState(0, "node-a")
+    assert seed_instance_fence(conn, "node-a") == FenceState(0, "node-a")
+    with pytest.raises(SeedRefused, match="already stands at generation 0 held by 'node-a'"):
+        seed_instance_fence(conn, "node-b")
+    assert read_instance_fence(conn) == FenceState(0, "node-a")
     claim_instance_fence(conn, 3, "node-b")
-    assert seed_instance_fence(conn, "node-a") == FenceState(3, "node-b")
+    with pytest.raises(SeedRefused):
+        seed_instance_fence(conn, "node-a")
     assert read_instance_fence(conn) == FenceState(3, "node-b")
+
+
+def test_a_second_holder_at_the_fence_generation_writes_nothing(conn: Conn) -> None:
+    seed_instance_fence(conn, "node-a")
+    with pytest.raises(FencedOut, match="another instance"), fenced_transaction(
+        conn, FenceState(0, "node-b")
+    ) as cur:
+        cur.execute("INSERT INTO fence_writes VALUES (1, 0, 'node-b')")
+    assert writes(conn) == []
 
 
 def test_a_claim_advances_only_upwards_and_a_refusal_changes_nothing(conn: Conn) -> None:
@@ -75,14 +92,14 @@ def test_a_claim_advances_only_upwards_and_a_refusal_changes_nothing(conn: Conn)
 def test_an_unseeded_fence_refuses_claims_and_writes(conn: Conn) -> None:
     with pytest.raises(UnseededFence, match="never seeded"):
         claim_instance_fence(conn, 1, "node-a")
-    with pytest.raises(UnseededFence), fenced_transaction(conn, 0) as cur:
+    with pytest.raises(UnseededFence), fenced_transaction(conn, A0) as cur:
         cur.execute("INSERT INTO fence_writes VALUES (1, 0)")
     assert writes(conn) == []
 
 
 def test_a_writer_at_the_fence_generation_writes(conn: Conn) -> None:
     seed_instance_fence(conn, "node-a")
-    with fenced_transaction(conn, 0) as cur:
+    with fenced_transaction(conn, A0) as cur:
         cur.execute("INSERT INTO fence_writes VALUES (1, 0)")
     assert writes(conn) == [(1, 0)]
 
@@ -94,13 +111,15 @@ def test_a_fenced_out_transaction_writes_nothing(conn: Conn) -> None:
     def write_then_touch() -> None:
         with conn.transaction(), conn.cursor() as cur:
             cur.execute("INSERT INTO fence_writes VALUES (1, 0)")  # written before the check
-            assert_fence_touch(cur, 0)
+            assert_fence_touch(cur, A0)
 
     with pytest.raises(FencedOut, match="generation 0 is fenced out"):
         write_then_touch()
-    with pytest.raises(FencedOut), fenced_transaction(conn, 0) as cur:
+    with pytest.raises(FencedOut), fenced_transaction(conn, A0) as cur:
         cur.execute("INSERT INTO fence_writes VALUES (2, 0)")
-    with pytest.raises(FencedOut, match="ahead of the fence"), fenced_transaction(conn, 5):
+    with pytest.raises(FencedOut, match="ahead of the fence"), fenced_transaction(
+        conn, FenceState(5, "node-b")
+    ):
         pass
     assert writes(conn) == []
 
@@ -111,7 +130,7 @@ def test_the_touch_refuses_to_run_outside_a_transaction(conn: Conn) -> None:
         pytest.raises(OperatorStateError, match="inside the mutating transaction"),
         conn.cursor() as cur,
     ):
-        assert_fence_touch(cur, 0)
+        assert_fence_touch(cur, A0)
 
 
 # -- real concurrency ----------------------------------------------------------------------
@@ -119,7 +138,9 @@ def test_the_touch_refuses_to_run_outside_a_transaction(conn: Conn) -> None:
 
 @attrs.define
 class Actor:
-    """One instance: its own connection, the generation it writes at, an open write."""
+    """One instance: its own connection, the generation it writes at, an open write.
+    Every instance starts believing it writes at generation 0, as two genesis nodes on
+    one database would; only the one that seeded the fence may."""
 
     name: str
     conn: Conn
@@ -127,6 +148,10 @@ class Actor:
     in_write: bool = False
     busy: trio.Event | None = None
     open_writes: list[int] = attrs.Factory(list)
+
+    @property
+    def standing(self) -> FenceState:
+        return FenceState(self.generation, self.name)
 
 
 @attrs.define
@@ -138,6 +163,7 @@ class Log:
     landed: dict[int, tuple[int, int]] = attrs.Factory(dict)  # write_id -> (gen, commit sent)
     dropped: set[int] = attrs.Factory(set)
     claims: list[tuple[int, int]] = attrs.Factory(list)  # (generation, commit done)
+    standings: set[FenceState] = attrs.Factory(set)  # every standing the fence ever had
     write_ids: Iterator[int] = attrs.Factory(lambda: itertools.count(1))
 
 
@@ -151,9 +177,10 @@ def _step(actor: Actor, kind: str, log: Log, next_generation: Callable[[], int])
             actor.in_write = True
         try:
             with conn.cursor() as cur:
-                assert_fence_touch(cur, actor.generation)
+                assert_fence_touch(cur, actor.standing)
                 cur.execute(
-                    "INSERT INTO fence_writes VALUES (%s, %s)", (write_id, actor.generation)
+                    "INSERT INTO fence_writes VALUES (%s, %s, %s)",
+                    (write_id, actor.generation, actor.name),
                 )
         except FencedOut:
             conn.execute("ROLLBACK")
@@ -183,7 +210,16 @@ def _step(actor: Actor, kind: str, log: Log, next_generation: Callable[[], int])
         except StaleClaim:
             return
         log.claims.append((claimed.generation, next(log.seq)))
+        log.standings.add(claimed)
         actor.generation = claimed.generation
+    elif kind == "seed":
+        if actor.in_write:
+            return
+        try:
+            seeded = seed_instance_fence(conn, actor.name)
+        except SeedRefused:
+            return
+        assert seeded.holder == actor.name
 
 
 async def _blocked_or_done(actor: Actor, observer: Conn) -> None:
@@ -202,9 +238,9 @@ async def _blocked_or_done(actor: Actor, observer: Conn) -> None:
 async def _play(pg: PgCluster, dsn: str, steps: list[tuple[int, str]]) -> tuple[Log, Conn]:
     observer = pg.connect(dsn, autocommit=True)
     observer.execute("TRUNCATE instance_fence, fence_writes")
-    seed_instance_fence(observer, "node-a")
-    actors = [Actor(name, pg.connect(dsn, autocommit=True)) for name in ("node-a", "node-b")]
     log = Log()
+    log.standings.add(seed_instance_fence(observer, "node-a"))
+    actors = [Actor(name, pg.connect(dsn, autocommit=True)) for name in ("node-a", "node-b")]
     generations = itertools.count(1)
     try:
         async with trio.open_nursery() as nursery:
@@ -238,7 +274,7 @@ async def _play(pg: PgCluster, dsn: str, steps: list[tuple[int, str]]) -> tuple[
     return log, observer
 
 
-KINDS = st.sampled_from(["write", "write", "commit", "rollback", "claim"])
+KINDS = st.sampled_from(["write", "write", "commit", "rollback", "claim", "seed"])
 STEPS = st.lists(
     st.tuples(st.integers(0, 1), KINDS),
     min_size=1,
@@ -255,6 +291,7 @@ def test_no_write_from_a_superseded_writer_ever_lands(
     with observer:
         stored = dict(writes(observer))
         fence = read_instance_fence(observer)
+        rows = observer.execute("SELECT generation, holder FROM fence_writes").fetchall()
     assert fence is not None
     # Exactly the committed writes are in the database, each at its writer's generation.
     assert stored == {write_id: gen for write_id, (gen, _) in log.landed.items()}
@@ -266,3 +303,6 @@ def test_no_write_from_a_superseded_writer_ever_lands(
             if claimed > generation:
                 assert claim_done > commit_sent, (write_id, generation, claimed, log)
     assert all(generation <= fence.generation for generation in stored.values())
+    # Every write landed under a standing the fence really had: never a second holder at
+    # a generation (node-b believing in generation 0 writes nothing there).
+    assert {FenceState(gen, holder) for gen, holder in rows} <= log.standings

@@ -35,12 +35,13 @@ from typing import Any
 import psycopg
 
 from valis_core import fence as rules
-from valis_core.fence import FencedOut, FenceState, StaleClaim
+from valis_core.fence import FencedOut, FenceState, SeedRefused, StaleClaim
 from valis_core.operator_state.connection import OperatorStateError
 
 __all__ = [
     "FenceState",
     "FencedOut",
+    "SeedRefused",
     "StaleClaim",
     "UnseededFence",
     "assert_fence_touch",
@@ -82,7 +83,8 @@ def read_instance_fence(conn: psycopg.Connection[Any]) -> FenceState | None:
 
 
 def seed_instance_fence(conn: psycopg.Connection[Any], holder: str) -> FenceState:
-    """Lay the fence at the genesis epoch if absent; an existing fence is left as it is.
+    """Lay the fence at the genesis epoch if absent; ``holder``'s own fence is left as it
+    is, and one another holder holds raises ``SeedRefused`` (nothing is written).
 
     Two seeders racing on an empty table both see no row (there is nothing to lock), so
     the insert is ``ON CONFLICT DO NOTHING`` and the loser re-reads the winner's row.
@@ -126,9 +128,9 @@ def claim_instance_fence(
         return claimed
 
 
-def assert_fence_touch(cur: psycopg.Cursor[Any], writer_generation: int) -> FenceState:
+def assert_fence_touch(cur: psycopg.Cursor[Any], writer: FenceState) -> FenceState:
     """Inside an open transaction: lock the fence ``FOR SHARE`` until it ends and raise
-    ``FencedOut`` unless ``writer_generation`` is the fence's generation."""
+    ``FencedOut`` unless ``writer``'s generation and holder are the fence's."""
     if cur.connection.info.transaction_status != psycopg.pq.TransactionStatus.INTRANS:
         raise OperatorStateError(
             "instance fence: assert_fence_touch must run inside the mutating transaction "
@@ -136,22 +138,22 @@ def assert_fence_touch(cur: psycopg.Cursor[Any], writer_generation: int) -> Fenc
         )
     current = _row(cur, "SHARE")
     if current is None:
-        raise UnseededFence(f"write at generation {writer_generation}")
-    rules.assert_fence_touch(current, writer_generation)
+        raise UnseededFence(f"write at generation {writer.generation}")
+    rules.assert_fence_touch(current, writer)
     return current
 
 
 @contextmanager
 def fenced_transaction(
-    conn: psycopg.Connection[Any], generation: int
+    conn: psycopg.Connection[Any], writer: FenceState
 ) -> Iterator[psycopg.Cursor[Any]]:
-    """A transaction that may write only while the fence stands at ``generation``.
+    """A transaction that may write only while the fence is ``writer``'s standing.
 
     The fence check is the transaction's first statement and its lock lasts until the
     commit; ``FencedOut`` (from the check or anywhere in the body) rolls everything back.
     """
     with conn.transaction(), conn.cursor() as cur:
-        assert_fence_touch(cur, generation)
+        assert_fence_touch(cur, writer)
         yield cur
 
 

@@ -43,6 +43,7 @@ from valis_core import safe_tar
 from valis_core.acting_as import acting_as
 from valis_core.atomic import write_atomic
 from valis_core.errors import ValisError
+from valis_core.fence import MAX_GENERATION
 from valis_core.identity.custody import KEYFILE_NAME, SEED_SIZE, public_key_hex
 from valis_core.safe_tar import TarDefect
 from valis_core.store.manifest import ManifestError
@@ -262,6 +263,9 @@ def _parse_manifest(data: bytes) -> BackupManifest:
     paths = [entry.path for entry in files]
     if len(set(paths)) != len(paths):
         raise bad("lists a file twice")
+    clash = safe_tar.file_beneath_file(paths)
+    if clash is not None:
+        raise bad(f"lists {clash[0]} as a file and also {clash[1]} beneath it")
     if KEYFILE_NAME not in paths:
         raise bad(f"does not list the owner seed {KEYFILE_NAME}")
     return BackupManifest(public, generation, tuple(sorted(files, key=lambda f: f.path)))
@@ -344,10 +348,18 @@ def _materialise(contents: dict[str, bytes], root: Path) -> None:
 
 
 def _prove_restored(
-    manifest: BackupManifest, contents: dict[str, bytes], root: Path, what: str
+    manifest: BackupManifest,
+    contents: dict[str, bytes],
+    root: Path,
+    what: str,
+    *,
+    kept: set[str] | frozenset[str] = frozenset(),
 ) -> None:
-    """Read back what was restored under ``root``: bytes, hashes, and the identity."""
+    """Read back what was restored under ``root``: bytes, hashes, and the identity
+    (``kept``: files an earlier restore left, already compared)."""
     for entry in manifest.files:
+        if entry.path in kept:
+            continue
         restored = (root / entry.path).read_bytes()
         if restored != contents[entry.path]:
             raise BackupError(
@@ -384,8 +396,54 @@ def verify_backup_set(archive: Path) -> VerifiedBackup:
     return VerifiedBackup(archive, manifest)
 
 
+def _claimed_head(existing: bytes, restored: bytes) -> bool:
+    """Whether ``existing`` is the backup's store head as a condense's claim left it:
+    the same manifest, one generation on."""
+    try:
+        mine, theirs = load_manifest(existing), load_manifest(restored)
+    except ManifestError:
+        return False
+    return (
+        theirs.generation < MAX_GENERATION
+        and attrs.evolve(theirs, generation=theirs.generation + 1) == mine
+    )
+
+
+def _resumable(contents: dict[str, bytes], state_dir: Path) -> set[str]:
+    """The paths of a restore into ``state_dir`` already done (left as they are), when the
+    directory holds this backup set's own earlier restore; raise when it holds anything
+    else of the set.
+
+    Files a restore writes identically are done; the store head may also stand one
+    generation on (the claim a condense records after the restore); the configuration
+    store is written again (evacuate renders it anew). Anything else under a backed-up
+    name that differs — another owner seed above all — is another node's state.
+    """
+    done: set[str] = set()
+    for path, data in sorted(contents.items()):
+        target = state_dir / path
+        if not target.exists() and not target.is_symlink():
+            continue
+        existing = _read_regular(target, path)
+        if existing == data or (path == STORE_HEAD and _claimed_head(existing, data)):
+            done.add(path)
+            continue
+        if path.startswith(CONFIG_STORE + "/"):
+            continue
+        raise BackupError(
+            f"restore: {state_dir} already holds a {path} other than this backup set's, so "
+            "it is not an earlier restore of this set to resume; restore into a fresh state "
+            "directory (move this one aside first: its owner seed may be the only copy)"
+        )
+    return done
+
+
 def restore_backup(
-    archive: Path, state_dir: Path, *, owner: tuple[int, int] | None = None
+    archive: Path,
+    state_dir: Path,
+    *,
+    owner: tuple[int, int] | None = None,
+    resume: bool = False,
 ) -> VerifiedBackup:
     """Restore ``archive`` into ``state_dir``, which must be absent or empty.
 
@@ -393,32 +451,41 @@ def restore_backup(
     is written atomically, mode 0600 (directories 0700), and read back. With ``owner``
     (uid, gid), the state directory is chowned to it and everything in it is written as
     that account (``acting_as``), so it is the account's.
+
+    With ``resume``, ``state_dir`` may also hold an earlier restore of this same set that
+    stopped part-way (a condense to be re-run): what it already holds of the set is kept,
+    the rest written; a file of the set it holds otherwise refuses the restore, and the
+    directory is left as it was.
     """
     manifest, contents = _verify(archive)
     if state_dir.is_symlink() or (state_dir.exists() and not state_dir.is_dir()):
         raise BackupError(f"restore: {state_dir} is not a directory")
-    if state_dir.exists() and any(state_dir.iterdir()):
+    fresh = not (state_dir.exists() and any(state_dir.iterdir()))
+    if not fresh and not resume:
         raise BackupError(
             f"restore: {state_dir} is not empty; restore only into a fresh state directory "
             "(move the old one aside first: its owner seed may be the only copy)"
         )
+    with acting_as(owner):
+        done = set() if fresh else _resumable(contents, state_dir)
     state_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     if owner is not None:
         os.chown(state_dir, *owner)
     try:
         with acting_as(owner):
-            _materialise(contents, state_dir)
+            _materialise({p: d for p, d in contents.items() if p not in done}, state_dir)
     except OSError as exc:
-        # The directory was empty: take back whatever this restore wrote.
-        for child in state_dir.iterdir():
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child, ignore_errors=True)
-            else:
-                child.unlink(missing_ok=True)
+        if fresh:
+            # The directory was empty: take back whatever this restore wrote.
+            for child in state_dir.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
         as_whom = " as the run account" if owner is not None else ""
         raise BackupError(
             f"restore: cannot write into {state_dir}{as_whom}: {exc.strerror or exc}; "
             "every directory on its path must be traversable by it, and it writable"
         ) from exc
-    _prove_restored(manifest, contents, state_dir, f"restore into {state_dir}")
+    _prove_restored(manifest, contents, state_dir, f"restore into {state_dir}", kept=done)
     return VerifiedBackup(archive, manifest)

@@ -34,6 +34,7 @@ from pyroute2 import netns as pyroute2_netns
 from valis_core.acting_as import acting_as
 from valis_core.apply.unit_control import ProcessUnitController, UnitController
 from valis_core.atomic import write_atomic
+from valis_core.identity.instance import holder_name, load_or_mint_instance, read_instance
 from valis_core.operator_state.connection import connect
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
 from valis_core.operator_state.site_facts import (
@@ -60,7 +61,7 @@ from valis_core.resident.config_store import (
     store_path,
 )
 from valis_core.store.head import HEAD_MODE, head_path, materialise_genesis, read_store_head
-from valis_core.store.manifest import dumps
+from valis_core.store.manifest import dumps, normalize_name
 
 Connect = Callable[[], psycopg.Connection[Any]]
 """A new autocommit connection to the operator-state database."""
@@ -118,11 +119,12 @@ class LocalCondenseHost:
     ``assess`` raises when the host is not ready (the CLI passes every clause of
     ``valis assess``). ``facts`` are the site facts to render into the configuration store
     (the new location's for evacuate); None keeps the store a backup restored.
-    ``holder`` names this instance at the fence (``node@location``, as the resident
-    names itself). ``dns_address`` is where the unit serves, for the apex SOA read-back;
-    ``ask_soa`` asks it (from another namespace when the served address is not reachable
-    from this one). ``dist_home`` holds the registration of the private dist modules
-    are installed from; ``fetch`` reads from it.
+    ``holder`` names the node at its location (``node@location``, as the resident names
+    itself); at the fence it is qualified by the state directory's instance token.
+    ``dns_address`` is where the unit serves, for the apex SOA read-back; ``ask_soa``
+    asks it (from another namespace when the served address is not reachable from this
+    one). ``dist_home`` holds the registration of the private dist modules are installed
+    from; ``fetch`` reads from it.
     """
 
     state_dir: Path
@@ -143,6 +145,7 @@ class LocalCondenseHost:
         self.assess()
 
     def materialise_durable_state(self, step: Step) -> None:
+        assert step.generation is not None
         if step.backup is None:
             if not self.state_dir.is_dir():
                 raise CondenseHostError(
@@ -151,17 +154,34 @@ class LocalCondenseHost:
                 )
             with acting_as(self.run_account):
                 manifest, _ = materialise_genesis(self.state_dir)
+            claimed = {step.generation}
         else:
-            restore_backup(Path(step.backup), self.state_dir, owner=self.run_account)
+            # resume: a re-run of a condense that stopped part-way finds its own restore.
+            restore_backup(Path(step.backup), self.state_dir, owner=self.run_account,
+                           resume=True)
             found = read_store_head(self.state_dir)
             if found is None:
                 raise CondenseHostError(f"the backup set {step.backup} restored no store head")
             manifest = found
-        if manifest.generation != step.generation:
+            # An earlier run of this condense may have recorded its claim already.
+            claimed = {step.generation, step.generation + 1}
+        if manifest.generation not in claimed:
             raise CondenseHostError(
                 f"the store head of {self.state_dir} is at generation {manifest.generation}, "
-                f"not {step.generation}; condense only into a fresh state directory"
+                f"not {step.generation}; condense only into a fresh state directory, or "
+                "re-run the condense that made this one"
             )
+        with acting_as(self.run_account):
+            load_or_mint_instance(self.state_dir)
+
+    def fence_holder(self) -> str:
+        """This state directory's holder at the fence: ``holder`` and its instance token."""
+        token = read_instance(self.state_dir)
+        if token is None:
+            raise CondenseHostError(
+                f"no instance token in {self.state_dir}: durable state was never materialised"
+            )
+        return holder_name(self.holder, token)
 
     def condense_modules(self, step: Step) -> None:
         # The head's pins are what the resident loads at boot, so they are installed
@@ -176,6 +196,21 @@ class LocalCondenseHost:
             return
         index_url = registered_dist(self.dist_home)
         wheels = list(fetch_modules(head.modules, index_url, fetch=self.fetch))
+        if step.modules and head.modules:
+            # A re-run of a genesis that pinned its modules already: the pins recorded are
+            # the node's, whatever the dist offers now.
+            def named(name: str, version: str) -> tuple[str, str]:
+                return normalize_name(name), version
+
+            requested = {named(*parse_module_requirement(text)) for text in step.modules}
+            if requested != {named(pin.name, pin.version) for pin in head.modules}:
+                pinned = ", ".join(f"{pin.name}=={pin.version}" for pin in head.modules)
+                raise CondenseHostError(
+                    f"the store head of {self.state_dir} already pins {pinned}, not the "
+                    f"modules asked for ({', '.join(step.modules)}); re-run the condense "
+                    "that made it as it was"
+                )
+            step = attrs.evolve(step, modules=())
         if step.modules:
             resolved = [
                 resolve_pin(index_url, *parse_module_requirement(text), fetch=self.fetch)
@@ -212,8 +247,9 @@ class LocalCondenseHost:
             source.close()
 
     def seed_fence(self, step: Step) -> None:
+        holder = self.fence_holder()
         with self.connect() as conn:
-            seeded = seed_instance_fence(conn, self.holder)
+            seeded = seed_instance_fence(conn, holder)
         if seeded.generation != step.generation:
             raise CondenseHostError(
                 f"the fence already stands at generation {seeded.generation} (held by "
@@ -222,12 +258,19 @@ class LocalCondenseHost:
             )
 
     def claim_fence(self, step: Step) -> None:
+        # The claim and the head are one recoverable act: the claim commits first, then
+        # the head records it. Stopped between the two (or anywhere after), the same
+        # condense re-run resumes this directory's restore, re-claims its own generation
+        # as the no-op the fence allows its holder, and writes the head again.
         assert step.generation is not None
+        holder = self.fence_holder()
         with self.connect() as conn:
-            claim_instance_fence(conn, step.generation, self.holder)
+            claim_instance_fence(conn, step.generation, holder)
         manifest = read_store_head(self.state_dir)
         if manifest is None:
             raise CondenseHostError(f"no store head in {self.state_dir} to record the claim")
+        if manifest.generation == step.generation:
+            return
         path = head_path(self.state_dir)
         with acting_as(self.run_account):
             write_atomic(path, dumps(attrs.evolve(manifest, generation=step.generation)),

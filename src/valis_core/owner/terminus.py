@@ -38,7 +38,7 @@ from dns.rcode import Rcode
 
 from valis_core.dns.serve import IndexHolder, accept_bounded, framed, take_frames
 from valis_core.dns.zone import RecordRow
-from valis_core.fence import FencedOut
+from valis_core.fence import FencedOut, FenceState
 from valis_core.operator_state.connection import OperatorStateError, connect
 from valis_core.operator_state.fence import fenced_transaction
 from valis_core.operator_state.record_writes import lock_zone, owner_rows, write_row_changes
@@ -62,7 +62,8 @@ _MAX_READ = 65535 + 2
 
 
 class OwnerTerminus:
-    """Serve DNS UPDATE on ``listener`` for ``zones``, writing at ``generation``."""
+    """Serve DNS UPDATE on ``listener`` for ``zones``, writing as ``standing`` (the
+    instance's generation and fence holder)."""
 
     def __init__(
         self,
@@ -70,7 +71,7 @@ class OwnerTerminus:
         *,
         key: TsigKey,
         dsn: str,
-        generation: int,
+        standing: FenceState,
         zones: Sequence[str],
         holder: IndexHolder,
         max_connections: int = 16,
@@ -80,7 +81,7 @@ class OwnerTerminus:
         self._listener = listener
         self._key = key
         self._dsn = dsn
-        self._generation = generation
+        self._standing = standing
         self._zones = tuple(zones)
         self._holder = holder
         self._max_connections = max_connections
@@ -217,7 +218,7 @@ class OwnerTerminus:
     def _transact(self, got: Received, zone: str) -> UpdateOutcome:
         conn = self._reconnect()
         request = got.request
-        with fenced_transaction(conn, self._generation) as cur:
+        with fenced_transaction(conn, self._standing) as cur:
             if not lock_zone(cur, zone):
                 return UpdateOutcome(
                     rcode=Rcode.NOTAUTH, reason=f"zone {zone} is not in operator state"

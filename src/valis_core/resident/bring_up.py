@@ -57,6 +57,7 @@ import trio
 from valis_core.errors import ValisError
 from valis_core.fence import FencedOut
 from valis_core.identity.custody import keyfile_path, load_or_create_keyfile, public_key_hex
+from valis_core.identity.instance import holder_name, instance_token
 from valis_core.launch import LaunchRecord, parse_launch_argv
 from valis_core.resident.adopt import adopted_dns_reachability
 from valis_core.resident.config_store import ConfigStore, open_config_store
@@ -362,7 +363,9 @@ async def _bring_up(
         watch = FenceWatch(
             config.dsn,
             node=config.node_name,
-            holder=f"{config.node_name}@{config.location}",
+            holder=holder_name(
+                f"{config.node_name}@{config.location}", instance_token(state_dir, generation)
+            ),
             generation=generation,
         )
         stack.callback(watch.close)
@@ -430,7 +433,7 @@ async def _bring_up(
                 adopted.owner,
                 key=derive_owner_tsig(identity),
                 dsn=config.dsn,
-                generation=generation,
+                standing=watch.standing,
                 zones=source.zones,
                 holder=holder,
             )

@@ -4,17 +4,21 @@ fenced heartbeat until the instance is superseded.
 At boot (``open``) the resident connects as itself over the DSN, refuses a database
 whose schema is older than this valis (``valis db migrate`` first — the resident never
 migrates: that would be a write outside the fence), seeds the fence when its own store
-is at the genesis generation, and compares generations. A store generation below the
+is at the genesis generation (refused when another instance holds it), and compares its
+standing — generation and holder — with the fence's. A store generation below the
 fence's means another instance has claimed the fence since this store was condensed:
 the instance is fenced out and refuses to start — a restart never steals the fence back.
-A store generation above the fence's was never claimed and is refused the same way.
+A store generation above the fence's was never claimed, and another holder at the same
+generation is another instance: both are refused the same way.
 
 While running, every ``interval`` seconds the resident upserts its ``node_liveness`` row
 inside ``fenced_transaction``. That heartbeat is the resident's mutating transaction:
 once a successor claims a higher generation, the very next beat raises ``FencedOut``,
 writes nothing, and ``run`` raises it so the resident stops serving and exits non-zero.
 A lost connection is not a verdict either way; the beat is retried on a new connection
-at the next interval (the zone source keeps serving the last good index meanwhile).
+at the next interval (the zone source keeps serving the last good index meanwhile). The
+fenced transaction is the first thing a new connection runs, so a resident that was
+superseded while the database was out of reach learns it before it writes anything.
 """
 
 from __future__ import annotations
@@ -28,7 +32,13 @@ from typing import Any
 import psycopg
 import trio
 
-from valis_core.fence import GENESIS_GENERATION, FencedOut, FenceState
+from valis_core.fence import (
+    GENESIS_GENERATION,
+    FencedOut,
+    FenceState,
+    SeedRefused,
+    assert_fence_touch,
+)
 from valis_core.operator_state.connection import OperatorStateError, connect, redact
 from valis_core.operator_state.fence import (
     UnseededFence,
@@ -85,6 +95,11 @@ class FenceWatch:
     def fence_generation(self) -> int | None:
         return None if self.fence is None else self.fence.generation
 
+    @property
+    def standing(self) -> FenceState:
+        """This instance as a writer: its generation and holder."""
+        return FenceState(generation=self.generation, holder=self.holder)
+
     # -- boot --------------------------------------------------------------------------
 
     def open(self) -> FenceState:
@@ -97,13 +112,18 @@ class FenceWatch:
         try:
             _require_schema(conn)
             if self.generation == GENESIS_GENERATION:
-                seed_instance_fence(conn, self.holder)
+                try:
+                    seed_instance_fence(conn, self.holder)
+                except SeedRefused as exc:
+                    # For a resident, another holder's fence is the same verdict as a
+                    # successor's: it may not write, so it does not start.
+                    self.fence = exc.current
+                    raise FencedOut(exc.current, self.standing) from exc
             current = read_instance_fence(conn)
             if current is None:
                 raise UnseededFence(f"start at store generation {self.generation}")
             self.fence = current
-            if current.generation != self.generation:
-                raise FencedOut(current, self.generation)
+            assert_fence_touch(current, self.standing)
             self._beat(conn)
         except BaseException:
             with contextlib.suppress(psycopg.Error):
@@ -159,7 +179,7 @@ class FenceWatch:
 
     def _beat(self, conn: psycopg.Connection[Any]) -> None:
         try:
-            with fenced_transaction(conn, self.generation) as cur:
+            with fenced_transaction(conn, self.standing) as cur:
                 cur.execute(
                     _UPSERT,
                     {
@@ -173,11 +193,8 @@ class FenceWatch:
         except FencedOut as exc:
             self.fence = exc.current
             raise
-        self.fence = FenceState(generation=self.generation, holder=self.fence_holder())
+        self.fence = self.standing
         self.beats += 1
-
-    def fence_holder(self) -> str:
-        return self.fence.holder if self.fence is not None else self.holder
 
 
 def _require_schema(conn: psycopg.Connection[Any]) -> None:
