@@ -36,7 +36,9 @@ def fence_dsn(pg_cluster: PgCluster) -> str:
     dsn = pg_cluster.new_database("fence")
     with pg_cluster.connect(dsn) as conn:
         migrate(conn)
-        conn.execute("CREATE TABLE fence_writes (write_id int PRIMARY KEY, generation bigint, holder text)")
+        conn.execute(
+            "CREATE TABLE fence_writes (write_id int PRIMARY KEY, generation bigint, holder text)"
+        )
         conn.commit()
     return dsn
 
