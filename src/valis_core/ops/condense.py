@@ -23,6 +23,9 @@ So a zone the node cannot serve, or durable state that was never materialised, n
 reaches the start; and the fence is only claimed (fencing the predecessor out) once the
 successor is known able to serve. A claim the fence refuses (the fence already moved past
 this backup's head) stops the plan before the start, as any failure does.
+
+Recovery is re-run (contract §6): every step is idempotent against the state directory a
+stopped run left, so the same request run again finishes the plan.
 """
 
 from __future__ import annotations
@@ -240,7 +243,8 @@ class CondenseFailed(CondenseError):
         )
         super().__init__(
             f"condense: step {number}/{len(plan)} ({step.describe()}) failed: {cause}; "
-            f"no later step ran and {consequence}"
+            f"no later step ran and {consequence}; once the cause is mended, run the same "
+            "condense again against the same state directory to finish"
         )
 
 
