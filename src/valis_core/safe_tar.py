@@ -1,10 +1,11 @@
 """Reading and writing the tar archives valis exchanges (deliveries, backup sets) safely.
 
 Reading: every member must be a regular file or a directory at a plain relative path;
-an absolute path, a ``..`` component, a link, a device, a fifo, a sparse file or a name
-seen twice is a ``TarDefect`` naming the member. ``members`` also refuses an archive cut
-short: the end-of-archive blocks must be present, and a compressed stream is read to its
-end so its own trailer (and checksum) is checked. Nothing here writes a file; callers
+an absolute path, a ``..`` component, a path too long or too deep to unpack, a link, a
+device, a fifo, a sparse file or a name seen twice is a ``TarDefect`` naming the member.
+``members`` also refuses an archive cut short: the end-of-archive blocks must be
+present, and a compressed stream is read to its end so its own trailer (and checksum)
+is checked. Nothing here writes a file; callers
 turn a ``TarDefect`` into their own refusal.
 
 Writing: ``file_info`` gives a member header with no trace of the machine or the moment
@@ -16,10 +17,16 @@ from __future__ import annotations
 import lzma
 import tarfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
-READ_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError)
-"""What reading a damaged or truncated archive (of any compression) can raise."""
+READ_ERRORS = (tarfile.TarError, OSError, EOFError, ValueError, zlib.error, lzma.LZMAError)
+"""What reading a damaged or truncated archive (of any compression) can raise; tarfile
+lets a ValueError out of some malformed PAX records (GNU sparse maps, record lengths)."""
+
+MAX_NAME_BYTES = 255
+"""The longest path component a Linux filesystem takes (NAME_MAX)."""
+MAX_DEPTH = 64
+MAX_PATH_BYTES = 1024
 
 _CHUNK = 1 << 20
 
@@ -44,7 +51,32 @@ def member_path(name: str) -> str:
         raise TarDefect(name, "has a '..' component")
     if not parts or "\0" in name or "\\" in name:
         raise TarDefect(name, "is not a usable path")
-    return "/".join(parts)
+    path = "/".join(parts)
+    encoded = path.encode("utf-8", "surrogatepass")
+    if (
+        len(parts) > MAX_DEPTH
+        or len(encoded) > MAX_PATH_BYTES
+        or any(len(part.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES for part in parts)
+    ):
+        raise TarDefect(
+            name,
+            f"is too long or too deep to unpack (at most {MAX_DEPTH} components of "
+            f"{MAX_NAME_BYTES} bytes, {MAX_PATH_BYTES} bytes in all)",
+        )
+    return path
+
+
+def file_beneath_file(paths: Iterable[str]) -> tuple[str, str] | None:
+    """A file and another path beneath it, if plain relative ``paths`` hold such a pair:
+    one name cannot be both a file and a directory when unpacked."""
+    listed = set(paths)
+    for path in sorted(listed):
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            parent = "/".join(parts[:depth])
+            if parent in listed:
+                return parent, path
+    return None
 
 
 def is_plain_relative(path: str) -> bool:

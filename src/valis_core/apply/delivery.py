@@ -134,12 +134,9 @@ def _parse_manifest(data: bytes) -> DeliveryManifest:
         if path in files:
             raise bad(f"lists {path!r} twice")
         files[path] = DeliveryFile(path, digest, bits)
-    for path in sorted(files):
-        parts = path.split("/")
-        for depth in range(1, len(parts)):
-            parent = "/".join(parts[:depth])
-            if parent in files:
-                raise bad(f"lists {parent!r} as a file and also {path!r} beneath it")
+    clash = safe_tar.file_beneath_file(files)
+    if clash is not None:
+        raise bad(f"lists {clash[0]!r} as a file and also {clash[1]!r} beneath it")
     return DeliveryManifest(version, tuple(files[path] for path in sorted(files)))
 
 
