@@ -1,0 +1,1 @@
+"""The fuzz tier: the readers of untrusted bytes, driven by a kept corpus and mutations."""
