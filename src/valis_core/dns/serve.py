@@ -24,11 +24,13 @@ one task per connection, an idle timeout (a connection must complete a query wit
 closed too), a write timeout, and a cap on concurrent connections. Hostile clients
 cannot starve the others:
 
-- A connection answers at most its share of ``TCP_ROUND`` queries (``TCP_ROUND``
-  divided among the open connections) before it yields, and reads no more until what it
-  holds is answered; so a client pipelining thousands of queries in one read delays
-  every other task by a few queries' work, not by its whole read, and buffers no more
-  than one read.
+- A connection answers at most ``TCP_BATCH`` pipelined queries, sends their answers,
+  and then waits for a turn before the next batch; at most ``TCP_TURNS`` connections
+  get a turn per scheduler round, in arrival order. It reads no more until every
+  complete query it holds is answered. So however many clients pipeline thousands of
+  queries per read, a round of the scheduler (and so the wait of a UDP query, or of a
+  connection asking one query) holds a bounded amount of TCP work, and each connection
+  buffers no more than one read.
 - Under pressure (more than half of ``max_connections`` open) the idle timeout drops to
   ``busy_idle_timeout``, for connections already waiting too (RFC 7766 section 6.2.3).
 - At the cap, a new connection closes the longest-idle one (waiting for its next query)
@@ -68,9 +70,11 @@ class AnswerFn(Protocol):
 UDP_BATCH = 64
 """Datagrams handled between checkpoints while the socket stays readable."""
 
-TCP_ROUND = 128
-"""Pipelined TCP queries answered per scheduler round, shared among the open
-connections: each answers ``max(1, TCP_ROUND // open)`` before it yields."""
+TCP_BATCH = 32
+"""Pipelined queries one TCP connection answers (and sends in one write) per turn."""
+
+TCP_TURNS = 4
+"""Connections with pipelined queries waiting that get a turn per scheduler round."""
 
 _MAX_DATAGRAM = 65535
 _RCODES = 16
@@ -286,6 +290,7 @@ async def serve_tcp(
     counts = stats if stats is not None else ServeStats()
     failures = _ThrottledLog()
     pool = _Connections(max_connections, idle_timeout, busy_idle_timeout)
+    turns = _Turns()
 
     async def connection(stream: trio.SocketStream) -> None:
         slot = pool.enter()
@@ -295,6 +300,7 @@ async def serve_tcp(
                     stream,
                     slot=slot,
                     pool=pool,
+                    turns=turns,
                     holder=holder,
                     counts=counts,
                     failures=failures,
@@ -318,10 +324,15 @@ async def serve_tcp(
         counts.tcp_accepted += 1
         pool.reserve()
 
-    await accept_bounded(
-        listener, connection, room, accepted=accepted, refused=refused,
-        what="a DNS TCP connection",
-    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(turns.run)
+        try:
+            await accept_bounded(
+                listener, connection, room, accepted=accepted, refused=refused,
+                what="a DNS TCP connection",
+            )
+        finally:
+            nursery.cancel_scope.cancel()
 
 
 class _Slot:
@@ -401,9 +412,31 @@ class _Connections:
         self._slots.discard(oldest)
         return True
 
-    def batch(self) -> int:
-        """Queries one connection answers before it yields: its share of a round."""
-        return max(1, TCP_ROUND // max(1, self.open))
+
+class _Turns:
+    """Turns for connections with more pipelined queries to answer: ``TCP_TURNS`` a
+    scheduler round, first come first served. Without it every such connection would
+    run in every round, and a round would grow with the number of pipelining clients."""
+
+    __slots__ = ("_lot", "_wake")
+
+    def __init__(self) -> None:
+        self._lot = trio.lowlevel.ParkingLot()
+        self._wake = trio.Event()
+
+    async def take(self) -> None:
+        """Wait for a turn."""
+        self._wake.set()
+        await self._lot.park()
+
+    async def run(self) -> None:
+        """Hand out the turns, once a round, while anyone waits for one."""
+        while True:
+            if not self._lot:
+                self._wake = trio.Event()
+                await self._wake.wait()
+            self._lot.unpark(count=TCP_TURNS)
+            await trio.lowlevel.checkpoint()
 
 
 async def accept_bounded(
@@ -460,6 +493,7 @@ async def _serve_connection(
     *,
     slot: _Slot,
     pool: _Connections,
+    turns: _Turns,
     holder: IndexHolder,
     counts: ServeStats,
     failures: _ThrottledLog,
@@ -467,14 +501,19 @@ async def _serve_connection(
     answer_fn: AnswerFn,
 ) -> None:
     """Read length-prefixed queries and answer them in order, a batch at a time (one
-    send per batch, a yield between batches), reading again only when every complete
-    query read is answered; return on EOF, idle timeout, eviction or a stalled write."""
+    send per batch, a turn awaited before each further batch), reading again only when
+    every complete query read is answered; return on EOF, idle timeout, eviction or a
+    stalled write."""
     tcp = Transport.TCP
     rcodes = counts.tcp_rcodes
     pending = bytearray()
+    first = True
     while True:
-        queries = take_frames(pending, pool.batch())
+        queries = take_frames(pending, TCP_BATCH)
         if queries:
+            if not first:
+                await turns.take()
+            first = False
             slot.last = trio.current_time()
             frames: list[bytes] = []
             for query in queries:
@@ -492,14 +531,13 @@ async def _serve_connection(
                 rcodes[response[3] & 0x0F] += 1
             if frames:
                 with trio.move_on_after(write_timeout):
-                    await stream.send_all(b"".join(frames))  # a checkpoint: others run
+                    await stream.send_all(b"".join(frames))
                     frames.clear()
                 if frames:
                     counts.tcp_send_failures += 1
                     return
-            else:
-                await trio.lowlevel.checkpoint()
             continue
+        first = True
         with trio.CancelScope(deadline=slot.last + pool.idle_timeout()) as wait:
             slot.wait = wait
             try:
