@@ -1,10 +1,13 @@
 """The pg-zone-source against the private cluster: an eager load that names what it
 cannot serve, live reloads after committed changes, a failed rebuild that keeps the
-last good zone, reconnection after the backend is killed, and a clean cancel."""
+last good zone, reconnection after the backend is killed (with backoff, catching up on
+what changed meanwhile), the fence checked first on every connection, and a clean
+cancel."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,8 +19,10 @@ from tests.scenario.operator_state_helpers import answer_texts, soa_zone, zone_s
 from tests.scenario.pg import PgCluster
 from valis_core.dns.serve import IndexHolder
 from valis_core.dns.zone import ZoneError, ZoneIndex, parse_zone_text
+from valis_core.fence import FencedOut, FenceState
 from valis_core.operator_state.connection import OperatorStateError
-from valis_core.operator_state.zone_source import PgZoneSource
+from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
+from valis_core.operator_state.zone_source import PgZoneSource, backoff_delay
 from valis_core.operator_state.zones import replace_zone
 
 WAIT = 10.0  # bound on how long a test waits for a reload; never a timing assertion
@@ -40,14 +45,21 @@ async def _until(check: Callable[[], bool]) -> None:
 
 
 def _sessions(pg: PgCluster, dsn: str) -> int:
-    """Connections to the database other than the one asking."""
-    with pg.connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
+    """Connections to the database other than the one asking, once every closed one is
+    gone: a backend leaves ``pg_stat_activity`` some time after its client closed the
+    connection (its exit is asynchronous), so the count is polled, bounded by ``WAIT``,
+    until it reaches zero; what it is then is the answer."""
+    deadline = time.monotonic() + WAIT
+    with pg.connect(dsn, autocommit=True) as conn:
+        while True:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()
+            assert row is not None
+            if row[0] == 0 or time.monotonic() > deadline:
+                return int(row[0])
+            time.sleep(0.01)
 
 
 async def test_load_indexes_every_served_zone(pg_cluster: PgCluster, state_dsn: str) -> None:
@@ -212,3 +224,171 @@ def test_the_source_refuses_an_empty_served_list() -> None:
 
     with pytest.raises(OperatorStateError, match="no served zones"):
         PgZoneSource(never, [])
+
+
+# -- outages and the fence --------------------------------------------------------------
+
+HOLDER = "node-a@loopback#0123456789abcdef"
+SUCCESSOR = "node-a@elsewhere#fedcba9876543210"
+
+
+def _seed(pg: PgCluster, dsn: str) -> FenceState:
+    with pg.connect(dsn, autocommit=True) as conn:
+        return seed_instance_fence(conn, HOLDER)
+
+
+def _cut_off(pg: PgCluster, dsn: str) -> None:
+    """End every session of the database but the asker's, as an outage does."""
+    with pg.connect(dsn, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
+class Gate:
+    """A reconnect pause the test ends: what happens while the source waits to reconnect
+    is the test's to arrange. Records every delay asked for."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+        self.opened = trio.Event()
+
+    async def sleep(self, delay: float) -> None:
+        self.delays.append(delay)
+        await self.opened.wait()
+
+
+async def test_a_source_with_a_standing_refuses_a_fence_that_is_not_its_own(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    _import(pg_cluster, state_dsn, "example.org.")
+    standing = _seed(pg_cluster, state_dsn)
+    source = zone_source(pg_cluster, state_dsn, ["example.org."], standing=standing)
+    try:
+        await source.load()
+    finally:
+        source.close()
+    assert source.stats.fence_checks == 1
+    other = zone_source(
+        pg_cluster, state_dsn, ["example.org."], standing=FenceState(0, SUCCESSOR)
+    )
+    with pytest.raises(FencedOut, match="another instance than the fence's holder"):
+        await other.load()
+    assert other.stats.loads == 0
+    assert _sessions(pg_cluster, state_dsn) == 0
+
+
+async def test_a_source_superseded_while_cut_off_stops_before_reading_anything(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    standing = _seed(pg_cluster, state_dsn)
+    gate = Gate()
+    source = zone_source(
+        pg_cluster, state_dsn, ["example.org."], standing=standing, sleep=gate.sleep
+    )
+    holder = IndexHolder(await source.load())
+    first = holder.current
+    verdicts: list[FencedOut] = []
+
+    async def follow(task_status: trio.TaskStatus[None]) -> None:
+        try:
+            await source.run(holder, task_status=task_status)
+        except FencedOut as exc:
+            verdicts.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(follow)
+        _cut_off(pg_cluster, state_dsn)
+        await _until(lambda: len(gate.delays) >= 1)
+        # While it is away, a successor claims the fence and writes its own data.
+        with pg_cluster.connect(state_dsn, autocommit=True) as successor:
+            claim_instance_fence(successor, standing.generation + 1, SUCCESSOR)
+            successor.execute("UPDATE records SET rdata = '192.0.2.66' "
+                              "WHERE owner = 'www.example.org.'")  # fmt: skip
+        gate.opened.set()
+    (verdict,) = verdicts
+    assert verdict.current == FenceState(standing.generation + 1, SUCCESSOR)
+    assert "was superseded" in str(verdict)
+    assert holder.current is first
+    assert answer_texts(holder.current, "www.example.org.", "A") == {"192.0.2.80"}
+    assert source.stats.loads == 1
+    assert source.stats.reloads == 0
+    assert _sessions(pg_cluster, state_dsn) == 0
+
+
+async def test_a_source_back_from_an_outage_with_its_fence_catches_up_and_follows(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    standing = _seed(pg_cluster, state_dsn)
+    gate = Gate()
+    source = zone_source(
+        pg_cluster, state_dsn, ["example.org."], standing=standing, sleep=gate.sleep
+    )
+    holder = IndexHolder(await source.load())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(source.run, holder)
+        _cut_off(pg_cluster, state_dsn)
+        await _until(lambda: len(gate.delays) >= 1)
+        # Changed while the source is away: no notification reaches it for this.
+        _sql(pg_cluster, state_dsn, "UPDATE records SET rdata = '192.0.2.81' "
+                                    "WHERE owner = 'www.example.org.'")  # fmt: skip
+        assert answer_texts(holder.current, "www.example.org.", "A") == {"192.0.2.80"}
+        gate.opened.set()
+        await _until(lambda: answer_texts(holder.current, "www.example.org.", "A") == {
+            "192.0.2.81"
+        })
+        assert source.stats.fence_checks == 2
+        _sql(pg_cluster, state_dsn, "UPDATE records SET rdata = '192.0.2.82' "
+                                    "WHERE owner = 'www.example.org.'")  # fmt: skip
+        await _until(lambda: answer_texts(holder.current, "www.example.org.", "A") == {
+            "192.0.2.82"
+        })
+        nursery.cancel_scope.cancel()
+    (delay,) = gate.delays
+    assert 0.1 <= delay <= 0.2  # the first wait, jittered
+
+
+async def test_reconnect_attempts_back_off_exponentially_up_to_the_bound(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    refusing = [False]
+
+    def connect() -> psycopg.Connection[Any]:
+        if refusing[0]:
+            raise psycopg.OperationalError("connection refused (the database is down)")
+        return pg_cluster.connect(state_dsn, autocommit=True)
+
+    delays: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        delays.append(delay)
+        if len(delays) == 8:
+            refusing[0] = False
+        await trio.sleep(0)
+
+    source = PgZoneSource(connect, ["example.org."], sleep=sleep, draw=lambda: 0.0)
+    holder = IndexHolder(await source.load())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(source.run, holder)
+        refusing[0] = True
+        _cut_off(pg_cluster, state_dsn)
+        _sql(pg_cluster, state_dsn, "UPDATE records SET rdata = '192.0.2.81' "
+                                    "WHERE owner = 'www.example.org.'")  # fmt: skip
+        await _until(lambda: answer_texts(holder.current, "www.example.org.", "A") == {
+            "192.0.2.81"
+        })
+        nursery.cancel_scope.cancel()
+    assert delays == [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0, 5.0]
+    assert source.stats.reconnects == 8
+
+
+def test_backoff_doubles_to_its_bound_and_jitters_down_by_at_most_half() -> None:
+    assert [backoff_delay(n, 0.2, 5.0, 0.0) for n in range(7)] == [
+        0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0
+    ]
+    assert backoff_delay(0, 0.2, 5.0, 0.999) > 0.1
+    assert backoff_delay(10_000, 0.2, 5.0, 0.5) == 3.75

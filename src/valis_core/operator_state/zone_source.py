@@ -34,9 +34,15 @@ after its transaction commits, and the owner's rows are read after the note arri
 every changed owner is read again after its last change; every other owner is unchanged
 since the read it was last indexed from.
 
-A lost connection (server restart, ``pg_terminate_backend``) is retried with exponential
-backoff bounded at ``max_backoff``; after reconnecting, the source listens again *before*
-reading, then reloads every zone in full, so no change made while it was away is missed.
+A lost connection (server restart or outage, ``pg_terminate_backend``) is retried with
+jittered exponential backoff bounded at ``max_backoff`` (``backoff_delay``); the last good
+index keeps being served meanwhile. A source given the instance's fence ``standing`` (the
+resident's) reads the fence first on every connection it opens, before it listens or
+reads a row: while the database was out of reach another instance may have claimed the
+fence, and then the data it would read is that instance's to serve, not this one's, so
+the source raises ``FencedOut`` and the resident fails closed. After the check, it listens
+again *before* reading, then reloads every zone in full (notifications sent while it was
+away are lost), so no change made while it was away is missed.
 """
 
 from __future__ import annotations
@@ -44,8 +50,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import random
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -55,7 +62,9 @@ import trio
 from valis_core.dns import wire
 from valis_core.dns.serve import IndexHolder
 from valis_core.dns.zone import RecordRow, ServedZone, ZoneError, ZoneIndex
+from valis_core.fence import FenceState, assert_fence_touch
 from valis_core.operator_state.connection import OperatorStateError, connect
+from valis_core.operator_state.fence import UnseededFence, read_instance_fence
 from valis_core.operator_state.zones import (
     canonical_zone_name,
     fetch_owner_rows,
@@ -76,6 +85,9 @@ MAX_PATCH_OWNERS = 1000
 _INLINE_PATCH = 64
 """Owners plus rows up to which a patch runs on the trio thread rather than a worker."""
 
+INITIAL_BACKOFF = 0.2
+MAX_BACKOFF = 5.0
+
 Connect = Callable[[], "psycopg.Connection[Any]"]
 _T = TypeVar("_T")
 _LOST = (psycopg.OperationalError, psycopg.InterfaceError)
@@ -90,6 +102,9 @@ class ZoneSourceStats:
     """Indexes swapped in after the first load, whatever they changed."""
     failed_reloads: int = 0
     reconnects: int = 0
+    """Connections lost or refused since the first load (each followed by a wait)."""
+    fence_checks: int = 0
+    """Times the fence was read and found to be this instance's (one per connection)."""
     patched_zones: int = 0
     """Zones updated by replacing a few owners rather than re-read whole."""
     rebuilt_zones: int = 0
@@ -101,7 +116,10 @@ class PgZoneSource:
     """Serve ``zones`` (names as in ``VALIS_SERVED_ZONES``) from operator state.
 
     ``connect`` opens a new connection as the run account (``from_dsn`` gives the usual
-    one); it is called again on every reconnect.
+    one); it is called again on every reconnect. ``standing`` is the instance's standing
+    at the fence (a resident's); without one (condense proving a zone, ``valis serve``)
+    nothing is checked. ``sleep`` and ``draw`` (a uniform number in [0, 1)) pace the
+    reconnects; tests may pass their own.
     """
 
     def __init__(
@@ -109,11 +127,15 @@ class PgZoneSource:
         connect: Connect,
         zones: Iterable[str],
         *,
-        initial_backoff: float = 0.05,
-        max_backoff: float = 5.0,
+        standing: FenceState | None = None,
+        initial_backoff: float = INITIAL_BACKOFF,
+        max_backoff: float = MAX_BACKOFF,
         max_patch_owners: int = MAX_PATCH_OWNERS,
+        sleep: Callable[[float], Awaitable[None]] = trio.sleep,
+        draw: Callable[[], float] = random.random,
     ) -> None:
         self._connect = connect
+        self.standing = standing
         self.zones: tuple[str, ...] = tuple(dict.fromkeys(canonical_zone_name(z) for z in zones))
         if not self.zones:
             raise OperatorStateError(
@@ -122,6 +144,8 @@ class PgZoneSource:
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
         self._max_patch_owners = max_patch_owners
+        self._sleep = sleep
+        self._draw = draw
         self._listen: psycopg.Connection[Any] | None = None
         self._query: psycopg.Connection[Any] | None = None
         self._built: dict[str, ZoneIndex] = {}
@@ -130,16 +154,19 @@ class PgZoneSource:
         self.stats = ZoneSourceStats()
 
     @classmethod
-    def from_dsn(cls, dsn: str, zones: Iterable[str]) -> PgZoneSource:
-        return cls(lambda: connect(dsn, autocommit=True), zones)
+    def from_dsn(
+        cls, dsn: str, zones: Iterable[str], *, standing: FenceState | None = None
+    ) -> PgZoneSource:
+        return cls(lambda: connect(dsn, autocommit=True), zones, standing=standing)
 
     # -- public ------------------------------------------------------------------------
 
     async def load(self) -> ZoneIndex:
         """Connect, start listening, and index every served zone; raise on any problem.
 
-        Raises ``OperatorStateError`` (unreachable database, zones missing from it) or
-        ``ZoneError`` (a zone that cannot be served), each naming what failed.
+        Raises ``OperatorStateError`` (unreachable database, zones missing from it),
+        ``ZoneError`` (a zone that cannot be served), each naming what failed, or
+        ``FencedOut`` (the fence is not ``standing``).
         """
         try:
             await self._open()
@@ -157,34 +184,46 @@ class PgZoneSource:
         """Follow changes until cancelled, swapping rebuilt indexes into ``holder``.
 
         If ``load`` has not run, the first load happens here, and until ``task_status``
-        is reported started its errors propagate (a boot fails closed); afterwards every
-        failure is logged and retried.
+        is reported started its errors propagate (a boot fails closed); afterwards a lost
+        or refused connection is logged and retried with backoff, the last good index
+        still served. ``FencedOut`` (found on reconnecting) and ``UnseededFence`` always
+        propagate: the instance must stop.
         """
         try:
             if self._listen is None:
                 await self._open()
                 holder.swap(await self._load_all(strict=True))
             task_status.started()
-            delay = self._initial_backoff
+            failures = 0
             while True:
                 try:
                     if self._listen is None:
                         await self._open()
                         await self._reload(self.zones, holder)
-                    delay = self._initial_backoff
+                        log.info(
+                            "zone source: reconnected after %d failed attempt(s); every "
+                            "served zone re-read", failures,
+                        )
+                    failures = 0
                     await self._follow(holder)
+                except UnseededFence:
+                    raise
                 except (*_LOST, OperatorStateError) as exc:
                     # OperatorStateError here can only be a failed reconnect.
+                    delay = backoff_delay(
+                        failures, self._initial_backoff, self._max_backoff, self._draw()
+                    )
                     log.warning(
-                        "zone source: operator-state connection lost (%s); reconnecting "
-                        "in %.2fs",
+                        "zone source: operator-state connection %s (%s); serving the last "
+                        "good index, reconnecting in %.2fs",
+                        "lost" if failures == 0 else "still unavailable",
                         _one_line(exc),
                         delay,
                     )
                     self.close()
+                    failures += 1
                     self.stats.reconnects += 1
-                    await trio.sleep(delay)
-                    delay = min(delay * 2, self._max_backoff)
+                    await self._sleep(delay)
         finally:
             self.close()
 
@@ -199,10 +238,14 @@ class PgZoneSource:
     # -- connections -------------------------------------------------------------------
 
     async def _open(self) -> None:
+        """Open both connections: the fence checked first (when there is a standing),
+        then ``LISTEN``, then the query connection."""
         self.close()
         listen = await trio.to_thread.run_sync(self._connect)
         try:
             listen.autocommit = True
+            if self.standing is not None:
+                await trio.to_thread.run_sync(self._check_fence, listen)
             await trio.to_thread.run_sync(listen.execute, f"LISTEN {CHANNEL}")
             query = await trio.to_thread.run_sync(self._connect)
         except BaseException:
@@ -210,6 +253,15 @@ class PgZoneSource:
             raise
         query.autocommit = True
         self._listen, self._query = listen, query
+
+    def _check_fence(self, conn: psycopg.Connection[Any]) -> None:
+        """Raise ``FencedOut`` unless the fence is still this instance's standing."""
+        assert self.standing is not None
+        current = read_instance_fence(conn)
+        if current is None:
+            raise UnseededFence("serve zones as a fenced instance")
+        assert_fence_touch(current, self.standing)
+        self.stats.fence_checks += 1
 
     async def _in_thread(self, fn: Callable[[psycopg.Connection[Any]], _T]) -> _T:
         """Run ``fn(query connection)`` in a worker thread; on cancellation ask the server
@@ -448,6 +500,14 @@ async def _build(zone: str, rows: Sequence[RecordRow]) -> ZoneIndex:
     if zone not in index.zones:
         raise ZoneError(zone, zone, "the zone has no records; import it again")
     return index
+
+
+def backoff_delay(failures: int, initial: float, maximum: float, draw: float) -> float:
+    """Seconds to wait after ``failures`` earlier failed attempts (0 for the first loss):
+    ``initial`` doubling up to ``maximum``, jittered down by up to half with ``draw`` in
+    [0, 1), so sources cut off together do not all come back in the same instant."""
+    ceiling = maximum if failures >= 64 else min(maximum, initial * 2.0**failures)
+    return ceiling * (1.0 - draw / 2.0)
 
 
 def _plain(owner: str) -> bool:

@@ -14,7 +14,8 @@ to run as root, then brings the node up stage by stage:
 6. ``operator state``: connect as the run account, seed the fence at genesis, refuse a
    fenced-out generation, commit the first fenced heartbeat; the heartbeat then runs;
 7. ``zone index``: every served zone indexed eagerly from the pg-zone-source, which then
-   follows changes and swaps the served index;
+   follows changes and swaps the served index (after an outage it re-checks the fence
+   before reading anything, and a superseded instance stops as at the heartbeat);
 8. ``fabric``: the capability-gated internal endpoint; its anonymous public view must
    answer every served apex SOA before the next stage starts;
 9. ``serve DNS``: the UDP and TCP loops over the adopted pair;
@@ -70,7 +71,6 @@ from valis_core.store.head import materialise_genesis
 
 if TYPE_CHECKING:
     from valis_core.dns.serve import IndexHolder, ServeStats
-    from valis_core.owner.terminus import OwnerTerminus
     from valis_core.resident.fabric import FabricAddress
 
 log = logging.getLogger("valis.resident")
@@ -380,7 +380,7 @@ async def _bring_up(
         from valis_core.dns.serve import IndexHolder, ServeStats
         from valis_core.operator_state.zone_source import PgZoneSource
 
-        source = PgZoneSource.from_dsn(config.dsn, config.served_zones)
+        source = PgZoneSource.from_dsn(config.dsn, config.served_zones, standing=watch.standing)
         stack.callback(source.close)
         holder = IndexHolder(await source.load())
         log.info(
@@ -391,7 +391,7 @@ async def _bring_up(
         async def follow(task_status: trio.TaskStatus[None]) -> None:
             await source.run(holder, task_status=task_status)
 
-        await services.start("zone source", follow)
+        await services.start("zone source", _fence_final(follow))
         node.zones = source.zones
 
     with _stage("fabric", notifier):
@@ -438,7 +438,7 @@ async def _bring_up(
                 holder=holder,
             )
             stack.callback(terminus.close)
-            await services.start("owner terminus", _owner_service(terminus))
+            await services.start("owner terminus", _fence_final(terminus.serve))
             views.owner_updates = lambda: (terminus.applied, terminus.refused)
             assert pair.owner is not None
             log.info("owner terminus: accepting TSIG-signed DNS UPDATE on %s (key %s)",
@@ -491,15 +491,17 @@ def _dns_service(adopted: AdoptedSockets, holder: IndexHolder, stats: ServeStats
     return serve
 
 
-def _owner_service(terminus: OwnerTerminus) -> _Service:
-    async def serve(task_status: trio.TaskStatus[None]) -> None:
+def _fence_final(service: _Service) -> _Service:
+    """``service``, with a ``FencedOut`` it raises reported as the heartbeat reports it:
+    the owner terminus and the zone source (on reconnecting) see the same verdict."""
+
+    async def run(task_status: trio.TaskStatus[Any]) -> None:
         try:
-            await terminus.serve(task_status=task_status)
+            await service(task_status=task_status)
         except FencedOut as exc:
-            # The same verdict, and the same report, as a fenced-out heartbeat.
             raise BringUpError("fence", describe("fence", exc)) from exc
 
-    return serve
+    return run
 
 
 async def _check_public_view(

@@ -138,19 +138,27 @@ class FenceWatch:
         """Beat every ``interval`` seconds until cancelled; raise ``FencedOut`` when
         superseded."""
         task_status.started()
+        failed = 0
         while True:
             await trio.sleep(self.interval)
             try:
                 await trio.to_thread.run_sync(self._beat_reconnecting)
-            except FencedOut:
+            except (FencedOut, UnseededFence):
+                # A verdict, not an outage: without its fence the instance may not write.
                 raise
             except (psycopg.Error, OperatorStateError) as exc:
+                failed += 1
                 log.warning(
                     "fence: heartbeat failed (%s); retrying in %.1fs on a new connection",
                     " ".join(str(exc).split()),
                     self.interval,
                 )
                 self.close()
+            else:
+                if failed:
+                    log.info("fence: heartbeat resumed after %d failed beat(s); the fence "
+                             "is still this instance's", failed)
+                    failed = 0
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
