@@ -12,6 +12,7 @@ serving path, whose fixes are made there first), so ``make test`` replays it.
 Run from the repository root:
 
     .venv/bin/python benchmarks/fuzz_campaign.py [--inputs N] [--seconds S] [--jobs J]
+    .venv/bin/python benchmarks/fuzz_campaign.py --replay-pending
 
 It reports, per target, the inputs run, the distinct failures found and executions per
 second. These are figures, not a test: the findings are what matter.
@@ -95,6 +96,17 @@ def _keep(name: str, detail: str, data: bytes, save: bool) -> str:
     return f"{detail[:160]} -> {path.relative_to(corpus.CORPUS.parent)} ({len(data)} bytes)"
 
 
+def replay_pending(names: list[str]) -> None:
+    """Run every pending input once: a fix of its reader turns FAIL into ok, and the
+    input can then move into corpus/<target>/ to be replayed by make test."""
+    with tempfile.TemporaryDirectory(dir=SCRATCH_PARENT) as scratch:
+        for name in names:
+            for file, data in corpus.load(name, pending=True):
+                finding = run_one(TARGETS[name], data, Path(scratch))
+                outcome = "ok" if finding is None else f"FAIL {finding.detail[:160]}"
+                print(f"{name}/{file}: {outcome}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--inputs", type=int, default=1_000_000)
@@ -103,7 +115,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--target", action="append", choices=sorted(TARGETS))
     parser.add_argument("--no-save", action="store_true", help="keep nothing in the corpus")
+    parser.add_argument(
+        "--replay-pending", action="store_true",
+        help="only run corpus/pending/ through its targets and say which inputs still fail",
+    )
     args = parser.parse_args()
+    if args.replay_pending:
+        replay_pending(args.target or sorted(TARGETS))
+        return
 
     names = args.target or sorted(TARGETS)
     share = args.inputs // len(names)
