@@ -6,12 +6,20 @@ target's own directory (so the final step is a same-filesystem rename or link), 
 with ``O_EXCL`` and already carrying its final mode, then fsync'd; the directory is
 fsync'd after the name changes so the new name survives a power cut. On any failure the
 temporary file is removed and an existing target is left exactly as it was.
+
+A writer killed outright (SIGKILL, a power cut) cannot remove its temporary file, so the
+next write of the same name sweeps it. A live writer holds an exclusive ``flock`` on its
+temporary file from creation until the file's name is gone, and the kernel drops that
+lock when the writer dies: a temporary file nobody holds is an orphan, and only orphans
+are swept, so a racing writer's file is never taken from under it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import re
 import secrets
 from pathlib import Path
 
@@ -20,12 +28,15 @@ _TEMP_ATTEMPTS = 16
 
 def write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     """Replace (or create) ``path`` with ``data``, atomically and durably."""
-    temp = _write_temp(path, data, mode)
+    sweep_orphans(path)
+    fd, temp = _write_temp(path, data, mode)
     try:
         os.replace(temp, path)
     except BaseException:
         _discard(temp)
         raise
+    finally:
+        os.close(fd)
     fsync_dir(path.parent)
 
 
@@ -36,42 +47,98 @@ def create_exclusive(path: Path, data: bytes, *, mode: int = 0o600) -> None:
     never replaces, so of two writers racing for one name exactly one wins and a reader
     never sees a partial file under it.
     """
-    temp = _write_temp(path, data, mode)
+    sweep_orphans(path)
+    fd, temp = _write_temp(path, data, mode)
     try:
         os.link(temp, path)
     finally:
         _discard(temp)
+        os.close(fd)
     fsync_dir(path.parent)
 
 
-def _write_temp(path: Path, data: bytes, mode: int) -> Path:
-    """Write ``data`` to a fresh temporary sibling of ``path`` with ``mode``; fsync it."""
+def sweep_orphans(path: Path) -> None:
+    """Remove the temporary files killed writers of ``path`` left beside it.
+
+    Best effort: a file this process cannot open, lock or remove is left alone, and
+    sweeping never makes a write fail.
+    """
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.[0-9a-f]{{12}}\.tmp")
+    try:
+        entries = [entry.name for entry in os.scandir(path.parent)]
+    except OSError:
+        return
+    for name in entries:
+        if pattern.fullmatch(name):
+            _sweep_if_orphan(path.parent / name)
+
+
+def _sweep_if_orphan(temp: Path) -> None:
+    try:
+        fd = os.open(temp, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if _same_file(temp, fd):
+            os.unlink(temp)
+    except OSError:
+        pass  # held by a live writer, or not ours to remove
+    finally:
+        os.close(fd)
+
+
+def _same_file(path: Path, fd: int) -> bool:
+    """Whether ``path`` still names the file open as ``fd``."""
+    try:
+        named = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _write_temp(path: Path, data: bytes, mode: int) -> tuple[int, Path]:
+    """Write ``data`` to a fresh temporary sibling of ``path`` with ``mode``; fsync it.
+
+    Returns the descriptor, which holds the temporary file's lock: keep it open until
+    the temporary name is gone (renamed or removed), then close it.
+    """
     fd, temp = _open_temp(path, mode)
     try:
-        try:
-            # The umask may have narrowed the mode given to open(); set it exactly.
-            os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        # The umask may have narrowed the mode given to open(); set it exactly.
+        os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
     except BaseException:
         _discard(temp)
+        os.close(fd)
         raise
-    return temp
+    return fd, temp
 
 
 def _open_temp(path: Path, mode: int) -> tuple[int, Path]:
+    """A new temporary sibling of ``path``, open and locked by this process."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     for _ in range(_TEMP_ATTEMPTS):
         temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
         try:
-            return os.open(temp, flags, mode & 0o777), temp
+            fd = os.open(temp, flags, mode & 0o777)
         except FileExistsError:
             continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            # A sweeper may have taken the file between open and lock: start again.
+            if _same_file(temp, fd):
+                return fd, temp
+        except BaseException:
+            _discard(temp)
+            os.close(fd)
+            raise
+        os.close(fd)
     raise FileExistsError(f"could not create a temporary file beside {path}")
 
 

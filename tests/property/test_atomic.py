@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from valis_core.atomic import create_exclusive, write_atomic
+from valis_core.atomic import create_exclusive, sweep_orphans, write_atomic
 
 payloads = st.binary(max_size=4096)
 modes = st.sampled_from([0o600, 0o640, 0o644, 0o400, 0o444, 0o660])
@@ -123,3 +125,35 @@ def test_exclusive_create_gives_the_mode_from_the_start_under_a_restrictive_umas
     with scratch() as d, umask(0o777):
         create_exclusive(d / "k", b"seed", mode=0o600)
         assert snapshot(d) == {"k": (b"seed", 0o600)}
+
+
+def _orphan(directory: Path, name: str, data: bytes) -> Path:
+    """A temporary file as a writer killed mid-write leaves it: nobody holds its lock."""
+    temp = directory / f".{name}.{os.urandom(6).hex()}.tmp"
+    temp.write_bytes(data)
+    return temp
+
+
+@pytest.mark.parametrize("write", [write_atomic, create_exclusive])
+def test_the_next_write_sweeps_the_temporary_files_a_killed_writer_left(write: Any) -> None:
+    with scratch() as directory:
+        left = [_orphan(directory, "target", b"torn"), _orphan(directory, "target", b"")]
+        other = _orphan(directory, "other", b"another file's")
+        write(directory / "target", b"whole")
+        assert (directory / "target").read_bytes() == b"whole"
+        assert not any(path.exists() for path in left)
+        assert other.exists()
+
+
+def test_a_temporary_file_a_live_writer_holds_is_never_swept() -> None:
+    with scratch() as directory:
+        held = _orphan(directory, "target", b"in progress")
+        fd = os.open(held, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            sweep_orphans(directory / "target")
+            assert held.read_bytes() == b"in progress"
+        finally:
+            os.close(fd)
+        sweep_orphans(directory / "target")
+        assert not held.exists()
