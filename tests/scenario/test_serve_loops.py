@@ -21,6 +21,8 @@ import trio
 
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.serve import (
+    TCP_BATCH,
+    TCP_TURNS,
     UDP_BATCH,
     AnswerFn,
     IndexHolder,
@@ -258,6 +260,59 @@ async def test_one_connection_pipelining_many_queries_yields_to_other_clients() 
     assert order.count("flood") == pipelined
     assert order.index("udp") < 300
     assert order.index("tcp") < 300
+
+
+async def test_many_pipelining_clients_take_turns_so_each_round_stays_small() -> None:
+    """Thirty clients each write 320 queries at once. A task passing one checkpoint per
+    scheduler round marks the rounds; after its first batch a connection answers only
+    when given a turn, so between two marks (the tail of one round and the head of the
+    next) at most twice ``TCP_TURNS`` connections answer, not all thirty."""
+    clients, each = 30, 320
+    order: list[bytes] = []
+
+    def recording(index: ZoneIndex, query: bytes, *, transport: Transport) -> bytes | None:
+        order.append(query[13 : 13 + query[12]])  # the client, from the first label
+        return answer(index, query, transport=transport)
+
+    async def drain(stream: trio.SocketStream) -> None:
+        received = 0
+        while received < each:
+            chunk = await stream.receive_some(65535)
+            assert chunk
+            received += chunk.count(b"\x05flood")
+
+    async def mark_rounds() -> None:
+        for _ in range(1_000_000):
+            if len(order) - order.count(b"") >= clients * each:
+                return
+            order.append(b"")
+            await trio.lowlevel.checkpoint()
+
+    async with serving(answer_fn=recording, max_connections=4 * clients) as loop:
+        streams = [await trio.open_tcp_stream(*loop.tcp_address) for _ in range(clients)]
+        with trio.fail_after(LIMIT):
+            async with trio.open_nursery() as nursery:
+                for stream in streams:
+                    nursery.start_soon(drain, stream)
+                nursery.start_soon(mark_rounds)
+                for number, stream in enumerate(streams):
+                    name = f"c{number}.flood.example.com."
+                    wire = dns.message.make_query(name, "A", use_edns=False).to_wire()
+                    await stream.send_all((len(wire).to_bytes(2, "big") + wire) * each)
+        for stream in streams:
+            await stream.aclose()
+    answered: dict[bytes, int] = {}
+    between_marks: list[set[bytes]] = [set()]
+    for client in order:
+        if not client:
+            between_marks.append(set())
+            continue
+        answered[client] = answered.get(client, 0) + 1
+        if answered[client] > TCP_BATCH:  # past the batch answered right after the read
+            between_marks[-1].add(client)
+    assert sorted(answered.values()) == [each] * clients
+    assert len(between_marks) > each // TCP_BATCH
+    assert max(len(clients_seen) for clients_seen in between_marks) <= 2 * TCP_TURNS
 
 
 async def test_an_engine_failure_on_one_query_is_counted_and_serving_goes_on(
