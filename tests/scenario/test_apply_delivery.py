@@ -97,6 +97,22 @@ def test_a_good_delivery_switches_current_and_restarts_the_unit_on_it(
     assert (root / "versions" / "1.1.0" / "bin" / "unit").stat().st_mode & 0o777 == 0o755
 
 
+def test_the_next_apply_removes_what_a_killed_apply_left(
+    tmp_path: Path, unit: ProcessUnitController
+) -> None:
+    root = tmp_path / "opt-valis"
+    apply_delivery(_delivery(tmp_path, "1.0.0"), root, unit, timeout=UP_TIMEOUT)
+    staging = root / "versions" / ".1.1.0.0123456789ab.staging"
+    (staging / "bin").mkdir(parents=True)
+    (staging / "bin" / "unit").write_bytes(GOOD_UNIT[:10])
+    link = root / ".current.0123456789ab.tmp"
+    link.symlink_to("versions/1.1.0")
+    apply_delivery(_delivery(tmp_path, "1.1.0"), root, unit, timeout=UP_TIMEOUT)
+    assert current_version(root) == "1.1.0"
+    assert sorted(p.name for p in (root / "versions").iterdir()) == ["1.0.0", "1.1.0"]
+    assert sorted(p.name for p in root.iterdir()) == ["current", "versions"]
+
+
 def test_a_version_that_does_not_come_up_is_switched_back_and_the_old_one_restarted(
     tmp_path: Path, unit: ProcessUnitController
 ) -> None:

@@ -11,7 +11,9 @@ renamed into place, so a version directory is whole or absent), switches the
 ``<root>/current`` symlink atomically (a new link under a temporary name renamed over the
 old), restarts the unit through its ``UnitController`` and reads back that it came up. If
 it did not, ``current`` is switched back and the previous version restarted; the
-delivery is reported as refused either way.
+delivery is reported as refused either way. An apply killed part way (SIGKILL, a power
+cut) leaves a staging directory or a temporary link at most; the next apply onto the same
+root removes them first (applies to one root run one at a time).
 
 ``build_delivery`` is the deterministic writer of the same format (sorted members, zero
 mtimes, root ownership, a gzip header without a timestamp): equal inputs give equal bytes.
@@ -53,6 +55,8 @@ _CHUNK = 1 << 20
 _ALLOWED_MODE_BITS = 0o755
 _VERSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
+_STAGING_RE = re.compile(r"\..+\.[0-9a-f]{12}\.staging")
+_LINK_TEMP_RE = re.compile(rf"\.{CURRENT_LINK}\.[0-9a-f]{{12}}\.tmp")
 
 
 class DeliveryError(ValisError):
@@ -319,6 +323,16 @@ def _unpack(
         )
 
 
+def _sweep_interrupted(root: Path, versions: Path) -> None:
+    """Remove what a killed apply left: a half-staged version, a link never switched in."""
+    for entry in versions.iterdir():
+        if _STAGING_RE.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+    for entry in root.iterdir():
+        if _LINK_TEMP_RE.fullmatch(entry.name) and entry.is_symlink():
+            entry.unlink(missing_ok=True)
+
+
 def current_version(root: Path) -> str | None:
     """The version ``<root>/current`` points at, or None when there is none."""
     link = root / CURRENT_LINK
@@ -376,6 +390,7 @@ def apply_delivery(
             )
         versions = root / VERSIONS_DIR
         versions.mkdir(mode=0o755, parents=True, exist_ok=True)
+        _sweep_interrupted(root, versions)
         staged = _stage(handle, manifest, versions)
     previous = current_version(root)
     _switch(root, manifest.version)
