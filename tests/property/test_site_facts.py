@@ -22,8 +22,8 @@ from valis_core.operator_state.site_facts import (
     parse_site_facts,
     render_site_facts,
     served_zones,
-    write_site_facts,
 )
+from valis_core.operator_state.site_facts_file import write_site_facts
 
 # Any one-line text: no control characters (newline, NUL, ...) and no lone surrogates.
 values = st.text(

@@ -18,7 +18,7 @@ from tests.conftest import require_root
 from tests.scenario.pg import RUN_USER, ensure_system_user
 from valis_core import safe_tar
 from valis_core.identity.custody import load_or_create_keyfile, public_key_hex
-from valis_core.operator_state.site_facts import write_site_facts
+from valis_core.operator_state.site_facts_file import write_site_facts
 from valis_core.ops.backup import (
     MANIFEST_NAME,
     SIGNATURE_NAME,

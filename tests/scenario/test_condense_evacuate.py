@@ -38,7 +38,7 @@ from valis_core.dns.zone import parse_zone_text
 from valis_core.identity.custody import load_or_create_keyfile, public_key_hex
 from valis_core.identity.instance import holder_name, read_instance
 from valis_core.operator_state.fence import read_instance_fence
-from valis_core.operator_state.site_facts import write_site_facts
+from valis_core.operator_state.site_facts_file import write_site_facts
 from valis_core.operator_state.zones import replace_zone
 from valis_core.ops.backup import create_backup, verify_backup_set
 from valis_core.ops.condense import CondenseRequest, RequestKind, condense_onto_host

@@ -42,7 +42,7 @@ from valis_core.fence import FenceState, SeedRefused
 from valis_core.identity.custody import keyfile_path, load_or_create_keyfile
 from valis_core.identity.instance import holder_name, read_instance
 from valis_core.operator_state.fence import read_instance_fence, seed_instance_fence
-from valis_core.operator_state.site_facts import write_site_facts
+from valis_core.operator_state.site_facts_file import write_site_facts
 from valis_core.operator_state.zones import replace_zone
 from valis_core.ops.backup import (
     BackupError,

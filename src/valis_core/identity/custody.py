@@ -28,19 +28,27 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from valis_core.atomic import create_exclusive
 from valis_core.errors import ValisError
+from valis_core.state_layout import KEYFILE, keyfile_path
 
-KEYFILE_NAME = "owner.key"
+KEYFILE_NAME = KEYFILE
 KEYFILE_MODE = 0o600
 SEED_SIZE = 32
+
+__all__ = [
+    "KEYFILE_MODE",
+    "KEYFILE_NAME",
+    "SEED_SIZE",
+    "CustodyError",
+    "derive_x25519",
+    "keyfile_path",
+    "load_keyfile",
+    "load_or_create_keyfile",
+    "public_key_hex",
+]
 
 
 class CustodyError(ValisError):
     """The owner keyfile cannot be minted or loaded safely."""
-
-
-def keyfile_path(state_dir: Path) -> Path:
-    """Where the owner seed lives under a state directory."""
-    return state_dir / KEYFILE_NAME
 
 
 def load_or_create_keyfile(state_dir: Path) -> Ed25519PrivateKey:

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from valis_core.atomic import create_exclusive
 from valis_core.errors import ValisError
+from valis_core.state_layout import instance_path
 
-INSTANCE_NAME = "instance"
 INSTANCE_MODE = 0o600
 _TOKEN = re.compile(r"[0-9a-f]{16}")
 _MAX_BYTES = 64
@@ -32,10 +32,6 @@ _MAX_BYTES = 64
 
 class InstanceError(ValisError):
     """The state directory's instance token cannot be minted or read."""
-
-
-def instance_path(state_dir: Path) -> Path:
-    return state_dir / INSTANCE_NAME
 
 
 def holder_name(node_at_location: str, token: str) -> str:

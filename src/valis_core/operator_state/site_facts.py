@@ -17,17 +17,16 @@ names the database, its socket and its role; under peer authentication it holds 
 password, but it is still no business of other accounts). Group read lets the operator
 hand it to the run group; systemd reads it as root either way.
 
-A refusal happens before anything touches the disk, and the write itself is atomic, so
-a refused render leaves no file, no temporary file, and any previous file untouched.
+This module renders and parses; ``site_facts_file.write_site_facts`` writes. A refusal
+happens before anything touches the disk, and the write itself is atomic, so a refused
+render leaves no file, no temporary file, and any previous file untouched.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from pathlib import Path
 
-from valis_core.atomic import write_atomic
 from valis_core.errors import ValisError
 
 REQUIRED_KEYS: frozenset[str] = frozenset(
@@ -116,18 +115,6 @@ def parse_site_facts(text: str) -> dict[str, str]:
         facts[key] = _unquote(rest.strip(" \t"), key, number)
     check_site_facts(facts)
     return facts
-
-
-def write_site_facts(path: Path, facts: Mapping[str, str], *, mode: int = SITE_FACTS_MODE) -> None:
-    """Render ``facts`` and write them to ``path`` atomically; refuse before touching disk."""
-    data = render_site_facts(facts).encode("utf-8")
-    try:
-        write_atomic(path, data, mode=mode)
-    except OSError as exc:
-        raise SiteFactsError(
-            f"site facts: cannot write {path}: {exc.strerror or exc} "
-            "(check the directory exists and is writable)"
-        ) from exc
 
 
 def served_zones(facts: Mapping[str, str]) -> tuple[str, ...]:

@@ -14,7 +14,8 @@ from typing import Any
 import psycopg
 
 from valis_core.operator_state.connection import OperatorStateError
-from valis_core.operator_state.site_facts import SiteFactsError, write_site_facts
+from valis_core.operator_state.site_facts import SiteFactsError
+from valis_core.operator_state.site_facts_file import write_site_facts
 
 
 def set_site_facts(

@@ -44,8 +44,10 @@ from valis_core.acting_as import acting_as
 from valis_core.atomic import write_atomic
 from valis_core.errors import ValisError
 from valis_core.fence import MAX_GENERATION
-from valis_core.identity.custody import KEYFILE_NAME, SEED_SIZE, public_key_hex
+from valis_core.identity.custody import SEED_SIZE, public_key_hex
 from valis_core.safe_tar import TarDefect
+from valis_core.state_layout import CONFIG_STORE, EDGE_KEYS, STORE_HEAD
+from valis_core.state_layout import KEYFILE as KEYFILE_NAME
 from valis_core.store.manifest import ManifestError
 from valis_core.store.manifest import loads as load_manifest
 
@@ -55,9 +57,6 @@ FORMAT = 1
 ARCHIVE_MODE = 0o600
 FILE_MODE = 0o600
 DIR_MODE = 0o700
-STORE_HEAD = "store/manifest.json"
-CONFIG_STORE = "config"
-EDGE_KEYS: tuple[str, ...] = ("edge/acme-account.key", "edge/leaf.key")
 MAX_ARCHIVE_BYTES = 64 << 20
 MAX_FILES = 1000
 _SIGNATURE_SIZE = 64

@@ -40,10 +40,10 @@ from valis_core.operator_state.fence import claim_instance_fence, seed_instance_
 from valis_core.operator_state.site_facts import (
     check_site_facts,
     parse_site_facts,
-    write_site_facts,
 )
+from valis_core.operator_state.site_facts_file import write_site_facts
 from valis_core.operator_state.zone_source import PgZoneSource
-from valis_core.ops.backup import CONFIG_STORE, read_backup_set, restore_backup
+from valis_core.ops.backup import read_backup_set, restore_backup
 from valis_core.ops.condense import CondenseError, Step, parse_module_requirement
 from valis_core.plugin.dist_home import DEFAULT_DIST_HOME, registered_dist
 from valis_core.plugin.install import (
@@ -60,6 +60,7 @@ from valis_core.resident.config_store import (
     open_config_store,
     store_path,
 )
+from valis_core.state_layout import CONFIG_STORE
 from valis_core.store.head import HEAD_MODE, head_path, materialise_genesis, read_store_head
 from valis_core.store.manifest import dumps, normalize_name
 

@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from pathlib import Path
 
+from valis_core.state_layout import MODULES, MODULES_RECORD, modules_dir
 from valis_core.store.manifest import ModulePin, normalize_name
 
-MODULES_DIR = "modules"
-INSTALLED_RECORD = "valis-modules.json"
+MODULES_DIR = MODULES
+INSTALLED_RECORD = MODULES_RECORD
 """In the modules directory: the pins installed there, as the resident checks them."""
 
-
-def modules_dir(state_dir: Path) -> Path:
-    return state_dir / MODULES_DIR
+__all__ = ["INSTALLED_RECORD", "MODULES_DIR", "installed_record", "modules_dir"]
 
 
 def installed_record(pins: Iterable[ModulePin]) -> bytes:

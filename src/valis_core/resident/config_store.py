@@ -26,11 +26,11 @@ from valis_core.operator_state.site_facts import (
     check_site_facts,
     parse_site_facts,
     served_zones,
-    write_site_facts,
 )
-from valis_core.ops.backup import CONFIG_STORE
+from valis_core.operator_state.site_facts_file import write_site_facts
+from valis_core.state_layout import CONFIG_FILE, config_store_path
 
-STORE_FILE = "site-facts.env"
+STORE_FILE = CONFIG_FILE
 STORE_MODE = 0o600
 DIR_MODE = 0o700
 
@@ -72,7 +72,7 @@ class ConfigStore:
 
 
 def store_path(state_dir: Path) -> Path:
-    return state_dir / CONFIG_STORE / STORE_FILE
+    return config_store_path(state_dir)
 
 
 def facts_from_environment(environ: Mapping[str, str]) -> dict[str, str]:

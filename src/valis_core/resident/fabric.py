@@ -45,12 +45,13 @@ from valis_core.resident.fabric_http import (
     render_response,
 )
 from valis_core.resident.views import NodeViews, public_soa
+from valis_core.state_layout import FABRIC_INFO, FABRIC_TOKEN
 
 log = logging.getLogger("valis.resident.fabric")
 
 HOST = "127.0.0.1"
-TOKEN_FILE = "fabric.token"
-INFO_FILE = "fabric.json"
+TOKEN_FILE = FABRIC_TOKEN
+INFO_FILE = FABRIC_INFO
 REQUEST_TIMEOUT = 5.0
 MAX_CONNECTIONS = 32
 _JSON = "application/json"

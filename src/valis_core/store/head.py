@@ -13,16 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from valis_core.atomic import create_exclusive
-from valis_core.ops.backup import STORE_HEAD
+from valis_core.state_layout import head_path
 from valis_core.store.manifest import Manifest, ManifestError, dumps, loads, make_default_manifest
 
 HEAD_MODE = 0o600
 DIR_MODE = 0o700
 _MAX_HEAD_BYTES = 1 << 20
 
-
-def head_path(state_dir: Path) -> Path:
-    return state_dir / STORE_HEAD
+__all__ = ["HEAD_MODE", "head_path", "materialise_genesis", "read_store_head"]
 
 
 def read_store_head(state_dir: Path) -> Manifest | None:

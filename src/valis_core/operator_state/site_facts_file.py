@@ -1,0 +1,26 @@
+"""Site facts on disk: the rendered environment file written atomically (the IO shell
+around ``site_facts``, which renders and parses)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from valis_core.atomic import write_atomic
+from valis_core.operator_state.site_facts import (
+    SITE_FACTS_MODE,
+    SiteFactsError,
+    render_site_facts,
+)
+
+
+def write_site_facts(path: Path, facts: Mapping[str, str], *, mode: int = SITE_FACTS_MODE) -> None:
+    """Render ``facts`` and write them to ``path`` atomically; refuse before touching disk."""
+    data = render_site_facts(facts).encode("utf-8")
+    try:
+        write_atomic(path, data, mode=mode)
+    except OSError as exc:
+        raise SiteFactsError(
+            f"site facts: cannot write {path}: {exc.strerror or exc} "
+            "(check the directory exists and is writable)"
+        ) from exc

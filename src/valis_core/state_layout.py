@@ -1,0 +1,87 @@
+"""Where everything lives under a node's state directory: names and paths, nothing else.
+
+One module owns the layout so the readers and writers of each file (backup, the store
+head, custody, the configuration store, condense, the resident) agree by construction,
+and so a capability that adds durable state (the edge's ACME keys, zone-signing keys)
+gets its place here first. Pure: it joins paths and never touches the disk.
+
+The backup-critical set (``ops.backup``) is the owner seed, the store head, the
+configuration store and the edge's keys; everything else here is made again by condense
+or by the resident.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+KEYFILE = "owner.key"
+"""The owner Ed25519 seed (32 raw bytes, 0600): the node's identity. Backed up."""
+
+STORE_HEAD = "store/manifest.json"
+"""The store head: the manifest saying which generation this store is. Backed up."""
+
+CONFIG_STORE = "config"
+"""The configuration store directory (the site facts, copied once at first boot). Backed
+up."""
+
+CONFIG_FILE = "site-facts.env"
+"""The configuration store's one file, under ``CONFIG_STORE``."""
+
+EDGE_KEYS: tuple[str, ...] = ("edge/acme-account.key", "edge/leaf.key")
+"""The edge's ACME account key and TLS leaf key, when the node serves the edge. Backed up."""
+
+SIGNING_KEYS = "dnssec"
+"""The directory of the zone-signing keys, when the node signs its zones. Backed up."""
+
+INSTANCE = "instance"
+"""This condensed state directory's instance token (the fence holder's suffix). Never
+backed up: a restore is a new instance."""
+
+MODULES = "modules"
+"""The installed modules the head pins. Made again from the private dist."""
+
+MODULES_RECORD = "valis-modules.json"
+"""Under ``MODULES``: which pins were installed there."""
+
+FABRIC_TOKEN = "fabric.token"
+"""The fabric's capability token, minted at every boot."""
+
+FABRIC_INFO = "fabric.json"
+"""Where the fabric listens (its address and port), written at every boot."""
+
+
+def keyfile_path(state_dir: Path) -> Path:
+    return state_dir / KEYFILE
+
+
+def head_path(state_dir: Path) -> Path:
+    return state_dir / STORE_HEAD
+
+
+def config_store_path(state_dir: Path) -> Path:
+    """The configuration store's file."""
+    return state_dir / CONFIG_STORE / CONFIG_FILE
+
+
+def edge_key_paths(state_dir: Path) -> tuple[Path, ...]:
+    return tuple(state_dir / name for name in EDGE_KEYS)
+
+
+def signing_keys_dir(state_dir: Path) -> Path:
+    return state_dir / SIGNING_KEYS
+
+
+def instance_path(state_dir: Path) -> Path:
+    return state_dir / INSTANCE
+
+
+def modules_dir(state_dir: Path) -> Path:
+    return state_dir / MODULES
+
+
+def fabric_token_path(state_dir: Path) -> Path:
+    return state_dir / FABRIC_TOKEN
+
+
+def fabric_info_path(state_dir: Path) -> Path:
+    return state_dir / FABRIC_INFO
