@@ -45,3 +45,23 @@ def redact(dsn: str) -> str:
         info["password"] = "***"
         return psycopg.conninfo.make_conninfo("", **info)
     return dsn
+
+
+_IDLE_READS = 3
+
+
+def still_open(conn: psycopg.Connection[Any]) -> bool:
+    """Whether an idle connection still stands, asked without waiting: it reads what the
+    server sent meanwhile (a backend ended by a restart or ``pg_terminate_backend`` leaves
+    its FATAL and end-of-file), so a session lost in an outage is replaced before a
+    transaction is tried on it, and the new session's first statement is the fence check."""
+    if conn.closed:
+        return False
+    try:
+        # libpq's socket is non-blocking, so this never waits. One read may take only
+        # the server's FATAL message; the end-of-file behind it shows on the next.
+        for _ in range(_IDLE_READS):
+            conn.pgconn.consume_input()
+    except psycopg.OperationalError:
+        return False
+    return conn.pgconn.status == psycopg.pq.ConnStatus.OK

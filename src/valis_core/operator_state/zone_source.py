@@ -62,7 +62,7 @@ import trio
 from valis_core.dns import wire
 from valis_core.dns.serve import IndexHolder
 from valis_core.dns.zone import RecordRow, ServedZone, ZoneError, ZoneIndex
-from valis_core.fence import FenceState, assert_fence_touch
+from valis_core.fence import FencedOut, FenceState, assert_fence_touch
 from valis_core.operator_state.connection import OperatorStateError, connect
 from valis_core.operator_state.fence import UnseededFence, read_instance_fence
 from valis_core.operator_state.zones import (
@@ -206,6 +206,12 @@ class PgZoneSource:
                         )
                     failures = 0
                     await self._follow(holder)
+                except FencedOut:
+                    log.error(
+                        "zone source: the fence moved while the database was out of reach; "
+                        "reading nothing more, the instance stops"
+                    )
+                    raise
                 except UnseededFence:
                     raise
                 except (*_LOST, OperatorStateError) as exc:

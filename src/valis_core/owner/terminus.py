@@ -21,8 +21,11 @@ one database connection, in a worker thread (psycopg is blocking), each as:
 
 A writer the fence has moved past writes nothing: the update is answered SERVFAIL and
 ``serve`` raises ``FencedOut``, so the resident fails closed as it does when its
-heartbeat is fenced out. A lost database connection is answered SERVFAIL and reopened
-for the next update. Nothing a client sends makes ``serve`` fail.
+heartbeat is fenced out. A session the server ended while it was idle (a restart, an
+outage) is replaced before the next update; its first statement is the fence check, so
+a terminus superseded while the database was out of reach writes nothing. A connection
+lost during an update is answered SERVFAIL and reopened for the next one. Nothing a
+client sends makes ``serve`` fail.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from dns.rcode import Rcode
 from valis_core.dns.serve import IndexHolder, accept_bounded, framed, take_frames
 from valis_core.dns.zone import RecordRow
 from valis_core.fence import FencedOut, FenceState
-from valis_core.operator_state.connection import OperatorStateError, connect
+from valis_core.operator_state.connection import OperatorStateError, connect, still_open
 from valis_core.operator_state.fence import fenced_transaction
 from valis_core.operator_state.record_writes import lock_zone, owner_rows, write_row_changes
 from valis_core.owner.key import TsigKey
@@ -203,6 +206,10 @@ class OwnerTerminus:
     # -- the transaction (worker thread) -----------------------------------------------
 
     def _reconnect(self) -> psycopg.Connection[Any]:
+        if self._conn is not None and not still_open(self._conn):
+            # Ended while idle (a restart, an outage): replaced before the update is tried,
+            # so the client is not refused for a session that was already gone.
+            self.close()
         if self._conn is None:
             conn = connect(self._dsn, autocommit=True)
             try:

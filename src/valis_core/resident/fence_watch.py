@@ -16,9 +16,11 @@ inside ``fenced_transaction``. That heartbeat is the resident's mutating transac
 once a successor claims a higher generation, the very next beat raises ``FencedOut``,
 writes nothing, and ``run`` raises it so the resident stops serving and exits non-zero.
 A lost connection is not a verdict either way; the beat is retried on a new connection
-at the next interval (the zone source keeps serving the last good index meanwhile). The
-fenced transaction is the first thing a new connection runs, so a resident that was
-superseded while the database was out of reach learns it before it writes anything.
+at the next interval (the zone source keeps serving the last good index meanwhile). A
+session the server ended while idle (a restart, an outage) is found before the beat and
+replaced rather than failing it. The fenced transaction is the first thing a new
+connection runs, so a resident that was superseded while the database was out of reach
+learns it before it writes anything.
 """
 
 from __future__ import annotations
@@ -39,7 +41,12 @@ from valis_core.fence import (
     SeedRefused,
     assert_fence_touch,
 )
-from valis_core.operator_state.connection import OperatorStateError, connect, redact
+from valis_core.operator_state.connection import (
+    OperatorStateError,
+    connect,
+    redact,
+    still_open,
+)
 from valis_core.operator_state.fence import (
     UnseededFence,
     fenced_transaction,
@@ -181,6 +188,8 @@ class FenceWatch:
         return conn
 
     def _beat_reconnecting(self) -> None:
+        if self._conn is not None and not still_open(self._conn):
+            self.close()
         if self._conn is None:
             self._conn = self._connect()
         self._beat(self._conn)
