@@ -33,6 +33,7 @@ import attrs
 
 from fulcrum.errors import LauncherError
 from fulcrum.netns import netns_path
+from valis_core.dns.listen import bound_socket
 from valis_core.launcher_config import IPAddress
 from valis_core.reachability import DNS_PORT
 
@@ -130,21 +131,13 @@ def _bind(
     proto = "udp" if kind == socket.SOCK_DGRAM else "tcp"
     where = f"[{unit_ip}]:{port}" if unit_ip.version == 6 else f"{unit_ip}:{port}"
     try:
-        sock = socket.socket(family, kind)
-    except OSError as exc:
-        raise LauncherError(f"creating a {proto} socket: {exc.strerror}") from None
-    made.append(sock)
-    try:
-        if kind == socket.SOCK_STREAM:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((str(unit_ip), port))
-        if kind == socket.SOCK_STREAM:
-            sock.listen(socket.SOMAXCONN)
+        sock = bound_socket(family, kind, str(unit_ip), port)
     except OSError as exc:
         raise LauncherError(
             f"binding {where}/{proto} in netns {netns_name}: {exc.strerror}; is the unit "
             "address assigned there, and is nothing else bound to that port?"
         ) from None
+    made.append(sock)
     return sock
 
 

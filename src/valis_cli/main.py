@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from valis_cli.dispatch import build_parser, dispatch, exit_with
+from valis_core.command_line import build_parser, dispatch, exit_with
 
 # Command modules, in the order `valis --help` lists them. Add one line per command.
 COMMAND_MODULES: tuple[str, ...] = (

@@ -6,7 +6,8 @@ and the privilege: bind the DNS pair (UDP and a listening TCP socket on one port
 the two descriptors open across exec, and exec the resident with a launch argv rendered
 by ``render_launch_argv`` naming them — so the resident adopts them on exactly the
 inherited-descriptor path it takes in production. Only an unprivileged port can be bound
-here: valis never binds a privileged port, and neither does its stand-in.
+here (``dns.listen.bind_dns_pair``): valis never binds a privileged port, and neither
+does its stand-in.
 """
 
 from __future__ import annotations
@@ -17,40 +18,11 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from valis_core.errors import ValisError
+from valis_core.dns.listen import bind_dns_pair
 from valis_core.launch import LaunchRecord, render_launch_argv
-from valis_core.resident.adopt import PRIVILEGED_PORT_LIMIT
 from valis_core.resident.state_dir import FLAG as STATE_DIR_FLAG
 
-
-class DevLaunchError(ValisError):
-    """The stand-in cannot bind the DNS pair it was asked for."""
-
-
-def bind_dns_pair(
-    family: socket.AddressFamily, host: str, port: int
-) -> tuple[socket.socket, socket.socket]:
-    """A bound UDP socket and a listening TCP socket on ``host``:``port``."""
-    if port < PRIVILEGED_PORT_LIMIT:
-        raise DevLaunchError(
-            f"dev launcher: refusing port {port}: binding a privileged port is the "
-            "launcher's (fulcrum's) act, and this stand-in runs without privilege"
-        )
-    udp = socket.socket(family, socket.SOCK_DGRAM)
-    tcp = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        udp.bind((host, port))
-        tcp.bind((host, port))
-        tcp.listen(128)
-    except OSError as exc:
-        udp.close()
-        tcp.close()
-        raise DevLaunchError(
-            f"dev launcher: cannot bind {host} port {port}: {exc.strerror or exc} (is "
-            "something else serving there? pick another port with --listen)"
-        ) from exc
-    return udp, tcp
+__all__ = ["bind_dns_pair", "resident_argv", "spawn_resident"]
 
 
 def resident_argv(

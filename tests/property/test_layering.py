@@ -3,7 +3,8 @@
 - A pure core imports no IO module: it takes values and returns values, so a test of it
   needs no fixture and the hot path pays for no IO it does not do.
 - ``valis_core`` never imports the programs built on it (``valis_cli``, ``fulcrum``).
-- ``fulcrum``, the privileged launcher, never imports the resident.
+- ``fulcrum``, the privileged launcher, never imports the resident, nor the ``valis``
+  program.
 - Nothing imports upward into ``valis_core.ops`` (the verbs sit on top of the library).
 
 Each rule is also shown to fail on a synthetic module that breaks it, so a rule that
@@ -109,6 +110,8 @@ def violations(edges: Iterable[Edge], known: set[str]) -> list[str]:
             found.append(f"the library module {a} imports the program {b}")
         if within(a, "fulcrum") and within(b, "valis_core.resident"):
             found.append(f"the launcher module {a} imports the resident's {b}")
+        if within(a, "fulcrum") and within(b, "valis_cli"):
+            found.append(f"the launcher module {a} imports the valis program's {b}")
         if (
             within(b, "valis_core.ops")
             and b in known
@@ -131,6 +134,7 @@ BREAKERS = (
     ("valis_core/fence.py", "import socket\n", "imports the IO module socket"),
     ("valis_core/dns/wire.py", "from valis_cli.main import main\n", "imports the program"),
     ("fulcrum/launch.py", "from valis_core.resident import bring_up\n", "the resident's"),
+    ("fulcrum/main.py", "from valis_cli import main\n", "the valis program's"),
     ("valis_core/store/manifest.py", "from ..ops import backup\n", "upward into the ops"),
 )
 

@@ -37,6 +37,7 @@ import dns.query
 import dns.rdatatype
 
 from tests.scenario.pg import RUN_USER
+from valis_core.dns import listen
 
 REPO = Path(__file__).resolve().parents[2]
 RUNTIME_ENV = "VALIS_TEST_RUNTIME"
@@ -83,21 +84,7 @@ def make_state_dir(parent: Path) -> Path:
 
 def bind_dns_pair() -> tuple[socket.socket, socket.socket]:
     """A UDP socket and a listening TCP socket on one free 127.0.0.1 port."""
-    for _ in range(50):
-        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        udp.bind(("127.0.0.1", 0))
-        port = udp.getsockname()[1]
-        tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            tcp.bind(("127.0.0.1", port))
-        except OSError:
-            udp.close()
-            tcp.close()
-            continue
-        tcp.listen(64)
-        return udp, tcp
-    raise RuntimeError("no free loopback port for a UDP+TCP pair")
+    return listen.bind_dns_pair(socket.AF_INET, "127.0.0.1", 0)
 
 
 def port_is_free(port: int) -> bool:

@@ -74,7 +74,7 @@ HOLDER = "node-a@loopback"
 LAUNCHER = """
 import os, socket, sys
 from pathlib import Path
-from valis_core.resident.dev_launcher import bind_dns_pair, resident_argv
+from valis_core.dev_launcher import bind_dns_pair, resident_argv
 port, state_dir, uid, gid, runtime = sys.argv[1:6]
 udp, tcp = bind_dns_pair(socket.AF_INET, "127.0.0.1", int(port))
 for sock in (udp, tcp):

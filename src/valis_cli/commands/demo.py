@@ -29,13 +29,13 @@ from pathlib import Path
 from types import FrameType
 
 from valis_cli.commands.serve import DEFAULT_LISTEN, ListenAddress, parse_listen
+from valis_core.dev_launcher import spawn_resident
 from valis_core.dns.zone import RecordRow, ZoneError, parse_zone_text
 from valis_core.errors import ValisError
 from valis_core.operator_state.connection import connect
 from valis_core.operator_state.local_cluster import LocalCluster
 from valis_core.operator_state.schema import migrate
 from valis_core.operator_state.zones import replace_zone
-from valis_core.resident.dev_launcher import spawn_resident
 from valis_core.store.head import materialise_genesis
 
 READY_TIMEOUT = 120.0

@@ -30,12 +30,12 @@ from collections.abc import Mapping
 
 import attrs
 
+from valis_core.dns.listen import PRIVILEGED_PORT_LIMIT
 from valis_core.errors import ValisError
 from valis_core.launch import LaunchRecord
 from valis_core.reachability import DnsReachability, dns_reachability, firewall_accepts
 
 #: Ports below this are privileged: only the launcher binds them.
-PRIVILEGED_PORT_LIMIT = 1024
 
 
 class Kind(enum.Enum):

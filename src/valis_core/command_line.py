@@ -1,5 +1,6 @@
 """What the ``valis`` and ``fulcrum`` entry points share: subcommand discovery and the
-rule that an operator error becomes one line on stderr and a non-zero exit.
+rule that an operator error becomes one line on stderr and a non-zero exit. It lives in
+the library, not in either program, so neither program imports the other.
 
 Each command lives in its own module exposing ``register(subparsers)``; the module sets
 ``handler`` on its parser (``set_defaults(handler=...)``), a callable taking the parsed

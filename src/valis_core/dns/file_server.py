@@ -1,0 +1,169 @@
+"""A DNS server over master files, without a database: what ``valis serve`` runs.
+
+``load_zone_files`` reads each file under its origin (named, or found by ``origin_of``)
+and builds one index; ``serve_zone_files`` answers on bound DNS pairs until SIGINT or
+SIGTERM and re-reads every file on SIGHUP, swapping the new zones in whole (a file that
+no longer loads leaves the served zones as they were).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import signal
+import socket
+from collections.abc import Sequence
+
+import attrs
+import dns.exception
+import dns.name
+import trio
+
+from valis_core.dns.listen import format_address
+from valis_core.dns.serve import IndexHolder, ServeStats, serve_tcp, serve_udp
+from valis_core.dns.zone import ZoneIndex
+from valis_core.errors import ValisError
+
+log = logging.getLogger("valis.serve")
+
+ZONE_FILE_SUFFIXES = (".zone", ".db")
+
+
+class ZoneFileError(ValisError):
+    """A zone file that cannot be read, or whose origin cannot be told."""
+
+
+@attrs.frozen
+class ZoneFile:
+    """A master file and the origin it is read under (``None``: the file tells)."""
+
+    path: str
+    origin: str | None = None
+
+
+Pair = tuple[socket.socket, socket.socket]
+"""A bound DNS pair: (UDP, listening TCP)."""
+
+
+def load_zone_files(files: Sequence[ZoneFile]) -> ZoneIndex:
+    """Read every zone file and build one index over all of them."""
+    texts: list[tuple[str, str | None]] = []
+    for file in files:
+        try:
+            with open(file.path, encoding="utf-8") as handle:
+                text = handle.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ZoneFileError(
+                f"serve: cannot read zone file {file.path}: {reason}; check the --zone path "
+                "and its permissions"
+            ) from None
+        texts.append((text, file.origin or origin_of(file.path, text)))
+    return ZoneIndex.from_zone_texts(texts)
+
+
+def origin_of(path: str, text: str) -> str:
+    """The origin a zone file names for itself (a leading ``$ORIGIN``, or the absolute
+    owner of a first record that is an SOA), else the one its file name implies
+    (``example.com.zone``, ``example.com.db``, ``db.example.com``, ``example.com``)."""
+    named = _origin_in_text(text)
+    if named is not None:
+        return named
+    name = os.path.basename(path)
+    if name.startswith("db."):
+        name = name[3:]
+    for suffix in ZONE_FILE_SUFFIXES:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    if name:
+        try:
+            return dns.name.from_text(name).to_text()
+        except dns.exception.DNSException:
+            pass
+    raise ZoneFileError(
+        f"serve: cannot tell the origin of zone file {path}; name it on the command line "
+        f"(--zone example.com={path}) or start the file with '$ORIGIN example.com.'"
+    )
+
+
+def _origin_in_text(text: str) -> str | None:
+    for line in text.splitlines():
+        content = line.split(";", 1)[0]
+        if not content.strip():
+            continue
+        tokens = content.split()
+        if tokens[0].upper() == "$ORIGIN" and len(tokens) > 1:
+            return tokens[1] if tokens[1].endswith(".") else None
+        if tokens[0].startswith("$"):
+            continue
+        if content[0].isspace():
+            return None
+        owner = tokens[0]
+        if owner.endswith(".") and "SOA" in (token.upper() for token in tokens[1:]):
+            return owner
+        return None
+    return None
+
+
+async def serve_zone_files(
+    files: Sequence[ZoneFile], pairs: Sequence[Pair], index: ZoneIndex
+) -> str:
+    """Answer ``index`` on ``pairs`` (closed on the way out) until SIGINT or SIGTERM,
+    reloading ``files`` on SIGHUP; returns the name of the signal that stopped it."""
+    bound = [
+        (trio.socket.from_stdlib_socket(udp), trio.socket.from_stdlib_socket(tcp))
+        for udp, tcp in pairs
+    ]
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        holder = IndexHolder(index)
+        stats = ServeStats()
+        stopped_by = "?"
+        try:
+            async with trio.open_nursery() as nursery:
+                for udp, tcp in bound:
+                    nursery.start_soon(functools.partial(serve_udp, udp, holder, stats=stats))
+                    nursery.start_soon(functools.partial(serve_tcp, tcp, holder, stats=stats))
+                log.info(
+                    "serving %s (%d records) on %s",
+                    describe_zones(index),
+                    index.record_count,
+                    ", ".join(_describe_pair(udp, tcp) for udp, tcp in pairs),
+                )
+                async for signum in signals:
+                    if signum == signal.SIGHUP:
+                        await _reload(files, holder)
+                        continue
+                    stopped_by = signal.Signals(signum).name
+                    nursery.cancel_scope.cancel()
+                    break
+        finally:
+            for udp, tcp in bound:
+                udp.close()
+                tcp.close()
+        log.info("stopped on %s after %d responses", stopped_by,
+                 stats.snapshot().responses_total)
+    return stopped_by
+
+
+async def _reload(files: Sequence[ZoneFile], holder: IndexHolder) -> None:
+    try:
+        index = await trio.to_thread.run_sync(load_zone_files, files)
+    except ValisError as exc:
+        log.error("reload refused, still serving the previous zones: %s", exc)
+        return
+    holder.swap(index)
+    log.info("reloaded: serving %s (%d records)", describe_zones(index), index.record_count)
+
+
+def describe_zones(index: ZoneIndex) -> str:
+    zones = sorted(str(zone) for zone in index.zones)
+    noun = "zone" if len(zones) == 1 else "zones"
+    return f"{len(zones)} {noun} ({', '.join(zones)})"
+
+
+def _describe_pair(udp: socket.socket, tcp: socket.socket) -> str:
+    udp_host, udp_port = udp.getsockname()[:2]
+    tcp_port = tcp.getsockname()[1]
+    where = format_address(udp_host, udp_port)
+    return f"{where} udp+tcp" if udp_port == tcp_port else f"{where} udp, tcp port {tcp_port}"
