@@ -1,10 +1,17 @@
 # The test command is `make test`: it installs what the tests need on a fresh Debian
 # machine (Debian packages when missing, a .venv with the package and its test extras),
 # then runs ruff, mypy --strict and pytest.
-.PHONY: test lint venv bench demo dep-dist build dist
+.PHONY: test check lint venv bench demo dep-dist build dist
 
 test:
 	./scripts/test
+
+# The inner loop (under two minutes, no root): ruff, mypy --strict and the property tier.
+# `make test` stays the whole suite, as CI runs it.
+check: venv
+	.venv/bin/ruff check src tests benchmarks packaging
+	.venv/bin/mypy --strict src
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-dev} .venv/bin/pytest -q tests/property
 
 venv:
 	./scripts/bootstrap

@@ -5,6 +5,19 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Two hypothesis profiles: "ci" (the test command under CI=true) is derandomized, so a run
+# of one commit explores the same examples every time and a red run is reproducible, and
+# has no deadline (two shared cores); "dev" is quicker for the inner loop. Choose with
+# HYPOTHESIS_PROFILE; the default follows CI.
+settings.register_profile(
+    "ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("dev", max_examples=25, deadline=None)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") == "true" else "dev")
+)
 
 
 def require_root() -> None:
