@@ -198,10 +198,13 @@ def test_failing_prerequisites_change_nothing(
 
 
 def _terminus_backend(pg_cluster: PgCluster, dsn: str) -> int:
-    """The owner terminus's database session."""
+    """The owner terminus's database session (of this test's database: an earlier test's
+    resident may have a backend still exiting)."""
     with pg_cluster.connect(dsn, autocommit=True) as conn:
         row = conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (APPLICATION_NAME,)
+            "SELECT pid FROM pg_stat_activity "
+            "WHERE application_name = %s AND datname = current_database()",
+            (APPLICATION_NAME,),
         ).fetchone()
     assert row is not None
     return int(row[0])
