@@ -54,7 +54,8 @@ continue into other served zones (as NSD; Knot stops at the zone edge); ANY pick
 lowest-numbered type (as Knot; NSD prefers the SOA at an apex); FORMERR echoes the
 question (as Knot; NSD clears it) and trailing bytes are FORMERR (as Knot; NSD ignores
 them); CH-class and class-ANY questions are REFUSED (both answer ``version.bind``);
-NOTIFY is NOTIMP (NSD: REFUSED, Knot: NOTAUTH).
+NOTIFY is NOTIMP (NSD: REFUSED, Knot: NOTAUTH); an OPT with more than ``MAX_OPTIONS``
+options is FORMERR (both read any number).
 """
 
 from __future__ import annotations

@@ -357,7 +357,9 @@ class _Connections:
 
     __slots__ = ("_busy_idle_timeout", "_idle_timeout", "_max", "_reserved", "_slots")
 
-    def __init__(self, max_connections: int, idle_timeout: float, busy_idle_timeout: float):
+    def __init__(
+        self, max_connections: int, idle_timeout: float, busy_idle_timeout: float
+    ) -> None:
         self._max = max_connections
         self._idle_timeout = idle_timeout
         self._busy_idle_timeout = min(busy_idle_timeout, idle_timeout)
