@@ -4,6 +4,7 @@ limit."""
 
 from __future__ import annotations
 
+import importlib
 import struct
 from collections.abc import Iterator
 from typing import Any
@@ -16,15 +17,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from valis_core.dns import answer as answer_module
 from valis_core.dns.answer import (
     MAX_OPTIONS,
     MAX_POINTERS,
+    SERVER_PAYLOAD,
     Transport,
     answer,
     answer_general,
 )
 from valis_core.dns.zone import ZoneIndex
+
+# By path: the package's face exports the ``answer`` function under the module's name.
+answer_module = importlib.import_module("valis_core.dns.answer")
 
 ZONE = """\
 $ORIGIN example.com.
@@ -274,3 +278,49 @@ def test_a_signed_query_without_edns_gets_no_opt_back() -> None:
     assert response.edns < 0
     assert response.tsig is not None
     assert response.tsig[0].algorithm == message.keyalgorithm
+
+
+def wire_name(labels: list[int], letter: bytes) -> bytes:
+    return b"".join(bytes([size]) + letter * size for size in labels) + b"\x00"
+
+
+NAME_LABELS = st.lists(st.integers(1, 63), max_size=4).filter(lambda sizes: sum(sizes) < 240)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.tuples(NAME_LABELS, NAME_LABELS, NAME_LABELS),
+    st.booleans(),
+    st.one_of(st.none(), st.integers(0, 65535)),
+    st.sampled_from(list(Transport)),
+)
+def test_a_badkey_reply_always_fits_the_querys_size_limit(
+    names: tuple[list[int], list[int], list[int]],
+    key_is_qname: bool,
+    payload: int | None,
+    transport: Transport,
+) -> None:
+    qname, key, algorithm = names
+    question = wire_name(qname, b"q") + struct.pack("!HH", 1, 1)
+    wire = struct.pack("!HHHHHH", 0x1234, 0, 1, 0, 0, 0) + question
+    owner = b"\xc0\x0c" if key_is_qname else wire_name(key, b"k")
+    records = [tsig_rr(owner, algorithm=wire_name(algorithm, b"h"))]
+    if payload is not None:
+        records.insert(0, b"\x00" + struct.pack("!HHIH", 41, payload, 0, 0))
+    signed = with_additional(wire, records)
+    raw = answer(INDEX, signed, transport=transport)
+    assert raw is not None
+    if transport is Transport.TCP:
+        limit = 65535
+    elif payload is None:
+        limit = 512
+    else:
+        limit = max(512, min(payload, SERVER_PAYLOAD))
+    assert len(raw) <= limit
+    response = dns.message.from_wire(raw, keyring=lambda _message, _name: False)
+    assert response.rcode() == dns.rcode.NOTAUTH
+    assert (response.edns >= 0) == (payload is not None)
+    assert (response.tsig is None) == bool(response.flags & dns.flags.TC)
+    if response.tsig is not None:
+        assert response.tsig_error == dns.rcode.BADKEY
+    assert raw == answer_general(INDEX, signed, transport=transport)
