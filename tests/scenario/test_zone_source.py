@@ -269,7 +269,7 @@ async def test_a_source_with_a_standing_refuses_a_fence_that_is_not_its_own(
         await source.load()
     finally:
         source.close()
-    assert source.stats.fence_checks == 1
+    assert source.stats.fence_checks == 2  # on connecting, and after reading the rows
     other = zone_source(
         pg_cluster, state_dsn, ["example.org."], standing=FenceState(0, SUCCESSOR)
     )
@@ -318,6 +318,36 @@ async def test_a_source_superseded_while_cut_off_stops_before_reading_anything(
     assert _sessions(pg_cluster, state_dsn) == 0
 
 
+async def test_a_source_superseded_while_following_never_serves_what_the_successor_wrote(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    standing = _seed(pg_cluster, state_dsn)
+    source = zone_source(pg_cluster, state_dsn, ["example.org."], standing=standing)
+    holder = IndexHolder(await source.load())
+    first = holder.current
+    verdicts: list[FencedOut] = []
+
+    async def follow(task_status: trio.TaskStatus[None]) -> None:
+        try:
+            await source.run(holder, task_status=task_status)
+        except FencedOut as exc:
+            verdicts.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(follow)
+        with pg_cluster.connect(state_dsn, autocommit=True) as successor:
+            claim_instance_fence(successor, standing.generation + 1, SUCCESSOR)
+            # Notified to the source like any change: it reads the rows, then the fence.
+            successor.execute("UPDATE records SET rdata = '192.0.2.66' "
+                              "WHERE owner = 'www.example.org.'")  # fmt: skip
+    (verdict,) = verdicts
+    assert "was superseded" in str(verdict)
+    assert holder.current is first
+    assert answer_texts(holder.current, "www.example.org.", "A") == {"192.0.2.80"}
+    assert _sessions(pg_cluster, state_dsn) == 0
+
+
 async def test_a_source_back_from_an_outage_with_its_fence_catches_up_and_follows(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:
@@ -340,7 +370,7 @@ async def test_a_source_back_from_an_outage_with_its_fence_catches_up_and_follow
         await _until(lambda: answer_texts(holder.current, "www.example.org.", "A") == {
             "192.0.2.81"
         })
-        assert source.stats.fence_checks == 2
+        assert source.stats.fence_checks >= 4  # twice on loading, twice on reconnecting
         _sql(pg_cluster, state_dsn, "UPDATE records SET rdata = '192.0.2.82' "
                                     "WHERE owner = 'www.example.org.'")  # fmt: skip
         await _until(lambda: answer_texts(holder.current, "www.example.org.", "A") == {

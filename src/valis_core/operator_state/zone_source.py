@@ -43,6 +43,12 @@ fence, and then the data it would read is that instance's to serve, not this one
 the source raises ``FencedOut`` and the resident fails closed. After the check, it listens
 again *before* reading, then reloads every zone in full (notifications sent while it was
 away are lost), so no change made while it was away is missed.
+
+Such a source also reads the fence again after every read of rows, before it indexes
+them: the fence only moves forward, so finding it still the instance's own proves that
+no claim had committed when the rows were read, and nothing a successor wrote is among
+them. A superseded instance therefore never serves its successor's data, even in the
+moments before its heartbeat finds it out.
 """
 
 from __future__ import annotations
@@ -186,8 +192,8 @@ class PgZoneSource:
         If ``load`` has not run, the first load happens here, and until ``task_status``
         is reported started its errors propagate (a boot fails closed); afterwards a lost
         or refused connection is logged and retried with backoff, the last good index
-        still served. ``FencedOut`` (found on reconnecting) and ``UnseededFence`` always
-        propagate: the instance must stop.
+        still served. ``FencedOut`` (found on reconnecting, or after a read) and
+        ``UnseededFence`` always propagate: the instance must stop.
         """
         try:
             if self._listen is None:
@@ -208,8 +214,8 @@ class PgZoneSource:
                     await self._follow(holder)
                 except FencedOut:
                     log.error(
-                        "zone source: the fence moved while the database was out of reach; "
-                        "reading nothing more, the instance stops"
+                        "zone source: another instance holds the fence now; serving nothing "
+                        "read since, the instance stops"
                     )
                     raise
                 except UnseededFence:
@@ -269,13 +275,26 @@ class PgZoneSource:
         assert_fence_touch(current, self.standing)
         self.stats.fence_checks += 1
 
+    def _then_fence(
+        self, fn: Callable[[psycopg.Connection[Any]], _T]
+    ) -> Callable[[psycopg.Connection[Any]], _T]:
+        def read(conn: psycopg.Connection[Any]) -> _T:
+            result = fn(conn)
+            self._check_fence(conn)  # a later snapshot than the rows' (see the module doc)
+            return result
+
+        return read
+
     async def _in_thread(self, fn: Callable[[psycopg.Connection[Any]], _T]) -> _T:
-        """Run ``fn(query connection)`` in a worker thread; on cancellation ask the server
-        to cancel the running statement and wait for the thread to hand the connection
-        back, so the connection is never used by two threads at once."""
+        """Run ``fn(query connection)`` in a worker thread, followed by the fence check
+        when there is a standing; on cancellation ask the server to cancel the running
+        statement and wait for the thread to hand the connection back, so the connection
+        is never used by two threads at once."""
         conn = self._query
         if conn is None:
             raise psycopg.InterfaceError("zone source: not connected")
+        if self.standing is not None:
+            fn = self._then_fence(fn)
         box: list[_T] = []
         failed: list[Exception] = []
 
