@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_root
-from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
+from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user, private_cluster
 from tests.scenario.proving_ground import Ground, sweep_stale
 from tests.scenario.resident_harness import Harness, harness
-from valis_core.operator_state.local_cluster import LocalCluster
 from valis_core.operator_state.schema import migrate
 
 SERVER_USER = "postgres"
@@ -22,24 +21,10 @@ SERVER_USER = "postgres"
 
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[PgCluster]:
-    """A private cluster for the session: initdb under /tmp as ``postgres``, socket only,
-    peer auth where OS ``valis`` (a real system user, created if absent) is role
-    ``valis``, owner of database ``valis_state``. Stopped and removed afterwards."""
+    """The session's private cluster (``pg.private_cluster``)."""
     require_root()
-    ensure_system_user(RUN_USER)
-    root = Path(tempfile.mkdtemp(prefix="valis-pg-", dir="/tmp"))
-    cluster = LocalCluster(root=root, server_user=SERVER_USER)
-    try:
-        cluster.initialize({RUN_USER: [RUN_USER]}, durable=False)
-        cluster.start()
-        cluster.ensure_role(RUN_USER)
-        cluster.ensure_database("valis_state", owner=RUN_USER)
-        yield PgCluster(cluster=cluster)
-    finally:
-        try:
-            cluster.stop()
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
+    with private_cluster(SERVER_USER) as cluster:
+        yield cluster
 
 
 @pytest.fixture

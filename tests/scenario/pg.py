@@ -13,8 +13,10 @@ import contextlib
 import itertools
 import os
 import pwd
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -139,3 +141,24 @@ class PgCluster:
         name = f"{prefix}_{os.getpid()}_{next(_DATABASE_NUMBERS)}"
         self.cluster.ensure_database(name, owner=self.run_user)
         return self.cluster.dsn(self.run_user, name)
+
+
+@contextlib.contextmanager
+def private_cluster(server_user: str = "postgres") -> Iterator[PgCluster]:
+    """A private cluster (root only): initdb under /tmp as ``server_user``, socket only,
+    peer auth where OS ``valis`` (a real system user, created if absent) is role
+    ``valis``, owner of database ``valis_state``. Stopped and removed afterwards."""
+    ensure_system_user(RUN_USER)
+    root = Path(tempfile.mkdtemp(prefix="valis-pg-", dir="/tmp"))
+    cluster = LocalCluster(root=root, server_user=server_user)
+    try:
+        cluster.initialize({RUN_USER: [RUN_USER]}, durable=False)
+        cluster.start()
+        cluster.ensure_role(RUN_USER)
+        cluster.ensure_database("valis_state", owner=RUN_USER)
+        yield PgCluster(cluster=cluster)
+    finally:
+        try:
+            cluster.stop()
+        finally:
+            shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,29 @@
+"""Crashes lose nothing: each durable-writing verb SIGKILLed at random points leaves every
+file it writes absent, old or whole and new, and the next run of the verb completes and
+sweeps whatever temporaries the killed one left. ``benchmarks/kill_campaign.py`` runs the
+same trials two hundred times per verb."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_root
+from tests.scenario.kill_trials import VERB_NAMES, campaign, make_verb
+from tests.scenario.pg import PgCluster
+
+TRIALS = 3
+SEED = 20261203
+
+
+@pytest.mark.parametrize("name", VERB_NAMES)
+def test_a_verb_killed_at_random_points_leaves_no_partial_file_and_runs_again(
+    name: str, tmp_path: Path, run_account_dir: Path, pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    require_root()
+    verb = make_verb(name, tmp_path / "fixtures", run_account_dir, pg_cluster, state_dsn)
+    tally = campaign(verb, tmp_path / "work", TRIALS, seed=SEED, budget=600, measure_runs=1)
+    assert tally.trials == TRIALS
+    assert tally.problems == ()
+    assert tally.reruns == TRIALS
