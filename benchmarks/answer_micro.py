@@ -23,7 +23,8 @@ from collections.abc import Iterator, Sequence
 import dns.message
 
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.zone import RecordRow, ZoneIndex
+from valis_core.dns.records import RecordRow
+from valis_core.dns.zone import ZoneIndex
 
 ZONE = "bench.example."
 

@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from valis_core.dns.answer import SERVER_PAYLOAD, Transport, answer, answer_general
-from valis_core.dns.zone import RecordRow, ZoneIndex
+from valis_core.dns.records import RecordRow
+from valis_core.dns.zone import ZoneIndex
 
 # By path: the package's face exports the ``answer`` function under the module's name.
 answer_module = importlib.import_module("valis_core.dns.answer")

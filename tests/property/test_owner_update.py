@@ -14,7 +14,8 @@ from dns.rcode import Rcode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from valis_core.dns.zone import RecordRow, ZoneIndex
+from valis_core.dns.records import RecordRow
+from valis_core.dns.zone import ZoneIndex
 from valis_core.owner.update import (
     ANY,
     IN,

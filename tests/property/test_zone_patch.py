@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from valis_core.dns import wire
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.zone import RecordRow, ServedZone, ZoneError, ZoneIndex
+from valis_core.dns.records import RecordRow, ZoneError
+from valis_core.dns.zone import ServedZone, ZoneIndex
 
 Z = "example.com."
 CHILD = "sub.example.com."
@@ -166,8 +167,9 @@ def test_a_patch_leaves_other_zones_shared_and_the_old_version_untouched() -> No
     child_old, child_new = old.zone_for(key(CHILD)), patched.zone_for(key(CHILD))
     assert child_old is not None
     assert child_new is not None
-    assert child_new.nodes is child_old.nodes
-    assert child_new.parent is patched.zone_for(key(Z))
+    assert child_new is child_old  # shared whole: a zone belongs to no index version
+    assert patched.parent_of(child_new) is patched.zone_for(key(Z))
+    assert old.parent_of(child_old) is old.zone_for(key(Z))
 
 
 def test_a_row_outside_the_replaced_owners_is_a_caller_error() -> None:

@@ -34,7 +34,7 @@ from tests.scenario.proving_ground import (
 )
 from tests.scenario.resident_harness import make_state_dir, resident_runtime, site_facts
 from valis_core.apply.unit_control import ProcessUnitController
-from valis_core.dns.zone import parse_zone_text
+from valis_core.dns.zone_build import parse_zone_text
 from valis_core.identity.custody import load_or_create_keyfile, public_key_hex
 from valis_core.identity.instance import holder_name, read_instance
 from valis_core.operator_state.fence import read_instance_fence

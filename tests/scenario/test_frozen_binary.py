@@ -51,7 +51,7 @@ from valis_cli.commands.apply import DEFAULT_ROOT
 from valis_core.acting_as import acting_as
 from valis_core.apply.delivery import CURRENT_LINK, assert_delivery_sound
 from valis_core.atomic import write_atomic
-from valis_core.dns.zone import parse_zone_text
+from valis_core.dns.zone_build import parse_zone_text
 from valis_core.operator_state.zones import replace_zone
 from valis_core.plugin.install import condense_modules
 from valis_core.plugin.wheel import make_wheel

@@ -31,7 +31,7 @@ from tests.scenario.resident_harness import (
     resident_runtime,
     site_facts,
 )
-from valis_core.dns.zone import parse_zone_text
+from valis_core.dns.zone_build import parse_zone_text
 from valis_core.identity.custody import load_keyfile
 from valis_core.operator_state.fence import claim_instance_fence
 from valis_core.operator_state.zones import replace_zone

@@ -17,8 +17,10 @@ import trio
 
 from tests.scenario.operator_state_helpers import answer_texts, soa_zone, zone_source
 from tests.scenario.pg import PgCluster
+from valis_core.dns.records import ZoneError
 from valis_core.dns.serve import IndexHolder
-from valis_core.dns.zone import ZoneError, ZoneIndex, parse_zone_text
+from valis_core.dns.zone import ZoneIndex
+from valis_core.dns.zone_build import parse_zone_text
 from valis_core.fence import FencedOut, FenceState
 from valis_core.operator_state.connection import OperatorStateError
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence

@@ -17,7 +17,8 @@ from tests.scenario.operator_state_helpers import answer_texts, soa_zone, zone_s
 from tests.scenario.pg import PgCluster
 from valis_core.dns import wire
 from valis_core.dns.serve import IndexHolder
-from valis_core.dns.zone import ZoneIndex, parse_zone_text
+from valis_core.dns.zone import ZoneIndex
+from valis_core.dns.zone_build import parse_zone_text
 from valis_core.operator_state.zone_source import CHANNEL, Note, parse_note
 from valis_core.operator_state.zones import delete_zone, load_zone_rows, replace_zone
 
@@ -77,7 +78,7 @@ def contents(index: ZoneIndex) -> dict[str, tuple[object, ...]]:
             zone.soa,
             zone.negative_ttl,
             zone.record_count,
-            None if zone.parent is None else zone.parent.origin,
+            None if index.parent_of(zone) is None else index.parent_of(zone).origin,
         )
     return out
 

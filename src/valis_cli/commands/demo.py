@@ -30,7 +30,8 @@ from types import FrameType
 
 from valis_cli.commands.serve import DEFAULT_LISTEN, ListenAddress, parse_listen
 from valis_core.dev_launcher import spawn_resident
-from valis_core.dns.zone import RecordRow, ZoneError, parse_zone_text
+from valis_core.dns.records import RecordRow, ZoneError
+from valis_core.dns.zone_build import parse_zone_text
 from valis_core.errors import ValisError
 from valis_core.operator_state.connection import connect
 from valis_core.operator_state.local_cluster import LocalCluster

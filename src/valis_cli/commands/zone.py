@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from valis_core.dns.zone import ZoneIndex, parse_zone_text
+from valis_core.dns.zone import ZoneIndex
+from valis_core.dns.zone_build import parse_zone_text
 from valis_core.errors import ValisError
 from valis_core.operator_state.connection import connect
 from valis_core.operator_state.zones import export_zone_text, list_zones, replace_zone

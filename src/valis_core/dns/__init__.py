@@ -5,6 +5,8 @@ what is wrong), and ``answer`` a query's wire bytes from it.
 """
 
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.zone import RecordRow, ZoneError, ZoneIndex, parse_zone_text
+from valis_core.dns.records import RecordRow, ZoneError
+from valis_core.dns.zone import ZoneIndex
+from valis_core.dns.zone_build import parse_zone_text
 
 __all__ = ["RecordRow", "Transport", "ZoneError", "ZoneIndex", "answer", "parse_zone_text"]

@@ -599,8 +599,8 @@ def _resolve(index: ZoneIndex, qname: bytes, qtype: int) -> Entry:
     name = qname
     seen = {qname}
     for link in range(MAX_CHAIN):
-        if qtype == DS and name == zone.apex and zone.parent is not None:
-            zone = zone.parent
+        if qtype == DS and name == zone.apex:
+            zone = index.parent_of(zone) or zone
         target = _step(index, zone, name, qtype, draft, first=link == 0)
         if target is None:
             break

@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 
-from valis_core.dns.zone import RecordRow
+from valis_core.dns.records import RecordRow
 from valis_core.operator_state.connection import OperatorStateError
 
 

@@ -21,7 +21,8 @@ import attrs
 import psycopg
 
 from valis_core.dns import wire
-from valis_core.dns.zone import RecordRow, ZoneError, ZoneIndex
+from valis_core.dns.records import RecordRow, ZoneError
+from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.connection import OperatorStateError
 
 Progress = Callable[[int, int], None]

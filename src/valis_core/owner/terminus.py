@@ -39,8 +39,8 @@ import psycopg
 import trio
 from dns.rcode import Rcode
 
+from valis_core.dns.records import RecordRow
 from valis_core.dns.serve import IndexHolder, accept_bounded, framed, take_frames
-from valis_core.dns.zone import RecordRow
 from valis_core.fence import FencedOut, FenceState
 from valis_core.operator_state.connection import OperatorStateError, connect, still_open
 from valis_core.operator_state.fence import fenced_transaction

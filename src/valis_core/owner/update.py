@@ -45,7 +45,7 @@ import dns.rdtypes.ANY.SOA
 from dns.rcode import Rcode
 
 from valis_core.dns import wire
-from valis_core.dns.zone import MAX_TTL, RecordRow, ZoneError
+from valis_core.dns.records import MAX_TTL, RecordRow, ZoneError
 
 IN = dns.rdataclass.IN
 NONE = dns.rdataclass.NONE

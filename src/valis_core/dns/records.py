@@ -1,0 +1,141 @@
+"""Records as values: what the zone index is built from and keeps.
+
+The numbers of the DNS's record types, classes and response codes are declared here once,
+as plain ints taken from dnspython's enums (the answer path compares ints and pays
+nothing for an enum); ``RecordRow`` is one record as the operator states it, ``ZoneError``
+the refusal of a zone that cannot be served, and the rest is the encoding the index keeps
+for one owner: its RRs in wire form without the owner name (type, class, TTL, rdata
+length, rdata), grouped by type in ascending type order, exactly as they follow the owner
+in a response.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import attrs
+import dns.rcode
+import dns.rdataclass
+import dns.rdatatype
+
+from valis_core.errors import ValisError
+
+A = int(dns.rdatatype.A)
+NS = int(dns.rdatatype.NS)
+CNAME = int(dns.rdatatype.CNAME)
+SOA = int(dns.rdatatype.SOA)
+PTR = int(dns.rdatatype.PTR)
+MX = int(dns.rdatatype.MX)
+AAAA = int(dns.rdatatype.AAAA)
+SRV = int(dns.rdatatype.SRV)
+DNAME = int(dns.rdatatype.DNAME)
+OPT = int(dns.rdatatype.OPT)
+DS = int(dns.rdatatype.DS)
+RRSIG = int(dns.rdatatype.RRSIG)
+NSEC = int(dns.rdatatype.NSEC)
+TSIG = int(dns.rdatatype.TSIG)
+IXFR = int(dns.rdatatype.IXFR)
+AXFR = int(dns.rdatatype.AXFR)
+ANY = int(dns.rdatatype.ANY)
+
+IN = int(dns.rdataclass.IN)
+
+NOERROR = int(dns.rcode.NOERROR)
+FORMERR = int(dns.rcode.FORMERR)
+SERVFAIL = int(dns.rcode.SERVFAIL)
+NXDOMAIN = int(dns.rcode.NXDOMAIN)
+NOTIMP = int(dns.rcode.NOTIMP)
+REFUSED = int(dns.rcode.REFUSED)
+YXDOMAIN = int(dns.rcode.YXDOMAIN)
+NOTAUTH = int(dns.rcode.NOTAUTH)
+BADVERS = int(dns.rcode.BADVERS)
+BADKEY = 17
+"""RFC 8945 TSIG error BADKEY (dnspython keeps TSIG errors apart from rcodes)."""
+
+MAX_TTL = 2**31 - 1
+"""RFC 2181 section 8: a TTL is an unsigned 31-bit number of seconds."""
+
+RR_HEAD = struct.Struct("!HHIH")
+"""Type, class, TTL and rdata length: what follows an owner name in wire form."""
+
+RRset = tuple[int, tuple[bytes, ...]]
+"""The TTL and the rdatas (uncompressed wire form) of one owner's records of one type."""
+
+
+@attrs.frozen
+class RecordRow:
+    """One resource record as the operator states it.
+
+    ``zone`` and ``owner`` are absolute names (trailing dot; compared case-insensitively),
+    ``rtype`` a type mnemonic (``"A"``, ``"MX"``, ``"TYPE65280"``), ``ttl`` seconds, and
+    ``rdata`` the presentation form with absolute names (``"10 mail.example.com."``).
+    """
+
+    zone: str
+    owner: str
+    rtype: str
+    ttl: int
+    rdata: str
+
+
+class ZoneError(ValisError):
+    """A zone that cannot be served as given; nothing from it is served."""
+
+    def __init__(self, zone: str, owner: str, reason: str) -> None:
+        self.zone = zone
+        self.owner = owner
+        self.reason = reason
+        super().__init__(f"zone {zone} cannot be served: {owner}: {reason}")
+
+
+def decode_node(blob: bytes) -> dict[int, RRset]:
+    """An owner's records by type, from the form ``ServedZone.nodes`` holds."""
+    out: dict[int, RRset] = {}
+    size = len(blob)
+    i = 0
+    while i < size:
+        rtype, _, ttl, length = RR_HEAD.unpack_from(blob, i)
+        start = i + 10
+        i = start + length
+        rdata = blob[start:i]
+        held = out.get(rtype)
+        out[rtype] = (ttl, (rdata,)) if held is None else (ttl, (*held[1], rdata))
+    return out
+
+
+def count_records(blob: bytes) -> int:
+    count = 0
+    size = len(blob)
+    i = 0
+    while i < size:
+        i += 10 + RR_HEAD.unpack_from(blob, i)[3]
+        count += 1
+    return count
+
+
+def is_wildcard(name: bytes) -> bool:
+    return name.startswith(b"\x01*")
+
+
+def merge_node(blob: bytes) -> tuple[dict[int, RRset], bytes]:
+    """Group an owner's records by type, drop duplicates, give each RRset the lowest
+    TTL stated for it (RFC 2181 section 5.2), and re-encode in type order."""
+    ttls: dict[int, int] = {}
+    rdatas: dict[int, dict[bytes, None]] = {}
+    size = len(blob)
+    i = 0
+    while i < size:
+        rtype, _, ttl, length = RR_HEAD.unpack_from(blob, i)
+        start = i + 10
+        i = start + length
+        ttls[rtype] = min(ttl, ttls.get(rtype, ttl))
+        rdatas.setdefault(rtype, {})[blob[start:i]] = None
+    sets: dict[int, RRset] = {}
+    out = bytearray()
+    for rtype in sorted(rdatas):
+        ttl = ttls[rtype]
+        sets[rtype] = (ttl, tuple(rdatas[rtype]))
+        for rdata in rdatas[rtype]:
+            out += RR_HEAD.pack(rtype, IN, ttl, len(rdata))
+            out += rdata
+    return sets, bytes(out)
