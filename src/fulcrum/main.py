@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from valis_core import __version__
 from valis_core.command_line import build_parser, dispatch, exit_with
 
 # Command modules, in the order `fulcrum --help` lists them. Add one line per command.
@@ -14,7 +15,9 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 
 def run(argv: Sequence[str]) -> int:
-    parser = build_parser("fulcrum", "The privileged launcher of a valis unit.", COMMAND_MODULES)
+    parser = build_parser(
+        "fulcrum", "The privileged launcher of a valis unit.", COMMAND_MODULES, __version__
+    )
     return dispatch(parser, argv)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from valis_core import __version__
 from valis_core.command_line import build_parser, dispatch, exit_with
 
 # Command modules, in the order `valis --help` lists them. Add one line per command.
@@ -30,7 +31,9 @@ def run(argv: Sequence[str]) -> int:
         from valis_cli.commands.resident import run_resident
 
         return run_resident(list(argv))
-    parser = build_parser("valis", "An authoritative DNS origin node.", COMMAND_MODULES)
+    parser = build_parser(
+        "valis", "An authoritative DNS origin node.", COMMAND_MODULES, __version__
+    )
     return dispatch(parser, argv)
 
 

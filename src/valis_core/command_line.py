@@ -20,8 +20,13 @@ from valis_core.errors import ValisError
 Handler = Callable[[argparse.Namespace], int]
 
 
-def build_parser(prog: str, description: str, modules: Sequence[str]) -> argparse.ArgumentParser:
+def build_parser(
+    prog: str, description: str, modules: Sequence[str], version: str
+) -> argparse.ArgumentParser:
+    """The program's parser. Command modules import their heavy libraries inside their
+    handlers, so building it (and ``--help``, ``--version``) stays fast."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--version", action="version", version=f"{prog} {version}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in modules:
         importlib.import_module(name).register(subparsers)

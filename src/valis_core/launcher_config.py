@@ -17,12 +17,12 @@ import ipaddress
 import re
 import tomllib
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any, Literal, cast
 
 import attrs
 
 from valis_core.errors import ValisError
+from valis_core.node_defaults import DEFAULT_LAUNCHER_CONFIG
 from valis_core.reachability import (
     DNS_PORT,
     DnsReachability,
@@ -31,7 +31,7 @@ from valis_core.reachability import (
     firewall_accepts,
 )
 
-DEFAULT_PATH = Path("/etc/fulcrum/launcher.toml")
+DEFAULT_PATH = DEFAULT_LAUNCHER_CONFIG
 
 Mode = Literal["dedicated", "macvlan", "ipvlan"]
 MODES: tuple[Mode, ...] = ("dedicated", "macvlan", "ipvlan")

@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from fulcrum.provisioning import config_from_options, load_launcher_config, produce_config
 from valis_core.launcher_config import (
     DEFAULT_PATH,
     FIELDS,
@@ -61,6 +60,8 @@ def _dest(key: str) -> str:
 
 
 def _produce(args: argparse.Namespace) -> int:
+    from fulcrum.provisioning import config_from_options, produce_config
+
     cfg = config_from_options({key: getattr(args, _dest(key)) for key in FIELDS})
     produce_config(cfg, args.out)
     print(f"wrote {args.out}; {_summary(cfg)}")
@@ -69,6 +70,8 @@ def _produce(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from fulcrum.provisioning import load_launcher_config
+
     cfg = load_launcher_config(args.path)
     print(f"{args.path}: ok; {_summary(cfg)}")
     _warn_unreachable_dns(cfg)

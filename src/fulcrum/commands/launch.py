@@ -15,8 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fulcrum.launch import STOP_TIMEOUT, launch
-from fulcrum.provisioning import load_launcher_config
 from valis_core.launcher_config import DEFAULT_PATH
 
 
@@ -36,18 +34,25 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--stop-timeout",
         type=float,
-        default=STOP_TIMEOUT,
         metavar="SECONDS",
-        help=f"how long the resident gets to stop before SIGKILL (default {STOP_TIMEOUT:g})",
+        help="how long the resident gets to stop before SIGKILL (default: fulcrum's stop "
+        "timeout, 20 seconds)",
     )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from fulcrum.launch import STOP_TIMEOUT, launch
+    from fulcrum.provisioning import load_launcher_config
+
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("fulcrum: %(message)s"))
     logger = logging.getLogger("fulcrum")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     cfg = load_launcher_config(args.config)
-    return launch(cfg, os.environ, stop_timeout=args.stop_timeout)
+    return launch(
+        cfg,
+        os.environ,
+        stop_timeout=STOP_TIMEOUT if args.stop_timeout is None else args.stop_timeout,
+    )

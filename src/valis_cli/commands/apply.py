@@ -18,10 +18,7 @@ import signal
 from pathlib import Path
 from types import FrameType
 
-from valis_core.apply.delivery import DEFAULT_UP_TIMEOUT, DeliveryError, apply_delivery
-from valis_core.apply.unit_control import ProcessUnitController, SystemdUnitController
-from valis_core.ops.condense_host import let_unit_notify
-from valis_core.ops.host_readiness import DEFAULT_RUN_ACCOUNT
+from valis_core.node_defaults import DEFAULT_RUN_ACCOUNT
 
 DEFAULT_ROOT = "/opt/valis"
 DEFAULT_UNIT = "fulcrum-valis.service"
@@ -49,14 +46,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--timeout",
         type=float,
-        default=DEFAULT_UP_TIMEOUT,
-        help="seconds to wait for READY (default: %(default)s)",
+        help="seconds to wait for READY (default: the delivery's up timeout, a minute)",
     )
     parser.set_defaults(handler=_apply)
 
 
 def _run_account(name: str | None) -> tuple[int, int] | None:
     """The (uid, gid) the supervised unit's resident notifies as, when this is root."""
+    from valis_core.apply.delivery import DeliveryError
+
     if os.geteuid() != 0:
         return None
     try:
@@ -77,9 +75,14 @@ class _Interrupted(Exception):
 
 
 def _apply(args: argparse.Namespace) -> int:
+    from valis_core.apply.delivery import DEFAULT_UP_TIMEOUT, apply_delivery
+    from valis_core.apply.unit_control import ProcessUnitController, SystemdUnitController
+    from valis_core.ops.condense_host import let_unit_notify
+
+    timeout = DEFAULT_UP_TIMEOUT if args.timeout is None else args.timeout
     if args.supervise is None:
         controller = SystemdUnitController(args.unit or DEFAULT_UNIT)
-        applied = apply_delivery(args.delivery, args.root, controller, timeout=args.timeout)
+        applied = apply_delivery(args.delivery, args.root, controller, timeout=timeout)
         print(f"valis: {applied.version} is serving (previous: {applied.previous or 'none'})")
         return 0
     with ProcessUnitController(shlex.split(args.supervise)) as unit:
@@ -95,7 +98,7 @@ def _apply(args: argparse.Namespace) -> int:
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
-            applied = apply_delivery(args.delivery, args.root, unit, timeout=args.timeout)
+            applied = apply_delivery(args.delivery, args.root, unit, timeout=timeout)
             forwarding = True
             print(
                 f"valis: {applied.version} is serving (previous: {applied.previous or 'none'})",

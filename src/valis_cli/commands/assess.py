@@ -14,25 +14,21 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import cattrs
-
-from valis_core.launcher_config import DEFAULT_PATH
-from valis_core.ops.host_readiness import (
+from valis_core.node_defaults import (
+    DEFAULT_LAUNCHER_CONFIG,
     DEFAULT_PG_PORT,
     DEFAULT_PG_SOCKET_DIR,
     DEFAULT_RUN_ACCOUNT,
+    DEFAULT_SITE_FACTS,
     DEFAULT_STATE_DIR,
-    AssessConfig,
-    Clause,
-    assess_host,
-    render_table,
 )
-from valis_core.ops.local_probe import LocalHostProbe, node_environment_files
-from valis_core.ops.public_network import PublicNetwork, PublicNetworkError, derive_public_network
-from valis_core.resident.config_store import store_path
 
-DEFAULT_SITE_FACTS = "/etc/valis/site-facts.env"
+if TYPE_CHECKING:
+    from valis_core.ops.host_readiness import AssessConfig, Clause
+    from valis_core.ops.local_probe import LocalHostProbe
+    from valis_core.ops.public_network import PublicNetwork
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -53,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="default: %(default)s",
     )
     parser.add_argument(
-        "--launcher-config", default=str(DEFAULT_PATH), help="default: %(default)s"
+        "--launcher-config", default=str(DEFAULT_LAUNCHER_CONFIG), help="default: %(default)s"
     )
     parser.add_argument(
         "--unsupervised",
@@ -77,6 +73,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def assess_config(args: argparse.Namespace, site_facts: Sequence[str]) -> AssessConfig:
     """The assessment the host options name (``valis assess``'s own, which ``valis
     condense`` shares), searching ``site_facts`` for a development listener."""
+    from valis_core.ops.host_readiness import AssessConfig
+    from valis_core.ops.local_probe import node_environment_files
+
     return AssessConfig(
         state_dir=str(args.state_dir),
         run_account=args.run_account,
@@ -92,6 +91,9 @@ def assess_config(args: argparse.Namespace, site_facts: Sequence[str]) -> Assess
 def _public_network_clause(
     probe: LocalHostProbe, iface: str
 ) -> tuple[Clause, PublicNetwork | None]:
+    from valis_core.ops.host_readiness import Clause
+    from valis_core.ops.public_network import PublicNetworkError, derive_public_network
+
     try:
         derived = derive_public_network(probe, iface)
     except PublicNetworkError as exc:
@@ -104,6 +106,12 @@ def _public_network_clause(
 
 
 def _assess(args: argparse.Namespace) -> int:
+    import cattrs
+
+    from valis_core.ops.host_readiness import assess_host, render_table
+    from valis_core.ops.local_probe import LocalHostProbe
+    from valis_core.resident.config_store import store_path
+
     probe = LocalHostProbe()
     config = assess_config(
         args, [*(args.site_facts or [DEFAULT_SITE_FACTS]), str(store_path(Path(args.state_dir)))]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from valis_core.ops.backup import create_backup, verify_backup_set
-from valis_core.ops.host_readiness import DEFAULT_STATE_DIR
+from valis_core.node_defaults import DEFAULT_STATE_DIR
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,6 +29,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _create(args: argparse.Namespace) -> int:
+    from valis_core.ops.backup import create_backup
+
     manifest = create_backup(args.state_dir, args.out)
     print(
         f"valis: backed up {len(manifest.files)} files of {args.state_dir} to {args.out} "
@@ -39,6 +40,8 @@ def _create(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from valis_core.ops.backup import verify_backup_set
+
     verified = verify_backup_set(args.archive)
     manifest = verified.manifest
     print(

@@ -18,35 +18,26 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from valis_cli.commands.assess import assess_config
-from valis_core.apply.unit_control import (
-    ProcessUnitController,
-    SystemdUnitController,
-    UnitController,
-)
-from valis_core.launcher_config import DEFAULT_PATH
-from valis_core.operator_state.site_facts import parse_site_facts, served_zones
-from valis_core.ops.backup import verify_backup_set
-from valis_core.ops.condense import CondenseRequest, RequestKind, condense_onto_host
-from valis_core.ops.condense_host import (
-    CondenseHostError,
-    LocalCondenseHost,
-    ask_soa_in_netns,
-    ask_soa_udp,
-    backup_site_facts,
-    connect_as_account,
-    let_unit_notify,
-)
-from valis_core.ops.host_readiness import (
+from valis_core.errors import ValisError
+from valis_core.node_defaults import (
+    DEFAULT_LAUNCHER_CONFIG,
     DEFAULT_PG_PORT,
     DEFAULT_PG_SOCKET_DIR,
     DEFAULT_RUN_ACCOUNT,
     DEFAULT_STATE_DIR,
-    assess_host,
 )
-from valis_core.ops.local_probe import LocalHostProbe
 from valis_core.plugin.dist_home import DEFAULT_DIST_HOME
+
+if TYPE_CHECKING:
+    from valis_core.apply.unit_control import ProcessUnitController, UnitController
+    from valis_core.ops.condense import CondenseRequest
+
+
+class CondenseInputError(ValisError):
+    """A file or account ``valis condense`` was pointed at is not there or not readable."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -88,7 +79,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--unsupervised", action="store_true",
                         help="assess a host without fulcrum (no launcher config)")
     parser.add_argument("--binary", help="the resident command to assess")
-    parser.add_argument("--launcher-config", default=str(DEFAULT_PATH))
+    parser.add_argument("--launcher-config", default=str(DEFAULT_LAUNCHER_CONFIG))
     parser.add_argument("--pg-socket-dir", default=DEFAULT_PG_SOCKET_DIR)
     parser.add_argument("--pg-port", type=int, default=DEFAULT_PG_PORT)
     parser.set_defaults(handler=_condense)
@@ -97,28 +88,70 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _address(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit():
-        raise CondenseHostError(f"condense: --dns-address {text!r} is not HOST:PORT")
+        raise CondenseInputError(f"condense: --dns-address {text!r} is not HOST:PORT")
     return host.strip("[]"), int(port)
 
 
 def _facts(args: argparse.Namespace) -> dict[str, str] | None:
+    from valis_core.operator_state.site_facts import parse_site_facts
+
     if args.site_facts is None:
         if args.genesis or args.evacuate:
-            raise CondenseHostError(
+            raise CondenseInputError(
                 "condense: --genesis and --evacuate need --site-facts FILE (the node's site "
                 "facts at this location)"
             )
         return None
-    return parse_site_facts(args.site_facts.read_text("utf-8"))
+    try:
+        text = args.site_facts.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CondenseInputError(
+            f"condense: cannot read the site-facts file {args.site_facts}: "
+            f"{getattr(exc, 'strerror', None) or exc}; render it with valis site-facts "
+            "render, or give its path with --site-facts"
+        ) from None
+    return parse_site_facts(text)
+
+
+def _backup_file(args: argparse.Namespace) -> None:
+    """Refuse a backup set that is not a readable file before any step runs."""
+    path: Path | None = args.from_backup
+    if path is None:
+        return
+    if not path.is_file():
+        raise CondenseInputError(
+            f"condense: the backup set {path} is not a file; give the archive valis backup "
+            "create wrote (--from-backup FILE)"
+        )
+    if not os.access(path, os.R_OK):
+        raise CondenseInputError(
+            f"condense: the backup set {path} is not readable by this account; run as root "
+            "or make it readable"
+        )
+
+
+def _run_account(text: str) -> tuple[int, int]:
+    name = text.partition(":")[0]
+    try:
+        account = pwd.getpwnam(name)
+    except KeyError:
+        raise CondenseInputError(
+            f"condense: there is no account {name!r} (--run-account); create the run "
+            "account first (valis assess names it)"
+        ) from None
+    return account.pw_uid, account.pw_gid
 
 
 def _request(args: argparse.Namespace, zones: tuple[str, ...]) -> CondenseRequest:
+    from valis_core.ops.backup import verify_backup_set
+    from valis_core.ops.condense import CondenseRequest, RequestKind
+
     if args.genesis:
         if args.evacuate:
-            raise CondenseHostError("condense: --evacuate needs --from-backup FILE")
+            raise CondenseInputError("condense: --evacuate needs --from-backup FILE")
         return CondenseRequest(RequestKind.GENESIS, zones, modules=args.module)
     if args.module:
-        raise CondenseHostError(
+        raise CondenseInputError(
             "condense: --module is for --genesis; evacuate and restore run the modules "
             "their backup's head pins"
         )
@@ -134,8 +167,23 @@ def _stop_on_term(signum: int, frame: FrameType | None) -> None:
 
 
 def _condense(args: argparse.Namespace) -> int:
-    account = pwd.getpwnam(args.run_account.partition(":")[0])
-    run_account = (account.pw_uid, account.pw_gid)
+    from valis_core.apply.unit_control import ProcessUnitController, SystemdUnitController
+    from valis_core.operator_state.site_facts import served_zones
+    from valis_core.ops.condense import condense_onto_host
+    from valis_core.ops.condense_host import (
+        CondenseHostError,
+        LocalCondenseHost,
+        ask_soa_in_netns,
+        ask_soa_udp,
+        backup_site_facts,
+        connect_as_account,
+        let_unit_notify,
+    )
+    from valis_core.ops.host_readiness import assess_host
+    from valis_core.ops.local_probe import LocalHostProbe
+
+    _backup_file(args)
+    run_account = _run_account(args.run_account)
     facts = _facts(args)
     effective = facts if facts is not None else backup_site_facts(args.from_backup)
     request = _request(args, served_zones(effective))

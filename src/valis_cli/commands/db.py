@@ -5,9 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from valis_core.operator_state.connection import connect
-from valis_core.operator_state.schema import migrate, shipped_migrations
-
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("db", help="operator-state database schema")
@@ -22,6 +19,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def _migrate(args: argparse.Namespace) -> int:
+    from valis_core.operator_state.connection import connect
+    from valis_core.operator_state.schema import migrate, shipped_migrations
+
     with connect(args.dsn) as conn:
         applied = migrate(conn)
     latest = shipped_migrations()[-1].version

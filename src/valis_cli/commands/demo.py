@@ -27,17 +27,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from valis_cli.commands.serve import DEFAULT_LISTEN, ListenAddress, parse_listen
-from valis_core.dev_launcher import spawn_resident
-from valis_core.dns.records import RecordRow, ZoneError
-from valis_core.dns.zone_build import parse_zone_text
 from valis_core.errors import ValisError
-from valis_core.operator_state.connection import connect
-from valis_core.operator_state.local_cluster import LocalCluster
-from valis_core.operator_state.schema import migrate
-from valis_core.operator_state.zones import replace_zone
-from valis_core.store.head import materialise_genesis
+
+if TYPE_CHECKING:
+    from valis_core.dns.records import RecordRow
+    from valis_core.operator_state.local_cluster import LocalCluster
 
 READY_TIMEOUT = 120.0
 STOP_TIMEOUT = 30.0
@@ -88,6 +85,10 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    from valis_core.dns.records import ZoneError
+    from valis_core.dns.zone_build import parse_zone_text
+    from valis_core.operator_state.local_cluster import LocalCluster
+
     if os.geteuid() == 0:
         raise DemoError(
             "demo: run it as an ordinary user; the resident refuses root and PostgreSQL "
@@ -101,7 +102,18 @@ def run_demo(args: argparse.Namespace) -> int:
     except ZoneError as exc:
         raise DemoError(f"demo: {args.zone}: {exc}") from exc
     root = (args.cache_dir or default_demo_root()).absolute()
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DemoError(
+            f"demo: cannot make the demo directory {root}: {exc.strerror or exc}; give a "
+            "directory this account can write with --cache-dir"
+        ) from None
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise DemoError(
+            f"demo: the demo directory {root} is not writable by this account; give one it "
+            "can write with --cache-dir"
+        )
     user = pwd.getpwuid(os.geteuid()).pw_name
     cluster = LocalCluster(root=root / "postgres", server_user=user)
     # Ctrl-C and SIGTERM both stop the node, even where SIGINT arrived ignored.
@@ -120,6 +132,12 @@ def run_demo(args: argparse.Namespace) -> int:
 def _run_node(
     listen: ListenAddress, root: Path, cluster: LocalCluster, rows: Sequence[RecordRow]
 ) -> int:
+    from valis_core.dev_launcher import spawn_resident
+    from valis_core.operator_state.connection import connect
+    from valis_core.operator_state.schema import migrate
+    from valis_core.operator_state.zones import replace_zone
+    from valis_core.store.head import materialise_genesis
+
     host, port = listen.host, listen.port
     cluster.ensure_role(ROLE)
     cluster.ensure_database(DATABASE, owner=ROLE)

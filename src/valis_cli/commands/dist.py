@@ -5,10 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from valis_core.atomic import write_atomic
 from valis_core.plugin.dist_home import DEFAULT_DIST_HOME, read_registration, register_dist
-from valis_core.plugin.dist_probe import probe_dist
-from valis_core.plugin.wheelhouse import SIMPLE, write_simple_index
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -54,6 +51,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _index(args: argparse.Namespace) -> int:
+    from valis_core.plugin.wheelhouse import SIMPLE, write_simple_index
+
     indexed = write_simple_index(args.wheelhouse)
     wheels = sum(len(files) for files in indexed.values())
     print(f"valis: indexed {wheels} wheels of {len(indexed)} projects; register "
@@ -62,6 +61,9 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def _probe(args: argparse.Namespace) -> int:
+    from valis_core.atomic import write_atomic
+    from valis_core.plugin.dist_probe import probe_dist
+
     report = probe_dist(args.url, args.out)
     lines = [f"{refusal.offered}: {refusal.reason}\n" for refusal in report.refusals]
     args.out.mkdir(parents=True, exist_ok=True)

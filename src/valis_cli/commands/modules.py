@@ -11,10 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from valis_core.ops.host_readiness import DEFAULT_STATE_DIR
-from valis_core.resident.modules import ModuleContext, load_modules
-from valis_core.store.head import read_store_head
-from valis_core.store.manifest import ManifestError
+from valis_core.node_defaults import DEFAULT_STATE_DIR
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,6 +28,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _check(args: argparse.Namespace) -> int:
+    from valis_core.resident.modules import ModuleContext, load_modules
+    from valis_core.store.head import read_store_head
+    from valis_core.store.manifest import ManifestError
+
     head = read_store_head(args.state_dir)
     if head is None:
         raise ManifestError(f"no store head in {args.state_dir}; condense the node first")

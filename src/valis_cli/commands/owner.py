@@ -13,9 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from valis_core.identity.custody import load_keyfile
-from valis_core.ops.host_readiness import DEFAULT_STATE_DIR
-from valis_core.owner.key import derive_owner_tsig
+from valis_core.node_defaults import DEFAULT_STATE_DIR
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -36,5 +34,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def _key(args: argparse.Namespace) -> int:
+    from valis_core.identity.custody import load_keyfile
+    from valis_core.owner.key import derive_owner_tsig
+
     sys.stdout.write(derive_owner_tsig(load_keyfile(args.state_dir)).bind_text())
     return 0

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import argparse
 
-from valis_core.dns.selftest import run_selftest
-
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
@@ -18,5 +16,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _selftest(args: argparse.Namespace) -> int:
+    from valis_core.dns.selftest import run_selftest
+
     print(f"valis: {run_selftest()}")
     return 0

@@ -14,17 +14,14 @@ import logging
 import os
 import socket
 import sys
+from typing import TYPE_CHECKING
 
 import attrs
-import trio
 
-from valis_core.dns.file_server import (
-    ZoneFile,
-    load_zone_files,
-    serve_zone_files,
-)
-from valis_core.dns.listen import PRIVILEGED_PORT_LIMIT, bind_dns_pair
 from valis_core.errors import ValisError
+
+if TYPE_CHECKING:
+    from valis_core.dns.file_server import ZoneFile
 
 DEFAULT_LISTEN = "127.0.0.1:5353"
 
@@ -92,6 +89,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    import trio
+
+    from valis_core.dns.file_server import load_zone_files, serve_zone_files
+    from valis_core.dns.listen import bind_dns_pair
+
     files = [parse_zone_argument(text) for text in args.zones]
     addresses = [parse_listen(text) for text in (args.listen or [DEFAULT_LISTEN])]
     _configure_logging()
@@ -111,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
 
 def parse_zone_argument(text: str) -> ZoneFile:
     """``ORIGIN=FILE`` or ``FILE``; an existing file named with ``=`` is a file."""
+    from valis_core.dns.file_server import ZoneFile
+
     origin, sep, path = text.partition("=")
     if sep and origin and "/" not in origin and not os.path.exists(text):
         return ZoneFile(path=path, origin=origin if origin.endswith(".") else origin + ".")
@@ -119,6 +123,8 @@ def parse_zone_argument(text: str) -> ZoneFile:
 
 def parse_listen(text: str) -> ListenAddress:
     """``127.0.0.1:5353`` or ``[::1]:5353``: a literal address and a port."""
+    from valis_core.dns.listen import PRIVILEGED_PORT_LIMIT
+
     remedy = f"give --listen as ADDRESS:PORT with a literal IP, e.g. {DEFAULT_LISTEN} or [::1]:5353"
     host, sep, port_text = text.rpartition(":")
     if host.startswith("[") and host.endswith("]"):

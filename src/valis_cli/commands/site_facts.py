@@ -6,9 +6,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from valis_core.operator_state.connection import connect
-from valis_core.operator_state.site_facts_rows import render_node_site_facts
-
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("site-facts", help="a node's first-boot environment file")
@@ -28,6 +25,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def _render(args: argparse.Namespace) -> int:
+    from valis_core.operator_state.connection import connect
+    from valis_core.operator_state.site_facts_rows import render_node_site_facts
+
     with connect(args.dsn) as conn:
         render_node_site_facts(conn, args.node, args.out)
     print(f"wrote site facts for node {args.node} to {args.out}")

@@ -14,11 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from valis_core.dns.zone import ZoneIndex
-from valis_core.dns.zone_build import parse_zone_text
 from valis_core.errors import ValisError
-from valis_core.operator_state.connection import connect
-from valis_core.operator_state.zones import export_zone_text, list_zones, replace_zone
 
 
 class ZoneFileError(ValisError):
@@ -89,6 +85,10 @@ class _Progress:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from valis_core.dns.zone_build import parse_zone_text
+    from valis_core.operator_state.connection import connect
+    from valis_core.operator_state.zones import replace_zone
+
     progress = _Progress(sys.stderr)
     try:
         progress.say(f"parsing {args.file}")
@@ -103,12 +103,18 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from valis_core.operator_state.connection import connect
+    from valis_core.operator_state.zones import export_zone_text
+
     with connect(args.dsn) as conn:
         sys.stdout.write(export_zone_text(conn, args.zone))
     return 0
 
 
 def _list(args: argparse.Namespace) -> int:
+    from valis_core.operator_state.connection import connect
+    from valis_core.operator_state.zones import list_zones
+
     with connect(args.dsn) as conn:
         for zone in list_zones(conn):
             serial = "-" if zone.serial is None else str(zone.serial)
@@ -117,6 +123,9 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from valis_core.dns.zone import ZoneIndex
+    from valis_core.dns.zone_build import parse_zone_text
+
     rows = parse_zone_text(_read(args.file), args.origin)
     index = ZoneIndex.from_records(rows)
     print(f"zone {', '.join(index.zones)}: {index.record_count} records, servable")

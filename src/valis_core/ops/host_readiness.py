@@ -34,14 +34,16 @@ from valis_core.launcher_config import (
     parse_launcher_config,
     served_dns_reachability,
 )
+from valis_core.node_defaults import (
+    DEFAULT_PG_PORT,
+    DEFAULT_PG_SOCKET_DIR,
+    DEFAULT_RUN_ACCOUNT,
+    DEFAULT_STATE_DIR,
+)
 from valis_core.operator_state.site_facts import DEVELOPMENT_LISTENER_KEY
 
 PathKind = Literal["dir", "file", "socket", "symlink", "other"]
 
-DEFAULT_STATE_DIR = "/var/lib/valis-dns"
-DEFAULT_RUN_ACCOUNT = "valis"
-DEFAULT_PG_SOCKET_DIR = "/var/run/postgresql"
-DEFAULT_PG_PORT = 5432
 SELFTEST_ARGUMENT = "selftest"
 SK_LOOKUP_SYMBOL = "bpf_sk_lookup_assign"
 """The kernel helper only the BPF_PROG_TYPE_SK_LOOKUP program type has (Linux >= 5.9)."""
