@@ -70,10 +70,10 @@ class AnswerFn(Protocol):
 UDP_BATCH = 64
 """Datagrams handled between checkpoints while the socket stays readable."""
 
-TCP_BATCH = 32
+TCP_BATCH = 16
 """Pipelined queries one TCP connection answers (and sends in one write) per turn."""
 
-TCP_TURNS = 4
+TCP_TURNS = 2
 """Connections with pipelined queries waiting that get a turn per scheduler round."""
 
 _MAX_DATAGRAM = 65535
