@@ -10,8 +10,9 @@ to one core (``taskset``); the clients run on another. Per server, in turn:
    section, a plain TCP query, and a 65 KB TCP message (a query whose additional
    section is stuffed with A records);
 2. honest UDP latency: p50 and p99 of the round-trip time of plain UDP queries sent one
-   at a time, with the server idle, then while 50 TCP clients pipeline queries as fast
-   as the server reads them (a lost query counts as its 1 s timeout);
+   at a time (the prober at a real-time priority when run as root), with the server
+   idle, then while 50 TCP clients pipeline queries as fast as the server reads them
+   (a lost query counts as its 1 s timeout);
 3. slow clients: 130 TCP clients each sending one query every 8 s (reconnecting at
    their next query when the server closes them) hold the server's connections, while
    new clients arrive every half second, each asking one query with a 2 s limit:
@@ -288,6 +289,27 @@ def cost(pid: int, exchangers: Exchanges, count: int, seconds: float) -> Cost:
 
 def probe(port: int, count: int, seconds: float, gap: float = 0.002) -> Latency:
     """Round-trip times of up to ``count`` plain UDP queries, one at a time."""
+    with realtime():
+        return probe_now(port, count, seconds, gap)
+
+
+@contextlib.contextmanager
+def realtime() -> Iterator[None]:
+    """Run the prober at a real-time priority (as root), so other work on the client's
+    core does not add its scheduling delays to the round-trip times. The prober never
+    spins: it sleeps between queries and blocks for each reply."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+    except OSError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+
+def probe_now(port: int, count: int, seconds: float, gap: float) -> Latency:
     times: list[float] = []
     lost = 0
     deadline = time.monotonic() + seconds
