@@ -107,11 +107,15 @@ class Target:
 # -- answer ------------------------------------------------------------------------------
 
 
-def _udp_limit(query: bytes) -> int:
+def _udp_limit(query: bytes, response: bytes) -> int:
+    """The UDP size limit for ``query``: its advertised payload as dnspython reads it;
+    where dnspython cannot read the query (an option whose content it holds to its own
+    rules) but the server answered with an OPT, the most any client may be given."""
     try:
         message = dns.message.from_wire(query, keyring=False)
     except Exception:
-        return PLAIN_UDP
+        answered_with_opt = dns.message.from_wire(response, keyring=False).edns >= 0
+        return SERVER_PAYLOAD if answered_with_opt else PLAIN_UDP
     if message.edns < 0:
         return PLAIN_UDP
     return max(PLAIN_UDP, min(message.payload, SERVER_PAYLOAD))
@@ -128,18 +132,18 @@ def run_answer(data: bytes, scratch: Path) -> None:
             continue
         if dropped:
             raise Broken(f"{transport.value}: answered what it must drop")
-        limit = TCP_LIMIT if transport is Transport.TCP else _udp_limit(data)
-        if len(response) > limit:
-            raise Broken(f"{transport.value}: {len(response)} octets, over the limit {limit}")
         if (response[2] ^ data[2]) & _OPCODE:
             raise Broken(f"{transport.value}: the response does not echo the opcode")
+        # Parsed as a QUERY: dnspython holds an UPDATE's zone section to stricter rules
+        # than a response echoing an odd question has to meet.
+        as_query = response[:2] + bytes([response[2] & ~_OPCODE]) + response[3:]
         try:
-            # Parsed as a QUERY: dnspython holds an UPDATE's zone section to stricter rules
-            # than a response echoing an odd question has to meet.
-            as_query = response[:2] + bytes([response[2] & ~_OPCODE]) + response[3:]
             message = dns.message.from_wire(as_query, keyring=False)
         except dns.exception.DNSException as exc:
             raise Broken(f"{transport.value}: response does not parse ({exc!r})") from None
+        limit = TCP_LIMIT if transport is Transport.TCP else _udp_limit(data, as_query)
+        if len(response) > limit:
+            raise Broken(f"{transport.value}: {len(response)} octets, over the limit {limit}")
         if message.id != int.from_bytes(data[:2], "big"):
             raise Broken(f"{transport.value}: response ID {message.id} is not the query's")
         if not message.flags & dns.flags.QR:
