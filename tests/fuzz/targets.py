@@ -52,7 +52,7 @@ from valis_core.apply.delivery import (
     assert_delivery_sound,
 )
 from valis_core.dns.answer import SERVER_PAYLOAD, TCP_LIMIT, Transport, answer
-from valis_core.dns.serve import framed, take_frames
+from valis_core.dns.tcp import framed, take_frames
 from valis_core.dns.zone import ZoneIndex
 from valis_core.ops.backup import BackupError, restore_backup, verify_backup_set
 from valis_core.owner.message import Received, receive

@@ -21,6 +21,7 @@ import dns.tsigkeyring
 import pytest
 
 from valis_core.dns.answer import SERVER_PAYLOAD, Transport, answer, answer_general
+from valis_core.dns.snapshot import IndexHolder, Snapshot
 from valis_core.dns.zone import ZoneIndex
 
 # By path: the package's face exports the ``answer`` function under the module's name.
@@ -625,21 +626,37 @@ def test_the_response_cache_stays_bounded_and_answers_survive_eviction(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(answer_module, "CACHE_ENTRIES", 4)
-    index = ZoneIndex.from_zone_texts([(EXAMPLE_COM, "example.com.")])
+    snapshot = Snapshot(ZoneIndex.from_zone_texts([(EXAMPLE_COM, "example.com.")]))
     names = [f"n{i}.wild.example.com." for i in range(10)] + ["web.example.com."] * 3
     for name in names * 2:
-        raw = answer(index, query(name, "TXT"), transport=Transport.UDP)
+        raw = answer(snapshot, query(name, "TXT"), transport=Transport.UDP)
         assert raw is not None
-        assert len(index.answer_cache) <= 4
+        assert len(snapshot.cache) <= 4
         response = dns.message.from_wire(raw)
         assert response.rcode() == dns.rcode.NOERROR
         assert response.flags & dns.flags.AA
 
 
 def test_names_outside_every_zone_are_not_kept_in_the_cache() -> None:
-    index = ZoneIndex.from_zone_texts([(EXAMPLE_COM, "example.com.")])
+    snapshot = Snapshot(ZoneIndex.from_zone_texts([(EXAMPLE_COM, "example.com.")]))
     for i in range(20):
-        raw = answer(index, query(f"n{i}.example.net.", "A"), transport=Transport.UDP)
+        raw = answer(snapshot, query(f"n{i}.example.net.", "A"), transport=Transport.UDP)
         assert raw is not None
         assert dns.message.from_wire(raw).rcode() == dns.rcode.REFUSED
-    assert len(index.answer_cache) == 0
+    assert len(snapshot.cache) == 0
+
+
+def test_a_swapped_in_index_never_answers_from_the_old_snapshots_cache() -> None:
+    old = ZoneIndex.from_zone_texts([(EXAMPLE_COM, "example.com.")])
+    new = ZoneIndex.from_zone_texts([(EXAMPLE_COM.replace("192.0.2.", "198.51.100."),
+                                      "example.com.")])
+    holder = IndexHolder(old)
+    wire = query("web.example.com.", "A")
+    first = answer(holder.snapshot, wire, transport=Transport.UDP)
+    assert len(holder.snapshot.cache) == 1
+    holder.swap(new)
+    assert len(holder.snapshot.cache) == 0
+    second = answer(holder.snapshot, wire, transport=Transport.UDP)
+    assert first is not None
+    assert second is not None
+    assert second == answer(new, wire, transport=Transport.UDP) != first

@@ -25,6 +25,7 @@ from valis_core.dns.answer import (
     answer,
     answer_general,
 )
+from valis_core.dns.snapshot import ResponseCache
 from valis_core.dns.zone import ZoneIndex
 
 # By path: the package's face exports the ``answer`` function under the module's name.
@@ -210,7 +211,8 @@ def test_the_scan_gives_the_same_bytes_as_dnspythons_parse(
     wire = with_additional(plain(), [RECORDS[kind] for kind in kinds]) + trailing
     scanned = answer(INDEX, wire, transport=transport)
     assert scanned == answer_general(INDEX, wire, transport=transport)
-    assert scanned == answer_module._answer(INDEX, wire, transport is Transport.TCP, False)
+    tcp = transport is Transport.TCP
+    assert scanned == answer_module._answer(INDEX, ResponseCache(), wire, tcp, False)
 
 
 # --- the BADKEY reply ------------------------------------------------------------------

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from valis_core.dns.answer import SERVER_PAYLOAD, Transport, answer, answer_general
 from valis_core.dns.records import RecordRow
+from valis_core.dns.snapshot import ResponseCache
 from valis_core.dns.zone import ZoneIndex
 
 # By path: the package's face exports the ``answer`` function under the module's name.
@@ -237,8 +238,8 @@ def never_raises(query: bytes) -> None:
     ``answer`` must agree with it wherever it takes a query on."""
     index = EXAMPLE
     for tcp in (False, True):
-        raw = answer_module._answer(index, query, tcp, general=False)
-        general = answer_module._answer(index, query, tcp, general=True)
+        raw = answer_module._answer(index, ResponseCache(), query, tcp, general=False)
+        general = answer_module._answer(index, ResponseCache(), query, tcp, general=True)
         transport = Transport.TCP if tcp else Transport.UDP
         assert answer(index, query, transport=transport) == raw
         for response in (raw, general):

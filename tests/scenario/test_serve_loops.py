@@ -25,11 +25,11 @@ from valis_core.dns.serve import (
     TCP_TURNS,
     UDP_BATCH,
     AnswerFn,
-    IndexHolder,
     ServeStats,
     serve_tcp,
     serve_udp,
 )
+from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.zone import ZoneIndex
 
 ZONE_TEXT = (Path(__file__).parent / "data" / "example.com.zone").read_text()

@@ -18,7 +18,7 @@ import trio
 from tests.scenario.operator_state_helpers import answer_texts, soa_zone, zone_source
 from tests.scenario.pg import PgCluster
 from valis_core.dns.records import ZoneError
-from valis_core.dns.serve import IndexHolder
+from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.zone import ZoneIndex
 from valis_core.dns.zone_build import parse_zone_text
 from valis_core.fence import FencedOut, FenceState

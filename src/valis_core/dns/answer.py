@@ -69,24 +69,37 @@ import dns.message
 import dns.name
 
 from valis_core.dns import wire
-from valis_core.dns.zone import (
+from valis_core.dns.records import (
     AAAA,
+    ANY,
+    AXFR,
+    BADKEY,
+    BADVERS,
     CNAME,
     DNAME,
     DS,
+    FORMERR,
     IN,
+    IXFR,
     MX,
+    NOERROR,
+    NOTAUTH,
+    NOTIMP,
     NS,
+    NXDOMAIN,
     OPT,
     PTR,
+    REFUSED,
     SOA,
     SRV,
+    TSIG,
+    YXDOMAIN,
     A,
     RRset,
-    ServedZone,
-    ZoneIndex,
     decode_node,
 )
+from valis_core.dns.snapshot import ResponseCache, Snapshot
+from valis_core.dns.zone import ServedZone, ZoneIndex
 
 
 class Transport(enum.Enum):
@@ -117,22 +130,7 @@ MAX_POINTERS = 127
 """Compression pointers followed while reading one name (each must point backwards)."""
 
 CACHE_ENTRIES = 65536
-"""Encoded responses kept per index (least recently used go first)."""
-
-NOERROR = 0
-FORMERR = 1
-NXDOMAIN = 3
-NOTIMP = 4
-REFUSED = 5
-YXDOMAIN = 6
-NOTAUTH = 9
-BADVERS = 16
-
-ANY = 255
-AXFR = 252
-IXFR = 251
-BADKEY = 17
-TSIG = 250
+"""Encoded responses kept per snapshot (least recently used go first)."""
 
 _QR = 0x8000
 _OPCODE = 0x7800
@@ -177,9 +175,16 @@ Additional = tuple[int, int, int, Signature | None]
 OPT), the EDNS flags and version, and the TSIG if the query is signed."""
 
 
-def answer(index: ZoneIndex, query: bytes, *, transport: Transport) -> bytes | None:
-    """The response to ``query``, or ``None`` when it must be dropped. Never raises."""
+def answer(source: Snapshot | ZoneIndex, query: bytes, *, transport: Transport) -> bytes | None:
+    """The response to ``query`` from ``source``, or ``None`` when it must be dropped.
+    Never raises. Answers are kept in a snapshot's cache; a bare index is answered
+    afresh each time (for callers that keep no snapshot)."""
     try:
+        if type(source) is Snapshot:
+            index, cache = source.index, source.cache
+        else:
+            assert isinstance(source, ZoneIndex)
+            index, cache = source, ResponseCache()
         # The hot path, inlined: a QUERY with one question, nothing in answer/authority,
         # and either no additional record or one bare OPT (version 0, no options) whose
         # response comes from the cache. Anything else goes the careful way, ``_answer``.
@@ -211,31 +216,38 @@ def answer(index: ZoneIndex, query: bytes, *, transport: Transport) -> bytes | N
                 qtype = query[qend - 4] << 8 | query[qend - 3]
                 if opt is not None and qtype not in (AXFR, IXFR):
                     key = query[12 : qend - 4].lower() + query[qend - 4 : qend - 2]
-                    cache = index.answer_cache
                     entry: Entry | None = cache.get(key)
                     if entry is None:
-                        entry = _miss(index, key, qtype)
+                        entry = _miss(index, cache, key, qtype)
                     else:
                         try:  # noqa: SIM105 - contextlib.suppress costs more per query
                             cache.move_to_end(key)
                         except KeyError:  # evicted meanwhile by a caller on another thread
                             pass
                     return _assemble(entry, query, qend, payload, opt, tcp=transport is _TCP)
-        return _answer(index, query, transport is Transport.TCP, general=False)
+        return _answer(index, cache, query, transport is Transport.TCP, general=False)
     except Exception:  # malformed input must never take a server down
         return _last_resort(query)
 
 
-def answer_general(index: ZoneIndex, query: bytes, *, transport: Transport) -> bytes | None:
+def answer_general(
+    source: Snapshot | ZoneIndex, query: bytes, *, transport: Transport
+) -> bytes | None:
     """``answer`` without the inlined fast path, and with every query's additional
     section parsed by dnspython: the reference the fast path is tested against."""
     try:
-        return _answer(index, query, transport is Transport.TCP, general=True)
+        if isinstance(source, Snapshot):
+            index, cache = source.index, source.cache
+        else:
+            index, cache = source, ResponseCache()
+        return _answer(index, cache, query, transport is Transport.TCP, general=True)
     except Exception:
         return _last_resort(query)
 
 
-def _answer(index: ZoneIndex, query: bytes, tcp: bool, general: bool) -> bytes | None:
+def _answer(
+    index: ZoneIndex, cache: ResponseCache, query: bytes, tcp: bool, general: bool
+) -> bytes | None:
     """The careful path: each check in the order the module docstring lists them."""
     size = len(query)
     if size < 12:
@@ -276,10 +288,9 @@ def _answer(index: ZoneIndex, query: bytes, tcp: bool, general: bool) -> bytes |
         return _bare(qid, qflags, qsec, refusal, opt)
 
     key = query[12 : qend - 4].lower() + query[qend - 4 : qend - 2]
-    cache = index.answer_cache
     entry: Entry | None = cache.get(key)
     if entry is None:
-        entry = _miss(index, key, qtype)
+        entry = _miss(index, cache, key, qtype)
     else:
         try:  # noqa: SIM105 - as in ``answer``
             cache.move_to_end(key)
@@ -288,13 +299,12 @@ def _answer(index: ZoneIndex, query: bytes, tcp: bool, general: bool) -> bytes |
     return _assemble(entry, query, qend, payload, opt, tcp=tcp)
 
 
-def _miss(index: ZoneIndex, key: bytes, qtype: int) -> Entry:
+def _miss(index: ZoneIndex, cache: ResponseCache, key: bytes, qtype: int) -> Entry:
     """Resolve a question the cache does not hold, and keep the answer. Names outside
     every zone are not kept: refusing them is cheap, and a scan of random names would
     otherwise push the served names out of the cache."""
     entry = _resolve(index, key[:-2], qtype)
     if entry is not _REFUSED_ENTRY:
-        cache = index.answer_cache
         cache[key] = entry
         while len(cache) > CACHE_ENTRIES:
             try:

@@ -21,7 +21,8 @@ import dns.name
 import trio
 
 from valis_core.dns.listen import format_address
-from valis_core.dns.serve import IndexHolder, ServeStats, serve_tcp, serve_udp
+from valis_core.dns.serve import ServeStats, serve_tcp, serve_udp
+from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.zone import ZoneIndex
 from valis_core.errors import ValisError
 

@@ -3,9 +3,10 @@ whatever zone index the holder has at the moment each query arrives.
 
 Nothing here binds a socket. The resident hands in its inherited :53 pair; ``valis serve``
 hands in a pair it bound on an unprivileged port. Each query is answered from one
-immutable ``ZoneIndex`` snapshot read once from an ``IndexHolder``; swapping the holder's
-index is the only mutation on the serving path, so a reload never mixes two zone
-versions into one answer.
+immutable ``Snapshot`` (``valis_core.dns.snapshot``) read once from an ``IndexHolder``;
+swapping the holder's snapshot is the only mutation on the serving path, so a reload
+never mixes two zone versions into one answer. TCP framing and the bounded accept loop,
+which the owner terminus shares, are ``valis_core.dns.tcp``.
 
 UDP is the hot path. Waking trio's scheduler once per datagram caps a Python server far
 below what the kernel can deliver, so ``serve_udp`` drains the socket with non-blocking
@@ -41,12 +42,11 @@ cannot starve the others:
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Protocol
 
 import attrs
@@ -54,16 +54,19 @@ import dns.rcode
 import trio
 
 from valis_core.dns.answer import Transport, answer
+from valis_core.dns.snapshot import IndexHolder, Snapshot
+from valis_core.dns.tcp import accept_bounded, take_frames
 from valis_core.dns.zone import ZoneIndex
 
 log = logging.getLogger(__name__)
 
 
-
 class AnswerFn(Protocol):
     """The shape of ``answer``; a parameter of the loops so a test can make it fail."""
 
-    def __call__(self, index: ZoneIndex, query: bytes, /, *, transport: Transport) -> bytes | None:
+    def __call__(
+        self, source: Snapshot | ZoneIndex, query: bytes, /, *, transport: Transport
+    ) -> bytes | None:
         ...
 
 
@@ -78,34 +81,7 @@ TCP_TURNS = 2
 
 _MAX_DATAGRAM = 65535
 _RCODES = 16
-_ACCEPT_RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 _ERROR_LOG_INTERVAL = 1.0
-
-
-class IndexHolder:
-    """The zone index currently served. ``swap`` replaces it in one assignment; a reader
-    takes ``current`` once per query and answers wholly from that snapshot."""
-
-    __slots__ = ("_index", "_swaps")
-
-    def __init__(self, index: ZoneIndex) -> None:
-        self._index = index
-        self._swaps = 0
-
-    @property
-    def current(self) -> ZoneIndex:
-        return self._index
-
-    @property
-    def swaps(self) -> int:
-        """How many times the index has been replaced since this holder was made."""
-        return self._swaps
-
-    def swap(self, new: ZoneIndex) -> ZoneIndex:
-        """Serve ``new`` from the next query on; return the index it replaces."""
-        old, self._index = self._index, new
-        self._swaps += 1
-        return old
 
 
 @attrs.frozen
@@ -242,7 +218,7 @@ async def serve_udp(
                     break
                 handled += 1
                 try:
-                    response = answer_fn(holder.current, query, transport=udp)
+                    response = answer_fn(holder.snapshot, query, transport=udp)
                 except Exception:
                     counts.udp_answer_errors += 1
                     failures.failure(udp, query)
@@ -441,55 +417,6 @@ class _Turns:
             await trio.lowlevel.checkpoint()
 
 
-async def accept_bounded(
-    listener: trio.SocketListener,
-    handler: Callable[[trio.SocketStream], Awaitable[None]],
-    room: Callable[[], bool],
-    *,
-    accepted: Callable[[], None] = lambda: None,
-    refused: Callable[[], None] = lambda: None,
-    what: str = "a TCP connection",
-) -> None:
-    """Accept connections until cancelled, each handled by its own task: when ``room()``
-    is false a new connection is accepted and closed at once (see the module docstring);
-    running out of descriptors or memory is retried shortly rather than fatal."""
-    async with trio.open_nursery() as nursery:
-        while True:
-            try:
-                stream = await listener.accept()
-            except OSError as exc:
-                if exc.errno not in _ACCEPT_RESOURCE_ERRNOS:
-                    raise
-                log.warning("accepting %s failed (%s); retrying shortly", what, exc)
-                await trio.sleep(0.1)
-                continue
-            if not room():
-                refused()
-                stream.socket.close()
-                continue
-            accepted()
-            nursery.start_soon(handler, stream)
-
-
-def take_frames(pending: bytearray, limit: int | None = None) -> list[bytes]:
-    """Remove every complete message (at most ``limit`` of them) from the front of
-    ``pending``, a TCP stream's unread bytes in RFC 1035 §4.2.2 framing (a 2-byte length
-    before each message)."""
-    frames: list[bytes] = []
-    while len(pending) >= 2 and (limit is None or len(frames) < limit):
-        size = (pending[0] << 8) | pending[1]
-        if len(pending) < 2 + size:
-            break
-        frames.append(bytes(pending[2 : 2 + size]))
-        del pending[: 2 + size]
-    return frames
-
-
-def framed(message: bytes) -> bytes:
-    """``message`` with its RFC 1035 §4.2.2 length prefix."""
-    return len(message).to_bytes(2, "big") + message
-
-
 async def _serve_connection(
     stream: trio.SocketStream,
     *,
@@ -520,7 +447,7 @@ async def _serve_connection(
             frames: list[bytes] = []
             for query in queries:
                 try:
-                    response = answer_fn(holder.current, query, transport=tcp)
+                    response = answer_fn(holder.snapshot, query, transport=tcp)
                 except Exception:
                     counts.tcp_answer_errors += 1
                     failures.failure(tcp, query)

@@ -25,40 +25,12 @@ keep a million records affordable, each owner's records are one ``bytes`` value 
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 import attrs
 
 from valis_core.dns import wire
-from valis_core.dns.records import (  # the answer path's names, until it imports records
-    AAAA,
-    CNAME,
-    DNAME,
-    DS,
-    IN,
-    MX,
-    NS,
-    OPT,
-    PTR,
-    SOA,
-    SRV,
-    A,
-    RecordRow,
-    RRset,
-    ZoneError,
-    decode_node,
-)
-
-__all__ = [
-    "AAAA", "CNAME", "DNAME", "DS", "IN", "MX", "NS", "OPT", "PTR", "SOA", "SRV", "A",
-    "RRset", "RecordRow", "ResponseCache", "ServedZone", "ZoneError", "ZoneIndex",
-    "decode_node",
-]
-
-ResponseCache = collections.OrderedDict[bytes, tuple[Any, ...]]
-"""Encoded responses keyed by question; owned and filled by ``valis_core.dns.answer``."""
+from valis_core.dns.records import RecordRow, ZoneError
 
 
 @attrs.frozen(eq=False)
@@ -113,11 +85,11 @@ class ZoneIndex:
     """Every served zone, immutable once built; ``zone_for`` finds the deepest one and
     ``parent_of`` the zone enclosing another.
 
-    ``answer_cache`` is scratch space for the answer path's encoded responses: it only
-    ever holds what can be derived from the index, so it never changes what is served.
+    The answer path's cache of encoded responses is not here: it belongs to the
+    ``Snapshot`` serving this index (``valis_core.dns.snapshot``).
     """
 
-    __slots__ = ("_by_apex", "_origins", "_parents", "_record_count", "answer_cache")
+    __slots__ = ("_by_apex", "_origins", "_parents", "_record_count")
 
     def __init__(self, zones: Iterable[ServedZone], record_count: int) -> None:
         """Combine built zones (from this or other indexes: a zone belongs to none) into
@@ -131,7 +103,6 @@ class ZoneIndex:
                     self._parents[apex] = above
         self._origins = tuple(sorted(zone.origin for zone in self._by_apex.values()))
         self._record_count = record_count
-        self.answer_cache: ResponseCache = collections.OrderedDict()
 
     @classmethod
     def from_records(cls, rows: Iterable[RecordRow]) -> ZoneIndex:

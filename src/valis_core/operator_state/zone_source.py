@@ -67,7 +67,7 @@ import trio
 
 from valis_core.dns import wire
 from valis_core.dns.records import RecordRow, ZoneError
-from valis_core.dns.serve import IndexHolder
+from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.zone import ServedZone, ZoneIndex
 from valis_core.fence import FencedOut, FenceState, assert_fence_touch
 from valis_core.operator_state.connection import OperatorStateError, connect

@@ -70,7 +70,8 @@ from valis_core.resident.state_dir import check_state_dir, resolve_state_dir
 from valis_core.store.head import materialise_genesis
 
 if TYPE_CHECKING:
-    from valis_core.dns.serve import IndexHolder, ServeStats
+    from valis_core.dns.serve import ServeStats
+    from valis_core.dns.snapshot import IndexHolder
     from valis_core.resident.fabric import FabricAddress
 
 log = logging.getLogger("valis.resident")
@@ -377,7 +378,8 @@ async def _bring_up(
         await services.start("fence", watch.run)
 
     with _stage("zone index", notifier):
-        from valis_core.dns.serve import IndexHolder, ServeStats
+        from valis_core.dns.serve import ServeStats
+        from valis_core.dns.snapshot import IndexHolder
         from valis_core.operator_state.zone_source import PgZoneSource
 
         source = PgZoneSource.from_dsn(config.dsn, config.served_zones, standing=watch.standing)

@@ -19,7 +19,8 @@ import dns.rcode
 import dns.rdatatype
 
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.serve import IndexHolder, ServeCounts, ServeStats
+from valis_core.dns.serve import ServeCounts, ServeStats
+from valis_core.dns.snapshot import IndexHolder
 from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.reachability import DnsReachability
 from valis_core.resident.metrics import Family, Sample

@@ -1,0 +1,59 @@
+"""One version of what is served, and the holder that swaps versions.
+
+A ``Snapshot`` pairs a zone index with the cache of encoded responses derived from it,
+the way dnspython's versioned zones pair a version with what readers see: the cache
+lives and dies with its index, so no answer is ever taken from a cache filled by another
+version. ``IndexHolder.swap`` makes the new snapshot; a reader takes ``snapshot`` once
+per query and answers wholly from it.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import attrs
+
+from valis_core.dns.zone import ZoneIndex
+
+ResponseCache = collections.OrderedDict[bytes, tuple[Any, ...]]
+"""Encoded responses keyed by question; owned and filled by ``valis_core.dns.answer``."""
+
+
+@attrs.frozen(eq=False)
+class Snapshot:
+    """A zone index and the responses encoded from it (filled as queries arrive)."""
+
+    index: ZoneIndex
+    cache: ResponseCache = attrs.field(factory=collections.OrderedDict)
+
+
+class IndexHolder:
+    """The snapshot currently served. ``swap`` replaces it in one assignment."""
+
+    __slots__ = ("_snapshot", "_swaps")
+
+    def __init__(self, index: ZoneIndex) -> None:
+        self._snapshot = Snapshot(index)
+        self._swaps = 0
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    @property
+    def current(self) -> ZoneIndex:
+        """The index currently served."""
+        return self._snapshot.index
+
+    @property
+    def swaps(self) -> int:
+        """How many times the index has been replaced since this holder was made."""
+        return self._swaps
+
+    def swap(self, new: ZoneIndex) -> ZoneIndex:
+        """Serve ``new`` (with a cache of its own) from the next query on; return the
+        index it replaces."""
+        old, self._snapshot = self._snapshot.index, Snapshot(new)
+        self._swaps += 1
+        return old
