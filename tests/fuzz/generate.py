@@ -264,9 +264,13 @@ def delivery_tarball(rng: random.Random) -> bytes:
     usual = ("bin/valis", "bin/fulcrum", "lib/systemd/system/valis.service", "share/doc/x.md")
     files: dict[str, tuple[bytes, str]] = {}
     for path in _pick_paths(rng, usual):
-        files[path] = (path.encode("utf-8", "surrogateescape") * rng.randrange(1, 4),
-                       rng.choice(("0644", "0755", "0644", "4755", "0777", "644")))
-    version = rng.choice(("0.1.0", "1.2.3+local", "../up", "", "a" * 80, "v 1"))
+        mode = rng.choice(("0644", "0755")) if rng.random() < 0.9 else rng.choice(
+            ("4755", "0777", "644", "0")
+        )
+        files[path] = (path.encode("utf-8", "surrogateescape") * rng.randrange(1, 4), mode)
+    version = rng.choice(("0.1.0", "1.2.3+local"))
+    if rng.random() < 0.1:
+        version = rng.choice(("../up", "", "a" * 80, "v 1", "."))
     listed = [
         {"path": path, "sha256": hashlib.sha256(data).hexdigest(), "mode": mode}
         for path, (data, mode) in sorted(files.items())
@@ -275,15 +279,15 @@ def delivery_tarball(rng: random.Random) -> bytes:
         listed.pop(rng.randrange(len(listed)))
     if listed and rng.random() < 0.05:
         listed.append(dict(listed[0]))
-    document: object = {"format": rng.choice((1, 1, 1, 2, "1")), "version": version,
-                        "files": listed}
+    form = 1 if rng.random() < 0.9 else rng.choice((2, "1"))
+    document: object = {"format": form, "version": version, "files": listed}
     if rng.random() < 0.05:
         document = rng.choice(([], None, {"format": 1}, {"format": 1, "version": "1", "files": {}}))
     manifest = json.dumps(document).encode()
     members = [(delivery.MANIFEST_NAME, manifest), *((p, d) for p, (d, _) in files.items())]
     if rng.random() < 0.3:
         rng.shuffle(members)
-    tar = tar_bytes(rng, members, hostile=rng.random() < 0.5)
+    tar = tar_bytes(rng, members, hostile=rng.random() < 0.3)
     return gzip.compress(tar, mtime=0) if rng.random() < 0.5 else tar
 
 

@@ -22,12 +22,12 @@ NAMES = sorted(TARGETS)
 # Derandomized: the same mutants on every run, so a failure here is a regression, not
 # luck; finding new inputs is the campaign's work.
 SHORT = settings(
-    max_examples=300,
+    max_examples=200,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-GENERATED = settings(SHORT, max_examples=150)
+GENERATED = settings(SHORT, max_examples=100)
 
 
 def _failures(target: Target, inputs: list[tuple[str, bytes]], scratch: Path) -> list[str]:
