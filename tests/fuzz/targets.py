@@ -6,10 +6,11 @@ target is a crash of the reader itself. Both are findings.
 
 - ``answer``: ``answer()`` over the example zone (plus a zone with the harder shapes:
   wildcard, delegation with glue, DNAME, CNAME chain and loop, an RRset too big for
-  UDP), over UDP and TCP. It drops exactly the inputs shorter than a header or with QR
-  set; anything else gets a response dnspython parses, with QR and the query's ID, no
-  longer than 512 octets over UDP without EDNS, the advertised size (clamped to
-  512..``SERVER_PAYLOAD``) with it, 65535 over TCP.
+  UDP), served from a snapshot as the server does, over UDP and TCP. A cached answer is
+  byte for byte the one the bare index gives afresh. It drops exactly the inputs
+  shorter than a header or with QR set; anything else gets a response dnspython parses,
+  with QR, the query's ID and opcode, no longer than 512 octets over UDP without EDNS,
+  the advertised size (clamped to 512..``SERVER_PAYLOAD``) with it, 65535 over TCP.
 - ``tcp_framer``: ``take_frames`` over a byte stream, whole and in pieces: the frames
   and the leftover rebuild the stream exactly, the leftover holds no complete frame,
   feeding in pieces gives the same frames, and ``framed`` round-trips each frame.
@@ -52,6 +53,7 @@ from valis_core.apply.delivery import (
     assert_delivery_sound,
 )
 from valis_core.dns.answer import SERVER_PAYLOAD, TCP_LIMIT, Transport, answer
+from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.tcp import framed, take_frames
 from valis_core.dns.zone import ZoneIndex
 from valis_core.ops.backup import BackupError, restore_backup, verify_backup_set
@@ -87,6 +89,8 @@ big      TXT  "{c}"
 INDEX = ZoneIndex.from_zone_texts(
     [(EXAMPLE_ZONE.read_text(), "example.com."), (FUZZ_ZONE, "fuzz.example.")]
 )
+SNAPSHOT = Snapshot(INDEX)
+"""Served as the server serves it: its response cache fills as the inputs arrive."""
 
 
 class Broken(AssertionError):
@@ -125,7 +129,9 @@ def run_answer(data: bytes, scratch: Path) -> None:
     del scratch
     dropped = len(data) < 12 or bool(data[2] & 0x80)
     for transport in Transport:
-        response = answer(INDEX, data, transport=transport)
+        response = answer(SNAPSHOT, data, transport=transport)
+        if response != answer(INDEX, data, transport=transport):
+            raise Broken(f"{transport.value}: the snapshot's cached answer is not a fresh one")
         if response is None:
             if not dropped:
                 raise Broken(f"{transport.value}: dropped a query it must answer")
