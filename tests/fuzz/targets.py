@@ -13,7 +13,8 @@ target is a crash of the reader itself. Both are findings.
   the advertised size (clamped to 512..``SERVER_PAYLOAD``) with it, 65535 over TCP.
 - ``tcp_framer``: ``take_frames`` over a byte stream, whole and in pieces: the frames
   and the leftover rebuild the stream exactly, the leftover holds no complete frame,
-  feeding in pieces gives the same frames, and ``framed`` round-trips each frame.
+  feeding in pieces or taking a few per turn (``limit``) gives the same frames, and
+  ``framed`` round-trips each frame.
 - ``owner_message``: ``receive`` with the owner TSIG key: nothing only for what cannot
   be answered, ``Received`` only for an UPDATE that verifies under the key, otherwise
   a response dnspython parses with the query's ID and a non-zero RCODE.
@@ -175,6 +176,18 @@ def run_tcp_framer(data: bytes, scratch: Path) -> None:
         pieces.extend(take_frames(fed))
     if pieces != frames or fed != pending:
         raise Broken(f"fed {step} bytes at a time, the frames differ")
+    limit = 1 + (data[-1] % 4 if data else 0)
+    turns = bytearray(data)
+    taken: list[bytes] = []
+    for _ in range(len(data) // 2 + 1):  # each turn that takes a frame eats 2 bytes or more
+        batch = take_frames(turns, limit)
+        if len(batch) > limit:
+            raise Broken(f"took {len(batch)} frames in a turn limited to {limit}")
+        if not batch:
+            break
+        taken.extend(batch)
+    if taken != frames or turns != pending:
+        raise Broken(f"taken {limit} at a time, the frames differ")
     for frame in frames:
         again = bytearray(framed(frame))
         if take_frames(again) != [frame] or again:
