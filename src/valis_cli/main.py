@@ -10,6 +10,7 @@ from valis_core.command_line import build_parser, dispatch, exit_with
 # Command modules, in the order `valis --help` lists them. Add one line per command.
 COMMAND_MODULES: tuple[str, ...] = (
     "valis_cli.commands.serve",
+    "valis_cli.commands.status",
     "valis_cli.commands.demo",
     "valis_cli.commands.apply",
     "valis_cli.commands.backup",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from valis_cli.operator_dsn import add_dsn_arguments, operator_dsn
+
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("db", help="operator-state database schema")
@@ -14,7 +16,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="apply pending schema migrations (safe to repeat or run concurrently)",
         description="Apply every pending operator-state migration in one transaction.",
     )
-    run.add_argument("--dsn", required=True, help="libpq URI of the operator-state database")
+    add_dsn_arguments(run)
     run.set_defaults(handler=_migrate)
 
 
@@ -22,7 +24,7 @@ def _migrate(args: argparse.Namespace) -> int:
     from valis_core.operator_state.connection import connect
     from valis_core.operator_state.schema import migrate, shipped_migrations
 
-    with connect(args.dsn) as conn:
+    with connect(operator_dsn(args)) as conn:
         applied = migrate(conn)
     latest = shipped_migrations()[-1].version
     if applied:

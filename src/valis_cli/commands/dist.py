@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from valis_core.plugin.dist_home import DEFAULT_DIST_HOME, read_registration, register_dist
@@ -51,9 +52,21 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _index(args: argparse.Namespace) -> int:
+    from valis_core.plugin.simple_index import DistError
     from valis_core.plugin.wheelhouse import SIMPLE, write_simple_index
 
-    indexed = write_simple_index(args.wheelhouse)
+    if not args.wheelhouse.is_dir():
+        raise DistError(
+            f"dist index: {args.wheelhouse} is not a directory; give the directory holding "
+            "the wheels"
+        )
+    try:
+        indexed = write_simple_index(args.wheelhouse)
+    except OSError as exc:
+        raise DistError(
+            f"dist index: cannot write the index under {args.wheelhouse / SIMPLE}: "
+            f"{exc.strerror or exc}; run as an account that can write the wheelhouse"
+        ) from None
     wheels = sum(len(files) for files in indexed.values())
     print(f"valis: indexed {wheels} wheels of {len(indexed)} projects; register "
           f"{(args.wheelhouse.resolve() / SIMPLE).as_uri()}/")
@@ -63,11 +76,26 @@ def _index(args: argparse.Namespace) -> int:
 def _probe(args: argparse.Namespace) -> int:
     from valis_core.atomic import write_atomic
     from valis_core.plugin.dist_probe import probe_dist
+    from valis_core.plugin.simple_index import DistError
 
+    def cannot_write(exc: OSError) -> DistError:
+        return DistError(
+            f"dist probe: cannot write the measuring directory {args.out}: "
+            f"{exc.strerror or exc}; give --out a directory this account can write"
+        )
+
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise cannot_write(exc) from None
+    if not os.access(args.out, os.W_OK | os.X_OK):
+        raise cannot_write(PermissionError(13, "Permission denied"))
     report = probe_dist(args.url, args.out)
     lines = [f"{refusal.offered}: {refusal.reason}\n" for refusal in report.refusals]
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_atomic(args.out / "refusals.txt", "".join(lines).encode("utf-8"), mode=0o644)
+    try:
+        write_atomic(args.out / "refusals.txt", "".join(lines).encode("utf-8"), mode=0o644)
+    except OSError as exc:
+        raise cannot_write(exc) from None
     if not report.discriminates:
         print("valis: the known-bad control dist installed: this probe measured nothing")
         return 2

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from valis_cli.operator_dsn import add_dsn_arguments, operator_dsn
+
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("site-facts", help="a node's first-boot environment file")
@@ -18,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             "A partial set is refused and nothing is written."
         ),
     )
-    render.add_argument("--dsn", required=True, help="libpq URI of the operator-state database")
+    add_dsn_arguments(render)
     render.add_argument("--node", required=True, help="the node's name")
     render.add_argument("--out", required=True, type=Path, help="the file to write")
     render.set_defaults(handler=_render)
@@ -28,7 +30,7 @@ def _render(args: argparse.Namespace) -> int:
     from valis_core.operator_state.connection import connect
     from valis_core.operator_state.site_facts_rows import render_node_site_facts
 
-    with connect(args.dsn) as conn:
+    with connect(operator_dsn(args), require_schema=True) as conn:
         render_node_site_facts(conn, args.node, args.out)
     print(f"wrote site facts for node {args.node} to {args.out}")
     return 0

@@ -9,11 +9,13 @@ two imports of one zone serialize on the zone's row (see ``operator_state.zones`
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from valis_cli.operator_dsn import add_dsn_arguments, operator_dsn
 from valis_core.errors import ValisError
 
 
@@ -33,18 +35,19 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             "An invalid zone is refused with nothing written."
         ),
     )
-    run.add_argument("--dsn", required=True, help="libpq URI of the operator-state database")
+    add_dsn_arguments(run)
     run.add_argument("file", type=Path, metavar="FILE", help="master file ('-' for stdin)")
     run.add_argument("--origin", help="the zone's name (default: $ORIGIN or the SOA owner)")
     run.set_defaults(handler=_import)
 
     run = actions.add_parser("export", help="print a zone as a master file")
-    run.add_argument("--dsn", required=True, help="libpq URI of the operator-state database")
+    add_dsn_arguments(run)
     run.add_argument("zone", metavar="ZONE")
     run.set_defaults(handler=_export)
 
     run = actions.add_parser("list", help="list zones with record counts and SOA serials")
-    run.add_argument("--dsn", required=True, help="libpq URI of the operator-state database")
+    add_dsn_arguments(run)
+    run.add_argument("--json", action="store_true", help="machine-readable output")
     run.set_defaults(handler=_list)
 
     run = actions.add_parser("check", help="check a master file serves, without a database")
@@ -94,7 +97,7 @@ def _import(args: argparse.Namespace) -> int:
         progress.say(f"parsing {args.file}")
         rows = parse_zone_text(_read(args.file), args.origin)
         progress.say(f"checking {len(rows)} records")
-        with connect(args.dsn) as conn:
+        with connect(operator_dsn(args), require_schema=True) as conn:
             summary = replace_zone(conn, rows, progress=progress.rows)
     finally:
         progress.end()
@@ -106,7 +109,7 @@ def _export(args: argparse.Namespace) -> int:
     from valis_core.operator_state.connection import connect
     from valis_core.operator_state.zones import export_zone_text
 
-    with connect(args.dsn) as conn:
+    with connect(operator_dsn(args), require_schema=True) as conn:
         sys.stdout.write(export_zone_text(conn, args.zone))
     return 0
 
@@ -115,10 +118,18 @@ def _list(args: argparse.Namespace) -> int:
     from valis_core.operator_state.connection import connect
     from valis_core.operator_state.zones import list_zones
 
-    with connect(args.dsn) as conn:
-        for zone in list_zones(conn):
-            serial = "-" if zone.serial is None else str(zone.serial)
-            print(f"{zone.name}\t{zone.records}\t{serial}")
+    with connect(operator_dsn(args), require_schema=True) as conn:
+        zones = list_zones(conn)
+    if args.json:
+        document = [
+            {"zone": zone.name, "records": zone.records, "serial": zone.serial} for zone in zones
+        ]
+        json.dump(document, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    for zone in zones:
+        serial = "-" if zone.serial is None else str(zone.serial)
+        print(f"{zone.name}\t{zone.records}\t{serial}")
     return 0
 
 

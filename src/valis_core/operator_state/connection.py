@@ -18,10 +18,23 @@ class OperatorStateError(ValisError):
     """The operator-state database is unreachable, or refused what was asked of it."""
 
 
-def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
-    """A connection to ``dsn``; an unreachable or refusing server is an operator error."""
+def connect(
+    dsn: str, *, autocommit: bool = False, require_schema: bool = False
+) -> psycopg.Connection[Any]:
+    """A connection to ``dsn``; an unreachable or refusing server is an operator error.
+
+    With ``require_schema`` the schema version is checked once, here, so a database that
+    was never migrated (or was migrated by another valis) is one line naming the remedy
+    rather than the first query's missing table.
+    """
+    if not dsn.strip():
+        # libpq would take an empty DSN as "every default": a server nobody named.
+        raise OperatorStateError(
+            "operator state: the DSN is empty; give a libpq URI such as "
+            "postgresql://valis@/valis_state?host=/var/run/postgresql"
+        )
     try:
-        return psycopg.connect(dsn, autocommit=autocommit)
+        conn = psycopg.connect(dsn, autocommit=autocommit)
     except psycopg.OperationalError as exc:
         detail = " ".join(str(exc).split())
         raise OperatorStateError(
@@ -33,6 +46,15 @@ def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
             f"operator state: the DSN {redact(dsn)} is malformed: {exc}; give a libpq URI "
             "such as postgresql://valis@/valis_state?host=/var/run/postgresql"
         ) from exc
+    if require_schema:
+        from valis_core.operator_state.schema import require_current_schema
+
+        try:
+            require_current_schema(conn)
+        except BaseException:
+            conn.close()
+            raise
+    return conn
 
 
 def redact(dsn: str) -> str:

@@ -103,6 +103,34 @@ def migrate(conn: psycopg.Connection[Any]) -> tuple[int, ...]:
     return tuple(applied)
 
 
+def require_current_schema(conn: psycopg.Connection[Any]) -> int:
+    """The schema version, when it is the one this valis ships; otherwise the remedy.
+
+    Asked once per connection, before any query that needs the tables. Leaves ``conn``
+    outside any transaction it did not find it in.
+    """
+    needed = shipped_migrations()[-1].version
+    try:
+        found = schema_version(conn)
+        if not conn.autocommit:
+            conn.rollback()
+    except psycopg.Error as exc:
+        raise OperatorStateError(
+            f"operator state: cannot read the schema version: {' '.join(str(exc).split())}"
+        ) from exc
+    if found is None or found < needed:
+        raise OperatorStateError(
+            f"operator state is at schema {found or 0}, this valis needs {needed}: run "
+            "valis db migrate"
+        )
+    if found > needed:
+        raise OperatorStateError(
+            f"operator state is at schema {found}, newer than this valis knows ({needed}): "
+            "run a valis at least as new as the one that migrated it"
+        )
+    return found
+
+
 def schema_version(conn: psycopg.Connection[Any]) -> int | None:
     """The highest applied migration version, or None for an unmigrated database."""
     row = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()

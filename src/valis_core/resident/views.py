@@ -9,6 +9,7 @@ asks it for every served apex before it serves DNS.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -98,6 +99,16 @@ class NodeViews:
     dns_reachability: DnsReachability | None = None
     """Whether the DNS pair is reachable through the launcher's firewall; None when the
     resident was not launched behind one."""
+    fence_holder: Callable[[], str | None] | None = None
+    """The holder the fence row names, as the fence watch last read it; None when not
+    wired (the status then says null)."""
+    database: Callable[[], tuple[bool, float | None]] | None = None
+    """(connected, since when as a UNIX time) of the operator-state session; None when
+    not wired."""
+    modules: tuple[str, ...] = ()
+    """The modules this node runs (name==version)."""
+    started_at: float = attrs.field(factory=time.time)
+    """When bring-up made these views (UNIX time): the node's uptime is counted from it."""
 
     def status(self) -> dict[str, Any]:
         views = [public_soa(self.holder, zone) for zone in self.zones]
@@ -111,7 +122,19 @@ class NodeViews:
             "zones": {view.zone: {"serial": view.serial, "rcode": view.rcode} for view in views},
             "records": self.holder.current.record_count,
             "dns": self.dns_status(),
+            "fence_holder": None if self.fence_holder is None else self.fence_holder(),
+            "database": self.database_status(),
+            "modules": list(self.modules),
+            "started_at": self.started_at,
+            "uptime_seconds": max(0.0, time.time() - self.started_at),
         }
+
+    def database_status(self) -> dict[str, Any] | None:
+        """Whether the operator-state session stands, and since when."""
+        if self.database is None:
+            return None
+        connected, since = self.database()
+        return {"connected": connected, "since": since}
 
     def dns_status(self) -> dict[str, Any]:
         """Where DNS is served and whether the outside can reach it (and why not)."""

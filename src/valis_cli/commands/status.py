@@ -1,0 +1,112 @@
+"""``valis status``: is this node serving, and if not, why not.
+
+Asks the running resident's fabric for its ``/status`` with the capability token kept in
+the state directory, so run it on the node, as root or the run account, from the node's
+network namespace (``ip netns exec NAME valis status`` behind fulcrum). A summary for
+people, ``--json`` for tools. The exit status is 0 when the node is ready and serves every
+zone, 1 when it is up but not ready (the reasons are printed) or cannot be asked: usable
+as a monitoring check as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from valis_core.node_defaults import DEFAULT_STATE_DIR
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "status",
+        help="ask the running node whether it is ready, and why not (exit 0 when ready)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--state-dir", type=Path, default=Path(DEFAULT_STATE_DIR),
+                        help="the node's state directory (default: %(default)s)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.set_defaults(handler=_status)
+
+
+def not_ready_reasons(document: Mapping[str, Any]) -> list[str]:
+    """Why the node is not fit to serve, from its status document (empty: it is)."""
+    reasons = []
+    if not document.get("ready"):
+        reasons.append("bring-up has not finished (the resident's log says which stage)")
+    for zone, view in sorted((document.get("zones") or {}).items()):
+        if view.get("rcode") != "NOERROR" or view.get("serial") is None:
+            reasons.append(f"zone {zone} answers {view.get('rcode')}, not its SOA")
+    database = document.get("database")
+    if isinstance(database, Mapping) and database.get("connected") is False:
+        reasons.append("the operator-state database is not connected")
+    problem = (document.get("dns") or {}).get("problem")
+    if problem:
+        reasons.append(str(problem))
+    return reasons
+
+
+def _ago(since: float | None, now: float) -> str:
+    if since is None:
+        return "unknown"
+    seconds = max(0, int(now - since))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m{rest % 60:02d}s"
+
+
+def render_status(document: Mapping[str, Any], now: float) -> str:
+    """The status as a few lines for a person."""
+    reasons = not_ready_reasons(document)
+    head = "ready" if not reasons else "NOT READY: " + "; ".join(reasons)
+    lines = [f"node {document.get('node')}@{document.get('location')}: {head}"]
+    holder = document.get("fence_holder") or "(holder not reported)"
+    lines.append(
+        f"fence: generation {document.get('fence_generation')} held by {holder}; store "
+        f"generation {document.get('generation')}"
+    )
+    for zone, view in sorted((document.get("zones") or {}).items()):
+        lines.append(f"zone {zone}: serial {view.get('serial')} ({view.get('rcode')})")
+    database = document.get("database")
+    if isinstance(database, Mapping):
+        state = "connected" if database.get("connected") else "NOT connected"
+        since = database.get("since")
+        lines.append(f"database: {state} for {_ago(since, now)}")
+    else:
+        lines.append("database: not reported by this resident")
+    lines.append(f"modules: {', '.join(document.get('modules') or []) or 'none'}")
+    lines.append(f"up for {_ago(document.get('started_at'), now)}")
+    dns = document.get("dns") or {}
+    lines.append(f"dns: udp {dns.get('udp')} tcp {dns.get('tcp')}")
+    return "\n".join(lines) + "\n"
+
+
+def _pinned_modules(state_dir: Path) -> list[str]:
+    """The modules the store head pins: what the node loaded at boot."""
+    from valis_core.store.head import read_store_head
+    from valis_core.store.manifest import ManifestError
+
+    try:
+        head = read_store_head(state_dir)
+    except (ManifestError, OSError):
+        return []
+    return [] if head is None else [f"{pin.name}=={pin.version}" for pin in head.modules]
+
+
+def _status(args: argparse.Namespace) -> int:
+    from valis_core.resident.node_status import read_node_status
+
+    document = read_node_status(args.state_dir)
+    if not document.get("modules"):
+        document["modules"] = _pinned_modules(args.state_dir)
+    ready = not not_ready_reasons(document)
+    if args.json:
+        json.dump(document, sys.stdout, indent=1, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_status(document, time.time()))
+    return 0 if ready else 1
