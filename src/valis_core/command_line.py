@@ -39,11 +39,12 @@ def dispatch(parser: argparse.ArgumentParser, argv: Sequence[str]) -> int:
 
 
 def exit_with(prog: str, run: Callable[[Sequence[str]], int]) -> NoReturn:
-    """Run ``run(sys.argv[1:])`` and exit; a ``ValisError`` is one stderr line, status 1."""
+    """Run ``run(sys.argv[1:])`` and exit; a ``ValisError`` is one stderr line, status 1
+    (a message quoting a library's multi-line text is folded onto that line)."""
     try:
         status = run(sys.argv[1:])
     except ValisError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
+        print(f"{prog}: {' '.join(str(exc).split())}", file=sys.stderr)
         status = 1
     except KeyboardInterrupt:
         status = 130

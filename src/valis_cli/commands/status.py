@@ -5,7 +5,8 @@ the state directory, so run it on the node, as root or the run account, from the
 network namespace (``ip netns exec NAME valis status`` behind fulcrum). A summary for
 people, ``--json`` for tools. The exit status is 0 when the node is ready and serves every
 zone, 1 when it is up but not ready (the reasons are printed) or cannot be asked: usable
-as a monitoring check as it is.
+as a monitoring check as it is. A DNS port the launcher's firewall drops is printed as a
+warning: the node serves, but nothing outside reaches it.
 """
 
 from __future__ import annotations
@@ -45,9 +46,6 @@ def not_ready_reasons(document: Mapping[str, Any]) -> list[str]:
     database = document.get("database")
     if isinstance(database, Mapping) and database.get("connected") is False:
         reasons.append("the operator-state database is not connected")
-    problem = (document.get("dns") or {}).get("problem")
-    if problem:
-        reasons.append(str(problem))
     return reasons
 
 
@@ -82,6 +80,8 @@ def render_status(document: Mapping[str, Any], now: float) -> str:
     lines.append(f"up for {_ago(document.get('started_at'), now)}")
     dns = document.get("dns") or {}
     lines.append(f"dns: udp {dns.get('udp')} tcp {dns.get('tcp')}")
+    if dns.get("problem"):
+        lines.append(f"warning: {dns['problem']}")
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,167 @@
+"""The operator's everyday questions answered by the command line: which version is
+this, is the node ready (``valis status``), and which database do the verbs mean when
+``--dsn`` is not given; and the failures the issue reproduced, each one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.scenario.operator_state_helpers import soa_zone
+from tests.scenario.pg import RUN_USER, PgCluster, run_as
+from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
+from valis_cli.operator_dsn import DSN_KEY, find_dsn
+from valis_core import __version__
+from valis_core.dns.zone_build import parse_zone_text
+from valis_core.operator_state.site_facts import render_site_facts
+from valis_core.operator_state.zones import replace_zone
+from valis_core.state_layout import config_store_path
+
+BIN = Path(sys.executable).parent
+ZONE = "example.test."
+
+
+def run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / argv[0]), *argv[1:]], capture_output=True, text=True, timeout=60,
+        check=False, env=env, stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.parametrize("program", ["valis", "fulcrum"])
+def test_both_programs_say_their_version(program: str) -> None:
+    done = run(program, "--version")
+    assert done.returncode == 0
+    assert done.stdout == f"{program} {__version__}\n"
+
+
+def test_a_node_that_is_serving_reports_ready_with_its_zones_and_fence(
+    resident_harness: Harness, pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    with pg_cluster.connect(state_dsn) as conn:
+        replace_zone(conn, parse_zone_text(soa_zone(ZONE, serial=7), ZONE))
+    state_dir = make_state_dir(resident_harness.workdir)
+    resident = resident_harness.start(state_dir, site_facts(state_dsn))
+    resident.wait_ready()
+
+    shown = run_as(RUN_USER, ["valis", "status", "--state-dir", str(state_dir)])
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert shown.stdout.startswith("node node-a@loopback: ready\n")
+    assert f"zone {ZONE}: serial 7 (NOERROR)" in shown.stdout
+    assert "fence: generation 0" in shown.stdout
+
+    as_json = run_as(RUN_USER, ["valis", "status", "--json", "--state-dir", str(state_dir)])
+    assert as_json.returncode == 0, as_json.stderr
+    document = json.loads(as_json.stdout)
+    assert document["ready"] is True
+    assert document["zones"][ZONE]["serial"] == 7
+    assert document["fence_generation"] == 0
+    assert document["uptime_seconds"] >= 0
+    assert document["modules"] == []
+
+
+def test_status_of_a_node_that_is_not_running_is_one_line_and_not_ready(
+    run_account_dir: Path,
+) -> None:
+    shown = run_as(RUN_USER, ["valis", "status", "--state-dir", str(run_account_dir)])
+    assert shown.returncode == 1
+    assert shown.stderr.startswith("valis: no node is serving from ")
+    assert len(shown.stderr.splitlines()) == 1
+
+
+def test_the_dsn_comes_from_the_flag_the_environment_then_the_site_facts(
+    tmp_path: Path,
+) -> None:
+    facts = tmp_path / "site-facts.env"
+    facts.write_text(render_site_facts(site_facts("postgresql://valis@/from_facts")))
+    missing = tmp_path / "absent.env"
+    env = {DSN_KEY: "postgresql://valis@/from_env"}
+    assert find_dsn("postgresql://valis@/given", env, [facts]) == "postgresql://valis@/given"
+    assert find_dsn(None, env, [facts]) == "postgresql://valis@/from_env"
+    assert find_dsn(None, {}, [missing, facts]) == "postgresql://valis@/from_facts"
+    assert find_dsn(None, {}, [missing]) is None
+
+
+def test_zone_list_finds_the_database_in_the_nodes_state_directory(
+    pg_cluster: PgCluster, state_dsn: str, run_account_dir: Path
+) -> None:
+    with pg_cluster.connect(state_dsn) as conn:
+        replace_zone(conn, parse_zone_text(soa_zone(ZONE, serial=3), ZONE))
+    store = config_store_path(run_account_dir)
+    store.parent.mkdir(mode=0o755)
+    store.write_text(render_site_facts(site_facts(state_dsn)))
+    os.chmod(store, 0o644)
+    listed = run_as(RUN_USER, ["valis", "zone", "list", "--json", "--state-dir",
+                               str(run_account_dir)])
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == [{"zone": ZONE, "records": 3, "serial": 3}]
+
+
+def test_without_any_dsn_the_verb_says_where_it_looked(run_account_dir: Path) -> None:
+    done = run_as(RUN_USER, ["valis", "zone", "list", "--state-dir", str(run_account_dir)])
+    assert done.returncode == 1
+    assert done.stderr.startswith("valis: no operator-state DSN: give --dsn, set "
+                                  f"${DSN_KEY}")
+    assert len(done.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["zone", "list"],
+        ["zone", "import", "{zone}"],
+        ["site-facts", "render", "--node", "node-a", "--out", "{dir}/facts.env"],
+    ],
+)
+def test_an_unmigrated_database_is_named_with_its_remedy(
+    pg_cluster: PgCluster, run_account_dir: Path, argv: list[str]
+) -> None:
+    zone = run_account_dir / "example.test.zone"
+    zone.write_text(soa_zone(ZONE))
+    os.chmod(zone, 0o644)
+    dsn = pg_cluster.new_database("unmigrated")
+    filled = [word.format(zone=zone, dir=run_account_dir) for word in argv]
+    done = run_as(RUN_USER, ["valis", *filled, "--dsn", dsn])
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("valis: operator state is at schema 0, this valis needs ")
+    assert done.stderr.rstrip().endswith(": run valis db migrate")
+    assert len(done.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["condense", "--genesis", "--site-facts", "{missing}", "--unit-command", "/bin/false",
+          "--dns-address", "127.0.0.1:5399", "--run-account", RUN_USER],
+         "cannot read the site-facts file"),
+        (["condense", "--from-backup", "{missing}", "--unit-command", "/bin/false",
+          "--dns-address", "127.0.0.1:5399", "--run-account", RUN_USER],
+         "the backup set"),
+        (["dist", "index", "{missing}"], "is not a directory"),
+        (["demo", "--zone", "{zone}", "--cache-dir", "{readonly}/demo"],
+         "cannot make the demo directory"),
+    ],
+)
+def test_missing_inputs_and_unwritable_directories_are_one_line(
+    run_account_dir: Path, argv: list[str], says: str
+) -> None:
+    zone = run_account_dir / "example.test.zone"
+    zone.write_text(soa_zone(ZONE))
+    os.chmod(zone, 0o644)
+    readonly = run_account_dir / "ro"
+    readonly.mkdir(mode=0o755)
+    filled = [
+        word.format(missing=run_account_dir / "missing", zone=zone, readonly=readonly)
+        for word in argv
+    ]
+    done = run_as(RUN_USER, ["valis", *filled])
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert says in done.stderr
+    assert len(done.stderr.splitlines()) == 1
