@@ -111,7 +111,8 @@ class ZoneSourceStats:
     reconnects: int = 0
     """Connections lost or refused since the first load (each followed by a wait)."""
     fence_checks: int = 0
-    """Times the fence was read and found to be this instance's (one per connection)."""
+    """Times the fence was read and found to be this instance's (on connecting, and
+    after every read of rows)."""
     patched_zones: int = 0
     """Zones updated by replacing a few owners rather than re-read whole."""
     rebuilt_zones: int = 0
@@ -215,8 +216,8 @@ class PgZoneSource:
                     await self._follow(holder)
                 except FencedOut:
                     log.error(
-                        "zone source: another instance holds the fence now; serving nothing "
-                        "read since, the instance stops"
+                        "zone source: another instance holds the fence now; nothing read "
+                        "under it is served, and the instance stops"
                     )
                     raise
                 except UnseededFence:
