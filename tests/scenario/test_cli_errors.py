@@ -34,7 +34,7 @@ PATH_DESTS = {
     "launcher_config", "root",
 }
 # Of those, the optional ones the walk gives anyway (their default is the node's own).
-OPTIONAL_PATHS = {"state_dir", "cache_dir"}
+OPTIONAL_PATHS = {"state_dir", "cache_dir", "site_facts", "out", "config"}
 # Of those, the ones a verb only reads: given a good zone file where a scenario breaks
 # only what a verb writes.
 READ_DESTS = {"zone", "zones", "file"}
@@ -88,9 +88,13 @@ class Scenario:
     path: str | None
     dsn: str | None
     makes_output: bool = False
+    remedies: frozenset[str] = frozenset()
+    """Verbs that are this scenario's remedy rather than its victim."""
 
     def argv(self, verb: Verb, good_zone: Path) -> list[str] | None:
         """The verb's command line in this scenario; None when it has nothing to break."""
+        if verb.name in self.remedies:
+            return None
         argv = [verb.program, *verb.words]
         touched = False
         groups_done: set[int] = set()
@@ -206,7 +210,8 @@ def scenarios(walk_dir: Path, unmigrated_dsn: str) -> list[Scenario]:
     return [
         Scenario("missing files", str(walk_dir / "missing" / "nothing-here"), stopped),
         Scenario("unwritable directory", str(walk_dir / "ro" / "out"), None, makes_output=True),
-        Scenario("unmigrated database", None, unmigrated_dsn),
+        Scenario("unmigrated database", None, unmigrated_dsn,
+                 remedies=frozenset({"valis db migrate"})),
         Scenario("stopped database", None, stopped),
         Scenario("empty DSN", None, ""),
     ]
