@@ -4,11 +4,13 @@ text, the state-directory flag and the configuration store's view of the environ
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from valis_core.resident import bring_up
 from valis_core.resident.config_store import differing_keys, facts_from_environment
 from valis_core.resident.metrics import Family, Sample, render
 from valis_core.resident.sd_notify import render_notification, socket_address
@@ -97,3 +99,19 @@ def test_environment_values_that_differ_from_the_store_are_named() -> None:
     stored = {"VALIS_NODE_NAME": "n", "VALIS_LOCATION": "a"}
     environ = {"VALIS_NODE_NAME": "n", "VALIS_LOCATION": "b", "VALIS_LOG_LEVEL": "debug"}
     assert differing_keys(stored, environ) == ("VALIS_LOCATION", "VALIS_LOG_LEVEL")
+
+
+def test_the_docs_stage_table_is_the_residents_own() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "resident.md").read_text()
+    assert bring_up.stage_table() in doc
+    names = [stage.name for stage in bring_up.STAGES]
+    assert len(set(names)) == len(names)
+    assert names[:3] == ["launch argv", "privilege", "adopt"]
+
+
+def test_teardown_is_bring_up_reversed() -> None:
+    order = bring_up.teardown_order().split(", then ")
+    stopping = [stage.stops for stage in bring_up.STAGES if stage.stops is not None]
+    assert order == stopping[::-1]
+    assert order[0] == "modules drain"
+    assert order[-1] == "the listener descriptors close"

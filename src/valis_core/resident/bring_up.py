@@ -1,39 +1,19 @@
 """The resident's fail-closed bring-up, its serving life, and its teardown.
 
-``run_resident(argv)`` is ``valis --resident``. After reading the launch argv it refuses
-to run as root, then brings the node up stage by stage:
+``run_resident(argv)`` is ``valis --resident``. Bring-up is data: ``STAGES`` is the
+ordered table of named stages, each an async step over the frozen ``Boot`` context that
+returns it with its own part added (and pushes how to undo itself on the resident's exit
+stack), run by one loop. The ``STATUS=bring-up: <stage>`` lines, the teardown log line
+and the stage table in docs/resident.md are all made from that one table
+(``stage_table`` renders the doc's; a test holds the two equal), so adding a stage (the
+edge, say) is one entry. Then ``READY=1``.
 
-1. ``adopt``: ask each inherited descriptor what it is and take it over (binding nothing);
-2. ``codec``: the serving stack imports and answers a synthetic query, or the boot stops
-   with "serving codec not available";
-3. ``config store``: the state directory, and the site facts copied once from the
-   environment on the first boot (the store counts afterwards);
-4. ``store head``: the store's manifest, written from genesis (generation 0) on the first
-   boot; the instance's generation is the manifest's;
-5. ``identity``: the owner key, minted on the first boot only;
-6. ``operator state``: connect as the run account, seed the fence at genesis, refuse a
-   fenced-out generation, commit the first fenced heartbeat; the heartbeat then runs;
-7. ``zone index``: every served zone indexed eagerly from the pg-zone-source, which then
-   follows changes and swaps the served index (after an outage it re-checks the fence
-   before reading anything, and a superseded instance stops as at the heartbeat);
-8. ``fabric``: the capability-gated internal endpoint; its anonymous public view must
-   answer every served apex SOA before the next stage starts;
-9. ``serve DNS``: the UDP and TCP loops over the adopted pair;
-10. ``owner terminus``: DNS UPDATE on the adopted owner descriptor, when one was handed
-    down (``valis_core.owner.terminus``);
-11. ``modules``: installed lifecycle modules;
-
-then ``READY=1``. ``STATUS=`` lines report each stage to the supervisor.
-
-Every stage registers how to undo itself on one ``AsyncExitStack`` and every long-lived
-task runs in the resident's nursery under a cancel scope of its own, so unwinding the
-stack stops things in reverse bring-up order: modules drain first, then the edge, the
-owner terminus, the DNS loops, the fabric, the zone source, the fence connection, and
-the adopted listener descriptors last. The same unwinding runs whether the boot failed
-at some stage, a long-lived task failed later (a fenced-out heartbeat or owner update
-among them), or SIGINT/SIGTERM arrived (``STOPPING=1`` first). Each step of it is
-bounded in time. A failure ends the process with one line ``valis: <stage>: <cause>``
-and a non-zero status; a signal with status 0.
+Every long-lived task runs in the resident's nursery under a cancel scope of its own, so
+unwinding the exit stack stops things in reverse bring-up order. The same unwinding runs
+whether the boot failed at some stage, a long-lived task failed later (a fenced-out
+heartbeat or owner update among them), or SIGINT/SIGTERM arrived (``STOPPING=1``
+first). Each step of it is bounded in time. A failure ends the process with one line
+``valis: <stage>: <cause>`` and a non-zero status; a signal with status 0.
 
 Nothing of the serving stack is imported before the ``codec`` stage has checked it, so
 a build without it fails closed with the codec's own message rather than a traceback.
@@ -49,7 +29,8 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 import attrs
@@ -70,9 +51,15 @@ from valis_core.resident.state_dir import check_state_dir, resolve_state_dir
 from valis_core.store.head import materialise_genesis
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     from valis_core.dns.serve import ServeStats
     from valis_core.dns.snapshot import IndexHolder
+    from valis_core.operator_state.zone_source import PgZoneSource
+    from valis_core.reachability import DnsReachability
     from valis_core.resident.fabric import FabricAddress
+    from valis_core.resident.views import NodeViews
+    from valis_core.store.manifest import Manifest
 
 log = logging.getLogger("valis.resident")
 
@@ -213,15 +200,6 @@ class _StopRequest:
                 log.info("already stopping; %s ignored", signal.Signals(signum).name)
 
 
-@attrs.define
-class _Node:
-    """What bring-up produced that the serving life needs."""
-
-    zones: tuple[str, ...] = ()
-    ready_text: str = ""
-    set_ready: Callable[[], None] | None = None
-
-
 def configure_logging(level: str = "info") -> None:
     root = logging.getLogger()
     if not any(getattr(h, "_valis_resident", False) for h in root.handlers):
@@ -238,17 +216,9 @@ def run_resident(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
     Raises ``ValisError`` (one line ``<stage>: <cause>``) when any stage fails.
     """
     env = dict(os.environ if environ is None else environ)
-    record = parse_launch_argv(argv)
-    if os.geteuid() == 0:
-        raise BringUpError(
-            "privilege",
-            "the resident refuses to run as root (euid 0); the launcher drops to the run "
-            "account (setpriv) before it execs valis",
-        )
-    configure_logging()
     notifier = Notifier.from_environ(env)
     try:
-        trio.run(_resident, record, list(argv), env, notifier)
+        trio.run(_resident, tuple(argv), env, notifier)
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise
@@ -258,212 +228,423 @@ def run_resident(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
     return 0
 
 
-async def _resident(
-    record: LaunchRecord, argv: list[str], environ: dict[str, str], notifier: Notifier
-) -> None:
+async def _resident(argv: tuple[str, ...], environ: dict[str, str], notifier: Notifier) -> None:
     stop = _StopRequest()
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(stop.watch, signals)
             try:
                 async with contextlib.AsyncExitStack() as stack:
-                    services = _Services(nursery, stack)
-                    node = _Node()
+                    boot = Boot(argv, environ, notifier, _Services(nursery, stack))
                     with trio.CancelScope() as bring_up:
                         stop.bring_up = bring_up
-                        await _bring_up(
-                            record=record,
-                            argv=argv,
-                            environ=environ,
-                            notifier=notifier,
-                            services=services,
-                            node=node,
-                        )
+                        boot = await bring_up_stages(boot)
                         stop.bring_up = None
                     if stop.signal_name is None:
-                        assert node.set_ready is not None
-                        node.set_ready()
-                        notifier.ready(node.ready_text)
-                        log.info("ready: %s", node.ready_text)
+                        need(boot.views).ready = True
+                        text = ready_text(boot)
+                        notifier.ready(text)
+                        log.info("ready: %s", text)
                         await stop.event.wait()
                     notifier.stopping(f"stopping on {stop.signal_name}")
-                    log.info(
-                        "stopping on %s: modules drain, then the edge, the owner terminus, DNS, "
-                        "the fabric and the listener descriptors close",
-                        stop.signal_name,
-                    )
+                    log.info("stopping on %s: %s", stop.signal_name, teardown_order())
                 log.info("stopped")
             finally:
                 nursery.cancel_scope.cancel()
 
 
-async def _bring_up(
-    *,
-    record: LaunchRecord,
-    argv: list[str],
-    environ: dict[str, str],
-    notifier: Notifier,
-    services: _Services,
-    node: _Node,
-) -> None:
-    stack = services.stack
+# -- the stages ------------------------------------------------------------------------
 
-    with _stage("adopt", notifier):
-        adopted = adopt_descriptors(record)
-        stack.callback(_close_listeners, adopted)
-        pair = adopted.adoption
-        log.info(
-            "adopting DNS descriptor pair udp=%s tcp=%s", pair.dns_udp.address,
-            pair.dns_tcp.address,
+
+_T = TypeVar("_T")
+
+
+def need(value: _T | None) -> _T:
+    """A part of the boot an earlier stage brought up (the table's order guarantees it)."""
+    assert value is not None, "a stage ran before the stage that brings up what it needs"
+    return value
+
+
+@attrs.frozen
+class Boot:
+    """What bring-up has brought up so far. Frozen: each stage returns a new one with its
+    part added (``attrs.evolve``), so a stage reads only what the stages before it made."""
+
+    argv: tuple[str, ...]
+    environ: Mapping[str, str]
+    notifier: Notifier
+    services: _Services
+    record: LaunchRecord | None = None
+    adopted: AdoptedSockets | None = None
+    reachability: DnsReachability | None = None
+    state_dir: Path | None = None
+    config: ConfigStore | None = None
+    manifest: Manifest | None = None
+    identity: Ed25519PrivateKey | None = None
+    owner_key: str = ""
+    watch: FenceWatch | None = None
+    source: PgZoneSource | None = None
+    holder: IndexHolder | None = None
+    stats: ServeStats | None = None
+    views: NodeViews | None = None
+
+
+Step = Callable[[Boot], Awaitable[Boot]]
+
+
+def _always(boot: Boot) -> bool:
+    return True
+
+
+@attrs.frozen
+class Stage:
+    """One named stage: what it brings up and what stops the boot there (the doc's
+    words), the step that does it, what its undo stops at teardown, and whether it
+    applies to this launch."""
+
+    name: str
+    does: str
+    fails_when: str
+    step: Step
+    stops: str | None = None
+    applies: Callable[[Boot], bool] = _always
+
+
+async def bring_up_stages(boot: Boot, stages: Sequence[Stage] | None = None) -> Boot:
+    """Run every stage that applies, in order, each under its name."""
+    for stage in STAGES if stages is None else stages:
+        if not stage.applies(boot):
+            continue
+        with _stage(stage.name, boot.notifier):
+            boot = await stage.step(boot)
+    return boot
+
+
+async def _launch_argv(boot: Boot) -> Boot:
+    return attrs.evolve(boot, record=parse_launch_argv(boot.argv))
+
+
+async def _privilege(boot: Boot) -> Boot:
+    if os.geteuid() == 0:
+        raise BringUpError(
+            "privilege",
+            "the resident refuses to run as root (euid 0); the launcher drops to the run "
+            "account (setpriv) before it execs valis",
         )
-        reachability = adopted_dns_reachability(record, pair)
-        if reachability is not None and reachability.problem is not None:
-            # Never a refusal (the contract allows the port); said wherever it can be read.
-            log.warning("adopt: %s", reachability.problem)
-        if pair.owner is not None:
-            log.info("adopting owner descriptor %s", pair.owner.address)
-        if adopted.edge is not None and pair.edge is not None:
-            # Held open and never accepted, its connections would hang; closed, they are
-            # refused at once.
-            adopted.edge.close()
-            log.warning(
-                "edge descriptor %s closed: this version has no TLS edge, so connections "
-                "to edge-port are refused; remove edge-port from the launcher config",
-                pair.edge.address,
-            )
+    configure_logging()
+    return boot
 
-    with _stage("codec", notifier):
-        # Imported here, not at the top: this is the check that the stack exists.
-        from valis_core.dns.selftest import run_selftest
 
-        log.info("codec: %s", run_selftest())
-
-    with _stage("config store", notifier):
-        state_dir = resolve_state_dir(argv, environ)
-        check_state_dir(state_dir)
-        config = open_config_store(state_dir, environ)
-        configure_logging(config.log_level)
-        _report_config(config)
-
-    with _stage("store head", notifier):
-        manifest, written = materialise_genesis(state_dir)
-        generation = manifest.generation
-        log.info(
-            "store head: %s generation %d",
-            "genesis manifest written at" if written else "store at", generation,
-        )
-
-    with _stage("identity", notifier):
-        existed = keyfile_path(state_dir).exists()
-        identity = load_or_create_keyfile(state_dir)
-        owner_key = public_key_hex(identity)
-        log.info("identity: owner public key %s (%s)", owner_key,
-                 "loaded" if existed else "minted at genesis")
-
-    with _stage("operator state", notifier):
-        watch = FenceWatch(
-            config.dsn,
-            node=config.node_name,
-            holder=holder_name(
-                f"{config.node_name}@{config.location}", instance_token(state_dir, generation)
-            ),
-            generation=generation,
-        )
-        stack.callback(watch.close)
-        fence = await trio.to_thread.run_sync(watch.open)
-        log.info(
-            "operator state: fence at generation %d held by %s; this instance writes at "
-            "generation %d", fence.generation, fence.holder, generation,
-        )
-        await services.start("fence", watch.run)
-
-    with _stage("zone index", notifier):
-        from valis_core.dns.serve import ServeStats
-        from valis_core.dns.snapshot import IndexHolder
-        from valis_core.operator_state.zone_source import PgZoneSource
-
-        source = PgZoneSource.from_dsn(config.dsn, config.served_zones, standing=watch.standing)
-        stack.callback(source.close)
-        holder = IndexHolder(await source.load())
-        log.info(
-            "zone index: %d zone(s), %d records in %.3fs", len(holder.current.zones),
-            holder.current.record_count, source.stats.last_load_seconds,
-        )
-
-        async def follow(task_status: trio.TaskStatus[None]) -> None:
-            await source.run(holder, task_status=task_status)
-
-        await services.start("zone source", _fence_final(follow))
-        node.zones = source.zones
-
-    with _stage("fabric", notifier):
-        from valis_core.resident.fabric import Fabric
-        from valis_core.resident.views import NodeViews
-
-        stats = ServeStats()
-        views = NodeViews(
-            node=config.node_name,
-            location=config.location,
-            owner_public_key=owner_key,
-            store_generation=generation,
-            zones=source.zones,
-            holder=holder,
-            serve_stats=stats,
-            zone_stats=source.stats,
-            fence_generation=lambda: watch.fence_generation,
-            heartbeats=lambda: watch.beats,
-            dns_udp=pair.dns_udp.address,
-            dns_tcp=pair.dns_tcp.address,
-            dns_reachability=reachability,
-        )
-        fabric = Fabric(state_dir, views)
-        address: FabricAddress = await services.start("fabric", fabric.serve)
-        log.info("fabric: listening on %s (token in %s)", address.url, state_dir)
-        serials = await _check_public_view(address, fabric.token, source.zones)
-        log.info("fabric: the public view answered every served apex SOA (%s)", serials)
-
-    with _stage("serve DNS", notifier):
-        await services.start("serve DNS", _dns_service(adopted, holder, stats))
-        log.info("serving DNS on udp=%s tcp=%s", pair.dns_udp.address, pair.dns_tcp.address)
-
-    if adopted.owner is not None:
-        with _stage("owner terminus", notifier):
-            from valis_core.owner.key import derive_owner_tsig
-            from valis_core.owner.terminus import OwnerTerminus
-
-            terminus = OwnerTerminus(
-                adopted.owner,
-                key=derive_owner_tsig(identity),
-                dsn=config.dsn,
-                standing=watch.standing,
-                zones=source.zones,
-                holder=holder,
-            )
-            stack.callback(terminus.close)
-            await services.start("owner terminus", _fence_final(terminus.serve))
-            views.owner_updates = lambda: (terminus.applied, terminus.refused)
-            assert pair.owner is not None
-            log.info("owner terminus: accepting TSIG-signed DNS UPDATE on %s (key %s)",
-                     pair.owner.address, terminus.key_name)
-
-    with _stage("modules", notifier):
-        context = ModuleContext(state_dir=state_dir, node=config.node_name, generation=generation)
-        for module in load_modules(context, manifest.modules):
-            await services.start(
-                f"module {module.name}", module.lifecycle.run, drain=module.lifecycle.drain
-            )
-            log.info("module %s running", module.name)
-
-    def set_ready() -> None:
-        views.ready = True
-
-    node.set_ready = set_ready
-    node.ready_text = (
-        f"serving {', '.join(source.zones)} on udp={pair.dns_udp.address} "
-        f"tcp={pair.dns_tcp.address} at generation {generation}"
+async def _adopt(boot: Boot) -> Boot:
+    record = need(boot.record)
+    adopted = adopt_descriptors(record)
+    boot.services.stack.callback(_close_listeners, adopted)
+    pair = adopted.adoption
+    log.info(
+        "adopting DNS descriptor pair udp=%s tcp=%s", pair.dns_udp.address,
+        pair.dns_tcp.address,
     )
+    reachability = adopted_dns_reachability(record, pair)
     if reachability is not None and reachability.problem is not None:
-        node.ready_text += f"; unreachable from outside: {reachability.problem}"
+        # Never a refusal (the contract allows the port); said wherever it can be read.
+        log.warning("adopt: %s", reachability.problem)
+    if pair.owner is not None:
+        log.info("adopting owner descriptor %s", pair.owner.address)
+    if adopted.edge is not None and pair.edge is not None:
+        # Held open and never accepted, its connections would hang; closed, they are
+        # refused at once.
+        adopted.edge.close()
+        log.warning(
+            "edge descriptor %s closed: this version has no TLS edge, so connections "
+            "to edge-port are refused; remove edge-port from the launcher config",
+            pair.edge.address,
+        )
+    return attrs.evolve(boot, adopted=adopted, reachability=reachability)
+
+
+async def _codec(boot: Boot) -> Boot:
+    # Imported here, not at the top: this is the check that the stack exists.
+    from valis_core.dns.selftest import run_selftest
+
+    log.info("codec: %s", run_selftest())
+    return boot
+
+
+async def _config_store(boot: Boot) -> Boot:
+    state_dir = resolve_state_dir(boot.argv, boot.environ)
+    check_state_dir(state_dir)
+    config = open_config_store(state_dir, boot.environ)
+    configure_logging(config.log_level)
+    _report_config(config)
+    return attrs.evolve(boot, state_dir=state_dir, config=config)
+
+
+async def _store_head(boot: Boot) -> Boot:
+    manifest, written = materialise_genesis(need(boot.state_dir))
+    log.info(
+        "store head: %s generation %d",
+        "genesis manifest written at" if written else "store at", manifest.generation,
+    )
+    return attrs.evolve(boot, manifest=manifest)
+
+
+async def _identity(boot: Boot) -> Boot:
+    state_dir = need(boot.state_dir)
+    existed = keyfile_path(state_dir).exists()
+    identity = load_or_create_keyfile(state_dir)
+    owner_key = public_key_hex(identity)
+    log.info("identity: owner public key %s (%s)", owner_key,
+             "loaded" if existed else "minted at genesis")
+    return attrs.evolve(boot, identity=identity, owner_key=owner_key)
+
+
+async def _operator_state(boot: Boot) -> Boot:
+    config, state_dir = need(boot.config), need(boot.state_dir)
+    generation = need(boot.manifest).generation
+    watch = FenceWatch(
+        config.dsn,
+        node=config.node_name,
+        holder=holder_name(
+            f"{config.node_name}@{config.location}", instance_token(state_dir, generation)
+        ),
+        generation=generation,
+    )
+    boot.services.stack.callback(watch.close)
+    fence = await trio.to_thread.run_sync(watch.open)
+    log.info(
+        "operator state: fence at generation %d held by %s; this instance writes at "
+        "generation %d", fence.generation, fence.holder, generation,
+    )
+    await boot.services.start("fence", watch.run)
+    return attrs.evolve(boot, watch=watch)
+
+
+async def _zone_index(boot: Boot) -> Boot:
+    from valis_core.dns.serve import ServeStats
+    from valis_core.dns.snapshot import IndexHolder
+    from valis_core.operator_state.zone_source import PgZoneSource
+
+    config, watch = need(boot.config), need(boot.watch)
+    source = PgZoneSource.from_dsn(config.dsn, config.served_zones, standing=watch.standing)
+    boot.services.stack.callback(source.close)
+    holder = IndexHolder(await source.load())
+    log.info(
+        "zone index: %d zone(s), %d records in %.3fs", len(holder.current.zones),
+        holder.current.record_count, source.stats.last_load_seconds,
+    )
+
+    async def follow(task_status: trio.TaskStatus[None]) -> None:
+        await source.run(holder, task_status=task_status)
+
+    await boot.services.start("zone source", _fence_final(follow))
+    return attrs.evolve(boot, source=source, holder=holder, stats=ServeStats())
+
+
+async def _fabric(boot: Boot) -> Boot:
+    from valis_core.resident.fabric import Fabric
+    from valis_core.resident.views import NodeViews
+
+    config, source, watch = need(boot.config), need(boot.source), need(boot.watch)
+    pair = need(boot.adopted).adoption
+    views = NodeViews(
+        node=config.node_name,
+        location=config.location,
+        owner_public_key=boot.owner_key,
+        store_generation=need(boot.manifest).generation,
+        zones=source.zones,
+        holder=need(boot.holder),
+        serve_stats=need(boot.stats),
+        zone_stats=source.stats,
+        fence_generation=lambda: watch.fence_generation,
+        heartbeats=lambda: watch.beats,
+        dns_udp=pair.dns_udp.address,
+        dns_tcp=pair.dns_tcp.address,
+        dns_reachability=boot.reachability,
+    )
+    state_dir = need(boot.state_dir)
+    fabric = Fabric(state_dir, views)
+    address: FabricAddress = await boot.services.start("fabric", fabric.serve)
+    log.info("fabric: listening on %s (token in %s)", address.url, state_dir)
+    serials = await _check_public_view(address, fabric.token, source.zones)
+    log.info("fabric: the public view answered every served apex SOA (%s)", serials)
+    return attrs.evolve(boot, views=views)
+
+
+async def _serve_dns(boot: Boot) -> Boot:
+    adopted = need(boot.adopted)
+    await boot.services.start(
+        "serve DNS", _dns_service(adopted, need(boot.holder), need(boot.stats))
+    )
+    pair = adopted.adoption
+    log.info("serving DNS on udp=%s tcp=%s", pair.dns_udp.address, pair.dns_tcp.address)
+    return boot
+
+
+async def _owner_terminus(boot: Boot) -> Boot:
+    from valis_core.owner.key import derive_owner_tsig
+    from valis_core.owner.terminus import OwnerTerminus
+
+    adopted, views = need(boot.adopted), need(boot.views)
+    terminus = OwnerTerminus(
+        need(adopted.owner),
+        key=derive_owner_tsig(need(boot.identity)),
+        dsn=need(boot.config).dsn,
+        standing=need(boot.watch).standing,
+        zones=need(boot.source).zones,
+        holder=need(boot.holder),
+    )
+    boot.services.stack.callback(terminus.close)
+    await boot.services.start("owner terminus", _fence_final(terminus.serve))
+    views.owner_updates = lambda: (terminus.applied, terminus.refused)
+    log.info("owner terminus: accepting TSIG-signed DNS UPDATE on %s (key %s)",
+             need(adopted.adoption.owner).address, terminus.key_name)
+    return boot
+
+
+async def _modules(boot: Boot) -> Boot:
+    manifest = need(boot.manifest)
+    context = ModuleContext(
+        state_dir=need(boot.state_dir), node=need(boot.config).node_name,
+        generation=manifest.generation,
+    )
+    for module in load_modules(context, manifest.modules):
+        await boot.services.start(
+            f"module {module.name}", module.lifecycle.run, drain=module.lifecycle.drain
+        )
+        log.info("module %s running", module.name)
+    return boot
+
+
+def _has_owner_descriptor(boot: Boot) -> bool:
+    return need(boot.adopted).owner is not None
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage(
+        "launch argv",
+        "argv read into a launch record",
+        "a known flag is malformed",
+        _launch_argv,
+    ),
+    Stage(
+        "privilege",
+        "—",
+        "the effective uid is 0 (the resident refuses root)",
+        _privilege,
+    ),
+    Stage(
+        "adopt",
+        "each descriptor is asked what it is (`fstat`, `SO_DOMAIN`, `SO_TYPE`, "
+        "`SO_ACCEPTCONN`, `getsockname`); logs `adopting DNS descriptor pair udp=… tcp=…`",
+        "a descriptor is not what its flag says; a port in `--ports` has no descriptor "
+        "bound to it (a privileged one: \"never binds a privileged port itself\"); no "
+        "complete UDP+TCP pair",
+        _adopt,
+        stops="the listener descriptors close",
+    ),
+    Stage(
+        "codec",
+        "the serving stack is imported and answers a synthetic query",
+        "\"serving codec not available\"",
+        _codec,
+    ),
+    Stage(
+        "config store",
+        "first boot: the site facts are copied into `config/site-facts.env` (0600); later "
+        "boots read it and ignore the environment, logging any value that differs",
+        "the state directory is unusable; a partial set on first boot; a damaged store",
+        _config_store,
+    ),
+    Stage(
+        "store head",
+        "`store/manifest.json`; written from genesis (generation 0) when absent",
+        "an unreadable manifest",
+        _store_head,
+    ),
+    Stage(
+        "identity",
+        "the owner key `owner.key`, minted on the first boot only",
+        "a loose or damaged keyfile",
+        _identity,
+    ),
+    Stage(
+        "operator state",
+        "connects as the run account over the DSN; checks the schema; seeds the fence at "
+        "genesis; compares its standing (generation and holder) with the fence's; commits "
+        "the first fenced heartbeat",
+        "the database is unreachable or unmigrated (`valis db migrate` first); the store "
+        "generation is not the fence's, or another instance holds it (**fenced out**: a "
+        "restart never takes the fence back)",
+        _operator_state,
+        stops="the fence connection",
+    ),
+    Stage(
+        "zone index",
+        "every served zone indexed from the database, then followed live (LISTEN/NOTIFY)",
+        "a served zone is missing or cannot be served",
+        _zone_index,
+        stops="the zone source",
+    ),
+    Stage(
+        "fabric",
+        "the internal endpoint starts; its public view must answer every served apex SOA",
+        "the view does not answer",
+        _fabric,
+        stops="the fabric",
+    ),
+    Stage(
+        "serve DNS",
+        "UDP and TCP loops on the adopted pair",
+        "—",
+        _serve_dns,
+        stops="DNS",
+    ),
+    Stage(
+        "owner terminus",
+        "only when `--owner-fd` was handed down: DNS UPDATE on it (see below); logs "
+        "`owner terminus: accepting TSIG-signed DNS UPDATE on …`",
+        "the operator-state database cannot be reached",
+        _owner_terminus,
+        stops="the owner terminus",
+        applies=_has_owner_descriptor,
+    ),
+    Stage(
+        "modules",
+        "the modules the store head pins, installed by condense in `<state-dir>/modules`: "
+        "their `valis.modules` entry points are started (nothing else in the environment "
+        "is loaded)",
+        "the installed modules are not the pinned ones (condense again); a module cannot "
+        "be loaded",
+        _modules,
+        stops="modules drain",
+    ),
+)
+"""The bring-up, in order. docs/resident.md's stage table is ``stage_table()``."""
+
+
+def stage_table(stages: Sequence[Stage] = STAGES) -> str:
+    """The Markdown table of ``stages`` docs/resident.md carries."""
+    rows = ["| stage | what happens | fails when |", "|---|---|---|"]
+    rows += [f"| `{stage.name}` | {stage.does} | {stage.fails_when} |" for stage in stages]
+    return "\n".join(rows) + "\n"
+
+
+def teardown_order(stages: Sequence[Stage] = STAGES) -> str:
+    """What stopping does, in the order it does it (the reverse of bring-up)."""
+    steps = [stage.stops for stage in reversed(stages) if stage.stops is not None]
+    return ", then ".join(steps)
+
+
+def ready_text(boot: Boot) -> str:
+    pair = need(boot.adopted).adoption
+    text = (
+        f"serving {', '.join(need(boot.source).zones)} on udp={pair.dns_udp.address} "
+        f"tcp={pair.dns_tcp.address} at generation {need(boot.manifest).generation}"
+    )
+    reachability = boot.reachability
+    if reachability is not None and reachability.problem is not None:
+        text += f"; unreachable from outside: {reachability.problem}"
+    return text
 
 
 def _report_config(config: ConfigStore) -> None:
