@@ -17,6 +17,7 @@ are swept, so a racing writer's file is never taken from under it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import re
@@ -45,16 +46,50 @@ def create_exclusive(path: Path, data: bytes, *, mode: int = 0o600) -> None:
 
     The complete, fsync'd temporary file is hard-linked to the final name, and linking
     never replaces, so of two writers racing for one name exactly one wins and a reader
-    never sees a partial file under it.
+    never sees a partial file under it. Where the filesystem allows it the temporary
+    file is unnamed (``O_TMPFILE``) until that link, so a writer killed at any point
+    leaves nothing behind, not even a temporary file for the next write to sweep.
     """
     sweep_orphans(path)
-    fd, temp = _write_temp(path, data, mode)
-    try:
-        os.link(temp, path)
-    finally:
-        _discard(temp)
-        os.close(fd)
+    fd = _open_unnamed(path.parent, mode)
+    if fd is None:
+        fd, temp = _write_temp(path, data, mode)
+        try:
+            os.link(temp, path)
+        finally:
+            _discard(temp)
+            os.close(fd)
+    else:
+        try:
+            _fill(fd, data, mode)
+            _link_unnamed(fd, path)
+        finally:
+            os.close(fd)
     fsync_dir(path.parent)
+
+
+def _link_unnamed(fd: int, path: Path) -> None:
+    """Give the unnamed file open as ``fd`` the name ``path`` (never replacing)."""
+    # linkat(AT_SYMLINK_FOLLOW) through /proc/self/fd; a src_dir_fd makes os.link use
+    # linkat with the flag rather than link(), which would not follow the magic link.
+    proc = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.link(str(fd), path, src_dir_fd=proc, follow_symlinks=True)
+    finally:
+        os.close(proc)
+
+
+def _open_unnamed(directory: Path, mode: int) -> int | None:
+    """An unnamed file in ``directory`` (``O_TMPFILE``), or None where there is none to
+    be had (a filesystem without it, no /proc to link it through)."""
+    if not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        return os.open(directory, os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, mode & 0o777)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            return None
+        raise
 
 
 def sweep_orphans(path: Path) -> None:
@@ -106,18 +141,22 @@ def _write_temp(path: Path, data: bytes, mode: int) -> tuple[int, Path]:
     """
     fd, temp = _open_temp(path, mode)
     try:
-        # The umask may have narrowed the mode given to open(); set it exactly.
-        os.fchmod(fd, mode)
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
+        _fill(fd, data, mode)
     except BaseException:
         _discard(temp)
         os.close(fd)
         raise
     return fd, temp
+
+
+def _fill(fd: int, data: bytes, mode: int) -> None:
+    # The umask may have narrowed the mode given to open(); set it exactly.
+    os.fchmod(fd, mode)
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+    os.fsync(fd)
 
 
 def _open_temp(path: Path, mode: int) -> tuple[int, Path]:

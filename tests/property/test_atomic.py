@@ -157,3 +157,19 @@ def test_a_temporary_file_a_live_writer_holds_is_never_swept() -> None:
             os.close(fd)
         sweep_orphans(directory / "target")
         assert not held.exists()
+
+
+def test_exclusive_create_gives_the_file_no_name_until_it_is_whole() -> None:
+    """A writer killed before the link leaves nothing at all (an unnamed file)."""
+    with scratch() as directory:
+        listings: list[list[str]] = []
+        fsync = os.fsync
+
+        def spy(fd: int) -> None:
+            listings.append(sorted(p.name for p in directory.iterdir()))
+            fsync(fd)
+
+        with mock.patch.object(os, "fsync", side_effect=spy):
+            create_exclusive(directory / "k", b"seed")
+        assert listings[0] == []
+        assert sorted(p.name for p in directory.iterdir()) == ["k"]
