@@ -117,3 +117,22 @@ def test_an_update_signed_an_hour_ago_is_notauth_badtime_and_signed(
     assert dns.message.from_wire(answer, keyring=False).rcode() == dns.rcode.NOTAUTH
     with pytest.raises(dns.tsig.PeerBadTime):
         dns.message.from_wire(answer, keyring=SIGNING, request_mac=update.mac)
+
+
+@pytest.mark.parametrize(("skew", "accepted"), [(0, True), (300, True), (-300, True),
+                                                (301, False), (-301, False)])
+def test_the_signed_time_is_judged_against_the_injected_clock(
+    skew: int, accepted: bool
+) -> None:
+    update = signed_update()
+    wire = update.to_wire()
+    assert update.tsig is not None
+    signed_at = update.tsig[0].time_signed
+    answer = receive(wire, KEY, clock=lambda: signed_at + skew)
+    if accepted:
+        assert isinstance(answer, Received)
+    else:
+        assert isinstance(answer, bytes)
+        assert dns.message.from_wire(answer, keyring=False).rcode() == dns.rcode.NOTAUTH
+        with pytest.raises(dns.tsig.PeerBadTime):
+            dns.message.from_wire(answer, keyring=SIGNING, request_mac=update.mac)

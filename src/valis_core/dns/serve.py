@@ -45,7 +45,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import time
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -171,7 +170,7 @@ class _ThrottledLog:
         self._suppressed = 0
 
     def failure(self, transport: Transport, query: bytes) -> None:
-        now = time.monotonic()
+        now = trio.current_time()
         if now - self._last < _ERROR_LOG_INTERVAL:
             self._suppressed += 1
             return

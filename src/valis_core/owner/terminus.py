@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -81,6 +82,7 @@ class OwnerTerminus:
         max_connections: int = 16,
         idle_timeout: float = 10.0,
         write_timeout: float = 5.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._listener = listener
         self._key = key
@@ -91,6 +93,7 @@ class OwnerTerminus:
         self._max_connections = max_connections
         self._idle_timeout = idle_timeout
         self._write_timeout = write_timeout
+        self._clock = clock
         self._conn: psycopg.Connection[Any] | None = None
         self._db = trio.Lock()
         self._active = 0
@@ -167,7 +170,7 @@ class OwnerTerminus:
             return
 
     async def _handle(self, message: bytes, peer: str) -> bytes | None:
-        got = receive(message, self._key)
+        got = receive(message, self._key, clock=self._clock)
         if not isinstance(got, Received):
             if got is not None:
                 self.refused += 1
