@@ -44,7 +44,6 @@ PLAIN_VALUES = {
     "node": "node-a",
     "dns_address": "127.0.0.1:5399",
     "unit_command": "/bin/false",
-    "listen": "127.0.0.1:5399",
 }
 
 
@@ -57,9 +56,6 @@ class Verb:
     @property
     def name(self) -> str:
         return " ".join((self.program, *self.words))
-
-    def dests(self) -> set[str]:
-        return {action.dest for action in self.parser._actions}
 
 
 def _leaves(

@@ -15,6 +15,7 @@ import pytest
 from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import RUN_USER, PgCluster, run_as
 from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
+from valis_cli.commands.status import not_ready_reasons, render_status
 from valis_cli.operator_dsn import DSN_KEY, find_dsn
 from valis_core import __version__
 from valis_core.dns.zone_build import parse_zone_text
@@ -63,6 +64,30 @@ def test_a_node_that_is_serving_reports_ready_with_its_zones_and_fence(
     assert document["fence_generation"] == 0
     assert document["uptime_seconds"] >= 0
     assert document["modules"] == []
+
+
+def test_a_node_not_ready_says_each_reason_and_a_dropped_port_only_warns() -> None:
+    document = {
+        "node": "node-a", "location": "lab", "ready": False, "fence_generation": 3,
+        "fence_holder": "node-a@lab#00", "generation": 3,
+        "zones": {ZONE: {"serial": None, "rcode": "SERVFAIL"}},
+        "database": {"connected": False, "since": 100.0},
+        "dns": {"udp": "192.0.2.1:53", "tcp": "192.0.2.1:53", "problem": "port 5353 dropped"},
+        "modules": [], "started_at": 0.0,
+    }
+    assert not_ready_reasons(document) == [
+        "bring-up has not finished (the resident's log says which stage)",
+        f"zone {ZONE} answers SERVFAIL, not its SOA",
+        "the operator-state database is not connected",
+    ]
+    shown = render_status(document, now=3700.0).splitlines()
+    assert shown[0].startswith("node node-a@lab: NOT READY: bring-up has not finished")
+    assert "fence: generation 3 held by node-a@lab#00; store generation 3" in shown
+    assert "database: NOT connected for 1h00m00s" in shown
+    assert shown[-1] == "warning: port 5353 dropped"
+    serving = {**document, "ready": True, "zones": {ZONE: {"serial": 7, "rcode": "NOERROR"}},
+               "database": {"connected": True, "since": 100.0}}
+    assert not_ready_reasons(serving) == []
 
 
 def test_status_of_a_node_that_is_not_running_is_one_line_and_not_ready(
