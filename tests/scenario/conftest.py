@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_root
+from tests.scenario.operator_state_helpers import EXAMPLE_WWW, EXAMPLE_ZONE, import_zone
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user, private_cluster
 from tests.scenario.proving_ground import Ground, sweep_stale
 from tests.scenario.resident_harness import Harness, harness
@@ -34,6 +35,14 @@ def state_dsn(pg_cluster: PgCluster) -> str:
     with pg_cluster.connect(dsn) as conn:
         migrate(conn)
     return dsn
+
+
+@pytest.fixture
+def zone_dsn(pg_cluster: PgCluster, state_dsn: str) -> str:
+    """A migrated operator-state database holding ``example.test.`` (SOA, NS, its name
+    server's address and ``www``)."""
+    import_zone(pg_cluster, state_dsn, EXAMPLE_ZONE, extra=EXAMPLE_WWW)
+    return state_dsn
 
 
 @pytest.fixture

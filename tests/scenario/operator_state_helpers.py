@@ -11,7 +11,13 @@ import dns.rrset
 from tests.scenario.pg import PgCluster
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.zone import ZoneIndex
+from valis_core.dns.zone_build import parse_zone_text
 from valis_core.operator_state.zone_source import PgZoneSource
+from valis_core.operator_state.zones import replace_zone
+
+EXAMPLE_ZONE = "example.test."
+EXAMPLE_WWW = "www IN A 192.0.2.80\n"
+"""The zone most scenarios serve, and the one host record they ask for."""
 
 
 def ask(index: ZoneIndex, name: str, rtype: str) -> dns.message.Message:
@@ -44,3 +50,21 @@ def soa_zone(zone: str, *, serial: int = 1, extra: str = "") -> str:
 def zone_source(pg: PgCluster, dsn: str, zones: list[str], **options: Any) -> PgZoneSource:
     """A zone source over the private cluster, connecting as the cluster's own account."""
     return PgZoneSource(lambda: pg.connect(dsn, autocommit=True), zones, **options)
+
+
+def import_zone(pg: PgCluster, dsn: str, zone: str, extra: str = "", serial: int = 1) -> None:
+    """Store ``soa_zone(zone)`` (plus ``extra`` lines) in operator state, as an import."""
+    with pg.connect(dsn) as conn:
+        replace_zone(conn, parse_zone_text(soa_zone(zone, serial=serial, extra=extra)))
+
+
+def run_sql(pg: PgCluster, dsn: str, *statements: tuple[str, tuple[Any, ...]]) -> None:
+    """Run the statements in one transaction, as the cluster's own account."""
+    with pg.connect(dsn) as conn, conn.transaction():
+        for sql, params in statements:
+            conn.execute(sql, params)
+
+
+def addresses(response: dns.message.Message) -> set[str]:
+    """The rdata (presentation form) of every record in the answer section."""
+    return {rdata.to_text() for rrset in response.answer for rdata in rrset}

@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_root
-from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import RUN_USER, PgCluster, connect_as, ensure_system_user
 from tests.scenario.proving_ground import (
     FULCRUM,
@@ -34,12 +33,10 @@ from tests.scenario.proving_ground import (
 )
 from tests.scenario.resident_harness import make_state_dir, resident_runtime, site_facts
 from valis_core.apply.unit_control import ProcessUnitController
-from valis_core.dns.zone_build import parse_zone_text
 from valis_core.identity.custody import load_or_create_keyfile, public_key_hex
 from valis_core.identity.instance import holder_name, read_instance
 from valis_core.operator_state.fence import read_instance_fence
 from valis_core.operator_state.site_facts_file import write_site_facts
-from valis_core.operator_state.zones import replace_zone
 from valis_core.ops.backup import create_backup, verify_backup_set
 from valis_core.ops.condense import CondenseRequest, RequestKind, condense_onto_host
 from valis_core.ops.condense_host import (
@@ -69,13 +66,6 @@ def grounds() -> Iterator[tuple[Ground, Ground]]:
             second.cleanup()
     finally:
         first.cleanup()
-
-
-@pytest.fixture
-def zone_dsn(pg_cluster: PgCluster, state_dsn: str) -> str:
-    with pg_cluster.connect(state_dsn) as conn:
-        replace_zone(conn, parse_zone_text(soa_zone(ZONE), ZONE))
-    return state_dsn
 
 
 def assess_supervised(state_dir: Path, config: Path, cluster: PgCluster) -> None:

@@ -98,13 +98,6 @@ def run_account() -> tuple[int, int]:
 
 
 @pytest.fixture
-def zone_dsn(pg_cluster: PgCluster, state_dsn: str) -> str:
-    with pg_cluster.connect(state_dsn) as conn:
-        replace_zone(conn, parse_zone_text(soa_zone(ZONE), ZONE))
-    return state_dsn
-
-
-@pytest.fixture
 def workdir(run_account_dir: Path) -> Path:
     require_root()
     return run_account_dir

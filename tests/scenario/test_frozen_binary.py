@@ -42,7 +42,6 @@ import pytest
 from tests.conftest import require_root
 from tests.property.test_systemd_units import FULCRUM_UNIT, only, parse_unit
 from tests.scenario.module_dist import hello_wheel, pin_of, publish
-from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
 from tests.scenario.proving_ground import UNIT_IP, Ground, dig, netns_names, unit_config_text
 from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
@@ -51,8 +50,6 @@ from valis_cli.commands.apply import DEFAULT_ROOT
 from valis_core.acting_as import acting_as
 from valis_core.apply.delivery import CURRENT_LINK, assert_delivery_sound
 from valis_core.atomic import write_atomic
-from valis_core.dns.zone_build import parse_zone_text
-from valis_core.operator_state.zones import replace_zone
 from valis_core.plugin.install import condense_modules
 from valis_core.plugin.wheel import make_wheel
 from valis_core.store.head import head_path
@@ -157,13 +154,6 @@ def control_bundle(build_root: Path) -> Path:
 def delivery(bundle: Path, build_root: Path) -> Path:
     """``make dist``'s tarball of the session's bundle."""
     return _dist(bundle, build_root / "dist" / "valis-serving.tar.gz")
-
-
-@pytest.fixture
-def zone_dsn(pg_cluster: PgCluster, state_dsn: str) -> str:
-    with pg_cluster.connect(state_dsn) as conn:
-        replace_zone(conn, parse_zone_text(soa_zone(ZONE, extra=WWW), ZONE))
-    return state_dsn
 
 
 def _dist(bundle: Path, out: Path) -> Path:

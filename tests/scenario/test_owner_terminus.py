@@ -22,7 +22,6 @@ import dns.tsig
 import dns.update
 import pytest
 
-from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import PgCluster
 from tests.scenario.resident_harness import (
     Harness,
@@ -31,23 +30,14 @@ from tests.scenario.resident_harness import (
     resident_runtime,
     site_facts,
 )
-from valis_core.dns.zone_build import parse_zone_text
 from valis_core.identity.custody import load_keyfile
 from valis_core.operator_state.fence import claim_instance_fence
-from valis_core.operator_state.zones import replace_zone
 from valis_core.owner.key import derive_owner_tsig
 from valis_core.owner.terminus import APPLICATION_NAME
 
 ZONE = "example.test."
 WWW = "www IN A 192.0.2.80\n"
 WAIT = 30.0
-
-
-@pytest.fixture
-def zone_dsn(pg_cluster: PgCluster, state_dsn: str) -> str:
-    with pg_cluster.connect(state_dsn) as conn:
-        replace_zone(conn, parse_zone_text(soa_zone(ZONE, extra=WWW), ZONE))
-    return state_dsn
 
 
 @pytest.fixture

@@ -5,9 +5,6 @@ that is superseded at the fence stops serving and exits non-zero."""
 
 from __future__ import annotations
 
-import pytest
-
-from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import PgCluster
 from tests.scenario.resident_harness import (
     Harness,
@@ -17,18 +14,9 @@ from tests.scenario.resident_harness import (
     session_processes,
     site_facts,
 )
-from valis_core.dns.zone_build import parse_zone_text
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
-from valis_core.operator_state.zones import replace_zone
 
 ZONE = "example.test."
-
-
-@pytest.fixture
-def zone_dsn(pg_cluster: PgCluster, state_dsn: str) -> str:
-    with pg_cluster.connect(state_dsn) as conn:
-        replace_zone(conn, parse_zone_text(soa_zone(ZONE), ZONE))
-    return state_dsn
 
 
 def assert_failed_closed(resident: Resident, stage: str, cause: str) -> None:

@@ -12,7 +12,7 @@ import dns.flags
 import dns.rcode
 import pytest
 
-from tests.scenario.operator_state_helpers import soa_zone
+from tests.scenario.operator_state_helpers import addresses
 from tests.scenario.pg import PgCluster
 from tests.scenario.resident_harness import (
     Harness,
@@ -21,23 +21,9 @@ from tests.scenario.resident_harness import (
     session_processes,
     site_facts,
 )
-from valis_core.dns.zone_build import parse_zone_text
-from valis_core.operator_state.zones import replace_zone
 
 ZONE = "example.test."
 WWW = "www IN A 192.0.2.80\n"
-
-
-@pytest.fixture
-def zone_dsn(pg_cluster: PgCluster, state_dsn: str) -> str:
-    """A migrated operator-state database holding ``example.test.``."""
-    with pg_cluster.connect(state_dsn) as conn:
-        replace_zone(conn, parse_zone_text(soa_zone(ZONE, extra=WWW), ZONE))
-    return state_dsn
-
-
-def addresses(response: dns.message.Message) -> set[str]:
-    return {rdata.to_text() for rrset in response.answer for rdata in rrset}
 
 
 def test_ready_is_announced_only_after_the_public_view_answers_every_apex(

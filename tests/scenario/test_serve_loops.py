@@ -19,6 +19,7 @@ import dns.rcode
 import pytest
 import trio
 
+from tests.scenario.operator_state_helpers import addresses
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.serve import (
     TCP_BATCH,
@@ -42,10 +43,6 @@ def index_with_www(address: str) -> ZoneIndex:
 
 def www_query() -> dns.message.Message:
     return dns.message.make_query("www.example.com.", "A", use_edns=False)
-
-
-def addresses(response: dns.message.Message) -> set[str]:
-    return {rdata.to_text() for rrset in response.answer for rdata in rrset}
 
 
 @attrs.frozen

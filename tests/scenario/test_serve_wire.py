@@ -22,6 +22,8 @@ import dns.rcode
 import dns.rdatatype
 import pytest
 
+from tests.scenario.operator_state_helpers import addresses
+
 DATA = Path(__file__).parent / "data"
 ZONE_FILE = DATA / "example.com.zone"
 STARTUP_LIMIT = 20.0
@@ -101,10 +103,6 @@ def ask_udp(server: Server, name: str, rdtype: str) -> dns.message.Message:
 
 def ask_tcp(server: Server, name: str, rdtype: str) -> dns.message.Message:
     return dns.query.tcp(query(name, rdtype), "127.0.0.1", port=server.port, timeout=3)
-
-
-def addresses(response: dns.message.Message) -> set[str]:
-    return {rdata.to_text() for rrset in response.answer for rdata in rrset}
 
 
 def frame(message: dns.message.Message) -> bytes:

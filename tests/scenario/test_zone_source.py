@@ -15,29 +15,26 @@ import psycopg
 import pytest
 import trio
 
-from tests.scenario.operator_state_helpers import answer_texts, soa_zone, zone_source
+from tests.scenario.operator_state_helpers import (
+    answer_texts,
+    import_zone,
+    run_sql,
+    zone_source,
+)
 from tests.scenario.pg import PgCluster
 from valis_core.dns.records import ZoneError
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.zone import ZoneIndex
-from valis_core.dns.zone_build import parse_zone_text
 from valis_core.fence import FencedOut, FenceState
 from valis_core.operator_state.connection import OperatorStateError
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
 from valis_core.operator_state.zone_source import PgZoneSource, backoff_delay
-from valis_core.operator_state.zones import replace_zone
 
 WAIT = 10.0  # bound on how long a test waits for a reload; never a timing assertion
 
 
-def _import(pg: PgCluster, dsn: str, zone: str, extra: str = "", serial: int = 1) -> None:
-    with pg.connect(dsn) as conn:
-        replace_zone(conn, parse_zone_text(soa_zone(zone, serial=serial, extra=extra)))
-
-
 def _sql(pg: PgCluster, dsn: str, sql: str, params: tuple[Any, ...] = ()) -> None:
-    with pg.connect(dsn) as conn:
-        conn.execute(sql, params)
+    run_sql(pg, dsn, (sql, params))
 
 
 async def _until(check: Callable[[], bool]) -> None:
@@ -65,9 +62,9 @@ def _sessions(pg: PgCluster, dsn: str) -> int:
 
 
 async def test_load_indexes_every_served_zone(pg_cluster: PgCluster, state_dsn: str) -> None:
-    _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
-    _import(pg_cluster, state_dsn, "example.net.", "www IN A 198.51.100.80\n")
-    _import(pg_cluster, state_dsn, "not-served.example.", "")
+    import_zone(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    import_zone(pg_cluster, state_dsn, "example.net.", "www IN A 198.51.100.80\n")
+    import_zone(pg_cluster, state_dsn, "not-served.example.", "")
     source = zone_source(pg_cluster, state_dsn, ["Example.ORG", "example.net."])
     try:
         index = await source.load()
@@ -82,7 +79,7 @@ async def test_load_indexes_every_served_zone(pg_cluster: PgCluster, state_dsn: 
 async def test_load_names_a_served_zone_missing_from_the_database(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:
-    _import(pg_cluster, state_dsn, "example.org.")
+    import_zone(pg_cluster, state_dsn, "example.org.")
     source = zone_source(pg_cluster, state_dsn, ["example.org.", "example.net."])
     with pytest.raises(OperatorStateError, match=r"served zone\(s\) example\.net\. not in"):
         await source.load()
@@ -90,7 +87,7 @@ async def test_load_names_a_served_zone_missing_from_the_database(
 
 
 async def test_load_names_a_zone_it_cannot_serve(pg_cluster: PgCluster, state_dsn: str) -> None:
-    _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    import_zone(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
     # SQL cannot see that a CNAME may not share its owner; the index can.
     _sql(
         pg_cluster,
@@ -106,8 +103,8 @@ async def test_load_names_a_zone_it_cannot_serve(pg_cluster: PgCluster, state_ds
 async def test_a_committed_change_is_served_by_a_running_source(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:
-    _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
-    _import(pg_cluster, state_dsn, "example.net.", "www IN A 198.51.100.80\n")
+    import_zone(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    import_zone(pg_cluster, state_dsn, "example.net.", "www IN A 198.51.100.80\n")
     source = zone_source(pg_cluster, state_dsn, ["example.org.", "example.net."])
     holder = IndexHolder(await source.load())
     async with trio.open_nursery() as nursery:
@@ -129,7 +126,7 @@ async def test_a_committed_change_is_served_by_a_running_source(
         assert reloaded is not untouched
         assert reloaded.nodes is untouched.nodes
 
-        _import(pg_cluster, state_dsn, "example.org.", "new IN A 192.0.2.99\n", serial=2)
+        import_zone(pg_cluster, state_dsn, "example.org.", extra="new IN A 192.0.2.99\n", serial=2)
         await _until(lambda: answer_texts(holder.current, "new.example.org.", "A") != set())
         assert answer_texts(holder.current, "www.example.org.", "A") == set()
         nursery.cancel_scope.cancel()
@@ -140,7 +137,7 @@ async def test_a_committed_change_is_served_by_a_running_source(
 async def test_a_failed_rebuild_keeps_serving_the_last_good_zone(
     pg_cluster: PgCluster, state_dsn: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    import_zone(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
     source = zone_source(pg_cluster, state_dsn, ["example.org."])
     holder = IndexHolder(await source.load())
     first = holder.current
@@ -168,7 +165,7 @@ async def test_a_failed_rebuild_keeps_serving_the_last_good_zone(
 async def test_the_source_reconnects_after_its_backends_are_killed_and_reloads(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:
-    _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    import_zone(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
     source = zone_source(pg_cluster, state_dsn, ["example.org."], initial_backoff=0.2)
     holder = IndexHolder(await source.load())
     async with trio.open_nursery() as nursery:
@@ -208,7 +205,7 @@ async def test_run_without_load_fails_closed_before_it_reports_started(
 async def test_cancelling_a_load_in_flight_leaves_no_session(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:
-    _import(pg_cluster, state_dsn, "example.org.")
+    import_zone(pg_cluster, state_dsn, "example.org.")
     source = zone_source(pg_cluster, state_dsn, ["example.org."])
     # Hold a lock the load's read must wait for, so the load is mid-query when cancelled.
     with pg_cluster.connect(state_dsn) as blocker:
@@ -264,7 +261,7 @@ class Gate:
 async def test_a_source_with_a_standing_refuses_a_fence_that_is_not_its_own(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:
-    _import(pg_cluster, state_dsn, "example.org.")
+    import_zone(pg_cluster, state_dsn, "example.org.")
     standing = _seed(pg_cluster, state_dsn)
     source = zone_source(pg_cluster, state_dsn, ["example.org."], standing=standing)
     try:
@@ -284,7 +281,7 @@ async def test_a_source_with_a_standing_refuses_a_fence_that_is_not_its_own(
 async def test_a_source_superseded_while_cut_off_stops_before_reading_anything(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:
-    _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    import_zone(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
     standing = _seed(pg_cluster, state_dsn)
     gate = Gate()
     source = zone_source(
@@ -323,7 +320,7 @@ async def test_a_source_superseded_while_cut_off_stops_before_reading_anything(
 async def test_a_source_superseded_while_following_never_serves_what_the_successor_wrote(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:
-    _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    import_zone(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
     standing = _seed(pg_cluster, state_dsn)
     source = zone_source(pg_cluster, state_dsn, ["example.org."], standing=standing)
     holder = IndexHolder(await source.load())
@@ -353,7 +350,7 @@ async def test_a_source_superseded_while_following_never_serves_what_the_success
 async def test_a_source_back_from_an_outage_with_its_fence_catches_up_and_follows(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:
-    _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    import_zone(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
     standing = _seed(pg_cluster, state_dsn)
     gate = Gate()
     source = zone_source(
@@ -386,7 +383,7 @@ async def test_a_source_back_from_an_outage_with_its_fence_catches_up_and_follow
 async def test_reconnect_attempts_back_off_exponentially_up_to_the_bound(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:
-    _import(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    import_zone(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
     refusing = [False]
 
     def connect() -> psycopg.Connection[Any]:

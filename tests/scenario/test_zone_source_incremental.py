@@ -13,14 +13,18 @@ from typing import Any
 import pytest
 import trio
 
-from tests.scenario.operator_state_helpers import answer_texts, soa_zone, zone_source
+from tests.scenario.operator_state_helpers import (
+    answer_texts,
+    import_zone,
+    run_sql,
+    zone_source,
+)
 from tests.scenario.pg import PgCluster
 from valis_core.dns import wire
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.zone import ZoneIndex
-from valis_core.dns.zone_build import parse_zone_text
 from valis_core.operator_state.zone_source import CHANNEL, Note, parse_note
-from valis_core.operator_state.zones import delete_zone, load_zone_rows, replace_zone
+from valis_core.operator_state.zones import delete_zone, load_zone_rows
 
 WAIT = 10.0  # bound on how long a test waits for the source to catch up; never timed
 ORG = "example.org."
@@ -38,15 +42,7 @@ EXTRA = (
 
 
 def _import(pg: PgCluster, dsn: str, zone: str, extra: str = EXTRA, serial: int = 1) -> None:
-    with pg.connect(dsn) as conn:
-        replace_zone(conn, parse_zone_text(soa_zone(zone, serial=serial, extra=extra)))
-
-
-def _sql(pg: PgCluster, dsn: str, *statements: tuple[str, tuple[Any, ...]]) -> None:
-    """Run the statements in one transaction."""
-    with pg.connect(dsn) as conn, conn.transaction():
-        for sql, params in statements:
-            conn.execute(sql, params)
+    import_zone(pg, dsn, zone, extra=extra, serial=serial)
 
 
 def _insert(owner: str, rtype: str, rdata: str, zone: str = ORG) -> tuple[str, tuple[Any, ...]]:
@@ -114,7 +110,7 @@ def test_a_small_change_names_its_owners_lowercased(
     _import(pg_cluster, state_dsn, ORG)
     listener()
     listener(LEGACY_CHANNEL)
-    _sql(
+    run_sql(
         pg_cluster,
         state_dsn,
         ("UPDATE records SET rdata = '192.0.2.81' WHERE owner = 'www.example.org.' "
@@ -136,10 +132,10 @@ def test_bulk_and_ambiguous_changes_name_the_zone_only(
     _import(pg_cluster, state_dsn, ORG, serial=2)
     assert ORG in listener()
     # An owner spelled with an escape could be the same name as another row's owner.
-    _sql(pg_cluster, state_dsn, _insert("a\\066.example.org.", "TXT", '"escaped"'))
+    run_sql(pg_cluster, state_dsn, _insert("a\\066.example.org.", "TXT", '"escaped"'))
     assert listener() == [ORG]
     # One statement changing more than 64 rows.
-    _sql(pg_cluster, state_dsn, (
+    run_sql(pg_cluster, state_dsn, (
         "INSERT INTO records (zone, owner, rtype, ttl, rdata) SELECT 'example.org.', "
         "'h' || i || '.example.org.', 'A', 300, '192.0.2.1' FROM generate_series(1, 65) i",
         (),
@@ -148,7 +144,7 @@ def test_bulk_and_ambiguous_changes_name_the_zone_only(
     # Many small statements in one transaction: owners are named up to a budget, then
     # the zone; never one note per row.
     listener(LEGACY_CHANNEL)
-    _sql(pg_cluster, state_dsn, *[_insert(f"m{i}.example.org.", "A", "192.0.2.2")
+    run_sql(pg_cluster, state_dsn, *[_insert(f"m{i}.example.org.", "A", "192.0.2.2")
                                   for i in range(400)])
     notes = listener()
     assert len(notes) == 257
@@ -156,7 +152,7 @@ def test_bulk_and_ambiguous_changes_name_the_zone_only(
     assert all(note == f"example.org.\nm{i}.example.org." for i, note in enumerate(notes[:-1]))
     assert listener(LEGACY_CHANNEL) == [ORG]
     # The transaction's budget does not carry over to the next one.
-    _sql(pg_cluster, state_dsn, _insert("late.example.org.", "A", "192.0.2.3"))
+    run_sql(pg_cluster, state_dsn, _insert("late.example.org.", "A", "192.0.2.3"))
     assert listener() == ["example.org.\nlate.example.org."]
 
 
@@ -212,7 +208,7 @@ async def test_owner_changes_are_applied_incrementally_and_equal_a_full_reload(
         await nursery.start(source.run, holder)
         untouched = holder.current.zone_for(wire.from_text(NET))
         for statements in changes:
-            change = functools.partial(_sql, pg_cluster, state_dsn, *statements)
+            change = functools.partial(run_sql, pg_cluster, state_dsn, *statements)
             await trio.to_thread.run_sync(change)
             await _caught_up(pg_cluster, state_dsn, holder, zones)
         assert answer_texts(holder.current, "www.example.org.", "A") == {"192.0.2.81"}
@@ -240,7 +236,7 @@ async def test_bulk_changes_and_imports_reload_the_zone_whole_and_end_right(
     async with trio.open_nursery() as nursery:
         await nursery.start(source.run, holder)
         # 400 rows in one statement.
-        await trio.to_thread.run_sync(lambda: _sql(pg_cluster, state_dsn, (
+        await trio.to_thread.run_sync(lambda: run_sql(pg_cluster, state_dsn, (
             "INSERT INTO records (zone, owner, rtype, ttl, rdata) SELECT 'example.org.', "
             "'h' || i || '.a.example.org.', 'A', 300, '192.0.2.1' "
             "FROM generate_series(1, 400) i", ())))
@@ -248,7 +244,7 @@ async def test_bulk_changes_and_imports_reload_the_zone_whole_and_end_right(
         assert source.stats.rebuilt_zones == 1
         # 300 one-row statements in one transaction (more than the 256 owners a
         # transaction may name).
-        await trio.to_thread.run_sync(lambda: _sql(pg_cluster, state_dsn, *[
+        await trio.to_thread.run_sync(lambda: run_sql(pg_cluster, state_dsn, *[
             ("DELETE FROM records WHERE owner = %s", (f"h{i}.a.example.org.",))
             for i in range(1, 301)
         ]))
@@ -263,7 +259,7 @@ async def test_bulk_changes_and_imports_reload_the_zone_whole_and_end_right(
         assert answer_texts(holder.current, "only.example.org.", "A") == {"192.0.2.99"}
         # And a small change after all that is applied owner by owner again.
         patched = source.stats.patched_zones
-        await trio.to_thread.run_sync(lambda: _sql(
+        await trio.to_thread.run_sync(lambda: run_sql(
             pg_cluster, state_dsn, _insert("after.example.org.", "A", "192.0.2.5")
         ))
         await _caught_up(pg_cluster, state_dsn, holder, zones)
@@ -281,7 +277,7 @@ async def test_many_owner_notes_in_one_batch_reload_the_zone_whole(
     # Five small transactions commit while the source listens but does not read yet:
     # their notes are waiting as one batch naming five owners, more than it patches.
     for i in range(5):
-        _sql(pg_cluster, state_dsn, _insert(f"n{i}.example.org.", "A", "192.0.2.6"))
+        run_sql(pg_cluster, state_dsn, _insert(f"n{i}.example.org.", "A", "192.0.2.6"))
     async with trio.open_nursery() as nursery:
         await nursery.start(source.run, holder)
         await _caught_up(pg_cluster, state_dsn, holder, zones)
@@ -300,14 +296,14 @@ async def test_an_owner_spelled_two_ways_keeps_its_zone_on_whole_reloads(
     async with trio.open_nursery() as nursery:
         await nursery.start(source.run, holder)
         # The same DNS name as aa.example.org., spelled with an escape.
-        await trio.to_thread.run_sync(lambda: _sql(
+        await trio.to_thread.run_sync(lambda: run_sql(
             pg_cluster, state_dsn, _insert("a\\097.example.org.", "TXT", '"same name"')
         ))
         await _caught_up(pg_cluster, state_dsn, holder, zones)
         rebuilt = source.stats.rebuilt_zones
         # A plain change to that name: reading rows by 'aa.example.org.' would miss the
         # escaped row, so the zone is read whole while it holds one.
-        await trio.to_thread.run_sync(lambda: _sql(
+        await trio.to_thread.run_sync(lambda: run_sql(
             pg_cluster, state_dsn, ("DELETE FROM records WHERE owner = 'aa.example.org.'", ())
         ))
         await _caught_up(pg_cluster, state_dsn, holder, zones)
@@ -327,7 +323,7 @@ async def test_a_failed_owner_update_is_not_lost_when_a_later_one_fixes_it(
         await nursery.start(source.run, holder)
         with caplog.at_level(logging.ERROR, logger="valis.zone_source"):
             # One transaction: a good change and a CNAME beside data (unservable).
-            await trio.to_thread.run_sync(lambda: _sql(
+            await trio.to_thread.run_sync(lambda: run_sql(
                 pg_cluster, state_dsn,
                 _insert("good.example.org.", "A", "192.0.2.10"),
                 _insert("www.example.org.", "CNAME", "good.example.org."),
@@ -338,7 +334,7 @@ async def test_a_failed_owner_update_is_not_lost_when_a_later_one_fixes_it(
         assert answer_texts(holder.current, "www.example.org.", "A") == {"192.0.2.80"}
         assert "www.example.org.: CNAME beside other data" in caplog.text
         # Fixing www alone must still bring good.example.org. in.
-        await trio.to_thread.run_sync(lambda: _sql(
+        await trio.to_thread.run_sync(lambda: run_sql(
             pg_cluster, state_dsn, ("DELETE FROM records WHERE rtype = 'CNAME' "
                                     "AND owner = 'www.example.org.'", ())
         ))
@@ -368,7 +364,7 @@ async def test_a_deleted_zone_keeps_its_last_version_and_a_recreated_one_is_serv
         await _caught_up(pg_cluster, state_dsn, holder, [ORG, NET])
         assert answer_texts(holder.current, "back.example.org.", "A") == {"192.0.2.50"}
         # And owner-level changes follow the recreated zone.
-        await trio.to_thread.run_sync(lambda: _sql(
+        await trio.to_thread.run_sync(lambda: run_sql(
             pg_cluster, state_dsn, ("UPDATE records SET rdata = '192.0.2.51' "
                                     "WHERE owner = 'back.example.org.'", ())
         ))
