@@ -93,7 +93,7 @@ def _address(text: str) -> tuple[str, int]:
 
 
 def _facts(args: argparse.Namespace) -> dict[str, str] | None:
-    from valis_core.operator_state.site_facts import parse_site_facts
+    from valis_core.operator_state.site_facts import SiteFactsError, parse_site_facts
 
     if args.site_facts is None:
         if args.genesis or args.evacuate:
@@ -110,7 +110,12 @@ def _facts(args: argparse.Namespace) -> dict[str, str] | None:
             f"{getattr(exc, 'strerror', None) or exc}; render it with valis site-facts "
             "render, or give its path with --site-facts"
         ) from None
-    return parse_site_facts(text)
+    try:
+        return parse_site_facts(text)
+    except SiteFactsError as exc:
+        raise CondenseInputError(
+            f"condense: {args.site_facts}: {exc}; render it again with valis site-facts render"
+        ) from None
 
 
 def _backup_file(args: argparse.Namespace) -> None:
