@@ -127,6 +127,27 @@ def test_zone_list_finds_the_database_in_the_nodes_state_directory(
     assert json.loads(listed.stdout) == [{"zone": ZONE, "records": 3, "serial": 3}]
 
 
+def test_on_a_terminal_a_verb_with_no_dsn_asks_for_one(tmp_path: Path) -> None:
+    nowhere = tmp_path / "no-server"
+    nowhere.mkdir()
+    asked = f"postgresql://valis@/valis_state?host={nowhere}"
+    controller, terminal = os.openpty()
+    try:
+        os.write(controller, f"{asked}\n".encode())
+        done = subprocess.run(
+            [str(BIN / "valis"), "zone", "list", "--state-dir", str(tmp_path)],
+            stdin=terminal, capture_output=True, text=True, timeout=60, check=False,
+            env={k: v for k, v in os.environ.items() if k != DSN_KEY},
+        )
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert "operator-state DSN" in done.stdout
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"valis: operator state: cannot connect with {asked}: ")
+    assert len(done.stderr.splitlines()) == 1
+
+
 def test_without_any_dsn_the_verb_says_where_it_looked(run_account_dir: Path) -> None:
     done = run_as(RUN_USER, ["valis", "zone", "list", "--state-dir", str(run_account_dir)])
     assert done.returncode == 1
