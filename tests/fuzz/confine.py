@@ -3,8 +3,9 @@
 A process-wide audit hook (PEP 578) sees every file the interpreter opens for writing and
 every directory, link, rename, removal and mode change it asks for. While ``confined``
 is active, each such path must resolve inside the scratch directory; one that does not
-is recorded and reported when the block ends. Descriptor-relative calls are judged by
-their path alone, which is what the readers under test use.
+is refused (the hook raises, which aborts the call) and recorded, and the block ends in
+``Escaped`` even if the reader swallowed the refusal. A call relative to a directory
+descriptor (as ``shutil.rmtree`` makes them) is judged where that descriptor points.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ class Escaped(AssertionError):
     """A reader wrote, or tried to write, outside its scratch directory."""
 
 
-def _outside(path: object, dir_fd: object = None) -> bool:
+def _outside(path: object, dir_fd: object = None, *, follow: bool = True) -> bool:
+    """Whether ``path`` lies outside the scratch root. ``follow``: judge where a final
+    symlink leads (opening follows it), else the link itself (removing or renaming it)."""
     if isinstance(path, int) or path is None:
         return False
     if isinstance(path, bytes):
@@ -51,7 +54,11 @@ def _outside(path: object, dir_fd: object = None) -> bool:
     base = os.readlink(f"/proc/self/fd/{dir_fd}") if relative_to_fd else os.getcwd()
     root = _state["root"]
     assert isinstance(root, str)
-    resolved = os.path.realpath(os.path.join(base, os.fspath(path)))  # type: ignore[call-overload]
+    full = os.path.join(base, os.fspath(path))  # type: ignore[call-overload]
+    if follow:
+        resolved = os.path.realpath(full)
+    else:
+        resolved = os.path.join(os.path.realpath(os.path.dirname(full)), os.path.basename(full))
     return resolved != root and not resolved.startswith(root + os.sep)
 
 
@@ -64,12 +71,19 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
             mode is None and isinstance(flags, int) and flags & _WRITE_FLAGS
         )
         if writing and _outside(path):
-            _state["escapes"].append((event, path))
+            _escape(event, path)
     elif event in _PATH_EVENTS:
         for at, fd_at in _PATH_EVENTS[event]:
             dir_fd = args[fd_at] if fd_at is not None and fd_at < len(args) else None
-            if at < len(args) and _outside(args[at], dir_fd):
-                _state["escapes"].append((event, args[at]))
+            if at < len(args) and _outside(args[at], dir_fd, follow=False):
+                _escape(event, args[at])
+
+
+def _escape(event: str, path: object) -> None:
+    """Record the escape (so a reader that swallows errors is still found out) and stop
+    the call: an exception raised by an audit hook aborts the operation."""
+    _state["escapes"].append((event, path))
+    raise Escaped(f"{event} {path!r} is outside the scratch directory")
 
 
 _installed: list[bool] = []

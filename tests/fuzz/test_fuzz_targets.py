@@ -80,9 +80,14 @@ def test_a_write_outside_the_scratch_directory_is_caught(tmp_path: Path) -> None
     scratch.mkdir()
     with pytest.raises(Escaped), confined(scratch):
         (tmp_path / "outside").write_bytes(b"x")
+    assert not (tmp_path / "outside").exists()
+    (scratch / "link").symlink_to(tmp_path)
+    with pytest.raises(Escaped), confined(scratch):
+        (scratch / "link" / "through").write_bytes(b"x")
     with confined(scratch):
         (scratch / "inside").write_bytes(b"x")
         (scratch / "inside").unlink()
+        (scratch / "link").unlink()
 
 
 def test_the_mutator_is_deterministic_for_a_seed() -> None:
