@@ -1,12 +1,13 @@
 """Kill campaign: every durable-writing verb SIGKILLed at random points, 200 times each.
 
 For each verb (owner-seed mint, site-facts write, store-head write, backup create,
-module install, zone import, apply) a trial prepares a fresh target holding the old
-version, starts the verb, SIGKILLs it after a delay drawn from a seeded RNG over the
-verb's measured duration, checks that everything the verb writes is absent, old or whole
-and new (read back with valis's own readers), runs the verb again and checks it
-completes and sweeps any temporary the killed run left (``tests/scenario/kill_trials``,
-which the scenario test ``test_kill_campaign.py`` runs a handful of times per verb).
+module install, zone import, apply, condense from genesis) a trial prepares a fresh
+target holding the old version, starts the verb, SIGKILLs it after a delay drawn from a
+seeded RNG over the verb's measured duration, checks that everything the verb writes is
+absent, old or whole and new (read back with valis's own readers), runs the verb again
+and checks it completes and sweeps any temporary the killed run left
+(``tests/scenario/kill_trials``, which the scenario test ``test_kill_campaign.py`` runs a
+handful of times per verb).
 
 Needs root (a private PostgreSQL cluster, the ``valis`` run account). Prints one row per
 verb: trials, kills that landed mid-verb, trials that found a partial or corrupt file
@@ -85,9 +86,10 @@ def _run(name: str, args: argparse.Namespace) -> Tally:
             pg = dsn = None
             shared = scratch / "shared"
             shared.mkdir(mode=0o755)
-            if name == "zone-import":
+            if name in ("zone-import", "condense"):
                 pg = stack.enter_context(private_cluster())
-                # What the run account runs (the zone file) must be readable by it.
+                # What the run account reads (the zone file, the state directory) must be
+                # reachable by it.
                 account = pwd.getpwnam(RUN_USER)
                 os.chown(shared, account.pw_uid, account.pw_gid)
                 dsn = pg.new_database("kill")

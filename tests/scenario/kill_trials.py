@@ -9,6 +9,10 @@ file or directory it left is tolerated only if the next run of the verb removes 
 that next run must complete. ``tests/scenario/test_kill_campaign.py`` runs a handful of
 trials per verb, ``benchmarks/kill_campaign.py`` two hundred.
 
+A verb that stays to supervise its unit (condense) runs in a PID namespace of its own
+(``unshare --pid``), so a kill takes the unit and its resident down with it, as a crash
+of the host would; it is done when it says it condensed, and then stopped with SIGTERM.
+
 A kill "lands mid-verb" when the driver had been told to go and had not yet reported the
 verb done: the verb was running when it died.
 """
@@ -22,10 +26,12 @@ import os
 import pwd
 import random
 import select
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,6 +42,8 @@ import attrs
 from tests.scenario.module_dist import HELLO, HELLO_ENTRY, HELLO_SOURCE, pin_of, publish
 from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import PgCluster, runtime_bin
+from tests.scenario.resident_harness import resident_runtime, site_facts
+from tests.scenario.test_condense_restore import LAUNCHER, free_port
 from valis_cli.main import COMMAND_MODULES
 from valis_core.apply.delivery import (
     CURRENT_LINK,
@@ -46,6 +54,8 @@ from valis_core.apply.delivery import (
 )
 from valis_core.dns import parse_zone_text
 from valis_core.identity.custody import KEYFILE_NAME, load_keyfile, load_or_create_keyfile
+from valis_core.identity.instance import read_instance
+from valis_core.operator_state.schema import migrate
 from valis_core.operator_state.site_facts import parse_site_facts
 from valis_core.operator_state.site_facts_file import write_site_facts
 from valis_core.operator_state.zones import export_zone_text, replace_zone
@@ -53,6 +63,7 @@ from valis_core.ops.backup import create_backup, verify_backup_set
 from valis_core.plugin.install import condense_modules
 from valis_core.plugin.installed import INSTALLED_RECORD, installed_record, modules_dir
 from valis_core.plugin.wheel import make_wheel, read_wheel
+from valis_core.state_layout import config_store_path, fabric_info_path, keyfile_path
 from valis_core.store.head import head_path, materialise_genesis, read_store_head
 from valis_core.store.manifest import ModulePin, dumps, make_default_manifest
 
@@ -60,6 +71,8 @@ REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = 60.0
 VERB_TIMEOUT = 120.0
 REAP_TIMEOUT = 10.0
+STOP_ATTEMPTS = 100
+STOP_INTERVAL = 0.05
 DELAY_SPAN = 1.25
 """Kill delays are drawn over this multiple of the verb's measured duration, so most
 kills land inside the verb and some just after it."""
@@ -72,7 +85,10 @@ module, _, name = sys.argv[1].partition(":")
 target = getattr(importlib.import_module(module), name)
 args = json.loads(sys.argv[2])
 for preload in json.loads(sys.argv[3]):
-    importlib.import_module(preload)
+    try:
+        importlib.import_module(preload)
+    except ModuleNotFoundError:
+        pass
 os.write(1, b"ready\n")
 if os.read(0, 1) != b"g":
     sys.exit(3)
@@ -96,11 +112,31 @@ class Command:
     user: str | None = None
     preload: tuple[str, ...] = ()
     """Modules the target imports only when called, imported before "go"."""
+    done: bytes = b"done\n"
+    """The line (its start) by which the verb says it has done its work."""
+    supervises: bool = False
+    """The verb stays in the foreground after it is done (supervising a unit) until it
+    is sent SIGTERM; it runs in a PID namespace of its own, so a kill takes the unit
+    down with it."""
+
+
+CLI_PRELOAD = (
+    *COMMAND_MODULES,
+    "valis_core.apply.delivery",
+    "valis_core.apply.unit_control",
+    "valis_core.operator_state.connection",
+    "valis_core.operator_state.zones",
+    "valis_core.ops.backup",
+    "valis_core.ops.condense",
+    "valis_core.ops.condense_host",
+    "valis_core.ops.local_probe",
+)
+"""What the commands import inside their handlers (a name gone is skipped)."""
 
 
 def cli(*argv: str, user: str | None = None) -> Command:
-    """``valis ARGV``, with every command module imported before "go"."""
-    return Command("valis_cli.main:run", argv, user, COMMAND_MODULES)
+    """``valis ARGV``, with what the command imports imported before "go"."""
+    return Command("valis_cli.main:run", argv, user, CLI_PRELOAD)
 
 
 @attrs.frozen
@@ -155,7 +191,8 @@ class Verb(Protocol):
 def _argv(command: Command) -> tuple[list[str], dict[str, str], str]:
     script = [command.target, json.dumps(list(command.args)), json.dumps(list(command.preload))]
     if command.user is None:
-        return [sys.executable, "-c", DRIVER, *script], dict(os.environ), str(REPO)
+        namespace = ["unshare", "--pid", "--fork", "--kill-child"] if command.supervises else []
+        return [*namespace, sys.executable, "-c", DRIVER, *script], dict(os.environ), str(REPO)
     account = pwd.getpwnam(command.user)
     python = runtime_bin() / "python"
     env = {"PATH": f"{runtime_bin()}:/usr/bin:/bin", "HOME": "/nonexistent", "LC_ALL": "C.UTF-8"}
@@ -186,8 +223,11 @@ class _Driver:
 
     def __init__(self, command: Command) -> None:
         argv, env, cwd = _argv(command)
+        self.command = command
+        # A file, not a pipe: a unit the verb starts inherits it and may log plenty.
+        self.errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
         self.process = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors,
             env=env, cwd=cwd, start_new_session=True,
         )
         assert self.process.stdout is not None
@@ -208,26 +248,59 @@ class _Driver:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(REAP_TIMEOUT)
 
+    def wait_done(self, timeout: float) -> bool:
+        """Read lines until the verb says it is done (False at end of output or timeout)."""
+        deadline = time.monotonic() + timeout
+        while (remaining := deadline - time.monotonic()) > 0:
+            line = _read_line(self.stdout, remaining)
+            if not line.endswith(b"\n"):
+                return False
+            if line.startswith(self.command.done):
+                return True
+        return False
+
     def finished(self) -> bool:
         """Whether the driver had reported its verb done (what it wrote after "go")."""
         rest = b""
-        while select.select([self.stdout], [], [], 0)[0]:
+        for _ in range(1000):
+            if not select.select([self.stdout], [], [], 0)[0]:
+                break
             chunk = os.read(self.stdout, 4096)
             if not chunk:
                 break
             rest += chunk
-        return b"done\n" in rest
+        return any(line.startswith(self.command.done) for line in rest.splitlines(True))
+
+    def stop(self) -> None:
+        """SIGTERM the verb itself, once: the first process of its PID namespace (the
+        child of ``unshare``), which takes a signal only once it has a handler for it,
+        so the signal waits for the handler."""
+        pid = self.process.pid
+        verb = int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
+        for _ in range(STOP_ATTEMPTS):
+            if _catches(verb, signal.SIGTERM):
+                os.kill(verb, signal.SIGTERM)
+                return
+            time.sleep(STOP_INTERVAL)
+        raise TrialError(f"{self.command.target} never set a handler for SIGTERM")
 
     def stderr(self) -> str:
-        assert self.process.stderr is not None
-        if self.process.poll() is None:
-            return ""
-        return self.process.stderr.read().decode("utf-8", "replace").strip()[-2000:]
+        self.errors.seek(0)
+        return self.errors.read().decode("utf-8", "replace").strip()[-2000:]
 
     def close(self) -> None:
-        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+        for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
                 stream.close()
+        self.errors.close()
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler for ``signum`` (its SigCgt mask)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & (1 << (signum - 1)))
+    return False
 
 
 def run_to_completion(command: Command) -> tuple[int, float, str]:
@@ -236,13 +309,15 @@ def run_to_completion(command: Command) -> tuple[int, float, str]:
     driver = _Driver(command)
     try:
         started = driver.go()
-        said = _read_line(driver.stdout, VERB_TIMEOUT)
+        done = driver.wait_done(VERB_TIMEOUT)
         seconds = time.monotonic() - started
         try:
-            status = driver.process.wait(VERB_TIMEOUT if said == b"done\n" else REAP_TIMEOUT)
-        except subprocess.TimeoutExpired:
+            if done and command.supervises:
+                driver.stop()
+            status = driver.process.wait(VERB_TIMEOUT if done else REAP_TIMEOUT)
+        except (subprocess.TimeoutExpired, OSError, IndexError, TrialError):
             driver.kill()
-            return -1, seconds, f"still running after {VERB_TIMEOUT:g}s"
+            return -1, seconds, f"did not finish: {driver.stderr()}"
         return status, seconds, driver.stderr()
     finally:
         driver.close()
@@ -750,6 +825,100 @@ class Apply:
 VERB_NAMES = ("mint", "site-facts", "store-head", "backup", "modules", "zone-import", "apply")
 
 
+class Condense:
+    """``valis condense --genesis`` onto an empty state directory, supervising the unit
+    (a launcher stand-in handing a loopback DNS pair to the resident, as the condense
+    scenarios run it); each trial against a fresh operator-state database."""
+
+    name = "condense"
+
+    def __init__(self, pg: PgCluster, shared: Path) -> None:
+        self._pg = pg
+        self._state = shared / "state"
+        self._port = 0
+        self._seen: dict[Path, bytes] = {}
+
+    def prepare(self, work: Path) -> None:
+        dsn = self._pg.new_database("condense")
+        with self._pg.connect(dsn) as conn:
+            migrate(conn)
+            replace_zone(conn, parse_zone_text(soa_zone(CONDENSE_ZONE), CONDENSE_ZONE))
+        write_site_facts(work / "site-facts.env", site_facts(dsn, CONDENSE_ZONE))
+        shutil.rmtree(self._state, ignore_errors=True)
+        account = pwd.getpwnam(self._pg.run_user)
+        self._state.mkdir(mode=0o700)
+        os.chown(self._state, account.pw_uid, account.pw_gid)
+        self._port = free_port()
+        self._seen.pop(work, None)
+
+    def command(self, work: Path) -> Command:
+        account = pwd.getpwnam(self._pg.run_user)
+        unit = shlex.join([
+            sys.executable, "-c", LAUNCHER, str(self._port), str(self._state),
+            str(account.pw_uid), str(account.pw_gid), resident_runtime(),
+        ])
+        argv = (
+            "condense", "--genesis", "--site-facts", str(work / "site-facts.env"),
+            "--state-dir", str(self._state), "--unit-command", unit,
+            "--dns-address", f"127.0.0.1:{self._port}", "--unsupervised",
+            "--binary", resident_runtime(),
+            "--pg-socket-dir", str(self._pg.cluster.socket_dir),
+            "--pg-port", str(self._pg.cluster.port),
+        )
+        return attrs.evolve(cli(*argv), done=b"valis: condensed", supervises=True)
+
+    def judge(self, work: Path) -> list[str]:
+        problems = []
+        for label, read in (
+            ("the owner seed", lambda: _seed(self._state)),
+            ("the store head", lambda: read_store_head(self._state)),
+            ("the configuration store", lambda: _config(self._state)),
+            ("the instance token", lambda: read_instance(self._state)),
+            ("the fabric's address", lambda: _fabric_info(self._state)),
+        ):
+            try:
+                read()
+            except Exception as exc:
+                problems.append(f"{label} is not whole: {exc}")
+        seed = _seed(self._state) if not problems else None
+        if seed is not None:
+            self._seen[work] = seed
+        return problems
+
+    def temporaries(self, work: Path) -> list[Path]:
+        if not self._state.is_dir():
+            return []
+        return sorted(p for p in self._state.rglob(".*") if not p.name.startswith(".modules"))
+
+    def judge_complete(self, work: Path) -> list[str]:
+        before = self._seen.get(work)
+        problems = self.judge(work)
+        if _seed(self._state) is None or read_store_head(self._state) is None:
+            problems.append("the node has no owner seed or no store head")
+        elif before is not None and _seed(self._state) != before:
+            problems.append("the owner seed the killed condense minted was replaced")
+        return problems
+
+
+CONDENSE_ZONE = "example.test."
+
+
+def _seed(state: Path) -> bytes | None:
+    if not keyfile_path(state).exists():
+        return None
+    return load_keyfile(state).private_bytes_raw()
+
+
+def _config(state: Path) -> dict[str, str] | None:
+    path = config_store_path(state)
+    return parse_site_facts(path.read_text("utf-8")) if path.exists() else None
+
+
+def _fabric_info(state: Path) -> object:
+    path = fabric_info_path(state)
+    return json.loads(path.read_text("utf-8")) if path.exists() else None
+
+
 def make_verb(
     name: str, scratch: Path, shared: Path, pg: PgCluster | None, dsn: str | None
 ) -> Verb:
@@ -757,10 +926,10 @@ def make_verb(
     the run account can read; ``pg`` and ``dsn`` (a migrated database) are for the zone
     import, the only verb that needs them."""
     scratch.mkdir(parents=True, exist_ok=True)
-    if name == "zone-import":
+    if name in ("zone-import", "condense"):
         if pg is None or dsn is None:
-            raise TrialError("the zone import needs a cluster and a migrated database")
-        return ZoneImport(pg, dsn, shared)
+            raise TrialError(f"{name} needs a cluster and a migrated database")
+        return ZoneImport(pg, dsn, shared) if name == "zone-import" else Condense(pg, shared)
     makers: dict[str, Callable[[], Verb]] = {
         "mint": Mint,
         "site-facts": SiteFacts,
