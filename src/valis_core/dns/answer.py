@@ -39,14 +39,15 @@ behaviour, top to bottom:
 The question is echoed byte for byte (0x20 case mixing survives), as are the ID, RD
 and CD. Malformed input never raises: an internal failure becomes a bare FORMERR.
 
-Speed: the common query (one question, at most a bare OPT) is decoded by hand, inline
-in ``answer``, and its response comes from a bounded cache of encoded responses keyed by
-the lowercased question name and type; a miss resolves against the index and encodes
-once. A cached response compresses every name against the question at offset 12, so it
-fits any spelling of the same name: each query only patches in its ID, its flags and its
-own question bytes. Other queries are checked field by field in ``_answer``, which reads
-the additional section with a bounded scan (``answer_general`` uses dnspython's full
-parser instead: the reference the scan is tested against).
+Speed: every query takes one path, ``_answer``, a short step per check. The common
+additional section (nothing, or a bare OPT: one dictionary probe) is read directly and
+anything else by a bounded scan (``answer_general`` uses dnspython's full parser instead:
+the reference the scan is tested against). The response comes from a bounded cache of
+encoded responses kept with the snapshot being served (``valis_core.dns.snapshot``),
+keyed by the lowercased question name and type; a miss resolves against the index and
+encodes once. A cached response compresses every name against the question at offset 12,
+so it fits any spelling of the same name: each query only patches in its ID, its flags
+and its own question bytes.
 
 Where this deliberately differs from NSD or Knot: A/AAAA for MX and SRV targets are
 added (as Knot does; NSD with ``minimal-responses`` omits them); CNAME and DNAME chains
@@ -174,6 +175,9 @@ Additional = tuple[int, int, int, Signature | None]
 """The additional section as far as answering needs it: the EDNS payload (-1 without an
 OPT), the EDNS flags and version, and the TSIG if the query is signed."""
 
+_NO_EDNS: Additional = (-1, 0, 0, None)
+_CLASS_IN = IN.to_bytes(2, "big")
+
 
 def answer(source: Snapshot | ZoneIndex, query: bytes, *, transport: Transport) -> bytes | None:
     """The response to ``query`` from ``source``, or ``None`` when it must be dropped.
@@ -181,51 +185,9 @@ def answer(source: Snapshot | ZoneIndex, query: bytes, *, transport: Transport) 
     afresh each time (for callers that keep no snapshot)."""
     try:
         if type(source) is Snapshot:
-            index, cache = source.index, source.cache
-        else:
-            assert isinstance(source, ZoneIndex)
-            index, cache = source, ResponseCache()
-        # The hot path, inlined: a QUERY with one question, nothing in answer/authority,
-        # and either no additional record or one bare OPT (version 0, no options) whose
-        # response comes from the cache. Anything else goes the careful way, ``_answer``.
-        size = len(query)
-        if size >= 17 and not query[2] & 0xF8 and query[4:10] == b"\x00\x01\x00\x00\x00\x00":
-            i = 12
-            length = query[12]
-            while length and length <= 63:
-                i += length + 1
-                if i >= size:
-                    break
-                length = query[i]
-            qend = i + 5
-            if not length and qend - 16 <= wire.MAX_NAME and query[qend - 2 : qend] == b"\x00\x01":
-                arcount = query[10] << 8 | query[11]
-                opt: bytes | None = None
-                payload = -1
-                if arcount == 0 and qend == size:
-                    opt = b""
-                elif (
-                    arcount == 1
-                    and size == qend + 11
-                    and query[qend : qend + 3] == b"\x00\x00\x29"
-                    and query[qend + 6] == 0  # EDNS version
-                    and query[qend + 9 : qend + 11] == b"\x00\x00"  # no options
-                ):
-                    payload = query[qend + 3] << 8 | query[qend + 4]
-                    opt = _OPT_DO if query[qend + 7] & 0x80 else _OPT_PLAIN
-                qtype = query[qend - 4] << 8 | query[qend - 3]
-                if opt is not None and qtype not in (AXFR, IXFR):
-                    key = query[12 : qend - 4].lower() + query[qend - 4 : qend - 2]
-                    entry: Entry | None = cache.get(key)
-                    if entry is None:
-                        entry = _miss(index, cache, key, qtype)
-                    else:
-                        try:  # noqa: SIM105 - contextlib.suppress costs more per query
-                            cache.move_to_end(key)
-                        except KeyError:  # evicted meanwhile by a caller on another thread
-                            pass
-                    return _assemble(entry, query, qend, payload, opt, tcp=transport is _TCP)
-        return _answer(index, cache, query, transport is Transport.TCP, general=False)
+            return _answer(source.index, source.cache, query, transport is _TCP, False)
+        assert isinstance(source, ZoneIndex)
+        return _answer(source, ResponseCache(), query, transport is _TCP, False)
     except Exception:  # malformed input must never take a server down
         return _last_resort(query)
 
@@ -233,8 +195,8 @@ def answer(source: Snapshot | ZoneIndex, query: bytes, *, transport: Transport) 
 def answer_general(
     source: Snapshot | ZoneIndex, query: bytes, *, transport: Transport
 ) -> bytes | None:
-    """``answer`` without the inlined fast path, and with every query's additional
-    section parsed by dnspython: the reference the fast path is tested against."""
+    """``answer`` with every query's additional section parsed by dnspython instead of
+    the bounded scan: the reference the scan is tested against."""
     try:
         if isinstance(source, Snapshot):
             index, cache = source.index, source.cache
@@ -248,7 +210,10 @@ def answer_general(
 def _answer(
     index: ZoneIndex, cache: ResponseCache, query: bytes, tcp: bool, general: bool
 ) -> bytes | None:
-    """The careful path: each check in the order the module docstring lists them."""
+    """One path for every query, a step per check in the order the module docstring
+    lists them: the header, the question, the additional section (``_additional``), the
+    question's class and type, then the answer from the cache (or resolved and kept,
+    ``_miss``) fitted to the size limit (``_assemble``)."""
     size = len(query)
     if size < 12:
         return None
@@ -260,43 +225,79 @@ def _answer(
         return _bare(qid, qflags, query[12:qend], NOTIMP)
     if not qend:
         return _bare(qid, qflags, b"", FORMERR)
-    qsec = query[12:qend]
     if ancount or nscount:
-        return _bare(qid, qflags, qsec, FORMERR)
+        return _bare(qid, qflags, query[12:qend], FORMERR)
 
-    # EDNS: ``payload`` stays -1 without an OPT.
-    extra = _parse_general(query) if general else _scan_additional(query, qend, size, arcount)
+    extra = _additional(query, qend, size, arcount, general)
     if isinstance(extra, int):
-        return _bare(qid, qflags, qsec, extra)
+        return _bare(qid, qflags, query[12:qend], extra)
     payload, ednsflags, version, signed = extra
-    opt = b""
-    if payload >= 0:
-        if version and signed is None:
-            badvers = b"\x00" + _RR_HEAD.pack(
-                OPT, SERVER_PAYLOAD, (BADVERS >> 4) << 24 | (ednsflags & _DO), 0
-            )
-            return _bare(qid, qflags, qsec, BADVERS & 0xF, badvers)
-        opt = _OPT_DO if ednsflags & _DO else _OPT_PLAIN
+    opt = b"" if payload < 0 else _OPT_DO if ednsflags & _DO else _OPT_PLAIN
+    if version and signed is None:
+        return _badvers(qid, qflags, query[12:qend], ednsflags)
     if signed is not None:
-        return _badkey(qid, qflags, qsec, opt, signed, limit=_limit(payload, tcp))
+        return _badkey(qid, qflags, query[12:qend], opt, signed, limit=_limit(payload, tcp))
 
-    qtype, qclass = _QTAIL.unpack_from(query, qend - 4)
-    if qclass != IN:
-        return _bare(qid, qflags, qsec, REFUSED, opt)
-    if qtype in (AXFR, IXFR):
-        refusal = NOTIMP if qtype == AXFR and not tcp else REFUSED
-        return _bare(qid, qflags, qsec, refusal, opt)
-
+    qtype = query[qend - 4] << 8 | query[qend - 3]
+    if query[qend - 2:qend] != _CLASS_IN or qtype in (AXFR, IXFR):
+        qclass = query[qend - 2] << 8 | query[qend - 1]
+        return _bare(qid, qflags, query[12:qend], _refusal(qtype, qclass, tcp), opt)
     key = query[12 : qend - 4].lower() + query[qend - 4 : qend - 2]
     entry: Entry | None = cache.get(key)
     if entry is None:
         entry = _miss(index, cache, key, qtype)
     else:
-        try:  # noqa: SIM105 - as in ``answer``
+        try:  # noqa: SIM105 - contextlib.suppress costs more per query
             cache.move_to_end(key)
-        except KeyError:
+        except KeyError:  # evicted meanwhile by a caller on another thread
             pass
     return _assemble(entry, query, qend, payload, opt, tcp=tcp)
+
+
+def _additional(
+    query: bytes, qend: int, size: int, arcount: int, general: bool
+) -> int | Additional:
+    """The additional section: nothing, or one bare OPT (version 0, no options), read
+    directly as almost every query is; anything else by the bounded scan (or, for the
+    reference, dnspython's parse). An RCODE to refuse the query with if it is wrong."""
+    if general:
+        return _parse_general(query)
+    if not arcount and qend == size:
+        return _NO_EDNS
+    if arcount == 1 and size == qend + 11:
+        tail = query[qend:]
+        bare = _BARE_OPTS.get(tail)
+        if bare is not None:
+            return bare
+        if tail[:3] == b"\x00\x00\x29" and tail[9:] == b"\x00\x00":
+            bare = (tail[3] << 8 | tail[4], tail[7] << 8 | tail[8], tail[6], None)
+            if len(_BARE_OPTS) < _BARE_OPTS_KEPT:
+                _BARE_OPTS[tail] = bare
+            return bare
+    return _scan_additional(query, qend, size, arcount)
+
+
+_BARE_OPTS: dict[bytes, Additional] = {}
+"""Bare OPT records (root owner, no options) already read, by their 11 bytes: clients
+send a handful of distinct ones (their payload and DO bit), so most queries' additional
+section is one dictionary probe."""
+_BARE_OPTS_KEPT = 256
+
+
+def _badvers(qid: int, qflags: int, qsec: bytes, ednsflags: int) -> bytes:
+    """BADVERS (RFC 6891 section 6.1.3): an EDNS version this server does not speak."""
+    badvers = b"\x00" + _RR_HEAD.pack(
+        OPT, SERVER_PAYLOAD, (BADVERS >> 4) << 24 | (ednsflags & _DO), 0
+    )
+    return _bare(qid, qflags, qsec, BADVERS & 0xF, badvers)
+
+
+def _refusal(qtype: int, qclass: int, tcp: bool) -> int:
+    """The RCODE refusing a question of another class or a zone transfer (RFC 5936: AXFR
+    only over TCP, so NOTIMP over UDP)."""
+    if qclass == IN and qtype == AXFR and not tcp:
+        return NOTIMP
+    return REFUSED
 
 
 def _miss(index: ZoneIndex, cache: ResponseCache, key: bytes, qtype: int) -> Entry:

@@ -460,6 +460,9 @@ async def _fabric(boot: Boot) -> Boot:
         dns_udp=pair.dns_udp.address,
         dns_tcp=pair.dns_tcp.address,
         dns_reachability=boot.reachability,
+        fence_holder=lambda: None if watch.fence is None else watch.fence.holder,
+        database=lambda: (watch.connected, watch.connected_since),
+        modules=tuple(f"{pin.name}=={pin.version}" for pin in need(boot.manifest).modules),
     )
     state_dir = need(boot.state_dir)
     fabric = Fabric(state_dir, views)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -96,6 +97,9 @@ class FenceWatch:
         self.started_at = datetime.now(UTC)
         self.fence: FenceState | None = None
         self.beats = 0
+        #: whether the last heartbeat reached the database, and since when (UNIX time)
+        self.connected = False
+        self.connected_since: float | None = None
         self._conn: psycopg.Connection[Any] | None = None
 
     @property
@@ -132,6 +136,7 @@ class FenceWatch:
             self.fence = current
             assert_fence_touch(current, self.standing)
             self._beat(conn)
+            self._reached(True)
         except BaseException:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
@@ -155,6 +160,7 @@ class FenceWatch:
                 raise
             except (psycopg.Error, OperatorStateError) as exc:
                 failed += 1
+                self._reached(False)
                 log.warning(
                     "fence: heartbeat failed (%s); retrying in %.1fs on a new connection",
                     " ".join(str(exc).split()),
@@ -162,10 +168,15 @@ class FenceWatch:
                 )
                 self.close()
             else:
+                self._reached(True)
                 if failed:
                     log.info("fence: heartbeat resumed after %d failed beat(s); the fence "
                              "is still this instance's", failed)
                     failed = 0
+
+    def _reached(self, connected: bool) -> None:
+        if connected != self.connected or self.connected_since is None:
+            self.connected, self.connected_since = connected, time.time()
 
     def close(self) -> None:
         conn, self._conn = self._conn, None

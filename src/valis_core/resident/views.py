@@ -56,7 +56,7 @@ class SoaView:
 def public_soa(holder: IndexHolder, zone: str) -> SoaView:
     """Ask the served index for ``zone``'s apex SOA through ``answer``."""
     query = dns.message.make_query(zone, dns.rdatatype.SOA)
-    wire = answer(holder.current, query.to_wire(), transport=Transport.TCP)
+    wire = answer(holder.snapshot, query.to_wire(), transport=Transport.TCP)
     if wire is None:
         return SoaView(zone=zone, rcode="DROPPED", authoritative=False, soa=None, serial=None)
     reply = dns.message.from_wire(wire)
