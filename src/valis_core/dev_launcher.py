@@ -2,51 +2,109 @@
 machine (``valis demo``).
 
 It does what fulcrum does at the end of its bring-up, minus the namespace, the firewall
-and the privilege: bind the DNS pair (UDP and a listening TCP socket on one port), keep
-the two descriptors open across exec, and exec the resident with a launch argv rendered
-by ``render_launch_argv`` naming them — so the resident adopts them on exactly the
-inherited-descriptor path it takes in production. Only an unprivileged port can be bound
-here (``dns.listen.bind_dns_pair``): valis never binds a privileged port, and neither
-does its stand-in.
+and the privilege: bind the DNS pair (UDP and a listening TCP socket on one port) and,
+when asked, the owner listener (TCP), keep the descriptors open across exec, and exec the
+resident with a launch argv rendered by ``render_launch_argv`` naming them — so the
+resident adopts them on exactly the inherited-descriptor path it takes in production.
+Binding is a step of its own so that a taken port is refused before anything else is
+set up, and the sockets are held until the resident has them. Only an unprivileged port
+can be bound here (``dns.listen.bind_dns_pair``): valis never binds a privileged port,
+and neither does its stand-in.
 """
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from valis_core.dns.listen import bind_dns_pair
+import attrs
+
+from valis_core.dns.listen import ListenError, bind_dns_pair, bound_socket, format_address
 from valis_core.launch import LaunchRecord, render_launch_argv
 from valis_core.resident.state_dir import FLAG as STATE_DIR_FLAG
 
-__all__ = ["bind_dns_pair", "resident_argv", "spawn_resident"]
+__all__ = ["Listeners", "bind_dns_pair", "bind_listeners", "resident_argv", "spawn_resident"]
+
+
+@attrs.frozen
+class Listeners:
+    """The sockets handed down: the DNS pair and, if asked for, the owner listener."""
+
+    udp: socket.socket
+    tcp: socket.socket
+    owner: socket.socket | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.udp.getsockname()[1])
+
+    @property
+    def owner_port(self) -> int | None:
+        return None if self.owner is None else int(self.owner.getsockname()[1])
+
+    def sockets(self) -> tuple[socket.socket, ...]:
+        return (self.udp, self.tcp) if self.owner is None else (self.udp, self.tcp, self.owner)
+
+    def close(self) -> None:
+        for sock in self.sockets():
+            sock.close()
+
+
+def bind_listeners(
+    family: socket.AddressFamily, host: str, port: int, owner_port: int | None = None
+) -> Listeners:
+    """Bind the DNS pair on ``host``:``port`` and the owner listener on ``owner_port``
+    (``None``: none). Raises ``ListenError`` naming the address that is taken."""
+    udp, tcp = bind_dns_pair(family, host, port)
+    if owner_port is None:
+        return Listeners(udp, tcp)
+    try:
+        owner = bound_socket(family, socket.SOCK_STREAM, host, owner_port)
+    except OSError as exc:
+        udp.close()
+        tcp.close()
+        raise ListenError(
+            f"cannot listen for owner updates on {format_address(host, owner_port)} (TCP): "
+            f"{exc.strerror or exc}; choose another owner port, or stop the process holding it"
+        ) from None
+    return Listeners(udp, tcp, owner)
 
 
 def resident_argv(
-    valis_command: Sequence[str], udp_fd: int, tcp_fd: int, port: int, state_dir: Path
+    valis_command: Sequence[str],
+    udp_fd: int,
+    tcp_fd: int,
+    port: int,
+    state_dir: Path,
+    *,
+    owner_fd: int | None = None,
 ) -> list[str]:
     """The resident's argv: the launch record's flags, then the resident's own flag."""
     record = LaunchRecord(
-        resident=True, ports=frozenset({port}), dns_udp_fd=udp_fd, dns_tcp_fd=tcp_fd
+        resident=True, ports=frozenset({port}), dns_udp_fd=udp_fd, dns_tcp_fd=tcp_fd,
+        owner_fd=owner_fd,
     )
     return [*valis_command, *render_launch_argv(record), STATE_DIR_FLAG, str(state_dir)]
 
 
 def spawn_resident(
     valis_command: Sequence[str],
+    listeners: Listeners,
     *,
-    family: socket.AddressFamily,
-    host: str,
-    port: int,
     state_dir: Path,
     env: Mapping[str, str],
 ) -> subprocess.Popen[bytes]:
-    """Bind the pair, start the resident holding it, and keep no copy here."""
-    udp, tcp = bind_dns_pair(family, host, port)
-    with contextlib.closing(udp), contextlib.closing(tcp):
-        argv = resident_argv(valis_command, udp.fileno(), tcp.fileno(), port, state_dir)
-        # pass_fds clears close-on-exec on exactly these two descriptors in the child.
-        return subprocess.Popen(argv, pass_fds=(udp.fileno(), tcp.fileno()), env=dict(env))
+    """Start the resident holding ``listeners``, then close this process's copies."""
+    try:
+        owner_fd = None if listeners.owner is None else listeners.owner.fileno()
+        argv = resident_argv(
+            valis_command, listeners.udp.fileno(), listeners.tcp.fileno(), listeners.port,
+            state_dir, owner_fd=owner_fd,
+        )
+        # pass_fds clears close-on-exec on exactly these descriptors in the child.
+        fds = tuple(sock.fileno() for sock in listeners.sockets())
+        return subprocess.Popen(argv, pass_fds=fds, env=dict(env))
+    finally:
+        listeners.close()
