@@ -41,12 +41,13 @@ _PLAIN_LINE = re.compile(r"[\t\x20\x21\x23-\x27\x2a-\x5b\x5d-\x7e]*")
 
 
 class MasterFileError(ValueError):
-    """A master file that does not parse; ``where`` is the line it stopped at."""
+    """A master file that does not parse; ``line`` is where the faulty entry starts."""
 
-    def __init__(self, where: str, reason: str) -> None:
-        self.where = where
+    def __init__(self, line: int, reason: str) -> None:
+        self.line = line
+        self.where = f"line {line}"
         self.reason = reason
-        super().__init__(f"{where}: {reason}")
+        super().__init__(f"{self.where}: {reason}")
 
 
 class _State:
@@ -94,18 +95,31 @@ class _State:
         self.default_ttl_from_soa = reader.default_ttl_from_soa
 
 
-def read_master(text: str, origin: dns.name.Name | None, emit: Emit) -> None:
+def read_master(
+    text: str,
+    origin: dns.name.Name | None,
+    emit: Emit,
+    *,
+    problems: list[MasterFileError] | None = None,
+    positions: list[int] | None = None,
+) -> None:
     """Feed every record of ``text`` to ``emit``; raise ``MasterFileError`` if it does
-    not parse. ``origin`` resolves relative names until a ``$ORIGIN`` line changes it."""
+    not parse. ``origin`` resolves relative names until a ``$ORIGIN`` line changes it.
+
+    With ``problems``, every faulty entry is appended there and reading goes on after
+    it (a checker reports all of them in one run); with ``positions``, the line of each
+    emitted record is appended there, in emitting order."""
     state = _State(origin)
     pending: list[str] = []  # consecutive lines for dnspython, read in one go
     first = 0
     depth = 0
+    opened = 0  # the line whose parenthesis the pending lines have left open
+    number = 0
     for number, raw in enumerate(text.split("\n"), 1):
         line = raw[:-1] if raw.endswith("\r") else raw
         plain = not line.startswith("$") and _PLAIN_LINE.fullmatch(line) is not None
         if pending and plain and depth <= 0:
-            _read_with_dnspython(pending, first, state, emit)
+            _read_with_dnspython(pending, first, state, emit, problems, positions)
             pending.clear()
             depth = 0
         if not pending:
@@ -113,17 +127,52 @@ def read_master(text: str, origin: dns.name.Name | None, emit: Emit) -> None:
             if record is not None:
                 if record:
                     emit(*record)
+                    if positions is not None:
+                        positions.append(number)
                 continue
             first = number
         pending.append(line)
+        if depth <= 0:
+            opened = number
         depth += _parenthesis_depth(line)
-    if pending:
-        _read_with_dnspython(pending, first, state, emit)
+    if pending and depth > 0:
+        _unclosed(pending, first, opened, state, emit, problems, positions)
+    elif pending:
+        _read_with_dnspython(pending, first, state, emit, problems, positions)
 
 
-def _plain_line(
-    line: str, state: _State
-) -> tuple[()] | tuple[bytes, int, int, bytes] | None:
+def _unclosed(  # noqa: PLR0917 - read_master's reading state, handed on
+    pending: list[str],
+    first: int,
+    opened: int,
+    state: _State,
+    emit: Emit,
+    problems: list[MasterFileError] | None,
+    positions: list[int] | None,
+) -> None:
+    """The file ended inside parentheses: read what came before the opening line, then
+    name the line that opened them (dnspython would only name the end of the file)."""
+    before = opened - first
+    if before:
+        _read_with_dnspython(pending[:before], first, state, emit, problems, positions)
+    error = MasterFileError(
+        opened,
+        "a parenthesis opened on this line is never closed; close it with ')' after the "
+        "record's last field",
+    )
+    if problems is None:
+        raise error
+    problems.append(error)
+    # Carry on at the next line that starts an entry of its own (an owner in column 1).
+    for offset, line in enumerate(pending[before + 1 :], opened + 1):
+        if line[:1] not in ("", " ", "\t", ";"):
+            _read_with_dnspython(
+                pending[offset - first :], offset, state, emit, problems, positions
+            )
+            return
+
+
+def _plain_line(line: str, state: _State) -> tuple[()] | tuple[bytes, int, int, bytes] | None:
     """A plain-looking line's record, ``()`` for a line with nothing on it, or ``None``
     when the line needs dnspython after all. State changes only when a record is
     returned."""
@@ -231,36 +280,110 @@ def _parenthesis_depth(line: str) -> int:
     return depth
 
 
-def _read_with_dnspython(lines: list[str], first: int, state: _State, emit: Emit) -> None:
-    """Read some lines with dnspython's reader, starting from and updating ``state``."""
+def _read_with_dnspython(  # noqa: PLR0917 - read_master's reading state
+    lines: list[str],
+    first: int,
+    state: _State,
+    emit: Emit,
+    problems: list[MasterFileError] | None = None,
+    positions: list[int] | None = None,
+) -> None:
+    """Read some lines with dnspython's reader, starting from and updating ``state``;
+    with ``problems``, note each faulty entry and go on after it."""
+    while lines:  # each pass consumes at least one line
+        tok = _EntryTokenizer("\n".join(lines) + "\n", "<zone>")
 
-    def forward(name: dns.name.Name, ttl: int, rdata: dns.rdata.Rdata) -> None:
-        data = rdata.to_wire()
-        assert data is not None  # no file given, so dnspython returns the bytes
-        emit(wire.name_wire(name), int(rdata.rdtype), ttl, data)
+        def forward(name: dns.name.Name, ttl: int, rdata: dns.rdata.Rdata) -> None:
+            data = rdata.to_wire()
+            assert data is not None  # no file given, so dnspython returns the bytes
+            emit(wire.name_wire(name), int(rdata.rdtype), ttl, data)
+            if positions is not None:
+                positions.append(first + tok.entry_line - 1)  # noqa: B023 - called at once
 
-    tok = _EntryTokenizer("\n".join(lines) + "\n", "<zone>")
-    reader = dns.zonefile.Reader(
-        tok,
-        dns.rdataclass.IN,
-        _StreamTransaction(_StreamManager(state.origin), forward),
-        allow_include=False,
-        allow_directives={"$ORIGIN", "$TTL", "$GENERATE"},
-    )
-    # The reader silently skips records outside its zone; claim the whole tree instead
-    # (relative names still use the origin), so that the index refuses them by name.
-    reader.zone_origin = dns.name.root
-    state.give(reader)
+        reader = dns.zonefile.Reader(
+            tok,
+            dns.rdataclass.IN,
+            _StreamTransaction(_StreamManager(state.origin), forward),
+            allow_include=False,
+            allow_directives={"$ORIGIN", "$TTL", "$GENERATE"},
+        )
+        # The reader silently skips records outside its zone; claim the whole tree
+        # instead (relative names still use the origin), so the index refuses them by name.
+        reader.zone_origin = dns.name.root
+        state.give(reader)
+        try:
+            reader.read()
+        except (dns.exception.DNSException, ValueError) as exc:
+            entry = tok.entry_line
+            error = MasterFileError(first + entry - 1, _explain(lines[entry - 1], exc))
+            if problems is None:
+                raise error from None
+            problems.append(error)
+            state.take(reader)
+            resume = max(tok.line_number, _entry_end(lines, entry) + 1)
+            lines = lines[resume - 1 :]
+            first += resume - 1
+            continue
+        state.take(reader)
+        return
+
+
+def _entry_end(lines: list[str], entry: int) -> int:
+    """The last line (1-based) of the entry starting on line ``entry``: where the
+    parentheses it opens close, or the file's end if they never do."""
+    depth = 0
+    for number in range(entry, len(lines) + 1):
+        depth += _parenthesis_depth(lines[number - 1])
+        if depth <= 0:
+            return number
+    return len(lines)
+
+
+_ADDRESS_TYPES = {"A": "IPv4", "AAAA": "IPv6"}
+
+
+def _explain(line: str, exc: Exception) -> str:
+    """An operator's reading of dnspython's complaint about the entry starting ``line``:
+    name the field that is wrong rather than what the tokenizer expected next."""
+    detail = str(exc) or type(exc).__name__
+    if detail.startswith("<zone>:"):
+        detail = detail.split(": ", 1)[-1]
+    if "$INCLUDE" in detail:
+        return detail + "; $INCLUDE is not supported, paste the included records in instead"
+    tokens = line.split(";", 1)[0].split()
+    unknown = re.fullmatch(r"unknown rdatatype '(.*)'", detail)
+    if unknown and unknown.group(1)[:1].isdigit():
+        ttl = unknown.group(1)
+        if ttl.isdigit():
+            return f"TTL {ttl} is larger than {_MAX_TTL} (RFC 2181)"
+        return f"bad TTL {ttl!r}: write seconds (3600) or units (1h, 30m, 1d)"
+    if unknown:
+        return f"unknown record type {unknown.group(1)!r}"
+    upper = [token.upper() for token in tokens]
+    for rtype, family in _ADDRESS_TYPES.items():
+        if rtype in upper[:4] and upper.index(rtype) + 1 < len(tokens):
+            address = tokens[upper.index(rtype) + 1]
+            return _bad_address(rtype, family, address) or detail
+    return detail
+
+
+def _bad_address(rtype: str, family: str, address: str) -> str | None:
     try:
-        reader.read()
-    except (dns.exception.DNSException, ValueError) as exc:
-        detail = str(exc) or type(exc).__name__
-        if detail.startswith("<zone>:"):
-            detail = detail.split(": ", 1)[-1]
-        if "$INCLUDE" in detail:
-            detail += "; $INCLUDE is not supported, paste the included records in instead"
-        raise MasterFileError(f"line {first + tok.entry_line - 1}", detail) from None
-    state.take(reader)
+        (dns.ipv4 if rtype == "A" else dns.ipv6).inet_aton(address)
+    except (dns.exception.DNSException, ValueError):
+        pass
+    else:
+        return None
+    parts = address.split(".")
+    if rtype == "A" and len(parts) == 4 and all(p.isdigit() for p in parts):
+        high = next(p for p in parts if int(p) > 255) if any(int(p) > 255 for p in parts) else ""
+        if high:
+            return f"A address {address} is out of range: {high} is more than 255"
+    if rtype == "AAAA" and ":" not in address and len(parts) == 4:
+        return f"AAAA address {address} is an IPv4 address; put it in an A record"
+    if rtype == "A" and ":" in address:
+        return f"A address {address} is an IPv6 address; put it in an AAAA record"
+    return f"{rtype} address {address!r} is not an {family} address"
 
 
 class _EntryTokenizer(dns.tokenizer.Tokenizer):
