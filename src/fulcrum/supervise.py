@@ -1,7 +1,9 @@
 """Run the resident as fulcrum's child and stay with it until it exits.
 
 SIGTERM and SIGINT sent to fulcrum are forwarded to the resident (the first one starts
-the stop bound; later ones are forwarded too). A resident still running when the bound
+the stop bound; later ones are forwarded too). SIGHUP (the unit's ``ExecReload=``) is
+passed through to the resident as a reload, never a stop; one that arrives before the
+resident runs is dropped (logged by nobody: there is nothing yet to reload). A resident still running when the bound
 runs out is killed. A resident that exits on its own is a crash as far as fulcrum is
 concerned and is reported with its status. Either way fulcrum's caller gets a
 ``ResidentExit`` and tears the unit down.
@@ -22,6 +24,7 @@ import attrs
 import trio
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
+RELOAD_SIGNAL = signal.SIGHUP
 #: How long fulcrum waits for the resident to die after SIGKILL before giving up on it.
 REAP_TIMEOUT = 10.0
 
@@ -69,11 +72,11 @@ class StopLatch:
         self._previous: dict[signal.Signals, object] = {}
 
     def _catch(self, signum: int, _frame: FrameType | None) -> None:
-        if self.received is None:
+        if self.received is None and signum != RELOAD_SIGNAL:
             self.received = signum
 
     def __enter__(self) -> StopLatch:
-        for signum in STOP_SIGNALS:
+        for signum in (*STOP_SIGNALS, RELOAD_SIGNAL):
             self._previous[signum] = signal.signal(signum, self._catch)
         return self
 
@@ -116,7 +119,7 @@ async def _supervise(
     latch: StopLatch,
     on_spawn: Callable[[int], None],
 ) -> ResidentExit | None:
-    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+    with trio.open_signal_receiver(*STOP_SIGNALS, RELOAD_SIGNAL) as signals:
         if latch.received is not None:
             return None
         process = await trio.lowlevel.open_process(
@@ -144,6 +147,8 @@ async def _relay(
         async for signum in signals:
             if process.returncode is None:
                 process.send_signal(signum)
+            if signum == RELOAD_SIGNAL:
+                continue
             if stop.signal is None:
                 stop.signal = signum
                 nursery.start_soon(_kill_after, process, stop, stop_timeout, give_up)

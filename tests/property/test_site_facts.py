@@ -300,7 +300,12 @@ def test_served_zones_splits_the_comma_list_in_order() -> None:
 
 
 def test_optional_keys_may_be_given_or_left_out() -> None:
-    full = {**EXAMPLE, "VALIS_SERVED_DOMAIN": "example.org", "VALIS_LOG_LEVEL": "info"}
+    full = {
+        **EXAMPLE,
+        "VALIS_SERVED_DOMAIN": "example.org",
+        "VALIS_LOG_LEVEL": "info",
+        "VALIS_LOG_FORMAT": "json",
+    }
     assert set(full) == REQUIRED_KEYS | OPTIONAL_KEYS
     assert parse_site_facts(render_site_facts(full)) == full
     assert parse_site_facts(render_site_facts(EXAMPLE)) == EXAMPLE

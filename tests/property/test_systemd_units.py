@@ -89,3 +89,11 @@ def test_no_unit_carries_a_development_listener(path: Path) -> None:
     text = path.read_text()
     assert DEVELOPMENT_LISTENER_KEY not in text
     assert "REPL" not in text.upper()
+
+
+def test_reload_sends_sighup_to_fulcrum_with_the_privilege_to_signal_it(unit: dict) -> None:
+    exec_reload = only(unit, "Service", "ExecReload")
+    assert exec_reload.startswith("+"), "the run account cannot signal the root fulcrum"
+    argv = shlex.split(exec_reload[1:])
+    assert Path(argv[0]).name == "kill"
+    assert argv[1:] == ["-HUP", "$MAINPID"]

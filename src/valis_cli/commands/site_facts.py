@@ -1,4 +1,12 @@
-"""``valis site-facts render``: a node's first-boot environment file from its rows."""
+"""``valis site-facts``: a node's site facts in operator state, and in its store.
+
+``render`` writes a node's first-boot environment file from its rows. ``set`` changes
+rows and, given the node's ``--state-dir``, its configuration store with them: the store
+is checked complete and written (atomically) inside the rows' transaction, so a refused
+change leaves both as they were. The running node applies it on a reload
+(``systemctl reload fulcrum-valis``, i.e. SIGHUP); a new served zone is served only once
+the node has proved it servable. ``show`` prints the rows (and the store, when given).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from valis_cli.operator_dsn import add_dsn_arguments, operator_dsn
+from valis_core.errors import ValisError
+
+
+class SiteFactsArgumentError(ValisError):
+    """A ``KEY=VALUE`` argument that is not one."""
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
-    parser = subparsers.add_parser("site-facts", help="a node's first-boot environment file")
+    parser = subparsers.add_parser("site-facts", help="a node's site facts: render, set, show")
     actions = parser.add_subparsers(dest="site_facts_command", metavar="ACTION", required=True)
     render = actions.add_parser(
         "render",
@@ -25,6 +38,43 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     render.add_argument("--out", required=True, type=Path, help="the file to write")
     render.set_defaults(handler=_render)
 
+    set_ = actions.add_parser(
+        "set",
+        help="change a node's site facts (rows, and its store with --state-dir)",
+        description=(
+            "Store KEY=VALUE facts for NODE in operator state and, with --state-dir, in the "
+            "node's configuration store, in one step: a refused change leaves both as they "
+            "were. Then reload the node (systemctl reload fulcrum-valis) to apply it; e.g. "
+            "VALIS_SERVED_ZONES=example.org.,example.net. adds a served zone."
+        ),
+    )
+    add_dsn_arguments(set_)
+    set_.add_argument("node", help="the node's name")
+    set_.add_argument("facts", nargs="+", metavar="KEY=VALUE", help="the facts to store")
+    set_.add_argument("--state-dir", type=Path, default=None,
+                      help="the node's state directory: also update its configuration store")
+    set_.set_defaults(handler=_set)
+
+    show = actions.add_parser("show", help="print a node's site facts")
+    add_dsn_arguments(show)
+    show.add_argument("node", help="the node's name")
+    show.add_argument("--state-dir", type=Path, default=None,
+                      help="also print the node's configuration store, marking differences")
+    show.set_defaults(handler=_show)
+
+
+def parse_assignments(items: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` arguments as facts; a key given twice or without ``=`` is refused."""
+    facts: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SiteFactsArgumentError(f"site-facts set: expected KEY=VALUE, got {item!r}")
+        if key in facts:
+            raise SiteFactsArgumentError(f"site-facts set: {key} is given twice")
+        facts[key] = value
+    return facts
+
 
 def _render(args: argparse.Namespace) -> int:
     from valis_core.operator_state.connection import connect
@@ -33,4 +83,56 @@ def _render(args: argparse.Namespace) -> int:
     with connect(operator_dsn(args), require_schema=True) as conn:
         render_node_site_facts(conn, args.node, args.out)
     print(f"wrote site facts for node {args.node} to {args.out}")
+    return 0
+
+
+def _set(args: argparse.Namespace) -> int:
+    from valis_core.operator_state.connection import connect
+    from valis_core.operator_state.site_facts import check_site_facts
+    from valis_core.operator_state.site_facts_rows import set_site_facts
+    from valis_core.resident.config_store import read_config_store, write_config_store
+
+    changes = parse_assignments(args.facts)
+    store_facts: dict[str, str] | None = None
+    if args.state_dir is not None:
+        store_facts = {**read_config_store(args.state_dir).facts, **changes}
+        if store_facts.get("VALIS_NODE_NAME") != args.node:
+            raise SiteFactsArgumentError(
+                f"site-facts set: {args.state_dir} is node "
+                f"{store_facts.get('VALIS_NODE_NAME')!r}'s store, not {args.node!r}"
+            )
+        check_site_facts(store_facts)
+    with connect(operator_dsn(args), require_schema=True) as conn, conn.transaction():
+        set_site_facts(conn, args.node, changes)
+        if store_facts is not None:
+            # Inside the rows' transaction: a store that cannot be written rolls them back.
+            path = write_config_store(args.state_dir, store_facts)
+    shown = ", ".join(sorted(changes))
+    print(f"stored {shown} for node {args.node}")
+    if store_facts is not None:
+        print(f"updated the configuration store {path}; apply it with "
+              "`systemctl reload fulcrum-valis` (SIGHUP to the resident)")
+    else:
+        print("the node's store is unchanged (no --state-dir); run this on the node with "
+              "--state-dir to change what it runs with")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from valis_core.operator_state.connection import connect
+    from valis_core.operator_state.site_facts_rows import read_site_facts
+    from valis_core.resident.config_store import read_config_store
+
+    with connect(operator_dsn(args), require_schema=True) as conn:
+        rows = read_site_facts(conn, args.node)
+    store = None if args.state_dir is None else dict(read_config_store(args.state_dir).facts)
+    if not rows and store is None:
+        print(f"node {args.node} has no site facts in operator state")
+        return 1
+    for key in sorted(rows.keys() | (store or {}).keys()):
+        row = rows.get(key)
+        line = f"{key}={row if row is not None else '(no row)'}"
+        if store is not None and store.get(key) != row:
+            line += f"  [store: {store.get(key, '(absent)')}]"
+        print(line)
     return 0

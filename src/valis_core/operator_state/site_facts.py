@@ -32,11 +32,14 @@ from valis_core.errors import ValisError
 REQUIRED_KEYS: frozenset[str] = frozenset(
     {"VALIS_NODE_NAME", "VALIS_LOCATION", "VALIS_OPERATOR_STATE_DSN", "VALIS_SERVED_ZONES"}
 )
-OPTIONAL_KEYS: frozenset[str] = frozenset({"VALIS_SERVED_DOMAIN", "VALIS_LOG_LEVEL"})
+OPTIONAL_KEYS: frozenset[str] = frozenset(
+    {"VALIS_SERVED_DOMAIN", "VALIS_LOG_LEVEL", "VALIS_LOG_FORMAT"}
+)
 KNOWN_KEYS: frozenset[str] = REQUIRED_KEYS | OPTIONAL_KEYS
 
 DEVELOPMENT_LISTENER_KEY = "VALIS_REPL_PORT"
 LOG_LEVELS: frozenset[str] = frozenset({"debug", "info", "warning", "error", "critical"})
+LOG_FORMATS: frozenset[str] = frozenset({"text", "json"})
 SITE_FACTS_MODE = 0o640
 
 HEADER = "# valis site facts: the node's first-boot seed. Rendered; do not edit by hand."
@@ -83,10 +86,11 @@ def check_site_facts(facts: Mapping[str, str]) -> None:
         _check_value(key, facts[key])
 
 
-def render_site_facts(facts: Mapping[str, str]) -> str:
-    """Render a complete set of site facts as a systemd environment file."""
+def render_site_facts(facts: Mapping[str, str], header: str = HEADER) -> str:
+    """Render a complete set of site facts as a systemd environment file under the
+    comment ``header`` (the seed's, or the configuration store's)."""
     check_site_facts(facts)
-    lines = [HEADER]
+    lines = [header]
     lines.extend(f"{key}={_quote(facts[key])}" for key in sorted(facts))
     return "\n".join(lines) + "\n"
 
@@ -149,6 +153,11 @@ def _check_value(key: str, value: str) -> None:
         raise SiteFactsError(
             f"site facts: VALIS_LOG_LEVEL {value!r} is not one of "
             f"{', '.join(sorted(LOG_LEVELS))}"
+        )
+    if key == "VALIS_LOG_FORMAT" and value not in LOG_FORMATS:
+        raise SiteFactsError(
+            f"site facts: VALIS_LOG_FORMAT {value!r} is not one of "
+            f"{', '.join(sorted(LOG_FORMATS))}"
         )
 
 

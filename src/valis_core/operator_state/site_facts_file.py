@@ -8,15 +8,18 @@ from pathlib import Path
 
 from valis_core.atomic import write_atomic
 from valis_core.operator_state.site_facts import (
+    HEADER,
     SITE_FACTS_MODE,
     SiteFactsError,
     render_site_facts,
 )
 
 
-def write_site_facts(path: Path, facts: Mapping[str, str], *, mode: int = SITE_FACTS_MODE) -> None:
+def write_site_facts(
+    path: Path, facts: Mapping[str, str], *, mode: int = SITE_FACTS_MODE, header: str = HEADER
+) -> None:
     """Render ``facts`` and write them to ``path`` atomically; refuse before touching disk."""
-    data = render_site_facts(facts).encode("utf-8")
+    data = render_site_facts(facts, header).encode("utf-8")
     try:
         write_atomic(path, data, mode=mode)
     except OSError as exc:

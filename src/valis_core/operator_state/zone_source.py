@@ -226,13 +226,14 @@ class PgZoneSource:
                     delay = backoff_delay(
                         failures, self._initial_backoff, self._max_backoff, self._draw()
                     )
-                    log.warning(
-                        "zone source: operator-state connection %s (%s); serving the last "
-                        "good index, reconnecting in %.2fs",
-                        "lost" if failures == 0 else "still unavailable",
-                        _one_line(exc),
-                        delay,
-                    )
+                    if failures == 0:
+                        log.warning(
+                            "zone source: operator-state connection lost (%s); serving the "
+                            "last good index, reconnecting in %.2fs", _one_line(exc), delay,
+                        )
+                    else:
+                        log.info("zone source: reconnect attempt %d failed; next in %.2fs",
+                                 failures, delay)
                     self.close()
                     failures += 1
                     self.stats.reconnects += 1

@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import signal
-import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -42,10 +41,12 @@ from valis_core.identity.custody import keyfile_path, load_or_create_keyfile, pu
 from valis_core.identity.instance import holder_name, instance_token
 from valis_core.launch import LaunchRecord, parse_launch_argv
 from valis_core.resident.adopt import adopted_dns_reachability
-from valis_core.resident.config_store import ConfigStore, open_config_store
+from valis_core.resident.config_store import HOW_TO_CHANGE, ConfigStore, open_config_store
 from valis_core.resident.descriptors import AdoptedSockets, adopt_descriptors
 from valis_core.resident.fence_watch import FenceWatch
+from valis_core.resident.log_format import configure_logging, log_format_argument
 from valis_core.resident.modules import ModuleContext, load_modules
+from valis_core.resident.reload import Reloader, ZoneFollower
 from valis_core.resident.sd_notify import Notifier
 from valis_core.resident.state_dir import check_state_dir, resolve_state_dir
 from valis_core.store.head import materialise_genesis
@@ -67,7 +68,6 @@ log = logging.getLogger("valis.resident")
 STOP_BOUND = 5.0
 #: Seconds a module gets to drain before it is cancelled.
 DRAIN_BOUND = 10.0
-LOG_FORMAT = "valis resident: %(message)s"
 
 _Service = Callable[..., Awaitable[Any]]
 
@@ -200,16 +200,6 @@ class _StopRequest:
                 log.info("already stopping; %s ignored", signal.Signals(signum).name)
 
 
-def configure_logging(level: str = "info") -> None:
-    root = logging.getLogger()
-    if not any(getattr(h, "_valis_resident", False) for h in root.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(LOG_FORMAT))
-        handler._valis_resident = True  # type: ignore[attr-defined]
-        root.addHandler(handler)
-    root.setLevel(level.upper())
-
-
 def run_resident(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
     """``valis --resident``: bring up, serve until signalled, tear down; the exit status.
 
@@ -230,7 +220,10 @@ def run_resident(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
 
 async def _resident(argv: tuple[str, ...], environ: dict[str, str], notifier: Notifier) -> None:
     stop = _StopRequest()
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with (
+        trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals,
+        trio.open_signal_receiver(signal.SIGHUP) as hangups,
+    ):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(stop.watch, signals)
             try:
@@ -245,6 +238,7 @@ async def _resident(argv: tuple[str, ...], environ: dict[str, str], notifier: No
                         text = ready_text(boot)
                         notifier.ready(text)
                         log.info("ready: %s", text)
+                        nursery.start_soon(reloader(boot).watch, hangups)
                         await stop.event.wait()
                     notifier.stopping(f"stopping on {stop.signal_name}")
                     log.info("stopping on %s: %s", stop.signal_name, teardown_order())
@@ -284,6 +278,7 @@ class Boot:
     owner_key: str = ""
     watch: FenceWatch | None = None
     source: PgZoneSource | None = None
+    follower: ZoneFollower | None = None
     holder: IndexHolder | None = None
     stats: ServeStats | None = None
     views: NodeViews | None = None
@@ -331,7 +326,7 @@ async def _privilege(boot: Boot) -> Boot:
             "the resident refuses to run as root (euid 0); the launcher drops to the run "
             "account (setpriv) before it execs valis",
         )
-    configure_logging()
+    configure_logging("info", log_format_argument(boot.argv) or "text", boot.environ)
     return boot
 
 
@@ -374,7 +369,7 @@ async def _config_store(boot: Boot) -> Boot:
     state_dir = resolve_state_dir(boot.argv, boot.environ)
     check_state_dir(state_dir)
     config = open_config_store(state_dir, boot.environ)
-    configure_logging(config.log_level)
+    _log_as(boot, config.log_level, config.log_format)
     _report_config(config)
     return attrs.evolve(boot, state_dir=state_dir, config=config)
 
@@ -433,11 +428,12 @@ async def _zone_index(boot: Boot) -> Boot:
         holder.current.record_count, source.stats.last_load_seconds,
     )
 
-    async def follow(task_status: trio.TaskStatus[None]) -> None:
-        await source.run(holder, task_status=task_status)
-
-    await boot.services.start("zone source", _fence_final(follow))
-    return attrs.evolve(boot, source=source, holder=holder, stats=ServeStats())
+    follower = ZoneFollower(source, holder)
+    boot.services.stack.callback(follower.close)
+    await boot.services.start("zone source", _fence_final(follower.run))
+    return attrs.evolve(
+        boot, source=source, follower=follower, holder=holder, stats=ServeStats()
+    )
 
 
 async def _fabric(boot: Boot) -> Boot:
@@ -457,6 +453,7 @@ async def _fabric(boot: Boot) -> Boot:
         zone_stats=source.stats,
         fence_generation=lambda: watch.fence_generation,
         heartbeats=lambda: watch.beats,
+        failed_heartbeats=lambda: watch.failed_beats,
         dns_udp=pair.dns_udp.address,
         dns_tcp=pair.dns_tcp.address,
         dns_reachability=boot.reachability,
@@ -650,14 +647,35 @@ def ready_text(boot: Boot) -> str:
     return text
 
 
+def _log_as(boot: Boot, level: str, fmt: str) -> None:
+    """Log at ``level`` in ``fmt``, unless ``--log-format`` on the argv chose the format."""
+    configure_logging(level, log_format_argument(boot.argv) or fmt, boot.environ)
+
+
 def _report_config(config: ConfigStore) -> None:
     if config.first_boot:
         log.info("config store: first boot; site facts copied into %s", config.path)
     for key in config.ignored:
         log.info(
-            "config store: %s in the environment differs from the store; the store counts "
-            "(edit %s to change it)", key, config.path,
+            "config store: %s in the environment differs from the store %s; the store "
+            "counts (%s)", key, config.path, HOW_TO_CHANGE,
         )
+
+
+def reloader(boot: Boot) -> Reloader:
+    """What SIGHUP reloads in the node ``boot`` brought up (see ``reload``); a SIGHUP
+    that arrives during bring-up waits in the receiver until this is watching."""
+    from valis_core.operator_state.zone_source import PgZoneSource
+
+    return Reloader(
+        state_dir=need(boot.state_dir),
+        config=need(boot.config),
+        follower=need(boot.follower),
+        views=need(boot.views),
+        standing=need(boot.watch).standing,
+        configure_logging=partial(_log_as, boot),
+        make_source=PgZoneSource.from_dsn,
+    )
 
 
 def _close_listeners(adopted: AdoptedSockets) -> None:

@@ -9,11 +9,15 @@ operator who edits the unit's environment learns why nothing changed) but never 
 The development listener (``VALIS_REPL_PORT``) is never copied.
 
 The store's format is the site-facts environment file itself, so it is written and read
-by the same render/parse pair as the first-boot file (one quoting, one validation).
+by the same render/parse pair as the first-boot file (one quoting, one validation). Its
+header comment and the resident's log line say the same thing (``HOW_TO_CHANGE``): the
+store is changed with ``valis site-facts set``, which updates the operator-state rows and
+the store together, and a reload (SIGHUP) applies it to the running node.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -30,6 +34,12 @@ from valis_core.operator_state.site_facts import (
 from valis_core.operator_state.site_facts_file import write_site_facts
 from valis_core.state_layout import CONFIG_FILE, config_store_path
 
+#: How an operator changes the store: its header says it and the resident logs it.
+HOW_TO_CHANGE = (
+    "change it with `valis site-facts set NODE KEY=VALUE... --state-dir DIR`, then "
+    "`systemctl reload fulcrum-valis` (SIGHUP)"
+)
+STORE_HEADER = f"# valis configuration store: the node's site facts; {HOW_TO_CHANGE}."
 STORE_FILE = CONFIG_FILE
 STORE_MODE = 0o600
 DIR_MODE = 0o700
@@ -70,6 +80,10 @@ class ConfigStore:
     def log_level(self) -> str:
         return self.facts.get("VALIS_LOG_LEVEL", "info")
 
+    @property
+    def log_format(self) -> str:
+        return self.facts.get("VALIS_LOG_FORMAT", "text")
+
 
 def store_path(state_dir: Path) -> Path:
     return config_store_path(state_dir)
@@ -84,6 +98,28 @@ def differing_keys(stored: Mapping[str, str], environ: Mapping[str, str]) -> tup
     """Site-facts keys whose environment value is present and not the stored one."""
     offered = facts_from_environment(environ)
     return tuple(key for key, value in offered.items() if stored.get(key) != value)
+
+
+def write_config_store(state_dir: Path, facts: Mapping[str, str]) -> Path:
+    """Replace the store with ``facts`` (a complete set) atomically; the store's path.
+
+    Written by root (the operator), the new file is handed to the owner of the store's
+    directory (the run account), or the resident could no longer read it."""
+    path = store_path(state_dir)
+    write_site_facts(path, facts, mode=STORE_MODE, header=STORE_HEADER)
+    if os.geteuid() == 0:
+        owner = path.parent.stat()
+        os.chown(path, owner.st_uid, owner.st_gid)
+    return path
+
+
+def read_config_store(state_dir: Path) -> ConfigStore:
+    """The store as it is now (a reload's read); refuses a missing or damaged one."""
+    path = store_path(state_dir)
+    if not path.exists():
+        raise SiteFactsError(f"configuration store {path} is missing; restore it from the "
+                             "backup set")
+    return open_config_store(state_dir, {})
 
 
 def open_config_store(state_dir: Path, environ: Mapping[str, str]) -> ConfigStore:
@@ -121,5 +157,5 @@ def _first_boot(path: Path, environ: Mapping[str, str]) -> ConfigStore:
         raise SiteFactsError(
             f"cannot create the configuration store {path.parent}: {exc.strerror or exc}"
         ) from exc
-    write_site_facts(path, facts, mode=STORE_MODE)
+    write_site_facts(path, facts, mode=STORE_MODE, header=STORE_HEADER)
     return ConfigStore(path=path, facts=facts, first_boot=True)

@@ -97,6 +97,8 @@ class FenceWatch:
         self.started_at = datetime.now(UTC)
         self.fence: FenceState | None = None
         self.beats = 0
+        #: heartbeats that did not reach the database, since boot
+        self.failed_beats = 0
         #: whether the last heartbeat reached the database, and since when (UNIX time)
         self.connected = False
         self.connected_since: float | None = None
@@ -160,18 +162,26 @@ class FenceWatch:
                 raise
             except (psycopg.Error, OperatorStateError) as exc:
                 failed += 1
+                self.failed_beats += 1
                 self._reached(False)
-                log.warning(
-                    "fence: heartbeat failed (%s); retrying in %.1fs on a new connection",
-                    " ".join(str(exc).split()),
-                    self.interval,
-                )
+                if failed == 1:
+                    log.warning(
+                        "operator state: database unreachable, heartbeat failed (%s); "
+                        "serving the last good snapshot, retrying every %.1fs",
+                        " ".join(str(exc).split()), self.interval,
+                    )
+                else:
+                    log.info("fence: heartbeat retry %d failed; next in %.1fs", failed - 1,
+                             self.interval)
                 self.close()
             else:
+                was_down = self.connected_since
                 self._reached(True)
                 if failed:
-                    log.info("fence: heartbeat resumed after %d failed beat(s); the fence "
-                             "is still this instance's", failed)
+                    down = time.time() - was_down if was_down is not None else 0.0
+                    log.info("operator state: database reachable again after %d failed "
+                             "heartbeat(s) (%.0fs); the fence is still this instance's",
+                             failed, down)
                     failed = 0
 
     def _reached(self, connected: bool) -> None:

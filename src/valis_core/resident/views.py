@@ -71,6 +71,15 @@ def public_soa(holder: IndexHolder, zone: str) -> SoaView:
     )
 
 
+def serving_last_good(since: float | None) -> str:
+    """What a node without its database serves, in the words /status and ``valis
+    status`` use."""
+    if since is None:
+        return "serving the last good snapshot"
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since))
+    return f"serving the last good snapshot since {stamp}"
+
+
 def _by_transport(counts: Mapping[str, int]) -> tuple[Sample, ...]:
     return tuple(
         Sample(value, (("transport", transport),)) for transport, value in sorted(counts.items())
@@ -92,6 +101,8 @@ class NodeViews:
     fence_generation: Callable[[], int | None]
     heartbeats: Callable[[], int]
     ready: bool = False
+    failed_heartbeats: Callable[[], int] | None = None
+    """Heartbeats that did not reach the database; None when not wired."""
     owner_updates: Callable[[], tuple[int, int]] | None = None
     """(applied, refused) by the owner terminus; set when the node serves one."""
     dns_udp: str = ""
@@ -130,11 +141,13 @@ class NodeViews:
         }
 
     def database_status(self) -> dict[str, Any] | None:
-        """Whether the operator-state session stands, and since when."""
+        """Whether the operator-state session stands, and since when; while it does not,
+        what is served (the last good snapshot) is said in words too."""
         if self.database is None:
             return None
         connected, since = self.database()
-        return {"connected": connected, "since": since}
+        serving = None if connected else serving_last_good(since)
+        return {"connected": connected, "since": since, "serving": serving}
 
     def dns_status(self) -> dict[str, Any]:
         """Where DNS is served and whether the outside can reach it (and why not)."""
@@ -151,7 +164,40 @@ class NodeViews:
         counts = self.serve_stats.snapshot()
         zone_stats = self.zone_stats
         fence = self.fence_generation()
-        return [*self._node_families(counts, zone_stats, fence), *self._owner_families()]
+        return [
+            *self._node_families(counts, zone_stats, fence),
+            *self._database_families(),
+            *self._owner_families(),
+        ]
+
+    def _database_families(self) -> list[Family]:
+        families = [
+            Family(
+                "valis_zone_serial",
+                "gauge",
+                "The SOA serial served for each zone (-1 when its apex SOA is not answered).",
+                tuple(
+                    Sample(-1 if view.serial is None else view.serial, (("zone", view.zone),))
+                    for view in (public_soa(self.holder, zone) for zone in self.zones)
+                ),
+            )
+        ]
+        if self.database is not None:
+            connected, _since = self.database()
+            families.append(Family(
+                "valis_database_up",
+                "gauge",
+                "1 while the operator-state database answers the heartbeat, else 0.",
+                (Sample(1 if connected else 0),),
+            ))
+        if self.failed_heartbeats is not None:
+            families.append(Family(
+                "valis_fence_heartbeats_failed_total",
+                "counter",
+                "Fenced heartbeats that did not reach the database.",
+                (Sample(self.failed_heartbeats()),),
+            ))
+        return families
 
     def _owner_families(self) -> list[Family]:
         if self.owner_updates is None:

@@ -1,0 +1,201 @@
+"""SIGHUP: the running resident re-reads its configuration store and applies what it can.
+
+What a reload applies (``plan_reload`` decides, from the store as it was and as it is):
+
+- ``VALIS_LOG_LEVEL`` and ``VALIS_LOG_FORMAT``: at once.
+- ``VALIS_SERVED_ZONES``: a new zone source for the new list is loaded in full first
+  (every zone present and indexable), and the public view must answer each new apex SOA
+  from that index; only then is it swapped in, in one assignment, and followed instead
+  of the old one. A zone that cannot be served refuses the whole change, logged, and the
+  node keeps serving what it served.
+- anything else (the node's name, location, DSN, served domain): logged as needing a
+  restart; the running node keeps its values.
+
+A reload never stops the node: a store that cannot be read, or a change that is refused,
+is one log line and nothing changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from valis_core.resident.config_store import ConfigStore, read_config_store
+
+if TYPE_CHECKING:
+    from valis_core.dns.snapshot import IndexHolder
+    from valis_core.dns.zone import ZoneIndex
+    from valis_core.fence import FenceState
+    from valis_core.operator_state.zone_source import PgZoneSource
+    from valis_core.resident.views import NodeViews
+
+log = logging.getLogger("valis.resident")
+
+_LIVE_KEYS = frozenset({"VALIS_LOG_LEVEL", "VALIS_LOG_FORMAT", "VALIS_SERVED_ZONES"})
+
+
+@attrs.frozen
+class ReloadPlan:
+    """What changed in the store: whether logging is reconfigured, the new served zones
+    (None when unchanged), and the keys that only a restart applies."""
+
+    logging: bool
+    zones: tuple[str, ...] | None
+    restart_keys: tuple[str, ...]
+
+    @property
+    def empty(self) -> bool:
+        return not self.logging and self.zones is None and not self.restart_keys
+
+
+def plan_reload(old: ConfigStore, new: ConfigStore) -> ReloadPlan:
+    changed = sorted(
+        key for key in old.facts.keys() | new.facts.keys()
+        if old.facts.get(key) != new.facts.get(key)
+    )
+    return ReloadPlan(
+        logging=old.log_level != new.log_level or old.log_format != new.log_format,
+        zones=new.served_zones if "VALIS_SERVED_ZONES" in changed else None,
+        restart_keys=tuple(key for key in changed if key not in _LIVE_KEYS),
+    )
+
+
+class ZoneFollower:
+    """The zone source the node follows into its ``holder``, replaceable while serving.
+
+    A replacement's index is swapped in by the follow task itself, after the old source
+    has unwound, so nothing the old source was still building can overwrite it."""
+
+    def __init__(self, source: PgZoneSource, holder: IndexHolder) -> None:
+        self.source = source
+        self.holder = holder
+        self._scope: trio.CancelScope | None = None
+        self._pending: tuple[PgZoneSource, ZoneIndex, trio.Event] | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Follow the current source; when it is replaced, follow the new one."""
+        status: trio.TaskStatus[None] | None = task_status
+        while True:
+            with trio.CancelScope() as self._scope:
+                if status is not None:
+                    await self.source.run(self.holder, task_status=status)
+                else:
+                    await self.source.run(self.holder)
+            status = None
+            pending, self._pending = self._pending, None
+            if pending is None:  # cancelled from outside: the node is stopping
+                return
+            self.source, index, swapped = pending
+            self.holder.swap(index)
+            swapped.set()
+
+    async def replace(self, source: PgZoneSource, index: ZoneIndex) -> None:
+        """Serve ``index`` and follow ``source`` (loaded) instead of the current source;
+        returns once the swap is made (the old source closed)."""
+        swapped = trio.Event()
+        self._pending = (source, index, swapped)
+        assert self._scope is not None, "replace before the follow task started"
+        self._scope.cancel()
+        await swapped.wait()
+
+    def close(self) -> None:
+        self.source.close()
+
+
+@attrs.define
+class Reloader:
+    """What a reload reads and changes in the running node."""
+
+    state_dir: Path
+    config: ConfigStore
+    follower: ZoneFollower
+    views: NodeViews
+    standing: FenceState
+    configure_logging: Callable[[str, str], None]
+    make_source: Callable[..., PgZoneSource]
+    reloads: int = 0
+    refused: int = 0
+
+    async def watch(self, signals: AsyncIterator[int]) -> None:
+        """Reload once per SIGHUP, one after another."""
+        async for _signum in signals:
+            await self.reload()
+
+    async def reload(self) -> bool:
+        """Re-read the store and apply it; True when everything it asked for applies."""
+        log.info("reload on SIGHUP: re-reading %s", self.config.path)
+        try:
+            new = read_config_store(self.state_dir)
+        except Exception as exc:
+            self.refused += 1
+            log.error("reload refused: %s; the node runs as it was", _one_line(exc))
+            return False
+        plan = plan_reload(self.config, new)
+        if plan.empty:
+            log.info("reload: the store is unchanged; nothing to apply")
+            self.reloads += 1
+            return True
+        applied = dict(self.config.facts)
+        if plan.logging:
+            self.configure_logging(new.log_level, new.log_format)
+            for key in ("VALIS_LOG_LEVEL", "VALIS_LOG_FORMAT"):
+                if key in new.facts:
+                    applied[key] = new.facts[key]
+                else:
+                    applied.pop(key, None)
+            log.info("reload: logging at %s as %s", new.log_level, new.log_format)
+        ok = True
+        if plan.zones is not None:
+            ok = await self._serve_zones(plan.zones)
+            if ok:
+                applied["VALIS_SERVED_ZONES"] = new.facts["VALIS_SERVED_ZONES"]
+        for key in plan.restart_keys:
+            log.warning("reload: %s changed in the store; it takes effect at the next "
+                        "restart (the node keeps its running value)", key)
+        self.config = attrs.evolve(self.config, facts=applied)
+        if ok:
+            self.reloads += 1
+        else:
+            self.refused += 1
+        return ok
+
+    async def _serve_zones(self, zones: tuple[str, ...]) -> bool:
+        from valis_core.dns.snapshot import IndexHolder
+        from valis_core.resident.views import public_soa
+
+        before = self.follower.source.zones
+        source = self.make_source(self.config.dsn, zones, standing=self.standing)
+        try:
+            index = await source.load()
+            trial = IndexHolder(index)
+            unanswered = [zone for zone in source.zones if not public_soa(trial, zone).answered]
+            if unanswered:
+                raise ValueError(
+                    f"the public view does not answer the apex SOA of {', '.join(unanswered)}"
+                )
+        except Exception as exc:
+            source.close()
+            log.error(
+                "reload: served zones %s refused (%s); still serving %s",
+                ",".join(zones), _one_line(exc), ", ".join(before),
+            )
+            return False
+        await self.follower.replace(source, index)
+        self.views.zones = source.zones
+        self.views.zone_stats = source.stats
+        added = [zone for zone in source.zones if zone not in before]
+        removed = [zone for zone in before if zone not in source.zones]
+        log.info(
+            "reload: now serving %s (added %s; removed %s)", ", ".join(source.zones),
+            ", ".join(added) or "none", ", ".join(removed) or "none",
+        )
+        return True
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
