@@ -24,9 +24,11 @@ bench: venv
 	./benchmarks/dns_qps
 
 # A whole node on this machine, without root: private PostgreSQL under your cache
-# directory, the example zone, a genesis state directory, the resident on 127.0.0.1:5353.
+# directory, the example zone, a genesis state directory, the resident answering DNS on
+# 127.0.0.1:$(PORT) and signed updates on $(PORT)+1. Not 5353: that is multicast DNS.
+PORT ?= 5300
 demo: venv
-	.venv/bin/valis demo --zone docs/examples/example.test.zone
+	.venv/bin/valis demo --zone docs/examples/example.test.zone --listen 127.0.0.1:$(PORT)
 
 # Ask the private dist at VALIS_DEP_DIST_URL to install its whole catalogue, as a node
 # would; the refusal list is written to build/dep-dist/refusals.txt. No default URL: a
