@@ -255,20 +255,22 @@ def _settle_config_store(state_dir: Path, facts: Mapping[str, str]) -> None:
     node whose zone list is whatever this run names, so it rewrites its store when the
     list (or the database's address) changed.
     """
-    from valis_core.operator_state.site_facts import SiteFactsError, parse_site_facts
-    from valis_core.operator_state.site_facts_file import write_site_facts
-    from valis_core.state_layout import config_store_path
+    from valis_core.operator_state.site_facts import SiteFactsError
+    from valis_core.resident.config_store import (
+        read_config_store,
+        store_path,
+        write_config_store,
+    )
 
-    path = config_store_path(state_dir)
-    try:
-        stored = parse_site_facts(path.read_text("utf-8"))
-    except FileNotFoundError:
+    if not store_path(state_dir).exists():
         return  # the first boot copies the facts from the environment
-    except (OSError, UnicodeDecodeError, SiteFactsError):
+    try:
+        stored = dict(read_config_store(state_dir).facts)
+    except SiteFactsError:
         stored = {}
     if stored == dict(facts):
         return
-    write_site_facts(path, facts, mode=0o600)
+    path = write_config_store(state_dir, facts)
     was = stored.get("VALIS_SERVED_ZONES", "nothing readable")
     _say(f"serving {facts['VALIS_SERVED_ZONES']} now (the store said {was}); "
          f"rewrote the demo node's {path}")
