@@ -43,7 +43,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="change a node's site facts (rows, and its store with --state-dir)",
         description=(
             "Store KEY=VALUE facts for NODE in operator state and, with --state-dir, in the "
-            "node's configuration store, in one step: a refused change leaves both as they "
+            "node's configuration store (the one --state-dir names), in one step: a refused "
+            "change leaves both as they "
             "were. Then reload the node (systemctl reload fulcrum-valis) to apply it; e.g. "
             "VALIS_SERVED_ZONES=example.org.,example.net. adds a served zone."
         ),
@@ -51,15 +52,16 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     add_dsn_arguments(set_)
     set_.add_argument("node", help="the node's name")
     set_.add_argument("facts", nargs="+", metavar="KEY=VALUE", help="the facts to store")
-    set_.add_argument("--state-dir", type=Path, default=None,
-                      help="the node's state directory: also update its configuration store")
     set_.set_defaults(handler=_set)
 
-    show = actions.add_parser("show", help="print a node's site facts")
+    show = actions.add_parser(
+        "show",
+        help="print a node's site facts",
+        description="Print NODE's site-facts rows; with --state-dir, mark where the "
+        "node's configuration store differs.",
+    )
     add_dsn_arguments(show)
     show.add_argument("node", help="the node's name")
-    show.add_argument("--state-dir", type=Path, default=None,
-                      help="also print the node's configuration store, marking differences")
     show.set_defaults(handler=_show)
 
 

@@ -326,7 +326,8 @@ async def _privilege(boot: Boot) -> Boot:
             "the resident refuses to run as root (euid 0); the launcher drops to the run "
             "account (setpriv) before it execs valis",
         )
-    configure_logging("info", log_format_argument(boot.argv) or "text", boot.environ)
+    # Until the store is read, the environment's format (the first-boot seed's) stands.
+    _log_as(boot, "info", boot.environ.get("VALIS_LOG_FORMAT", "text"))
     return boot
 
 

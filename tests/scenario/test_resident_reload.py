@@ -1,0 +1,140 @@
+"""The operator's story of a running node: it adds a served zone with ``valis site-facts
+set`` and a reload (SIGHUP), a zone that cannot be served is refused with the node as it
+was, the logs can be JSON for a collector, and the metrics say what is served."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import dns.flags
+import dns.rcode
+
+from tests.scenario.operator_state_helpers import import_zone
+from tests.scenario.pg import RUN_USER, PgCluster, run_as
+from tests.scenario.resident_harness import Harness, Resident, make_state_dir, site_facts
+from tests.scenario.test_outage import until
+from valis_core.resident.config_store import HOW_TO_CHANGE
+from valis_core.state_layout import config_store_path
+
+ZONE = "example.test."
+NEW = "example.org."
+
+
+def set_served_zones(resident: Resident, dsn: str, zones: str) -> None:
+    done = run_as(RUN_USER, [
+        "valis", "site-facts", "set", "node-a", f"VALIS_SERVED_ZONES={zones}",
+        "--state-dir", str(resident.state_dir), "--dsn", dsn,
+    ])
+    assert done.returncode == 0, done.stderr
+    assert "systemctl reload fulcrum-valis" in done.stdout
+
+
+def reload(resident: Resident, done_when: str) -> None:
+    """SIGHUP the resident and wait for the log line that ends the reload."""
+    seen = resident.stderr().count(done_when)
+    resident.proc.send_signal(signal.SIGHUP)
+    until(lambda: resident.stderr().count(done_when) > seen, f"{done_when!r} logged")
+
+
+def test_a_zone_added_with_site_facts_set_is_served_after_a_reload(
+    resident_harness: Harness, pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
+                                      site_facts(zone_dsn))
+    resident.wait_ready()
+    store = config_store_path(resident.state_dir)
+    assert HOW_TO_CHANGE in store.read_text()
+    assert resident.ask(NEW, "SOA").rcode() == dns.rcode.REFUSED
+    import_zone(pg_cluster, zone_dsn, NEW)
+
+    set_served_zones(resident, zone_dsn, f"{ZONE},{NEW}")
+    assert HOW_TO_CHANGE in store.read_text()
+    assert f"{ZONE},{NEW}" in store.read_text()
+    shown = run_as(RUN_USER, ["valis", "site-facts", "show", "node-a", "--dsn", zone_dsn])
+    assert f"VALIS_SERVED_ZONES={ZONE},{NEW}" in shown.stdout
+    reload(resident, "reload: now serving")
+
+    log = resident.stderr()
+    assert "reload on SIGHUP: re-reading" in log
+    assert f"added {NEW}; removed none" in log
+    for zone in (ZONE, NEW):
+        reply = resident.ask(zone, "SOA")
+        assert reply.rcode() == dns.rcode.NOERROR
+        assert reply.flags & dns.flags.AA
+    assert set(resident.status()["zones"]) == {ZONE, NEW}
+    # The follow task is the new source's: a change to the new zone is served live.
+    import_zone(pg_cluster, zone_dsn, NEW, serial=2)
+    until(lambda: resident.status()["zones"][NEW]["serial"] == 2, "the new serial served")
+    assert resident.proc.poll() is None
+
+
+def test_a_zone_that_cannot_be_served_is_refused_and_the_node_stays_as_it_was(
+    resident_harness: Harness, zone_dsn: str
+) -> None:
+    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
+                                      site_facts(zone_dsn))
+    resident.wait_ready()
+    set_served_zones(resident, zone_dsn, f"{ZONE},missing.test.")
+    reload(resident, "refused")
+
+    assert f"still serving {ZONE}" in resident.stderr()
+    assert resident.proc.poll() is None
+    assert set(resident.status()["zones"]) == {ZONE}
+    assert resident.ask(ZONE, "SOA").rcode() == dns.rcode.NOERROR
+    assert resident.ask("missing.test.", "SOA").rcode() == dns.rcode.REFUSED
+
+
+def test_an_unchanged_store_reloads_as_a_logged_no_op(
+    resident_harness: Harness, zone_dsn: str
+) -> None:
+    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
+                                      site_facts(zone_dsn))
+    resident.wait_ready()
+    reload(resident, "the store is unchanged")
+    assert resident.proc.poll() is None
+    assert resident.ask(ZONE, "SOA").rcode() == dns.rcode.NOERROR
+
+
+def test_with_log_format_json_every_line_is_one_object_with_a_level(
+    resident_harness: Harness, zone_dsn: str
+) -> None:
+    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
+                                      site_facts(zone_dsn), extra_argv=["--log-format", "json"])
+    resident.wait_ready()
+    reload(resident, "the store is unchanged")
+    resident.proc.send_signal(signal.SIGTERM)
+    assert resident.wait_exit() == 0
+    lines = resident.stderr().splitlines()
+    documents = [json.loads(line) for line in lines]
+    assert all(isinstance(d, dict) and d["level"] in {"debug", "info", "warning", "error"}
+               for d in documents)
+    assert all("time" in d for d in documents)  # not under journald: stamped
+    messages = [d["message"] for d in documents]
+    assert any(m.startswith("ready: serving") for m in messages)
+    assert "stopped" in messages
+
+
+def test_the_log_format_site_fact_makes_the_running_nodes_lines_json(
+    resident_harness: Harness, zone_dsn: str
+) -> None:
+    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
+                                      site_facts(zone_dsn, VALIS_LOG_FORMAT="json"))
+    resident.wait_ready()
+    until(lambda: "ready: serving" in resident.stderr(), "the ready line logged")
+    for line in resident.stderr().splitlines():
+        assert json.loads(line)["level"] in {"debug", "info", "warning", "error"}
+
+
+def test_metrics_say_the_database_is_up_and_each_zones_serial(
+    resident_harness: Harness, zone_dsn: str
+) -> None:
+    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
+                                      site_facts(zone_dsn))
+    resident.wait_ready()
+    code, body = resident.fabric_get("/metrics")
+    assert code == 200
+    text = body.decode()
+    assert "valis_database_up 1" in text.splitlines()
+    assert f'valis_zone_serial{{zone="{ZONE}"}} 1' in text.splitlines()
+    assert "# TYPE valis_fence_heartbeats_failed_total counter" in text
