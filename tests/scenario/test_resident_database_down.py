@@ -1,0 +1,55 @@
+"""What the operator sees while the database is down under a serving node: one line when
+it goes, a short line per retry, one when it is back; ``/status`` and ``valis status`` say
+the last good snapshot is served and since when; the metrics say the database is down."""
+
+from __future__ import annotations
+
+from tests.scenario.pg import RUN_USER, PgCluster, run_as
+from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
+from tests.scenario.test_outage import (  # noqa: F401 (fixtures)
+    answers,
+    outage_cluster,
+    running,
+    until,
+    zone_dsn,
+)
+
+GONE = "operator state: database unreachable"
+RETRY = "fence: heartbeat retry"
+BACK = "operator state: database reachable again"
+
+
+def metric(text: str, name: str) -> str:
+    return next(line.split()[-1] for line in text.splitlines() if line.startswith(name + " "))
+
+
+def test_a_database_outage_is_one_line_down_short_retries_and_one_line_back(
+    resident_harness: Harness, running: PgCluster, zone_dsn: str  # noqa: F811
+) -> None:
+    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
+                                      site_facts(zone_dsn))
+    resident.wait_ready()
+    running.cluster.stop()
+    until(lambda: resident.stderr().count(RETRY) >= 2, "two heartbeat retries logged")
+
+    assert answers(resident) == {"192.0.2.80"}
+    database = resident.status()["database"]
+    assert database["connected"] is False
+    assert database["serving"].startswith("serving the last good snapshot since ")
+    shown = run_as(RUN_USER, ["valis", "status", "--state-dir", str(resident.state_dir)])
+    assert "serving the last good snapshot since " in shown.stdout
+    _code, body = resident.fabric_get("/metrics")
+    assert metric(body.decode(), "valis_database_up") == "0"
+    assert int(metric(body.decode(), "valis_fence_heartbeats_failed_total")) >= 2
+
+    running.cluster.start()
+    until(lambda: BACK in resident.stderr(), "the database's return logged")
+    log = resident.stderr()
+    assert log.count(GONE) == 1
+    assert log.count(BACK) == 1
+    retries = [line for line in log.splitlines() if RETRY in line]
+    assert all("failed; next in" in line for line in retries)
+    assert all(len(line) < 120 for line in retries)
+    assert resident.status()["database"]["connected"] is True
+    _code, body = resident.fabric_get("/metrics")
+    assert metric(body.decode(), "valis_database_up") == "1"
