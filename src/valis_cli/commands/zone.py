@@ -1,9 +1,13 @@
-"""``valis zone import|export|list|check``: the operator's zones in operator state.
+"""``valis zone import|diff|export|list|check|delete|policy``: the operator's zones in
+operator state.
 
-An import parses the master file, has the zone index accept it, and only then replaces
-the zone's records in one transaction; a zone the index refuses writes nothing. Imports
-are operator writes, not node writes, so they are not fenced by an instance generation;
-two imports of one zone serialize on the zone's row (see ``operator_state.zones``).
+An import checks the master file exactly as ``valis zone check`` does (every error, with
+its line), keeps serial discipline (``valis_core.dns.serial``), and only then replaces the
+zone's records in one transaction; a refused zone writes nothing. Imports are operator
+writes, not node writes, so they are not fenced by an instance generation; two imports of
+one zone serialize on the zone's row (see ``operator_state.zones``). A file's origin is
+``--origin``, else what ``valis serve`` takes (``$ORIGIN``, a leading SOA, the file name),
+else the owner of its SOA.
 """
 
 from __future__ import annotations
@@ -13,10 +17,13 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from valis_cli.operator_dsn import add_dsn_arguments, operator_dsn
 from valis_core.errors import ValisError
+
+if TYPE_CHECKING:
+    from valis_core.dns.zone_check import ZoneCheck
 
 
 class ZoneFileError(ValisError):
@@ -24,6 +31,8 @@ class ZoneFileError(ValisError):
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    from valis_core.dns.serial import POLICIES
+
     parser = subparsers.add_parser("zone", help="zones in the operator-state database")
     actions = parser.add_subparsers(dest="zone_command", metavar="ACTION", required=True)
 
@@ -31,29 +40,75 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "import",
         help="replace a zone with the records of an RFC 1035 master file",
         description=(
-            "Parse FILE, check it serves, and replace the zone's records in one transaction. "
-            "An invalid zone is refused with nothing written."
+            "Check FILE as 'valis zone check' does, and replace the zone's records in one "
+            "transaction. An invalid zone, or changed data without a higher SOA serial, is "
+            "refused with nothing written."
         ),
     )
     add_dsn_arguments(run)
-    run.add_argument("file", type=Path, metavar="FILE", help="master file ('-' for stdin)")
-    run.add_argument("--origin", help="the zone's name (default: $ORIGIN or the SOA owner)")
+    _file_arguments(run)
+    run.add_argument(
+        "--serial-policy",
+        choices=POLICIES,
+        help="when the serial did not go up: increment it, use UNIX time or YYYYMMDDnn, "
+        "or keep the file's (default: the zone's stored policy, else refuse)",
+    )
+    run.add_argument(
+        "--dry-run", action="store_true", help="print what would change; write nothing"
+    )
     run.set_defaults(handler=_import)
+
+    run = actions.add_parser("diff", help="show what importing a master file would change")
+    add_dsn_arguments(run)
+    _file_arguments(run)
+    run.set_defaults(handler=_diff)
 
     run = actions.add_parser("export", help="print a zone as a master file")
     add_dsn_arguments(run)
     run.add_argument("zone", metavar="ZONE")
     run.set_defaults(handler=_export)
 
-    run = actions.add_parser("list", help="list zones with record counts and SOA serials")
+    run = actions.add_parser(
+        "list", help="list zones with record counts, SOA serials and the nodes serving them"
+    )
     add_dsn_arguments(run)
     run.add_argument("--json", action="store_true", help="machine-readable output")
     run.set_defaults(handler=_list)
 
-    run = actions.add_parser("check", help="check a master file serves, without a database")
-    run.add_argument("file", type=Path, metavar="FILE", help="master file ('-' for stdin)")
-    run.add_argument("--origin", help="the zone's name (default: $ORIGIN or the SOA owner)")
+    run = actions.add_parser(
+        "check",
+        help="check a master file serves, without a database",
+        description=(
+            "Report every error as FILE:LINE: message (exit 1) and every warning "
+            "(exit 0): what 'valis zone import' would refuse, and what it would take but "
+            "is probably a mistake."
+        ),
+    )
+    _file_arguments(run)
     run.set_defaults(handler=_check)
+
+    run = actions.add_parser("delete", help="remove a zone and its records")
+    add_dsn_arguments(run)
+    run.add_argument("zone", metavar="ZONE")
+    run.add_argument("--force", action="store_true", help="delete it even while a node serves it")
+    run.set_defaults(handler=_delete)
+
+    run = actions.add_parser("policy", help="set the serial policy a zone's imports use")
+    add_dsn_arguments(run)
+    run.add_argument("zone", metavar="ZONE")
+    run.add_argument(
+        "policy",
+        choices=(*POLICIES, "refuse"),
+        help="'refuse' (the default) refuses changed data without a higher serial",
+    )
+    run.set_defaults(handler=_policy)
+
+
+def _file_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", type=Path, metavar="FILE", help="master file ('-' for stdin)")
+    parser.add_argument(
+        "--origin", help="the zone's name (default: $ORIGIN, the file's name, or the SOA owner)"
+    )
 
 
 def _read(path: Path) -> str:
@@ -87,21 +142,85 @@ class _Progress:
             self._stream.flush()
 
 
+class ZoneRefused(ValisError):
+    """A master file with errors; each was printed as FILE:LINE: message."""
+
+
+def _checked(args: argparse.Namespace) -> tuple[str, ZoneCheck]:
+    """The file's text and its check, printing every finding; refuse a file with errors."""
+    from valis_core.dns.file_server import ZoneFileError as OriginUnknown
+    from valis_core.dns.file_server import origin_of
+    from valis_core.dns.zone_check import check_zone_text
+
+    text = _read(args.file)
+    origin = args.origin
+    if origin is None and str(args.file) != "-":
+        try:
+            origin = origin_of(str(args.file), text)
+        except OriginUnknown:
+            origin = None  # the file's SOA names it, or the check says it cannot tell
+    result = check_zone_text(text, origin)
+    label = "-" if str(args.file) == "-" else str(args.file)
+    for finding in result.errors:
+        sys.stderr.write(f"{_where(label, finding.line)}: {finding.message}\n")
+    for finding in result.warnings:
+        sys.stderr.write(f"{_where(label, finding.line)}: warning: {finding.message}\n")
+    if not result.ok:
+        count = len(result.errors)
+        written = "" if args.handler is _check else "; nothing was written"
+        raise ZoneRefused(
+            f"zone {result.zone or label}: {count} error{'s' if count != 1 else ''} in "
+            f"{label}{written} (correct them and run again)"
+        )
+    return text, result
+
+
+def _where(label: str, line: int | None) -> str:
+    return label if line is None else f"{label}:{line}"
+
+
 def _import(args: argparse.Namespace) -> int:
     from valis_core.dns.zone_build import parse_zone_text
     from valis_core.operator_state.connection import connect
-    from valis_core.operator_state.zones import replace_zone
+    from valis_core.operator_state.zones import import_zone
 
     progress = _Progress(sys.stderr)
     try:
-        progress.say(f"parsing {args.file}")
-        rows = parse_zone_text(_read(args.file), args.origin)
-        progress.say(f"checking {len(rows)} records")
+        progress.say(f"checking {args.file}")
+        text, result = _checked(args)
+        rows = parse_zone_text(text, result.zone)
         with connect(operator_dsn(args), require_schema=True) as conn:
-            summary = replace_zone(conn, rows, progress=progress.rows)
+            outcome = import_zone(
+                conn,
+                rows,
+                policy=args.serial_policy,
+                now=time.time(),
+                dry_run=args.dry_run,
+                progress=progress.rows,
+            )
     finally:
         progress.end()
-    print(f"imported zone {summary.name}: {summary.records} records, serial {summary.serial}")
+    summary = outcome.summary
+    if args.dry_run:
+        print("\n".join(outcome.diff.lines()))
+        print(f"dry run: zone {summary.name} not written")
+    elif outcome.written:
+        print(f"imported zone {summary.name}: {summary.records} records, serial {summary.serial}")
+    else:
+        print(f"zone {summary.name} unchanged: serial {summary.serial}, nothing written")
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from valis_core.dns.zone_build import parse_zone_text
+    from valis_core.operator_state.connection import connect
+    from valis_core.operator_state.zones import import_zone
+
+    text, result = _checked(args)
+    rows = parse_zone_text(text, result.zone)
+    with connect(operator_dsn(args), require_schema=True) as conn:
+        outcome = import_zone(conn, rows, policy="keep", now=time.time(), dry_run=True)
+    print("\n".join(outcome.diff.lines()))
     return 0
 
 
@@ -116,28 +235,72 @@ def _export(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     from valis_core.operator_state.connection import connect
-    from valis_core.operator_state.zones import list_zones
+    from valis_core.operator_state.zones import list_zones, serial_policies, served_zones
 
     with connect(operator_dsn(args), require_schema=True) as conn:
         zones = list_zones(conn)
+        served = served_zones(conn)
+        policies = serial_policies(conn)
     if args.json:
         document = [
-            {"zone": zone.name, "records": zone.records, "serial": zone.serial} for zone in zones
+            {
+                "zone": zone.name,
+                "records": zone.records,
+                "serial": zone.serial,
+                "served_by": list(served.get(zone.name, ())),
+                "serial_policy": policies.get(zone.name),
+            }
+            for zone in zones
         ]
         json.dump(document, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
+    print("ZONE\tRECORDS\tSERIAL\tSERVED BY\tSERIAL POLICY")
     for zone in zones:
         serial = "-" if zone.serial is None else str(zone.serial)
-        print(f"{zone.name}\t{zone.records}\t{serial}")
+        nodes = ",".join(served.get(zone.name, ())) or "-"
+        print(f"{zone.name}\t{zone.records}\t{serial}\t{nodes}\t{policies.get(zone.name, '-')}")
     return 0
 
 
 def _check(args: argparse.Namespace) -> int:
-    from valis_core.dns.zone import ZoneIndex
-    from valis_core.dns.zone_build import parse_zone_text
+    _, result = _checked(args)
+    print(f"zone {result.zone}: {result.records} records, servable")
+    return 0
 
-    rows = parse_zone_text(_read(args.file), args.origin)
-    index = ZoneIndex.from_records(rows)
-    print(f"zone {', '.join(index.zones)}: {index.record_count} records, servable")
+
+def _delete(args: argparse.Namespace) -> int:
+    from valis_core.operator_state.connection import OperatorStateError, connect
+    from valis_core.operator_state.zones import canonical_zone_name, delete_zone, served_zones
+
+    zone = canonical_zone_name(args.zone)
+    with connect(operator_dsn(args), require_schema=True) as conn:
+        nodes = served_zones(conn).get(zone, ())
+        if nodes and not args.force:
+            raise OperatorStateError(
+                f"zone {zone} is served by node(s) {', '.join(nodes)}; remove it from their "
+                "VALIS_SERVED_ZONES first, or delete it anyway with --force (those nodes "
+                "then refuse to load their zones)"
+            )
+        if not delete_zone(conn, zone):
+            raise OperatorStateError(
+                f"zone {zone} is not in the operator-state database (valis zone list shows "
+                "the zones it holds)"
+            )
+    print(f"deleted zone {zone}")
+    return 0
+
+
+def _policy(args: argparse.Namespace) -> int:
+    from valis_core.operator_state.connection import OperatorStateError, connect
+    from valis_core.operator_state.zones import canonical_zone_name, set_serial_policy
+
+    zone = canonical_zone_name(args.zone)
+    policy = None if args.policy == "refuse" else args.policy
+    with connect(operator_dsn(args), require_schema=True) as conn:
+        if not set_serial_policy(conn, zone, policy):
+            raise OperatorStateError(
+                f"zone {zone} is not in the operator-state database; import it first"
+            )
+    print(f"zone {zone}: serial policy {args.policy}")
     return 0

@@ -12,6 +12,8 @@ trailing dot.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import attrs
 import dns.exception
 import dns.name
@@ -155,21 +157,30 @@ def _note(  # noqa: PLR0917 - one record's fields and where to note them
 ) -> None:
     lines.owner.setdefault(owner, line)
     held = lines.rrset.setdefault((owner, rtype), (ttl, line))
-    name = f"{wire.to_text(owner)} {dns.rdatatype.to_text(dns.rdatatype.RdataType.make(rtype))}"
+    if held[1] == line:
+        lines.record[owner, rtype, rdata] = line
+        return  # the first record of its RRset: nothing to compare it with
     if held[0] != ttl:
         served = min(ttl, held[0])
         warnings.append(
             Finding(
                 line,
-                f"TTL {ttl} differs from TTL {held[0]} of the {name} RRset on line {held[1]}; "
-                f"the whole RRset is served with {served} (RFC 2181)",
+                f"TTL {ttl} differs from TTL {held[0]} of the {_rrset_name(owner, rtype)} "
+                f"RRset on line {held[1]}; the whole RRset is served with {served} (RFC 2181)",
             )
         )
     first = lines.record.setdefault((owner, rtype, rdata), line)
     if first != line:
         warnings.append(
-            Finding(line, f"duplicate {name} record (also on line {first}); served once")
+            Finding(
+                line,
+                f"duplicate {_rrset_name(owner, rtype)} record (also on line {first}); served once",
+            )
         )
+
+
+def _rrset_name(owner: bytes, rtype: int) -> str:
+    return f"{wire.to_text(owner)} {dns.rdatatype.to_text(dns.rdatatype.RdataType.make(rtype))}"
 
 
 def _target(rtype: int, rdata: bytes) -> bytes | None:
@@ -209,13 +220,19 @@ def _dot_warning(  # noqa: PLR0917 - one record's fields and where to note them
 
 
 def _looks_undotted(name: bytes, apex: bytes) -> bool:
-    if apex == b"\x00" or not name.endswith(apex) or len(name) == len(apex):
+    if apex == b"\x00" or len(name) <= len(apex) or not name.endswith(apex):
         return False
     relative = name[: -len(apex)]
     if relative.endswith(apex[:-1]):
         return True  # the origin written twice: www.example.com.example.com.
-    labels = wire.to_text(relative + b"\x00").rstrip(".").split(".")
-    return len(labels) >= 2 and labels[-1] in _TLDS
+    if relative[0] + 1 == len(relative):
+        return False  # one label: an ordinary relative name
+    last = 0
+    i = 0
+    while i < len(relative):  # bounded: each step moves past one label
+        last = i
+        i += relative[i] + 1
+    return relative[last + 1 :].decode("ascii", "replace").lower() in _TLDS
 
 
 def _check_nodes(  # noqa: PLR0917 - the check's state, handed on
@@ -229,7 +246,9 @@ def _check_nodes(  # noqa: PLR0917 - the check's state, handed on
     """Freeze each owner as the build does, noting every refusal; return the records."""
     nodes = builder.owners(apex)
     frozen: dict[bytes, bytes] = {}
-    types: dict[bytes, set[int]] = {}
+    types: dict[bytes, Iterable[int]] = {}
+    dnames: set[bytes] = set()
+    cuts: set[bytes] = set()
     count = 0
     for owner, held in nodes.items():
         try:
@@ -238,15 +257,17 @@ def _check_nodes(  # noqa: PLR0917 - the check's state, handed on
             errors.append(Finding(lines.owner.get(owner), _say(exc)))
             continue
         frozen[owner] = blob
-        types[owner] = set(kinds)
+        types[owner] = kinds
         count += records
+        if NS in kinds and owner != apex:
+            cuts.add(owner)
+        if DNAME in kinds:
+            dnames.add(owner)
     try:
         check_apex(origin, frozen.get(apex, b""))
     except ZoneError as exc:
         errors.append(Finding(lines.owner.get(apex), exc.reason))
-    dnames = {owner for owner, kinds in types.items() if DNAME in kinds}
-    cuts = {owner for owner, kinds in types.items() if NS in kinds and owner != apex}
-    for owner in frozen:
+    for owner in frozen if dnames else ():
         name = owner
         while name != apex:
             name = wire.parent(name)
@@ -268,14 +289,14 @@ def _check_nodes(  # noqa: PLR0917 - the check's state, handed on
 def _glue_warnings(
     cut: bytes,
     blob: bytes,
-    types: dict[bytes, set[int]],
+    types: dict[bytes, Iterable[int]],
     lines: _Lines,
     warnings: list[Finding],
 ) -> None:
     """A delegation to a name server inside the delegated zone needs its address here."""
     for rdata in decode_node(blob)[NS][1]:
         server = rdata.lower()
-        if wire.is_at_or_below(server, cut) and not types.get(server, set()) & {A, AAAA}:
+        if wire.is_at_or_below(server, cut) and not {A, AAAA} & set(types.get(server, ())):
             warnings.append(
                 Finding(
                     lines.rrset.get((cut, NS), (0, None))[1],

@@ -22,7 +22,9 @@ import psycopg
 
 from valis_core.dns import wire
 from valis_core.dns.records import RecordRow, ZoneError
+from valis_core.dns.serial import choose_serial
 from valis_core.dns.zone import ZoneIndex
+from valis_core.dns.zone_diff import ZoneDiff, diff_zone, soa_serial, with_serial
 from valis_core.operator_state.connection import OperatorStateError
 
 Progress = Callable[[int, int], None]
@@ -84,6 +86,18 @@ def replace_zone(
     Validation happens before the transaction begins, so a refusal writes nothing.
     """
     zone, stored = checked_zone(rows)
+    with conn.transaction():
+        _write_zone(conn, zone, stored, progress)
+    return ZoneSummary(name=zone, records=len(stored), serial=soa_serial(stored))
+
+
+def _write_zone(
+    conn: psycopg.Connection[Any],
+    zone: str,
+    stored: Sequence[RecordRow],
+    progress: Progress | None,
+) -> None:
+    """Replace the zone's records, inside the caller's transaction."""
     total = len(stored)
     try:
         with conn.transaction(), conn.cursor() as cur:
@@ -104,7 +118,69 @@ def replace_zone(
             f"zone {zone}: the database refused it: {' '.join(str(exc).split())} "
             "(nothing was written; correct the zone and import it again)"
         ) from exc
-    return ZoneSummary(name=zone, records=total, serial=_serial(stored))
+
+
+@attrs.frozen
+class ImportOutcome:
+    """What an import changed (or, dry, would change), and the serial it stored."""
+
+    summary: ZoneSummary
+    diff: ZoneDiff
+    written: bool
+
+
+class _DryRun(Exception):
+    """Rolls a dry import's transaction back."""
+
+
+def import_zone(
+    conn: psycopg.Connection[Any],
+    rows: Sequence[RecordRow],
+    *,
+    policy: str | None = None,
+    now: float,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> ImportOutcome:
+    """Replace one zone's records under serial discipline (``valis_core.dns.serial``):
+    an import that changes data without raising the serial is refused unless ``policy``,
+    or the zone's stored policy, chooses a serial. Nothing is written when nothing but
+    a lower serial would change, nor on a dry run."""
+    zone, stored = checked_zone(rows)
+    outcome: ImportOutcome | None = None
+    try:
+        with conn.transaction():
+            row = conn.execute(
+                "SELECT serial_policy FROM zones WHERE name = %s FOR UPDATE", (zone,)
+            ).fetchone()
+            held: tuple[RecordRow, ...] = ()
+            if row is not None:
+                held = fetch_zone_rows(conn, [zone], snapshot=False)[0][zone]
+            offered = soa_serial(stored)
+            assert offered is not None  # the index accepted the zone, so it has an SOA
+            first = diff_zone(zone, held, stored)
+            serial = choose_serial(
+                zone,
+                policy if policy is not None else (row[0] if row is not None else None),
+                soa_serial(held) if held else None,
+                offered,
+                changed=first.changed,
+                now=now,
+            )
+            if serial != offered:
+                stored = tuple(with_serial(r, serial) if r.rtype == "SOA" else r for r in stored)
+            diff = diff_zone(zone, held, stored)
+            write = bool(diff.added or diff.removed)
+            summary = ZoneSummary(name=zone, records=len(stored), serial=serial)
+            outcome = ImportOutcome(summary, diff, write and not dry_run)
+            if dry_run:
+                raise _DryRun
+            if write:
+                _write_zone(conn, zone, stored, progress)
+    except _DryRun:
+        pass
+    assert outcome is not None
+    return outcome
 
 
 def delete_zone(conn: psycopg.Connection[Any], zone: str) -> bool:
@@ -114,19 +190,55 @@ def delete_zone(conn: psycopg.Connection[Any], zone: str) -> bool:
         return cur.rowcount == 1
 
 
+def served_zones(conn: psycopg.Connection[Any]) -> dict[str, tuple[str, ...]]:
+    """Each zone some node serves (its site facts' ``VALIS_SERVED_ZONES``), with the
+    nodes serving it, in canonical names."""
+    found: dict[str, list[str]] = {}
+    rows = conn.execute(
+        "SELECT node, value FROM site_facts WHERE key = 'VALIS_SERVED_ZONES' ORDER BY node"
+    ).fetchall()
+    for node, value in rows:
+        for name in str(value).replace(",", " ").split():
+            try:
+                zone = canonical_zone_name(name)
+            except ZoneError:
+                continue  # site facts validation reports it; not a zone to protect
+            found.setdefault(zone, []).append(str(node))
+    return {zone: tuple(nodes) for zone, nodes in found.items()}
+
+
+def set_serial_policy(conn: psycopg.Connection[Any], zone: str, policy: str | None) -> bool:
+    """Store the zone's serial policy (``None``: refuse a serial that did not go up);
+    return whether the zone exists."""
+    with conn.transaction():
+        cur = conn.execute(
+            "UPDATE zones SET serial_policy = %s WHERE name = %s",
+            (policy, canonical_zone_name(zone)),
+        )
+        return cur.rowcount == 1
+
+
+def serial_policies(conn: psycopg.Connection[Any]) -> dict[str, str]:
+    """The zones that have a serial policy, and it."""
+    found = conn.execute("SELECT name, serial_policy FROM zones WHERE serial_policy IS NOT NULL")
+    return {str(name): str(policy) for name, policy in found.fetchall()}
+
+
 def zone_names(conn: psycopg.Connection[Any]) -> tuple[str, ...]:
     return tuple(name for (name,) in conn.execute("SELECT name FROM zones ORDER BY name"))
 
 
 def fetch_zone_rows(
-    conn: psycopg.Connection[Any], zones: Iterable[str]
+    conn: psycopg.Connection[Any], zones: Iterable[str], *, snapshot: bool = True
 ) -> tuple[dict[str, tuple[RecordRow, ...]], tuple[str, ...]]:
     """The records of each of ``zones`` (canonical names) that exists, read in one
-    snapshot, and the names of those that do not exist."""
+    snapshot, and the names of those that do not exist. ``snapshot=False`` reads inside
+    the caller's transaction instead."""
     wanted = sorted(set(zones))
     rows: dict[str, list[RecordRow]] = {}
     with conn.transaction():
-        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        if snapshot:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         for (name,) in conn.execute("SELECT name FROM zones WHERE name = ANY(%s)", (wanted,)):
             rows[name] = []
         with conn.cursor() as cur:
@@ -163,7 +275,7 @@ def fetch_owner_rows(
             "SELECT r.zone, r.owner, r.rtype, r.ttl, r.rdata"
             " FROM unnest(%s::text[], %s::text[]) AS w (zone, owner)"
             " JOIN records r"
-            " ON r.zone = w.zone AND lower(r.owner COLLATE \"C\") = w.owner",
+            ' ON r.zone = w.zone AND lower(r.owner COLLATE "C") = w.owner',
             (zones, names),
         )
         for zone, owner, rtype, ttl, rdata in found:
@@ -226,12 +338,3 @@ def render_master_file(zone: str, rows: Iterable[RecordRow]) -> str:
 def _master_order(row: RecordRow) -> tuple[bool, tuple[str, ...], str, str]:
     labels = tuple(reversed(row.owner.lower().rstrip(".").split(".")))
     return (row.rtype != "SOA", labels, row.rtype, row.rdata)
-
-
-def _serial(rows: Iterable[RecordRow]) -> int | None:
-    for row in rows:
-        if row.rtype == "SOA":
-            fields = row.rdata.split()
-            return int(fields[2]) if len(fields) >= 3 and fields[2].isdigit() else None
-    return None
-

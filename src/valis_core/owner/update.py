@@ -46,6 +46,7 @@ from dns.rcode import Rcode
 
 from valis_core.dns import wire
 from valis_core.dns.records import MAX_TTL, RecordRow, ZoneError
+from valis_core.dns.serial import next_serial, serial_gt
 
 IN = dns.rdataclass.IN
 NONE = dns.rdataclass.NONE
@@ -56,9 +57,6 @@ NS = dns.rdatatype.NS
 CNAME = dns.rdatatype.CNAME
 _BESIDE_CNAME = frozenset({dns.rdatatype.CNAME, dns.rdatatype.RRSIG, dns.rdatatype.NSEC})
 _NEVER_DELETED = (SOA, NS)
-_SERIAL_BITS = 32
-_SERIAL_HALF = 2 ** (_SERIAL_BITS - 1)
-_SERIAL_MOD = 2**_SERIAL_BITS
 
 
 @attrs.frozen
@@ -151,16 +149,6 @@ def owners_to_read(request: UpdateRequest, zone: str) -> tuple[str, ...]:
         if wire.is_at_or_below(owner, apex):
             found[owner] = None
     return tuple(wire.to_text(owner) for owner in found)
-
-
-def serial_gt(a: int, b: int) -> bool:
-    """Whether serial ``a`` is greater than ``b`` in RFC 1982 arithmetic."""
-    return a != b and ((a < b and b - a > _SERIAL_HALF) or (a > b and a - b < _SERIAL_HALF))
-
-
-def next_serial(serial: int) -> int:
-    """``serial`` plus one in RFC 1982 arithmetic, skipping 0."""
-    return (serial + 1) % _SERIAL_MOD or 1
 
 
 class _Refusal(Exception):
