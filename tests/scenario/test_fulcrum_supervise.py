@@ -105,3 +105,43 @@ def test_an_unasked_exit_is_reported_as_such() -> None:
             [sys.executable, "-c", "raise SystemExit(7)"], [], stop_timeout=5, latch=latch
         )
     assert outcome == ResidentExit(7)
+
+
+# Exits 5 on SIGHUP once its handler is in place (says so on the ready pipe).
+EXITS_ON_HUP = r"""
+import os, signal, sys, time
+hup = []
+signal.signal(signal.SIGHUP, lambda *_: hup.append(1))
+os.write(int(sys.argv[1]), b"ready")
+deadline = time.monotonic() + 30
+while not hup and time.monotonic() < deadline:
+    time.sleep(0.01)
+sys.exit(5 if hup else 9)
+"""
+
+
+def test_sighup_to_the_launcher_reaches_the_resident_as_a_reload_not_a_stop() -> None:
+    read_end, write_end = os.pipe()
+    os.set_inheritable(write_end, True)
+
+    def hup_when_ready(_pid: int) -> None:
+        os.close(write_end)
+        ready, _, _ = select.select([read_end], [], [], 20)
+        assert ready, "the child never got ready"
+        os.kill(os.getpid(), signal.SIGHUP)
+
+    try:
+        with StopLatch() as latch:
+            outcome = run_resident(
+                [sys.executable, "-c", EXITS_ON_HUP, str(write_end)], [write_end],
+                stop_timeout=20, latch=latch, on_spawn=hup_when_ready,
+            )
+    finally:
+        os.close(read_end)
+    assert outcome == ResidentExit(5)  # passed through, and no stop was asked for
+
+
+def test_a_sighup_while_preparing_is_no_stop() -> None:
+    with StopLatch() as latch:
+        os.kill(os.getpid(), signal.SIGHUP)
+        assert latch.received is None
