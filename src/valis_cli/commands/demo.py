@@ -204,6 +204,9 @@ def run_demo(args: argparse.Namespace) -> int:
     try:
         return _run_node(listen, root, cluster, zones, listeners)
     finally:
+        # A second signal (a hang-up after Ctrl-C) must not cut the database's stop short.
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
         _say("stopping PostgreSQL")
         cluster.stop()
 
