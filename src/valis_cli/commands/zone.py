@@ -133,6 +133,10 @@ class _Progress:
             self._stream.write(f"\r\033[K{text}")
             self._stream.flush()
 
+    def parsed(self, done: int, total: int) -> None:
+        of = f"/{total}" if total else ""
+        self.say(f"parsing records: {done}{of} ({time.monotonic() - self._started:.1f}s)")
+
     def rows(self, done: int, total: int) -> None:
         self.say(f"writing records: {done}/{total} ({time.monotonic() - self._started:.1f}s)")
 
@@ -188,7 +192,7 @@ def _import(args: argparse.Namespace) -> int:
     try:
         progress.say(f"checking {args.file}")
         text, result = _checked(args)
-        rows = parse_zone_text(text, result.zone)
+        rows = parse_zone_text(text, result.zone, progress=progress.parsed)
         with connect(operator_dsn(args), require_schema=True) as conn:
             outcome = import_zone(
                 conn,

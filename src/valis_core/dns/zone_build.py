@@ -51,22 +51,35 @@ _BESIDE_CNAME = frozenset({CNAME, RRSIG, NSEC})
 """What may share an owner with a CNAME (RFC 1034 section 3.6.2, RFC 4035)."""
 
 
-def parse_zone_text(text: str, origin: str | None = None) -> tuple[RecordRow, ...]:
+def parse_zone_text(
+    text: str, origin: str | None = None, progress: ParseProgress | None = None
+) -> tuple[RecordRow, ...]:
     """The records of an RFC 1035 master file, as rows with absolute names.
 
     ``origin`` is the zone's name; relative names in the file are made absolute against
     it (and against ``$ORIGIN`` lines). Without it, the zone is the owner of the file's
     SOA record. ``$TTL``, ``$ORIGIN`` and ``$GENERATE`` are understood; ``$INCLUDE`` is
     refused, because a zone must not read files the operator did not hand over.
+    ``progress(done, total)`` is called every ``PARSE_PROGRESS_EVERY`` records as they
+    are read (``total`` 0: not known yet) and then converted (a large zone takes seconds).
     """
     found: list[tuple[str, bytes, int, int, bytes]] = []
 
     def keep(zone: str, owner: bytes, rtype: int, ttl: int, rdata: bytes) -> None:
         found.append((zone, owner, rtype, ttl, rdata))
 
-    read_master_into(text, origin, keep)
+    def keep_counting(zone: str, owner: bytes, rtype: int, ttl: int, rdata: bytes) -> None:
+        found.append((zone, owner, rtype, ttl, rdata))
+        if len(found) % PARSE_PROGRESS_EVERY == 0:
+            assert progress is not None
+            progress(len(found), 0)
+
+    read_master_into(text, origin, keep if progress is None else keep_counting)
     rows = []
-    for zone, owner, rtype, ttl, rdata in found:
+    total = len(found)
+    for done, (zone, owner, rtype, ttl, rdata) in enumerate(found, start=1):
+        if progress is not None and (done % PARSE_PROGRESS_EVERY == 0 or done == total):
+            progress(done, total)
         kind = dns.rdatatype.RdataType.make(rtype)
         text_rdata = dns.rdata.from_wire(dns.rdataclass.IN, kind, rdata, 0, len(rdata))
         rows.append(
@@ -82,6 +95,9 @@ def parse_zone_text(text: str, origin: str | None = None) -> tuple[RecordRow, ..
 
 
 _Sink = Callable[[str, bytes, int, int, bytes], None]
+ParseProgress = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` while a master file is parsed."""
+PARSE_PROGRESS_EVERY = 5000
 
 
 def read_master_into(text: str, origin: str | None, sink: _Sink) -> None:
