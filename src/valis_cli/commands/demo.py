@@ -340,9 +340,9 @@ def _run_node(
                     listen.host, port=port, owner_port=owner_port, root=root,
                     state_dir=state_dir, dsn=dsn, zones=zones,
                 )
-            return proc.wait()
+            return _said_exit(proc.wait())
         except KeyboardInterrupt:
-            return _stop(proc)
+            return _said_exit(_stop(proc))
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -408,6 +408,16 @@ def _wait_ready(proc: subprocess.Popen[bytes], notify: socket.socket) -> bool:
             return True
     _say(f"the resident did not report ready within {READY_TIMEOUT:.0f}s")
     return False
+
+
+def _said_exit(status: int) -> int:
+    """Say how the resident ended (its own last log line says why); its status."""
+    if status < 0:
+        _say(f"the resident was killed by {signal.Signals(-status).name}")
+    else:
+        _say(f"the resident exited with status {status}" + (" (stopped cleanly)" if status == 0
+                                                             else "; its log above says why"))
+    return status
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> int:
