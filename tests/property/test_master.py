@@ -94,8 +94,23 @@ def read(text: str, origin: dns.name.Name | None, *, whole: bool) -> list[Record
         else:
             master.read_master(text, origin, emit)
     except master.MasterFileError as exc:
+        opened = _unclosed_at(text) if whole else None
+        if opened is not None and exc.line >= opened:
+            return f"error at line {opened}"  # blamed where it opened, not at the end
         return f"error at {exc.where}"
     return records
+
+
+def _unclosed_at(text: str) -> int | None:
+    """The line opening parentheses the file never closes, if it ends inside them."""
+    depth = 0
+    opened = 0
+    for number, line in enumerate(text.split("\n"), 1):
+        if depth <= 0:
+            depth = 0
+            opened = number
+        depth += master._parenthesis_depth(line.removesuffix("\r"))
+    return opened if depth > 0 else None
 
 
 @settings(max_examples=200, deadline=None)

@@ -359,9 +359,13 @@ def _explain(line: str, exc: Exception) -> str:
         return f"bad TTL {ttl!r}: write seconds (3600) or units (1h, 30m, 1d)"
     if unknown:
         return f"unknown record type {unknown.group(1)!r}"
+    if "malformed" not in detail:
+        return detail
+    if line[:1] not in (" ", "\t"):
+        tokens = tokens[1:]  # the owner, which may well be spelled "a"
     upper = [token.upper() for token in tokens]
     for rtype, family in _ADDRESS_TYPES.items():
-        if rtype in upper[:4] and upper.index(rtype) + 1 < len(tokens):
+        if rtype in upper[:3] and upper.index(rtype) + 1 < len(tokens):
             address = tokens[upper.index(rtype) + 1]
             return _bad_address(rtype, family, address) or detail
     return detail

@@ -84,6 +84,7 @@ class _Lines:
 
     def __init__(self) -> None:
         self.owner: dict[bytes, int] = {}
+        self.second: dict[bytes, int] = {}  # an owner's second record: where clashes arise
         self.rrset: dict[tuple[bytes, int], tuple[int, int]] = {}  # (ttl, line)
         self.record: dict[tuple[bytes, int, bytes], int] = {}
 
@@ -155,7 +156,8 @@ def _note(  # noqa: PLR0917 - one record's fields and where to note them
     line: int,
     warnings: list[Finding],
 ) -> None:
-    lines.owner.setdefault(owner, line)
+    if lines.owner.setdefault(owner, line) != line:
+        lines.second.setdefault(owner, line)
     held = lines.rrset.setdefault((owner, rtype), (ttl, line))
     if held[1] == line:
         lines.record[owner, rtype, rdata] = line
@@ -254,7 +256,7 @@ def _check_nodes(  # noqa: PLR0917 - the check's state, handed on
         try:
             blob, kinds, records = freeze_node(origin, apex, owner, held)
         except ZoneError as exc:
-            errors.append(Finding(lines.owner.get(owner), _say(exc)))
+            errors.append(Finding(lines.second.get(owner, lines.owner.get(owner)), _say(exc)))
             continue
         frozen[owner] = blob
         types[owner] = kinds
