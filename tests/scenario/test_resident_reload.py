@@ -85,6 +85,25 @@ def test_a_zone_that_cannot_be_served_is_refused_and_the_node_stays_as_it_was(
     assert resident.ask("missing.test.", "SOA").rcode() == dns.rcode.REFUSED
 
 
+def test_a_refused_site_facts_change_leaves_rows_and_store_as_they_were(
+    resident_harness: Harness, zone_dsn: str
+) -> None:
+    state_dir = make_state_dir(resident_harness.workdir)
+    resident = resident_harness.start(state_dir, site_facts(zone_dsn))
+    resident.wait_ready()
+    store = config_store_path(state_dir)
+    before = store.read_text()
+    done = run_as(RUN_USER, [
+        "valis", "site-facts", "set", "node-a", "VALIS_LOG_LEVEL=loud",
+        f"VALIS_SERVED_ZONES={ZONE},{NEW}", "--state-dir", str(state_dir), "--dsn", zone_dsn,
+    ])
+    assert done.returncode != 0
+    assert "VALIS_LOG_LEVEL 'loud' is not one of" in done.stderr
+    assert store.read_text() == before
+    shown = run_as(RUN_USER, ["valis", "site-facts", "show", "node-a", "--dsn", zone_dsn])
+    assert "VALIS_SERVED_ZONES" not in shown.stdout
+
+
 def test_an_unchanged_store_reloads_as_a_logged_no_op(
     resident_harness: Harness, zone_dsn: str
 ) -> None:

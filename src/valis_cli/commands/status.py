@@ -73,10 +73,9 @@ def render_status(document: Mapping[str, Any], now: float) -> str:
     if isinstance(database, Mapping):
         state = "connected" if database.get("connected") else "NOT connected"
         since = database.get("since")
-        line = f"database: {state} for {_ago(since, now)}"
+        lines.append(f"database: {state} for {_ago(since, now)}")
         if database.get("connected") is False:
-            line += f"; {database.get('serving') or 'serving the last good snapshot'}"
-        lines.append(line)
+            lines.append(str(database.get("serving") or "serving the last good snapshot"))
     else:
         lines.append("database: not reported by this resident")
     lines.append(f"modules: {', '.join(document.get('modules') or []) or 'none'}")
