@@ -196,6 +196,9 @@ def run_demo(args: argparse.Namespace) -> int:
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, _interrupt)
         _say(f"PostgreSQL under {cluster.root} (UNIX socket only, peer authentication)")
+        if not (cluster.data_dir / "PG_VERSION").is_file():
+            _say("first run: creating the cluster with initdb (a few seconds; later runs "
+                 "reuse it)")
         cluster.initialize({user: [ROLE]})
         cluster.start()
     except BaseException:
