@@ -124,7 +124,9 @@ def test_zone_list_finds_the_database_in_the_nodes_state_directory(
     listed = run_as(RUN_USER, ["valis", "zone", "list", "--json", "--state-dir",
                                str(run_account_dir)])
     assert listed.returncode == 0, listed.stderr
-    assert json.loads(listed.stdout) == [{"zone": ZONE, "records": 3, "serial": 3}]
+    assert json.loads(listed.stdout) == [
+        {"zone": ZONE, "records": 3, "serial": 3, "served_by": [], "serial_policy": None}
+    ]
 
 
 def test_on_a_terminal_a_verb_with_no_dsn_asks_for_one(tmp_path: Path) -> None:

@@ -281,7 +281,11 @@ def test_zone_list_shows_records_and_serial(state_dsn: str, example_org: Path) -
     assert status == 0, err
     status, out, err = valis("zone", "list", "--dsn", state_dsn)
     assert status == 0, err
-    assert out.splitlines() == ["example.net.\t3\t7", "example.org.\t24\t2024061501"]
+    assert out.splitlines() == [
+        "ZONE\tRECORDS\tSERIAL\tSERVED BY\tSERIAL POLICY",
+        "example.net.\t3\t7\t-\t-",
+        "example.org.\t24\t2024061501\t-\t-",
+    ]
 
 
 def test_an_invalid_zone_import_writes_nothing(
@@ -293,7 +297,9 @@ def test_an_invalid_zone_import_writes_nothing(
     broken = EXAMPLE_ORG.read_text() + "ftp IN A 192.0.2.21\n"  # CNAME beside other data
     status, out, err = valis("zone", "import", "--dsn", state_dsn, "-", input_text=broken)
     assert status == 1
-    assert err.startswith("valis: zone example.org. cannot be served: ftp.example.org.: CNAME")
+    assert err.startswith("-:35: ftp.example.org.: CNAME beside other data (A)")
+    assert err.endswith("valis: zone example.org.: 1 error in -; nothing was written "
+                        "(correct them and run again)\n")  # fmt: skip
     assert out == ""
     assert valis("zone", "export", "--dsn", state_dsn, "example.org.")[1] == before
 
