@@ -3,8 +3,8 @@
 SIGTERM and SIGINT sent to fulcrum are forwarded to the resident (the first one starts
 the stop bound; later ones are forwarded too). SIGHUP (the unit's ``ExecReload=``) is
 passed through to the resident as a reload, never a stop; one that arrives before the
-resident runs is dropped (logged by nobody: there is nothing yet to reload). A resident still running when the bound
-runs out is killed. A resident that exits on its own is a crash as far as fulcrum is
+resident runs is dropped (there is nothing yet to reload). A resident still running when
+the bound runs out is killed. A resident that exits on its own is a crash as far as fulcrum is
 concerned and is reported with its status. Either way fulcrum's caller gets a
 ``ResidentExit`` and tears the unit down.
 
