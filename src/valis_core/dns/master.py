@@ -243,7 +243,7 @@ def _name(token: str, origin: str | None) -> bytes | None:
 def _plain_rdata(rtype: int, tokens: list[str], origin: str | None) -> bytes | None:
     try:
         if rtype == 1 and len(tokens) == 1:
-            return dns.ipv4.inet_aton(tokens[0])
+            return _ipv4(tokens[0])
         if rtype == 28 and len(tokens) == 1:
             return dns.ipv6.inet_aton(tokens[0])
     except (dns.exception.DNSException, ValueError):
@@ -256,6 +256,21 @@ def _plain_rdata(rtype: int, tokens: list[str], origin: str | None) -> bytes | N
         if preference <= 0xFFFF and exchange is not None:
             return struct.pack("!H", preference) + exchange
     return None
+
+
+def _ipv4(text: str) -> bytes | None:
+    """A dotted quad as dnspython's ``inet_aton`` takes it (four decimal octets, no
+    leading zeros), decoded without its generality; ``None`` for anything else."""
+    parts = text.split(".")
+    if len(parts) != 4:
+        return None
+    for part in parts:
+        if not (part.isascii() and part.isdigit()) or (len(part) > 1 and part[0] == "0"):
+            return None
+    try:
+        return bytes(map(int, parts))
+    except ValueError:  # an octet above 255
+        return None
 
 
 def _parenthesis_depth(line: str) -> int:
