@@ -7,7 +7,7 @@ policy can tell a real change from a re-import of the same data.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import attrs
 
@@ -64,32 +64,60 @@ def soa_serial(rows: Iterable[RecordRow]) -> int | None:
 
 def with_serial(row: RecordRow, serial: int) -> RecordRow:
     """An SOA row with its serial field replaced."""
-    fields = row.rdata.split()
-    fields[2] = str(serial)
-    return attrs.evolve(row, rdata=" ".join(fields))
+    return attrs.evolve(row, rdata=_with_serial_text(row.rdata, serial))
 
 
-def _serial_blind(sets: dict[RRsetKey, RRsetValue]) -> dict[RRsetKey, RRsetValue]:
-    out = dict(sets)
-    for key, (ttl, datas) in sets.items():
-        if key[1] == "SOA":
-            blind = set()
-            for rdata in datas:
-                fields = rdata.split()
-                if len(fields) >= 3:
-                    fields[2] = "*"
-                blind.add(" ".join(fields))
-            out[key] = (ttl, frozenset(blind))
-    return out
+def _serial_blind(value: RRsetValue | None) -> RRsetValue | None:
+    """An SOA RRset with its serials masked."""
+    if value is None:
+        return None
+    ttl, datas = value
+    blind = set()
+    for rdata in datas:
+        fields = rdata.split()
+        if len(fields) >= 3:
+            fields[2] = "*"
+        blind.add(" ".join(fields))
+    return ttl, frozenset(blind)
 
 
-def diff_zone(zone: str, old: Iterable[RecordRow], new: Iterable[RecordRow]) -> ZoneDiff:
-    """How ``new`` differs from ``old`` (the stored rows; empty for a new zone)."""
+def _key(row: RecordRow) -> RRsetKey:
+    return (row.owner.lower(), row.rtype.upper())
+
+
+def diff_zone(
+    zone: str,
+    old: Iterable[RecordRow],
+    new: Iterable[RecordRow],
+    *,
+    serial: Callable[[bool], int] | None = None,
+) -> ZoneDiff:
+    """How ``new`` differs from ``old`` (the stored rows; empty for a new zone).
+
+    ``serial``, given whether anything but the serial changed, returns the serial ``new``
+    is to be stored with (an import's serial policy); the diff shows that serial. Only
+    the RRsets some row of either side differs in are grouped, so re-importing a large
+    zone with a few changes costs little more than comparing its rows."""
     old_rows, new_rows = tuple(old), tuple(new)
-    before, after = rrsets(old_rows), rrsets(new_rows)
+    old_set = {(*_key(row), row.ttl, row.rdata) for row in old_rows}
+    new_set = {(*_key(row), row.ttl, row.rdata) for row in new_rows}
+    soa_key = (zone.lower(), "SOA")
+    touched = {(owner, rtype) for owner, rtype, _, _ in old_set ^ new_set} | {soa_key}
+    before = rrsets(row for row in old_rows if _key(row) in touched)
+    after = rrsets(row for row in new_rows if _key(row) in touched)
+    changed = any(
+        before.get(key) != after.get(key) for key in touched if key != soa_key
+    ) or _serial_blind(before.get(soa_key)) != _serial_blind(after.get(soa_key))
+    new_serial = soa_serial(new_rows)
+    if serial is not None and soa_key in after:
+        chosen = serial(changed)
+        if chosen != new_serial:
+            ttl, datas = after[soa_key]
+            after[soa_key] = (ttl, frozenset(_with_serial_text(d, chosen) for d in datas))
+            new_serial = chosen
     removed: list[RecordRow] = []
     added: list[RecordRow] = []
-    for key in sorted(before.keys() | after.keys(), key=_order):
+    for key in sorted(touched, key=_order):
         if before.get(key) == after.get(key):
             continue
         for rows, side in ((removed, before), (added, after)):
@@ -101,9 +129,15 @@ def diff_zone(zone: str, old: Iterable[RecordRow], new: Iterable[RecordRow]) -> 
         removed=tuple(removed),
         added=tuple(added),
         old_serial=soa_serial(old_rows),
-        new_serial=soa_serial(new_rows),
-        changed=_serial_blind(before) != _serial_blind(after),
+        new_serial=new_serial,
+        changed=changed,
     )
+
+
+def _with_serial_text(rdata: str, serial: int) -> str:
+    fields = rdata.split()
+    fields[2] = str(serial)
+    return " ".join(fields)
 
 
 def _order(key: RRsetKey) -> tuple[bool, tuple[str, ...], str]:

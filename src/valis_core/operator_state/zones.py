@@ -158,18 +158,24 @@ def import_zone(
                 held = fetch_zone_rows(conn, [zone], snapshot=False)[0][zone]
             offered = soa_serial(stored)
             assert offered is not None  # the index accepted the zone, so it has an SOA
-            first = diff_zone(zone, held, stored)
-            serial = choose_serial(
-                zone,
-                policy if policy is not None else (row[0] if row is not None else None),
-                soa_serial(held) if held else None,
-                offered,
-                changed=first.changed,
-                now=now,
-            )
+            stored_policy = row[0] if row is not None else None
+            old_serial = soa_serial(held) if held else None
+
+            def choose(changed: bool) -> int:
+                return choose_serial(
+                    zone,
+                    policy if policy is not None else stored_policy,
+                    old_serial,
+                    offered,
+                    changed=changed,
+                    now=now,
+                )
+
+            diff = diff_zone(zone, held, stored, serial=choose)
+            serial = diff.new_serial
+            assert serial is not None
             if serial != offered:
                 stored = tuple(with_serial(r, serial) if r.rtype == "SOA" else r for r in stored)
-            diff = diff_zone(zone, held, stored)
             write = bool(diff.added or diff.removed)
             summary = ZoneSummary(name=zone, records=len(stored), serial=serial)
             outcome = ImportOutcome(summary, diff, write and not dry_run)
