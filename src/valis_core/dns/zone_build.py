@@ -77,21 +77,24 @@ def parse_zone_text(
     read_master_into(text, origin, keep if progress is None else keep_counting)
     rows = []
     total = len(found)
+    names: dict[int, str] = {}
     for done, (zone, owner, rtype, ttl, rdata) in enumerate(found, start=1):
         if progress is not None and (done % PARSE_PROGRESS_EVERY == 0 or done == total):
             progress(done, total)
-        kind = dns.rdatatype.RdataType.make(rtype)
-        text_rdata = dns.rdata.from_wire(dns.rdataclass.IN, kind, rdata, 0, len(rdata))
-        rows.append(
-            RecordRow(
-                zone=zone,
-                owner=wire.to_text(owner),
-                rtype=dns.rdatatype.to_text(kind),
-                ttl=ttl,
-                rdata=text_rdata.to_text(),
-            )
-        )
+        name = names.get(rtype)
+        if name is None:
+            name = names[rtype] = dns.rdatatype.to_text(dns.rdatatype.RdataType.make(rtype))
+        rows.append(RecordRow(zone, wire.to_text(owner), name, ttl, _rdata_text(rtype, rdata)))
     return tuple(rows)
+
+
+def _rdata_text(rtype: int, rdata: bytes) -> str:
+    """Rdata in presentation form as dnspython writes it; an IPv4 address directly, as
+    the bulk of a large zone is."""
+    if rtype == A and len(rdata) == 4:
+        return f"{rdata[0]}.{rdata[1]}.{rdata[2]}.{rdata[3]}"
+    kind = dns.rdatatype.RdataType.make(rtype)
+    return dns.rdata.from_wire(dns.rdataclass.IN, kind, rdata, 0, len(rdata)).to_text()
 
 
 _Sink = Callable[[str, bytes, int, int, bytes], None]
