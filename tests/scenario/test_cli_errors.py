@@ -44,6 +44,7 @@ PLAIN_VALUES = {
     "node": "node-a",
     "dns_address": "127.0.0.1:5399",
     "unit_command": "/bin/false",
+    "policy": "increment",
 }
 
 
