@@ -31,8 +31,6 @@ class ZoneFileError(ValisError):
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
-    from valis_core.dns.serial import POLICIES
-
     parser = subparsers.add_parser("zone", help="zones in the operator-state database")
     actions = parser.add_subparsers(dest="zone_command", metavar="ACTION", required=True)
 
@@ -49,9 +47,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     _file_arguments(run)
     run.add_argument(
         "--serial-policy",
-        choices=POLICIES,
-        help="when the serial did not go up: increment it, use UNIX time or YYYYMMDDnn, "
-        "or keep the file's (default: the zone's stored policy, else refuse)",
+        metavar="POLICY",
+        help="when the serial did not go up: 'increment' it, use 'unixtime' or "
+        "'dateserial' (YYYYMMDDnn), or 'keep' the file's (default: the zone's stored "
+        "policy, else refuse)",
     )
     run.add_argument(
         "--dry-run", action="store_true", help="print what would change; write nothing"
@@ -98,8 +97,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("zone", metavar="ZONE")
     run.add_argument(
         "policy",
-        choices=(*POLICIES, "refuse"),
-        help="'refuse' (the default) refuses changed data without a higher serial",
+        metavar="POLICY",
+        help="increment, unixtime, dateserial, keep, or refuse (the default: changed data "
+        "without a higher serial is refused)",
     )
     run.set_defaults(handler=_policy)
 
@@ -184,10 +184,13 @@ def _where(label: str, line: int | None) -> str:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from valis_core.dns.serial import policy_named
     from valis_core.dns.zone_build import parse_zone_text
     from valis_core.operator_state.connection import connect
     from valis_core.operator_state.zones import import_zone
 
+    if args.serial_policy is not None:
+        policy_named(args.serial_policy)  # refused before the file is read
     progress = _Progress(sys.stderr)
     try:
         progress.say(f"checking {args.file}")
@@ -296,11 +299,12 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _policy(args: argparse.Namespace) -> int:
+    from valis_core.dns.serial import policy_named
     from valis_core.operator_state.connection import OperatorStateError, connect
     from valis_core.operator_state.zones import canonical_zone_name, set_serial_policy
 
     zone = canonical_zone_name(args.zone)
-    policy = None if args.policy == "refuse" else args.policy
+    policy = policy_named(args.policy)
     with connect(operator_dsn(args), require_schema=True) as conn:
         if not set_serial_policy(conn, zone, policy):
             raise OperatorStateError(

@@ -26,6 +26,21 @@ class SerialNotRaised(ValisError):
     """A zone's data changed but its serial did not go up."""
 
 
+class UnknownSerialPolicy(ValisError):
+    """A serial policy valis does not have."""
+
+
+def policy_named(name: str) -> str | None:
+    """The policy an operator named (``refuse``: none, the default)."""
+    if name == "refuse":
+        return None
+    if name not in POLICIES:
+        raise UnknownSerialPolicy(
+            f"unknown serial policy {name!r}; use one of {', '.join(POLICIES)}, or refuse"
+        )
+    return name
+
+
 def serial_gt(a: int, b: int) -> bool:
     """Whether serial ``a`` is greater than ``b`` in RFC 1982 arithmetic."""
     return a != b and ((a < b and b - a > _SERIAL_HALF) or (a > b and a - b < _SERIAL_HALF))
@@ -49,10 +64,8 @@ def choose_serial(
     ``stored`` or nothing was stored, ``stored`` when the data did not change, and
     otherwise what ``policy`` says; with no policy, ``SerialNotRaised`` names both.
     ``now`` is UNIX time, for ``unixtime`` and ``dateserial``."""
-    if policy is not None and policy not in POLICIES:
-        raise SerialNotRaised(
-            f"zone {zone}: unknown serial policy {policy!r}; use one of {', '.join(POLICIES)}"
-        )
+    if policy is not None:
+        policy_named(policy)
     if stored is None or serial_gt(offered, stored) or policy == "keep":
         return offered
     if not changed:
