@@ -24,6 +24,7 @@ import dns.ipv6
 import dns.name
 import dns.rdata
 import dns.rdataclass
+import dns.rdatatype
 import dns.tokenizer
 import dns.transaction
 import dns.zonefile
@@ -374,16 +375,32 @@ def _explain(line: str, exc: Exception) -> str:
         return f"bad TTL {ttl!r}: write seconds (3600) or units (1h, 30m, 1d)"
     if unknown:
         return f"unknown record type {unknown.group(1)!r}"
-    if "malformed" not in detail:
-        return detail
     if line[:1] not in (" ", "\t"):
         tokens = tokens[1:]  # the owner, which may well be spelled "a"
+    if detail == "Missing default TTL value":
+        return "no TTL: give the record one, or start the file with a $TTL line"
+    if "malformed" not in detail:
+        rtype = _record_type(tokens)
+        return detail if rtype is None else f"{rtype} record: {detail}"
     upper = [token.upper() for token in tokens]
     for rtype, family in _ADDRESS_TYPES.items():
         if rtype in upper[:3] and upper.index(rtype) + 1 < len(tokens):
             address = tokens[upper.index(rtype) + 1]
             return _bad_address(rtype, family, address) or detail
     return detail
+
+
+def _record_type(tokens: list[str]) -> str | None:
+    """The type of the record whose fields (owner removed) are ``tokens``: the first
+    token that is not a TTL or class, if dnspython knows it as a type."""
+    for token in tokens[:3]:
+        if token[:1].isdigit() or token.upper() in ("IN", "CH", "HS", "CS"):
+            continue
+        try:
+            return dns.rdatatype.to_text(dns.rdatatype.from_text(token.upper()))
+        except (dns.exception.DNSException, ValueError):
+            return None
+    return None
 
 
 def _bad_address(rtype: str, family: str, address: str) -> str | None:
