@@ -39,6 +39,8 @@ from typing import Protocol
 
 import attrs
 
+from tests.scenario import kill_targets
+from tests.scenario.kill_targets import FACTS_NEW, FACTS_OLD
 from tests.scenario.module_dist import HELLO, HELLO_ENTRY, HELLO_SOURCE, pin_of, publish
 from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import PgCluster, runtime_bin
@@ -65,9 +67,10 @@ from valis_core.plugin.installed import INSTALLED_RECORD, installed_record, modu
 from valis_core.plugin.wheel import make_wheel, read_wheel
 from valis_core.state_layout import config_store_path, fabric_info_path, keyfile_path
 from valis_core.store.head import head_path, materialise_genesis, read_store_head
-from valis_core.store.manifest import ModulePin, dumps, make_default_manifest
+from valis_core.store.manifest import dumps, make_default_manifest
 
 REPO = Path(__file__).resolve().parents[2]
+TARGETS = kill_targets.__name__
 READY_TIMEOUT = 60.0
 VERB_TIMEOUT = 120.0
 REAP_TIMEOUT = 10.0
@@ -415,26 +418,6 @@ def table(tallies: Sequence[Tally]) -> str:
     return "\n".join([header, *rows])
 
 
-# -- what the drivers call (with JSON arguments) ---------------------------------------
-
-
-def mint(args: list[str]) -> None:
-    load_or_create_keyfile(Path(args[0]))
-
-
-def write_facts(args: list[str]) -> None:
-    write_site_facts(Path(args[0]), FACTS_NEW)
-
-
-def genesis(args: list[str]) -> None:
-    materialise_genesis(Path(args[0]))
-
-
-def install(args: list[str]) -> None:
-    pins = [ModulePin(name=HELLO, version=args[2], sha256=args[3])]
-    condense_modules(Path(args[0]), pins, args[1])
-
-
 # -- the verbs --------------------------------------------------------------------------
 
 
@@ -457,7 +440,7 @@ class Mint:
         self._seen.pop(work, None)
 
     def command(self, work: Path) -> Command:
-        return Command(f"{__name__}:mint", (str(work / "state"),))
+        return Command(f"{TARGETS}:mint", (str(work / "state"),))
 
     def judge(self, work: Path) -> list[str]:
         path = work / "state" / KEYFILE_NAME
@@ -483,19 +466,6 @@ class Mint:
         return []
 
 
-FACTS_OLD = {
-    "VALIS_NODE_NAME": "origin-1",
-    "VALIS_LOCATION": "here",
-    "VALIS_OPERATOR_STATE_DSN": "postgresql://valis@/valis_state?host=/var/run/postgresql",
-    "VALIS_SERVED_ZONES": "example.org.",
-}
-FACTS_NEW = {
-    **FACTS_OLD,
-    "VALIS_LOCATION": "there",
-    "VALIS_SERVED_ZONES": ",".join(f"zone{n}.example." for n in range(200)),
-}
-
-
 class SiteFacts:
     """The site-facts file rewritten over the previous one (``write_site_facts``)."""
 
@@ -506,7 +476,7 @@ class SiteFacts:
         write_site_facts(work / self.file, FACTS_OLD)
 
     def command(self, work: Path) -> Command:
-        return Command(f"{__name__}:write_facts", (str(work / self.file),))
+        return Command(f"{TARGETS}:write_facts", (str(work / self.file),))
 
     def _facts(self, work: Path) -> dict[str, str] | str:
         try:
@@ -539,7 +509,7 @@ class StoreHead:
         (work / "state").mkdir(mode=0o700)
 
     def command(self, work: Path) -> Command:
-        return Command(f"{__name__}:genesis", (str(work / "state"),))
+        return Command(f"{TARGETS}:genesis", (str(work / "state"),))
 
     def judge(self, work: Path) -> list[str]:
         try:
@@ -643,9 +613,8 @@ class Modules:
 
     def command(self, work: Path) -> Command:
         pin = self._pins["2.0"]
-        return Command(
-            f"{__name__}:install", (str(work / "state"), self._index, pin.version, pin.sha256)
-        )
+        args = (str(work / "state"), self._index, pin.name, pin.version, pin.sha256)
+        return Command(f"{TARGETS}:install", args)
 
     def _version(self, work: Path) -> str | None:
         """The whole installed version, or None when there is no modules directory."""
