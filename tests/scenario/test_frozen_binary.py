@@ -42,6 +42,7 @@ import pytest
 from tests.conftest import require_root
 from tests.property.test_systemd_units import FULCRUM_UNIT, only, parse_unit
 from tests.scenario.module_dist import hello_wheel, pin_of, publish
+from tests.scenario.operator_state_helpers import EXAMPLE_WWW, EXAMPLE_ZONE, import_zone
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
 from tests.scenario.proving_ground import UNIT_IP, Ground, dig, netns_names, unit_config_text
 from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
@@ -50,6 +51,7 @@ from valis_cli.commands.apply import DEFAULT_ROOT
 from valis_core.acting_as import acting_as
 from valis_core.apply.delivery import CURRENT_LINK, assert_delivery_sound
 from valis_core.atomic import write_atomic
+from valis_core.operator_state.schema import migrate
 from valis_core.plugin.install import condense_modules
 from valis_core.plugin.wheel import make_wheel
 from valis_core.store.head import head_path
@@ -336,7 +338,7 @@ def test_a_build_without_the_serving_codec_is_refused_and_its_resident_fails_clo
                               capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
     assert selftest.returncode == 1
     assert selftest.stderr.splitlines()[-1].startswith(
-        "valis: this build is incomplete: it cannot import valis_core.dns.answer"
+        "valis: serving codec not available: cannot import valis_core.dns.answer"
     ), selftest.stderr
     resident = resident_harness.start(make_state_dir(resident_harness.workdir),
                                       site_facts(zone_dsn),
@@ -369,7 +371,8 @@ def state_with_module(parent: Path, wheel: tuple[str, bytes], name: str) -> Path
 
 
 def test_the_frozen_resident_loads_an_installed_module_and_the_control_cannot(
-    resident_harness: Harness, zone_dsn: str, bundle: Path, control_bundle: Path
+    resident_harness: Harness, pg_cluster: PgCluster, zone_dsn: str, bundle: Path,
+    control_bundle: Path,
 ) -> None:
     state = state_with_module(resident_harness.workdir, reach_wheel(), REACH)
     resident = resident_harness.start(state, site_facts(zone_dsn),
@@ -384,8 +387,13 @@ def test_the_frozen_resident_loads_an_installed_module_and_the_control_cannot(
     assert resident.wait_exit() == 0, resident.stderr()
     assert (state / "reach.drained").exists()
 
+    # Another node on a database of its own: on this one the first node holds the fence.
+    control_dsn = pg_cluster.new_database("control")
+    with pg_cluster.connect(control_dsn) as conn:
+        migrate(conn)
+    import_zone(pg_cluster, control_dsn, EXAMPLE_ZONE, EXAMPLE_WWW)
     control_state = state_with_module(resident_harness.workdir, reach_wheel(), REACH)
-    control = resident_harness.start(control_state, site_facts(zone_dsn),
+    control = resident_harness.start(control_state, site_facts(control_dsn),
                                      runtime=str(control_bundle / "valis"))
     assert control.wait_exit() != 0, control.stderr()
     last = control.last_line()

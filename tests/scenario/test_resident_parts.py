@@ -4,6 +4,7 @@ fabric endpoint. None of these needs root."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -19,6 +20,7 @@ from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.site_facts import SiteFactsError
 from valis_core.operator_state.zone_source import ZoneSourceStats
+from valis_core.resident import sd_notify
 from valis_core.resident.adopt import Kind
 from valis_core.resident.config_store import open_config_store, store_path
 from valis_core.resident.descriptors import probe_descriptor
@@ -102,6 +104,27 @@ def test_without_notify_socket_notifying_does_nothing() -> None:
 
 def test_an_unreachable_supervisor_never_stops_the_node(tmp_path: Path) -> None:
     Notifier(str(tmp_path / "nobody-listens")).ready("serving")
+
+
+def test_a_supervisor_that_stops_reading_never_blocks_the_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sd_notify, "SEND_PATIENCE", 0.05)
+    path = tmp_path / "notify"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+        listener.bind(str(path))
+        notifier = Notifier(str(path))
+        # More than the kernel queues for an unread datagram socket (max_dgram_qlen):
+        # every call returns, the first ones are delivered, the rest dropped.
+        for number in range(64):
+            notifier.status(f"stage {number}")
+        listener.setblocking(False)
+        delivered = []
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                delivered.append(listener.recv(4096))
+    assert delivered[0] == b"STATUS=stage 0\n"
+    assert 0 < len(delivered) < 64
 
 
 # -- state directory, configuration store, store head -----------------------------------

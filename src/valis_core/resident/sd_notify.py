@@ -7,18 +7,25 @@ datagram of newline-separated ``KEY=value`` assignments (``READY=1``, ``STATUS=.
 the same under systemd, under a test harness and by hand.
 
 A notification that cannot be delivered is logged once and never stops the node: the
-supervisor's own start timeout is what acts on a missing ``READY=1``.
+supervisor's own start timeout is what acts on a missing ``READY=1``. The send never
+blocks: a supervisor that stops reading (its socket's queue holds only a few datagrams,
+``net.unix.max_dgram_qlen``) delays a notification by at most ``SEND_PATIENCE`` seconds,
+then it is dropped.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import time
 from collections.abc import Mapping
 
 log = logging.getLogger(__name__)
 
 ENV_VAR = "NOTIFY_SOCKET"
+SEND_PATIENCE = 1.0
+"""Seconds a notification waits for room in a full supervisor queue before it is dropped."""
+_RETRY = 0.01
 
 
 def render_notification(fields: Mapping[str, str]) -> bytes:
@@ -60,7 +67,15 @@ class Notifier:
         data = render_notification(fields)
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
-                sock.sendto(data, self._address)
+                deadline = time.monotonic() + SEND_PATIENCE
+                while True:
+                    try:
+                        sock.sendto(data, socket.MSG_DONTWAIT, self._address)
+                        return
+                    except BlockingIOError:
+                        if time.monotonic() >= deadline:
+                            raise
+                        time.sleep(_RETRY)
         except OSError as exc:
             if not self._warned:
                 self._warned = True
