@@ -39,6 +39,9 @@ AXFR = int(dns.rdatatype.AXFR)
 ANY = int(dns.rdatatype.ANY)
 
 IN = int(dns.rdataclass.IN)
+CLASS_NONE = int(dns.rdataclass.NONE)
+CLASS_ANY = int(dns.rdataclass.ANY)
+"""RFC 2136's classes NONE and ANY (an UPDATE's deletions and prerequisites)."""
 
 NOERROR = int(dns.rcode.NOERROR)
 FORMERR = int(dns.rcode.FORMERR)

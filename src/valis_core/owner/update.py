@@ -45,17 +45,23 @@ import dns.rdtypes.ANY.SOA
 from dns.rcode import Rcode
 
 from valis_core.dns import wire
-from valis_core.dns.records import MAX_TTL, RecordRow, ZoneError
+from valis_core.dns.records import ANY as ANY_TYPE
+from valis_core.dns.records import CLASS_ANY as ANY
+from valis_core.dns.records import CLASS_NONE as NONE
+from valis_core.dns.records import (
+    CNAME,
+    IN,
+    MAX_TTL,
+    NS,
+    NSEC,
+    RRSIG,
+    SOA,
+    RecordRow,
+    ZoneError,
+)
 from valis_core.dns.serial import next_serial, serial_gt
 
-IN = dns.rdataclass.IN
-NONE = dns.rdataclass.NONE
-ANY = dns.rdataclass.ANY
-ANY_TYPE = dns.rdatatype.ANY
-SOA = dns.rdatatype.SOA
-NS = dns.rdatatype.NS
-CNAME = dns.rdatatype.CNAME
-_BESIDE_CNAME = frozenset({dns.rdatatype.CNAME, dns.rdatatype.RRSIG, dns.rdatatype.NSEC})
+_BESIDE_CNAME = frozenset({CNAME, RRSIG, NSEC})
 _NEVER_DELETED = (SOA, NS)
 
 
@@ -166,12 +172,12 @@ def _rdata_key_from_text(rtype: int, text: str) -> bytes:
 
 def _parse_text(rtype: int, text: str) -> dns.rdata.Rdata:
     kind = dns.rdatatype.RdataType.make(rtype)
-    return dns.rdata.from_text(IN, kind, text, origin=None)
+    return dns.rdata.from_text(dns.rdataclass.IN, kind, text, origin=None)
 
 
 def _parse_wire(rtype: int, data: bytes) -> dns.rdata.Rdata:
     kind = dns.rdatatype.RdataType.make(rtype)
-    return dns.rdata.from_wire(IN, kind, data, 0, len(data))
+    return dns.rdata.from_wire(dns.rdataclass.IN, kind, data, 0, len(data))
 
 
 def _is_meta(rtype: int) -> bool:
