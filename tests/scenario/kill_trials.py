@@ -791,7 +791,9 @@ class Apply:
         return problems if version == "2.0" else [*problems, f"{version} is current, not 2.0"]
 
 
-VERB_NAMES = ("mint", "site-facts", "store-head", "backup", "modules", "zone-import", "apply")
+VERB_NAMES = (
+    "mint", "site-facts", "store-head", "backup", "modules", "zone-import", "apply", "condense"
+)
 
 
 class Condense:
