@@ -274,10 +274,11 @@ async def test_many_owner_notes_in_one_batch_reload_the_zone_whole(
     zones = [ORG]
     source = zone_source(pg_cluster, state_dsn, zones, max_patch_owners=3)
     holder = IndexHolder(await source.load())
-    # Five small transactions commit while the source listens but does not read yet:
-    # their notes are waiting as one batch naming five owners, more than it patches.
-    for i in range(5):
-        run_sql(pg_cluster, state_dsn, _insert(f"n{i}.example.org.", "A", "192.0.2.6"))
+    # Five owners change in one transaction while the source listens but does not read
+    # yet: their notes are sent together at the commit and wait as one batch naming five
+    # owners, more than it patches. (Five transactions' notes may arrive in two reads.)
+    run_sql(pg_cluster, state_dsn,
+            *(_insert(f"n{i}.example.org.", "A", "192.0.2.6") for i in range(5)))
     async with trio.open_nursery() as nursery:
         await nursery.start(source.run, holder)
         await _caught_up(pg_cluster, state_dsn, holder, zones)
