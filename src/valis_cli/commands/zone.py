@@ -152,8 +152,8 @@ class ZoneRefused(ValisError):
 
 def _checked(args: argparse.Namespace) -> tuple[str, ZoneCheck]:
     """The file's text and its check, printing every finding; refuse a file with errors."""
-    from valis_core.dns.file_server import ZoneFileError as OriginUnknown
-    from valis_core.dns.file_server import origin_of
+    from valis_core.dns.origin import ZoneFileError as OriginUnknown
+    from valis_core.dns.origin import origin_of
     from valis_core.dns.zone_check import check_zone_text
 
     text = _read(args.file)

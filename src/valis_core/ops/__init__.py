@@ -5,34 +5,41 @@ The face: plan a condense (``plan_condense``, pure) and run it against a host of
 make, verify and restore backup sets.
 """
 
-from valis_core.ops.backup import (
-    BackupError,
-    VerifiedBackup,
-    create_backup,
-    restore_backup,
-    verify_backup_set,
-)
-from valis_core.ops.condense import (
-    CondenseError,
-    CondenseFailed,
-    CondenseHost,
-    CondenseReport,
-    CondenseRequest,
-    Plan,
-    RequestKind,
-    Step,
-    StepKind,
-    condense_onto_host,
-    execute_plan,
-    plan_condense,
-)
-from valis_core.ops.host_readiness import (
-    AssessConfig,
-    Assessment,
-    Clause,
-    HostProbe,
-    assess_host,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from valis_core.face import lazy_attributes
+
+if TYPE_CHECKING:
+    from valis_core.ops.backup import (
+        BackupError,
+        VerifiedBackup,
+        create_backup,
+        restore_backup,
+        verify_backup_set,
+    )
+    from valis_core.ops.condense import (
+        CondenseError,
+        CondenseFailed,
+        CondenseHost,
+        CondenseReport,
+        CondenseRequest,
+        Plan,
+        RequestKind,
+        Step,
+        StepKind,
+        condense_onto_host,
+        execute_plan,
+        plan_condense,
+    )
+    from valis_core.ops.host_readiness import (
+        AssessConfig,
+        Assessment,
+        Clause,
+        HostProbe,
+        assess_host,
+    )
 
 __all__ = [
     "AssessConfig",
@@ -58,3 +65,31 @@ __all__ = [
     "restore_backup",
     "verify_backup_set",
 ]
+
+__getattr__ = lazy_attributes(
+    __name__,
+    {
+        "AssessConfig": "valis_core.ops.host_readiness",
+        "Assessment": "valis_core.ops.host_readiness",
+        "BackupError": "valis_core.ops.backup",
+        "Clause": "valis_core.ops.host_readiness",
+        "CondenseError": "valis_core.ops.condense",
+        "CondenseFailed": "valis_core.ops.condense",
+        "CondenseHost": "valis_core.ops.condense",
+        "CondenseReport": "valis_core.ops.condense",
+        "CondenseRequest": "valis_core.ops.condense",
+        "HostProbe": "valis_core.ops.host_readiness",
+        "Plan": "valis_core.ops.condense",
+        "RequestKind": "valis_core.ops.condense",
+        "Step": "valis_core.ops.condense",
+        "StepKind": "valis_core.ops.condense",
+        "VerifiedBackup": "valis_core.ops.backup",
+        "assess_host": "valis_core.ops.host_readiness",
+        "condense_onto_host": "valis_core.ops.condense",
+        "create_backup": "valis_core.ops.backup",
+        "execute_plan": "valis_core.ops.condense",
+        "plan_condense": "valis_core.ops.condense",
+        "restore_backup": "valis_core.ops.backup",
+        "verify_backup_set": "valis_core.ops.backup",
+    },
+)
