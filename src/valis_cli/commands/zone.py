@@ -1,5 +1,5 @@
-"""``valis zone import|diff|export|list|check|delete|policy``: the operator's zones in
-operator state.
+"""``valis zone import|diff|export|list|check|delete|policy|secondary``: the operator's
+zones in operator state.
 
 An import checks the master file exactly as ``valis zone check`` does (every error, with
 its line), keeps serial discipline (``valis_core.dns.serial``), and only then replaces the
@@ -102,6 +102,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "without a higher serial is refused)",
     )
     run.set_defaults(handler=_policy)
+
+    _register_secondary(actions)
 
 
 def _file_arguments(parser: argparse.ArgumentParser) -> None:
@@ -311,4 +313,122 @@ def _policy(args: argparse.Namespace) -> int:
                 f"zone {zone} is not in the operator-state database; import it first"
             )
     print(f"zone {zone}: serial policy {args.policy}")
+    return 0
+
+
+def _register_secondary(actions: argparse._SubParsersAction[Any]) -> None:
+    parser = actions.add_parser(
+        "secondary",
+        help="the servers a zone is transferred to (AXFR) and notified of changes (NOTIFY)",
+        description=(
+            "A secondary is an address and the TSIG key its transfer requests are signed "
+            "with; only listed secondaries may transfer the zone, and each is sent a "
+            "signed NOTIFY when the zone changes."
+        ),
+    )
+    verbs = parser.add_subparsers(dest="secondary_command", metavar="ACTION", required=True)
+
+    run = verbs.add_parser(
+        "add",
+        help="list a secondary of a zone (or change its key)",
+        description=(
+            "Without --secret a random 32-byte secret is made; the key is printed as a "
+            "key statement for the secondary's configuration (BIND, NSD, Knot's keymgr "
+            "import)."
+        ),
+    )
+    add_dsn_arguments(run)
+    run.add_argument("zone", metavar="ZONE")
+    run.add_argument("address", metavar="ADDRESS", help="the secondary's IPv4 or IPv6 address")
+    run.add_argument("--key-name", required=True, metavar="NAME", help="the TSIG key's name")
+    run.add_argument(
+        "--algorithm", default="hmac-sha256", metavar="ALG",
+        help="hmac-sha256 (default), hmac-sha384, hmac-sha512, hmac-sha224 or hmac-sha1",
+    )
+    run.add_argument(
+        "--secret", metavar="BASE64",
+        help="the key's secret in base64 (default: a new random one; read it back with list)",
+    )
+    run.set_defaults(handler=_secondary_add)
+
+    run = verbs.add_parser("remove", help="stop transferring a zone to a secondary")
+    add_dsn_arguments(run)
+    run.add_argument("zone", metavar="ZONE")
+    run.add_argument("address", metavar="ADDRESS")
+    run.set_defaults(handler=_secondary_remove)
+
+    run = verbs.add_parser("list", help="list the secondaries of one zone or of all")
+    add_dsn_arguments(run)
+    run.add_argument("zone", metavar="ZONE", nargs="?")
+    run.add_argument("--json", action="store_true", help="machine-readable output")
+    run.add_argument(
+        "--secrets", action="store_true", help="include each key's secret (base64)"
+    )
+    run.set_defaults(handler=_secondary_list)
+
+
+def _secondary_add(args: argparse.Namespace) -> int:
+    from valis_core.operator_state import secondaries as book
+    from valis_core.operator_state.connection import connect
+    from valis_core.operator_state.zones import canonical_zone_name
+
+    secondary = book.Secondary(
+        zone=canonical_zone_name(args.zone),
+        address=book.host_address(args.address),
+        key_name=book.key_name(args.key_name),
+        algorithm=book.algorithm(args.algorithm),
+        secret=book.secret(args.secret),
+    )
+    with connect(operator_dsn(args), require_schema=True) as conn:
+        new = book.add_secondary(conn, secondary)
+    what = "added" if new else "updated"
+    print(f"zone {secondary.zone}: secondary {secondary.address} {what}, key {secondary.key_name}")
+    if args.secret is None:
+        sys.stdout.write(secondary.bind_key())
+    return 0
+
+
+def _secondary_remove(args: argparse.Namespace) -> int:
+    from valis_core.operator_state import secondaries as book
+    from valis_core.operator_state.connection import connect
+    from valis_core.operator_state.zones import canonical_zone_name
+
+    zone = canonical_zone_name(args.zone)
+    address = book.host_address(args.address)
+    with connect(operator_dsn(args), require_schema=True) as conn:
+        if not book.remove_secondary(conn, zone, address):
+            raise book.SecondaryError(
+                f"zone {zone} has no secondary at {address} (valis zone secondary list "
+                f"{zone} shows its secondaries)"
+            )
+    print(f"zone {zone}: secondary {address} removed")
+    return 0
+
+
+def _secondary_list(args: argparse.Namespace) -> int:
+    from valis_core.operator_state import secondaries as book
+    from valis_core.operator_state.connection import connect
+
+    with connect(operator_dsn(args), require_schema=True) as conn:
+        found = book.list_secondaries(conn, args.zone)
+    if args.json:
+        document = []
+        for secondary in found:
+            entry = {
+                "zone": secondary.zone,
+                "address": secondary.address,
+                "key_name": secondary.key_name,
+                "algorithm": secondary.algorithm,
+            }
+            if args.secrets:
+                entry["secret"] = secondary.secret_base64
+            document.append(entry)
+        json.dump(document, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    header = "ZONE\tADDRESS\tKEY\tALGORITHM"
+    print(header + ("\tSECRET" if args.secrets else ""))
+    for secondary in found:
+        line = f"{secondary.zone}\t{secondary.address}\t{secondary.key_name}\t{secondary.algorithm}"
+        print(line + (f"\t{secondary.secret_base64}" if args.secrets else ""))
     return 0

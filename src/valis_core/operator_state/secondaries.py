@@ -1,0 +1,155 @@
+"""The secondaries of each zone in operator state: who may transfer a zone (AXFR) and who
+is sent a NOTIFY when it changes, each with its TSIG key (migration 0005).
+
+A secondary is one address (a host, IPv4 or IPv6) and the key its requests are signed
+with. Keys are kept in the database beside the zone, so whatever restores the database
+(``pg_dump``, a standby) restores them too. The operator adds and removes secondaries
+(``valis zone secondary``); the resident reads them when a transfer is asked for or a
+NOTIFY is due, so a change applies to the next request without a restart.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+import secrets
+from typing import Any
+
+import attrs
+import psycopg
+
+from valis_core.dns import wire
+from valis_core.errors import ValisError
+from valis_core.operator_state.zones import canonical_zone_name
+
+ALGORITHMS = ("hmac-sha256", "hmac-sha384", "hmac-sha512", "hmac-sha224", "hmac-sha1")
+"""TSIG algorithms a secondary's key may use (RFC 8945 section 6), the first the default."""
+
+DEFAULT_ALGORITHM = ALGORITHMS[0]
+GENERATED_SECRET_SIZE = 32
+MIN_SECRET_SIZE = 16
+MAX_SECRET_SIZE = 512
+
+
+class SecondaryError(ValisError):
+    """A secondary that cannot be added, removed or read as given."""
+
+
+@attrs.frozen
+class Secondary:
+    """One secondary of ``zone``: its address and the TSIG key it signs with."""
+
+    zone: str
+    address: str
+    key_name: str
+    algorithm: str
+    secret: bytes = attrs.field(repr=False)
+
+    @property
+    def secret_base64(self) -> str:
+        return base64.b64encode(self.secret).decode("ascii")
+
+    def bind_key(self) -> str:
+        """The key as a BIND/NSD ``key`` statement, for the secondary's configuration."""
+        return (
+            f'key "{self.key_name}" {{\n'
+            f"\talgorithm {self.algorithm};\n"
+            f'\tsecret "{self.secret_base64}";\n'
+            "};\n"
+        )
+
+
+def host_address(text: str) -> str:
+    """``text`` as one host's address in its canonical spelling; refuse anything else."""
+    try:
+        return str(ipaddress.ip_address(text.strip()))
+    except ValueError:
+        raise SecondaryError(
+            f"secondary address {text!r} is not an IPv4 or IPv6 address of one host "
+            "(give the address the secondary sends its transfer requests from)"
+        ) from None
+
+
+def key_name(text: str) -> str:
+    """A TSIG key name as stored: absolute, lowercase."""
+    absolute = text if text.endswith(".") else text + "."
+    try:
+        return wire.to_text(wire.from_text(absolute).lower())
+    except wire.BadName as exc:
+        raise SecondaryError(f"TSIG key name {text!r} is not a domain name: {exc}") from None
+
+
+def algorithm(text: str) -> str:
+    name = text.strip().lower().rstrip(".")
+    if name not in ALGORITHMS:
+        raise SecondaryError(
+            f"TSIG algorithm {text!r} is not one valis signs with; use one of "
+            f"{', '.join(ALGORITHMS)}"
+        )
+    return name
+
+
+def secret(text: str | None) -> bytes:
+    """The secret from its base64 text, or a fresh random one when none is given."""
+    if text is None:
+        return secrets.token_bytes(GENERATED_SECRET_SIZE)
+    try:
+        raw = base64.b64decode(text.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise SecondaryError("the TSIG secret is not base64 (as in a BIND key statement)") from None
+    if not MIN_SECRET_SIZE <= len(raw) <= MAX_SECRET_SIZE:
+        raise SecondaryError(
+            f"the TSIG secret is {len(raw)} bytes; give {MIN_SECRET_SIZE} to "
+            f"{MAX_SECRET_SIZE} (32 random bytes is usual: leave --secret out to have one made)"
+        )
+    return raw
+
+
+def add_secondary(conn: psycopg.Connection[Any], secondary: Secondary) -> bool:
+    """Store ``secondary`` (replacing the key of one already listed at its address);
+    return whether it was new. Refused when the zone is not in operator state."""
+    zone = canonical_zone_name(secondary.zone)
+    with conn.transaction():
+        if conn.execute("SELECT 1 FROM zones WHERE name = %s", (zone,)).fetchone() is None:
+            raise SecondaryError(
+                f"zone {zone} is not in the operator-state database; import it first"
+            )
+        row = conn.execute(
+            "INSERT INTO zone_secondaries (zone, address, key_name, algorithm, secret)"
+            " VALUES (%s, %s, %s, %s, %s)"
+            " ON CONFLICT (zone, address) DO UPDATE SET key_name = EXCLUDED.key_name,"
+            " algorithm = EXCLUDED.algorithm, secret = EXCLUDED.secret, added_at = now()"
+            " RETURNING (xmax = 0)",
+            (zone, secondary.address, secondary.key_name, secondary.algorithm,
+             secondary.secret),
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def remove_secondary(conn: psycopg.Connection[Any], zone: str, address: str) -> bool:
+    """Forget the secondary of ``zone`` at ``address``; return whether it was listed."""
+    with conn.transaction():
+        cur = conn.execute(
+            "DELETE FROM zone_secondaries WHERE zone = %s AND address = %s",
+            (canonical_zone_name(zone), host_address(address)),
+        )
+        return cur.rowcount == 1
+
+
+def list_secondaries(
+    conn: psycopg.Connection[Any], zone: str | None = None
+) -> tuple[Secondary, ...]:
+    """The secondaries of ``zone`` (of every zone when ``None``), by zone then address."""
+    query = (
+        "SELECT zone, host(address), key_name, algorithm, secret FROM zone_secondaries"
+    )
+    params: tuple[str, ...] = ()
+    if zone is not None:
+        query += " WHERE zone = %s"
+        params = (canonical_zone_name(zone),)
+    query += " ORDER BY zone, address"
+    return tuple(
+        Secondary(str(z), str(a), str(k), str(al), bytes(s))
+        for z, a, k, al, s in conn.execute(query, params).fetchall()
+    )
