@@ -27,11 +27,18 @@ from pathlib import Path
 _TEMP_ATTEMPTS = 16
 
 
-def write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
-    """Replace (or create) ``path`` with ``data``, atomically and durably."""
+def write_atomic(
+    path: Path, data: bytes, *, mode: int = 0o644, owner: tuple[int, int] | None = None
+) -> None:
+    """Replace (or create) ``path`` with ``data``, atomically and durably; ``owner``
+    (uid, gid) is given to the new file before it takes the name, as root may."""
     sweep_orphans(path)
     fd, temp = _write_temp(path, data, mode)
     try:
+        if owner is not None:
+            os.fchown(fd, *owner)
+            os.fchmod(fd, mode)  # a chown clears set-id bits; the mode stays as asked
+            os.fsync(fd)
         os.replace(temp, path)
     except BaseException:
         _discard(temp)
