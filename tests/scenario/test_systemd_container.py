@@ -1,0 +1,73 @@
+"""The systemd container harness boots a real systemd and always leaves the host as found."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_root
+from tests.scenario.systemd_container import (
+    Bind,
+    SystemdContainer,
+    host_enabled_units,
+    sweep_stale,
+)
+
+
+class _Planned(Exception):
+    """The failure a test body raises on purpose."""
+
+
+def test_two_containers_run_side_by_side_and_leave_nothing_behind() -> None:
+    require_root()
+    sweep_stale()
+    first, second = SystemdContainer(), SystemdContainer()
+    with first, second:
+        assert (first.boot_state, second.boot_state) == ("running", "running")
+        assert first.cgroup != second.cgroup
+        assert first.workdir != second.workdir
+        for box in (first, second):
+            assert box.run("cat", "/proc/1/comm").stdout.strip() == "systemd"
+            assert box.show("multi-user.target", "ActiveState") == {"ActiveState": "active"}
+        # What one writes stays in its own upper layer, and out of the host's root.
+        first.put_text("/etc/valis-container-probe", "first\n")
+        assert first.read_text("/etc/valis-container-probe") == "first\n"
+        assert second.run("test", "-e", "/etc/valis-container-probe", check=False).returncode
+        assert not Path("/etc/valis-container-probe").exists()
+    assert first.leftovers() == []
+    assert second.leftovers() == []
+
+
+def test_a_failing_body_still_powers_the_container_off_with_its_services() -> None:
+    require_root()
+    box = SystemdContainer()
+
+    def fail_with_a_service_running() -> None:
+        with box:
+            box.run("systemd-run", "--unit=valis-probe-sleeper", "sleep", "600")
+            box.wait_state("valis-probe-sleeper.service", "active")
+            assert box.leftovers(), "a booted container is visible to leftovers()"
+            raise _Planned
+
+    with pytest.raises(_Planned):
+        fail_with_a_service_running()
+    assert box.leftovers() == []
+
+
+def test_the_hosts_enabled_services_are_masked_and_its_tmp_is_only_bound_in() -> None:
+    require_root()
+    enabled = host_enabled_units()
+    with tempfile.TemporaryDirectory(prefix="valis-bind-", dir="/tmp") as shared:
+        (Path(shared) / "marker").write_text("from the host\n")
+        with SystemdContainer(binds=[Bind(Path(shared), "/srv/shared")]) as box:
+            for unit in enabled:
+                fields = box.show(unit, "LoadState", "ActiveState")
+                assert fields == {"LoadState": "masked", "ActiveState": "inactive"}, unit
+            assert box.read_text("/srv/shared/marker") == "from the host\n"
+            hidden = box.run("test", "-e", f"{shared}/marker", check=False)
+            assert hidden.returncode != 0, "the host's /tmp is not the container's"
+            written = box.run("sh", "-c", "echo x > /srv/shared/marker", check=False)
+            assert written.returncode != 0, "a bind is read-only unless asked otherwise"
+        assert box.leftovers() == []
