@@ -367,6 +367,29 @@ def _came_up(controller: UnitController, timeout: float) -> bool:
     return controller.wait_up(timeout)
 
 
+def stage_delivery(tarball: Path, root: Path) -> tuple[DeliveryManifest, Path]:
+    """Prove ``tarball`` sound and stage it as ``<root>/versions/<version>`` (whole or
+    absent; an identical staged copy is kept). Switches nothing and starts nothing."""
+    link = root / CURRENT_LINK
+    with _open_delivery(tarball) as handle:
+        manifest = check_delivery(handle)
+        if (link.exists() or link.is_symlink()) and not link.is_symlink():
+            raise DeliveryError(
+                f"apply: {link} exists and is not a symlink; move it aside so the switch "
+                "can be atomic"
+            )
+        versions = root / VERSIONS_DIR
+        versions.mkdir(mode=0o755, parents=True, exist_ok=True)
+        _sweep_interrupted(root, versions)
+        staged = _stage(handle, manifest, versions)
+    return manifest, staged
+
+
+def switch_current(root: Path, version: str) -> None:
+    """Point ``<root>/current`` at the staged ``version``, atomically (as apply does)."""
+    _switch(root, version)
+
+
 def apply_delivery(
     tarball: Path,
     root: Path,
@@ -381,17 +404,7 @@ def apply_delivery(
     version restarted; the message says whether it came back).
     """
     link = root / CURRENT_LINK
-    with _open_delivery(tarball) as handle:
-        manifest = check_delivery(handle)
-        if (link.exists() or link.is_symlink()) and not link.is_symlink():
-            raise DeliveryError(
-                f"apply: {link} exists and is not a symlink; move it aside so the switch "
-                "can be atomic"
-            )
-        versions = root / VERSIONS_DIR
-        versions.mkdir(mode=0o755, parents=True, exist_ok=True)
-        _sweep_interrupted(root, versions)
-        staged = _stage(handle, manifest, versions)
+    manifest, staged = stage_delivery(tarball, root)
     previous = current_version(root)
     _switch(root, manifest.version)
     if _came_up(controller, timeout):

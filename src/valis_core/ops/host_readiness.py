@@ -390,6 +390,21 @@ def _untraversable(
     return None
 
 
+def traversal_problem(probe: HostProbe, path: str, account: Account) -> str | None:
+    """Why ``account`` cannot reach ``path``: the first directory on the way that is
+    missing or that it may not traverse (the o+x chain check); None when all pass."""
+    blocked = _untraversable(probe, path, account)
+    if blocked is None:
+        return None
+    directory, st = blocked
+    if st is None:
+        return f"{directory} on the way to {path} is missing or not a directory"
+    return (
+        f"{account.name} cannot traverse {directory} (mode {st.mode:04o}, owner uid "
+        f"{st.uid}) on the way to {path}; chmod o+x {directory}"
+    )
+
+
 def _state_directory(probe: HostProbe, config: AssessConfig, run: _RunAccount) -> Clause:
     name = "state-directory"
     path = config.state_dir
