@@ -159,3 +159,25 @@ def test_judging_any_probes_either_adopts_or_refuses_with_an_adoption_error(
         return
     assert all(probes[item.fd].kind is EXPECTED[item.role] for item in adoption.all())
     assert served <= {item.port for item in adoption.all()}
+
+
+@settings(max_examples=150)
+@given(launches(), st.frozensets(st.integers(1, 65535), max_size=3))
+def test_with_a_control_socket_a_served_port_without_a_descriptor_is_left_to_the_push(
+    launch: tuple[LaunchRecord, dict[int, Probe]], extra: frozenset[int]
+) -> None:
+    record, probes = launch
+    bound = {probe.port for probe in probes.values()}
+    pushed = LaunchRecord(
+        resident=True,
+        control_socket="/run/fulcrum/valis.sock",
+        ports=record.ports | extra,
+        dns_udp_fd=record.dns_udp_fd,
+        dns_tcp_fd=record.dns_tcp_fd,
+        owner_fd=record.owner_fd,
+        edge_tcp_fd=record.edge_tcp_fd,
+    )
+    adoption = judge(pushed, probes)
+    assert adoption.to_push == extra - bound
+    # every served port is covered by a descriptor or left to the push, never bound here
+    assert pushed.ports <= {item.port for item in adoption.all()} | adoption.to_push

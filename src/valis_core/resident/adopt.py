@@ -11,10 +11,13 @@ The rules, in the order they are applied:
 1. each flag's descriptor must be what the flag says: ``--dns-udp-fd`` a bound UDP
    socket, ``--dns-tcp-fd``, ``--owner-fd`` and ``--edge-tcp-fd`` listening TCP
    sockets (IPv4 or IPv6); no descriptor may be handed down under two flags;
-2. every served port must have a descriptor bound to it. The resident binds nothing
-   itself: for a privileged port that is the contract's first fail-closed invariant
-   (binding :53 is the launcher's act, never valis's); for any other port the launcher
-   must hand it down too;
+2. every served port must be satisfied: by a descriptor bound to it, or — when the
+   launch names fulcrum's control socket — by a push (``Adoption.to_push``: the resident
+   mints its own listening socket on an unprivileged ephemeral port, and fulcrum's steer
+   brings the port's traffic to it; the push stage fails closed when fulcrum refuses).
+   The resident never binds a served port itself: for a privileged port that is the
+   contract's first fail-closed invariant (binding :53 is the launcher's act, never
+   valis's); without a control socket the launcher must hand every port down;
 3. DNS is served over a pair: a UDP descriptor without its TCP twin (or the reverse),
    or no pair at all, stops the boot.
 
@@ -120,6 +123,8 @@ class Adoption:
     dns_tcp: Adopted
     owner: Adopted | None = None
     edge: Adopted | None = None
+    #: served ports no descriptor is bound to: satisfied only by a successful push
+    to_push: frozenset[int] = frozenset()
 
     def all(self) -> tuple[Adopted, ...]:
         found = (self.dns_udp, self.dns_tcp, self.owner, self.edge)
@@ -178,18 +183,19 @@ def judge(record: LaunchRecord, probes: Mapping[int, Probe]) -> Adoption:
         adopted[role] = Adopted(role=role, fd=fd, host=probe.host, port=probe.port)
 
     bound = {item.port for item in adopted.values()}
-    for port in sorted(record.ports):
-        if port in bound:
-            continue
+    unbound = record.ports - bound
+    # With a control socket the unbound ports are pushed, or the boot stops there.
+    for port in sorted(unbound) if record.control_socket is None else ():
         if port < PRIVILEGED_PORT_LIMIT:
             raise AdoptionError(
-                f"port {port} is served (--ports) but no descriptor is bound to it; the "
-                "resident never binds a privileged port itself — the launcher must bind "
-                "it and hand it down"
+                f"port {port} is served (--ports) but no descriptor is bound to it and no "
+                "--control-socket to push to; the resident never binds a privileged port "
+                "itself — the launcher must bind it and hand it down"
             )
         raise AdoptionError(
-            f"port {port} is served (--ports) but no descriptor is bound to it; the "
-            "resident binds no port itself — the launcher must hand it down"
+            f"port {port} is served (--ports) but no descriptor is bound to it and no "
+            "--control-socket to push to; the resident binds no port itself — the "
+            "launcher must hand it down"
         )
 
     udp, tcp = adopted.get(Role.DNS_UDP), adopted.get(Role.DNS_TCP)
@@ -200,7 +206,8 @@ def judge(record: LaunchRecord, probes: Mapping[int, Probe]) -> Adoption:
             "serves DNS over UDP and TCP only on descriptors the launcher binds"
         )
     return Adoption(
-        dns_udp=udp, dns_tcp=tcp, owner=adopted.get(Role.OWNER), edge=adopted.get(Role.EDGE)
+        dns_udp=udp, dns_tcp=tcp, owner=adopted.get(Role.OWNER), edge=adopted.get(Role.EDGE),
+        to_push=frozenset(unbound),
     )
 
 

@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import signal
+import socket
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -40,7 +41,7 @@ from valis_core.fence import FencedOut
 from valis_core.identity.custody import keyfile_path, load_or_create_keyfile, public_key_hex
 from valis_core.identity.instance import holder_name, instance_token
 from valis_core.launch import LaunchRecord, parse_launch_argv
-from valis_core.resident.adopt import adopted_dns_reachability
+from valis_core.resident.adopt import adopted_dns_reachability, format_address
 from valis_core.resident.config_store import HOW_TO_CHANGE, ConfigStore, open_config_store
 from valis_core.resident.descriptors import AdoptedSockets, adopt_descriptors
 from valis_core.resident.fence_watch import FenceWatch
@@ -516,8 +517,33 @@ async def _modules(boot: Boot) -> Boot:
     return boot
 
 
+async def _push(boot: Boot) -> Boot:
+    from valis_core.resident.edge_placeholder import serve_edge_placeholder
+    from valis_core.resident.push import mint_listener, push_listener
+
+    record, pair = need(boot.record), need(boot.adopted).adoption
+    ports = pair.to_push
+    family = socket.AF_INET6 if ":" in pair.dns_tcp.host else socket.AF_INET
+    listener = mint_listener(family)
+    boot.services.stack.callback(_close_pushed, listener)
+    host, port = listener.getsockname()[:2]
+    shown = ",".join(str(item) for item in sorted(ports))
+    await push_listener(need(record.control_socket), ports, listener)
+    edge = trio.socket.from_stdlib_socket(listener)
+    await boot.services.start("edge", partial(serve_edge_placeholder, edge))
+    log.info(
+        "push: fulcrum steers port(s) %s to %s; the TLS edge is not built yet, so the "
+        "placeholder answers there (HTTP 503)", shown, format_address(host, port),
+    )
+    return boot
+
+
 def _has_owner_descriptor(boot: Boot) -> bool:
     return need(boot.adopted).owner is not None
+
+
+def _has_ports_to_push(boot: Boot) -> bool:
+    return bool(need(boot.adopted).adoption.to_push)
 
 
 STAGES: tuple[Stage, ...] = (
@@ -538,8 +564,8 @@ STAGES: tuple[Stage, ...] = (
         "each descriptor is asked what it is (`fstat`, `SO_DOMAIN`, `SO_TYPE`, "
         "`SO_ACCEPTCONN`, `getsockname`); logs `adopting DNS descriptor pair udp=… tcp=…`",
         "a descriptor is not what its flag says; a port in `--ports` has no descriptor "
-        "bound to it (a privileged one: \"never binds a privileged port itself\"); no "
-        "complete UDP+TCP pair",
+        "bound to it and there is no `--control-socket` to push to (a privileged one: "
+        "\"never binds a privileged port itself\"); no complete UDP+TCP pair",
         _adopt,
         stops="the listener descriptors close",
     ),
@@ -610,6 +636,20 @@ STAGES: tuple[Stage, ...] = (
         applies=_has_owner_descriptor,
     ),
     Stage(
+        "push",
+        "only when a served port has no inherited descriptor (the edge's, steered by "
+        "fulcrum): a listening TCP socket on an ephemeral loopback port (never a "
+        "privileged one) is pushed to fulcrum's control socket — ports declared, the "
+        "descriptor sent (SCM_RIGHTS), one bounded reply read; what the steer delivers is "
+        "answered by a placeholder (HTTP 503) until the TLS edge exists; logs "
+        "`push: fulcrum steers port(s) …`",
+        "fulcrum refuses the push (its reason is the cause) or does not answer within 10 s; "
+        "the control socket cannot be reached",
+        _push,
+        stops="the pushed edge socket",
+        applies=_has_ports_to_push,
+    ),
+    Stage(
         "modules",
         "the modules the store head pins, installed by condense in `<state-dir>/modules`: "
         "their `valis.modules` entry points are started (nothing else in the environment "
@@ -677,6 +717,11 @@ def reloader(boot: Boot) -> Reloader:
         configure_logging=partial(_log_as, boot),
         make_source=PgZoneSource.from_dsn,
     )
+
+
+def _close_pushed(listener: socket.socket) -> None:
+    listener.close()
+    log.info("pushed edge socket closed; nothing is steered to this resident any more")
 
 
 def _close_listeners(adopted: AdoptedSockets) -> None:
