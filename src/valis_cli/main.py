@@ -15,6 +15,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "valis_cli.commands.apply",
     "valis_cli.commands.backup",
     "valis_cli.commands.assess",
+    "valis_cli.commands.provision",
     "valis_cli.commands.selftest",
     "valis_cli.commands.db",
     "valis_cli.commands.zone",

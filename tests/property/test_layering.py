@@ -38,6 +38,8 @@ PURE_CORES = (
     "valis_core.ops.condense",
     "valis_core.ops.host_readiness",
     "valis_core.ops.public_network",
+    "valis_core.ops.provision",
+    "valis_core.operator_state.peer_access",
     "valis_core.owner.update",
     "valis_core.plugin.simple_index",
 )

@@ -1,0 +1,393 @@
+"""The first boot's plan: host facts observed in, the ordered steps out, each one already
+done or still to do, with what it does in words.
+
+``plan_provision`` is pure: what the host holds is a ``HostFacts`` value the IO shell
+(``provision_host``) observed, and the plan says for every step whether the host already
+has what the step makes. A step that cannot be carried out from here is *blocked* and
+says what the operator (or the DBA) must do instead; a plan with a blocked step is
+carried out not at all. ``settled`` is the plan's effect on the facts, as the shell's
+steps make it: a plan of the settled facts is all done, which is what makes a second
+provision say "nothing to change".
+
+The steps make the host ready for condense and nothing more: nothing is started.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from enum import Enum
+
+import attrs
+
+from valis_core.launcher_config import LauncherConfig, render_launcher_config
+from valis_core.operator_state.peer_access import (
+    PeerAccess,
+    dba_instructions,
+    hba_admits,
+    ident_maps,
+    with_hba_line,
+    with_ident_line,
+)
+from valis_core.operator_state.site_facts import SITE_FACTS_MODE, render_site_facts
+
+DEFAULT_ACCOUNT = "valis"
+NOLOGIN_SHELL = "/usr/sbin/nologin"
+LAYOUT_MODE = 0o755
+STATE_MODE = 0o700
+LAUNCHER_CONFIG_MODE = 0o644
+VERSIONS_DIR = "versions"
+CURRENT_LINK = "current"
+
+
+class StepName(Enum):
+    """Every step, in the order it runs: each needs only what the ones before it made."""
+
+    RUN_ACCOUNT = "run-account"
+    FHS_LAYOUT = "fhs-layout"
+    DELIVERY = "delivery"
+    STATE_DIRECTORY = "state-directory"
+    POSTGRESQL_CLUSTER = "postgresql-cluster"
+    POSTGRESQL_ROLE = "postgresql-role"
+    POSTGRESQL_DATABASE = "postgresql-database"
+    PEER_IDENT = "peer-ident"
+    PEER_HBA = "peer-hba"
+    SCHEMA = "schema"
+    LAUNCHER_CONFIG = "launcher-config"
+    SITE_FACTS = "site-facts"
+    PRIVATE_DIST = "private-dist"
+    UNIT = "unit"
+
+
+class Status(Enum):
+    DONE = "done"
+    TO_DO = "to do"
+    BLOCKED = "blocked"
+
+
+@attrs.frozen
+class Step:
+    """One step of the plan: its status and, in words, what it holds or will do."""
+
+    name: StepName
+    status: Status
+    description: str
+
+
+@attrs.frozen
+class AccountFacts:
+    """The run account as the host resolves it; ``home_blocked`` names the directory on
+    the way to its home the account cannot traverse (the o+x chain check), if any."""
+
+    name: str
+    uid: int
+    gid: int
+    home: str
+    shell: str
+    home_blocked: str | None = None
+
+
+@attrs.frozen
+class FileFacts:
+    """A configuration file as it stands: its text, owner and permission bits."""
+
+    text: str
+    uid: int
+    mode: int
+
+
+@attrs.frozen
+class ClusterFacts:
+    """The local PostgreSQL cluster (Debian's ``pg_lsclusters``) and, when it runs, what
+    the shell read from it: role, database, the two access files and the schema."""
+
+    version: str
+    name: str
+    port: int
+    running: bool
+    role_exists: bool = False
+    database_exists: bool = False
+    ident_text: str | None = None
+    hba_text: str | None = None
+    schema_current: bool = False
+
+
+@attrs.frozen
+class HostFacts:
+    """What the host holds of everything provision makes (None: absent)."""
+
+    account: AccountFacts | None
+    root_mode: int | None
+    versions_mode: int | None
+    version_staged: bool
+    current: str | None
+    state_dir: FileFacts | None
+    cluster: ClusterFacts | None
+    launcher_config: FileFacts | None
+    site_facts: FileFacts | None
+    dist_registration: str | None
+    systemd: bool
+    unit_link: str | None
+    unit_enabled: bool
+
+
+@attrs.frozen
+class ProvisionRequest:
+    """What the operator asked for. ``delivery`` is the tarball to stage when
+    ``version`` is not yet under ``root``; ``dist_url`` the private dist, if any."""
+
+    account: str
+    version: str
+    root: str
+    state_dir: str
+    socket_dir: str
+    launcher_config_path: str
+    launcher_config: LauncherConfig
+    site_facts_path: str
+    site_facts: Mapping[str, str]
+    unit_name: str
+    delivery: str | None = None
+    dist_url: str | None = None
+    pg_port: int = 5432
+    role: str = "valis"
+    database: str = "valis_state"
+
+    @property
+    def creates_account(self) -> bool:
+        """The default account is made here; any other named account must exist."""
+        return self.account == DEFAULT_ACCOUNT
+
+    @property
+    def access(self) -> PeerAccess:
+        return PeerAccess(self.account, self.role, self.database)
+
+    @property
+    def versions_path(self) -> str:
+        return posixpath.join(self.root, VERSIONS_DIR)
+
+    @property
+    def unit_source(self) -> str:
+        return posixpath.join(self.root, CURRENT_LINK, "lib/systemd/system", self.unit_name)
+
+    @property
+    def launcher_config_text(self) -> str:
+        return render_launcher_config(self.launcher_config)
+
+    @property
+    def site_facts_text(self) -> str:
+        return render_site_facts(self.site_facts)
+
+
+@attrs.frozen
+class Plan:
+    steps: tuple[Step, ...]
+
+    @property
+    def blocked(self) -> tuple[Step, ...]:
+        return tuple(step for step in self.steps if step.status is Status.BLOCKED)
+
+    @property
+    def to_do(self) -> tuple[Step, ...]:
+        return tuple(step for step in self.steps if step.status is Status.TO_DO)
+
+    @property
+    def nothing_to_change(self) -> bool:
+        return all(step.status is Status.DONE for step in self.steps)
+
+
+def _done(name: StepName, text: str) -> Step:
+    return Step(name, Status.DONE, text)
+
+
+def _to_do(name: StepName, text: str) -> Step:
+    return Step(name, Status.TO_DO, text)
+
+
+def _blocked(name: StepName, text: str) -> Step:
+    return Step(name, Status.BLOCKED, text)
+
+
+def plan_provision(request: ProvisionRequest, facts: HostFacts) -> Plan:
+    """Every step, in ``StepName`` order, judged against ``facts``."""
+    return Plan((
+        _run_account(request, facts),
+        _layout(request, facts),
+        _delivery(request, facts),
+        _state_directory(request, facts),
+        *_postgresql(request, facts),
+        _file_step(StepName.LAUNCHER_CONFIG, request.launcher_config_path,
+                   request.launcher_config_text, LAUNCHER_CONFIG_MODE, facts.launcher_config,
+                   what="the launcher config (fulcrum config produce)"),
+        _file_step(StepName.SITE_FACTS, request.site_facts_path, request.site_facts_text,
+                   SITE_FACTS_MODE, facts.site_facts, what="the site facts"),
+        _private_dist(request, facts),
+        _unit(request, facts),
+    ))
+
+
+def _run_account(request: ProvisionRequest, facts: HostFacts) -> Step:
+    name, user = StepName.RUN_ACCOUNT, request.account
+    account = facts.account
+    if account is None:
+        if request.creates_account:
+            return _to_do(name, f"create {user}:{user}, a system account with no login shell "
+                          f"(useradd --system --shell {NOLOGIN_SHELL})")
+        return _blocked(name, f"there is no account {user!r} (--run-account names an existing "
+                        "account); create it, or leave --run-account out for valis:valis")
+    if account.uid == 0:
+        return _blocked(name, f"{user} is root; name an unprivileged run account")
+    if not request.creates_account and account.home_blocked is not None:
+        return _blocked(name, f"{user}'s home {account.home}: {account.home_blocked}")
+    return _done(name, f"{user} exists (uid {account.uid}, gid {account.gid}, "
+                 f"shell {account.shell})")
+
+
+def _layout(request: ProvisionRequest, facts: HostFacts) -> Step:
+    name = StepName.FHS_LAYOUT
+    paths = f"{request.root} and {request.versions_path}"
+    if facts.root_mode == LAYOUT_MODE and facts.versions_mode == LAYOUT_MODE:
+        return _done(name, f"{paths} exist, mode 0755")
+    return _to_do(name, f"make {paths}, mode 0755 (world-traversable whatever the umask)")
+
+
+def _delivery(request: ProvisionRequest, facts: HostFacts) -> Step:
+    name, version = StepName.DELIVERY, request.version
+    link = posixpath.join(request.root, CURRENT_LINK)
+    if facts.current is not None and facts.current != version:
+        return _blocked(name, f"{link} is version {facts.current}, not this valis's {version}; "
+                        f"run {link}/bin/valis provision (valis apply changes versions)")
+    if facts.version_staged and facts.current == version:
+        return _done(name, f"version {version} is staged and {link} points at it")
+    if facts.version_staged:
+        return _to_do(name, f"point {link} at the staged version {version}")
+    if request.delivery is None:
+        return _blocked(name, f"version {version} is not staged under {request.versions_path}; "
+                        "give --delivery TARBALL, the delivery this valis was unpacked from")
+    return _to_do(name, f"stage {request.delivery} as {request.versions_path}/{version} "
+                  f"(as valis apply does, starting nothing) and point {link} at it")
+
+
+def _state_directory(request: ProvisionRequest, facts: HostFacts) -> Step:
+    name, path = StepName.STATE_DIRECTORY, request.state_dir
+    account, held = facts.account, facts.state_dir
+    if account is not None and held is not None and held.uid == account.uid \
+            and held.mode == STATE_MODE:
+        return _done(name, f"{path} exists, owned by {request.account}, mode 0700")
+    return _to_do(name, f"make {path} owned by {request.account}, mode 0700")
+
+
+def _postgresql(request: ProvisionRequest, facts: HostFacts) -> tuple[Step, ...]:
+    access = request.access
+    cluster = facts.cluster
+    names = (StepName.POSTGRESQL_CLUSTER, StepName.POSTGRESQL_ROLE,
+             StepName.POSTGRESQL_DATABASE, StepName.PEER_IDENT, StepName.PEER_HBA,
+             StepName.SCHEMA)
+    if cluster is None:
+        text = ("no PostgreSQL cluster on this host (pg_lsclusters lists none); install "
+                "postgresql here, or have the DBA do this:\n"
+                + dba_instructions(access, request.socket_dir))
+        return (_blocked(names[0], text),
+                *(_blocked(step, "needs a local cluster") for step in names[1:]))
+    which = f"{cluster.version}/{cluster.name}"
+    steps = [
+        _done(names[0], f"cluster {which} is running on port {cluster.port}")
+        if cluster.running else
+        _to_do(names[0], f"start cluster {which} (pg_ctlcluster {cluster.version} "
+               f"{cluster.name} start)"),
+        _done(names[1], f"role {access.role} exists") if cluster.role_exists else
+        _to_do(names[1], f"{access.create_role_sql} (no password: peer authentication)"),
+        _done(names[2], f"database {access.database} exists") if cluster.database_exists else
+        _to_do(names[2], access.create_database_sql),
+    ]
+    if cluster.ident_text is not None and ident_maps(cluster.ident_text, access):
+        steps.append(_done(names[3], f"pg_ident.conf maps {access.account} to {access.role}"))
+    else:
+        steps.append(_to_do(names[3], f"add to pg_ident.conf: {access.ident_line}"))
+    if cluster.hba_text is not None and hba_admits(cluster.hba_text, access):
+        steps.append(_done(names[4], f"pg_hba.conf admits {access.account} as {access.role} "
+                           "by peer, ahead of any broader line"))
+    else:
+        steps.append(_to_do(names[4], f"add to pg_hba.conf before any broader local line: "
+                            f"{access.hba_line}; reload the server"))
+    steps.append(
+        _done(names[5], "the operator-state schema is current") if cluster.schema_current else
+        _to_do(names[5], f"valis db migrate, as {access.account}"))
+    return tuple(steps)
+
+
+def _file_step(name: StepName, path: str, text: str, mode: int, held: FileFacts | None, *,
+               what: str) -> Step:
+    if held is not None and held.text == text and held.uid == 0 and held.mode == mode:
+        return _done(name, f"{path} holds {what}, root-owned, mode {mode:04o}")
+    verb = "write" if held is None else "rewrite"
+    return _to_do(name, f"{verb} {path}: {what}, root-owned, mode {mode:04o}")
+
+
+def _private_dist(request: ProvisionRequest, facts: HostFacts) -> Step:
+    name, url = StepName.PRIVATE_DIST, request.dist_url
+    if url is None:
+        held = facts.dist_registration
+        return _done(name, "none named" + (f" ({held} stays registered)" if held else ""))
+    if facts.dist_registration == url:
+        return _done(name, f"{url} is registered")
+    return _to_do(name, f"register {url} as the private dist")
+
+
+def _unit(request: ProvisionRequest, facts: HostFacts) -> Step:
+    name, unit = StepName.UNIT, request.unit_name
+    if not facts.systemd:
+        return _blocked(name, f"systemd is not running as PID 1 here, so {unit} cannot be "
+                        "placed; supervise the node with valis apply --supervise instead")
+    if facts.unit_link == request.unit_source and facts.unit_enabled:
+        return _done(name, f"{unit} is linked from {request.unit_source} and enabled "
+                     "(not started)")
+    return _to_do(name, f"systemctl link {request.unit_source}; systemctl enable {unit} "
+                  "(not started)")
+
+
+def settled(request: ProvisionRequest, facts: HostFacts) -> HostFacts:
+    """``facts`` as they stand once every step of the plan has been carried out: what
+    the IO shell's steps make, as values."""
+    account = facts.account or AccountFacts(
+        request.account, 990, 990, "/nonexistent", NOLOGIN_SHELL
+    )
+    cluster = facts.cluster
+    if cluster is not None:
+        access = request.access
+        cluster = attrs.evolve(
+            cluster,
+            running=True,
+            role_exists=True,
+            database_exists=True,
+            ident_text=with_ident_line(cluster.ident_text or "", access),
+            hba_text=with_hba_line(cluster.hba_text or "", access),
+            schema_current=True,
+        )
+    return attrs.evolve(
+        facts,
+        account=account,
+        root_mode=LAYOUT_MODE,
+        versions_mode=LAYOUT_MODE,
+        version_staged=facts.version_staged or request.delivery is not None,
+        current=request.version
+        if facts.version_staged or request.delivery is not None else facts.current,
+        state_dir=FileFacts("", account.uid, STATE_MODE),
+        cluster=cluster,
+        launcher_config=FileFacts(request.launcher_config_text, 0, LAUNCHER_CONFIG_MODE),
+        site_facts=FileFacts(request.site_facts_text, 0, SITE_FACTS_MODE),
+        dist_registration=request.dist_url or facts.dist_registration,
+        unit_link=request.unit_source if facts.systemd else facts.unit_link,
+        unit_enabled=facts.systemd or facts.unit_enabled,
+    )
+
+
+def render_plan(plan: Plan) -> str:
+    """The plan as the operator reads it: one line per step (a blocked step's detail
+    follows it, indented)."""
+    width = max(len(step.name.value) for step in plan.steps)
+    lines = []
+    for step in plan.steps:
+        first, *rest = step.description.split("\n")
+        lines.append(f"  [{step.status.value:7}] {step.name.value:{width}}  {first}")
+        lines.extend(f"      {line}" for line in rest)
+    return "\n".join(lines) + "\n"
