@@ -55,9 +55,20 @@ import trio
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.snapshot import IndexHolder, Snapshot
 from valis_core.dns.tcp import accept_bounded, take_frames
+from valis_core.dns.transfer import transfer_question
 from valis_core.dns.zone import ZoneIndex
 
 log = logging.getLogger(__name__)
+
+
+class TransferFn(Protocol):
+    """Serves one zone transfer request on a TCP connection (``dns.transfer_serve``);
+    returns whether the connection may go on."""
+
+    async def __call__(
+        self, stream: trio.SocketStream, query: bytes, snapshot: Snapshot, /
+    ) -> bool:
+        ...
 
 
 class AnswerFn(Protocol):
@@ -252,9 +263,11 @@ async def serve_tcp(
     write_timeout: float = 5.0,
     max_connections: int = 128,
     answer_fn: AnswerFn = answer,
+    transfers: TransferFn | None = None,
 ) -> None:
     """Accept DNS-over-TCP connections on ``listener`` (already listening) until
-    cancelled; each connection is served by its own task.
+    cancelled; each connection is served by its own task. AXFR and IXFR requests go to
+    ``transfers`` when given (otherwise the answer path refuses them).
 
     At ``max_connections`` a new connection closes the longest-idle one and is served;
     one closed this way counts in ``tcp_idle_closed``. With no idle connection to close
@@ -281,6 +294,7 @@ async def serve_tcp(
                     failures=failures,
                     write_timeout=write_timeout,
                     answer_fn=answer_fn,
+                    transfers=transfers,
                 )
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
@@ -427,6 +441,7 @@ async def _serve_connection(
     failures: _ThrottledLog,
     write_timeout: float,
     answer_fn: AnswerFn,
+    transfers: TransferFn | None = None,
 ) -> None:
     """Read length-prefixed queries and answer them in order, a batch at a time (one
     send per batch, a turn awaited before each further batch), reading again only when
@@ -445,6 +460,14 @@ async def _serve_connection(
             slot.last = trio.current_time()
             frames: list[bytes] = []
             for query in queries:
+                if transfers is not None and transfer_question(query) is not None:
+                    # Answers read before it go first; the transfer writes its own.
+                    if frames and not await _send(stream, frames, write_timeout):
+                        counts.tcp_send_failures += 1
+                        return
+                    if not await transfers(stream, query, holder.snapshot):
+                        return
+                    continue
                 try:
                     response = answer_fn(holder.snapshot, query, transport=tcp)
                 except Exception:
@@ -457,13 +480,9 @@ async def _serve_connection(
                 frames.append(len(response).to_bytes(2, "big"))
                 frames.append(response)
                 rcodes[response[3] & 0x0F] += 1
-            if frames:
-                with trio.move_on_after(write_timeout):
-                    await stream.send_all(b"".join(frames))
-                    frames.clear()
-                if frames:
-                    counts.tcp_send_failures += 1
-                    return
+            if frames and not await _send(stream, frames, write_timeout):
+                counts.tcp_send_failures += 1
+                return
             continue
         first = True
         with trio.CancelScope(deadline=slot.last + pool.idle_timeout()) as wait:
@@ -479,3 +498,11 @@ async def _serve_connection(
         if not slot.evicted:
             counts.tcp_idle_closed += 1
         return
+
+
+async def _send(stream: trio.SocketStream, frames: list[bytes], write_timeout: float) -> bool:
+    """Write ``frames`` in one send and clear them; whether that was done in time."""
+    with trio.move_on_after(write_timeout):
+        await stream.send_all(b"".join(frames))
+        frames.clear()
+    return not frames

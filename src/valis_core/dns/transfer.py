@@ -1,0 +1,303 @@
+"""Zone transfer out (RFC 5936 AXFR; RFC 1995 IXFR answered in full): who may transfer a
+zone, and the messages that carry it. Bytes and values in, bytes out; no IO.
+
+Access (``decide``): a transfer is granted only to a secondary listed for the zone (see
+``valis_core.operator_state.secondaries``) whose address is the peer's and whose TSIG key
+signed the request, the MAC and time verified by dnspython (RFC 8945). Everything else is
+REFUSED, with a reason for the log: a name that is not a served zone's apex, an
+unlisted address, an unsigned request, a key not listed for that address, a bad MAC or a
+time outside the fudge. REFUSED rather than NOTAUTH for a bad key or MAC, so a stranger
+learns nothing about which keys exist; a request that does not parse is FORMERR.
+
+The messages (``transfer_messages``) come from one ``ServedZone`` (one version: the
+caller takes it once, so a transfer never mixes versions): the SOA first, every other
+record of the zone (glue and delegations included), the SOA last, packed into messages
+of at most ``MESSAGE_SIZE`` bytes with names compressed, each carrying the question.
+When the request was signed every message is signed, the first over the request's MAC
+and each later one over the previous message's (RFC 8945 section 5.3.1). An IXFR whose
+SOA serial is already the zone's (or newer, by RFC 1982) gets that SOA alone (RFC 1995
+section 2); any other IXFR gets the whole zone in AXFR form, which RFC 1995 section 4
+allows a server without the history to send.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from collections.abc import Iterator, Sequence
+
+import attrs
+import dns.exception
+import dns.message
+import dns.name
+import dns.rdataclass
+import dns.rdatatype
+import dns.rdtypes.ANY.TSIG
+import dns.tsig
+
+from valis_core.dns import wire
+from valis_core.dns.answer import _Writer  # the answer path's name compression, shared
+from valis_core.dns.records import (
+    AXFR,
+    FORMERR,
+    IN,
+    IXFR,
+    NOERROR,
+    REFUSED,
+    SOA,
+    TSIG,
+    decode_node,
+)
+from valis_core.dns.serial import serial_gt
+from valis_core.dns.zone import ServedZone, ZoneIndex
+
+MESSAGE_SIZE = 16384
+"""Bytes of records per message before its TSIG: big enough that a transfer is a few
+messages per thousand records, small enough that a slow reader holds little."""
+
+FUDGE = 300
+"""Seconds of clock difference a signed message allows (RFC 8945's recommended value)."""
+
+_HEADER = struct.Struct("!HHHHHH")
+_RR_HEAD = struct.Struct("!HHIH")
+_QR = 0x8000
+_AA = 0x0400
+_OPCODE = 0x7800
+_RD = 0x0100
+
+
+@attrs.frozen
+class Listed:
+    """A secondary as access needs it: its zone, address and TSIG key."""
+
+    zone: str
+    address: str
+    key_name: str
+    algorithm: str
+    secret: bytes = attrs.field(repr=False)
+
+    def key(self) -> dns.tsig.Key:
+        return dns.tsig.Key(self.key_name, self.secret, self.algorithm)
+
+
+@attrs.frozen
+class Grant:
+    """A transfer to make: the zone version, the request, and its key if signed."""
+
+    zone: ServedZone
+    query: dns.message.Message
+    key: dns.tsig.Key | None
+    full: bool
+    """False when an IXFR is already up to date: the answer is the SOA alone."""
+
+
+@attrs.frozen
+class Refusal:
+    """A transfer refused: the response to send (``None``: nothing), why (for the log)
+    and the kind of refusal (a metric label: one of ``REFUSAL_KINDS``)."""
+
+    response: bytes | None
+    reason: str
+    kind: str
+
+
+REFUSAL_KINDS = (
+    "malformed", "not_served", "unlisted", "unsigned", "unknown_key", "bad_signature",
+    "bad_time",
+)
+
+
+def transfer_question(query: bytes) -> int | None:
+    """AXFR or IXFR when ``query`` is a standard query (QR clear, opcode QUERY) with one
+    question of that type in class IN, else ``None``: a cheap test that sends zone
+    transfers to ``decide`` and everything else to the answer path."""
+    size = len(query)
+    if size < 17 or query[2] & 0xF8 or query[4:6] != b"\x00\x01":
+        return None
+    i = 12
+    while i < size and query[i]:
+        if query[i] > wire.MAX_LABEL:
+            return None
+        i += query[i] + 1
+    if i + 5 > size:
+        return None
+    qtype, qclass = struct.unpack_from("!HH", query, i + 1)
+    if qclass != IN or qtype not in (AXFR, IXFR):
+        return None
+    return int(qtype)
+
+
+def peer_host(address: str) -> str:
+    """The peer's address as secondaries are listed (an IPv4-mapped IPv6 address as
+    IPv4); an unparsable one as given (it then matches nothing)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)
+
+
+def decide(
+    index: ZoneIndex, query: bytes, peer: str, listed: Sequence[Listed], *, now: float
+) -> Grant | Refusal:
+    """Whether ``peer`` may transfer what ``query`` asks for from ``index``. Never
+    raises: anything malformed is refused."""
+    try:
+        return _decide(index, query, peer_host(peer), listed, now)
+    except Exception as exc:  # malformed input must never take a server down
+        return Refusal(
+            _header_only(query, FORMERR), f"unreadable request ({type(exc).__name__})",
+            "malformed",
+        )
+
+
+def _decide(
+    index: ZoneIndex, query: bytes, peer: str, listed: Sequence[Listed], now: float
+) -> Grant | Refusal:
+    try:
+        message = dns.message.from_wire(query, keyring=False)
+    except dns.exception.DNSException as exc:
+        return Refusal(_header_only(query, FORMERR), f"unreadable request ({exc})", "malformed")
+    question = message.question[0]
+    apex = wire.name_wire(question.name).lower()
+    zone = index.zone_for(apex)
+    if zone is None or zone.apex != apex:
+        return Refusal(_refused(query), f"{question.name} is not a served zone", "not_served")
+    mine = [entry for entry in listed if entry.zone == zone.origin and entry.address == peer]
+    if not mine:
+        return Refusal(_refused(query), f"{peer} is not a listed secondary of {zone.origin}",
+                       "unlisted")
+    if message.tsig is None:
+        return Refusal(_refused(query), "the request is not TSIG-signed", "unsigned")
+    tsig = message.tsig[0]
+    for entry in mine:
+        key = entry.key()
+        if key.name != message.tsig.name or key.algorithm != tsig.algorithm:
+            continue
+        try:
+            signed = dns.message.from_wire(query, keyring={key.name: key})
+        except dns.tsig.BadTime:
+            signed = None  # judged below against ``now``, not dnspython's own clock
+        except dns.exception.DNSException:
+            return Refusal(_refused(query), f"the TSIG of key {key.name} does not verify",
+                           "bad_signature")
+        if abs(tsig.time_signed - int(now)) > tsig.fudge:
+            return Refusal(_refused(query), f"the TSIG time is outside its {tsig.fudge}s fudge",
+                           "bad_time")
+        assert signed is not None
+        full = question.rdtype == AXFR or not _up_to_date(signed, zone)
+        return Grant(zone, signed, key, full)
+    return Refusal(_refused(query), f"key {message.tsig.name} is not listed for {peer}",
+                   "unknown_key")
+
+
+def _up_to_date(query: dns.message.Message, zone: ServedZone) -> bool:
+    """Whether an IXFR's SOA (in its authority section) is not older than the zone's."""
+    for rrset in query.authority:
+        if rrset.rdtype == SOA and len(rrset):
+            theirs = int(rrset[0].serial)
+            return not serial_gt(zone_serial(zone), theirs)
+    return False
+
+
+def zone_serial(zone: ServedZone) -> int:
+    _, end = wire.read_name(zone.soa, 0)
+    _, end = wire.read_name(zone.soa, end)
+    return int.from_bytes(zone.soa[end : end + 4], "big")
+
+
+def zone_records(zone: ServedZone) -> Iterator[tuple[bytes, int, int, bytes]]:
+    """Every record of ``zone`` in transfer order: the SOA, the rest, the SOA again."""
+    sets = decode_node(zone.nodes[zone.apex])
+    soa_ttl = sets[SOA][0]
+    soa = (zone.apex, SOA, soa_ttl, zone.soa)
+    yield soa
+    for owner, blob in zone.nodes.items():
+        for rtype, (ttl, rdatas) in decode_node(blob).items():
+            if owner == zone.apex and rtype == SOA:
+                continue
+            for rdata in rdatas:
+                yield owner, rtype, ttl, rdata
+    yield soa
+
+
+def transfer_messages(grant: Grant, *, now: float, size: int = MESSAGE_SIZE) -> Iterator[bytes]:
+    """The response messages of ``grant``, each signed when the request was."""
+    query = grant.query
+    qname = wire.name_wire(query.question[0].name)
+    qtype = query.question[0].rdtype
+    flags = _QR | _AA | (query.flags & _RD) | NOERROR
+    records = zone_records(grant.zone)
+    if not grant.full:
+        records = iter([next(records)])
+    signer = _Signer(grant.key, query, now) if grant.key is not None else None
+    writer = _fresh(qname, qtype)
+    count = 0
+    for owner, rtype, ttl, rdata in records:
+        if count and len(writer.buf) + len(owner) + 10 + len(rdata) > size:
+            yield _finish(writer, query.id, flags, count, signer)
+            writer = _fresh(qname, qtype)
+            count = 0
+        writer.record(owner, rtype, ttl, rdata)
+        count += 1
+    yield _finish(writer, query.id, flags, count, signer)
+
+
+def _fresh(qname: bytes, qtype: int) -> _Writer:
+    writer = _Writer(qname)
+    writer.buf[-4:] = struct.pack("!HH", qtype, IN)
+    return writer
+
+
+def _finish(writer: _Writer, qid: int, flags: int, count: int, signer: _Signer | None) -> bytes:
+    buf = writer.buf
+    _HEADER.pack_into(buf, 0, qid, flags, 1, count, 0, 0)
+    message = bytes(buf)
+    return message if signer is None else signer.sign(message)
+
+
+class _Signer:
+    """Signs the messages of one transfer in order (RFC 8945 section 5.3.1)."""
+
+    __slots__ = ("_ctx", "_key", "_mac", "_now", "_owner", "_qid")
+
+    def __init__(self, key: dns.tsig.Key, query: dns.message.Message, now: float) -> None:
+        self._key = key
+        self._mac: bytes | None = query.mac
+        self._ctx: object | None = None
+        self._now = int(now)
+        self._owner = wire.name_wire(key.name)
+        self._qid = query.id
+
+    def sign(self, message: bytes) -> bytes:
+        rdata = dns.rdtypes.ANY.TSIG.TSIG(  # type: ignore[no-untyped-call]
+            dns.rdataclass.ANY, dns.rdatatype.TSIG, self._key.algorithm, self._now, FUDGE,
+            b"", self._qid, 0, b"",
+        )
+        signed, self._ctx = dns.tsig.sign(  # type: ignore[no-untyped-call]
+            message, self._key, rdata, self._now, self._mac, self._ctx, True
+        )
+        self._mac = None
+        body: bytes = signed.to_wire()
+        record = self._owner + _RR_HEAD.pack(TSIG, dns.rdataclass.ANY, 0, len(body)) + body
+        arcount = int.from_bytes(message[10:12], "big") + 1
+        return message[:10] + arcount.to_bytes(2, "big") + message[12:] + record
+
+
+def _refused(query: bytes) -> bytes:
+    """REFUSED, unsigned, echoing the question (which has parsed by now)."""
+    i = 12
+    while query[i]:
+        i += query[i] + 1
+    qid, flags = struct.unpack_from("!HH", query)
+    header = _HEADER.pack(qid, _QR | (flags & (_OPCODE | _RD)) | REFUSED, 1, 0, 0, 0)
+    return header + query[12 : i + 5]
+
+
+def _header_only(query: bytes, rcode: int) -> bytes | None:
+    if len(query) < 12 or query[2] & 0x80:
+        return None
+    qid, flags = struct.unpack_from("!HH", query)
+    return _HEADER.pack(qid, _QR | (flags & (_OPCODE | _RD)) | rcode, 0, 0, 0, 0)

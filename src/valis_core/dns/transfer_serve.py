@@ -1,0 +1,145 @@
+"""Zone transfers on the DNS TCP loop: the trio shell around ``valis_core.dns.transfer``.
+
+The TCP serve loop hands every AXFR or IXFR it reads to a ``Transfers`` (instead of the
+answer path), inside the connection's own task, with the snapshot being served at that
+moment: the whole transfer comes from that one version. The listed secondaries are
+asked for once per request (``Secondaries``: the resident reads them from operator
+state), so a secondary added or removed applies to the next request.
+
+Bounds: at most ``max_transfers`` run at once (a ``trio.CapacityLimiter``; a request
+beyond that waits for a slot), and each, its wait included, must finish within
+``deadline`` seconds or its connection is closed (a partial transfer is useless to the
+secondary, which retries). Messages are sent one at a time with a checkpoint between
+them, so a transfer never holds up UDP or other connections. Every refusal is logged
+with its reason and counted by kind; completed, failed and running transfers too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+import attrs
+import trio
+
+from valis_core.dns.records import SERVFAIL
+from valis_core.dns.snapshot import Snapshot
+from valis_core.dns.tcp import framed
+from valis_core.dns.transfer import (
+    REFUSAL_KINDS,
+    Grant,
+    Listed,
+    decide,
+    peer_host,
+    transfer_messages,
+    zone_serial,
+)
+
+log = logging.getLogger("valis.transfer")
+
+Secondaries = Callable[[], Awaitable[Sequence[Listed]]]
+"""The listed secondaries of every zone, as they stand now."""
+
+MAX_TRANSFERS = 4
+DEADLINE = 120.0
+
+
+@attrs.define
+class TransferStats:
+    """Counters for metrics: transfers by outcome, refusals by kind."""
+
+    completed: int = 0
+    failed: int = 0
+    running: int = 0
+    refused: dict[str, int] = attrs.field(factory=lambda: dict.fromkeys(REFUSAL_KINDS, 0))
+
+
+class Transfers:
+    """Serve zone transfers to listed secondaries (see the module docstring)."""
+
+    def __init__(
+        self,
+        secondaries: Secondaries,
+        *,
+        max_transfers: int = MAX_TRANSFERS,
+        deadline: float = DEADLINE,
+        write_timeout: float = 5.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._secondaries = secondaries
+        self._limiter = trio.CapacityLimiter(max_transfers)
+        self._deadline = deadline
+        self._write_timeout = write_timeout
+        self._clock = clock
+        self.stats = TransferStats()
+
+    async def __call__(self, stream: trio.SocketStream, query: bytes, snapshot: Snapshot) -> bool:
+        """Answer one transfer request on ``stream``; whether the connection may go on
+        (not after a transfer cut short)."""
+        peer = _peer(stream)
+        try:
+            listed = await self._secondaries()
+        except Exception as exc:
+            log.error("zone transfer for %s: the secondaries cannot be read (%s); answered "
+                      "SERVFAIL", peer, " ".join(str(exc).split()))
+            return await self._send(stream, _servfail(query))
+        decision = decide(snapshot.index, query, peer, listed, now=self._clock())
+        if not isinstance(decision, Grant):
+            self.stats.refused[decision.kind] += 1
+            log.info("zone transfer: refused %s: %s", peer, decision.reason)
+            return decision.response is None or await self._send(stream, decision.response)
+        return await self._transfer(stream, decision, peer)
+
+    async def _transfer(self, stream: trio.SocketStream, grant: Grant, peer: str) -> bool:
+        zone = grant.zone.origin
+        kind = "AXFR" if grant.full else "IXFR (up to date)"
+        started = trio.current_time()
+        sent = messages = 0
+        with trio.move_on_after(self._deadline) as bounded:
+            async with self._limiter:
+                self.stats.running += 1
+                try:
+                    for message in transfer_messages(grant, now=self._clock()):
+                        await stream.send_all(framed(message))
+                        sent += len(message)
+                        messages += 1
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self.stats.failed += 1
+                    log.warning("zone transfer: %s of %s to %s: the secondary closed the "
+                                "connection after %d message(s)", kind, zone, peer, messages)
+                    return False
+                finally:
+                    self.stats.running -= 1
+        if bounded.cancelled_caught:
+            self.stats.failed += 1
+            log.warning("zone transfer: %s of %s to %s not done within %.0fs (%d message(s) "
+                        "sent); connection closed", kind, zone, peer, self._deadline, messages)
+            return False
+        self.stats.completed += 1
+        log.info("zone transfer: %s of %s serial %d to %s: %d message(s), %d bytes in %.3fs",
+                 kind, zone, zone_serial(grant.zone), peer, messages, sent,
+                 trio.current_time() - started)
+        return True
+
+    async def _send(self, stream: trio.SocketStream, response: bytes | None) -> bool:
+        if response is None:
+            return True
+        with trio.move_on_after(self._write_timeout):
+            await stream.send_all(framed(response))
+            return True
+        return False
+
+
+def _servfail(query: bytes) -> bytes | None:
+    if len(query) < 12 or query[2] & 0x80:
+        return None
+    flags = 0x8000 | (query[2] << 8 & 0x7900) | SERVFAIL
+    return query[:2] + flags.to_bytes(2, "big") + bytes(8)
+
+
+def _peer(stream: trio.SocketStream) -> str:
+    try:
+        return peer_host(str(stream.socket.getpeername()[0]))
+    except OSError:
+        return "(gone)"

@@ -1,0 +1,154 @@
+"""AXFR out of the TCP serve loop, in-process over real loopback sockets, asked by
+dnspython's and dig's transfer clients: the whole zone from one version in several
+signed messages, and a refusal for every request that is not a listed secondary's
+correctly signed one."""
+
+from __future__ import annotations
+
+import base64
+import re
+import socket
+import subprocess
+from collections.abc import AsyncIterator, Sequence
+
+import dns.message
+import dns.query
+import dns.rcode
+import dns.rdatatype
+import dns.tsig
+import dns.tsigkeyring
+import dns.xfr
+import dns.zone
+import pytest
+import trio
+
+from valis_core.dns.serve import serve_tcp
+from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.transfer import Listed
+from valis_core.dns.transfer_serve import Transfers
+from valis_core.dns.zone import ZoneIndex
+
+ZONE = "example.test."
+KEY_NAME = "xfr.example."
+SECRET = bytes(range(32))
+LIMIT = 20.0
+HOSTS = 3000
+
+
+def zone_text(serial: int, hosts: int = HOSTS) -> str:
+    lines = [
+        f"$ORIGIN {ZONE}", "$TTL 300",
+        f"@ IN SOA ns1 hostmaster {serial} 7200 3600 1209600 300",
+        "@ IN NS ns1", "ns1 IN A 192.0.2.53", "@ IN MX 10 mail", "mail IN A 192.0.2.25",
+        "sub IN NS ns.sub", "ns.sub IN A 192.0.2.54",
+    ]
+    lines += [f"h{i} IN A 198.51.100.{i % 250 + 1}" for i in range(hosts)]
+    return "\n".join(lines) + "\n"
+
+
+def listed(address: str = "127.0.0.1") -> Listed:
+    return Listed(ZONE, address, KEY_NAME, "hmac-sha256", SECRET)
+
+
+class Node:
+    def __init__(self, port: int, holder: IndexHolder, transfers: Transfers,
+                 secondaries: list[Listed]) -> None:
+        self.port = port
+        self.holder = holder
+        self.transfers = transfers
+        self.secondaries = secondaries
+
+
+@pytest.fixture
+async def node(nursery: trio.Nursery) -> AsyncIterator[Node]:
+    secondaries = [listed()]
+
+    async def current() -> Sequence[Listed]:
+        return tuple(secondaries)
+
+    holder = IndexHolder(ZoneIndex.from_zone_text(zone_text(1), ZONE))
+    transfers = Transfers(current)
+    listener = trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    await listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    port = listener.getsockname()[1]
+    scope = trio.CancelScope()
+
+    async def serve() -> None:
+        with listener, scope:
+            await serve_tcp(listener, holder, transfers=transfers)
+
+    nursery.start_soon(serve)
+    yield Node(port, holder, transfers, secondaries)
+    scope.cancel()
+
+
+def keyring(secret: bytes = SECRET) -> dict[dns.name.Name, dns.tsig.Key]:
+    return dns.tsigkeyring.from_text({KEY_NAME: ("hmac-sha256", base64.b64encode(secret).decode())})
+
+
+def axfr(port: int, secret: bytes | None = SECRET) -> dns.zone.Zone:
+    zone = dns.zone.Zone(ZONE)
+    query, _ = dns.xfr.make_query(zone)
+    if secret is not None:
+        query.use_tsig(keyring(secret), KEY_NAME)
+    dns.query.inbound_xfr("127.0.0.1", zone, query, port=port, timeout=LIMIT, lifetime=LIMIT)
+    return zone
+
+
+async def test_a_listed_secondary_gets_the_whole_zone_in_signed_messages(node: Node) -> None:
+    got = await trio.to_thread.run_sync(axfr, node.port)
+    expected = dns.zone.from_text(zone_text(1), ZONE, relativize=False)
+    got_abs = dns.zone.from_text(got.to_text(relativize=False), ZONE, relativize=False)
+    assert got_abs == expected
+    assert node.transfers.stats.completed == 1
+
+    # dig checks every message's TSIG too, and says how many messages there were.
+    key = f"hmac-sha256:{KEY_NAME}:{base64.b64encode(SECRET).decode()}"
+    result = await trio.to_thread.run_sync(lambda: subprocess.run(
+        ["dig", "@127.0.0.1", "-p", str(node.port), ZONE, "AXFR", "-y", key, "+noall",
+         "+answer", "+stats"], capture_output=True, text=True, timeout=LIMIT, check=False))
+    assert result.returncode == 0, result.stderr
+    records = [line for line in result.stdout.splitlines() if line and not line.startswith(";")]
+    assert len(records) == HOSTS + 8  # SOA twice, the six other records, the hosts
+    assert "Couldn't verify" not in result.stdout + result.stderr
+    messages = re.search(r"XFR size: \d+ records \(messages (\d+),", result.stdout)
+    assert messages is not None
+    assert int(messages[1]) > 1
+
+
+async def test_a_transfer_comes_from_the_version_served_when_it_was_asked(node: Node) -> None:
+    first: list[dns.zone.Zone] = []
+
+    async def transfer() -> None:
+        first.append(await trio.to_thread.run_sync(axfr, node.port))
+
+    async with trio.open_nursery() as inner:
+        inner.start_soon(transfer)
+        with trio.fail_after(LIMIT):
+            while not node.transfers.stats.running:
+                await trio.sleep(0.001)
+        node.holder.swap(ZoneIndex.from_zone_text(zone_text(2, hosts=10), ZONE))
+    assert first[0].get_soa().serial == 1
+    assert len(list(first[0].iterate_rdatas())) == HOSTS + 7
+    got = await trio.to_thread.run_sync(axfr, node.port)
+    assert got.get_soa().serial == 2
+    assert len(list(got.iterate_rdatas())) == 10 + 7
+
+
+@pytest.mark.parametrize("case", ["unsigned", "wrong secret", "unlisted address"])
+async def test_anyone_else_is_refused_and_counted(node: Node, case: str) -> None:
+    secret: bytes | None = SECRET
+    if case == "unsigned":
+        secret = None
+    elif case == "wrong secret":
+        secret = bytes(32)
+    else:
+        node.secondaries[:] = [listed("192.0.2.99")]
+    with pytest.raises(dns.xfr.TransferError) as refused:
+        await trio.to_thread.run_sync(axfr, node.port, secret)
+    assert refused.value.rcode == dns.rcode.REFUSED
+    kind = {"unsigned": "unsigned", "wrong secret": "bad_signature",
+            "unlisted address": "unlisted"}[case]
+    assert node.transfers.stats.refused[kind] == 1
+    assert node.transfers.stats.completed == 0
