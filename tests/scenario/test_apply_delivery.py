@@ -3,18 +3,24 @@ with the unit supervised directly and its READY read over a real NOTIFY_SOCKET."
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import require_root
+from tests.scenario.pg import RUN_USER, ensure_system_user
+from valis_cli.commands.apply import reachable_by
 from valis_core.apply.delivery import (
     DeliveryError,
     apply_delivery,
@@ -243,8 +249,10 @@ def test_the_systemd_controller_restarts_and_reads_active_state_through_systemct
     ]
 
 
-def test_valis_apply_supervises_the_unit_and_forwards_sigterm_to_it(tmp_path: Path) -> None:
-    root = tmp_path / "opt-valis"
+def test_valis_apply_supervises_the_unit_and_forwards_sigterm_to_it(
+    tmp_path: Path, open_base: Path
+) -> None:
+    root = open_base / "opt-valis"  # where the run account, when there is one, reaches it
     marker = tmp_path / "serving"
     tarball = _delivery(tmp_path, "1.0.0")
     unit = f"{sys.executable} {root}/current/bin/unit {marker}"
@@ -266,3 +274,104 @@ def test_valis_apply_supervises_the_unit_and_forwards_sigterm_to_it(tmp_path: Pa
                 cli.kill()
     assert current_version(root) == "1.0.0"
     assert not Path(f"/proc/{unit_pid}").exists()
+
+
+# -- what the run account can reach ------------------------------------------------------
+
+# A delivered program the run account execs, as the launcher execs the resident.
+PROBE = b"#!/bin/sh\necho reached\n"
+
+
+@pytest.fixture
+def open_base() -> Iterator[Path]:
+    """A directory every account may traverse (tmp_path's parents are root's alone)."""
+    base = Path(tempfile.mkdtemp(prefix="valis-apply-", dir="/tmp"))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _probe_delivery(directory: Path, version: str) -> Path:
+    out = directory / f"valis-serving-{version}.tar.gz"
+    build_delivery(
+        {"bin/unit": (GOOD_UNIT, 0o755), "bin/probe": (PROBE, 0o755),
+         "lib/deep/more/probe": (PROBE, 0o755), "VERSION": version.encode()},
+        version, out,
+    )
+    return out
+
+
+def _as_run_account(*argv: str) -> subprocess.CompletedProcess[str]:
+    account = ensure_system_user(RUN_USER)
+    return subprocess.run(
+        ["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}",
+         "--init-groups", "--", *argv],
+        capture_output=True, text=True, timeout=UP_TIMEOUT, check=False, cwd="/",
+    )
+
+
+@contextlib.contextmanager
+def _umask(mask: int) -> Iterator[None]:
+    previous = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def test_under_umask_077_the_run_account_still_reaches_and_execs_the_staged_programs(
+    open_base: Path,
+) -> None:
+    require_root()
+    ensure_system_user(RUN_USER)
+    root = open_base / "opt" / "valis"
+    command = [sys.executable, str(root / "current" / "bin" / "unit")]
+    with _umask(0o077), ProcessUnitController(command, stop_timeout=5.0) as unit:
+        applied = apply_delivery(
+            _probe_delivery(open_base, "1.0.0"), root, unit, timeout=UP_TIMEOUT,
+            reachable=reachable_by(RUN_USER),
+        )
+        assert applied.version == "1.0.0"
+        assert unit.is_up()
+    for directory in (open_base / "opt", root, root / "versions", root / "versions" / "1.0.0",
+                      root / "versions" / "1.0.0" / "lib" / "deep"):
+        assert directory.stat().st_mode & 0o777 == 0o755, directory
+    assert (root / "current" / "VERSION").stat().st_mode & 0o777 == 0o644
+    for program in ("bin/probe", "lib/deep/more/probe"):
+        done = _as_run_account(str(root / "current" / program))
+        assert (done.returncode, done.stdout) == (0, "reached\n"), done.stderr
+
+
+def test_a_root_the_run_account_cannot_traverse_is_refused_before_the_switch(
+    open_base: Path,
+) -> None:
+    require_root()
+    ensure_system_user(RUN_USER)
+    closed = open_base / "closed"
+    closed.mkdir(mode=0o700)
+    root = closed / "valis"
+    command = [sys.executable, str(root / "current" / "bin" / "unit")]
+    with ProcessUnitController(command, stop_timeout=5.0) as unit:
+        with pytest.raises(DeliveryError) as refused:
+            apply_delivery(
+                _probe_delivery(open_base, "1.0.0"), root, unit, timeout=UP_TIMEOUT,
+                reachable=reachable_by(RUN_USER),
+            )
+        assert unit.pid is None
+    message = str(refused.value)
+    assert f"{RUN_USER} cannot traverse {closed} (mode 0700" in message
+    assert "nothing was switched" in message
+    assert current_version(root) is None
+    closed.chmod(0o711)
+    assert _as_run_account("test", "-x", str(root / "versions" / "1.0.0" / "bin" / "probe")
+                           ).returncode == 0
+
+
+def test_the_cli_checks_the_default_run_account() -> None:
+    require_root()
+    ensure_system_user(RUN_USER)
+    assert reachable_by(None) is not None
+    with pytest.raises(DeliveryError, match="no account 'vl-nobody-here'"):
+        reachable_by("vl-nobody-here")

@@ -6,6 +6,10 @@ then stays in the foreground supervising it (SIGTERM and SIGINT are forwarded) u
 unit exits, returning its exit status. A signal before the unit came up stops the unit.
 Run as root, it lets the run account (``--run-account``) reach that NOTIFY_SOCKET: the
 resident says READY=1 itself, behind a launcher that dropped privilege to it.
+
+Before ``current`` is switched, the staged version must be reachable by the run account
+(``--run-account``, default valis when it exists): every directory on the way to each
+delivered executable traversable by it, as ``valis assess`` judges the binary's path.
 """
 
 from __future__ import annotations
@@ -17,8 +21,12 @@ import shlex
 import signal
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from valis_core.node_defaults import DEFAULT_RUN_ACCOUNT
+
+if TYPE_CHECKING:
+    from valis_core.apply.delivery import Reachable
 
 DEFAULT_ROOT = "/opt/valis"
 DEFAULT_UNIT = "fulcrum-valis.service"
@@ -40,8 +48,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--run-account",
-        help=f"with --supervise as root: the account the resident runs as (default: "
-        f"{DEFAULT_RUN_ACCOUNT}, when it exists)",
+        help=f"the account the resident runs as, which must reach the staged version "
+        f"(with --supervise as root, it may also notify) (default: {DEFAULT_RUN_ACCOUNT}, "
+        "when it exists)",
     )
     parser.add_argument(
         "--timeout",
@@ -66,6 +75,26 @@ def _run_account(name: str | None) -> tuple[int, int] | None:
     return account.pw_uid, account.pw_gid
 
 
+def reachable_by(name: str | None) -> Reachable | None:
+    """The o+x chain check for the run account ``name`` (the default account when it
+    exists, else no check), asked of this host."""
+    from valis_core.apply.delivery import DeliveryError
+    from valis_core.ops.host_readiness import traversal_problem
+    from valis_core.ops.local_probe import LocalHostProbe
+
+    probe = LocalHostProbe()
+    account = probe.account(name or DEFAULT_RUN_ACCOUNT)
+    if account is None:
+        if name is None:
+            return None
+        raise DeliveryError(f"apply: there is no account {name!r} (--run-account)")
+
+    def reachable(path: Path) -> str | None:
+        return traversal_problem(probe, str(path), account)
+
+    return reachable
+
+
 class _Interrupted(Exception):
     """SIGTERM or SIGINT before the unit came up: unwind, stopping whatever started."""
 
@@ -80,9 +109,12 @@ def _apply(args: argparse.Namespace) -> int:
     from valis_core.ops.condense_host import let_unit_notify
 
     timeout = DEFAULT_UP_TIMEOUT if args.timeout is None else args.timeout
+    reachable = reachable_by(args.run_account)
     if args.supervise is None:
         controller = SystemdUnitController(args.unit or DEFAULT_UNIT)
-        applied = apply_delivery(args.delivery, args.root, controller, timeout=timeout)
+        applied = apply_delivery(
+            args.delivery, args.root, controller, timeout=timeout, reachable=reachable
+        )
         print(f"valis: {applied.version} is serving (previous: {applied.previous or 'none'})")
         return 0
     with ProcessUnitController(shlex.split(args.supervise)) as unit:
@@ -98,7 +130,9 @@ def _apply(args: argparse.Namespace) -> int:
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
-            applied = apply_delivery(args.delivery, args.root, unit, timeout=timeout)
+            applied = apply_delivery(
+                args.delivery, args.root, unit, timeout=timeout, reachable=reachable
+            )
             forwarding = True
             print(
                 f"valis: {applied.version} is serving (previous: {applied.previous or 'none'})",

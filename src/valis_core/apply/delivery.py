@@ -7,13 +7,20 @@ differs from its hash, or any member is unsafe to unpack (an absolute path, a ``
 component, a link, a device or fifo, a duplicate name).
 
 ``apply_delivery`` stages ``<root>/versions/<version>/`` (a sibling temporary directory
-renamed into place, so a version directory is whole or absent), switches the
+renamed into place, so a version directory is whole or absent), proves the run account
+can reach what was staged (the ``reachable`` check it is given: the o+x chain of every
+directory on the way to each executable), switches the
 ``<root>/current`` symlink atomically (a new link under a temporary name renamed over the
 old), restarts the unit through its ``UnitController`` and reads back that it came up. If
 it did not, ``current`` is switched back and the previous version restarted; the
 delivery is reported as refused either way. An apply killed part way (SIGKILL, a power
 cut) leaves a staging directory or a temporary link at most; the next apply onto the same
 root removes them first (applies to one root run one at a time).
+
+Modes are set explicitly, never left to the umask: every directory apply makes is 0755 and
+every file gets the mode its manifest entry says. Under an operator's ``umask 077`` the
+version would otherwise be root's alone, and the launcher's exec of the resident as the
+run account would fail at boot rather than here.
 
 ``build_delivery`` is the deterministic writer of the same format (sorted members, zero
 mtimes, root ownership, a gzip header without a timestamp): equal inputs give equal bytes.
@@ -31,7 +38,7 @@ import re
 import secrets
 import shutil
 import tarfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -53,6 +60,7 @@ MAX_MANIFEST_BYTES = 4 << 20
 MAX_TOTAL_BYTES = 4 << 30
 _CHUNK = 1 << 20
 _ALLOWED_MODE_BITS = 0o755
+DIR_MODE = 0o755
 _VERSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _STAGING_RE = re.compile(r"\..+\.[0-9a-f]{12}\.staging")
@@ -61,6 +69,11 @@ _LINK_TEMP_RE = re.compile(rf"\.{CURRENT_LINK}\.[0-9a-f]{{12}}\.tmp")
 
 class DeliveryError(ValisError):
     """A delivery refused, or an apply that did not leave the new version serving."""
+
+
+Reachable = Callable[[Path], str | None]
+"""Why the run account cannot reach (traverse every directory on the way to) a path;
+None when it can. Given by the caller, which knows the account and how to ask the host."""
 
 
 @attrs.frozen
@@ -278,7 +291,7 @@ def _stage(handle: IO[bytes], manifest: DeliveryManifest, versions: Path) -> Pat
             "once — remove that directory or deliver a new version"
         )
     temp = versions / f".{manifest.version}.{secrets.token_hex(6)}.staging"
-    os.mkdir(temp, 0o755)
+    os.mkdir(temp, DIR_MODE)
     try:
         listed = {entry.path: entry for entry in manifest.files}
         with _open_tar(handle) as archive:
@@ -288,7 +301,9 @@ def _stage(handle: IO[bytes], manifest: DeliveryManifest, versions: Path) -> Pat
                     continue
                 _unpack(archive, member, entry, temp)
         for directory in sorted({p for p in temp.rglob("*") if p.is_dir()}, reverse=True):
+            os.chmod(directory, DIR_MODE)
             fsync_dir(directory)
+        os.chmod(temp, DIR_MODE)
         fsync_dir(temp)
         os.rename(temp, final)
     except BaseException:
@@ -302,7 +317,7 @@ def _unpack(
     archive: tarfile.TarFile, member: tarfile.TarInfo, entry: DeliveryFile, root: Path
 ) -> None:
     target = root / entry.path
-    target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)  # chmod after _stage
     digest = hashlib.sha256()
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(target, flags, 0o600)
@@ -367,9 +382,42 @@ def _came_up(controller: UnitController, timeout: float) -> bool:
     return controller.wait_up(timeout)
 
 
-def stage_delivery(tarball: Path, root: Path) -> tuple[DeliveryManifest, Path]:
+def _make_directories(path: Path) -> None:
+    """``path`` and any missing parent, each made 0755 whatever the umask (existing
+    directories keep the mode their owner gave them: the reachability check judges them)."""
+    missing: list[Path] = []
+    for directory in (path, *path.parents):
+        if directory.is_dir():
+            break
+        missing.append(directory)
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, DIR_MODE)
+        os.chmod(directory, DIR_MODE)
+
+
+def _check_reachable(staged: Path, manifest: DeliveryManifest, reachable: Reachable) -> None:
+    """Refuse a staged version whose executables the run account cannot reach."""
+    directories: dict[Path, Path] = {}
+    for entry in manifest.files:
+        if entry.mode & 0o111:
+            path = staged / entry.path
+            directories.setdefault(path.parent, path)
+    for path in directories.values():
+        problem = reachable(path)
+        if problem is not None:
+            raise DeliveryError(
+                f"apply: {problem}; nothing was switched (the run account must reach the "
+                "staged version to run it: fix that, then apply again)"
+            )
+
+
+def stage_delivery(
+    tarball: Path, root: Path, *, reachable: Reachable | None = None
+) -> tuple[DeliveryManifest, Path]:
     """Prove ``tarball`` sound and stage it as ``<root>/versions/<version>`` (whole or
-    absent; an identical staged copy is kept). Switches nothing and starts nothing."""
+    absent; an identical staged copy is kept), then, given ``reachable``, prove the run
+    account can reach each staged executable. Switches nothing and starts nothing."""
     link = root / CURRENT_LINK
     with _open_delivery(tarball) as handle:
         manifest = check_delivery(handle)
@@ -379,9 +427,11 @@ def stage_delivery(tarball: Path, root: Path) -> tuple[DeliveryManifest, Path]:
                 "can be atomic"
             )
         versions = root / VERSIONS_DIR
-        versions.mkdir(mode=0o755, parents=True, exist_ok=True)
+        _make_directories(versions)
         _sweep_interrupted(root, versions)
         staged = _stage(handle, manifest, versions)
+    if reachable is not None:
+        _check_reachable(staged, manifest, reachable)
     return manifest, staged
 
 
@@ -396,15 +446,17 @@ def apply_delivery(
     controller: UnitController,
     *,
     timeout: float = DEFAULT_UP_TIMEOUT,
+    reachable: Reachable | None = None,
 ) -> AppliedDelivery:
     """Prove ``tarball`` sound, stage it under ``root``, switch to it and restart the unit.
 
-    Raises ``DeliveryError`` if the delivery is unsound (nothing written), or if the new
-    version did not come up within ``timeout`` (``current`` switched back, the previous
-    version restarted; the message says whether it came back).
+    Raises ``DeliveryError`` if the delivery is unsound (nothing written), if ``reachable``
+    says the run account cannot reach a staged executable (nothing switched), or if the
+    new version did not come up within ``timeout`` (``current`` switched back, the
+    previous version restarted; the message says whether it came back).
     """
     link = root / CURRENT_LINK
-    manifest, staged = stage_delivery(tarball, root)
+    manifest, staged = stage_delivery(tarball, root, reachable=reachable)
     previous = current_version(root)
     _switch(root, manifest.version)
     if _came_up(controller, timeout):
