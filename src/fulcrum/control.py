@@ -56,6 +56,8 @@ MAX_FDS_READ = 4
 SOCKET_MODE = 0o600
 DIRECTORY_MODE = 0o755
 BACKLOG = 8
+#: Seconds between accepts after one failed, so a lasting failure never spins.
+ACCEPT_RETRY = 0.5
 
 
 @attrs.frozen(eq=False)
@@ -166,7 +168,12 @@ async def serve_control(
     with sock:
         task_status.started()
         while True:
-            conn, _ = await sock.accept()
+            try:
+                conn, _ = await sock.accept()
+            except OSError as exc:  # EMFILE and the like: the next accept may succeed
+                log.warning("control: accept failed: %s", exc.strerror or exc)
+                await trio.sleep(ACCEPT_RETRY)
+                continue
             with conn:
                 await serve_push(conn, gate)
 

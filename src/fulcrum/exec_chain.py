@@ -85,11 +85,16 @@ def launch_record(
     dns_tcp_fd: int,
     edge_tcp_fd: int | None = None,
     owner_fd: int | None = None,
+    control_socket: str | None = None,
 ) -> LaunchRecord:
-    """What the resident is told: every served port, and only descriptors fulcrum bound."""
+    """What the resident is told: every served port, and only descriptors fulcrum bound.
+
+    ``control_socket`` is where the control socket really is (systemd's ``.socket`` unit
+    may name another path than ``control_socket_path``'s default).
+    """
     return LaunchRecord(
         resident=True,
-        control_socket=control_socket_path(cfg),
+        control_socket=control_socket or control_socket_path(cfg),
         ports=served_ports(cfg),
         dns_udp_fd=dns_udp_fd,
         dns_tcp_fd=dns_tcp_fd,

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from functools import partial
 from types import FrameType, TracebackType
 
 import attrs
@@ -97,13 +98,16 @@ def run_resident(
     stop_timeout: float,
     latch: StopLatch,
     on_spawn: Callable[[int], None] = lambda _pid: None,
+    beside: Callable[[], Awaitable[None]] | None = None,
 ) -> ResidentExit | None:
     """Start ``argv`` handing down ``pass_fds`` and supervise it to the end.
 
     Returns ``None`` when a stop was asked for before the resident could start.
-    ``on_spawn`` gets the resident's pid once it runs.
+    ``on_spawn`` gets the resident's pid once it runs; ``beside`` runs for as long as the
+    resident does (the control socket's server) and is cancelled when it exits.
     """
-    return trio.run(_supervise, list(argv), tuple(pass_fds), stop_timeout, latch, on_spawn)
+    supervise = partial(_supervise, beside=beside)
+    return trio.run(supervise, list(argv), tuple(pass_fds), stop_timeout, latch, on_spawn)
 
 
 @attrs.define
@@ -118,6 +122,8 @@ async def _supervise(
     stop_timeout: float,
     latch: StopLatch,
     on_spawn: Callable[[int], None],
+    *,
+    beside: Callable[[], Awaitable[None]] | None = None,
 ) -> ResidentExit | None:
     with trio.open_signal_receiver(*STOP_SIGNALS, RELOAD_SIGNAL) as signals:
         if latch.received is not None:
@@ -129,6 +135,8 @@ async def _supervise(
         stop = _Stop()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_relay, signals, process, stop, stop_timeout, nursery.cancel_scope)
+            if beside is not None:
+                nursery.start_soon(beside)
             await process.wait()
             nursery.cancel_scope.cancel()
         if process.returncode is None:  # not reaped even after SIGKILL; teardown evicts it
