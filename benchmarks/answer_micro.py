@@ -3,7 +3,8 @@
 Builds a generated zone (one million A records by default) from rows and from a master
 file, reports the build times and the resident memory the index added, then times
 ``answer()`` for plain A queries: one hot name, a working set that fits the response
-cache, names seen once each (every query a cache miss), and nonexistent names (NXDOMAIN).
+cache, names seen once each (every query a cache miss), and the two floods a served zone
+draws: random nonexistent names (NXDOMAIN) and random types at existing names (NODATA).
 Run from the repository root:
 
     .venv/bin/python benchmarks/answer_micro.py [--records N] [--queries N]
@@ -53,8 +54,8 @@ def rss_mib() -> float:
     return pages * resource.getpagesize() / 2**20
 
 
-def wire_query(name: str, edns: bool) -> bytes:
-    query = dns.message.make_query(name, "A", use_edns=0 if edns else False)
+def wire_query(name: str, edns: bool, rtype: int | str = "A") -> bytes:
+    query = dns.message.make_query(name, rtype, use_edns=0 if edns else False)
     return query.to_wire()
 
 
@@ -93,14 +94,20 @@ def main() -> None:
     working = [wire_query(f"host{rng.randrange(args.records)}.{ZONE}", True) for _ in range(10_000)]
     cached = [working[i % len(working)] for i in range(count)]
     fresh = [wire_query(f"host{i}.{ZONE}", True) for i in rng.sample(range(args.records), count)]
-    missing = [wire_query(f"nx{i}.{ZONE}", True) for i in range(count)]
+    missing = [wire_query(f"nx{rng.getrandbits(40):x}.{ZONE}", True) for _ in range(count)]
+    # Types 1000-60000: unassigned, so never held, and each (name, type) pair is new.
+    types = [
+        wire_query(f"host{rng.randrange(args.records)}.{ZONE}", True, rng.randrange(1000, 60000))
+        for _ in range(count)
+    ]
     snapshot = Snapshot(index)
     rate(snapshot, working)  # warm the cache for the working set
     for label, queries in (
         ("one hot name", hot),
         ("10k-name working set (cached)", cached),
         ("distinct names (cache misses)", fresh),
-        ("nonexistent names (NXDOMAIN)", missing),
+        ("random-name flood (NXDOMAIN)", missing),
+        ("random-qtype flood (NODATA)", types),
     ):
         print(f"{label:34} {rate(snapshot, queries):>10,.0f} answers per CPU-second")
 

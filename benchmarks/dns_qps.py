@@ -76,6 +76,8 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--server-core", default="0")
     parser.add_argument("--client-core", default="1")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--mix", choices=sorted(MIXES), default="normal",
+                        help="the query mix: normal, or a flood inside the served zone")
     args = parser.parse_args(argv)
     builders: dict[str, Callable[[Path, Path, int], Server]] = {
         "valis": valis_server,
@@ -92,8 +94,9 @@ def main(argv: Sequence[str]) -> int:
         zone_file = work / "bench.example.zone"
         queries = work / "queries.txt"
         zone_file.write_text(generate_zone(args.names))
-        queries.write_text(generate_queries(args.names, QUERY_LINES))
-        print(f"zone {ZONE} with {args.names} names; {QUERY_LINES} queries in the mix; "
+        queries.write_text(MIXES[args.mix](args.names, QUERY_LINES))
+        print(f"zone {ZONE} with {args.names} names; {QUERY_LINES} queries in the "
+              f"{args.mix} mix; "
               f"{args.rounds} rounds of {args.duration}s runs; servers on core "
               f"{args.server_core}, dnsperf on core {args.client_core}", flush=True)
         running: list[tuple[Server, int]] = []
@@ -380,6 +383,28 @@ def generate_queries(names: int, count: int) -> str:
         else:
             lines.append(f"{ZONE} {rng.choice(['SOA', 'NS', 'MX'])}")
     return "\n".join(lines) + "\n"
+
+
+def random_names(names: int, count: int) -> str:
+    """A random-name flood inside the zone (seeded): every line a distinct nonexistent
+    name (NXDOMAIN), more of them than the response cache holds."""
+    rng = random.Random(2)
+    return "".join(f"r{rng.getrandbits(48):x}.{ZONE} A\n" for _ in range(count))
+
+
+def random_types(names: int, count: int) -> str:
+    """A random-qtype flood at existing names (seeded): unassigned types 1000-60000 at
+    random hosts (NODATA), nearly every (name, type) pair distinct."""
+    rng = random.Random(3)
+    return "".join(f"host{rng.randint(1, names)}.{ZONE} TYPE{rng.randrange(1000, 60000)}\n"
+                   for _ in range(count))
+
+
+MIXES: dict[str, Callable[[int, int], str]] = {
+    "normal": generate_queries,
+    "random-name": random_names,
+    "random-qtype": random_types,
+}
 
 
 def median_by(runs: Sequence[Run], key: Callable[[Run], float]) -> Run:
