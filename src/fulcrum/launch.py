@@ -1,11 +1,12 @@
 """``fulcrum launch``: prepare the unit, exec the resident, supervise it, tear down.
 
 Bring-up, in order: the netns with its public surface (a stale one from a killed run is
-reclaimed first), the default-deny firewall, the privileged binds. Then the resident is
+reclaimed first), the default-deny firewall, the privileged binds, and, when
+``edge-port`` is elected, the sk_lookup steer attached to the netns. Then the resident is
 started across the exec chain holding exactly the bound descriptors, and supervised.
-Teardown is the same list in reverse — sockets closed, firewall table removed, NIC
-returned or child link deleted, netns deleted — and it runs whether the resident was
-stopped, crashed, or a bring-up stage failed.
+Teardown is the same list in reverse — the steer's link removed first, sockets closed,
+firewall table removed, NIC returned or child link deleted, netns deleted — and it runs
+whether the resident was stopped, crashed, or a bring-up stage failed.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from fulcrum.exec_chain import (
     launch_record,
     resident_environment,
 )
+from fulcrum.netns import netns_path
+from fulcrum.steer import Steer
 from fulcrum.supervise import StopLatch, run_resident
 from valis_core.launch import LaunchRecord
 from valis_core.launcher_config import (
@@ -60,6 +63,9 @@ def launch(
             owner_port=cfg.owner_port,
         )
         undo.callback(sockets.close)
+        steer = attach_steer(cfg)
+        if steer is not None:
+            undo.callback(steer.close)
         argv = build_resident_argv(cfg, _record(cfg, sockets), resident_environment(environ))
         log.info(
             "unit %s up on %s, DNS bound on port %d; starting the resident",
@@ -88,6 +94,27 @@ def launch(
             status = outcome.exit_status
     log.info("unit %s torn down", cfg.netns_name)
     return status
+
+
+def attach_steer(cfg: LauncherConfig) -> Steer | None:
+    """The sk_lookup steer for the elected edge port, attached; None with no edge elected.
+
+    Loaded here, while fulcrum is still privileged: the resident can neither load nor
+    attach it. A wrong ``catchall-object-path`` fails here, naming the path.
+    """
+    if cfg.edge_port is None:
+        return None
+    path = netns_path(cfg.netns_name)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise LauncherError(f"opening netns {cfg.netns_name} ({path}): {exc.strerror}") from None
+    try:
+        return Steer.attach(
+            cfg.catchall_object_path, fd, cfg.unit_ip, frozenset({cfg.edge_port})
+        )
+    finally:
+        os.close(fd)
 
 
 def preflight(cfg: LauncherConfig) -> None:

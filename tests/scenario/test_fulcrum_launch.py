@@ -46,6 +46,7 @@ from tests.scenario.proving_ground import (
     unit_config_text,
     wait_for,
 )
+from tests.scenario.steer_object import steer_object_path
 from valis_core.launch import parse_launch_argv, render_launch_argv
 from valis_core.launcher_config import parse_launcher_config
 
@@ -182,7 +183,8 @@ def test_resident_runs_as_valis_without_capabilities_holding_only_the_bound_sock
     ground: Ground, launch: Any, account: tuple[int, int]
 ) -> None:
     uid, gid = account
-    unit = launch(edge_port=443, owner_port=8853)
+    # An elected edge has fulcrum attach the sk_lookup steer, so the object must exist.
+    unit = launch(edge_port=443, owner_port=8853, catchall_object_path=str(steer_object_path()))
     report = unit.report()
 
     status = report["status"]
