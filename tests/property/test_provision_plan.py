@@ -1,0 +1,213 @@
+"""The first boot's plan: every step in one fixed order, and the plan's own effect leaves
+nothing to change, which is why a second provision says so."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import attrs
+from hypothesis import given
+from hypothesis import strategies as st
+
+from valis_core.launcher_config import LauncherConfig, render_launcher_config
+from valis_core.operator_state.site_facts import render_site_facts
+from valis_core.ops.provision import (
+    AccountFacts,
+    ClusterFacts,
+    FileFacts,
+    HostFacts,
+    Plan,
+    ProvisionRequest,
+    Status,
+    StepName,
+    plan_provision,
+    render_plan,
+    settled,
+)
+
+CONFIG = LauncherConfig(
+    netns_name="valis",
+    unit_ip=ipaddress.ip_address("203.0.113.10"),
+    unit_cidr=24,
+    public_interface="ens7",
+    public_gateway=ipaddress.ip_address("203.0.113.1"),
+    mode="dedicated",
+    designated_port=53,
+    catchall_object_path="/opt/valis/lib/sk-lookup-catchall.bpf.o",
+    valis_command=("/opt/valis/current/bin/valis",),
+)
+FACTS = {
+    "VALIS_NODE_NAME": "origin-1",
+    "VALIS_LOCATION": "lab",
+    "VALIS_SERVED_ZONES": "example.test.",
+    "VALIS_OPERATOR_STATE_DSN": "postgresql://valis@/valis_state?host=/var/run/postgresql",
+}
+VERSION = "0.1.0"
+
+requests = st.builds(
+    ProvisionRequest,
+    account=st.sampled_from(["valis", "alice"]),
+    version=st.just(VERSION),
+    root=st.just("/opt/valis"),
+    state_dir=st.just("/var/lib/valis-dns"),
+    socket_dir=st.just("/var/run/postgresql"),
+    launcher_config_path=st.just("/etc/fulcrum/launcher.toml"),
+    launcher_config=st.just(CONFIG),
+    site_facts_path=st.just("/etc/valis/site-facts.env"),
+    site_facts=st.just(FACTS),
+    unit_name=st.just("fulcrum-valis.service"),
+    delivery=st.sampled_from([None, "/root/valis-serving-0.1.0.tar.gz"]),
+    dist_url=st.sampled_from([None, "file:///srv/wheelhouse/simple/"]),
+)
+modes = st.sampled_from([None, 0o755, 0o700, 0o750])
+texts = st.sampled_from(["", "local all all peer\n", "other\n",
+                         "local valis_state valis peer map=valis\nlocal all all peer\n",
+                         "valis valis valis\n"])
+accounts = st.one_of(st.none(), st.builds(
+    AccountFacts, name=st.just("valis"), uid=st.sampled_from([0, 999, 1000]),
+    gid=st.just(995), home=st.sampled_from(["/nonexistent", "/home/alice"]),
+    shell=st.just("/usr/sbin/nologin"),
+    home_blocked=st.sampled_from([None, "valis cannot traverse /home (mode 0700)"]),
+))
+clusters = st.one_of(st.none(), st.builds(
+    ClusterFacts, version=st.just("15"), name=st.just("main"), port=st.just(5432),
+    running=st.booleans(), role_exists=st.booleans(), database_exists=st.booleans(),
+    ident_text=st.one_of(st.none(), texts), hba_text=st.one_of(st.none(), texts),
+    schema_current=st.booleans(),
+))
+
+
+def files(good: str, mode: int) -> st.SearchStrategy[FileFacts | None]:
+    return st.one_of(st.none(), st.builds(
+        FileFacts, text=st.sampled_from([good, "stale\n"]), uid=st.sampled_from([0, 999]),
+        mode=st.sampled_from([mode, 0o600, 0o666]),
+    ))
+
+
+host_facts = st.builds(
+    HostFacts,
+    account=accounts,
+    root_mode=modes,
+    versions_mode=modes,
+    version_staged=st.booleans(),
+    current=st.sampled_from([None, VERSION, "0.0.9"]),
+    state_dir=st.one_of(st.none(), st.builds(FileFacts, text=st.just(""),
+                                             uid=st.sampled_from([0, 999]), mode=modes.filter(
+                                                 lambda m: m is not None))),
+    cluster=clusters,
+    launcher_config=files(render_launcher_config(CONFIG), 0o644),
+    site_facts=files(render_site_facts(FACTS), 0o640),
+    dist_registration=st.sampled_from([None, "file:///srv/wheelhouse/simple/",
+                                       "https://old.example.net/simple/"]),
+    systemd=st.booleans(),
+    unit_link=st.sampled_from([None, "/opt/valis/current/lib/systemd/system/"
+                               "fulcrum-valis.service", "/elsewhere.service"]),
+    unit_enabled=st.booleans(),
+)
+
+
+@given(requests, host_facts)
+def test_every_step_appears_once_in_the_order_each_needs_the_ones_before(
+    request: ProvisionRequest, facts: HostFacts
+) -> None:
+    plan = plan_provision(request, facts)
+    assert [step.name for step in plan.steps] == list(StepName)
+    order = [step.name for step in plan.steps]
+    # The account owns the state directory and is what the ident map names; the schema
+    # is migrated over the access the ident and hba steps made; the unit is linked from
+    # the version the delivery step switched to.
+    for before, after in [
+        (StepName.RUN_ACCOUNT, StepName.STATE_DIRECTORY),
+        (StepName.RUN_ACCOUNT, StepName.PEER_IDENT),
+        (StepName.POSTGRESQL_CLUSTER, StepName.POSTGRESQL_ROLE),
+        (StepName.POSTGRESQL_ROLE, StepName.POSTGRESQL_DATABASE),
+        (StepName.PEER_IDENT, StepName.SCHEMA),
+        (StepName.PEER_HBA, StepName.SCHEMA),
+        (StepName.FHS_LAYOUT, StepName.DELIVERY),
+        (StepName.DELIVERY, StepName.UNIT),
+    ]:
+        assert order.index(before) < order.index(after)
+
+
+def unblocked(request: ProvisionRequest, facts: HostFacts) -> tuple[ProvisionRequest, HostFacts]:
+    """The same host with what would block a step taken away: the run account usable,
+    a local cluster, systemd, this version's delivery at hand."""
+    account = facts.account
+    if account is not None:
+        account = attrs.evolve(account, uid=account.uid or 999, home_blocked=None)
+    elif not request.creates_account:
+        account = AccountFacts(request.account, 1000, 1000, "/home/alice", "/bin/sh")
+    facts = attrs.evolve(
+        facts, account=account, systemd=True,
+        cluster=facts.cluster or ClusterFacts("15", "main", 5432, False),
+        current=None if facts.current not in (None, VERSION) else facts.current,
+    )
+    if request.delivery is None and not facts.version_staged:
+        request = attrs.evolve(request, delivery="/root/valis-serving-0.1.0.tar.gz")
+    return request, facts
+
+
+@given(requests, host_facts)
+def test_the_plans_own_effect_leaves_nothing_to_change(
+    request: ProvisionRequest, facts: HostFacts
+) -> None:
+    request, facts = unblocked(request, facts)
+    plan = plan_provision(request, facts)
+    assert not plan.blocked
+    after = settled(request, facts)
+    assert plan_provision(request, after).nothing_to_change
+    assert settled(request, after) == after
+
+
+@given(requests, host_facts)
+def test_a_step_already_done_is_still_done_after_the_others_ran(
+    request: ProvisionRequest, facts: HostFacts
+) -> None:
+    request, facts = unblocked(request, facts)
+    plan = plan_provision(request, facts)
+    again = plan_provision(request, settled(request, facts))
+    for before, after in zip(plan.steps, again.steps, strict=True):
+        if before.status is Status.DONE:
+            assert after == before or after.status is Status.DONE
+
+
+@given(requests, host_facts)
+def test_no_local_cluster_blocks_and_names_what_the_dba_must_do(
+    request: ProvisionRequest, facts: HostFacts
+) -> None:
+    plan = plan_provision(request, attrs.evolve(facts, cluster=None))
+    step = _step(plan, StepName.POSTGRESQL_CLUSTER)
+    assert step.status is Status.BLOCKED
+    assert "CREATE ROLE valis LOGIN;" in step.description
+    assert "local  valis_state  valis  peer  map=valis" in step.description
+    assert "CREATE ROLE" in render_plan(plan)
+
+
+@given(requests, host_facts)
+def test_another_named_account_must_exist_and_reach_its_home(
+    request: ProvisionRequest, facts: HostFacts
+) -> None:
+    legacy = attrs.evolve(request, account="alice")
+    step = _step(plan_provision(legacy, attrs.evolve(facts, account=None)), StepName.RUN_ACCOUNT)
+    assert step.status is Status.BLOCKED
+    blocked_home = AccountFacts("alice", 1000, 1000, "/home/alice", "/bin/bash",
+                                "alice cannot traverse /home/alice (mode 0700)")
+    step = _step(plan_provision(legacy, attrs.evolve(facts, account=blocked_home)),
+                 StepName.RUN_ACCOUNT)
+    assert step.status is Status.BLOCKED
+    assert "/home/alice (mode 0700)" in step.description
+
+
+@given(requests, host_facts)
+def test_a_version_not_staged_and_no_delivery_is_blocked_not_guessed(
+    request: ProvisionRequest, facts: HostFacts
+) -> None:
+    plan = plan_provision(attrs.evolve(request, delivery=None),
+                          attrs.evolve(facts, version_staged=False, current=None))
+    step = _step(plan, StepName.DELIVERY)
+    assert step.status is Status.BLOCKED
+    assert "--delivery" in step.description
+
+
+def _step(plan: Plan, name: StepName):  # type: ignore[no-untyped-def]
+    return next(step for step in plan.steps if step.name is name)
