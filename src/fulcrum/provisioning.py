@@ -3,8 +3,9 @@
 ``produce_config`` writes the file atomically (mode 0644; root-owned when run as root,
 as on the node) and then proves its own work by reading the file back through a fresh
 parse. ``load_launcher_config`` is how anything reads the file: it refuses a missing
-file with the path in the message, and a file other accounts could rewrite, since what
-it names runs ahead of the privilege drop.
+file with the path in the message, and a file other accounts could rewrite or that is
+owned by anyone but root (or the account reading it), since what it names runs ahead of
+the privilege drop (``launcher_config.config_file_problem``, the check assess makes).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from valis_core.launcher_config import (
     FIELDS,
     LauncherConfig,
     LauncherConfigError,
+    config_file_problem,
+    config_file_remedy,
     launcher_config_from_mapping,
     parse_launcher_config,
     render_launcher_config,
@@ -99,10 +102,12 @@ def load_launcher_config(path: Path) -> LauncherConfig:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ProvisioningError(f"launcher config: {path} is not a regular file")
-        if info.st_mode & 0o022:
+        problem = config_file_problem(
+            str(path), info.st_uid, stat.S_IMODE(info.st_mode), reader_uid=os.geteuid()
+        )
+        if problem is not None:
             raise ProvisioningError(
-                f"launcher config: {path} has mode {stat.S_IMODE(info.st_mode):04o}, "
-                f"writable by other accounts; run `chmod 0644 {path}`"
+                f"launcher config: {problem}; run `{config_file_remedy(str(path))}`"
             )
         with os.fdopen(os.dup(fd), "rb") as handle:
             data = handle.read()

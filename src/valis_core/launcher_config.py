@@ -112,6 +112,27 @@ def served_dns_reachability(cfg: LauncherConfig) -> DnsReachability:
     return dns_reachability(dns_endpoints(cfg.designated_port), firewall_accept_set(cfg))
 
 
+def config_file_problem(path: str, uid: int, mode: int, *, reader_uid: int = 0) -> str | None:
+    """Why the launcher config file at ``path`` (owner ``uid``, permission bits ``mode``)
+    must not be trusted by a launcher running as ``reader_uid``; None when it may be.
+
+    What the file names runs before the privilege drop, so only root (or the account
+    reading it, which is root on a node) may own it and nobody else may write it: a
+    0644 file owned by the run account would let the resident rewrite its own launcher.
+    """
+    if uid in (0, reader_uid) and not mode & 0o022:
+        return None
+    return (
+        f"{path} is owned by uid {uid} with mode {mode:04o}; only root may change what the "
+        "privileged launcher reads"
+    )
+
+
+def config_file_remedy(path: str) -> str:
+    """What makes the file at ``path`` one the launcher trusts."""
+    return f"chown root:root {path} && chmod 0644 {path}"
+
+
 def parse_launcher_config(text: str) -> LauncherConfig:
     """Parse and validate launcher-config TOML."""
     try:

@@ -16,6 +16,7 @@ from valis_core.launcher_config import (
     FIELDS,
     LauncherConfig,
     LauncherConfigError,
+    config_file_problem,
     firewall_accept_set,
     launcher_config_from_mapping,
     parse_launcher_config,
@@ -320,3 +321,23 @@ def test_an_ipv6_unit_may_route_through_its_routers_link_local_address() -> None
 def test_a_link_local_gateway_does_not_serve_an_ipv4_unit() -> None:
     with pytest.raises(LauncherConfigError, match="fe80::1 is IPv6 but unit-ip"):
         launcher_config_from_mapping({**example_table(), "public-gateway": "fe80::1"})
+
+
+@given(
+    uid=st.integers(0, 70000),
+    mode=st.integers(0, 0o7777),
+    reader=st.integers(0, 70000),
+)
+def test_the_launcher_trusts_a_config_only_its_reader_or_root_owns_and_nobody_else_writes(
+    uid: int, mode: int, reader: int
+) -> None:
+    trusted = uid in (0, reader) and not mode & 0o022
+    problem = config_file_problem("/etc/fulcrum/launcher.toml", uid, mode, reader_uid=reader)
+    assert (problem is None) == trusted
+    if problem is not None:
+        assert f"owned by uid {uid} with mode {mode:04o}" in problem
+
+
+def test_a_0644_config_owned_by_the_run_account_is_not_trusted_by_root() -> None:
+    assert config_file_problem("/etc/fulcrum/launcher.toml", 0, 0o644) is None
+    assert config_file_problem("/etc/fulcrum/launcher.toml", 998, 0o644) is not None

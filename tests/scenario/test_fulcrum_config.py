@@ -17,6 +17,8 @@ from fulcrum.provisioning import (
     load_launcher_config,
     produce_config,
 )
+from tests.conftest import require_root
+from tests.scenario.pg import RUN_USER, ensure_system_user
 from valis_core.launcher_config import (
     firewall_accept_set,
     parse_launcher_config,
@@ -158,6 +160,25 @@ def test_verify_refuses_a_config_other_accounts_could_rewrite(tmp_path: Path) ->
     result = fulcrum("config", "verify", str(out))
     assert result.returncode == 1
     assert f"chmod 0644 {out}" in result.stderr
+
+
+@pytest.mark.parametrize("verb", [("launch", "--config"), ("config", "verify")])
+def test_a_config_owned_by_the_run_account_is_refused_though_its_mode_is_0644(
+    tmp_path: Path, verb: tuple[str, ...]
+) -> None:
+    require_root()
+    account = ensure_system_user(RUN_USER)
+    out = tmp_path / "launcher.toml"
+    assert fulcrum(*produce_args(out)).returncode == 0
+    os.chown(out, account.pw_uid, account.pw_gid)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644
+    result = fulcrum(*verb, str(out))
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"fulcrum: launcher config: {out} is owned by uid {account.pw_uid} with mode 0644; "
+        "only root may change what the privileged launcher reads; run "
+        f"`chown root:root {out} && chmod 0644 {out}`\n"
+    )
 
 
 def test_verify_says_when_the_designated_port_is_dropped(tmp_path: Path) -> None:

@@ -31,6 +31,8 @@ from valis_core.launcher_config import (
     DEFAULT_PATH,
     LauncherConfig,
     LauncherConfigError,
+    config_file_problem,
+    config_file_remedy,
     parse_launcher_config,
     served_dns_reachability,
 )
@@ -612,13 +614,9 @@ def _launcher_config_clause(probe: HostProbe, config: AssessConfig, launcher: _L
         return _fail(
             name, f"{path} is not a regular file", f"fulcrum config produce --out {path} ..."
         )
-    if st.uid != 0 or st.mode & 0o022:
-        return _fail(
-            name,
-            f"{path} is owned by uid {st.uid} with mode {st.mode:04o}; only root may change "
-            "what the privileged launcher reads",
-            f"chown root:root {path} && chmod 0644 {path}",
-        )
+    problem = config_file_problem(path, st.uid, st.mode)
+    if problem is not None:
+        return _fail(name, problem, config_file_remedy(path))
     assert launcher.config is not None
     return Clause(
         name,
