@@ -38,11 +38,13 @@ dep-dist: venv
 	.venv/bin/valis dist probe "$(VALIS_DEP_DIST_URL)" --out build/dep-dist
 
 # The serving binary: this checkout frozen (PyInstaller, onedir) into build/valis/, the
-# executables `valis` and `fulcrum` over one bundled interpreter and every dependency.
+# executables `valis` and `fulcrum` over one bundled interpreter and every dependency,
+# and the sk_lookup steer object compiled from packaging/bpf (clang -target bpf).
 build: venv
 	./scripts/build
 
 # The delivery `valis apply --delivery` takes: build/valis-serving-<version>.tar.gz, the
-# bundle under bin/ and the systemd units under lib/systemd/system/, with MANIFEST.json.
+# bundle under bin/, the steer object under lib/ and the systemd units under
+# lib/systemd/system/, with MANIFEST.json.
 dist: build
 	.venv/bin/python packaging/frozen/dist.py

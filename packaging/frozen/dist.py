@@ -1,6 +1,6 @@
-"""`make dist`: stage the frozen bundle and the systemd units into the delivery tarball.
+"""`make dist`: stage the bundle, the steer object and the units into the delivery tarball.
 
-    python packaging/frozen/dist.py [--bundle build/valis] [--out FILE]
+    python packaging/frozen/dist.py [--bundle build/valis] [--steer-object FILE] [--out FILE]
 
 The tarball (default ``build/valis-serving-<version>.tar.gz``) is written by
 ``valis_core.apply.delivery.build_delivery``, the format ``valis apply --delivery``
@@ -10,6 +10,9 @@ apply stages (``<root>/versions/<version>/``, reached as ``<root>/current/``):
 - ``bin/valis``, ``bin/fulcrum`` and ``bin/_internal/``: the frozen bundle ``make build``
   produced, every file at its place (a link inside the bundle is delivered as a copy of
   the file it names: a delivery carries no links);
+- ``lib/sk-lookup-catchall.bpf.o``: the sk_lookup steer object ``make build`` compiled
+  beside the bundle (default ``<bundle>/../sk-lookup-catchall.bpf.o``), at the path the
+  launcher config's ``catchall-object-path`` names (``<root>/current/lib/...``);
 - ``lib/systemd/system/<unit>``: every unit under ``packaging/systemd``;
 - ``share/doc/valis/``: the operator documentation (``docs/*.md``), which the unit's
   ``Documentation=`` names.
@@ -35,6 +38,7 @@ from valis_core.apply.delivery import build_delivery  # noqa: E402
 from valis_core.errors import ValisError  # noqa: E402
 
 BIN = "bin"
+STEER_OBJECT = "lib/sk-lookup-catchall.bpf.o"
 UNITS = "lib/systemd/system"
 UNIT_SUFFIXES = (".service", ".socket")
 DOCS = "share/doc/valis"
@@ -85,11 +89,19 @@ def unit_files(units: Path = REPO / "packaging" / "systemd") -> dict[str, tuple[
     }
 
 
+def steer_files(steer_object: Path) -> dict[str, tuple[bytes, int]]:
+    """The compiled steer object at ``lib/``, where ``catchall-object-path`` names it."""
+    if not steer_object.is_file():
+        raise DistError(f"dist: {steer_object} does not exist; run `make build`, which "
+                        "compiles the steer object beside the bundle")
+    return {STEER_OBJECT: (steer_object.read_bytes(), 0o644)}
+
+
 def doc_files(docs: Path = REPO / "docs") -> dict[str, tuple[bytes, int]]:
     return {f"{DOCS}/{path.name}": (path.read_bytes(), 0o644) for path in sorted(docs.glob("*.md"))}
 
 
-def stage(bundle: Path, out: Path, version: str) -> int:
+def stage(bundle: Path, out: Path, version: str, steer_object: Path | None = None) -> int:
     """Write the delivery; the number of files it holds."""
     if not (bundle / "valis").is_file() or not (bundle / "fulcrum").is_file():
         raise DistError(f"dist: {bundle} holds no frozen valis and fulcrum; run `make build`")
@@ -99,7 +111,8 @@ def stage(bundle: Path, out: Path, version: str) -> int:
             f"dist: {bundle} was frozen from {frozen_from or 'no valis metadata'}, not "
             f"valis {version}; run `make build` again"
         )
-    files = {**bundle_files(bundle), **unit_files(), **doc_files()}
+    steer = steer_object or bundle.parent / Path(STEER_OBJECT).name
+    files = {**bundle_files(bundle), **steer_files(steer), **unit_files(), **doc_files()}
     out.parent.mkdir(parents=True, exist_ok=True)
     manifest = build_delivery(files, version, out)
     return len(manifest.files)
@@ -108,12 +121,14 @@ def stage(bundle: Path, out: Path, version: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dist", description=__doc__.split("\n\n")[0])
     parser.add_argument("--bundle", type=Path, default=REPO / "build" / "valis")
+    parser.add_argument("--steer-object", type=Path,
+                        help="default: sk-lookup-catchall.bpf.o beside the bundle")
     parser.add_argument("--out", type=Path, help="default: build/valis-serving-<version>.tar.gz")
     args = parser.parse_args(argv)
     version = project_version()
     out = args.out or REPO / "build" / f"valis-serving-{version}.tar.gz"
     try:
-        count = stage(args.bundle, out, version)
+        count = stage(args.bundle, out, version, args.steer_object)
     except (ValisError, OSError) as exc:
         print(f"dist: {exc}", file=sys.stderr)
         return 1
