@@ -1,12 +1,15 @@
 """``fulcrum launch``: prepare the unit, exec the resident, supervise it, tear down.
 
 Bring-up, in order: the netns with its public surface (a stale one from a killed run is
-reclaimed first), the default-deny firewall, the privileged binds, and, when
-``edge-port`` is elected, the sk_lookup steer attached to the netns. Then the resident is
-started across the exec chain holding exactly the bound descriptors, and supervised.
-Teardown is the same list in reverse — the steer's link removed first, sockets closed,
-firewall table removed, NIC returned or child link deleted, netns deleted — and it runs
-whether the resident was stopped, crashed, or a bring-up stage failed.
+reclaimed first), the default-deny firewall, the privileged binds (the DNS pair, the owner
+port), when ``edge-port`` is elected the sk_lookup steer attached to the netns, and the
+control socket (``fulcrum.control``). The edge port is never bound: its traffic is
+steered to the listening socket the resident pushes over the control socket. Then the
+resident is started across the exec chain holding exactly the bound descriptors, and
+supervised while the control socket is served beside it. Teardown is the same list in
+reverse — the control socket closed, the steer's link removed, sockets closed, firewall
+table removed, NIC returned or child link deleted, netns deleted — and it runs whether
+the resident was stopped, crashed, or a bring-up stage failed.
 """
 
 from __future__ import annotations
@@ -18,17 +21,21 @@ import pwd
 import shutil
 from collections.abc import Mapping
 from contextlib import ExitStack
+from functools import partial
 
 from fulcrum import firewall, netns
 from fulcrum.bind import UnitSockets, bind_unit_sockets
+from fulcrum.control import PushGate, open_control_socket, serve_control
 from fulcrum.errors import LauncherError
 from fulcrum.exec_chain import (
     RUN_ACCOUNT,
     build_resident_argv,
+    control_socket_path,
     launch_record,
     resident_environment,
 )
 from fulcrum.netns import netns_path
+from fulcrum.pushed import namespace_of_path
 from fulcrum.steer import Steer
 from fulcrum.supervise import StopLatch, run_resident
 from valis_core.launch import LaunchRecord
@@ -59,14 +66,23 @@ def launch(
             cfg.netns_name,
             cfg.unit_ip,
             dns_port=cfg.designated_port,
-            edge_port=cfg.edge_port,
             owner_port=cfg.owner_port,
         )
         undo.callback(sockets.close)
         steer = attach_steer(cfg)
         if steer is not None:
             undo.callback(steer.close)
-        argv = build_resident_argv(cfg, _record(cfg, sockets), resident_environment(environ))
+        uid, gid = run_ids(cfg)
+        control = open_control_socket(control_socket_path(cfg), environ, uid=uid, gid=gid)
+        undo.callback(control.close)
+        gate = PushGate(
+            run_uid=uid,
+            unit_netns=namespace_of_path(str(netns_path(cfg.netns_name))),
+            elected=frozenset() if cfg.edge_port is None else frozenset({cfg.edge_port}),
+            assign=None if steer is None else steer.assign,
+        )
+        record = _record(cfg, sockets, control.path)
+        argv = build_resident_argv(cfg, record, resident_environment(environ))
         log.info(
             "unit %s up on %s, DNS bound on port %d; starting the resident",
             cfg.netns_name, cfg.unit_ip, cfg.designated_port,
@@ -83,7 +99,8 @@ def launch(
             log.info("resident running as pid %d", pid)
 
         outcome = run_resident(
-            argv, sockets.fds(), stop_timeout=stop_timeout, latch=latch, on_spawn=spawned
+            argv, sockets.fds(), stop_timeout=stop_timeout, latch=latch, on_spawn=spawned,
+            beside=partial(serve_control, control.sock, gate),
         )
         if outcome is None:
             log.info("stop asked for before the resident started; tearing the unit down")
@@ -158,11 +175,18 @@ def _check_account(cfg: LauncherConfig) -> None:
             raise LauncherError(f"run group {RUN_ACCOUNT} does not exist; {remedy}") from None
 
 
-def _record(cfg: LauncherConfig, sockets: UnitSockets) -> LaunchRecord:
+def run_ids(cfg: LauncherConfig) -> tuple[int, int]:
+    """The run account's uid and gid: the control socket's owner, and its only peer."""
+    uid = cfg.valis_uid if cfg.valis_uid is not None else pwd.getpwnam(RUN_ACCOUNT).pw_uid
+    gid = cfg.valis_gid if cfg.valis_gid is not None else grp.getgrnam(RUN_ACCOUNT).gr_gid
+    return uid, gid
+
+
+def _record(cfg: LauncherConfig, sockets: UnitSockets, control_socket: str) -> LaunchRecord:
     return launch_record(
         cfg,
         dns_udp_fd=sockets.dns_udp.fileno(),
         dns_tcp_fd=sockets.dns_tcp.fileno(),
-        edge_tcp_fd=sockets.edge_tcp.fileno() if sockets.edge_tcp else None,
         owner_fd=sockets.owner_tcp.fileno() if sockets.owner_tcp else None,
+        control_socket=control_socket,
     )

@@ -204,10 +204,11 @@ def test_resident_runs_as_valis_without_capabilities_holding_only_the_bound_sock
     assert record.resident
     assert record.control_socket == control_socket_path(cfg)
     assert record.ports == frozenset({53, 443, 8853})
+    # The edge port is steered to the socket the resident pushes, never bound by fulcrum.
+    assert record.edge_tcp_fd is None
     expected = {
         record.dns_udp_fd: (2, [UNIT_IP, 53], False),
         record.dns_tcp_fd: (1, [UNIT_IP, 53], True),
-        record.edge_tcp_fd: (1, [UNIT_IP, 443], True),
         record.owner_fd: (1, [UNIT_IP, 8853], True),
     }
     fds = report["fds"]
@@ -225,7 +226,9 @@ def test_resident_runs_as_valis_without_capabilities_holding_only_the_bound_sock
 
     _, ports, _ = accepted_ports(report["pid"])
     assert ports == {("udp", 53), ("tcp", 53), ("tcp", 443), ("tcp", 8853)}
-    assert tcp_exchange(ground.client, UNIT_IP, 443, "edge")["reply"] == "echo:edge"
+    # The stand-in pushes nothing: the steer has no socket, so 443 is refused.
+    assert tcp_exchange(ground.client, UNIT_IP, 443)["error"] == "ConnectionRefusedError"
+    assert tcp_exchange(ground.client, UNIT_IP, 8853, "owner")["reply"] == "echo:owner"
     assert unit.fulcrum.stop() == 0
 
 
