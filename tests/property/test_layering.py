@@ -34,6 +34,7 @@ PURE_CORES = (
     "valis_core.dns.answer",
     "valis_core.dns.serial",
     "valis_core.dns.transfer",
+    "valis_core.dns.notify",
     "valis_core.dns.zone_check",
     "valis_core.dns.zone_diff",
     "valis_core.ops.condense",

@@ -55,8 +55,10 @@ from valis_core.store.head import materialise_genesis
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from valis_core.dns.notify_send import ChangeWatch
     from valis_core.dns.serve import ServeStats
     from valis_core.dns.snapshot import IndexHolder
+    from valis_core.dns.transfer_serve import Transfers
     from valis_core.operator_state.zone_source import PgZoneSource
     from valis_core.reachability import DnsReachability
     from valis_core.resident.fabric import FabricAddress
@@ -280,9 +282,10 @@ class Boot:
     watch: FenceWatch | None = None
     source: PgZoneSource | None = None
     follower: ZoneFollower | None = None
-    holder: IndexHolder | None = None
+    holder: ChangeWatch | None = None
     stats: ServeStats | None = None
     views: NodeViews | None = None
+    transfers: Transfers | None = None
 
 
 Step = Callable[[Boot], Awaitable[Boot]]
@@ -417,14 +420,14 @@ async def _operator_state(boot: Boot) -> Boot:
 
 
 async def _zone_index(boot: Boot) -> Boot:
+    from valis_core.dns.notify_send import ChangeWatch
     from valis_core.dns.serve import ServeStats
-    from valis_core.dns.snapshot import IndexHolder
     from valis_core.operator_state.zone_source import PgZoneSource
 
     config, watch = need(boot.config), need(boot.watch)
     source = PgZoneSource.from_dsn(config.dsn, config.served_zones, standing=watch.standing)
     boot.services.stack.callback(source.close)
-    holder = IndexHolder(await source.load())
+    holder = ChangeWatch(await source.load())
     log.info(
         "zone index: %d zone(s), %d records in %.3fs", len(holder.current.zones),
         holder.current.record_count, source.stats.last_load_seconds,
@@ -472,10 +475,32 @@ async def _fabric(boot: Boot) -> Boot:
     return attrs.evolve(boot, views=views)
 
 
+async def _secondaries(boot: Boot) -> Boot:
+    from valis_core.dns.notify_send import NotifySender
+    from valis_core.dns.transfer_serve import Transfers
+    from valis_core.resident.secondaries import SecondaryReader
+
+    watch, holder, views = need(boot.watch), need(boot.holder), need(boot.views)
+    reader = SecondaryReader(need(boot.config).dsn, watch.standing)
+    boot.services.stack.callback(reader.close)
+    listed = await reader.listed_fenced()
+    transfers = Transfers(reader.listed)
+    source = need(boot.adopted).adoption.dns_udp.host
+    sender = NotifySender(source, reader.listed_fenced)
+    await boot.services.start("notify", sender.run)
+    holder.changed = sender.changed
+    views.transfer_stats = transfers.stats
+    views.notify_stats = sender.stats
+    log.info("secondaries: %d listed; zone transfers to them, NOTIFY from %s",
+             len(listed), source)
+    return attrs.evolve(boot, transfers=transfers)
+
+
 async def _serve_dns(boot: Boot) -> Boot:
     adopted = need(boot.adopted)
     await boot.services.start(
-        "serve DNS", _dns_service(adopted, need(boot.holder), need(boot.stats))
+        "serve DNS",
+        _dns_service(adopted, need(boot.holder), need(boot.stats), need(boot.transfers)),
     )
     pair = adopted.adoption
     log.info("serving DNS on udp=%s tcp=%s", pair.dns_udp.address, pair.dns_tcp.address)
@@ -620,6 +645,14 @@ STAGES: tuple[Stage, ...] = (
         stops="the fabric",
     ),
     Stage(
+        "secondaries",
+        "the zones' listed secondaries are read (and the fence with them); zone "
+        "transfers are offered to them and NOTIFY sent to them on every change",
+        "the operator-state database cannot be reached",
+        _secondaries,
+        stops="NOTIFY",
+    ),
+    Stage(
         "serve DNS",
         "UDP and TCP loops on the adopted pair",
         "—",
@@ -729,13 +762,17 @@ def _close_listeners(adopted: AdoptedSockets) -> None:
     log.info("listener descriptors closed")
 
 
-def _dns_service(adopted: AdoptedSockets, holder: IndexHolder, stats: ServeStats) -> _Service:
+def _dns_service(
+    adopted: AdoptedSockets, holder: IndexHolder, stats: ServeStats, transfers: Transfers
+) -> _Service:
     from valis_core.dns.serve import serve_tcp, serve_udp
 
     async def serve(task_status: trio.TaskStatus[None]) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(partial(serve_udp, adopted.dns_udp, holder, stats=stats))
-            nursery.start_soon(partial(serve_tcp, adopted.dns_tcp, holder, stats=stats))
+            nursery.start_soon(partial(
+                serve_tcp, adopted.dns_tcp, holder, stats=stats, transfers=transfers
+            ))
             task_status.started()
 
     return serve

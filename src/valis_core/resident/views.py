@@ -20,8 +20,10 @@ import dns.rcode
 import dns.rdatatype
 
 from valis_core.dns.answer import Transport, answer
+from valis_core.dns.notify_send import NotifyStats
 from valis_core.dns.serve import ServeCounts, ServeStats
 from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.transfer_serve import TransferStats
 from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.reachability import DnsReachability
 from valis_core.resident.metrics import Family, Sample
@@ -118,6 +120,10 @@ class NodeViews:
     not wired."""
     modules: tuple[str, ...] = ()
     """The modules this node runs (name==version)."""
+    transfer_stats: TransferStats | None = None
+    """Zone transfers served and refused; None when not wired."""
+    notify_stats: NotifyStats | None = None
+    """NOTIFYs sent to secondaries; None when not wired."""
     started_at: float = attrs.field(factory=time.time)
     """When bring-up made these views (UNIX time): the node's uptime is counted from it."""
 
@@ -168,6 +174,7 @@ class NodeViews:
             *self._node_families(counts, zone_stats, fence),
             *self._database_families(),
             *self._owner_families(),
+            *self._transfer_families(),
         ]
 
     def _database_families(self) -> list[Family]:
@@ -196,6 +203,41 @@ class NodeViews:
                 "counter",
                 "Fenced heartbeats that did not reach the database.",
                 (Sample(self.failed_heartbeats()),),
+            ))
+        return families
+
+    def _transfer_families(self) -> list[Family]:
+        families = []
+        transfers = self.transfer_stats
+        if transfers is not None:
+            families.append(Family(
+                "valis_zone_transfers_total",
+                "counter",
+                "Zone transfers (AXFR, IXFR) to listed secondaries, by outcome.",
+                (
+                    Sample(transfers.completed, (("outcome", "completed"),)),
+                    Sample(transfers.failed, (("outcome", "failed"),)),
+                ),
+            ))
+            families.append(Family(
+                "valis_zone_transfers_refused_total",
+                "counter",
+                "Zone transfer requests refused, by why (unlisted address, unsigned, ...).",
+                tuple(Sample(n, (("reason", kind),)) for kind, n in transfers.refused.items()),
+            ))
+        notify = self.notify_stats
+        if notify is not None:
+            families.append(Family(
+                "valis_notify_total",
+                "counter",
+                "NOTIFY messages to secondaries: datagrams sent (retries included), "
+                "answered, given up after every retry, and batches withheld while fenced out.",
+                (
+                    Sample(notify.sent, (("outcome", "sent"),)),
+                    Sample(notify.answered, (("outcome", "answered"),)),
+                    Sample(notify.unanswered, (("outcome", "unanswered"),)),
+                    Sample(notify.withheld, (("outcome", "withheld"),)),
+                ),
             ))
         return families
 
