@@ -3,7 +3,9 @@
 On a node the answer is already written down: ``VALIS_OPERATOR_STATE_DSN`` in the
 environment, else the node's site facts (``--state-dir``'s configuration store when that
 is given, else ``/etc/valis/site-facts.env``, then the default state directory's store).
-Failing all of them, a terminal is asked; anything else is told what to give.
+Failing all of them, a terminal is asked; anything else is told what to give. Whichever
+way it came, a DSN that names a TCP host or carries a password is refused, naming where it
+came from (``valis_core.operator_state.dsn``).
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from pathlib import Path
 
 from valis_core.errors import ValisError
 from valis_core.node_defaults import DEFAULT_SITE_FACTS, DEFAULT_STATE_DIR
+from valis_core.operator_state.site_facts import DSN_KEY
 from valis_core.state_layout import config_store_path
 
-DSN_KEY = "VALIS_OPERATOR_STATE_DSN"
 _MAX_FILE = 1 << 20
 
 
@@ -75,15 +77,18 @@ def find_dsn(
     environ: Mapping[str, str],
     files: Sequence[Path],
 ) -> str | None:
-    """The DSN from ``--dsn``, the environment or the first site-facts file naming one."""
+    """The DSN from ``--dsn``, the environment or the first site-facts file naming one;
+    refused (``DsnRefused``) unless it is a socket DSN under peer authentication."""
+    from valis_core.operator_state.dsn import check_socket_dsn
+
     if given is not None:
-        return given
+        return check_socket_dsn(given, source="--dsn")
     if environ.get(DSN_KEY):
-        return environ[DSN_KEY]
+        return check_socket_dsn(environ[DSN_KEY], source=f"${DSN_KEY}")
     for path in files:
         found = dsn_from_site_facts(path)
         if found:
-            return found
+            return check_socket_dsn(found, source=f"{DSN_KEY} in the site facts {path}")
     return None
 
 
@@ -100,7 +105,9 @@ def operator_dsn(args: argparse.Namespace) -> str:
         except EOFError:
             answer = ""
         if answer:
-            return answer
+            from valis_core.operator_state.dsn import check_socket_dsn
+
+            return check_socket_dsn(answer, source="the DSN given")
     raise DsnNotFound(
         f"no operator-state DSN: give --dsn, set ${DSN_KEY}, or run on a node whose site "
         f"facts name it ({where}, or --state-dir DIR)"

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from valis_core.errors import ValisError
+from valis_core.operator_state.local_cluster import socket_dsn
 from valis_core.operator_state.site_facts import (
     OPTIONAL_KEYS,
     REQUIRED_KEYS,
@@ -41,7 +42,9 @@ def site_facts(draw: st.DrawFn) -> dict[str, str]:
     facts = {
         "VALIS_NODE_NAME": draw(text),
         "VALIS_LOCATION": draw(text),
-        "VALIS_OPERATOR_STATE_DSN": draw(text),
+        # Written site facts must name a socket (tests/property/test_dsn.py); its
+        # directory is where the tricky text goes (a comma would make it a host list).
+        "VALIS_OPERATOR_STATE_DSN": socket_dsn("/" + draw(text).replace(",", "_")),
         "VALIS_SERVED_ZONES": draw(zones),
     }
     if draw(st.booleans()):

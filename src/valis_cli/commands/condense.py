@@ -173,7 +173,8 @@ def _stop_on_term(signum: int, frame: FrameType | None) -> None:
 
 def _condense(args: argparse.Namespace) -> int:
     from valis_core.apply.unit_control import ProcessUnitController, SystemdUnitController
-    from valis_core.operator_state.site_facts import served_zones
+    from valis_core.operator_state.dsn import check_socket_dsn
+    from valis_core.operator_state.site_facts import DSN_KEY, served_zones
     from valis_core.ops.condense import condense_onto_host
     from valis_core.ops.condense_host import (
         CondenseHostError,
@@ -191,6 +192,10 @@ def _condense(args: argparse.Namespace) -> int:
     run_account = _run_account(args.run_account)
     facts = _facts(args)
     effective = facts if facts is not None else backup_site_facts(args.from_backup)
+    check_socket_dsn(
+        effective[DSN_KEY],
+        source=f"{DSN_KEY} in {args.site_facts or f'the backup set {args.from_backup}'}",
+    )
     request = _request(args, served_zones(effective))
     config = assess_config(args, [str(args.site_facts)] if args.site_facts else [])
 
@@ -217,7 +222,7 @@ def _condense(args: argparse.Namespace) -> int:
         host = LocalCondenseHost(
             state_dir=args.state_dir,
             run_account=run_account,
-            connect=connect_as_account(effective["VALIS_OPERATOR_STATE_DSN"], run_account),
+            connect=connect_as_account(effective[DSN_KEY], run_account),
             unit=unit,
             holder=f"{effective['VALIS_NODE_NAME']}@{effective['VALIS_LOCATION']}",
             dns_address=_address(args.dns_address),

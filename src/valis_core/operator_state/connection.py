@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 
 from valis_core.errors import ValisError
+from valis_core.operator_state.dsn import EXAMPLE_DSN, check_socket_dsn
 
 
 class OperatorStateError(ValisError):
@@ -30,9 +31,9 @@ def connect(
     if not dsn.strip():
         # libpq would take an empty DSN as "every default": a server nobody named.
         raise OperatorStateError(
-            "operator state: the DSN is empty; give a libpq URI such as "
-            "postgresql://valis@/valis_state?host=/var/run/postgresql"
+            f"operator state: the DSN is empty; give a libpq URI such as {EXAMPLE_DSN}"
         )
+    check_socket_dsn(dsn, source="operator state")
     try:
         conn = psycopg.connect(dsn, autocommit=autocommit)
     except psycopg.OperationalError as exc:
@@ -44,7 +45,7 @@ def connect(
     except psycopg.ProgrammingError as exc:
         raise OperatorStateError(
             f"operator state: the DSN {redact(dsn)} is malformed: {exc}; give a libpq URI "
-            "such as postgresql://valis@/valis_state?host=/var/run/postgresql"
+            f"such as {EXAMPLE_DSN}"
         ) from exc
     if require_schema:
         from valis_core.operator_state.schema import require_current_schema

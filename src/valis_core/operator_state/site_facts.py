@@ -29,8 +29,9 @@ from collections.abc import Mapping
 
 from valis_core.errors import ValisError
 
+DSN_KEY = "VALIS_OPERATOR_STATE_DSN"
 REQUIRED_KEYS: frozenset[str] = frozenset(
-    {"VALIS_NODE_NAME", "VALIS_LOCATION", "VALIS_OPERATOR_STATE_DSN", "VALIS_SERVED_ZONES"}
+    {"VALIS_NODE_NAME", "VALIS_LOCATION", DSN_KEY, "VALIS_SERVED_ZONES"}
 )
 OPTIONAL_KEYS: frozenset[str] = frozenset(
     {"VALIS_SERVED_DOMAIN", "VALIS_LOG_LEVEL", "VALIS_LOG_FORMAT"}

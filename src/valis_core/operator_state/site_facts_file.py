@@ -1,5 +1,7 @@
 """Site facts on disk: the rendered environment file written atomically (the IO shell
-around ``site_facts``, which renders and parses)."""
+around ``site_facts``, which renders and parses). The operator-state DSN they name is
+checked here too (a socket under peer authentication: ``operator_state.dsn``), since
+judging it needs libpq's parser, which the pure core does not load."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from valis_core.atomic import write_atomic
+from valis_core.operator_state.dsn import check_socket_dsn
 from valis_core.operator_state.site_facts import (
+    DSN_KEY,
     HEADER,
     SITE_FACTS_MODE,
     SiteFactsError,
@@ -20,6 +24,7 @@ def write_site_facts(
 ) -> None:
     """Render ``facts`` and write them to ``path`` atomically; refuse before touching disk."""
     data = render_site_facts(facts, header).encode("utf-8")
+    check_socket_dsn(facts[DSN_KEY], source=f"site facts: {DSN_KEY}")
     try:
         write_atomic(path, data, mode=mode)
     except OSError as exc:

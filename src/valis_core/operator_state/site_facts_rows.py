@@ -14,7 +14,8 @@ from typing import Any
 import psycopg
 
 from valis_core.operator_state.connection import OperatorStateError
-from valis_core.operator_state.site_facts import SiteFactsError
+from valis_core.operator_state.dsn import check_socket_dsn
+from valis_core.operator_state.site_facts import DSN_KEY, SiteFactsError
 from valis_core.operator_state.site_facts_file import write_site_facts
 
 
@@ -29,8 +30,11 @@ def set_site_facts(
 
     With ``replace`` the node's other keys are removed, so its rows become exactly
     ``facts``. The database refuses a key outside ``VALIS_*``, the development listener
-    key, and empty or multi-line values.
+    key, and empty or multi-line values; an operator-state DSN that is not a socket under
+    peer authentication is refused before anything is stored.
     """
+    if DSN_KEY in facts:
+        check_socket_dsn(facts[DSN_KEY], source=f"site facts for node {node!r}: {DSN_KEY}")
     try:
         with conn.transaction(), conn.cursor() as cur:
             if replace:

@@ -23,6 +23,7 @@ import psycopg
 from valis_core.acting_as import acting_as
 from valis_core.apply.delivery import (
     VERSIONS_DIR,
+    Reachable,
     current_version,
     stage_delivery,
     switch_current,
@@ -237,12 +238,10 @@ def _create_account(request: ProvisionRequest, host: ProvisionHost) -> None:
 def make_directory(path: Path, mode: int, owner: tuple[int, int] | None = None) -> None:
     """``path`` as a directory with exactly ``mode`` (set by chmod: the umask narrows what
     mkdir makes), and ``owner`` when given; an existing directory is only re-moded."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise ProvisionError(f"provision: {path} exists and is not a directory; move it aside")
     try:
         path.mkdir(exist_ok=True)
-        if path.is_symlink() or not path.is_dir():
-            raise ProvisionError(
-                f"provision: {path} exists and is not a directory; move it aside"
-            )
         if owner is not None:
             os.chown(path, *owner, follow_symlinks=False)
         os.chmod(path, mode)
@@ -269,13 +268,26 @@ def _delivery(request: ProvisionRequest, host: ProvisionHost) -> None:
             raise ProvisionError(
                 f"provision: version {request.version} is not staged; give --delivery TARBALL"
             )
-        manifest, staged = stage_delivery(Path(request.delivery), root)
+        manifest, staged = stage_delivery(Path(request.delivery), root,
+                                          reachable=_reachable(request, host))
         if manifest.version != request.version:
             raise ProvisionError(
                 f"provision: {request.delivery} is version {manifest.version}, but this "
                 f"valis is {request.version}; run the bin/valis unpacked from that delivery"
             )
     switch_current(root, request.version)
+
+
+def _reachable(request: ProvisionRequest, host: ProvisionHost) -> Reachable:
+    """The o+x chain check for the run account, as apply runs it before switching."""
+    account = host.probe.account(request.account)
+    if account is None:
+        raise ProvisionError(f"provision: there is no account {request.account!r}")
+
+    def reachable(path: Path) -> str | None:
+        return traversal_problem(host.probe, str(path), account)
+
+    return reachable
 
 
 def _state_directory(request: ProvisionRequest, host: ProvisionHost) -> None:

@@ -6,7 +6,10 @@ On the first boot (no store yet) the resident copies each site-facts value
 a partial set with nothing written. From then on the store is what counts: the
 environment is ignored, and a value there that differs from the store is reported (so an
 operator who edits the unit's environment learns why nothing changed) but never applied.
-The development listener (``VALIS_REPL_PORT``) is never copied.
+The development listener (``VALIS_REPL_PORT``) is never copied. The operator-state DSN,
+from the environment or the store, must name a socket under peer authentication
+(``operator_state.dsn``): a TCP host or a password stops the boot here, before any
+connection is tried.
 
 The store's format is the site-facts environment file itself, so it is written and read
 by the same render/parse pair as the first-boot file (one quoting, one validation). Its
@@ -24,7 +27,9 @@ from types import MappingProxyType
 
 import attrs
 
+from valis_core.operator_state.dsn import check_socket_dsn
 from valis_core.operator_state.site_facts import (
+    DSN_KEY,
     KNOWN_KEYS,
     SiteFactsError,
     check_site_facts,
@@ -137,6 +142,7 @@ def open_config_store(state_dir: Path, environ: Mapping[str, str]) -> ConfigStor
         raise SiteFactsError(
             f"configuration store {path} is damaged ({exc}); restore it from the backup set"
         ) from exc
+    check_socket_dsn(facts[DSN_KEY], source=f"configuration store {path}: {DSN_KEY}")
     return ConfigStore(
         path=path, facts=facts, first_boot=False, ignored=differing_keys(facts, environ)
     )
@@ -151,6 +157,7 @@ def _first_boot(path: Path, environ: Mapping[str, str]) -> ConfigStore:
             f"first boot: the environment does not carry the node's site facts ({exc}); "
             "stage the rendered site-facts file as the unit's EnvironmentFile"
         ) from exc
+    check_socket_dsn(facts[DSN_KEY], source=f"first boot: {DSN_KEY} in the environment")
     try:
         path.parent.mkdir(mode=DIR_MODE, exist_ok=True)
     except OSError as exc:

@@ -1,0 +1,120 @@
+"""The operator-state DSN: a socket under peer authentication passes, however it is
+spelled; a TCP host, a TCP address or a password is refused in one line that never
+shows the password."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from valis_core.errors import ValisError
+from valis_core.operator_state.dsn import (
+    EXAMPLE_DSN,
+    DsnRefused,
+    check_socket_dsn,
+    socket_dsn_problem,
+)
+from valis_core.operator_state.local_cluster import socket_dsn
+
+names = st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True)
+# Socket directories: absolute paths of any text but a comma (which makes a host list).
+socket_dirs = st.lists(
+    st.text(st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters=",/"),
+            min_size=1, max_size=12),
+    min_size=1, max_size=4,
+).map(lambda parts: "/" + "/".join(parts))
+secrets = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=4,
+                  max_size=16).filter(lambda s: "'" not in s and "\\" not in s)
+tcp_hosts = st.one_of(
+    st.from_regex(r"[a-z][a-z0-9-]{0,10}(\.[a-z][a-z0-9-]{0,10}){0,2}", fullmatch=True),
+    st.sampled_from(["127.0.0.1", "192.0.2.5", "localhost"]),
+)
+
+
+@given(directory=socket_dirs, role=names, database=names, port=st.integers(1, 65535))
+def test_every_socket_dsn_passes(directory: str, role: str, database: str, port: int) -> None:
+    dsn = socket_dsn(directory, role=role, database=database, port=port)
+    assert check_socket_dsn(dsn, source="test") == dsn
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        EXAMPLE_DSN,
+        "postgresql://valis@%2Fvar%2Frun%2Fpostgresql/valis_state",
+        "postgresql:///valis_state",
+        "postgresql://valis@/valis_state",
+        "dbname=valis_state user=valis",
+        "host=/var/run/postgresql dbname=valis_state",
+        "host='' dbname=valis_state",
+        "host=/run/a,/run/b dbname=valis_state",
+        "postgresql://valis@/valis_state?host=/run/postgresql&sslmode=disable",
+        "",
+    ],
+)
+def test_the_socket_spellings_pass(dsn: str) -> None:
+    assert check_socket_dsn(dsn, source="test") == dsn
+
+
+@given(secret=secrets, directory=socket_dirs)
+def test_a_password_is_refused_in_one_line_without_showing_it(
+    secret: str, directory: str
+) -> None:
+    for dsn in (
+        f"postgresql://valis:{quote(secret, safe='')}@/valis_state?host={quote(directory)}",
+        f"postgresql://valis@/valis_state?host={quote(directory)}"
+        f"&password={quote(secret, safe='')}",
+        f"host='{directory}' dbname=valis_state password='{secret}'",
+    ):
+        with pytest.raises(DsnRefused) as refused:
+            check_socket_dsn(dsn, source="--dsn")
+        message = str(refused.value)
+        assert message.startswith("--dsn: DSN refused: it carries a password (password)")
+        assert secret not in message
+        assert "\n" not in message
+
+
+def test_a_passfile_is_refused() -> None:
+    with pytest.raises(DsnRefused, match=r"carries a password \(passfile\)"):
+        check_socket_dsn(f"{EXAMPLE_DSN}&passfile=/root/.pgpass", source="test")
+
+
+@given(host=tcp_hosts, port=st.integers(1, 65535))
+def test_a_tcp_host_is_refused_however_it_is_given(host: str, port: int) -> None:
+    for dsn in (
+        f"postgresql://valis@{host}:{port}/valis_state",
+        f"postgresql://valis@/valis_state?host={host}",
+        f"host={host} dbname=valis_state",
+        f"host=/var/run/postgresql,{host} dbname=valis_state",
+    ):
+        with pytest.raises(DsnRefused, match=f"names the TCP host '{host}'"):
+            check_socket_dsn(dsn, source="test")
+
+
+@pytest.mark.parametrize(
+    ("dsn", "reason"),
+    [
+        (f"{EXAMPLE_DSN}&hostaddr=192.0.2.5", "names the TCP address hostaddr=192.0.2.5"),
+        ("hostaddr=::1 dbname=valis_state", "names the TCP address hostaddr=::1"),
+        ("postgresql://valis@[2001:db8::5]/valis_state", "names the TCP host '2001:db8::5'"),
+        ("service=prod", "names the service 'prod'"),
+        ("postgresql://valis@/valis_state?host=/run/pg&port=x&bogus=1", "is malformed"),
+        ("not a dsn", "is malformed"),
+    ],
+)
+def test_tcp_addresses_services_and_garbage_are_refused(dsn: str, reason: str) -> None:
+    with pytest.raises(DsnRefused, match=reason) as refused:
+        check_socket_dsn(dsn, source="site facts")
+    assert str(refused.value).startswith("site facts: ")
+    assert EXAMPLE_DSN in str(refused.value)  # the remedy shows the seam's shape
+
+
+def test_the_judge_reads_libpqs_keywords() -> None:
+    assert socket_dsn_problem({}) is None
+    assert socket_dsn_problem({"host": "/run/postgresql", "port": "5433"}) is None
+    assert socket_dsn_problem({"host": "db"}) is not None
+    assert socket_dsn_problem({"password": ""}) is not None
+    assert issubclass(DsnRefused, ValisError)
