@@ -32,6 +32,7 @@ PROG_TYPE_SK_LOOKUP = 30
 #: ``bpf_map_update_elem`` flags.
 BPF_ANY = 0
 _LEVEL_WARN = 0
+_LIBBPF_ERRNO_BASE = 4000
 _KEPT_LINES = 40
 _LINE_LIMIT = 300
 
@@ -113,6 +114,7 @@ def library() -> ctypes.CDLL:
         ("bpf_map_update_elem", i, [i, ptr, ptr, ctypes.c_uint64]),
         ("libbpf_probe_bpf_prog_type", i, [i, ptr]),
         ("libbpf_set_print", ptr, [_PrintFn]),
+        ("libbpf_strerror", i, [i, cp, ctypes.c_size_t]),
     ):
         function = getattr(lib, name)
         function.restype = restype
@@ -129,10 +131,19 @@ def _call() -> Iterator[_Diagnostics]:
 
 
 def _failure(what: str, errno: int, diagnostics: _Diagnostics) -> BpfError:
-    reason = os.strerror(errno) if errno else "failed"
+    reason = _strerror(errno) if errno else "failed"
     said = diagnostics.warning()
     tail = f" (libbpf: {said.removeprefix('libbpf: ')})" if said else ""
     return BpfError(f"{what}: {reason}{tail}", errno)
+
+
+def _strerror(errno: int) -> str:
+    """The errno's text; libbpf's own codes (4000 and up) by libbpf's table."""
+    if errno < _LIBBPF_ERRNO_BASE:
+        return os.strerror(errno)
+    buf = ctypes.create_string_buffer(_LINE_LIMIT)
+    library().libbpf_strerror(errno, buf, len(buf))
+    return buf.value.decode("utf-8", "replace") or f"libbpf error {errno}"
 
 
 def _errno_of(result: int) -> int:

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from valis_core.ops.host_readiness import (
     CLAUSE_NAMES,
-    SK_LOOKUP_SYMBOL,
     Account,
     AssessConfig,
+    BpfOutcome,
     PathStat,
     SelfTestOutcome,
     assess_host,
@@ -45,6 +45,7 @@ def _dir(uid: int = 0, mode: int = 0o755) -> PathStat:
 
 
 PASSING_SELF_TEST = SelfTestOutcome(0, "serving codec answered")
+SK_LOOKUP_SUPPORTED = BpfOutcome(True, "libbpf's probe loaded one")
 
 
 @attrs.frozen
@@ -52,7 +53,8 @@ class MemoryHost:
     """A host as plain data: the in-memory adapter of ``HostProbe``."""
 
     netns: bool = True
-    symbols: frozenset[str] | None = frozenset({SK_LOOKUP_SYMBOL})
+    sk_lookup: BpfOutcome = SK_LOOKUP_SUPPORTED
+    objects: tuple[tuple[str, BpfOutcome], ...] = ()
     programs: frozenset[str] = frozenset({"ip", "nft", "setpriv"})
     accounts: tuple[Account, ...] = (Account("valis", VALIS_UID, VALIS_UID),)
     groups: tuple[tuple[str, int], ...] = (("valis", VALIS_UID),)
@@ -63,12 +65,17 @@ class MemoryHost:
     self_test_outcome: SelfTestOutcome = PASSING_SELF_TEST
     accepting: frozenset[str] = frozenset({PG_SOCKET})
     self_tests: list[tuple[str, ...]] = attrs.field(factory=list, eq=False)
+    loads: list[str] = attrs.field(factory=list, eq=False)
 
     def network_namespaces_supported(self) -> bool:
         return self.netns
 
-    def kernel_has_symbol(self, name: str) -> bool | None:
-        return None if self.symbols is None else name in self.symbols
+    def sk_lookup_supported(self) -> BpfOutcome:
+        return self.sk_lookup
+
+    def bpf_object_loads(self, path: str) -> BpfOutcome:
+        self.loads.append(path)
+        return dict(self.objects).get(path, BpfOutcome(False, "No such file or directory"))
 
     def find_program(self, name: str) -> str | None:
         return f"/usr/sbin/{name}" if name in self.programs else None
@@ -149,8 +156,8 @@ DEFECTS: dict[str, tuple[Defect, ...]] = {
         lambda h: attrs.evolve(h, programs=h.programs - {"ip"}),
     ),
     "sk-lookup": (
-        lambda h: attrs.evolve(h, symbols=frozenset()),
-        lambda h: attrs.evolve(h, symbols=None),
+        lambda h: attrs.evolve(h, sk_lookup=BpfOutcome(False, "the kernel refuses it")),
+        lambda h: attrs.evolve(h, sk_lookup=BpfOutcome(None, "not root")),
     ),
     "nftables": (lambda h: attrs.evolve(h, programs=h.programs - {"nft"}),),
     "privilege-drop": (lambda h: attrs.evolve(h, programs=h.programs - {"setpriv"}),),
@@ -395,3 +402,40 @@ def test_a_designated_port_the_firewall_drops_passes_with_a_warning_naming_it() 
 
 def test_a_healthy_host_warns_of_nothing() -> None:
     assert assess_host(HEALTHY, CONFIG).warnings == ()
+
+
+STEER_OBJECT = "/opt/valis/lib/sk-lookup-catchall.bpf.o"
+EDGE_ELECTED = HEALTHY.with_file(LAUNCHER, LAUNCHER_TEXT + "edge-port = 443\n")
+
+
+def test_with_an_edge_elected_the_steer_object_must_load() -> None:
+    loadable = attrs.evolve(
+        EDGE_ELECTED, objects=((STEER_OBJECT, BpfOutcome(True, "loaded")),), loads=[]
+    )
+    clause = assess_host(loadable, CONFIG).clause("sk-lookup")
+    assert clause.ok
+    assert f"the steer object {STEER_OBJECT} loads" in clause.detail
+    assert loadable.loads == [STEER_OBJECT]
+
+    missing = assess_host(EDGE_ELECTED, CONFIG)
+    assert [clause.name for clause in missing.failed] == ["sk-lookup"]
+    failed = missing.failed[0]
+    assert f"steer object {STEER_OBJECT} (catchall-object-path) does not load" in failed.detail
+    assert "No such file or directory" in failed.detail
+    assert "lib/sk-lookup-catchall.bpf.o" in (failed.remedy or "")
+
+
+def test_an_unprivileged_assessment_cannot_tell_whether_the_object_loads() -> None:
+    host = attrs.evolve(EDGE_ELECTED, objects=((STEER_OBJECT, BpfOutcome(None, "EPERM")),))
+    clause = assess_host(host, CONFIG).clause("sk-lookup")
+    assert not clause.ok
+    assert "cannot tell" in clause.detail
+    assert "as root" in (clause.remedy or "")
+
+
+def test_without_an_edge_the_steer_object_is_not_loaded() -> None:
+    host = attrs.evolve(HEALTHY, loads=[])
+    clause = assess_host(host, CONFIG).clause("sk-lookup")
+    assert clause.ok
+    assert "no edge-port is elected" in clause.detail
+    assert host.loads == []

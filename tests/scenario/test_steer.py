@@ -416,3 +416,19 @@ def test_a_wrong_catchall_object_path_stops_bring_up_naming_it(
     assert ground.unit_netns not in netns_names()
     assert link_ids() <= before
 
+
+
+def test_assess_asks_the_kernel_to_load_the_steer_object_and_leaves_nothing(
+    steer_object: Path,
+) -> None:
+    from valis_core.ops.local_probe import LocalHostProbe
+
+    probe = LocalHostProbe()
+    before = link_ids()
+
+    assert probe.sk_lookup_supported().ok
+    assert probe.bpf_object_loads(str(steer_object)).ok
+    missing = probe.bpf_object_loads("/nonexistent/valis/sk-lookup-catchall.bpf.o")
+    assert missing.ok is False
+    assert "/nonexistent/valis/sk-lookup-catchall.bpf.o" in missing.reason
+    assert link_ids() <= before

@@ -47,8 +47,6 @@ from valis_core.operator_state.site_facts import DEVELOPMENT_LISTENER_KEY
 PathKind = Literal["dir", "file", "socket", "symlink", "other"]
 
 SELFTEST_ARGUMENT = "selftest"
-SK_LOOKUP_SYMBOL = "bpf_sk_lookup_assign"
-"""The kernel helper only the BPF_PROG_TYPE_SK_LOOKUP program type has (Linux >= 5.9)."""
 
 _MAX_INTERPRETER_DEPTH = 5  # the kernel's own limit on nested #! interpreters is 4
 
@@ -93,6 +91,15 @@ class PathStat:
 
 
 @attrs.frozen
+class BpfOutcome:
+    """What the kernel said when asked to load BPF: ``ok`` is None when it could not be
+    asked (not privileged), and ``reason`` says what it said."""
+
+    ok: bool | None
+    reason: str = ""
+
+
+@attrs.frozen
 class SelfTestOutcome:
     """How the binary's serving self-test ended: its exit status (None if it never ran)."""
 
@@ -106,8 +113,11 @@ class HostProbe(Protocol):
     def network_namespaces_supported(self) -> bool:
         """The kernel gives processes network namespaces."""
 
-    def kernel_has_symbol(self, name: str) -> bool | None:
-        """The running kernel exports ``name``; None when the symbol table is unreadable."""
+    def sk_lookup_supported(self) -> BpfOutcome:
+        """The kernel loads an eBPF sk_lookup program (libbpf's own probe; nothing stays)."""
+
+    def bpf_object_loads(self, path: str) -> BpfOutcome:
+        """The BPF object at ``path`` opens and loads into the kernel, released at once."""
 
     def find_program(self, name: str) -> str | None:
         """The absolute path of the program ``name`` in the system paths, or None."""
@@ -235,7 +245,7 @@ def assess_host(probe: HostProbe, config: AssessConfig) -> Assessment:
     command = _binary_command(config, launcher)
     clauses = (
         _network_namespaces(probe),
-        _sk_lookup(probe),
+        _sk_lookup(probe, launcher),
         _nftables(probe),
         _privilege_drop(probe),
         _run_account_clause(run, launcher),
@@ -278,22 +288,45 @@ def _network_namespaces(probe: HostProbe) -> Clause:
     return _pass(name, f"network namespaces supported; {ip} present")
 
 
-def _sk_lookup(probe: HostProbe) -> Clause:
+def _sk_lookup(probe: HostProbe, launcher: _Launcher) -> Clause:
+    """The kernel loads sk_lookup programs and, with an edge elected, the steer object loads.
+
+    Both are asked of the kernel the way fulcrum asks it (libbpf loads, then everything
+    is released): a kernel symbol can be inlined away while the program type works.
+    """
     name = "sk-lookup"
-    present = probe.kernel_has_symbol(SK_LOOKUP_SYMBOL)
-    if present is None:
+    as_root = "run the assessment as root on the node (loading BPF needs CAP_BPF)"
+    support = probe.sk_lookup_supported()
+    if support.ok is None:
+        return _fail(
+            name, f"cannot tell whether the kernel loads eBPF sk_lookup programs: "
+            f"{support.reason}", as_root,
+        )
+    if not support.ok:
         return _fail(
             name,
-            "cannot tell: the kernel symbol table /proc/kallsyms is unreadable",
-            "run the assessment where /proc/kallsyms is readable (as root on the node)",
+            f"the kernel cannot load an eBPF sk_lookup program: {support.reason}",
+            "install libbpf1 (apt-get install libbpf1) and boot a Linux >= 5.9 kernel "
+            "built with CONFIG_BPF_SYSCALL=y and CONFIG_INET=y",
         )
-    if not present:
+    cfg = launcher.config
+    if cfg is None or cfg.edge_port is None:
+        why = "no launcher config to read" if cfg is None else "no edge-port is elected"
+        return _pass(name, f"eBPF sk_lookup supported; fulcrum loads no steer object ({why})")
+    path = cfg.catchall_object_path
+    loaded = probe.bpf_object_loads(path)
+    if loaded.ok is None:
+        return _fail(name, f"cannot tell whether the steer object {path} loads: "
+                     f"{loaded.reason}", as_root)
+    if not loaded.ok:
         return _fail(
             name,
-            f"the kernel has no eBPF sk_lookup program type ({SK_LOOKUP_SYMBOL} absent)",
-            "boot a Linux >= 5.9 kernel built with CONFIG_BPF_SYSCALL=y and CONFIG_INET=y",
+            f"edge-port {cfg.edge_port} is elected but the steer object {path} "
+            f"(catchall-object-path) does not load: {loaded.reason}",
+            "stage the delivery (valis apply) and point catchall-object-path at its "
+            "lib/sk-lookup-catchall.bpf.o (/opt/valis/current/lib/sk-lookup-catchall.bpf.o)",
         )
-    return _pass(name, f"eBPF sk_lookup supported ({SK_LOOKUP_SYMBOL} in the kernel)")
+    return _pass(name, f"eBPF sk_lookup supported; the steer object {path} loads")
 
 
 def _nftables(probe: HostProbe) -> Clause:

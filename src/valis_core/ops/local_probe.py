@@ -9,6 +9,7 @@ never authenticates as anyone.
 
 from __future__ import annotations
 
+import errno
 import glob
 import grp
 import ipaddress
@@ -22,7 +23,14 @@ from typing import Any
 
 from pyroute2 import IPRoute
 
-from valis_core.ops.host_readiness import Account, PathStat, SelfTestOutcome, path_kind
+from valis_core import libbpf
+from valis_core.ops.host_readiness import (
+    Account,
+    BpfOutcome,
+    PathStat,
+    SelfTestOutcome,
+    path_kind,
+)
 from valis_core.ops.public_network import (
     DefaultRoute,
     InterfaceAddress,
@@ -66,6 +74,11 @@ def node_environment_files(site_facts: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*site_facts, *found]))
 
 
+def _bpf_refusal(exc: libbpf.BpfError) -> BpfOutcome:
+    """A libbpf failure: "cannot tell" when only privilege was missing, else a no."""
+    return BpfOutcome(None if exc.errno == errno.EPERM else False, str(exc))
+
+
 class LocalHostProbe:
     """``HostProbe`` and ``NetworkProbe`` answered by this machine."""
 
@@ -74,16 +87,30 @@ class LocalHostProbe:
     def network_namespaces_supported(self) -> bool:
         return os.path.exists("/proc/self/ns/net")
 
-    def kernel_has_symbol(self, name: str) -> bool | None:
+    def sk_lookup_supported(self) -> BpfOutcome:
         try:
-            with open("/proc/kallsyms", encoding="ascii", errors="replace") as symbols:
-                for line in symbols:
-                    fields = line.split()
-                    if len(fields) >= 3 and fields[2] == name:
-                        return True
-        except OSError:
-            return None
-        return False
+            supported = libbpf.sk_lookup_supported()
+        except libbpf.BpfError as exc:
+            return _bpf_refusal(exc)
+        if not supported and os.geteuid() != 0:
+            # libbpf's probe reports a refused load as "unsupported", whatever refused it.
+            return BpfOutcome(None, "not root, and the kernel refuses BPF to other accounts")
+        if not supported:
+            return BpfOutcome(False, "libbpf's probe: the kernel refuses the program type")
+        return BpfOutcome(True, "libbpf's probe loaded one")
+
+    def bpf_object_loads(self, path: str) -> BpfOutcome:
+        try:
+            handle = libbpf.open_object(path)
+        except libbpf.BpfError as exc:
+            return BpfOutcome(False, str(exc))
+        try:
+            libbpf.load_object(handle, path)
+        except libbpf.BpfError as exc:
+            return _bpf_refusal(exc)
+        finally:
+            libbpf.close_object(handle)
+        return BpfOutcome(True, f"{path} loaded")
 
     def find_program(self, name: str) -> str | None:
         return shutil.which(name, path=SYSTEM_PATH)
