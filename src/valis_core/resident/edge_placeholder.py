@@ -26,6 +26,8 @@ RESPONSE = (
 )
 #: Seconds one connection may take to receive the answer.
 CONNECTION_BOUND = 5.0
+#: Bytes of the request read (and ignored) before the answer.
+REQUEST_READ = 4096
 #: Connections answered at once; more wait in the listen backlog.
 MAX_CONNECTIONS = 64
 
@@ -57,6 +59,7 @@ async def serve_edge_placeholder(
 async def _answer(conn: trio.socket.SocketType, limit: trio.Semaphore) -> None:
     try:
         with conn, trio.move_on_after(CONNECTION_BOUND), contextlib.suppress(OSError):
+            await conn.recv(REQUEST_READ)  # the request's first bytes: a clean close after
             view = memoryview(RESPONSE)
             while view:
                 view = view[await conn.send(view) :]

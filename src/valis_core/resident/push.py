@@ -93,11 +93,14 @@ async def _exchange(path: str, declaration: bytes, fd: int) -> Reply:
     sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     with sock:
         await sock.connect(path)
-        await _send_all(sock, declaration)
-        # The descriptor rides on the first byte of its line; no reply is awaited first.
-        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]).tobytes())]
-        sent = await sock.sendmsg([DESCRIPTOR_LINE], rights)
-        await _send_all(sock, DESCRIPTOR_LINE[sent:])
+        try:
+            await _send_all(sock, declaration)
+            # The descriptor rides on the first byte of its line; no reply is awaited first.
+            rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]).tobytes())]
+            sent = await sock.sendmsg([DESCRIPTOR_LINE], rights)
+            await _send_all(sock, DESCRIPTOR_LINE[sent:])
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # fulcrum refused early and hung up: its reply says why
         reader = ReplyReader()
         while True:
             data = await sock.recv(MAX_LINE)
