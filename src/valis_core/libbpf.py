@@ -33,6 +33,10 @@ PROG_TYPE_SK_LOOKUP = 30
 BPF_ANY = 0
 _LEVEL_WARN = 0
 _LIBBPF_ERRNO_BASE = 4000
+_LOG_END = "-- END PROG LOAD LOG --"
+_VERIFIER_STATISTICS = ("processed ", "verification time", "stack depth", "mark_precise")
+#: libbpf's lines that only repeat that something failed, or are beside the point.
+_UNEXPLAINING = ("failed to load object", "Failed to bump RLIMIT_MEMLOCK")
 _KEPT_LINES = 40
 _LINE_LIMIT = 300
 
@@ -57,11 +61,21 @@ class _Diagnostics:
     def __init__(self) -> None:
         self.lines: deque[tuple[int, str]] = deque(maxlen=_KEPT_LINES)
 
-    def warning(self) -> str | None:
-        """libbpf's last warning that explains a failure, if it printed one."""
-        for level, line in reversed(self.lines):
-            if level == _LEVEL_WARN and not line.startswith("-- "):
-                return line
+    def explanation(self) -> str | None:
+        """What libbpf said that explains a failure: the verifier's verdict when a program
+        was refused, else its first warning beyond "failed to load"."""
+        warnings = [line for level, line in self.lines if level == _LEVEL_WARN]
+        if _LOG_END in warnings:
+            end = len(warnings) - 1 - warnings[::-1].index(_LOG_END)
+            for line in reversed(warnings[:end]):
+                if "PROG LOAD LOG" in line:
+                    break
+                if not line.startswith(_VERIFIER_STATISTICS):
+                    return f"the verifier: {line}"
+        for line in warnings:
+            said = line.removeprefix("libbpf: ")
+            if not said.startswith(_UNEXPLAINING) and said != line:
+                return said
         return None
 
 
@@ -132,8 +146,8 @@ def _call() -> Iterator[_Diagnostics]:
 
 def _failure(what: str, errno: int, diagnostics: _Diagnostics) -> BpfError:
     reason = _strerror(errno) if errno else "failed"
-    said = diagnostics.warning()
-    tail = f" (libbpf: {said.removeprefix('libbpf: ')})" if said else ""
+    said = diagnostics.explanation()
+    tail = f" ({said})" if said else ""
     return BpfError(f"{what}: {reason}{tail}", errno)
 
 

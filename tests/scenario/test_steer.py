@@ -23,6 +23,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -309,6 +310,46 @@ def test_a_missing_object_fails_at_open_naming_the_path(pair: tuple[str, str]) -
     assert "No such file or directory" in message
     assert "\n" not in message
     assert link_ids() <= before
+
+
+def test_a_failed_attach_leaves_nothing_attached(
+    steer_object: Path, tmp_path: Path
+) -> None:
+    before = link_ids()
+    not_a_netns = tmp_path / "plain-file"
+    not_a_netns.write_text("")
+    with open(not_a_netns, "rb") as handle, pytest.raises(SteerError, match="attaching"):
+        Steer.attach(str(steer_object), handle.fileno(), ipaddress.ip_address(UNIT4),
+                     frozenset({EDGE}))
+    assert link_ids() <= before
+
+
+def test_a_killed_holder_leaves_no_link(steer_object: Path, pair: tuple[str, str]) -> None:
+    unit, _ = pair
+    inode = netns_inode(f"/run/netns/{unit}")
+    script = (
+        "import ipaddress, os, sys, time\n"
+        "from fulcrum.steer import Steer\n"
+        "fd = os.open(sys.argv[2], os.O_RDONLY)\n"
+        "Steer.attach(sys.argv[1], fd, ipaddress.ip_address(sys.argv[3]), frozenset({443}))\n"
+        "print('attached', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", script, str(steer_object), f"/run/netns/{unit}", UNIT4],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "attached"
+        assert len(steer_links(inode)) == 1
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+        if holder.stdout is not None:
+            holder.stdout.close()
+
+    wait_for(lambda: not steer_links(inode), 10, "the killed holder's link to go")
 
 
 def test_an_unprivileged_process_cannot_load_or_attach_the_steer(steer_object: Path) -> None:
