@@ -456,7 +456,9 @@ def test_dist_is_a_sound_delivery_of_the_bundle_and_the_unit(
         if not path.is_dir()
     }
     docs = {f"share/doc/valis/{path.name}" for path in (REPO / "docs").glob("*.md")}
-    assert on_disk | {"lib/systemd/system/fulcrum-valis.service"} | docs == set(files)
+    delivered = {"lib/systemd/system/fulcrum-valis.service", "lib/sk-lookup-catchall.bpf.o"}
+    assert on_disk | delivered | docs == set(files)
+    assert files["lib/sk-lookup-catchall.bpf.o"].mode == 0o644
     with tarfile.open(delivery) as archive:
         assert all(member.isfile() or member.isdir() for member in archive.getmembers())
         unit = archive.extractfile("lib/systemd/system/fulcrum-valis.service")
