@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 import pwd
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,6 +48,11 @@ PLAIN_VALUES = {
     "unit_command": "/bin/false",
     "policy": "increment",
 }
+
+
+# The seam is the socket under peer authentication: these are refused before connecting.
+PASSWORD_DSN = "postgresql://valis:hunter2@/valis_state?host=/var/run/postgresql"
+TCP_DSN = "postgresql://valis@192.0.2.5:5432/valis_state"
 
 
 @attrs.frozen
@@ -211,6 +218,8 @@ def scenarios(walk_dir: Path, unmigrated_dsn: str) -> list[Scenario]:
                  remedies=frozenset({"valis db migrate"})),
         Scenario("stopped database", None, stopped),
         Scenario("empty DSN", None, ""),
+        # One refused DSN walks every verb (a TCP host takes the same path: see below).
+        Scenario("DSN with a password", None, PASSWORD_DSN),
     ]
 
 
@@ -244,3 +253,34 @@ async def test_no_verb_shows_a_traceback_whatever_is_wrong(
             nursery.start_soon(one, argv)
     problems = [problem for outcome in outcomes for problem in _problems(outcome)]
     assert not problems, "\n\n".join(problems)
+
+
+def test_a_dsn_with_a_password_or_a_tcp_host_is_refused_in_one_line_wherever_it_comes_from(
+    tmp_path: Path,
+) -> None:
+    valis = Path(sys.executable).with_name("valis")
+    store = tmp_path / "state" / "config" / "site-facts.env"
+    store.parent.mkdir(parents=True)
+    store.write_text(
+        'VALIS_NODE_NAME=node-a\nVALIS_LOCATION=here\nVALIS_SERVED_ZONES=example.test.\n'
+        'VALIS_OPERATOR_STATE_DSN="postgresql://valis@db.example/valis_state"\n'
+    )
+    env = {"PATH": os.environ["PATH"], "LC_ALL": "C.UTF-8"}
+    cases = [
+        (["--dsn", PASSWORD_DSN], env,
+         "valis: --dsn: DSN refused: it carries a password (password); "),
+        ([], {**env, "VALIS_OPERATOR_STATE_DSN": TCP_DSN},
+         "valis: $VALIS_OPERATOR_STATE_DSN: DSN refused: it names the TCP host '192.0.2.5', "),
+        (["--state-dir", str(tmp_path / "state")], env,
+         f"valis: VALIS_OPERATOR_STATE_DSN in the site facts {store}: DSN refused: it names "
+         "the TCP host 'db.example', "),
+    ]
+    for extra, environ, expected in cases:
+        done = subprocess.run(
+            [str(valis), "zone", "list", *extra], env=environ, capture_output=True,
+            text=True, timeout=RUN_TIMEOUT, check=False, stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode != 0
+        assert done.stderr.startswith(expected), done.stderr
+        assert len(done.stderr.splitlines()) == 1, done.stderr
+        assert "hunter2" not in done.stderr
