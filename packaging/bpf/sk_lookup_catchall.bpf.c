@@ -7,7 +7,9 @@
  *   valis_unit    slot 0: the unit's IPv4 address, slot 1: its IPv6 address (network
  *                 byte order; a slot whose `set` is 0 matches nothing);
  *   valis_ports   the declared ports (host byte order), any value;
- *   valis_socket  slot 0: the node's listening TCP socket, slot 1: its UDP socket.
+ *   valis_socket  slot 0: the node's listening TCP socket; slot 1 would hold a UDP
+ *                 socket, which fulcrum never fills: a steered UDP socket's replies
+ *                 leave from its own port, so only TCP is steered.
  * A lookup that is not for the unit address, not for a declared port, or finds no
  * socket for its protocol is passed over without an assignment, so the kernel's own
  * lookup runs and the firewall decides (it drops what nothing accepts). Replacing the
