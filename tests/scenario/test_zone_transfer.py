@@ -6,10 +6,33 @@ network namespace proves it."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import os
+import pwd
+import secrets
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
-from tests.scenario.operator_state_helpers import import_zone
-from tests.scenario.pg import PgCluster, run_as, runtime_bin
+import attrs
+import pytest
+
+from tests.conftest import require_root
+from tests.scenario.operator_state_helpers import EXAMPLE_WWW, import_zone
+from tests.scenario.pg import RUN_USER, PgCluster, run_as, runtime_bin
+from tests.scenario.proving_ground import dig, run, run_in, wait_for
+from tests.scenario.resident_harness import (
+    REPO,
+    NotifyListener,
+    Resident,
+    make_state_dir,
+    resident_runtime,
+    site_facts,
+)
+from valis_core.operator_state.secondaries import Secondary, add_secondary
 
 ZONE = "example.test."
 SECRET = base64.b64encode(bytes(range(32))).decode()
@@ -72,3 +95,221 @@ def test_an_operator_lists_adds_and_removes_secondaries_with_their_keys(
     assert out.splitlines() == [
         "ZONE\tADDRESS\tKEY\tALGORITHM", f"{ZONE}\t2001:db8::53\tother.key.\thmac-sha256",
     ]
+
+
+# --- a real secondary ------------------------------------------------------------------
+
+NODE_IP = "192.0.2.1"
+SECONDARY_IP = "192.0.2.2"
+STRANGER_IP = "192.0.2.3"
+KEY_NAME = "xfr-key."
+BOUND = 30.0
+
+# Runs in the node's namespace as a stock interpreter, standing in for fulcrum's handoff:
+# bind the DNS pair on the node's address, port 53, and exec the resident with them.
+_HANDOFF = r"""
+import os, socket, sys
+host = sys.argv[1]
+udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+udp.bind((host, 53))
+tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+tcp.bind((host, 53))
+tcp.listen(64)
+for sock in (udp, tcp):
+    os.set_inheritable(sock.fileno(), True)
+argv = [a.replace("{udp}", str(udp.fileno())).replace("{tcp}", str(tcp.fileno()))
+        for a in sys.argv[2:]]
+os.execvp(argv[0], argv)
+"""
+
+# Runs in a namespace with this checkout's interpreter: one AXFR from ``source``, the
+# RCODE and answer count of its first message printed (read without checking a TSIG: a
+# refusal is unsigned).
+_AXFR = r"""
+import socket, sys
+import dns.message, dns.rcode, dns.tsigkeyring
+server, source, zone, key = sys.argv[1:5]
+query = dns.message.make_query(zone, "AXFR")
+if key:
+    name, secret = key.split(":")
+    query.use_tsig(dns.tsigkeyring.from_text({name: secret}), name)
+data = query.to_wire()
+sock = socket.create_connection((server, 53), timeout=10, source_address=(source, 0))
+sock.sendall(len(data).to_bytes(2, "big") + data)
+got = b""
+while len(got) < 2 or len(got) < 2 + int.from_bytes(got[:2], "big"):
+    chunk = sock.recv(65535)
+    if not chunk:
+        break
+    got += chunk
+response = dns.message.from_wire(got[2:], keyring=False)
+print(dns.rcode.to_text(response.rcode()), len(response.answer))
+"""
+
+
+def nsd_conf(directory: Path, secret: str) -> str:
+    """The secondary's configuration, as docs/transfers.md gives it."""
+    return f"""server:
+    ip-address: {SECONDARY_IP}
+    port: 53
+    username: ""
+    chroot: ""
+    zonesdir: "{directory}"
+    database: ""
+    zonelistfile: "{directory}/zone.list"
+    xfrdfile: "{directory}/xfrd.state"
+    xfrdir: "{directory}"
+    pidfile: "{directory}/nsd.pid"
+    logfile: "{directory}/nsd.log"
+    verbosity: 2
+remote-control:
+    control-enable: no
+key:
+    name: "{KEY_NAME}"
+    algorithm: hmac-sha256
+    secret: "{secret}"
+zone:
+    name: "{ZONE}"
+    zonefile: "{ZONE}zone"
+    request-xfr: {NODE_IP} {KEY_NAME}
+    allow-notify: {NODE_IP} {KEY_NAME}
+"""
+
+
+@attrs.define
+class Wire:
+    """Two namespaces joined by a veth pair: the node and its secondary."""
+
+    tag: str = attrs.field(factory=lambda: secrets.token_hex(3))
+
+    @property
+    def node(self) -> str:
+        return f"vl-xn-{self.tag}"
+
+    @property
+    def secondary(self) -> str:
+        return f"vl-xs-{self.tag}"
+
+    def build(self) -> None:
+        near, far = f"vxn-{self.tag}", f"vxs-{self.tag}"
+        for netns in (self.node, self.secondary):
+            run(["ip", "netns", "add", netns])
+            run(["ip", "-n", netns, "link", "set", "lo", "up"])
+        run(["ip", "link", "add", near, "type", "veth", "peer", "name", far])
+        run(["ip", "link", "set", near, "netns", self.node])
+        run(["ip", "link", "set", far, "netns", self.secondary])
+        run(["ip", "-n", self.node, "addr", "add", f"{NODE_IP}/24", "dev", near])
+        for address in (SECONDARY_IP, STRANGER_IP):
+            run(["ip", "-n", self.secondary, "addr", "add", f"{address}/24", "dev", far])
+        run(["ip", "-n", self.node, "link", "set", near, "up"])
+        run(["ip", "-n", self.secondary, "link", "set", far, "up"])
+
+    def cleanup(self) -> None:
+        for netns in (self.node, self.secondary):
+            for pid in run(["ip", "netns", "pids", netns], check=False).stdout.split():
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
+            run(["ip", "netns", "del", netns], check=False)
+
+
+@pytest.fixture
+def wire() -> Iterator[Wire]:
+    require_root()
+    built = Wire()
+    try:
+        built.build()
+        yield built
+    finally:
+        built.cleanup()
+
+
+def start_node(wire: Wire, state_dir: Path, facts: dict[str, str], workdir: Path) -> Resident:
+    notify_dir = Path(tempfile.mkdtemp(prefix="notify-", dir=workdir))
+    os.chmod(notify_dir, 0o755)
+    notify = NotifyListener(notify_dir)
+    account = pwd.getpwnam(RUN_USER)
+    argv = [
+        "ip", "netns", "exec", wire.node, "/usr/bin/python3", "-c", _HANDOFF, NODE_IP,
+        "setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--init-groups",
+        "--", resident_runtime(), "--resident", "--control-socket", "/run/fulcrum/none.sock",
+        "--dns-udp-fd", "{udp}", "--dns-tcp-fd", "{tcp}", "--ports", "53",
+        "--state-dir", str(state_dir),
+    ]
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C.UTF-8",
+           "NOTIFY_SOCKET": str(notify.path), **facts}
+    stderr_path = workdir / "resident.log"
+    with stderr_path.open("wb") as stderr:
+        proc = subprocess.Popen(argv, env=env, cwd="/", stdin=subprocess.DEVNULL,
+                                stdout=stderr, stderr=stderr, start_new_session=True)
+    return Resident(proc, notify, stderr_path, state_dir, 53)
+
+
+def ask_secondary(wire: Wire, name: str, rdtype: str = "A") -> tuple[str, ...]:
+    try:
+        return dig(wire.secondary, SECONDARY_IP, name, rdtype).answer
+    except RuntimeError:
+        return ()
+
+
+def axfr_from(wire: Wire, source: str, key: str = "") -> str:
+    result = run_in(wire.secondary, [str(REPO / ".venv" / "bin" / "python"), "-c", _AXFR,
+                                      NODE_IP, source, ZONE, key], check=False)
+    return result.stdout.strip() or result.stderr.strip()
+
+
+def test_nsd_follows_the_node_by_transfer_and_strangers_are_refused(
+    pg_cluster: PgCluster, zone_dsn: str, run_account_dir: Path, wire: Wire
+) -> None:
+    secret = base64.b64encode(bytes(range(1, 33))).decode()
+    with pg_cluster.connect(zone_dsn) as conn:
+        add_secondary(conn, Secondary(ZONE, SECONDARY_IP, KEY_NAME, "hmac-sha256",
+                                      base64.b64decode(secret)))
+    node = start_node(wire, make_state_dir(run_account_dir), site_facts(zone_dsn),
+                      run_account_dir)
+    nsd_dir = Path(tempfile.mkdtemp(prefix="nsd-", dir=run_account_dir))
+    (nsd_dir / "nsd.conf").write_text(nsd_conf(nsd_dir, secret))
+    nsd = subprocess.Popen(
+        ["ip", "netns", "exec", wire.secondary, "nsd", "-d", "-c", str(nsd_dir / "nsd.conf")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        node.wait_ready()
+        # After its start NSD asks for the zone and serves what the node sent.
+        wait_for(lambda: ask_secondary(wire, "www.example.test."), BOUND,
+                 f"NSD to load {ZONE} by transfer ({nsd_dir / 'nsd.log'})", interval=0.2)
+        assert ask_secondary(wire, "www.example.test.")[0].split()[-1] == "192.0.2.80"
+
+        # An operator import: the node NOTIFYs, NSD transfers the new version and answers it.
+        import_zone(pg_cluster, zone_dsn, ZONE, serial=2,
+                    extra=EXAMPLE_WWW + "new IN A 192.0.2.81\n")
+        found = wait_for(lambda: ask_secondary(wire, "new.example.test."), BOUND,
+                         "NSD to follow the import", interval=0.1)
+        assert found[0].split()[-1] == "192.0.2.81"
+        assert dig(wire.secondary, SECONDARY_IP, ZONE, "SOA").answer[0].split()[6] == "2"
+        log = node.stderr()
+        assert f"notify: {ZONE} serial 2 to {SECONDARY_IP} answered NOERROR" in log
+
+        # Anyone else asking for the zone is refused: no key, a wrong key, another address.
+        wrong = base64.b64encode(bytes(32)).decode()
+        assert axfr_from(wire, SECONDARY_IP) == "REFUSED 0"
+        assert axfr_from(wire, SECONDARY_IP, f"{KEY_NAME}:{wrong}") == "REFUSED 0"
+        assert axfr_from(wire, STRANGER_IP, f"{KEY_NAME}:{secret}") == "REFUSED 0"
+        assert axfr_from(wire, SECONDARY_IP, f"{KEY_NAME}:{secret}").startswith("NOERROR")
+        dug = run_in(wire.secondary, ["dig", f"@{NODE_IP}", "-b", STRANGER_IP, ZONE, "AXFR",
+                                      "-y", f"hmac-sha256:{KEY_NAME}:{secret}"], check=False)
+        assert "Transfer failed." in dug.stdout
+        log = node.stderr()
+        for reason in ("the request is not TSIG-signed", f"the TSIG of key {KEY_NAME} does not "
+                       "verify", f"{STRANGER_IP} is not a listed secondary of {ZONE}"):
+            assert reason in log
+    finally:
+        nsd.terminate()
+        try:
+            nsd.wait(10)
+        except subprocess.TimeoutExpired:
+            nsd.kill()
+            nsd.wait()
+        node.stop()
+        node.notify.close()

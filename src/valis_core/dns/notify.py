@@ -44,8 +44,8 @@ def notify_message(zone: ServedZone, qid: int, key: dns.tsig.Key | None) -> Noti
     """The NOTIFY for ``zone`` (its current SOA), with ID ``qid``, signed with ``key``."""
     name = dns.name.from_wire(zone.apex, 0)[0]
     message = dns.message.Message(id=qid)
-    message.set_opcode(dns.opcode.NOTIFY)
     message.flags = dns.flags.AA
+    message.set_opcode(dns.opcode.NOTIFY)  # the opcode lives in the flags: set it last
     message.find_rrset(
         message.question, name, dns.rdataclass.IN, dns.rdatatype.SOA, create=True
     )
