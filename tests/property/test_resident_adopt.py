@@ -181,3 +181,11 @@ def test_with_a_control_socket_a_served_port_without_a_descriptor_is_left_to_the
     assert adoption.to_push == extra - bound
     # every served port is covered by a descriptor or left to the push, never bound here
     assert pushed.ports <= {item.port for item in adoption.all()} | adoption.to_push
+
+
+def test_without_the_dns_pair_nothing_is_left_to_the_push() -> None:
+    # The push carries the edge's TCP ports; the DNS port is never one of them.
+    record = LaunchRecord(resident=True, control_socket="/run/fulcrum/valis.sock",
+                          ports=frozenset({53, 443}))
+    with pytest.raises(AdoptionError, match=r"port 53 is served .*never binds a privileged"):
+        judge(record, {})

@@ -12,9 +12,10 @@ The rules, in the order they are applied:
    socket, ``--dns-tcp-fd``, ``--owner-fd`` and ``--edge-tcp-fd`` listening TCP
    sockets (IPv4 or IPv6); no descriptor may be handed down under two flags;
 2. every served port must be satisfied: by a descriptor bound to it, or — when the
-   launch names fulcrum's control socket — by a push (``Adoption.to_push``: the resident
-   mints its own listening socket on an unprivileged ephemeral port, and fulcrum's steer
-   brings the port's traffic to it; the push stage fails closed when fulcrum refuses).
+   launch names fulcrum's control socket and the DNS pair was handed down — by a push
+   (``Adoption.to_push``: the resident mints its own listening socket on an unprivileged
+   ephemeral port, and fulcrum's steer brings the port's traffic to it; the push stage
+   fails closed when fulcrum refuses).
    The resident never binds a served port itself: for a privileged port that is the
    contract's first fail-closed invariant (binding :53 is the launcher's act, never
    valis's); without a control socket the launcher must hand every port down;
@@ -184,21 +185,23 @@ def judge(record: LaunchRecord, probes: Mapping[int, Probe]) -> Adoption:
 
     bound = {item.port for item in adopted.values()}
     unbound = record.ports - bound
-    # With a control socket the unbound ports are pushed, or the boot stops there.
-    for port in sorted(unbound) if record.control_socket is None else ():
+    udp, tcp = adopted.get(Role.DNS_UDP), adopted.get(Role.DNS_TCP)
+    # The push carries the edge's TCP ports, never DNS: without the inherited pair a
+    # port left unbound may be the DNS port, so nothing is left to the push then.
+    pushable = record.control_socket is not None and udp is not None and tcp is not None
+    no_push = "" if record.control_socket is not None else " and no --control-socket to push to"
+    for port in sorted(unbound) if not pushable else ():
         if port < PRIVILEGED_PORT_LIMIT:
             raise AdoptionError(
-                f"port {port} is served (--ports) but no descriptor is bound to it and no "
-                "--control-socket to push to; the resident never binds a privileged port "
-                "itself — the launcher must bind it and hand it down"
+                f"port {port} is served (--ports) but no descriptor is bound to it{no_push}; "
+                "the resident never binds a privileged port itself — the launcher must bind "
+                "it and hand it down"
             )
         raise AdoptionError(
-            f"port {port} is served (--ports) but no descriptor is bound to it and no "
-            "--control-socket to push to; the resident binds no port itself — the "
-            "launcher must hand it down"
+            f"port {port} is served (--ports) but no descriptor is bound to it{no_push}; "
+            "the resident binds no port itself — the launcher must hand it down"
         )
 
-    udp, tcp = adopted.get(Role.DNS_UDP), adopted.get(Role.DNS_TCP)
     if udp is None or tcp is None:
         missing = [role.value for role in (Role.DNS_UDP, Role.DNS_TCP) if role not in adopted]
         raise AdoptionError(
