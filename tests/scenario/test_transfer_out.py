@@ -11,7 +11,10 @@ import socket
 import subprocess
 from collections.abc import AsyncIterator, Sequence
 
+import dns.flags
 import dns.message
+import dns.name
+import dns.opcode
 import dns.query
 import dns.rcode
 import dns.rdatatype
@@ -22,6 +25,7 @@ import dns.zone
 import pytest
 import trio
 
+from valis_core.dns.notify_send import ChangeWatch, NotifySender
 from valis_core.dns.serve import serve_tcp
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.transfer import Listed
@@ -152,3 +156,104 @@ async def test_anyone_else_is_refused_and_counted(node: Node, case: str) -> None
             "unlisted address": "unlisted"}[case]
     assert node.transfers.stats.refused[kind] == 1
     assert node.transfers.stats.completed == 0
+
+
+# --- NOTIFY ----------------------------------------------------------------------------
+
+
+class Secondary:
+    """A secondary's NOTIFY port on loopback: reads each NOTIFY, checks its TSIG, and
+    answers (signed) from the ``answer_from``-th one on; ``forge`` first sends an
+    unsigned answer with the right ID, which must not count."""
+
+    def __init__(self, sock: trio.socket.SocketType, *, answer_from: int = 1,
+                 forge: bool = False) -> None:
+        self.sock = sock
+        self.answer_from = answer_from
+        self.forge = forge
+        self.received: list[dns.message.Message] = []
+
+    async def run(self) -> None:
+        while True:
+            data, peer = await self.sock.recvfrom(65535)
+            query = dns.message.from_wire(data, keyring=keyring())
+            self.received.append(query)
+            response = dns.message.make_response(query)
+            if self.forge:
+                forged = dns.message.make_response(dns.message.from_wire(data, keyring=False))
+                forged.tsig = None
+                await self.sock.sendto(_unsigned(forged), peer)
+            if len(self.received) >= self.answer_from:
+                await self.sock.sendto(response.to_wire(), peer)
+
+
+def _unsigned(message: dns.message.Message) -> bytes:
+    message.keyring = None
+    message.tsig = None
+    return message.to_wire()
+
+
+@pytest.fixture
+async def secondary_socket() -> AsyncIterator[trio.socket.SocketType]:
+    with trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        await sock.bind(("127.0.0.1", 0))
+        yield sock
+
+
+async def notify_run(
+    secondary: Secondary, zones: Sequence[ZoneIndex], *, attempts: int = 5
+) -> NotifySender:
+    port = secondary.sock.getsockname()[1]
+
+    async def current() -> Sequence[Listed]:
+        return (listed(),)
+
+    sender = NotifySender("127.0.0.1", current, port=port, attempts=attempts, timeout=0.05)
+    holder = ChangeWatch(ZoneIndex.from_zone_text(zone_text(1, hosts=1), ZONE))
+    holder.changed = sender.changed
+    with trio.move_on_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(secondary.run)
+            await nursery.start(sender.run)
+            for index in zones:
+                holder.swap(index)
+            while sender.stats.answered + sender.stats.unanswered < 1:
+                await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+    return sender
+
+
+async def test_a_change_is_notified_signed_and_retried_until_answered(
+    secondary_socket: trio.socket.SocketType,
+) -> None:
+    secondary = Secondary(secondary_socket, answer_from=3, forge=True)
+    sender = await notify_run(secondary, [ZoneIndex.from_zone_text(zone_text(2, 1), ZONE)])
+    assert (sender.stats.sent, sender.stats.answered, sender.stats.unanswered) == (3, 1, 0)
+    first = secondary.received[0]
+    assert first.opcode() == dns.opcode.NOTIFY
+    assert first.flags & dns.flags.AA
+    assert first.had_tsig
+    assert first.keyname == dns.name.from_text(KEY_NAME)
+    assert (first.question[0].name, first.question[0].rdtype) == (
+        dns.name.from_text(ZONE), dns.rdatatype.SOA)
+    assert first.answer[0][0].serial == 2
+
+
+async def test_an_unanswered_notify_is_given_up_after_its_attempts(
+    secondary_socket: trio.socket.SocketType,
+) -> None:
+    secondary = Secondary(secondary_socket, answer_from=99)
+    sender = await notify_run(secondary, [ZoneIndex.from_zone_text(zone_text(2, 1), ZONE)],
+                              attempts=3)
+    assert (sender.stats.sent, sender.stats.answered, sender.stats.unanswered) == (3, 0, 1)
+
+
+async def test_a_zone_left_untouched_by_a_swap_is_not_notified() -> None:
+    untouched = ZoneIndex.from_zone_text(zone_text(1, hosts=1), ZONE)
+    holder = ChangeWatch(untouched)
+    seen: list[list[str]] = []
+    holder.changed = lambda zones: seen.append([zone.origin for zone in zones])
+    holder.swap(ZoneIndex([*untouched.served()], untouched.record_count))
+    assert seen == []
+    holder.swap(ZoneIndex.from_zone_text(zone_text(2, hosts=1), ZONE))
+    assert seen == [[ZONE]]

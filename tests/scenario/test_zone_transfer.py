@@ -12,6 +12,7 @@ import os
 import pwd
 import secrets
 import signal
+import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -19,9 +20,10 @@ from pathlib import Path
 
 import attrs
 import pytest
+import trio
 
 from tests.conftest import require_root
-from tests.scenario.operator_state_helpers import EXAMPLE_WWW, import_zone
+from tests.scenario.operator_state_helpers import EXAMPLE_WWW, import_zone, soa_zone
 from tests.scenario.pg import RUN_USER, PgCluster, run_as, runtime_bin
 from tests.scenario.proving_ground import dig, run, run_in, wait_for
 from tests.scenario.resident_harness import (
@@ -32,7 +34,12 @@ from tests.scenario.resident_harness import (
     resident_runtime,
     site_facts,
 )
+from valis_core.dns.notify_send import ChangeWatch, NotifySender
+from valis_core.dns.zone import ZoneIndex
+from valis_core.fence import FenceState
+from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
 from valis_core.operator_state.secondaries import Secondary, add_secondary
+from valis_core.resident.secondaries import SecondaryReader
 
 ZONE = "example.test."
 SECRET = base64.b64encode(bytes(range(32))).decode()
@@ -313,3 +320,32 @@ def test_nsd_follows_the_node_by_transfer_and_strangers_are_refused(
             nsd.wait()
         node.stop()
         node.notify.close()
+
+
+async def test_a_node_another_instance_has_superseded_notifies_no_one(
+    pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    with pg_cluster.connect(zone_dsn) as conn:
+        add_secondary(conn, Secondary(ZONE, "127.0.0.1", KEY_NAME, "hmac-sha256", bytes(32)))
+        seed_instance_fence(conn, "node-a@here#1")
+        claim_instance_fence(conn, 1, "node-a@there#2")
+    reader = SecondaryReader(lambda: pg_cluster.connect(zone_dsn, autocommit=True),
+                             FenceState(generation=0, holder="node-a@here#1"))
+    with trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as listening:
+        await listening.bind(("127.0.0.1", 0))
+        sender = NotifySender("127.0.0.1", reader.listed_fenced,
+                              port=listening.getsockname()[1], timeout=0.05)
+        index = ZoneIndex.from_zone_text(soa_zone(ZONE, serial=1), ZONE)
+        holder = ChangeWatch(index)
+        holder.changed = sender.changed
+        with trio.move_on_after(BOUND):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(sender.run)
+                holder.swap(ZoneIndex.from_zone_text(soa_zone(ZONE, serial=2), ZONE))
+                while not sender.stats.withheld:
+                    await trio.sleep(0.01)
+                nursery.cancel_scope.cancel()
+        assert (sender.stats.withheld, sender.stats.sent) == (1, 0)
+    # The transfers' reader still lists them (a superseded node stops on its heartbeat).
+    assert [s.address for s in await reader.listed()] == ["127.0.0.1"]
+    reader.close()

@@ -481,7 +481,7 @@ async def _secondaries(boot: Boot) -> Boot:
     from valis_core.resident.secondaries import SecondaryReader
 
     watch, holder, views = need(boot.watch), need(boot.holder), need(boot.views)
-    reader = SecondaryReader(need(boot.config).dsn, watch.standing)
+    reader = SecondaryReader.from_dsn(need(boot.config).dsn, watch.standing)
     boot.services.stack.callback(reader.close)
     listed = await reader.listed_fenced()
     transfers = Transfers(reader.listed)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -30,15 +31,22 @@ STATEMENT_TIMEOUT_MS = 5000
 
 
 class SecondaryReader:
-    """The listed secondaries of every zone, read from operator state at ``dsn``."""
+    """The listed secondaries of every zone, read from operator state over connections
+    ``connect`` opens (``from_dsn``: the usual one)."""
 
-    def __init__(self, dsn: str, standing: FenceState | None = None) -> None:
-        self._dsn = dsn
+    def __init__(
+        self, connect: Callable[[], psycopg.Connection[Any]], standing: FenceState | None = None
+    ) -> None:
+        self._connect = connect
         self._standing = standing
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = trio.Lock()
         self._last: tuple[Listed, ...] = ()
         self._failing = False
+
+    @classmethod
+    def from_dsn(cls, dsn: str, standing: FenceState | None = None) -> SecondaryReader:
+        return cls(lambda: connect(dsn, autocommit=True), standing)
 
     async def listed(self) -> tuple[Listed, ...]:
         """The secondaries now, or the last ones read while the database is away."""
@@ -92,7 +100,7 @@ class SecondaryReader:
         if self._conn is not None and not still_open(self._conn):
             self.close()
         if self._conn is None:
-            conn = connect(self._dsn, autocommit=True)
+            conn = self._connect()
             try:
                 conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
             except psycopg.Error:
