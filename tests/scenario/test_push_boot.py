@@ -35,6 +35,7 @@ from fulcrum import control
 from fulcrum.control import ControlSocket, PushGate, open_control_socket, serve_control
 from fulcrum.pushed import namespace_of_path
 from fulcrum.steer import Steer
+from tests.scenario import proving_ground
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
 from tests.scenario.proving_ground import (
     PYTHON,
@@ -70,6 +71,7 @@ from tests.scenario.test_steer import (
     steer_links,
 )
 from valis_core.dns.zone_build import parse_zone_text
+from valis_core.launch import parse_launch_argv
 from valis_core.operator_state.zones import replace_zone
 from valis_core.push_protocol import DESCRIPTOR_LINE, Accepted, Refused, declare_line
 
@@ -451,3 +453,70 @@ def test_with_nothing_pushed_the_edge_port_is_refused_and_designated_port_opens_
         "TimeoutError", "timeout"
     )
     assert unit.fulcrum.stop() == 0
+
+
+# -- socket activation -----------------------------------------------------------------------
+
+# Stands in for systemd's socket activation in front of fulcrum: makes the control socket
+# as the .socket unit would, puts it at descriptor 3 with LISTEN_FDS/LISTEN_PID/
+# LISTEN_FDNAMES for this very process, and execs the real fulcrum (same pid).
+_ACTIVATE = r"""#!/usr/bin/python3 -I
+import os, socket, sys
+path, mode = os.environ["ACTIVATE_PATH"], int(os.environ["ACTIVATE_MODE"], 8)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(path)
+os.chown(path, int(os.environ["ACTIVATE_UID"]), int(os.environ["ACTIVATE_GID"]))
+os.chmod(path, mode)
+s.listen(8)
+if s.fileno() == 3:
+    os.set_inheritable(3, True)
+else:
+    os.dup2(s.fileno(), 3)
+os.environ.update(LISTEN_FDS="1", LISTEN_PID=str(os.getpid()), LISTEN_FDNAMES="control")
+os.execv(os.environ["ACTIVATE_FULCRUM"], [os.environ["ACTIVATE_FULCRUM"], *sys.argv[1:]])
+"""
+
+
+@pytest.fixture
+def activated(control_dir: Path, account: tuple[int, int],  # noqa: F811
+              monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``launch`` runs fulcrum behind a socket-activation stand-in; returns the env."""
+    wrapper = control_dir / "activate"
+    wrapper.write_text(_ACTIVATE)
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(proving_ground, "FULCRUM", str(wrapper))
+
+    def env(mode: str) -> dict[str, str]:
+        return {
+            "ACTIVATE_PATH": str(control_dir / "activated.sock"),
+            "ACTIVATE_MODE": mode,
+            "ACTIVATE_UID": str(account[0]),
+            "ACTIVATE_GID": str(account[1]),
+            "ACTIVATE_FULCRUM": proving_ground_fulcrum,
+        }
+
+    return env
+
+
+proving_ground_fulcrum = proving_ground.FULCRUM
+
+
+def test_a_socket_systemd_passes_is_the_control_socket_and_outlives_fulcrum(
+    launch: Any, activated: Any, control_dir: Path  # noqa: F811
+) -> None:
+    unit = launch(env=activated("600"))
+    record = parse_launch_argv(unit.report()["argv"])
+    passed = control_dir / "activated.sock"
+    assert record.control_socket == str(passed)
+    assert "LISTEN_FDS" not in unit.report()["env"]
+    assert unit.fulcrum.stop() == 0
+    assert passed.is_socket()  # systemd's socket stays for the next start
+
+
+def test_a_passed_socket_other_accounts_may_use_stops_bring_up(
+    launch: Any, activated: Any  # noqa: F811
+) -> None:
+    unit = launch(env=activated("666"))
+    assert unit.fulcrum.wait() == 1
+    assert "it must be the run account's" in unit.fulcrum.stderr
+    assert "mode 600" in unit.fulcrum.stderr
