@@ -89,11 +89,12 @@ class AccountFacts:
 
 @attrs.frozen
 class FileFacts:
-    """A configuration file as it stands: its text, owner and permission bits."""
+    """A configuration file as it stands: its text, owner, group and permission bits."""
 
     text: str
     uid: int
     mode: int
+    gid: int = 0
 
 
 @attrs.frozen
@@ -217,9 +218,8 @@ def plan_provision(request: ProvisionRequest, facts: HostFacts) -> Plan:
         *_postgresql(request, facts),
         _file_step(StepName.LAUNCHER_CONFIG, request.launcher_config_path,
                    request.launcher_config_text, LAUNCHER_CONFIG_MODE, facts.launcher_config,
-                   what="the launcher config (fulcrum config produce)"),
-        _file_step(StepName.SITE_FACTS, request.site_facts_path, request.site_facts_text,
-                   SITE_FACTS_MODE, facts.site_facts, what="the site facts"),
+                   what="the launcher config (fulcrum config produce)", group=0),
+        _site_facts(request, facts),
         _private_dist(request, facts),
         _unit(request, facts),
     ))
@@ -283,8 +283,8 @@ def _postgresql(request: ProvisionRequest, facts: HostFacts) -> tuple[Step, ...]
              StepName.POSTGRESQL_DATABASE, StepName.PEER_IDENT, StepName.PEER_HBA,
              StepName.SCHEMA)
     if cluster is None:
-        text = ("no PostgreSQL cluster on this host (pg_lsclusters lists none); install "
-                "postgresql here, or have the DBA do this:\n"
+        text = (f"no PostgreSQL cluster on this host listens on port {request.pg_port} "
+                "(pg_lsclusters); install postgresql here, or have the DBA do this:\n"
                 + dba_instructions(access, request.socket_dir))
         return (_blocked(names[0], text),
                 *(_blocked(step, "needs a local cluster") for step in names[1:]))
@@ -316,11 +316,23 @@ def _postgresql(request: ProvisionRequest, facts: HostFacts) -> tuple[Step, ...]
 
 
 def _file_step(name: StepName, path: str, text: str, mode: int, held: FileFacts | None, *,
-               what: str) -> Step:
-    if held is not None and held.text == text and held.uid == 0 and held.mode == mode:
-        return _done(name, f"{path} holds {what}, root-owned, mode {mode:04o}")
+               what: str, group: int, group_name: str = "root") -> Step:
+    owned = f"owned by root:{group_name}, mode {mode:04o}"
+    if held is not None and (held.text, held.uid, held.gid, held.mode) == (text, 0, group, mode):
+        return _done(name, f"{path} holds {what}, {owned}")
     verb = "write" if held is None else "rewrite"
-    return _to_do(name, f"{verb} {path}: {what}, root-owned, mode {mode:04o}")
+    return _to_do(name, f"{verb} {path}: {what}, {owned}")
+
+
+def _site_facts_group(facts: HostFacts) -> int:
+    """The site facts' group: the run account's, so its verbs find the DSN there."""
+    return facts.account.gid if facts.account is not None else -1
+
+
+def _site_facts(request: ProvisionRequest, facts: HostFacts) -> Step:
+    return _file_step(StepName.SITE_FACTS, request.site_facts_path, request.site_facts_text,
+                      SITE_FACTS_MODE, facts.site_facts, what="the site facts",
+                      group=_site_facts_group(facts), group_name=request.account)
 
 
 def _private_dist(request: ProvisionRequest, facts: HostFacts) -> Step:
@@ -374,7 +386,7 @@ def settled(request: ProvisionRequest, facts: HostFacts) -> HostFacts:
         state_dir=FileFacts("", account.uid, STATE_MODE),
         cluster=cluster,
         launcher_config=FileFacts(request.launcher_config_text, 0, LAUNCHER_CONFIG_MODE),
-        site_facts=FileFacts(request.site_facts_text, 0, SITE_FACTS_MODE),
+        site_facts=FileFacts(request.site_facts_text, 0, SITE_FACTS_MODE, account.gid),
         dist_registration=request.dist_url or facts.dist_registration,
         unit_link=request.unit_source if facts.systemd else facts.unit_link,
         unit_enabled=facts.systemd or facts.unit_enabled,

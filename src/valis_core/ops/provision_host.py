@@ -140,7 +140,7 @@ def _file(path: Path) -> FileFacts | None:
     finally:
         os.close(fd)
     return FileFacts(data.decode("utf-8", errors="replace"), held.st_uid,
-                     stat.S_IMODE(held.st_mode))
+                     stat.S_IMODE(held.st_mode), held.st_gid)
 
 
 def _registration(home: Path) -> str | None:
@@ -371,6 +371,12 @@ def _site_facts(request: ProvisionRequest, host: ProvisionHost) -> None:
     path = Path(request.site_facts_path)
     _parent(path)
     write_site_facts(path, request.site_facts)
+    # Readable by the run group, so the run account's verbs find the DSN here.
+    try:
+        os.chown(path, 0, _resolved_account(request).pw_gid, follow_symlinks=False)
+    except OSError as exc:
+        raise ProvisionError(f"provision: cannot give {path} to the run group: "
+                             f"{exc.strerror or exc}") from None
 
 
 def _private_dist(request: ProvisionRequest, host: ProvisionHost) -> None:
