@@ -72,7 +72,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--owner-port", help="open the owner terminus on this port")
     parser.add_argument("--edge-port", help="elect the public TLS edge on this port")
     parser.add_argument("--catchall-object-path",
-                        help="default: ROOT/lib/sk-lookup-catchall.bpf.o")
+                        help="default: ROOT/current/lib/sk-lookup-catchall.bpf.o, the "
+                        "delivery's steer object")
     parser.add_argument("--run-account", default=DEFAULT_RUN_ACCOUNT, metavar="USER",
                         help="default: %(default)s, created when absent; another account "
                         "must exist")
@@ -130,7 +131,7 @@ def _launcher_config(args: argparse.Namespace) -> LauncherConfig:
         "edge-port": args.edge_port,
         "owner-port": args.owner_port,
         "catchall-object-path": args.catchall_object_path
-        or f"{root}/lib/sk-lookup-catchall.bpf.o",
+        or f"{root}/current/lib/sk-lookup-catchall.bpf.o",
         "valis-command": f"{root}/current/bin/valis",
     })
 
