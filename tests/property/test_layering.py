@@ -44,6 +44,7 @@ PURE_CORES = (
     "valis_core.operator_state.peer_access",
     "valis_core.owner.update",
     "valis_core.plugin.simple_index",
+    "valis_core.push_protocol",
 )
 """The pure cores the design names (argv parsing, fence transitions, manifest, site-facts
 rendering, launcher-config validation, DNS answering), the state directory's layout, and
