@@ -11,6 +11,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_root
+from tests.scenario.frozen_build import (  # noqa: F401 (session fixtures, built once)
+    build_root,
+    bundle,
+    control_bundle,
+    delivery,
+    plain_build,
+)
 from tests.scenario.operator_state_helpers import EXAMPLE_WWW, EXAMPLE_ZONE, import_zone
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user, private_cluster
 from tests.scenario.proving_ground import Ground, sweep_stale

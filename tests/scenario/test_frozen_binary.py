@@ -1,7 +1,8 @@
 """The serving binary ``make build`` freezes and the delivery ``make dist`` stages.
 
 The bundle is built once per session (``scripts/build``, the command ``make build``
-runs) into a directory under /tmp, outside the checkout. Where it matters that nothing
+runs) into a directory under /tmp, outside the checkout (``frozen_build``, shared with
+the scenarios under a real systemd). Where it matters that nothing
 is resolved on the host, the frozen program runs in a sandbox: a mount namespace in
 which the checkout, the virtual environment, Debian's Python standard library and
 site-packages are empty directories and ``libpython`` is ``/dev/null``, with an empty
@@ -27,8 +28,7 @@ import sysconfig
 import tarfile
 import tempfile
 import time
-import tomllib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import dns.exception
@@ -37,10 +37,10 @@ import dns.message
 import dns.query
 import dns.rcode
 import dns.rdatatype
-import pytest
 
 from tests.conftest import require_root
 from tests.property.test_systemd_units import FULCRUM_UNIT, only, parse_unit
+from tests.scenario.frozen_build import REPO, RUN_TIMEOUT, VERSION, PlainBuild, dist
 from tests.scenario.module_dist import hello_wheel, pin_of, publish
 from tests.scenario.operator_state_helpers import EXAMPLE_WWW, EXAMPLE_ZONE, import_zone
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
@@ -57,14 +57,9 @@ from valis_core.plugin.wheel import make_wheel
 from valis_core.store.head import head_path
 from valis_core.store.manifest import Manifest, dumps
 
-REPO = Path(__file__).resolve().parents[2]
 ZONE = "example.test."
 WWW = "www IN A 192.0.2.80\n"
-BUILD_TIMEOUT = 600
-RUN_TIMEOUT = 120
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
-with open(REPO / "pyproject.toml", "rb") as _pyproject:
-    VERSION: str = tomllib.load(_pyproject)["project"]["version"]
 
 # A module reaching past what the entry points import: dnspython's DNSSEC and TSIG key
 # ring, cryptography's Fernet, and the distribution metadata of the runtime it runs in.
@@ -112,60 +107,6 @@ def reach_wheel() -> tuple[str, bytes]:
         requires=["trio>=0.25", "dnspython>=2.6"],
         entry_points="[valis.modules]\nreach = valis_reach:make\n",
     )
-
-
-def build(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    """``scripts/build`` (what ``make build`` runs) into ``out``."""
-    return subprocess.run(
-        [str(REPO / "scripts" / "build"), "--out", str(out), *extra],
-        env={**os.environ, "VALIS_BUILD_PYTHON": sys.executable},
-        capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False, cwd=REPO,
-    )
-
-
-def _build(out: Path, *extra: str) -> Path:
-    done = build(out, *extra)
-    assert done.returncode == 0, done.stderr
-    return out / "valis"
-
-
-@pytest.fixture(scope="session")
-def build_root() -> Iterator[Path]:
-    """A directory under /tmp, outside the checkout, every account may traverse."""
-    root = Path(tempfile.mkdtemp(prefix="valis-frozen-", dir="/tmp"))
-    root.chmod(0o755)
-    try:
-        yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture(scope="session")
-def bundle(build_root: Path) -> Path:
-    """``make build``'s bundle: ``valis`` and ``fulcrum`` over the frozen interpreter."""
-    return _build(build_root / "frozen")
-
-
-@pytest.fixture(scope="session")
-def control_bundle(build_root: Path) -> Path:
-    """The known-bad control: frozen without collecting subsystems or metadata."""
-    return _build(build_root / "control", "--control")
-
-
-@pytest.fixture(scope="session")
-def delivery(bundle: Path, build_root: Path) -> Path:
-    """``make dist``'s tarball of the session's bundle."""
-    return _dist(bundle, build_root / "dist" / "valis-serving.tar.gz")
-
-
-def _dist(bundle: Path, out: Path) -> Path:
-    done = subprocess.run(
-        [sys.executable, str(REPO / "packaging" / "frozen" / "dist.py"),
-         "--bundle", str(bundle), "--out", str(out)],
-        capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return out
 
 
 def _hidden_paths() -> tuple[list[Path], list[Path]]:
@@ -328,13 +269,13 @@ def test_frozen_valis_migrates_operator_state_from_its_packaged_schema(
 
 
 def test_a_build_without_the_serving_codec_is_refused_and_its_resident_fails_closed(
-    resident_harness: Harness, zone_dsn: str, build_root: Path
+    resident_harness: Harness, zone_dsn: str, plain_build: PlainBuild
 ) -> None:
-    plain = build(build_root / "plain", "--without-serving-codec")
+    plain = plain_build.done
     assert plain.returncode == 1
     assert "failed its self-test, so it must not be staged" in plain.stderr
     assert "valis_core.dns.answer" in plain.stderr
-    selftest = subprocess.run([str(build_root / "plain" / "valis" / "valis"), "selftest"],
+    selftest = subprocess.run([str(plain_build.bundle / "valis"), "selftest"],
                               capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
     assert selftest.returncode == 1
     assert selftest.stderr.splitlines()[-1].startswith(
@@ -342,7 +283,7 @@ def test_a_build_without_the_serving_codec_is_refused_and_its_resident_fails_clo
     ), selftest.stderr
     resident = resident_harness.start(make_state_dir(resident_harness.workdir),
                                       site_facts(zone_dsn),
-                                      runtime=str(build_root / "plain" / "valis" / "valis"))
+                                      runtime=str(plain_build.bundle / "valis"))
     assert resident.wait_exit() != 0, resident.stderr()
     assert resident.last_line().startswith("valis: codec: serving codec not available"), (
         resident.stderr()
@@ -464,7 +405,7 @@ def test_dist_is_a_sound_delivery_of_the_bundle_and_the_unit(
         unit = archive.extractfile("lib/systemd/system/fulcrum-valis.service")
         assert unit is not None
         assert unit.read() == FULCRUM_UNIT.read_bytes()
-    again = _dist(bundle, build_root / "dist" / "again.tar.gz")
+    again = dist(bundle, build_root / "dist" / "again.tar.gz")
     assert again.read_bytes() == delivery.read_bytes()
 
 
