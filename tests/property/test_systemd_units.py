@@ -64,6 +64,14 @@ def test_unit_provides_the_state_directory_owned_by_the_run_account(unit: dict) 
     assert only(unit, "Service", "Group") == RUN_ACCOUNT
 
 
+def test_unit_declares_the_configuration_directories_it_reads(unit: dict) -> None:
+    declared = only(unit, "Service", "ConfigurationDirectory").split()
+    config_dir = DEFAULT_PATH.parent
+    site_facts_dir = Path(only(unit, "Service", "EnvironmentFile").lstrip("-")).parent
+    assert [f"/etc/{name}" for name in declared] == [str(config_dir), str(site_facts_dir)]
+    assert only(unit, "Service", "ConfigurationDirectoryMode") == "0755"
+
+
 def test_unit_starts_fulcrum_privileged_on_the_launcher_config(unit: dict) -> None:
     exec_start = only(unit, "Service", "ExecStart")
     assert exec_start.startswith("+"), "fulcrum needs full privileges despite User="
