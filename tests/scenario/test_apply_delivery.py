@@ -241,6 +241,8 @@ def test_the_systemd_controller_restarts_and_reads_active_state_through_systemct
     assert not controller.wait_up(5.0)
     assert log.read_text().splitlines() == [
         "is-active --quiet valis-dns.service",
+        "daemon-reload",
+        "reset-failed valis-dns.service",
         "restart valis-dns.service",
         "show --property=ActiveState --value valis-dns.service",
         "is-active --quiet valis-dns.service",

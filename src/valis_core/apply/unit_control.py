@@ -87,6 +87,12 @@ class SystemdUnitController:
             ) from exc
 
     def restart(self) -> None:
+        # Apply switched ``current``: the unit file systemd loaded may be another
+        # version's, and a version that failed before may have spent the unit's start
+        # limit (systemd then refuses every start, the switch back's included). An apply
+        # is the operator asking for this start, as daemon-reload and reset-failed would.
+        self._run("daemon-reload")
+        self._run("reset-failed", self.unit)
         # A failed start is not an error here: wait_up reads the state it left behind.
         self._run("restart", self.unit)
 
