@@ -175,7 +175,10 @@ async def serve_control(
                 await trio.sleep(ACCEPT_RETRY)
                 continue
             with conn:
-                await serve_push(conn, gate)
+                try:
+                    await serve_push(conn, gate)
+                except Exception:  # a defect here must not take the unit down with it
+                    log.exception("control: a push failed unexpectedly; nothing was steered")
 
 
 async def serve_push(conn: trio.socket.SocketType, gate: PushGate) -> Reply:

@@ -54,7 +54,10 @@ def probe_pushed(fd: int) -> PushedSocket:
             return PushedSocket(socket=False)
     except OSError:
         return PushedSocket(socket=False)
-    sock = socket.socket(fileno=fd)
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError:  # a socket of a family Python cannot wrap
+        return PushedSocket(socket=True)
     try:
         family = sock.getsockopt(socket.SOL_SOCKET, socket.SO_DOMAIN)
         kind = sock.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE)
@@ -63,6 +66,8 @@ def probe_pushed(fd: int) -> PushedSocket:
         with contextlib.suppress(OSError):
             address = str(sock.getsockname())
         return PushedSocket(True, family, kind, listening, _socket_netns(fd), address)
+    except OSError:
+        return PushedSocket(socket=True)
     finally:
         sock.detach()
 
