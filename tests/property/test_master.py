@@ -4,12 +4,11 @@ those of dnspython's reader reading the whole file alone."""
 
 from __future__ import annotations
 
-import dns.name
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from valis_core.dns import master
+from valis_core.dns import master, wire
 
 Record = tuple[bytes, int, int, bytes]
 
@@ -81,7 +80,7 @@ def master_files(draw: st.DrawFn) -> str:
     return ending.join(prelude + lines) + draw(st.sampled_from(["", ending]))
 
 
-def read(text: str, origin: dns.name.Name | None, *, whole: bool) -> list[Record] | str:
+def read(text: str, origin: str | None, *, whole: bool) -> list[Record] | str:
     records: list[Record] = []
 
     def emit(owner: bytes, rtype: int, ttl: int, rdata: bytes) -> None:
@@ -90,7 +89,8 @@ def read(text: str, origin: dns.name.Name | None, *, whole: bool) -> list[Record
     try:
         if whole:
             lines = text.split("\n")
-            master._read_with_dnspython(lines, 1, master._State(origin), emit)
+            state = master.ReadingState(wire.from_text(origin) if origin is not None else None)
+            master._read_with_dnspython(lines, 1, state, emit)
         else:
             master.read_master(text, origin, emit)
     except master.MasterFileError as exc:
@@ -109,15 +109,14 @@ def _unclosed_at(text: str) -> int | None:
         if depth <= 0:
             depth = 0
             opened = number
-        depth += master._parenthesis_depth(line.removesuffix("\r"))
+        depth += master.parenthesis_depth(line.removesuffix("\r"))
     return opened if depth > 0 else None
 
 
 @settings(max_examples=200, deadline=None)
 @given(master_files(), st.sampled_from(["example.com.", None]))
 def test_plain_lines_read_exactly_as_dnspython_reads_them(text: str, origin: str | None) -> None:
-    name = dns.name.from_text(origin) if origin is not None else None
-    assert read(text, name, whole=False) == read(text, name, whole=True)
+    assert read(text, origin, whole=False) == read(text, origin, whole=True)
 
 
 def test_a_plain_zone_is_read_without_dnspython() -> None:
@@ -131,7 +130,7 @@ def test_a_plain_zone_is_read_without_dnspython() -> None:
     master._read_with_dnspython = spy  # type: ignore[assignment]
     try:
         records: list[Record] = []
-        master.read_master(text, dns.name.from_text("example.com."), lambda *r: records.append(r))
+        master.read_master(text, "example.com.", lambda *r: records.append(r))
     finally:
         master._read_with_dnspython = original
     assert not calls
@@ -145,5 +144,5 @@ def test_an_error_names_the_line_the_record_starts_on() -> None:
         "ok2 A 192.0.2.2\n"
     )
     with pytest.raises(master.MasterFileError) as caught:
-        master.read_master(text, dns.name.from_text("example.com."), lambda *r: None)
+        master.read_master(text, "example.com.", lambda *r: None)
     assert caught.value.where == "line 5"

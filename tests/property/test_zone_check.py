@@ -4,7 +4,6 @@ probably a mistake; the serial rules and the import diff are plain values."""
 
 from __future__ import annotations
 
-import dns.name
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -138,7 +137,7 @@ def test_collecting_reads_on_after_a_fault_and_places_every_record() -> None:
     text = '$TTL 60\na A 192.0.2.1\nb A 1.2.3\nc TXT "x"\nd 1x A 192.0.2.4\ne A 192.0.2.5\n'
     read_master(
         text,
-        dns.name.from_text(ZONE),
+        ZONE,
         lambda *r: records.append(r),
         problems=problems,
         positions=positions,

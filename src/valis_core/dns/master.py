@@ -1,14 +1,15 @@
 """Reading RFC 1035 master files into records, quickly for the plain lines big zones hold.
 
-dnspython's master-file reader understands the whole format (``$ORIGIN``, ``$TTL``,
-``$GENERATE``, parentheses, quoting, escapes, every type) but tokenizes one character at
-a time, so a million-line zone takes minutes. Lines of the plain shape large zones are
-made of, ``owner [ttl] [IN] A|AAAA|NS|CNAME|PTR|MX rdata`` without quotes, escapes or
-parentheses, are decoded here directly. Every other line (directives, the SOA,
-multi-line records, other types, anything doubtful) goes to dnspython's reader together
-with the state the file has built up so far (origin, previous owner, TTLs), and the
-state comes back afterwards, so the file reads exactly as dnspython alone would read it.
-``$INCLUDE`` is never followed.
+dnspython's master-file reader understands the whole format (``$GENERATE``, parentheses,
+quoting, escapes, every type) but tokenizes one character at a time, so a million-line
+zone takes minutes. Lines of the plain shape zones are made of, ``$ORIGIN`` and ``$TTL``
+with a plain value and ``owner [ttl] [IN] type rdata`` of the types in ``_PLAIN_TYPES``
+without quotes, escapes or parentheses, are decoded here directly, and dnspython is not
+even imported for a file made only of them. Every other line (multi-line records, other
+types, other directives, anything doubtful) goes to dnspython's reader
+(``master_general``) together with the state the file has built up so far (origin,
+previous owner, TTLs), and the state comes back afterwards, so the file reads exactly as
+dnspython alone would read it. ``$INCLUDE`` is never followed.
 """
 
 from __future__ import annotations
@@ -16,29 +17,35 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable
-from typing import Any
-
-import dns.exception
-import dns.ipv4
-import dns.ipv6
-import dns.name
-import dns.rdata
-import dns.rdataclass
-import dns.rdatatype
-import dns.tokenizer
-import dns.transaction
-import dns.zonefile
 
 from valis_core.dns import wire
 
 Emit = Callable[[bytes, int, int, bytes], None]
 """Receives each record: owner (wire form, as written), type, TTL, rdata (wire form)."""
 
-_MAX_TTL = 2**31 - 1
-_PLAIN_TYPES = {"A": 1, "NS": 2, "CNAME": 5, "PTR": 12, "MX": 15, "AAAA": 28}
-_NAME_RDATA = frozenset({2, 5, 12})
+_UINT32 = 2**32 - 1
+"""The largest TTL dnspython's reader takes (the index refuses above RFC 2181's 2**31 - 1),
+and the largest serial."""
+_A, _NS, _CNAME, _SOA, _PTR, _MX, _AAAA, _SRV = 1, 2, 5, 6, 12, 15, 28, 33
+_PLAIN_TYPES = {
+    "A": _A,
+    "NS": _NS,
+    "CNAME": _CNAME,
+    "SOA": _SOA,
+    "PTR": _PTR,
+    "MX": _MX,
+    "AAAA": _AAAA,
+    "SRV": _SRV,
+}
+_NAME_RDATA = frozenset({_NS, _CNAME, _PTR})
 _PLAIN_LINE = re.compile(r"[\t\x20\x21\x23-\x27\x2a-\x5b\x5d-\x7e]*")
 """Printable ASCII and tabs, without quotes, backslashes or parentheses."""
+_OCTETS = {str(value): value for value in range(256)}
+"""The spellings of an IPv4 address's octet dnspython takes: decimal, no leading zero."""
+_SOA_TIMERS = struct.Struct("!IIIII")
+_SRV_FIELDS = struct.Struct("!HHH")
+
+PlainRecord = tuple[bytes, int, int, bytes]
 
 
 class MasterFileError(ValueError):
@@ -51,12 +58,12 @@ class MasterFileError(ValueError):
         super().__init__(f"{self.where}: {reason}")
 
 
-class _State:
-    """What a master file has established so far, in dnspython's reader's terms."""
+class ReadingState:
+    """What a master file has established so far, in dnspython's reader's terms (names
+    in wire form, as written)."""
 
-    def __init__(self, origin: dns.name.Name | None) -> None:
+    def __init__(self, origin: bytes | None) -> None:
         self.origin = origin
-        self.origin_text = origin.to_text() if origin is not None else None
         self.last_owner: bytes | None = None
         self.last_ttl = 0
         self.last_ttl_known = False
@@ -72,59 +79,39 @@ class _State:
             return self.default_ttl
         return None
 
-    def give(self, reader: dns.zonefile.Reader) -> None:
-        reader.current_origin = self.origin
-        reader.last_name = (
-            dns.name.from_wire(self.last_owner, 0)[0] if self.last_owner is not None else None
-        )
-        reader.last_ttl = self.last_ttl
-        reader.last_ttl_known = self.last_ttl_known
-        reader.default_ttl = self.default_ttl
-        reader.default_ttl_known = self.default_ttl_known
-        reader.default_ttl_from_soa = self.default_ttl_from_soa
-
-    def take(self, reader: dns.zonefile.Reader) -> None:
-        if reader.current_origin != self.origin:
-            self.origin = reader.current_origin
-            self.origin_text = self.origin.to_text() if self.origin is not None else None
-        if reader.last_name is not None:
-            self.last_owner = wire.name_wire(reader.last_name)
-        self.last_ttl = reader.last_ttl
-        self.last_ttl_known = reader.last_ttl_known
-        self.default_ttl = reader.default_ttl
-        self.default_ttl_known = reader.default_ttl_known
-        self.default_ttl_from_soa = reader.default_ttl_from_soa
-
 
 def read_master(
     text: str,
-    origin: dns.name.Name | None,
+    origin: str | None,
     emit: Emit,
     *,
     problems: list[MasterFileError] | None = None,
     positions: list[int] | None = None,
 ) -> None:
     """Feed every record of ``text`` to ``emit``; raise ``MasterFileError`` if it does
-    not parse. ``origin`` resolves relative names until a ``$ORIGIN`` line changes it.
+    not parse. ``origin`` (an absolute name) resolves relative names until a ``$ORIGIN``
+    line changes it.
 
     With ``problems``, every faulty entry is appended there and reading goes on after
     it (a checker reports all of them in one run); with ``positions``, the line of each
     emitted record is appended there, in emitting order."""
-    state = _State(origin)
+    state = ReadingState(wire.from_text(origin) if origin is not None else None)
+    lines = text.split("\n")
+    if "\r" in text:
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    is_plain = _PLAIN_LINE.fullmatch
     pending: list[str] = []  # consecutive lines for dnspython, read in one go
     first = 0
     depth = 0
     opened = 0  # the line whose parenthesis the pending lines have left open
-    number = 0
-    for number, raw in enumerate(text.split("\n"), 1):
-        line = raw[:-1] if raw.endswith("\r") else raw
-        plain = not line.startswith("$") and _PLAIN_LINE.fullmatch(line) is not None
+    for number, line in enumerate(lines, 1):
+        plain = is_plain(line) is not None
         if pending and plain and depth <= 0:
             _read_with_dnspython(pending, first, state, emit, problems, positions)
             pending.clear()
             depth = 0
         if not pending:
-            record = _plain_line(line, state) if plain else None
+            record = plain_line(line, state) if plain else None
             if record is not None:
                 if record:
                     emit(*record)
@@ -135,18 +122,33 @@ def read_master(
         pending.append(line)
         if depth <= 0:
             opened = number
-        depth += _parenthesis_depth(line)
+        depth += parenthesis_depth(line)
     if pending and depth > 0:
         _unclosed(pending, first, opened, state, emit, problems, positions)
     elif pending:
         _read_with_dnspython(pending, first, state, emit, problems, positions)
 
 
+def _read_with_dnspython(  # noqa: PLR0917 - read_master's reading state, handed on
+    lines: list[str],
+    first: int,
+    state: ReadingState,
+    emit: Emit,
+    problems: list[MasterFileError] | None = None,
+    positions: list[int] | None = None,
+) -> None:
+    """Read some lines with dnspython's reader (imported only now: a plain file never
+    needs it), starting from and updating ``state``."""
+    from valis_core.dns.master_general import read_general
+
+    read_general(lines, first, state, emit, problems, positions)
+
+
 def _unclosed(  # noqa: PLR0917 - read_master's reading state, handed on
     pending: list[str],
     first: int,
     opened: int,
-    state: _State,
+    state: ReadingState,
     emit: Emit,
     problems: list[MasterFileError] | None,
     positions: list[int] | None,
@@ -173,108 +175,170 @@ def _unclosed(  # noqa: PLR0917 - read_master's reading state, handed on
             return
 
 
-def _plain_line(line: str, state: _State) -> tuple[()] | tuple[bytes, int, int, bytes] | None:
-    """A plain-looking line's record, ``()`` for a line with nothing on it, or ``None``
-    when the line needs dnspython after all. State changes only when a record is
-    returned."""
-    if state.origin is None:
-        return None  # dnspython refuses any record before the origin is known
+def plain_line(line: str, state: ReadingState) -> tuple[()] | PlainRecord | None:
+    """The record of a line ``_PLAIN_LINE`` matches, ``()`` for a line with no record
+    (nothing on it, or a directive this took), or ``None`` when the line needs dnspython
+    after all. ``state`` changes only when the result is not ``None``."""
     cut = line.find(";")
     if cut >= 0:
         line = line[:cut]
     tokens = line.split()
+    origin = state.origin
     if not tokens:
-        return ()
+        # dnspython takes a line that starts blank for the previous owner's next record,
+        # which needs an origin even when nothing follows.
+        return None if origin is None and line[:1] in (" ", "\t") else ()
     if line[0] in " \t":
         owner = state.last_owner
         i = 0
+    elif line[0] == "$":
+        return _directive(tokens, state)
     else:
-        owner = _name(tokens[0], state.origin_text)
+        owner = _name(tokens[0], origin)
         i = 1
-    if owner is None:
-        return None
+    if owner is None or origin is None:
+        return None  # dnspython refuses any record before the origin is known
     ttl: int | None = None
     seen_class = False
-    while i < len(tokens) - 1:
+    last = len(tokens) - 1
+    while i < last:
         token = tokens[i]
         if ttl is None and token.isdigit():
             ttl = int(token)
-            if ttl > _MAX_TTL:
+            if ttl > _UINT32:
                 return None
         elif not seen_class and token.upper() == "IN":
             seen_class = True
         else:
             break
         i += 1
-    rtype = _PLAIN_TYPES.get(tokens[i].upper()) if i < len(tokens) else None
+    rtype = _PLAIN_TYPES.get(tokens[i].upper()) if i <= last else None
     if rtype is None:
         return None
-    rdata = _plain_rdata(rtype, tokens[i + 1 :], state.origin_text)
+    fields = tokens[i + 1 :]
+    rdata = _plain_rdata(rtype, fields, origin)
     if rdata is None:
         return None
-    if ttl is None:
-        ttl = state.implicit_ttl()
-        if ttl is None:
-            return None
-    else:
+    # dnspython's pre-RFC 2308 rule: without $TTL, the first SOA's minimum is the default.
+    soa_default = rtype == _SOA and not state.default_ttl_known
+    if ttl is not None:
         state.last_ttl = ttl
         state.last_ttl_known = True
-    state.last_owner = owner
-    return owner, rtype, ttl, rdata
-
-
-def _name(token: str, origin: str | None) -> bytes | None:
-    """A name token made absolute, or ``None`` if it needs dnspython's judgement."""
-    if token == "@":
-        text = origin
-    elif token.endswith("."):
-        text = token
-    elif origin is None:
-        return None
     else:
-        text = token + "." + origin if origin != "." else token + "."
-    if text is None:
-        return None
-    try:
-        return wire.from_text(text)
-    except wire.BadName:
-        return None
+        ttl = state.implicit_ttl()
+        if ttl is None and not soa_default:
+            return None  # dnspython says no TTL is known (nothing was changed)
+    if soa_default:
+        state.default_ttl = _SOA_TIMERS.unpack_from(rdata, len(rdata) - 20)[4]
+        state.default_ttl_known = True
+        state.default_ttl_from_soa = True
+    state.last_owner = owner
+    return owner, rtype, state.default_ttl if ttl is None else ttl, rdata
 
 
-def _plain_rdata(rtype: int, tokens: list[str], origin: str | None) -> bytes | None:
-    try:
-        if rtype == 1 and len(tokens) == 1:
-            return _ipv4(tokens[0])
-        if rtype == 28 and len(tokens) == 1:
-            return dns.ipv6.inet_aton(tokens[0])
-    except (dns.exception.DNSException, ValueError):
+def _directive(tokens: list[str], state: ReadingState) -> tuple[()] | None:
+    """``$TTL`` in seconds and ``$ORIGIN`` with a plain name; ``None`` for anything else."""
+    if len(tokens) != 2:
         return None
-    if rtype in _NAME_RDATA and len(tokens) == 1:
-        return _name(tokens[0], origin)
-    if rtype == 15 and len(tokens) == 2 and tokens[0].isdigit():
-        preference = int(tokens[0])
-        exchange = _name(tokens[1], origin)
-        if preference <= 0xFFFF and exchange is not None:
-            return struct.pack("!H", preference) + exchange
+    keyword = tokens[0].upper()
+    if keyword == "$TTL":
+        ttl = _uint(tokens[1], _UINT32)
+        if ttl is None:
+            return None
+        state.default_ttl = ttl
+        state.default_ttl_known = True
+        state.default_ttl_from_soa = False
+        return ()
+    if keyword == "$ORIGIN":
+        origin = _name(tokens[1], state.origin)
+        if origin is None:
+            return None
+        state.origin = origin
+        return ()
+    return None
+
+
+def _name(token: str, origin: bytes | None) -> bytes | None:
+    """A plain name token made absolute, or ``None`` if it needs dnspython's judgement."""
+    if token == "@":
+        return origin
+    if token[-1] == ".":
+        if token == ".":
+            return wire.ROOT
+        labels = wire.plain_labels(token[:-1])
+        tail = wire.ROOT
+    else:
+        if origin is None:
+            return None
+        labels = wire.plain_labels(token)
+        tail = origin
+    if labels is None or len(labels) + len(tail) > wire.MAX_NAME:
+        return None
+    return labels + tail
+
+
+def _uint(token: str, limit: int) -> int | None:
+    if not token.isdigit():
+        return None
+    value = int(token)
+    return value if value <= limit else None
+
+
+def _plain_rdata(rtype: int, fields: list[str], origin: bytes) -> bytes | None:
+    """The wire form of the rdata fields of a plain type, or ``None`` for dnspython."""
+    count = len(fields)
+    if rtype == _A:
+        return _ipv4(fields[0]) if count == 1 else None
+    if rtype in _NAME_RDATA:
+        return _name(fields[0], origin) if count == 1 else None
+    if rtype == _AAAA:
+        return _ipv6(fields[0]) if count == 1 else None
+    if rtype == _MX and count == 2:
+        preference = _uint(fields[0], 0xFFFF)
+        exchange = _name(fields[1], origin)
+        if preference is None or exchange is None:
+            return None
+        return struct.pack("!H", preference) + exchange
+    if rtype == _SOA and count == 7:
+        mname = _name(fields[0], origin)
+        rname = _name(fields[1], origin)
+        numbers = [_uint(field, _UINT32) for field in fields[2:]]
+        if mname is None or rname is None or None in numbers:
+            return None
+        return mname + rname + _SOA_TIMERS.pack(*numbers)
+    if rtype == _SRV and count == 4:
+        shorts = [_uint(field, 0xFFFF) for field in fields[:3]]
+        target = _name(fields[3], origin)
+        if target is None or None in shorts:
+            return None
+        return _SRV_FIELDS.pack(*shorts) + target
     return None
 
 
 def _ipv4(text: str) -> bytes | None:
     """A dotted quad as dnspython's ``inet_aton`` takes it (four decimal octets, no
-    leading zeros), decoded without its generality; ``None`` for anything else."""
+    leading zeros); ``None`` for anything else."""
     parts = text.split(".")
     if len(parts) != 4:
         return None
-    for part in parts:
-        if not (part.isascii() and part.isdigit()) or (len(part) > 1 and part[0] == "0"):
-            return None
+    octets = _OCTETS
     try:
-        return bytes(map(int, parts))
-    except ValueError:  # an octet above 255
+        return bytes((octets[parts[0]], octets[parts[1]], octets[parts[2]], octets[parts[3]]))
+    except KeyError:
         return None
 
 
-def _parenthesis_depth(line: str) -> int:
+def _ipv6(text: str) -> bytes | None:
+    import dns.exception  # a light part of dnspython: no names, no reader
+    import dns.ipv6
+
+    try:
+        return dns.ipv6.inet_aton(text)
+    except (dns.exception.DNSException, ValueError):
+        return None
+
+
+def parenthesis_depth(line: str) -> int:
     """How many parentheses the line leaves open, outside quotes and comments."""
     depth = 0
     quoted = False
@@ -294,213 +358,3 @@ def _parenthesis_depth(line: str) -> int:
                 depth -= 1
         i += 1
     return depth
-
-
-def _read_with_dnspython(  # noqa: PLR0917 - read_master's reading state
-    lines: list[str],
-    first: int,
-    state: _State,
-    emit: Emit,
-    problems: list[MasterFileError] | None = None,
-    positions: list[int] | None = None,
-) -> None:
-    """Read some lines with dnspython's reader, starting from and updating ``state``;
-    with ``problems``, note each faulty entry and go on after it."""
-    while lines:  # each pass consumes at least one line
-        tok = _EntryTokenizer("\n".join(lines) + "\n", "<zone>")
-
-        def forward(name: dns.name.Name, ttl: int, rdata: dns.rdata.Rdata) -> None:
-            data = rdata.to_wire()
-            assert data is not None  # no file given, so dnspython returns the bytes
-            emit(wire.name_wire(name), int(rdata.rdtype), ttl, data)
-            if positions is not None:
-                positions.append(first + tok.entry_line - 1)  # noqa: B023 - called at once
-
-        reader = dns.zonefile.Reader(
-            tok,
-            dns.rdataclass.IN,
-            _StreamTransaction(_StreamManager(state.origin), forward),
-            allow_include=False,
-            allow_directives={"$ORIGIN", "$TTL", "$GENERATE"},
-        )
-        # The reader silently skips records outside its zone; claim the whole tree
-        # instead (relative names still use the origin), so the index refuses them by name.
-        reader.zone_origin = dns.name.root
-        state.give(reader)
-        try:
-            reader.read()
-        except (dns.exception.DNSException, ValueError) as exc:
-            entry = tok.entry_line
-            error = MasterFileError(first + entry - 1, _explain(lines[entry - 1], exc))
-            if problems is None:
-                raise error from None
-            problems.append(error)
-            state.take(reader)
-            resume = max(tok.line_number, _entry_end(lines, entry) + 1)
-            lines = lines[resume - 1 :]
-            first += resume - 1
-            continue
-        state.take(reader)
-        return
-
-
-def _entry_end(lines: list[str], entry: int) -> int:
-    """The last line (1-based) of the entry starting on line ``entry``: where the
-    parentheses it opens close, or the file's end if they never do."""
-    depth = 0
-    for number in range(entry, len(lines) + 1):
-        depth += _parenthesis_depth(lines[number - 1])
-        if depth <= 0:
-            return number
-    return len(lines)
-
-
-_ADDRESS_TYPES = {"A": "IPv4", "AAAA": "IPv6"}
-
-
-def _explain(line: str, exc: Exception) -> str:
-    """An operator's reading of dnspython's complaint about the entry starting ``line``:
-    name the field that is wrong rather than what the tokenizer expected next."""
-    detail = str(exc) or type(exc).__name__
-    if detail.startswith("<zone>:"):
-        detail = detail.split(": ", 1)[-1]
-    if "$INCLUDE" in detail:
-        return detail + "; $INCLUDE is not supported, paste the included records in instead"
-    tokens = line.split(";", 1)[0].split()
-    unknown = re.fullmatch(r"unknown rdatatype '(.*)'", detail)
-    if unknown and unknown.group(1)[:1].isdigit():
-        ttl = unknown.group(1)
-        if ttl.isdigit():
-            return f"TTL {ttl} is larger than {_MAX_TTL} (RFC 2181)"
-        return f"bad TTL {ttl!r}: write seconds (3600) or units (1h, 30m, 1d)"
-    if unknown:
-        return f"unknown record type {unknown.group(1)!r}"
-    if line[:1] not in (" ", "\t"):
-        tokens = tokens[1:]  # the owner, which may well be spelled "a"
-    if detail == "Missing default TTL value":
-        return "no TTL: give the record one, or start the file with a $TTL line"
-    if "malformed" not in detail:
-        rtype = _record_type(tokens)
-        return detail if rtype is None else f"{rtype} record: {detail}"
-    upper = [token.upper() for token in tokens]
-    for rtype, family in _ADDRESS_TYPES.items():
-        if rtype in upper[:3] and upper.index(rtype) + 1 < len(tokens):
-            address = tokens[upper.index(rtype) + 1]
-            return _bad_address(rtype, family, address) or detail
-    return detail
-
-
-def _record_type(tokens: list[str]) -> str | None:
-    """The type of the record whose fields (owner removed) are ``tokens``: the first
-    token that is not a TTL or class, if dnspython knows it as a type."""
-    for token in tokens[:3]:
-        if token[:1].isdigit() or token.upper() in ("IN", "CH", "HS", "CS"):
-            continue
-        try:
-            return dns.rdatatype.to_text(dns.rdatatype.from_text(token.upper()))
-        except (dns.exception.DNSException, ValueError):
-            return None
-    return None
-
-
-def _bad_address(rtype: str, family: str, address: str) -> str | None:
-    try:
-        (dns.ipv4 if rtype == "A" else dns.ipv6).inet_aton(address)
-    except (dns.exception.DNSException, ValueError):
-        pass
-    else:
-        return None
-    parts = address.split(".")
-    if rtype == "A" and len(parts) == 4 and all(p.isdigit() for p in parts):
-        high = next(p for p in parts if int(p) > 255) if any(int(p) > 255 for p in parts) else ""
-        if high:
-            return f"A address {address} is out of range: {high} is more than 255"
-    if rtype == "AAAA" and ":" not in address and len(parts) == 4:
-        return f"AAAA address {address} is an IPv4 address; put it in an A record"
-    if rtype == "A" and ":" in address:
-        return f"A address {address} is an IPv6 address; put it in an AAAA record"
-    return f"{rtype} address {address!r} is not an {family} address"
-
-
-class _EntryTokenizer(dns.tokenizer.Tokenizer):
-    """Remembers the line each entry starts on: dnspython's own error position is the
-    line after a record whose rdata failed, because the newline was already read."""
-
-    entry_line = 1
-
-    def get(self, want_leading: bool = False, want_comment: bool = False) -> dns.tokenizer.Token:
-        if want_leading:
-            self.entry_line = self.line_number
-        return super().get(want_leading, want_comment)
-
-
-class _StreamManager(dns.transaction.TransactionManager):
-    """Just enough of a transaction manager for dnspython's master-file reader."""
-
-    def __init__(self, origin: dns.name.Name | None) -> None:
-        self.origin = origin
-
-    def reader(self) -> dns.transaction.Transaction:  # pragma: no cover - never called
-        raise NotImplementedError
-
-    def writer(self, replacement: bool = False) -> dns.transaction.Transaction:
-        raise NotImplementedError  # pragma: no cover - never called
-
-    def origin_information(self) -> tuple[dns.name.Name | None, bool, dns.name.Name | None]:
-        return (self.origin, False, self.origin)
-
-    def get_class(self) -> dns.rdataclass.RdataClass:
-        return dns.rdataclass.IN
-
-
-class _StreamTransaction(dns.transaction.Transaction):
-    """Hands each record the reader parses straight on, one at a time.
-
-    dnspython's own rrset reader merges records and looks nodes up by scanning, which is
-    quadratic over a large zone; the index merges and checks records itself, the same
-    way for rows and files, so this transaction only forwards.
-    """
-
-    def __init__(self, manager: _StreamManager, forward: Callable[..., None]) -> None:
-        super().__init__(manager, replacement=True, read_only=False)
-        self.forward = forward
-
-    def check_put_rdataset(self, check: Any) -> None:
-        """The index checks CNAME-and-other-data itself, naming zone and owner."""
-
-    def add(self, *args: Any) -> None:
-        name, ttl, rdata = args
-        self.forward(name, ttl, rdata)
-
-    def _set_origin(self, origin: Any) -> None:
-        pass
-
-    def _get_rdataset(self, name: Any, rdtype: Any, covers: Any) -> None:
-        return None
-
-    def _get_node(self, name: Any) -> None:
-        return None
-
-    def _put_rdataset(self, name: Any, rdataset: Any) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def _delete_name(self, name: Any) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def _delete_rdataset(self, name: Any, rdtype: Any, covers: Any) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def _name_exists(self, name: Any) -> bool:  # pragma: no cover
-        return False
-
-    def _changed(self) -> bool:  # pragma: no cover
-        return True
-
-    def _end_transaction(self, commit: bool) -> None:
-        pass
-
-    def _iterate_rdatasets(self) -> Any:  # pragma: no cover
-        raise NotImplementedError
-
-    def _iterate_names(self) -> Any:  # pragma: no cover
-        raise NotImplementedError

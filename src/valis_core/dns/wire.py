@@ -8,12 +8,18 @@ only label text changes.
 
 from __future__ import annotations
 
-import dns.exception
-import dns.name
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import dns.name
 
 MAX_NAME = 255
 MAX_LABEL = 63
 ROOT = b"\x00"
+_LENGTHS = [bytes((size,)) for size in range(MAX_LABEL + 1)]
+_UNESCAPED = re.compile(rb"[\x21\x23-\x27\x2a-\x2d\x2f-\x3a\x3c-\x3f\x41-\x5b\x5d-\x7e]*")
+"""Label octets dnspython writes as themselves: printable ASCII but for ``"().;\\@$``."""
 
 
 class BadName(ValueError):
@@ -24,21 +30,18 @@ def from_text(text: str) -> bytes:
     """The uncompressed wire form of an absolute name in presentation format.
 
     Plain ASCII names are encoded directly (building a dnspython ``Name`` per record
-    dominates loading a million-record zone); escapes and non-ASCII text go through
-    dnspython, so both spell a name the same way.
+    dominates loading a million-record zone, and importing dnspython a short check);
+    escapes and non-ASCII text go through dnspython, so both spell a name the same way.
     """
-    if text.isascii() and "\\" not in text and text.endswith(".") and text != ".":
-        out = bytearray()
-        for label in text[:-1].split("."):
-            size = len(label)
-            if size == 0 or size > MAX_LABEL:
-                break
-            out.append(size)
-            out += label.encode("ascii")
-        else:
-            out.append(0)
-            if len(out) <= MAX_NAME:
-                return bytes(out)
+    if text == ".":
+        return ROOT
+    if text.isascii() and "\\" not in text and text.endswith("."):
+        labels = plain_labels(text[:-1])
+        if labels is not None and len(labels) < MAX_NAME:
+            return labels + ROOT
+    import dns.exception  # only escapes, non-ASCII text and errors need dnspython
+    import dns.name
+
     try:
         name = dns.name.from_text(text, origin=None)
     except (dns.exception.DNSException, UnicodeError, ValueError) as exc:
@@ -46,6 +49,22 @@ def from_text(text: str) -> bytes:
     if not name.is_absolute():
         raise BadName(f"{text!r} is not absolute; write it in full with a trailing dot")
     return name_wire(name)
+
+
+def plain_labels(text: str) -> bytes | None:
+    """The wire form of dot-separated labels written without escapes (ASCII text, no
+    backslash, no final dot), without the root; ``None`` if a label is empty or longer
+    than 63 octets. The name's length is the caller's to check."""
+    if "." not in text:
+        size = len(text)
+        return _LENGTHS[size] + text.encode("ascii") if 0 < size <= MAX_LABEL else None
+    out = []
+    for label in text.split("."):
+        size = len(label)
+        if size == 0 or size > MAX_LABEL:
+            return None
+        out.append(_LENGTHS[size] + label.encode("ascii"))
+    return b"".join(out)
 
 
 def name_wire(name: dns.name.Name) -> bytes:
@@ -58,6 +77,12 @@ def name_wire(name: dns.name.Name) -> bytes:
 def to_text(wire: bytes) -> str:
     """Presentation form of an uncompressed wire name (for messages to operators)."""
     labels = [wire[i + 1 : i + 1 + wire[i]] for i in label_offsets(wire)]
+    if not labels:
+        return "."
+    if _UNESCAPED.fullmatch(b"".join(labels)):
+        return ".".join([label.decode("ascii") for label in labels]) + "."
+    import dns.name  # only labels that need escapes need dnspython
+
     labels.append(b"")
     return dns.name.Name(labels).to_text()
 

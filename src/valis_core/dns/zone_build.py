@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
+import attrs
 import dns.exception
 import dns.ipv4
 import dns.ipv6
-import dns.name
-import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
 
@@ -46,6 +46,12 @@ from valis_core.dns.records import (
     merge_node,
 )
 from valis_core.dns.zone import ServedZone, ZoneIndex
+
+if TYPE_CHECKING:
+    import dns.rdata
+
+# dnspython's names and rdata (dns.name, dns.rdata) are imported where rows or unusual
+# rdata need them: checking or indexing a plain master file never loads them.
 
 _BESIDE_CNAME = frozenset({CNAME, RRSIG, NSEC})
 """What may share an owner with a CNAME (RFC 1034 section 3.6.2, RFC 4035)."""
@@ -93,6 +99,8 @@ def _rdata_text(rtype: int, rdata: bytes) -> str:
     the bulk of a large zone is."""
     if rtype == A and len(rdata) == 4:
         return f"{rdata[0]}.{rdata[1]}.{rdata[2]}.{rdata[3]}"
+    import dns.rdata
+
     kind = dns.rdatatype.RdataType.make(rtype)
     return dns.rdata.from_wire(dns.rdataclass.IN, kind, rdata, 0, len(rdata)).to_text()
 
@@ -106,13 +114,11 @@ PARSE_PROGRESS_EVERY = 5000
 def read_master_into(text: str, origin: str | None, sink: _Sink) -> None:
     """Parse a master file and feed each record to ``sink`` with the zone it belongs to."""
     label = origin if origin is not None else "(zone named by its SOA)"
-    origin_name: dns.name.Name | None = None
     if origin is not None:
         try:
             origin = wire.to_text(wire.from_text(absolute(origin)).lower())
         except wire.BadName as exc:
             raise ZoneError(label, origin, f"bad origin: {exc}") from None
-        origin_name = dns.name.from_text(origin)
         label = origin
     records: list[tuple[bytes, int, int, bytes]] = []
 
@@ -123,7 +129,7 @@ def read_master_into(text: str, origin: str | None, sink: _Sink) -> None:
             sink(origin, owner, rtype, ttl, rdata)
 
     try:
-        read_master(text, origin_name, emit)
+        read_master(text, origin, emit)
     except MasterFileError as exc:
         raise ZoneError(label, exc.where, f"master file does not parse: {exc.reason}") from None
     if origin is None:
@@ -257,6 +263,9 @@ def _unservable(rtype: int) -> str | None:
 
 def _rdata_wire(zone: str, owner: str, rtype: int, text: str) -> bytes:
     """Rdata in wire form from its presentation form; addresses take a short cut."""
+    import dns.name
+    import dns.rdata
+
     try:
         if rtype == A:
             return dns.ipv4.inet_aton(text.strip())
@@ -283,36 +292,68 @@ def _freeze_zone(
 ) -> tuple[ServedZone, int]:
     """Check one zone's records and build its lookup structures; return it and its
     record count."""
+    owners = freeze_owners(origin, apex, nodes)
+    frozen = owners.nodes
+    soa, negative_ttl = check_apex(origin, frozen.get(apex, b""))
+    empty, children = _tree(apex, frozen)
+    for owner, dname in occluded(apex, frozen, owners.dnames):
+        refuse_occluded(origin, owner, dname)
+    zone = ServedZone(
+        origin=origin,
+        apex=apex,
+        nodes=frozen,
+        empty_nonterminals=frozenset(empty),
+        cuts=frozenset(owners.cuts),
+        dnames=frozenset(owners.dnames),
+        soa=soa,
+        negative_ttl=negative_ttl,
+        children=children,
+        wildcards=sum(1 for name in itertools.chain(frozen, empty) if is_wildcard(name)),
+        record_count=owners.count,
+    )
+    return zone, owners.count
+
+
+@attrs.frozen
+class FrozenOwners:
+    """A zone's owners in their final encoding, with what its structure hangs on."""
+
+    nodes: dict[bytes, bytes]
+    cuts: set[bytes]
+    """Owners below the apex holding NS: delegations."""
+    dnames: set[bytes]
+    count: int
+    """Records, duplicates dropped."""
+
+
+def freeze_owners(
+    origin: str,
+    apex: bytes,
+    nodes: Mapping[bytes, bytes | bytearray],
+    refused: Callable[[bytes, ZoneError], None] | None = None,
+) -> FrozenOwners:
+    """Freeze every owner of a zone with ``freeze_node``. An owner that may not hold what
+    it holds is refused with its ``ZoneError``, or, given ``refused`` (a check reporting
+    every fault), handed to it and left out."""
     frozen: dict[bytes, bytes] = {}
     cuts: set[bytes] = set()
     dnames: set[bytes] = set()
     count = 0
     for owner, held in nodes.items():
-        blob, types, records = freeze_node(origin, apex, owner, held)
+        try:
+            blob, types, records = freeze_node(origin, apex, owner, held)
+        except ZoneError as exc:
+            if refused is None:
+                raise
+            refused(owner, exc)
+            continue
         frozen[owner] = blob
         count += records
         if NS in types and owner != apex:
             cuts.add(owner)
         if DNAME in types:
             dnames.add(owner)
-    soa, negative_ttl = check_apex(origin, frozen.get(apex, b""))
-    empty, children = _tree(apex, frozen)
-    if dnames:
-        _check_occlusion(origin, apex, frozen, dnames)
-    zone = ServedZone(
-        origin=origin,
-        apex=apex,
-        nodes=frozen,
-        empty_nonterminals=frozenset(empty),
-        cuts=frozenset(cuts),
-        dnames=frozenset(dnames),
-        soa=soa,
-        negative_ttl=negative_ttl,
-        children=children,
-        wildcards=sum(1 for name in itertools.chain(frozen, empty) if is_wildcard(name)),
-        record_count=count,
-    )
-    return zone, count
+    return FrozenOwners(frozen, cuts, dnames, count)
 
 
 def freeze_node(
@@ -434,20 +475,28 @@ def vanish(
     return removed
 
 
-def _check_occlusion(
-    origin: str, apex: bytes, nodes: dict[bytes, bytes], dnames: set[bytes]
-) -> None:
-    """RFC 6672 section 2.4: nothing may exist beneath a DNAME, since it is never seen."""
+def occluded(
+    apex: bytes, nodes: Iterable[bytes], dnames: set[bytes]
+) -> Iterator[tuple[bytes, bytes]]:
+    """RFC 6672 section 2.4: nothing may exist beneath a DNAME, since it is never seen.
+    Each owner of ``nodes`` that does, with the DNAME owner above it."""
+    if not dnames:
+        return
     for owner in nodes:
         name = owner
         while name != apex:
             name = wire.parent(name)
             if name in dnames:
-                refuse_occluded(origin, owner, name)
+                yield owner, name
+                break
 
 
 def refuse_occluded(origin: str, owner: bytes, dname: bytes) -> None:
-    raise ZoneError(
+    raise occlusion_error(origin, owner, dname)
+
+
+def occlusion_error(origin: str, owner: bytes, dname: bytes) -> ZoneError:
+    return ZoneError(
         origin,
         wire.to_text(owner),
         f"data beneath the DNAME at {wire.to_text(dname)} is never served "

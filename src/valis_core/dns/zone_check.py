@@ -3,8 +3,9 @@ its line, and warnings about what serves but is probably not meant.
 
 The normal build (``zone_build``) stops at the first refusal and stays fast; this check
 reads the file once more with the reader's collecting mode, puts each record through the
-same ``Builder`` checks, and freezes each owner with the same ``freeze_node`` and
-``check_apex``, so a file passes here exactly when ``valis zone import`` would take it.
+same ``Builder`` checks, and freezes the owners with the same ``freeze_owners``,
+``check_apex`` and ``occluded``, noting every refusal where the build stops at the first,
+so a file passes here exactly when ``valis zone import`` would take it.
 Warnings never fail a check: TTLs that differ within an RRset, duplicate records,
 delegations without the glue they need, and relative names that look like a forgotten
 trailing dot.
@@ -12,22 +13,35 @@ trailing dot.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import attrs
-import dns.exception
-import dns.name
-import dns.rdata
-import dns.rdataclass
 import dns.rdatatype
 
 from valis_core.dns import wire
 from valis_core.dns.master import MasterFileError, read_master
-from valis_core.dns.records import AAAA, DNAME, NS, SOA, A, ZoneError, decode_node
-from valis_core.dns.zone_build import Builder, absolute, check_apex, freeze_node
+from valis_core.dns.records import (
+    AAAA,
+    CNAME,
+    DNAME,
+    MX,
+    NS,
+    PTR,
+    SOA,
+    SRV,
+    A,
+    ZoneError,
+    decode_node,
+)
+from valis_core.dns.zone_build import (
+    Builder,
+    absolute,
+    check_apex,
+    freeze_owners,
+    occluded,
+    occlusion_error,
+)
 
-_NAME_FIELDS = {2: "target", 5: "target", 12: "target", 15: "exchange", 33: "target", 39: "target"}
-"""Types whose rdata holds a name (NS, CNAME, PTR, MX, SRV, DNAME), and its field."""
+_NAME_AT = {NS: 0, CNAME: 0, PTR: 0, MX: 2, SRV: 6, DNAME: 0}
+"""Types whose rdata holds a name, and the offset of that name in their wire form."""
 
 _TLDS = frozenset(
     [
@@ -79,14 +93,38 @@ class ZoneCheck:
         return not self.errors
 
 
-class _Lines:
-    """First line of each owner and of each RRset, for placing findings."""
+Record = tuple[bytes, int, int, bytes]
+"""Owner (as written), type, TTL, rdata: what the reader emits."""
 
-    def __init__(self) -> None:
-        self.owner: dict[bytes, int] = {}
-        self.second: dict[bytes, int] = {}  # an owner's second record: where clashes arise
+
+class _Lines:
+    """Where each owner, RRset and record first appears, for placing findings and for
+    the warnings that compare a record with those before it.
+
+    Only an owner's first record is noted until a second one comes (most owners of a
+    large zone hold one record); the second notes the first one's RRset and record
+    then, so every comparison is made as if all had been noted all along."""
+
+    def __init__(self, records: list[Record], positions: list[int]) -> None:
+        self.records = records
+        self.positions = positions
+        self.first: dict[bytes, int] = {}  # owner -> index of its first record
+        self.second: dict[bytes, int] = {}  # an owner's second line: where clashes arise
         self.rrset: dict[tuple[bytes, int], tuple[int, int]] = {}  # (ttl, line)
         self.record: dict[tuple[bytes, int, bytes], int] = {}
+
+    def owner_line(self, owner: bytes) -> int | None:
+        first = self.first.get(owner)
+        return None if first is None else self.positions[first]
+
+    def rrset_line(self, owner: bytes, rtype: int) -> int | None:
+        held = self.rrset.get((owner, rtype))
+        if held is not None:
+            return held[1]
+        first = self.first.get(owner)  # an owner of one record has no RRsets noted
+        if first is None or self.records[first][1] != rtype:
+            return None
+        return self.positions[first]
 
 
 def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
@@ -94,21 +132,19 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
     owner of its SOA when ``None``)."""
     errors: list[Finding] = []
     warnings: list[Finding] = []
-    origin_name: dns.name.Name | None = None
     if origin is not None:
         try:
             origin = wire.to_text(wire.from_text(absolute(origin)).lower())
         except wire.BadName as exc:
             return ZoneCheck(origin, 0, (Finding(None, f"bad origin {origin!r}: {exc}"),), ())
-        origin_name = dns.name.from_text(origin)
-    records: list[tuple[bytes, int, int, bytes]] = []
+    records: list[Record] = []
     problems: list[MasterFileError] = []
     positions: list[int] = []
 
     def emit(owner: bytes, rtype: int, ttl: int, rdata: bytes) -> None:
         records.append((owner, rtype, ttl, rdata))
 
-    read_master(text, origin_name, emit, problems=problems, positions=positions)
+    read_master(text, origin, emit, problems=problems, positions=positions)
     errors += [Finding(problem.line, problem.reason) for problem in problems]
     if origin is None:
         soa_owners = {owner.lower() for owner, rtype, _, _ in records if rtype == SOA}
@@ -125,15 +161,29 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
     apex = wire.from_text(origin).lower()
     builder = Builder()
     builder.add_zone(origin)
-    lines = _Lines()
-    for (owner, rtype, ttl, rdata), line in zip(records, positions, strict=True):
+    lines = _Lines(records, positions)
+    undotted: set[bytes] = set()  # owners that look written without their trailing dot
+    for index, (owner, rtype, ttl, rdata) in enumerate(records):
+        line = positions[index]
         try:
             builder.add_wire(origin, owner, rtype, ttl, rdata)
         except ZoneError as exc:
             errors.append(Finding(line, exc.reason if exc.owner == origin else _say(exc)))
             continue
-        _note(lines, owner.lower(), rtype, ttl, rdata, line, warnings)
-        _dot_warning(origin, apex, owner, rtype, rdata, line, warnings)
+        key = owner.lower()
+        first = lines.first.setdefault(key, index)
+        if first == index:  # the owner's first record: nothing to compare it with yet
+            if _looks_undotted(key, apex):
+                undotted.add(key)
+                warnings.append(_undotted(origin, owner, line))
+        else:
+            _note_again(lines, key, index, first, warnings)
+            if key in undotted:
+                warnings.append(_undotted(origin, owner, line))
+        if rtype in _NAME_AT:
+            target = _target(rtype, rdata)
+            if target is not None and _looks_undotted(target.lower(), apex):
+                warnings.append(_undotted(origin, target, line))
     count = _check_nodes(builder, origin, apex, lines, errors, warnings)
     ordered = sorted(errors, key=_order)
     return ZoneCheck(origin, count, tuple(ordered), tuple(sorted(warnings, key=_order)))
@@ -147,17 +197,22 @@ def _say(exc: ZoneError) -> str:
     return f"{exc.owner}: {exc.reason}"
 
 
-def _note(  # noqa: PLR0917 - one record's fields and where to note them
-    lines: _Lines,
-    owner: bytes,
-    rtype: int,
-    ttl: int,
-    rdata: bytes,
-    line: int,
-    warnings: list[Finding],
+def _note_again(
+    lines: _Lines, owner: bytes, index: int, first: int, warnings: list[Finding]
 ) -> None:
-    if lines.owner.setdefault(owner, line) != line:
+    """Note another record of an owner already seen, and warn of a TTL differing from
+    its RRset's or a record stated twice."""
+    line = lines.positions[index]
+    if owner not in lines.second:
+        _note(lines, owner, first, warnings)  # the first record, noted only now
+    if lines.positions[first] != line:
         lines.second.setdefault(owner, line)
+    _note(lines, owner, index, warnings)
+
+
+def _note(lines: _Lines, owner: bytes, index: int, warnings: list[Finding]) -> None:
+    _, rtype, ttl, rdata = lines.records[index]
+    line = lines.positions[index]
     held = lines.rrset.setdefault((owner, rtype), (ttl, line))
     if held[1] == line:
         lines.record[owner, rtype, rdata] = line
@@ -186,39 +241,22 @@ def _rrset_name(owner: bytes, rtype: int) -> str:
 
 
 def _target(rtype: int, rdata: bytes) -> bytes | None:
-    field = _NAME_FIELDS.get(rtype)
-    if field is None:
-        return None
-    kind = dns.rdatatype.RdataType.make(rtype)
+    """The name a record's rdata points at (the reader wrote it uncompressed)."""
     try:
-        parsed = dns.rdata.from_wire(dns.rdataclass.IN, kind, rdata, 0, len(rdata))
-    except (dns.exception.DNSException, ValueError):
+        return wire.read_name(rdata, _NAME_AT[rtype])[0]
+    except IndexError:
         return None
-    return wire.name_wire(getattr(parsed, field))
 
 
-def _dot_warning(  # noqa: PLR0917 - one record's fields and where to note them
-    origin: str,
-    apex: bytes,
-    owner: bytes,
-    rtype: int,
-    rdata: bytes,
-    line: int,
-    warnings: list[Finding],
-) -> None:
-    """Warn about a name that looks written without its trailing dot."""
-    for name in (owner, _target(rtype, rdata)):
-        if name is None or not _looks_undotted(name.lower(), apex):
-            continue
-        text = wire.to_text(name)
-        meant = text[: -len(origin)] if origin != "." else text
-        warnings.append(
-            Finding(
-                line,
-                f"{text} looks like a relative name missing its trailing dot; "
-                f"if {meant} is meant, write it with the dot",
-            )
-        )
+def _undotted(origin: str, name: bytes, line: int) -> Finding:
+    """The warning about a name that looks written without its trailing dot."""
+    text = wire.to_text(name)
+    meant = text[: -len(origin)] if origin != "." else text
+    return Finding(
+        line,
+        f"{text} looks like a relative name missing its trailing dot; "
+        f"if {meant} is meant, write it with the dot",
+    )
 
 
 def _looks_undotted(name: bytes, apex: bytes) -> bool:
@@ -246,62 +284,36 @@ def _check_nodes(  # noqa: PLR0917 - the check's state, handed on
     warnings: list[Finding],
 ) -> int:
     """Freeze each owner as the build does, noting every refusal; return the records."""
-    nodes = builder.owners(apex)
-    frozen: dict[bytes, bytes] = {}
-    types: dict[bytes, Iterable[int]] = {}
-    dnames: set[bytes] = set()
-    cuts: set[bytes] = set()
-    count = 0
-    for owner, held in nodes.items():
-        try:
-            blob, kinds, records = freeze_node(origin, apex, owner, held)
-        except ZoneError as exc:
-            errors.append(Finding(lines.second.get(owner, lines.owner.get(owner)), _say(exc)))
-            continue
-        frozen[owner] = blob
-        types[owner] = kinds
-        count += records
-        if NS in kinds and owner != apex:
-            cuts.add(owner)
-        if DNAME in kinds:
-            dnames.add(owner)
+
+    def refused(owner: bytes, exc: ZoneError) -> None:
+        errors.append(Finding(lines.second.get(owner, lines.owner_line(owner)), _say(exc)))
+
+    owners = freeze_owners(origin, apex, builder.owners(apex), refused)
+    frozen = owners.nodes
     try:
         check_apex(origin, frozen.get(apex, b""))
     except ZoneError as exc:
-        errors.append(Finding(lines.owner.get(apex), exc.reason))
-    for owner in frozen if dnames else ():
-        name = owner
-        while name != apex:
-            name = wire.parent(name)
-            if name in dnames:
-                errors.append(
-                    Finding(
-                        lines.owner.get(owner),
-                        f"{wire.to_text(owner)}: data beneath the DNAME at "
-                        f"{wire.to_text(name)} is never served (RFC 6672); remove it or "
-                        "the DNAME",
-                    )
-                )
-                break
-    for cut in sorted(cuts):
-        _glue_warnings(cut, frozen[cut], types, lines, warnings)
-    return count
+        errors.append(Finding(lines.owner_line(apex), exc.reason))
+    for owner, dname in occluded(apex, frozen, owners.dnames):
+        errors.append(Finding(lines.owner_line(owner), _say(occlusion_error(origin, owner, dname))))
+    for cut in sorted(owners.cuts):
+        _glue_warnings(cut, frozen, lines, warnings)
+    return owners.count
 
 
 def _glue_warnings(
-    cut: bytes,
-    blob: bytes,
-    types: dict[bytes, Iterable[int]],
-    lines: _Lines,
-    warnings: list[Finding],
+    cut: bytes, frozen: dict[bytes, bytes], lines: _Lines, warnings: list[Finding]
 ) -> None:
     """A delegation to a name server inside the delegated zone needs its address here."""
-    for rdata in decode_node(blob)[NS][1]:
+    for rdata in decode_node(frozen[cut])[NS][1]:
         server = rdata.lower()
-        if wire.is_at_or_below(server, cut) and not {A, AAAA} & set(types.get(server, ())):
+        if not wire.is_at_or_below(server, cut):
+            continue
+        held = frozen.get(server)
+        if held is None or not {A, AAAA} & decode_node(held).keys():
             warnings.append(
                 Finding(
-                    lines.rrset.get((cut, NS), (0, None))[1],
+                    lines.rrset_line(cut, NS),
                     f"delegation {wire.to_text(cut)} NS {wire.to_text(server)} has no glue; "
                     f"add an A or AAAA record for {wire.to_text(server)}",
                 )
