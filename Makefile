@@ -1,7 +1,7 @@
 # The test command is `make test`: it installs what the tests need on a fresh Debian
 # machine (Debian packages when missing, a .venv with the package and its test extras),
 # then runs ruff, mypy --strict and pytest.
-.PHONY: test check lint venv bench demo dep-dist build dist
+.PHONY: test check lint venv lock bench demo dep-dist build dist
 
 test:
 	./scripts/test
@@ -15,6 +15,12 @@ check: venv
 
 venv:
 	./scripts/bootstrap
+
+# Pin the build environment (.venv) again: packaging/frozen/requirements.lock, every
+# distribution with its hashes, resolved from PyPI to the newest versions pyproject.toml
+# allows. Commit the lock; `make venv` then installs it.
+lock:
+	./scripts/lock
 
 lint: venv
 	.venv/bin/ruff check src tests benchmarks packaging
