@@ -26,7 +26,7 @@ import pytest
 import trio
 
 from valis_core.dns.notify_send import ChangeWatch, NotifySender
-from valis_core.dns.serve import serve_tcp
+from valis_core.dns.serve import serve_tcp, serve_udp
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.transfer import Listed
 from valis_core.dns.transfer_serve import Transfers
@@ -55,9 +55,10 @@ def listed(address: str = "127.0.0.1") -> Listed:
 
 
 class Node:
-    def __init__(self, port: int, holder: IndexHolder, transfers: Transfers,
+    def __init__(self, port: int, udp_port: int, holder: IndexHolder, transfers: Transfers,
                  secondaries: list[Listed]) -> None:
         self.port = port
+        self.udp_port = udp_port
         self.holder = holder
         self.transfers = transfers
         self.secondaries = secondaries
@@ -71,19 +72,23 @@ async def node(nursery: trio.Nursery) -> AsyncIterator[Node]:
         return tuple(secondaries)
 
     holder = IndexHolder(ZoneIndex.from_zone_text(zone_text(1), ZONE))
-    transfers = Transfers(current)
+    transfers = Transfers(current, lambda: tuple(secondaries))
     listener = trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     await listener.bind(("127.0.0.1", 0))
     listener.listen(16)
     port = listener.getsockname()[1]
+    udp = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    await udp.bind(("127.0.0.1", 0))
     scope = trio.CancelScope()
 
     async def serve() -> None:
-        with listener, scope:
-            await serve_tcp(listener, holder, transfers=transfers)
+        with listener, udp, scope:
+            async with trio.open_nursery() as loops:
+                loops.start_soon(lambda: serve_tcp(listener, holder, transfers=transfers))
+                loops.start_soon(lambda: serve_udp(udp, holder, transfers=transfers))
 
     nursery.start_soon(serve)
-    yield Node(port, holder, transfers, secondaries)
+    yield Node(port, udp.getsockname()[1], holder, transfers, secondaries)
     scope.cancel()
 
 
@@ -156,6 +161,28 @@ async def test_anyone_else_is_refused_and_counted(node: Node, case: str) -> None
             "unlisted address": "unlisted"}[case]
     assert node.transfers.stats.refused[kind] == 1
     assert node.transfers.stats.completed == 0
+
+
+@pytest.mark.parametrize("transport", ["udp", "tcp"])
+async def test_a_listed_secondary_s_signed_soa_query_is_answered_signed(
+    node: Node, transport: str
+) -> None:
+    def ask(secret: bytes) -> dns.message.Message:
+        query = dns.message.make_query(ZONE, "SOA")
+        query.use_tsig(keyring(secret), KEY_NAME)
+        if transport == "udp":
+            return dns.query.udp(query, "127.0.0.1", port=node.udp_port, timeout=LIMIT)
+        return dns.query.tcp(query, "127.0.0.1", port=node.port, timeout=LIMIT)
+
+    response = await trio.to_thread.run_sync(ask, SECRET)  # dnspython checks its TSIG
+    assert response.rcode() == dns.rcode.NOERROR
+    assert response.had_tsig
+    assert response.answer[0][0].serial == 1
+    assert node.transfers.stats.signed_answers == 1
+
+    node.secondaries[:] = [listed("192.0.2.99")]
+    with pytest.raises(dns.tsig.PeerBadKey):
+        await trio.to_thread.run_sync(ask, SECRET)
 
 
 # --- NOTIFY ----------------------------------------------------------------------------

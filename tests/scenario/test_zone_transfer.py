@@ -1,7 +1,7 @@
 """A zone goes beyond one machine: the operator lists its secondaries with their TSIG keys
 (``valis zone secondary``), only those secondaries may transfer it (AXFR, signed), and
-they are told of every committed change (NOTIFY) and follow it; a real NSD in its own
-network namespace proves it."""
+they are told of every committed change (NOTIFY) and follow it; a real NSD and a real
+Knot, each in its own network namespace, prove it."""
 
 from __future__ import annotations
 
@@ -184,6 +184,49 @@ zone:
 """
 
 
+def knot_conf(directory: Path, secret: str) -> str:
+    """The secondary's configuration, as docs/transfers.md gives it."""
+    return f"""server:
+    listen: {SECONDARY_IP}@53
+    rundir: "{directory}"
+    user: root:root
+log:
+  - target: "{directory}/knot.log"
+    any: info
+database:
+    storage: "{directory}"
+control:
+    listen: "{directory}/knot.sock"
+key:
+  - id: {KEY_NAME}
+    algorithm: hmac-sha256
+    secret: {secret}
+remote:
+  - id: primary
+    address: {NODE_IP}@53
+    key: {KEY_NAME}
+acl:
+  - id: notify-from-primary
+    address: {NODE_IP}
+    key: {KEY_NAME}
+    action: notify
+template:
+  - id: default
+    storage: "{directory}"
+zone:
+  - domain: {ZONE}
+    master: primary
+    acl: notify-from-primary
+"""
+
+
+SERVERS = {
+    "nsd": (nsd_conf, ["nsd", "-d", "-c"], "nsd.log"),
+    "knot": (knot_conf, ["knotd", "-c"], "knot.log"),
+}
+"""Each real secondary: its configuration, how it runs in the foreground, its log."""
+
+
 @attrs.define
 class Wire:
     """Two namespaces joined by a veth pair: the node and its secondary."""
@@ -265,34 +308,37 @@ def axfr_from(wire: Wire, source: str, key: str = "") -> str:
     return result.stdout.strip() or result.stderr.strip()
 
 
-def test_nsd_follows_the_node_by_transfer_and_strangers_are_refused(
-    pg_cluster: PgCluster, zone_dsn: str, run_account_dir: Path, wire: Wire
+@pytest.mark.parametrize("server", sorted(SERVERS))
+def test_a_secondary_follows_the_node_by_transfer_and_strangers_are_refused(
+    pg_cluster: PgCluster, zone_dsn: str, run_account_dir: Path, wire: Wire, server: str
 ) -> None:
+    conf, command, log_name = SERVERS[server]
     secret = base64.b64encode(bytes(range(1, 33))).decode()
     with pg_cluster.connect(zone_dsn) as conn:
         add_secondary(conn, Secondary(ZONE, SECONDARY_IP, KEY_NAME, "hmac-sha256",
                                       base64.b64decode(secret)))
     node = start_node(wire, make_state_dir(run_account_dir), site_facts(zone_dsn),
                       run_account_dir)
-    nsd_dir = Path(tempfile.mkdtemp(prefix="nsd-", dir=run_account_dir))
-    (nsd_dir / "nsd.conf").write_text(nsd_conf(nsd_dir, secret))
-    nsd = subprocess.Popen(
-        ["ip", "netns", "exec", wire.secondary, "nsd", "-d", "-c", str(nsd_dir / "nsd.conf")],
+    directory = Path(tempfile.mkdtemp(prefix=f"{server}-", dir=run_account_dir))
+    (directory / f"{server}.conf").write_text(conf(directory, secret))
+    secondary = subprocess.Popen(
+        ["ip", "netns", "exec", wire.secondary, *command, str(directory / f"{server}.conf")],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     try:
         node.wait_ready()
-        # After its start NSD asks for the zone and serves what the node sent.
+        # After its start the secondary asks for the zone and serves what the node sent.
         wait_for(lambda: ask_secondary(wire, "www.example.test."), BOUND,
-                 f"NSD to load {ZONE} by transfer ({nsd_dir / 'nsd.log'})", interval=0.2)
+                 f"{server} to load {ZONE} by transfer ({directory / log_name})", interval=0.2)
         assert ask_secondary(wire, "www.example.test.")[0].split()[-1] == "192.0.2.80"
 
-        # An operator import: the node NOTIFYs, NSD transfers the new version and answers it.
+        # An operator import: the node NOTIFYs; the secondary transfers the new version and
+        # answers it.
         import_zone(pg_cluster, zone_dsn, ZONE, serial=2,
                     extra=EXAMPLE_WWW + "new IN A 192.0.2.81\n")
         found = wait_for(lambda: ask_secondary(wire, "new.example.test."), BOUND,
-                         "NSD to follow the import", interval=0.1)
+                         f"{server} to follow the import", interval=0.1)
         assert found[0].split()[-1] == "192.0.2.81"
         assert dig(wire.secondary, SECONDARY_IP, ZONE, "SOA").answer[0].split()[6] == "2"
         log = node.stderr()
@@ -312,12 +358,12 @@ def test_nsd_follows_the_node_by_transfer_and_strangers_are_refused(
                        "verify", f"{STRANGER_IP} is not a listed secondary of {ZONE}"):
             assert reason in log
     finally:
-        nsd.terminate()
+        secondary.terminate()
         try:
-            nsd.wait(10)
+            secondary.wait(10)
         except subprocess.TimeoutExpired:
-            nsd.kill()
-            nsd.wait()
+            secondary.kill()
+            secondary.wait()
         node.stop()
         node.notify.close()
 

@@ -53,6 +53,7 @@ import dns.rcode
 import trio
 
 from valis_core.dns.answer import Transport, answer
+from valis_core.dns.records import NOTAUTH
 from valis_core.dns.snapshot import IndexHolder, Snapshot
 from valis_core.dns.tcp import accept_bounded, take_frames
 from valis_core.dns.transfer import transfer_question
@@ -62,12 +63,16 @@ log = logging.getLogger(__name__)
 
 
 class TransferFn(Protocol):
-    """Serves one zone transfer request on a TCP connection (``dns.transfer_serve``);
-    returns whether the connection may go on."""
+    """Zone transfers and secondaries' signed queries (``dns.transfer_serve``)."""
 
-    async def __call__(
-        self, stream: trio.SocketStream, query: bytes, snapshot: Snapshot, /
-    ) -> bool:
+    async def transfer(self, stream: trio.SocketStream, query: bytes, snapshot: Snapshot) -> bool:
+        """Serve one AXFR or IXFR request; whether the connection may go on."""
+        ...
+
+    def signed(
+        self, snapshot: Snapshot, query: bytes, peer: str, transport: Transport
+    ) -> bytes | None:
+        """The signed response to a listed secondary's signed query, or ``None``."""
         ...
 
 
@@ -202,11 +207,14 @@ async def serve_udp(
     *,
     stats: ServeStats | None = None,
     answer_fn: AnswerFn = answer,
+    transfers: TransferFn | None = None,
 ) -> None:
     """Answer datagrams on ``sock`` (already bound) until cancelled.
 
     Runs the drain loop described in the module docstring on a duplicate of the
-    socket's descriptor; the caller keeps ownership of ``sock``.
+    socket's descriptor; the caller keeps ownership of ``sock``. A signed query the
+    answer path refuses (NOTAUTH) goes to ``transfers``, when given, in case a listed
+    secondary signed it.
     """
     counts = stats if stats is not None else ServeStats()
     failures = _ThrottledLog()
@@ -236,6 +244,9 @@ async def serve_udp(
                 if response is None:
                     counts.udp_dropped += 1
                     continue
+                if transfers is not None and response[3] & 0x0F == NOTAUTH:
+                    signed = transfers.signed(holder.snapshot, query, str(peer[0]), udp)
+                    response = signed or response
                 try:
                     sendto(response, peer)
                 except OSError:
@@ -465,7 +476,7 @@ async def _serve_connection(
                     if frames and not await _send(stream, frames, write_timeout):
                         counts.tcp_send_failures += 1
                         return
-                    if not await transfers(stream, query, holder.snapshot):
+                    if not await transfers.transfer(stream, query, holder.snapshot):
                         return
                     continue
                 try:
@@ -477,6 +488,9 @@ async def _serve_connection(
                 if response is None:
                     counts.tcp_dropped += 1
                     continue
+                if transfers is not None and response[3] & 0x0F == NOTAUTH:
+                    peer = _peer_host(stream)
+                    response = transfers.signed(holder.snapshot, query, peer, tcp) or response
                 frames.append(len(response).to_bytes(2, "big"))
                 frames.append(response)
                 rcodes[response[3] & 0x0F] += 1
@@ -506,3 +520,10 @@ async def _send(stream: trio.SocketStream, frames: list[bytes], write_timeout: f
         await stream.send_all(b"".join(frames))
         frames.clear()
     return not frames
+
+
+def _peer_host(stream: trio.SocketStream) -> str:
+    try:
+        return str(stream.socket.getpeername()[0])
+    except OSError:
+        return ""

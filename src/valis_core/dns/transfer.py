@@ -18,13 +18,19 @@ and each later one over the previous message's (RFC 8945 section 5.3.1). An IXFR
 SOA serial is already the zone's (or newer, by RFC 1982) gets that SOA alone (RFC 1995
 section 2); any other IXFR gets the whole zone in AXFR form, which RFC 1995 section 4
 allows a server without the history to send.
+
+A secondary also signs the ordinary queries it sends before a transfer (Knot asks for
+the SOA over UDP, signed, on every NOTIFY and refresh). The answer path holds no keys
+and answers any signed query BADKEY; ``signed_answer`` instead answers a listed
+secondary's correctly signed query as the answer path answers it unsigned, and signs the
+response over the query's MAC.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 import dns.exception
@@ -82,11 +88,11 @@ class Listed:
 
 @attrs.frozen
 class Grant:
-    """A transfer to make: the zone version, the request, and its key if signed."""
+    """A transfer to make: the zone version, the request, and the key it was signed with."""
 
     zone: ServedZone
     query: dns.message.Message
-    key: dns.tsig.Key | None
+    key: dns.tsig.Key
     full: bool
     """False when an IXFR is already up to date: the answer is the SOA alone."""
 
@@ -165,9 +171,27 @@ def _decide(
     zone = index.zone_for(apex)
     if zone is None or zone.apex != apex:
         return Refusal(_refused(query), f"{question.name} is not a served zone", "not_served")
-    mine = [entry for entry in listed if entry.zone == zone.origin and entry.address == peer]
+    verified = _verify(query, message, zone.origin, peer, listed, now=now)
+    if isinstance(verified, Refusal):
+        return verified
+    full = question.rdtype == AXFR or not _up_to_date(message, zone)
+    return Grant(zone, message, verified, full)
+
+
+def _verify(
+    query: bytes,
+    message: dns.message.Message,
+    origin: str,
+    peer: str,
+    listed: Sequence[Listed],
+    *,
+    now: float,
+) -> dns.tsig.Key | Refusal:
+    """The key of a secondary of ``origin`` listed at ``peer`` that signed ``query``
+    (MAC and time verified), or why there is none."""
+    mine = [entry for entry in listed if entry.zone == origin and entry.address == peer]
     if not mine:
-        return Refusal(_refused(query), f"{peer} is not a listed secondary of {zone.origin}",
+        return Refusal(_refused(query), f"{peer} is not a listed secondary of {origin}",
                        "unlisted")
     if message.tsig is None:
         return Refusal(_refused(query), "the request is not TSIG-signed", "unsigned")
@@ -177,20 +201,51 @@ def _decide(
         if key.name != message.tsig.name or key.algorithm != tsig.algorithm:
             continue
         try:
-            signed = dns.message.from_wire(query, keyring={key.name: key})
+            dns.message.from_wire(query, keyring={key.name: key})
         except dns.tsig.BadTime:
-            signed = None  # judged below against ``now``, not dnspython's own clock
+            pass  # the MAC is good; the time is judged below against ``now``
         except dns.exception.DNSException:
             return Refusal(_refused(query), f"the TSIG of key {key.name} does not verify",
                            "bad_signature")
         if abs(tsig.time_signed - int(now)) > tsig.fudge:
             return Refusal(_refused(query), f"the TSIG time is outside its {tsig.fudge}s fudge",
                            "bad_time")
-        assert signed is not None
-        full = question.rdtype == AXFR or not _up_to_date(signed, zone)
-        return Grant(zone, signed, key, full)
+        return key
     return Refusal(_refused(query), f"key {message.tsig.name} is not listed for {peer}",
                    "unknown_key")
+
+
+def signed_answer(
+    index: ZoneIndex,
+    query: bytes,
+    peer: str,
+    listed: Sequence[Listed],
+    answer: Callable[[bytes], bytes | None],
+    *,
+    now: float,
+) -> bytes | None:
+    """The response to an ordinary query a listed secondary signed with its key (the SOA
+    query a secondary sends before it transfers, say): ``answer`` gives it for the query
+    without its TSIG, and it is signed over the query's MAC. ``None`` when the query is
+    not such a one (it keeps the answer path's BADKEY). Never raises."""
+    try:
+        message = dns.message.from_wire(query, keyring=False)
+        if message.tsig is None or len(message.question) != 1:
+            return None
+        zone = index.zone_for(wire.name_wire(message.question[0].name).lower())
+        if zone is None:
+            return None
+        key = _verify(query, message, zone.origin, peer_host(peer), listed, now=now)
+        if isinstance(key, Refusal):
+            return None
+        mac = message.tsig[0].mac
+        message.tsig = None
+        response = answer(message.to_wire())
+        if response is None:
+            return None
+        return _Signer(key, mac, message.id, now).sign(response)
+    except Exception:  # malformed input must never take a server down
+        return None
 
 
 def _up_to_date(query: dns.message.Message, zone: ServedZone) -> bool:
@@ -232,7 +287,8 @@ def transfer_messages(grant: Grant, *, now: float, size: int = MESSAGE_SIZE) -> 
     records = zone_records(grant.zone)
     if not grant.full:
         records = iter([next(records)])
-    signer = _Signer(grant.key, query, now) if grant.key is not None else None
+    assert query.tsig is not None
+    signer = _Signer(grant.key, query.tsig[0].mac, query.id, now)
     writer = _fresh(qname, qtype)
     count = 0
     for owner, rtype, ttl, rdata in records:
@@ -251,11 +307,10 @@ def _fresh(qname: bytes, qtype: int) -> _Writer:
     return writer
 
 
-def _finish(writer: _Writer, qid: int, flags: int, count: int, signer: _Signer | None) -> bytes:
+def _finish(writer: _Writer, qid: int, flags: int, count: int, signer: _Signer) -> bytes:
     buf = writer.buf
     _HEADER.pack_into(buf, 0, qid, flags, 1, count, 0, 0)
-    message = bytes(buf)
-    return message if signer is None else signer.sign(message)
+    return signer.sign(bytes(buf))
 
 
 class _Signer:
@@ -263,13 +318,13 @@ class _Signer:
 
     __slots__ = ("_ctx", "_key", "_mac", "_now", "_owner", "_qid")
 
-    def __init__(self, key: dns.tsig.Key, query: dns.message.Message, now: float) -> None:
+    def __init__(self, key: dns.tsig.Key, request_mac: bytes, qid: int, now: float) -> None:
         self._key = key
-        self._mac: bytes | None = query.mac
+        self._mac: bytes | None = request_mac
         self._ctx: object | None = None
         self._now = int(now)
         self._owner = wire.name_wire(key.name)
-        self._qid = query.id
+        self._qid = qid
 
     def sign(self, message: bytes) -> bytes:
         rdata = dns.rdtypes.ANY.TSIG.TSIG(  # type: ignore[no-untyped-call]

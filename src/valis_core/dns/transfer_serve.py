@@ -1,10 +1,12 @@
 """Zone transfers on the DNS TCP loop: the trio shell around ``valis_core.dns.transfer``.
 
-The TCP serve loop hands every AXFR or IXFR it reads to a ``Transfers`` (instead of the
-answer path), inside the connection's own task, with the snapshot being served at that
+The TCP serve loop hands every AXFR or IXFR it reads to ``Transfers.transfer`` (instead
+of the answer path), inside the connection's own task, with the snapshot being served at that
 moment: the whole transfer comes from that one version. The listed secondaries are
 asked for once per request (``Secondaries``: the resident reads them from operator
-state), so a secondary added or removed applies to the next request.
+state), so a secondary added or removed applies to the next request. Both serve loops hand
+``Transfers.signed`` a signed query the answer path refused, in case a listed secondary
+signed it; that check runs on the serving thread, against the secondaries read last.
 
 Bounds: at most ``max_transfers`` run at once (a ``trio.CapacityLimiter``; a request
 beyond that waits for a slot), and each, its wait included, must finish within
@@ -23,6 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import attrs
 import trio
 
+from valis_core.dns.answer import Transport, answer
 from valis_core.dns.records import SERVFAIL
 from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.tcp import framed
@@ -32,6 +35,7 @@ from valis_core.dns.transfer import (
     Listed,
     decide,
     peer_host,
+    signed_answer,
     transfer_messages,
     zone_serial,
 )
@@ -52,6 +56,8 @@ class TransferStats:
     completed: int = 0
     failed: int = 0
     running: int = 0
+    signed_answers: int = 0
+    """Ordinary queries of listed secondaries answered signed (their SOA queries)."""
     refused: dict[str, int] = attrs.field(factory=lambda: dict.fromkeys(REFUSAL_KINDS, 0))
 
 
@@ -61,6 +67,7 @@ class Transfers:
     def __init__(
         self,
         secondaries: Secondaries,
+        known: Callable[[], Sequence[Listed]],
         *,
         max_transfers: int = MAX_TRANSFERS,
         deadline: float = DEADLINE,
@@ -68,13 +75,28 @@ class Transfers:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._secondaries = secondaries
+        self._known = known
         self._limiter = trio.CapacityLimiter(max_transfers)
         self._deadline = deadline
         self._write_timeout = write_timeout
         self._clock = clock
         self.stats = TransferStats()
 
-    async def __call__(self, stream: trio.SocketStream, query: bytes, snapshot: Snapshot) -> bool:
+    def signed(
+        self, snapshot: Snapshot, query: bytes, peer: str, transport: Transport
+    ) -> bytes | None:
+        """The signed response to a listed secondary's signed query (its SOA query before
+        a transfer), from the secondaries last read; ``None`` for any other query."""
+        response = signed_answer(
+            snapshot.index, query, peer, self._known(),
+            lambda unsigned: answer(snapshot, unsigned, transport=transport),
+            now=self._clock(),
+        )
+        if response is not None:
+            self.stats.signed_answers += 1
+        return response
+
+    async def transfer(self, stream: trio.SocketStream, query: bytes, snapshot: Snapshot) -> bool:
         """Answer one transfer request on ``stream``; whether the connection may go on
         (not after a transfer cut short)."""
         peer = _peer(stream)

@@ -484,7 +484,8 @@ async def _secondaries(boot: Boot) -> Boot:
     reader = SecondaryReader.from_dsn(need(boot.config).dsn, watch.standing)
     boot.services.stack.callback(reader.close)
     listed = await reader.listed_fenced()
-    transfers = Transfers(reader.listed)
+    transfers = Transfers(reader.listed, reader.known)
+    await boot.services.start("secondaries", reader.follow)
     source = need(boot.adopted).adoption.dns_udp.host
     sender = NotifySender(source, reader.listed_fenced)
     await boot.services.start("notify", sender.run)
@@ -650,7 +651,7 @@ STAGES: tuple[Stage, ...] = (
         "transfers are offered to them and NOTIFY sent to them on every change",
         "the operator-state database cannot be reached",
         _secondaries,
-        stops="NOTIFY",
+        stops="NOTIFY and the secondaries' reader",
     ),
     Stage(
         "serve DNS",
@@ -769,7 +770,9 @@ def _dns_service(
 
     async def serve(task_status: trio.TaskStatus[None]) -> None:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(partial(serve_udp, adopted.dns_udp, holder, stats=stats))
+            nursery.start_soon(partial(
+                serve_udp, adopted.dns_udp, holder, stats=stats, transfers=transfers
+            ))
             nursery.start_soon(partial(
                 serve_tcp, adopted.dns_tcp, holder, stats=stats, transfers=transfers
             ))

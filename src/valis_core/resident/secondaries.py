@@ -28,6 +28,8 @@ from valis_core.operator_state.secondaries import list_secondaries
 log = logging.getLogger("valis.secondaries")
 
 STATEMENT_TIMEOUT_MS = 5000
+REFRESH = 10.0
+"""Seconds between reads of the secondaries while nothing else asks for them."""
 
 
 class SecondaryReader:
@@ -58,6 +60,20 @@ class SecondaryReader:
                             " ".join(str(exc).split()), len(self._last))
             self._failing = True
             return self._last
+
+    def known(self) -> tuple[Listed, ...]:
+        """The secondaries read last (for the serving thread, which cannot wait)."""
+        return self._last
+
+    async def follow(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Read the secondaries every ``REFRESH`` seconds until cancelled, so ``known``
+        follows the operator's changes between transfers."""
+        task_status.started()
+        while True:
+            await trio.sleep(REFRESH)
+            await self.listed()
 
     async def listed_fenced(self) -> tuple[Listed, ...]:
         """The secondaries now, read while the fence is this instance's; raises
