@@ -47,6 +47,7 @@ VERSION = "0.1.0"
 requests = st.builds(
     ProvisionRequest,
     account=st.sampled_from(["valis", "alice"]),
+    run_group=st.sampled_from(["valis", "staff"]),
     version=st.just(VERSION),
     root=st.just("/opt/valis"),
     state_dir=st.just("/var/lib/valis-dns"),
@@ -103,6 +104,7 @@ host_facts = st.builds(
     unit_link=st.sampled_from([None, "/opt/valis/current/lib/systemd/system/"
                                "fulcrum-valis.service", "/elsewhere.service"]),
     unit_enabled=st.booleans(),
+    unit_dropin=st.sampled_from([None, "[Service]\nUser=valis\n"]),
 )
 
 
@@ -211,3 +213,18 @@ def test_a_version_not_staged_and_no_delivery_is_blocked_not_guessed(
 
 def _step(plan: Plan, name: StepName):  # type: ignore[no-untyped-def]
     return next(step for step in plan.steps if step.name is name)
+
+
+@given(requests, host_facts)
+def test_another_run_account_runs_the_unit_by_a_drop_in_and_valis_by_none(
+    request: ProvisionRequest, facts: HostFacts
+) -> None:
+    dropin = request.unit_dropin_text
+    if request.account == "valis":
+        assert dropin is None
+    else:
+        assert dropin is not None
+        assert f"User={request.account}" in dropin
+        assert f"Group={request.run_group}" in dropin
+    request, facts = unblocked(request, facts)
+    assert settled(request, facts).unit_dropin == dropin

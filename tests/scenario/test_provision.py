@@ -219,3 +219,12 @@ def test_a_named_account_whose_home_is_not_traversable_is_named_with_the_directo
     assert status == 1
     assert steps(out)["run-account"] == "blocked"
     assert "cannot traverse /srv/closed" in out
+    # Made traversable, the account is accepted: fulcrum pins its ids, and a drop-in
+    # runs the unit as it (the shipped unit names valis).
+    host.sh("chmod o+x /srv/closed")
+    status, out, err = host.provision(INSTALLED, "--run-account", "alice", "--plan")
+    assert status == 0, out + err
+    shown = steps(out)
+    assert shown["run-account"] == "done"
+    assert shown["unit"] == "to do"
+    assert "a drop-in runs it as alice" in out

@@ -21,7 +21,9 @@ when one is named; the systemd unit linked and enabled.
 from __future__ import annotations
 
 import argparse
+import grp
 import os
+import pwd
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -120,6 +122,7 @@ def _launcher_config(args: argparse.Namespace) -> LauncherConfig:
             raise
         network = (str(held.unit_ip), str(held.unit_cidr), str(held.public_gateway))
     root = args.root.rstrip("/") or "/"
+    account = _named_account(args)
     return config_from_options({
         "netns-name": args.netns_name,
         "unit-ip": network[0],
@@ -133,7 +136,31 @@ def _launcher_config(args: argparse.Namespace) -> LauncherConfig:
         "catchall-object-path": args.catchall_object_path
         or f"{root}/current/lib/sk-lookup-catchall.bpf.o",
         "valis-command": f"{root}/current/bin/valis",
+        # fulcrum drops to valis by name; another run account is pinned by its ids.
+        "valis-uid": None if account is None else str(account.pw_uid),
+        "valis-gid": None if account is None else str(account.pw_gid),
     })
+
+
+def _named_account(args: argparse.Namespace) -> pwd.struct_passwd | None:
+    """The ``--run-account`` other than valis, as this host resolves it (None for valis,
+    or for an account that does not exist: the plan says so)."""
+    if args.run_account == DEFAULT_RUN_ACCOUNT:
+        return None
+    try:
+        return pwd.getpwnam(args.run_account)
+    except KeyError:
+        return None
+
+
+def _run_group(args: argparse.Namespace) -> str:
+    account = _named_account(args)
+    if account is None:
+        return DEFAULT_RUN_ACCOUNT
+    try:
+        return grp.getgrgid(account.pw_gid).gr_name
+    except KeyError:
+        return str(account.pw_gid)
 
 
 def _request(args: argparse.Namespace) -> ProvisionRequest:
@@ -166,6 +193,7 @@ def _request(args: argparse.Namespace) -> ProvisionRequest:
         delivery=None if args.delivery is None else str(args.delivery.resolve()),
         dist_url=None if args.dist is None else check_index_url(args.dist),
         pg_port=args.pg_port,
+        run_group=_run_group(args),
         role=DEFAULT_ROLE,
         database=DEFAULT_DATABASE,
     )

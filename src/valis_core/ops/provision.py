@@ -130,6 +130,7 @@ class HostFacts:
     systemd: bool
     unit_link: str | None
     unit_enabled: bool
+    unit_dropin: str | None = None
 
 
 @attrs.frozen
@@ -150,6 +151,7 @@ class ProvisionRequest:
     delivery: str | None = None
     dist_url: str | None = None
     pg_port: int = 5432
+    run_group: str = DEFAULT_ACCOUNT
     role: str = "valis"
     database: str = "valis_state"
 
@@ -169,6 +171,15 @@ class ProvisionRequest:
     @property
     def unit_source(self) -> str:
         return posixpath.join(self.root, CURRENT_LINK, "lib/systemd/system", self.unit_name)
+
+    @property
+    def unit_dropin_text(self) -> str | None:
+        """The unit's drop-in naming another run account (the shipped unit names
+        valis:valis, whose state directory systemd makes and chowns); None for valis."""
+        if self.creates_account:
+            return None
+        return (f"# Written by valis provision: the run account.\n[Service]\n"
+                f"User={self.account}\nGroup={self.run_group}\n")
 
     @property
     def launcher_config_text(self) -> str:
@@ -350,11 +361,14 @@ def _unit(request: ProvisionRequest, facts: HostFacts) -> Step:
     if not facts.systemd:
         return _blocked(name, f"systemd is not running as PID 1 here, so {unit} cannot be "
                         "placed; supervise the node with valis apply --supervise instead")
-    if facts.unit_link == request.unit_source and facts.unit_enabled:
+    dropin = request.unit_dropin_text
+    account = "" if dropin is None else f", a drop-in runs it as {request.account}"
+    if facts.unit_link == request.unit_source and facts.unit_enabled \
+            and facts.unit_dropin == dropin:
         return _done(name, f"{unit} is linked from {request.unit_source} and enabled "
-                     "(not started)")
+                     f"(not started){account}")
     return _to_do(name, f"systemctl link {request.unit_source}; systemctl enable {unit} "
-                  "(not started)")
+                  f"(not started){account}")
 
 
 def settled(request: ProvisionRequest, facts: HostFacts) -> HostFacts:
@@ -390,6 +404,7 @@ def settled(request: ProvisionRequest, facts: HostFacts) -> HostFacts:
         dist_registration=request.dist_url or facts.dist_registration,
         unit_link=request.unit_source if facts.systemd else facts.unit_link,
         unit_enabled=facts.systemd or facts.unit_enabled,
+        unit_dropin=request.unit_dropin_text if facts.systemd else facts.unit_dropin,
     )
 
 

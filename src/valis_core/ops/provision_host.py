@@ -28,6 +28,7 @@ from valis_core.apply.delivery import (
     stage_delivery,
     switch_current,
 )
+from valis_core.atomic import write_atomic
 from valis_core.errors import ValisError
 from valis_core.launcher_config import LauncherConfig
 from valis_core.operator_state import host_cluster
@@ -50,6 +51,7 @@ from valis_core.ops.provision import (
 from valis_core.plugin.dist_home import DistHomeError, read_registration, register_dist
 
 SYSTEMD_UNIT_DIR = "/etc/systemd/system"
+DROPIN_NAME = "valis-run-account.conf"
 _COMMAND_TIMEOUT = 120.0
 _MAX_FILE_BYTES = 1 << 20
 _DSN_KEY = "VALIS_OPERATOR_STATE_DSN"
@@ -92,6 +94,7 @@ def observe(request: ProvisionRequest, host: ProvisionHost) -> HostFacts:
         systemd=os.path.isdir("/run/systemd/system"),
         unit_link=_unit_link(request.unit_name),
         unit_enabled=_unit_enabled(request.unit_name),
+        unit_dropin=_dropin_text(request.unit_name),
     )
 
 
@@ -155,6 +158,15 @@ def _unit_link(unit: str) -> str | None:
         return os.readlink(Path(SYSTEMD_UNIT_DIR) / unit)
     except OSError:
         return None
+
+
+def dropin_path(unit: str) -> Path:
+    return Path(SYSTEMD_UNIT_DIR) / f"{unit}.d" / DROPIN_NAME
+
+
+def _dropin_text(unit: str) -> str | None:
+    held = _file(dropin_path(unit))
+    return None if held is None else held.text
 
 
 def _unit_enabled(unit: str) -> bool:
@@ -387,6 +399,14 @@ def _private_dist(request: ProvisionRequest, host: ProvisionHost) -> None:
 
 def _unit(request: ProvisionRequest, host: ProvisionHost) -> None:
     unit = request.unit_name
+    dropin, text = dropin_path(unit), request.unit_dropin_text
+    if _dropin_text(unit) != text:
+        if text is None:
+            dropin.unlink(missing_ok=True)
+        else:
+            _parent(dropin)
+            write_atomic(dropin, text.encode("utf-8"), mode=0o644)
+        _run(["systemctl", "daemon-reload"], "reload systemd's units")
     if _unit_link(unit) != request.unit_source:
         _run(["systemctl", "link", request.unit_source], f"link {request.unit_source}")
     _run(["systemctl", "enable", unit], f"enable {unit}")
