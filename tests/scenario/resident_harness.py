@@ -269,12 +269,13 @@ class Harness:
         owner: bool = False,
         edge: bool = False,
         runtime: str | None = None,
+        control_socket: str = "/run/fulcrum/none.sock",
     ) -> Resident:
         notify_dir = Path(tempfile.mkdtemp(prefix="notify-", dir=self.workdir))
         os.chmod(notify_dir, 0o755)
         notify = NotifyListener(notify_dir)
         argv = [runtime or resident_runtime(), "--resident", "--control-socket",
-                "/run/fulcrum/none.sock"]
+                control_socket]
         fds: list[int] = []
         port = None
         pair: tuple[socket.socket, socket.socket] | None = None
@@ -294,7 +295,8 @@ class Harness:
                 fds.append(listener.fileno())
                 argv += [flag, str(listener.fileno())]
                 listeners[flag] = listener
-        argv += ["--ports", ports if ports is not None else str(port)]
+        # ``ports`` may name the DNS pair's port, bound just above, as ``{port}``.
+        argv += ["--ports", ports.format(port=port) if ports is not None else str(port)]
         argv += [*extra_argv, "--state-dir", str(state_dir)]
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",

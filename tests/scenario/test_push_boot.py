@@ -47,7 +47,7 @@ from tests.scenario.proving_ground import (
     tcp_exchange,
     unit_config_text,
 )
-from tests.scenario.resident_harness import resident_runtime
+from tests.scenario.resident_harness import Harness, make_state_dir, resident_runtime, site_facts
 from tests.scenario.steer_object import steer_object_path
 from tests.scenario.test_deploy_from_genesis import (
     READY_TIMEOUT,
@@ -62,6 +62,7 @@ from tests.scenario.test_fulcrum_launch import (  # noqa: F401  (the fixtures, s
     account,
     launch,
 )
+from tests.scenario.test_resident_fail_closed import assert_failed_closed
 from tests.scenario.test_steer import (
     EDGE,
     UNIT4,
@@ -73,7 +74,14 @@ from tests.scenario.test_steer import (
 from valis_core.dns.zone_build import parse_zone_text
 from valis_core.launch import parse_launch_argv
 from valis_core.operator_state.zones import replace_zone
-from valis_core.push_protocol import DESCRIPTOR_LINE, Accepted, Refused, declare_line
+from valis_core.push_protocol import (
+    DESCRIPTOR_LINE,
+    Accepted,
+    Refused,
+    declare_line,
+    reply_line,
+)
+from valis_core.resident.push import PUSH_TIMEOUT
 
 PUSHER = Path(__file__).with_name("pusher.py")
 PUSHER_LIFETIME = 120.0
@@ -364,8 +372,6 @@ async def test_a_peer_that_lies_is_refused_with_a_reason(
 
 
 def test_the_reply_lines_are_the_protocols() -> None:
-    from valis_core.push_protocol import reply_line
-
     assert reply_line(Accepted()) == b"ACCEPTED\n"
     assert reply_line(Refused("no\nnewline")) == b"REFUSED no?newline\n"
 
@@ -520,3 +526,65 @@ def test_a_passed_socket_other_accounts_may_use_stops_bring_up(
     assert unit.fulcrum.wait() == 1
     assert "it must be the run account's" in unit.fulcrum.stderr
     assert "mode 600" in unit.fulcrum.stderr
+
+
+# -- the resident fails closed ---------------------------------------------------------------
+
+
+def test_a_resident_that_cannot_reach_the_control_socket_fails_closed(
+    resident_harness: Harness, zone_dsn: str
+) -> None:
+    resident = resident_harness.start(
+        make_state_dir(resident_harness.workdir), site_facts(zone_dsn), ports="{port},8443",
+    )
+    assert_failed_closed(
+        resident, "push", "cannot push to fulcrum's control socket /run/fulcrum/none.sock"
+    )
+
+
+async def test_a_resident_refused_by_fulcrum_fails_closed_with_fulcrums_reason(
+    resident_harness: Harness, zone_dsn: str, pair: tuple[str, str],  # noqa: F811
+    control_dir: Path, account: tuple[int, int],  # noqa: F811
+) -> None:
+    unit, _ = pair
+    async with control_server(control_dir, *account, unit, None) as made:
+        resident = resident_harness.start(
+            make_state_dir(resident_harness.workdir), site_facts(zone_dsn),
+            ports="{port},8443", control_socket=made.path,
+        )
+        await trio.to_thread.run_sync(
+            assert_failed_closed, resident, "push",
+            "fulcrum refused the pushed socket: declared port(s) 8443 not elected",
+        )
+
+
+async def test_a_resident_whose_push_gets_no_answer_fails_closed_at_the_bound(
+    resident_harness: Harness, zone_dsn: str, control_dir: Path,
+    account: tuple[int, int],  # noqa: F811
+) -> None:
+    path = control_dir / "silent.sock"
+    silent = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    held: list[trio.socket.SocketType] = []
+    with silent:
+        await silent.bind(str(path))
+        os.chown(path, *account)
+        silent.listen(4)
+
+        async def hold() -> None:  # accepts and never answers
+            while True:
+                conn, _ = await silent.accept()
+                held.append(conn)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(hold)
+            resident = resident_harness.start(
+                make_state_dir(resident_harness.workdir), site_facts(zone_dsn),
+                ports="{port},8443", control_socket=str(path),
+            )
+            await trio.to_thread.run_sync(
+                assert_failed_closed, resident, "push",
+                f"did not answer the push within {PUSH_TIMEOUT:g}s",
+            )
+            nursery.cancel_scope.cancel()
+    for conn in held:
+        conn.close()
