@@ -108,3 +108,8 @@ def test_anything_else_is_refused_with_its_reason(
                        elected=frozenset(elected))
     assert found is not None
     assert reason in found
+
+
+def test_the_service_takes_its_control_socket_from_the_socket_unit() -> None:
+    service = parse_unit(FULCRUM_UNIT.read_text())
+    assert only(service, "Service", "Sockets") == SOCKET_UNIT.name
