@@ -18,6 +18,7 @@ import dns.opcode
 import dns.query
 import dns.rcode
 import dns.rdatatype
+import dns.rrset
 import dns.tsig
 import dns.tsigkeyring
 import dns.xfr
@@ -183,6 +184,38 @@ async def test_a_listed_secondary_s_signed_soa_query_is_answered_signed(
     node.secondaries[:] = [listed("192.0.2.99")]
     with pytest.raises(dns.tsig.PeerBadKey):
         await trio.to_thread.run_sync(ask, SECRET)
+
+
+def ixfr_query(serial: int) -> dns.message.Message:
+    query = dns.message.make_query(ZONE, "IXFR")
+    soa = f"ns1.{ZONE} hostmaster.{ZONE} {serial} 7200 3600 1209600 300"
+    query.authority.append(dns.rrset.from_text_list(ZONE, 300, "IN", "SOA", [soa]))
+    query.use_tsig(keyring(), KEY_NAME)
+    return query
+
+
+@pytest.mark.parametrize("serial", [1, 0])
+async def test_an_ixfr_over_udp_is_answered_with_the_soa_alone(node: Node, serial: int) -> None:
+    response = await trio.to_thread.run_sync(lambda: dns.query.udp(
+        ixfr_query(serial), "127.0.0.1", port=node.udp_port, timeout=LIMIT))
+    assert response.rcode() == dns.rcode.NOERROR
+    assert response.had_tsig
+    assert [(rrset.rdtype, rrset[0].serial) for rrset in response.answer] == [
+        (dns.rdatatype.SOA, 1)]
+
+
+async def test_an_ixfr_over_tcp_is_the_soa_when_up_to_date_and_the_zone_otherwise(
+    node: Node,
+) -> None:
+    def ixfr(serial: int) -> list[dns.message.Message]:
+        return list(dns.query.xfr("127.0.0.1", ZONE, dns.rdatatype.IXFR, port=node.port,
+                                  serial=serial, keyring=keyring(), keyname=KEY_NAME,
+                                  timeout=LIMIT, lifetime=LIMIT))
+
+    up_to_date = await trio.to_thread.run_sync(ixfr, 1)
+    assert [len(message.answer) for message in up_to_date] == [1]
+    behind = await trio.to_thread.run_sync(ixfr, 0)
+    assert sum(len(message.answer) for message in behind) == HOSTS + 8
 
 
 # --- NOTIFY ----------------------------------------------------------------------------

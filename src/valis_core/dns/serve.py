@@ -53,7 +53,7 @@ import dns.rcode
 import trio
 
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.records import NOTAUTH
+from valis_core.dns.records import FORMERR, NOTAUTH
 from valis_core.dns.snapshot import IndexHolder, Snapshot
 from valis_core.dns.tcp import accept_bounded, take_frames
 from valis_core.dns.transfer import transfer_question
@@ -94,6 +94,9 @@ TCP_BATCH = 16
 TCP_TURNS = 2
 """Connections with pipelined queries waiting that get a turn per scheduler round."""
 
+_SECONDARIES_RCODES = (NOTAUTH, FORMERR)
+"""The answer path's RCODEs for a signed query (BADKEY) and for an IXFR (its authority
+section): over UDP a listed secondary's such query goes to ``transfers.signed``."""
 _MAX_DATAGRAM = 65535
 _RCODES = 16
 _ERROR_LOG_INTERVAL = 1.0
@@ -244,7 +247,7 @@ async def serve_udp(
                 if response is None:
                     counts.udp_dropped += 1
                     continue
-                if transfers is not None and response[3] & 0x0F == NOTAUTH:
+                if transfers is not None and response[3] & 0x0F in _SECONDARIES_RCODES:
                     signed = transfers.signed(holder.snapshot, query, str(peer[0]), udp)
                     response = signed or response
                 try:

@@ -23,7 +23,9 @@ A secondary also signs the ordinary queries it sends before a transfer (Knot ask
 the SOA over UDP, signed, on every NOTIFY and refresh). The answer path holds no keys
 and answers any signed query BADKEY; ``signed_answer`` instead answers a listed
 secondary's correctly signed query as the answer path answers it unsigned, and signs the
-response over the query's MAC.
+response over the query's MAC. An IXFR over UDP from a listed secondary is answered
+with the current SOA alone (``datagram_ixfr``): the whole answer when the secondary is up
+to date, and otherwise the sign to ask again over TCP (RFC 1995 section 2).
 """
 
 from __future__ import annotations
@@ -246,6 +248,18 @@ def signed_answer(
         return _Signer(key, mac, message.id, now).sign(response)
     except Exception:  # malformed input must never take a server down
         return None
+
+
+def datagram_ixfr(
+    index: ZoneIndex, query: bytes, peer: str, listed: Sequence[Listed], *, now: float
+) -> Grant | Refusal:
+    """An IXFR over UDP (RFC 1995 section 2), decided as over TCP but answered with the
+    current SOA alone, signed, whatever the secondary's serial: that is the whole answer
+    when it is up to date, and otherwise tells it to transfer over TCP."""
+    decision = decide(index, query, peer, listed, now=now)
+    if isinstance(decision, Grant):
+        return attrs.evolve(decision, full=False)
+    return decision
 
 
 def _up_to_date(query: dns.message.Message, zone: ServedZone) -> bool:

@@ -26,17 +26,19 @@ import attrs
 import trio
 
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.records import SERVFAIL
+from valis_core.dns.records import IXFR, SERVFAIL
 from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.tcp import framed
 from valis_core.dns.transfer import (
     REFUSAL_KINDS,
     Grant,
     Listed,
+    datagram_ixfr,
     decide,
     peer_host,
     signed_answer,
     transfer_messages,
+    transfer_question,
     zone_serial,
 )
 
@@ -86,7 +88,17 @@ class Transfers:
         self, snapshot: Snapshot, query: bytes, peer: str, transport: Transport
     ) -> bytes | None:
         """The signed response to a listed secondary's signed query (its SOA query before
-        a transfer), from the secondaries last read; ``None`` for any other query."""
+        a transfer, an IXFR over UDP), from the secondaries last read; ``None`` for any
+        other query."""
+        if transport is Transport.UDP and transfer_question(query) == IXFR:
+            decision = datagram_ixfr(snapshot.index, query, peer, self._known(),
+                                     now=self._clock())
+            if not isinstance(decision, Grant):
+                self.stats.refused[decision.kind] += 1
+                log.info("zone transfer: refused %s (IXFR over UDP): %s", peer, decision.reason)
+                return decision.response
+            self.stats.signed_answers += 1
+            return next(transfer_messages(decision, now=self._clock()))
         response = signed_answer(
             snapshot.index, query, peer, self._known(),
             lambda unsigned: answer(snapshot, unsigned, transport=transport),
