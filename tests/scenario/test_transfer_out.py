@@ -186,6 +186,43 @@ async def test_a_listed_secondary_s_signed_soa_query_is_answered_signed(
         await trio.to_thread.run_sync(ask, SECRET)
 
 
+async def test_a_stalled_transfer_is_cut_at_its_deadline_and_frees_its_slot() -> None:
+    secondaries = (listed(),)
+
+    async def current() -> Sequence[Listed]:
+        return secondaries
+
+    transfers = Transfers(current, lambda: secondaries, max_transfers=1, deadline=1.0)
+    holder = IndexHolder(ZoneIndex.from_zone_text(zone_text(1), ZONE))
+    with trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener, \
+            trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM) as stalled:
+        # Small buffers both ends (an accepted socket takes the listener's), so a reader
+        # that stops reading stops the transfer within a few messages.
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        await listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        port = listener.getsockname()[1]
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: serve_tcp(listener, holder, transfers=transfers))
+            await stalled.connect(("127.0.0.1", port))
+            query, _ = dns.xfr.make_query(dns.zone.Zone(ZONE))
+            query.use_tsig(keyring(), KEY_NAME)
+            request = query.to_wire()
+            await stalled.send(len(request).to_bytes(2, "big") + request)
+            with trio.fail_after(LIMIT):
+                while not transfers.stats.failed:
+                    await trio.sleep(0.01)
+            assert (transfers.stats.running, transfers.stats.completed) == (0, 0)
+            got = await trio.to_thread.run_sync(axfr, port)
+            assert len(list(got.iterate_rdatas())) == HOSTS + 7
+            assert transfers.stats.completed == 1
+            with trio.fail_after(LIMIT):  # what was sent, then the end: it was closed
+                while await stalled.recv(65536):
+                    pass
+            nursery.cancel_scope.cancel()
+
+
 def ixfr_query(serial: int) -> dns.message.Message:
     query = dns.message.make_query(ZONE, "IXFR")
     soa = f"ns1.{ZONE} hostmaster.{ZONE} {serial} 7200 3600 1209600 300"
