@@ -80,9 +80,11 @@ from valis_core.dns.records import (
     DNAME,
     DS,
     FORMERR,
+    HTTPS,
     IN,
     IXFR,
     MX,
+    NAPTR,
     NOERROR,
     NOTAUTH,
     NOTIMP,
@@ -93,6 +95,7 @@ from valis_core.dns.records import (
     REFUSED,
     SOA,
     SRV,
+    SVCB,
     TSIG,
     YXDOMAIN,
     A,
@@ -132,6 +135,10 @@ MAX_POINTERS = 127
 
 CACHE_ENTRIES = 65536
 """Encoded responses kept per snapshot (least recently used go first)."""
+
+NEGATIVE_ENTRIES = 4096
+"""Prebuilt negative answers kept per snapshot: one per zone, RCODE and offset of the
+zone's apex in the question; past this many (thousands of zones) they are built afresh."""
 
 _QR = 0x8000
 _OPCODE = 0x7800
@@ -301,11 +308,11 @@ def _refusal(qtype: int, qclass: int, tcp: bool) -> int:
 
 
 def _miss(index: ZoneIndex, cache: ResponseCache, key: bytes, qtype: int) -> Entry:
-    """Resolve a question the cache does not hold, and keep the answer. Names outside
-    every zone are not kept: refusing them is cheap, and a scan of random names would
-    otherwise push the served names out of the cache."""
-    entry = _resolve(index, key[:-2], qtype)
-    if entry is not _REFUSED_ENTRY:
+    """Resolve a question the cache does not hold, and keep the answer. Refusals and
+    plain negative answers are not kept: they cost a lookup and no encoding, and a
+    flood of random names or types would otherwise push the served answers out."""
+    entry, keep = _resolve(index, cache, key[:-2], qtype)
+    if keep:
         cache[key] = entry
         while len(cache) > CACHE_ENTRIES:
             try:
@@ -569,7 +576,7 @@ def _last_resort(query: bytes) -> bytes | None:
 class _Draft:
     """The sections of one answer while it is being found."""
 
-    __slots__ = ("aa", "answer", "authority", "extra", "glue", "listed", "rcode")
+    __slots__ = ("aa", "answer", "authority", "extra", "glue", "listed", "negative_zone", "rcode")
 
     def __init__(self) -> None:
         self.aa = True
@@ -579,10 +586,24 @@ class _Draft:
         self.glue: list[_RR] = []
         self.extra: list[_RR] = []
         self.listed: set[tuple[bytes, int]] = set()
+        self.negative_zone: ServedZone | None = None
 
     def negative(self, zone: ServedZone, rcode: int) -> None:
         self.rcode = rcode
+        self.negative_zone = zone
         self.authority.append((zone.apex, SOA, zone.negative_ttl, zone.soa))
+
+    def rrset(self, into: list[_RR], zone: ServedZone, name: bytes, rtype: int) -> RRset | None:
+        """Put the ``rtype`` records ``zone`` holds at ``name`` into ``into``, once per
+        answer; return them (``None`` if there are none, or they are already there)."""
+        blob = zone.nodes.get(name)
+        if blob is None or (name, rtype) in self.listed:
+            return None
+        rrset = decode_node(blob).get(rtype)
+        if rrset is not None:
+            self.listed.add((name, rtype))
+            into.extend(_records(name, rtype, rrset))
+        return rrset
 
     def addresses(self, into: list[_RR], zone: ServedZone, name: bytes) -> None:
         """The A and AAAA records ``zone`` holds at ``name``, once per answer."""
@@ -602,17 +623,21 @@ def _records(owner: bytes, rtype: int, rrset: RRset) -> list[_RR]:
     return [(owner, rtype, ttl, rdata) for rdata in rdatas]
 
 
-def _resolve(index: ZoneIndex, qname: bytes, qtype: int) -> Entry:
+def _resolve(
+    index: ZoneIndex, cache: ResponseCache, qname: bytes, qtype: int
+) -> tuple[Entry, bool]:
+    """The answer to a question, and whether it is worth keeping in the response cache
+    (refusals and plain negative answers are cheaper to make again than to keep)."""
     zone = index.zone_for(qname)
     if zone is None:
-        return _REFUSED_ENTRY
+        return _REFUSED_ENTRY, False
     draft = _Draft()
     name = qname
     seen = {qname}
     for link in range(MAX_CHAIN):
         if qtype == DS and name == zone.apex:
             zone = index.parent_of(zone) or zone
-        target = _step(index, zone, name, qtype, draft, first=link == 0)
+        target = _step(zone, name, qtype, draft, first=link == 0)
         if target is None:
             break
         name = target.lower()
@@ -623,12 +648,31 @@ def _resolve(index: ZoneIndex, qname: bytes, qtype: int) -> Entry:
         if next_zone is None:
             break
         zone = next_zone
-    return _encode(qname, draft)
+    negative = draft.negative_zone
+    if negative is not None and not draft.answer:
+        return _negative(cache, negative, draft.rcode, len(qname) - len(negative.apex)), False
+    return _encode(qname, draft), True
 
 
-def _step(
-    index: ZoneIndex, zone: ServedZone, name: bytes, qtype: int, draft: _Draft, *, first: bool
-) -> bytes | None:
+def _negative(cache: ResponseCache, zone: ServedZone, rcode: int, at: int) -> Entry:
+    """The NXDOMAIN or NODATA answer of ``zone`` for a question whose name holds the
+    zone's apex at offset ``at``: the same SOA for every name, so it is encoded once
+    per zone version and offset and kept apart from the response cache (a flood of
+    random names or types costs a lookup, and never pushes served answers out)."""
+    key = (zone.apex, rcode, at)
+    entry: Entry | None = cache.negatives.get(key)
+    if entry is None:
+        writer = _Writer(zone.apex, skip=at)
+        start = len(writer.buf)
+        writer.record(zone.apex, SOA, zone.negative_ttl, zone.soa)
+        entry = (_QR | _AA | rcode, 0, 1, 0, bytes(writer.buf[start:]), 0, None)
+        if len(cache.negatives) >= NEGATIVE_ENTRIES:
+            cache.negatives.clear()
+        cache.negatives[key] = entry
+    return entry
+
+
+def _step(zone: ServedZone, name: bytes, qtype: int, draft: _Draft, *, first: bool) -> bytes | None:
     """Answer ``name`` from ``zone`` into ``draft``; return a name to chase, if any."""
     above = _interruption(zone, name, qtype)
     if above is not None:
@@ -637,12 +681,7 @@ def _step(
         if is_cut:
             if first:
                 draft.aa = False
-            ns = sets[NS]
-            draft.authority.extend(_records(owner, NS, ns))
-            for target in ns[1]:
-                key = target.lower()
-                if wire.is_at_or_below(key, zone.apex):
-                    draft.addresses(draft.glue, zone, key)
+            _referral(zone, owner, sets[NS], draft)
             return None
         ttl, (dname_target,) = sets[DNAME]
         draft.answer.append((owner, DNAME, ttl, dname_target))
@@ -683,14 +722,110 @@ def _step(
         draft.negative(zone, NOERROR)
         return None
     draft.answer.extend(_records(name, rtype, rrset))
-    if rtype in (NS, MX, SRV):
-        skip = {NS: 0, MX: 2, SRV: 6}[rtype]
-        for rdata in rrset[1]:
-            target = rdata[skip:].lower()
-            target_zone = index.zone_for(target)
-            if target_zone is not None:
-                draft.addresses(draft.extra, target_zone, target)
+    if rtype in _POINTING:
+        _point(zone, name, rtype, rrset, draft)
     return None
+
+
+def _referral(zone: ServedZone, cut: bytes, ns: RRset, draft: _Draft) -> None:
+    """The delegation at ``cut``: its NS in authority, and the addresses of its name
+    servers that ``zone`` holds. Those at or beneath the cut (in-domain glue) are
+    required: without them the delegation cannot be followed, so a response that cannot
+    carry them is truncated (RFC 9471 section 3.1). The others (sibling glue, in-zone
+    names) are optional, dropped first when the response is too big (section 3.2)."""
+    draft.authority.extend(_records(cut, NS, ns))
+    for target in ns[1]:
+        key = target.lower()
+        if wire.is_at_or_below(key, cut):
+            draft.addresses(draft.glue, zone, key)
+    for target in ns[1]:
+        key = target.lower()
+        if wire.is_at_or_below(key, zone.apex):
+            draft.addresses(draft.extra, zone, key)
+
+
+_POINTING = frozenset({NS, MX, SRV, NAPTR, SVCB, HTTPS})
+"""Types whose records name a host whose addresses (or records) go in additional."""
+
+
+def _point(zone: ServedZone, owner: bytes, rtype: int, rrset: RRset, draft: _Draft) -> None:
+    """Additional data for an answer RRset that names other hosts: only what the
+    answering ``zone`` holds with authority, never another served zone's records
+    (resolvers discard them as out of bailiwick, and they would tell which other zones
+    this node serves). NS targets may be glue beneath a cut; the others must not be.
+
+    MX and SRV: the targets' A and AAAA. NAPTR (RFC 3403 section 4.2): with the flag S
+    the replacement's SRV and their targets' addresses, with A its addresses. SVCB and
+    HTTPS (RFC 9460 section 4.1): the TargetName's addresses (``.`` is the owner itself
+    in ServiceMode, and no target in AliasMode) and, in AliasMode, the target's records of
+    the same type and their own targets' addresses: one alias deep, no further."""
+    extra = draft.extra
+    if rtype == NS:
+        for rdata in rrset[1]:
+            draft.addresses(extra, zone, rdata.lower())
+        return
+    for rdata in rrset[1]:
+        if rtype == MX:
+            _addresses_held(zone, rdata[2:].lower(), draft)
+        elif rtype == SRV:
+            _addresses_held(zone, rdata[6:].lower(), draft)
+        elif rtype == NAPTR:
+            flags, replacement = _naptr_lookup(rdata)
+            if b"s" in flags:
+                srv = _rrset_held(zone, replacement, SRV, draft)
+                for target in srv[1] if srv is not None else ():
+                    _addresses_held(zone, target[6:].lower(), draft)
+            elif b"a" in flags:
+                _addresses_held(zone, replacement, draft)
+        else:
+            alias = _svcb_target(owner, rdata)
+            if alias is None:
+                continue
+            _addresses_held(zone, alias, draft)
+            if rdata[:2] == b"\x00\x00":
+                aliased = _rrset_held(zone, alias, rtype, draft)
+                for record in aliased[1] if aliased is not None else ():
+                    held = _svcb_target(alias, record)
+                    if held is not None:
+                        _addresses_held(zone, held, draft)
+
+
+def _held(zone: ServedZone, name: bytes) -> bool:
+    """Whether ``zone`` holds ``name``'s records with authority: in the zone, at no
+    delegation point and beneath neither a delegation nor a DNAME."""
+    return wire.is_at_or_below(name, zone.apex) and _interruption(zone, name, A) is None
+
+
+def _addresses_held(zone: ServedZone, name: bytes, draft: _Draft) -> None:
+    if _held(zone, name):
+        draft.addresses(draft.extra, zone, name)
+
+
+def _rrset_held(zone: ServedZone, name: bytes, rtype: int, draft: _Draft) -> RRset | None:
+    if not _held(zone, name):
+        return None
+    return draft.rrset(draft.extra, zone, name, rtype)
+
+
+def _naptr_lookup(rdata: bytes) -> tuple[bytes, bytes]:
+    """A NAPTR's flags (lowercased) and its replacement (lowercased wire name): order
+    and preference, then flags, services and regexp as character strings, then the
+    replacement."""
+    i = 4
+    flags = rdata[i + 1 : i + 1 + rdata[i]].lower()
+    for _ in range(3):
+        i += rdata[i] + 1
+    return flags, rdata[i:].lower()
+
+
+def _svcb_target(owner: bytes, rdata: bytes) -> bytes | None:
+    """The host an SVCB or HTTPS record points at (lowercased wire name): its
+    TargetName, or in ServiceMode the owner when that is ``.``; ``None`` for an
+    AliasMode record whose target is ``.`` (the service does not exist)."""
+    target, _ = wire.read_name(rdata, 2)
+    if target != wire.ROOT:
+        return target.lower()
+    return None if rdata[:2] == b"\x00\x00" else owner
 
 
 def _interruption(zone: ServedZone, name: bytes, qtype: int) -> tuple[bytes, bool] | None:
@@ -724,8 +859,10 @@ class _Writer:
 
     __slots__ = ("buf", "offsets")
 
-    def __init__(self, qname: bytes) -> None:
-        self.buf = bytearray(12)
+    def __init__(self, qname: bytes, skip: int = 0) -> None:
+        """Start after a question whose name is ``qname``, or, with ``skip``, whose
+        name is ``skip`` octets of labels not to compress against, then ``qname``."""
+        self.buf = bytearray(12 + skip)
         self.offsets: dict[bytes, int] = {}
         self.name(qname)
         self.buf += b"\x00\x00\x00\x00"

@@ -16,8 +16,14 @@ import attrs
 
 from valis_core.dns.zone import ZoneIndex
 
-ResponseCache = collections.OrderedDict[bytes, tuple[Any, ...]]
-"""Encoded responses keyed by question; owned and filled by ``valis_core.dns.answer``."""
+
+class ResponseCache(collections.OrderedDict[bytes, tuple[Any, ...]]):
+    """Encoded responses keyed by question, and beside them (``negatives``) the
+    negative answers prebuilt per zone; owned and filled by ``valis_core.dns.answer``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.negatives: dict[tuple[bytes, int, int], tuple[Any, ...]] = {}
 
 
 @attrs.frozen(eq=False)
@@ -25,7 +31,7 @@ class Snapshot:
     """A zone index and the responses encoded from it (filled as queries arrive)."""
 
     index: ZoneIndex
-    cache: ResponseCache = attrs.field(factory=collections.OrderedDict)
+    cache: ResponseCache = attrs.field(factory=ResponseCache)
 
 
 class IndexHolder:
