@@ -77,6 +77,7 @@ def _provision_access(access: ServerAccess) -> None:
             text = edit(held, ACCESS)
             if text != held:
                 host_cluster.rewrite_conf(path, text)
+                host_cluster.check_hba(conn, state.hba_file)
                 host_cluster.reload(conn)
 
 
@@ -208,3 +209,15 @@ def test_a_directory_is_given_its_mode_whatever_the_umask(tmp_path: Path) -> Non
     (tmp_path / "file").write_text("")
     with pytest.raises(ProvisionError, match="is not a directory; move it aside"):
         make_directory(tmp_path / "file", 0o755)
+
+
+def test_a_pg_hba_the_server_cannot_load_is_named_by_its_line(
+    server: tuple[LocalCluster, ServerAccess],
+) -> None:
+    cluster, access = server
+    hba = cluster.data_dir / "pg_hba.conf"
+    host_cluster.rewrite_conf(hba, DEBIAN_LIKE_HBA + "local  all  all  nosuchmethod\n")
+    with host_cluster.superuser(access) as conn, pytest.raises(
+        host_cluster.HostClusterError, match=r"pg_hba.conf line 5: .*nosuchmethod"
+    ):
+        host_cluster.check_hba(conn, hba)

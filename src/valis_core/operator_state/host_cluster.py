@@ -186,6 +186,19 @@ def rewrite_conf(path: Path, text: str) -> None:
         ) from None
 
 
+def check_hba(conn: psycopg.Connection[Any], path: Path) -> None:
+    """Refuse a pg_hba.conf the server could not load (it would keep its old rules)."""
+    row = conn.execute(
+        "SELECT line_number, error FROM pg_hba_file_rules WHERE error IS NOT NULL "
+        "ORDER BY line_number LIMIT 1"
+    ).fetchone()
+    if row is not None:
+        raise HostClusterError(
+            f"postgresql: {path} line {row[0]}: {row[1]}; the server keeps its old rules "
+            "until that line is fixed"
+        )
+
+
 def reload(conn: psycopg.Connection[Any]) -> None:
     """Have the server read its access files again (``pg_reload_conf``)."""
     row = conn.execute("SELECT pg_reload_conf()").fetchone()

@@ -352,6 +352,7 @@ def _hba(request: ProvisionRequest, host: ProvisionHost) -> None:
         text = with_hba_line(state.hba_text, request.access)
         if text != state.hba_text:
             host_cluster.rewrite_conf(state.hba_file, text)
+            host_cluster.check_hba(conn, state.hba_file)
             host_cluster.reload(conn)
 
 
