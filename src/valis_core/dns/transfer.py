@@ -66,6 +66,9 @@ messages per thousand records, small enough that a slow reader holds little."""
 FUDGE = 300
 """Seconds of clock difference a signed message allows (RFC 8945's recommended value)."""
 
+PAUSE_EVERY = 64
+"""Records written between the points where a transfer lets other work run."""
+
 _HEADER = struct.Struct("!HHHHHH")
 _RR_HEAD = struct.Struct("!HHIH")
 _QR = 0x8000
@@ -293,7 +296,18 @@ def zone_records(zone: ServedZone) -> Iterator[tuple[bytes, int, int, bytes]]:
 
 
 def transfer_messages(grant: Grant, *, now: float, size: int = MESSAGE_SIZE) -> Iterator[bytes]:
-    """The response messages of ``grant``, each signed when the request was."""
+    """The response messages of ``grant``, each signed."""
+    for step in transfer_steps(grant, now=now, size=size):
+        if step is not None:
+            yield step
+
+
+def transfer_steps(
+    grant: Grant, *, now: float, size: int = MESSAGE_SIZE, pause_every: int = PAUSE_EVERY
+) -> Iterator[bytes | None]:
+    """``transfer_messages``, with ``None`` after every ``pause_every`` records written:
+    a point where the caller may let other work run, so that building one message never
+    holds up a server for long."""
     query = grant.query
     qname = wire.name_wire(query.question[0].name)
     qtype = query.question[0].rdtype
@@ -305,13 +319,15 @@ def transfer_messages(grant: Grant, *, now: float, size: int = MESSAGE_SIZE) -> 
     signer = _Signer(grant.key, query.tsig[0].mac, query.id, now)
     writer = _fresh(qname, qtype)
     count = 0
-    for owner, rtype, ttl, rdata in records:
+    for written, (owner, rtype, ttl, rdata) in enumerate(records, 1):
         if count and len(writer.buf) + len(owner) + 10 + len(rdata) > size:
             yield _finish(writer, query.id, flags, count, signer)
             writer = _fresh(qname, qtype)
             count = 0
         writer.record(owner, rtype, ttl, rdata)
         count += 1
+        if written % pause_every == 0:
+            yield None
     yield _finish(writer, query.id, flags, count, signer)
 
 

@@ -11,9 +11,10 @@ signed it; that check runs on the serving thread, against the secondaries read l
 Bounds: at most ``max_transfers`` run at once (a ``trio.CapacityLimiter``; a request
 beyond that waits for a slot), and each, its wait included, must finish within
 ``deadline`` seconds or its connection is closed (a partial transfer is useless to the
-secondary, which retries). Messages are sent one at a time with a checkpoint between
-them, so a transfer never holds up UDP or other connections. Every refusal is logged
-with its reason and counted by kind; completed, failed and running transfers too.
+secondary, which retries). Messages are built a few dozen records at a time, with a
+checkpoint between, and sent one at a time, so a transfer never holds up UDP or other
+connections for long. Every refusal is logged with its reason and counted by kind;
+completed, failed and running transfers too.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from valis_core.dns.transfer import (
     signed_answer,
     transfer_messages,
     transfer_question,
+    transfer_steps,
     zone_serial,
 )
 
@@ -134,9 +136,12 @@ class Transfers:
             async with self._limiter:
                 self.stats.running += 1
                 try:
-                    for message in transfer_messages(grant, now=self._clock()):
-                        await stream.send_all(framed(message))
-                        sent += len(message)
+                    for step in transfer_steps(grant, now=self._clock()):
+                        if step is None:
+                            await trio.lowlevel.checkpoint()
+                            continue
+                        await stream.send_all(framed(step))
+                        sent += len(step)
                         messages += 1
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     self.stats.failed += 1
