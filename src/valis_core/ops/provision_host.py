@@ -230,10 +230,10 @@ def carry_out(step: Step, request: ProvisionRequest, host: ProvisionHost) -> Non
     _ACTIONS[step.name](request, host)
 
 
-def _run(argv: list[str], what: str) -> None:
+def _run(argv: list[str], what: str, env: dict[str, str] | None = None) -> None:
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=_COMMAND_TIMEOUT,
-                              check=False, stdin=subprocess.DEVNULL)
+                              check=False, stdin=subprocess.DEVNULL, env=env, cwd="/")
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ProvisionError(f"provision: cannot {what}: {exc}") from None
     if done.returncode != 0:
@@ -357,15 +357,16 @@ def _hba(request: ProvisionRequest, host: ProvisionHost) -> None:
 
 
 def _schema(request: ProvisionRequest, host: ProvisionHost) -> None:
-    """``valis db migrate`` as the run account: its own ids, its own peer identity."""
-    from valis_core.operator_state.connection import connect
-    from valis_core.operator_state.schema import migrate
-
+    """``valis db migrate`` as the run account (setpriv), by the staged binary: the
+    account's own peer identity, and proof it can run what the unit will run."""
     entry = _resolved_account(request)
-    with acting_as((entry.pw_uid, entry.pw_gid)):
-        conn = connect(request.site_facts[_DSN_KEY])
-    with conn:
-        migrate(conn)
+    valis = str(Path(request.root) / "current" / "bin" / "valis")
+    _run(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--init-groups",
+          "--", valis, "db", "migrate", "--dsn", request.site_facts[_DSN_KEY]],
+         f"migrate the schema as {request.account}", env=_RUN_ACCOUNT_ENV)
+
+
+_RUN_ACCOUNT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/", "LC_ALL": "C.UTF-8"}
 
 
 def _parent(path: Path) -> None:
