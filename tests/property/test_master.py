@@ -83,9 +83,7 @@ def master_files(draw: st.DrawFn) -> str:
 def read(text: str, origin: str | None, *, whole: bool) -> list[Record] | str:
     records: list[Record] = []
 
-    def emit(owner: bytes, rtype: int, ttl: int, rdata: bytes) -> None:
-        records.append((owner, rtype, ttl, rdata))
-
+    emit = records.append
     try:
         if whole:
             lines = text.split("\n")
@@ -130,7 +128,7 @@ def test_a_plain_zone_is_read_without_dnspython() -> None:
     master._read_with_dnspython = spy  # type: ignore[assignment]
     try:
         records: list[Record] = []
-        master.read_master(text, "example.com.", lambda *r: records.append(r))
+        master.read_master(text, "example.com.", records.append)
     finally:
         master._read_with_dnspython = original
     assert not calls
@@ -144,5 +142,5 @@ def test_an_error_names_the_line_the_record_starts_on() -> None:
         "ok2 A 192.0.2.2\n"
     )
     with pytest.raises(master.MasterFileError) as caught:
-        master.read_master(text, "example.com.", lambda *r: None)
+        master.read_master(text, "example.com.", lambda record: None)
     assert caught.value.where == "line 5"

@@ -138,7 +138,7 @@ def test_collecting_reads_on_after_a_fault_and_places_every_record() -> None:
     read_master(
         text,
         ZONE,
-        lambda *r: records.append(r),
+        records.append,
         problems=problems,
         positions=positions,
     )

@@ -14,29 +14,45 @@ dnspython alone would read it. ``$INCLUDE`` is never followed.
 
 from __future__ import annotations
 
+import itertools
 import re
 import struct
 from collections.abc import Callable
 
 from valis_core.dns import wire
 
-Emit = Callable[[bytes, int, int, bytes], None]
-"""Receives each record: owner (wire form, as written), type, TTL, rdata (wire form)."""
+Record = tuple[bytes, int, int, bytes]
+"""One record read: owner (wire form, as written), type, TTL, rdata (wire form)."""
+Emit = Callable[[Record], None]
+"""Receives each record read (``list.append`` will do)."""
 
 _UINT32 = 2**32 - 1
 """The largest TTL dnspython's reader takes (the index refuses above RFC 2181's 2**31 - 1),
 and the largest serial."""
 _A, _NS, _CNAME, _SOA, _PTR, _MX, _AAAA, _SRV = 1, 2, 5, 6, 12, 15, 28, 33
+
+
+def _spellings(word: str) -> list[str]:
+    """``word`` in every mix of cases: dnspython takes mnemonics so, and one dictionary
+    lookup of the token as written is the cheapest test."""
+    return ["".join(chars) for chars in itertools.product(*({c, c.lower()} for c in word))]
+
+
 _PLAIN_TYPES = {
-    "A": _A,
-    "NS": _NS,
-    "CNAME": _CNAME,
-    "SOA": _SOA,
-    "PTR": _PTR,
-    "MX": _MX,
-    "AAAA": _AAAA,
-    "SRV": _SRV,
+    spelling: number
+    for word, number in (
+        ("A", _A),
+        ("NS", _NS),
+        ("CNAME", _CNAME),
+        ("SOA", _SOA),
+        ("PTR", _PTR),
+        ("MX", _MX),
+        ("AAAA", _AAAA),
+        ("SRV", _SRV),
+    )
+    for spelling in _spellings(word)
 }
+_CLASS_IN = frozenset(_spellings("IN"))
 _NAME_RDATA = frozenset({_NS, _CNAME, _PTR})
 _PLAIN_LINE = re.compile(r"[\t\x20\x21\x23-\x27\x2a-\x5b\x5d-\x7e]*")
 """Printable ASCII and tabs, without quotes, backslashes or parentheses."""
@@ -44,8 +60,6 @@ _OCTETS = {str(value): value for value in range(256)}
 """The spellings of an IPv4 address's octet dnspython takes: decimal, no leading zero."""
 _SOA_TIMERS = struct.Struct("!IIIII")
 _SRV_FIELDS = struct.Struct("!HHH")
-
-PlainRecord = tuple[bytes, int, int, bytes]
 
 
 class MasterFileError(ValueError):
@@ -61,6 +75,16 @@ class MasterFileError(ValueError):
 class ReadingState:
     """What a master file has established so far, in dnspython's reader's terms (names
     in wire form, as written)."""
+
+    __slots__ = (
+        "default_ttl",
+        "default_ttl_from_soa",
+        "default_ttl_known",
+        "last_owner",
+        "last_ttl",
+        "last_ttl_known",
+        "origin",
+    )
 
     def __init__(self, origin: bytes | None) -> None:
         self.origin = origin
@@ -114,7 +138,7 @@ def read_master(
             record = plain_line(line, state) if plain else None
             if record is not None:
                 if record:
-                    emit(*record)
+                    emit(record)
                     if positions is not None:
                         positions.append(number)
                 continue
@@ -175,7 +199,7 @@ def _unclosed(  # noqa: PLR0917 - read_master's reading state, handed on
             return
 
 
-def plain_line(line: str, state: ReadingState) -> tuple[()] | PlainRecord | None:
+def plain_line(line: str, state: ReadingState) -> tuple[()] | Record | None:
     """The record of a line ``_PLAIN_LINE`` matches, ``()`` for a line with no record
     (nothing on it, or a directive this took), or ``None`` when the line needs dnspython
     after all. ``state`` changes only when the result is not ``None``."""
@@ -188,35 +212,45 @@ def plain_line(line: str, state: ReadingState) -> tuple[()] | PlainRecord | None
         # dnspython takes a line that starts blank for the previous owner's next record,
         # which needs an origin even when nothing follows.
         return None if origin is None and line[:1] in (" ", "\t") else ()
-    if line[0] in " \t":
+    head = line[0]
+    if head in " \t":
         owner = state.last_owner
         i = 0
-    elif line[0] == "$":
+    elif head == "$":
         return _directive(tokens, state)
     else:
         owner = _name(tokens[0], origin)
         i = 1
     if owner is None or origin is None:
         return None  # dnspython refuses any record before the origin is known
-    ttl: int | None = None
-    seen_class = False
-    last = len(tokens) - 1
-    while i < last:
-        token = tokens[i]
-        if ttl is None and token.isdigit():
-            ttl = int(token)
-            if ttl > _UINT32:
-                return None
-        elif not seen_class and token.upper() == "IN":
-            seen_class = True
-        else:
-            break
-        i += 1
-    rtype = _PLAIN_TYPES.get(tokens[i].upper()) if i <= last else None
-    if rtype is None:
+    # A TTL and the class may stand before the type, in either order (never last).
+    count = len(tokens)
+    if i == count:
         return None
-    fields = tokens[i + 1 :]
-    rdata = _plain_rdata(rtype, fields, origin)
+    token = tokens[i]
+    ttl: int | None = None
+    if i + 1 < count:
+        if token.isdigit():
+            ttl = int(token)
+            i += 1
+            token = tokens[i]
+            if token in _CLASS_IN and i + 1 < count:
+                i += 1
+                token = tokens[i]
+        elif token in _CLASS_IN:
+            i += 1
+            token = tokens[i]
+            if token.isdigit() and i + 1 < count:
+                ttl = int(token)
+                i += 1
+                token = tokens[i]
+    rtype = _PLAIN_TYPES.get(token)
+    if rtype is None or (ttl is not None and ttl > _UINT32):
+        return None
+    if rtype == _A:  # the bulk of a large zone
+        rdata = _ipv4(tokens[i + 1]) if i + 2 == count else None
+    else:
+        rdata = _plain_rdata(rtype, tokens[i + 1 :], origin)
     if rdata is None:
         return None
     # dnspython's pre-RFC 2308 rule: without $TTL, the first SOA's minimum is the default.

@@ -46,7 +46,7 @@ def read_general(  # noqa: PLR0917 - read_master's reading state
         def forward(name: dns.name.Name, ttl: int, rdata: dns.rdata.Rdata) -> None:
             data = rdata.to_wire()
             assert data is not None  # no file given, so dnspython returns the bytes
-            emit(wire.name_wire(name), int(rdata.rdtype), ttl, data)
+            emit((wire.name_wire(name), int(rdata.rdtype), ttl, data))
             if positions is not None:
                 positions.append(first + tok.entry_line - 1)  # noqa: B023 - called at once
 

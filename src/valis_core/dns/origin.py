@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import os
 
-import dns.exception
-import dns.name
-
 from valis_core.errors import ValisError
 
 ZONE_FILE_SUFFIXES = (".zone", ".db")
@@ -32,6 +29,9 @@ def origin_of(path: str, text: str) -> str:
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     if name:
+        import dns.exception  # only a file that does not name its origin needs dnspython
+        import dns.name
+
         try:
             return dns.name.from_text(name).to_text()
         except dns.exception.DNSException:

@@ -24,7 +24,7 @@ import dns.rdataclass
 import dns.rdatatype
 
 from valis_core.dns import wire
-from valis_core.dns.master import MasterFileError, read_master
+from valis_core.dns.master import Emit, MasterFileError, Record, read_master
 from valis_core.dns.records import (
     AAAA,
     CNAME,
@@ -120,14 +120,15 @@ def read_master_into(text: str, origin: str | None, sink: _Sink) -> None:
         except wire.BadName as exc:
             raise ZoneError(label, origin, f"bad origin: {exc}") from None
         label = origin
-    records: list[tuple[bytes, int, int, bytes]] = []
+    records: list[Record] = []  # without an origin, the zone is known only at the end
+    emit: Emit = records.append
+    if origin is not None:
+        zone = origin
 
-    def emit(owner: bytes, rtype: int, ttl: int, rdata: bytes) -> None:
-        if origin is None:
-            records.append((owner, rtype, ttl, rdata))  # the zone is known only at the end
-        else:
-            sink(origin, owner, rtype, ttl, rdata)
+        def forward(record: Record) -> None:
+            sink(zone, *record)
 
+        emit = forward
     try:
         read_master(text, origin, emit)
     except MasterFileError as exc:
@@ -141,9 +142,9 @@ def read_master_into(text: str, origin: str | None, sink: _Sink) -> None:
                 "cannot tell which zone this file holds: it needs exactly one SOA record, "
                 "or give the origin explicitly",
             )
-        zone = wire.to_text(soa_owners.pop())
+        named = wire.to_text(soa_owners.pop())
         for record in records:
-            sink(zone, *record)
+            sink(named, *record)
 
 
 def absolute(name: str) -> str:
@@ -151,13 +152,33 @@ def absolute(name: str) -> str:
 
 
 
+class _ZoneParts:
+    """One zone's records as they are added, kept so that freezing touches only the
+    owners it must: an owner holding a single record of a type the zone's structure does
+    not hang on is final as it was added (most owners of a large zone)."""
+
+    __slots__ = ("more", "nodes", "notable", "origin")
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        self.nodes: dict[bytes, bytes] = {}
+        """Each owner's first record, in the order owners first appeared."""
+        self.more: dict[bytes, bytearray] = {}
+        """Every record of each owner that has more than one."""
+        self.notable: set[bytes] = set()
+        """The owners ``freeze_node`` must see: those in ``more``, and those whose one
+        record is of a type ``freeze_node`` checks (NS, SOA, DNAME)."""
+
+
+_CHECKED_ALONE = frozenset({NS, SOA, DNAME})
+
+
 class Builder:
     """Accumulates records per zone and owner, then checks and freezes them."""
 
     def __init__(self) -> None:
-        self._zone_keys: dict[str, tuple[bytes, str]] = {}
-        self._origins: dict[bytes, str] = {}
-        self._nodes: dict[bytes, dict[bytes, bytes | bytearray]] = {}
+        self._zone_keys: dict[str, tuple[bytes, _ZoneParts]] = {}
+        self._zones: dict[bytes, _ZoneParts] = {}
         self._types: dict[str, int] = {}
         self._servable: set[int] = set()
 
@@ -166,12 +187,14 @@ class Builder:
         self._zone(zone)
 
     def apexes(self) -> set[bytes]:
-        return set(self._nodes)
+        return set(self._zones)
 
     def owners(self, apex: bytes) -> dict[bytes, bytes | bytearray]:
-        return self._nodes[apex]
+        """Each owner's records as added (in wire form, one after another)."""
+        parts = self._zones[apex]
+        return {**parts.nodes, **parts.more}
 
-    def _zone(self, zone: str) -> tuple[bytes, str]:
+    def _zone(self, zone: str) -> tuple[bytes, _ZoneParts]:
         known = self._zone_keys.get(zone)
         if known is not None:
             return known
@@ -179,11 +202,9 @@ class Builder:
             apex = wire.from_text(absolute(zone)).lower()
         except wire.BadName as exc:
             raise ZoneError(zone, zone, f"bad zone name: {exc}") from None
-        origin = wire.to_text(apex)
-        self._origins.setdefault(apex, origin)
-        self._nodes.setdefault(apex, {})
-        self._zone_keys[zone] = (apex, origin)
-        return apex, origin
+        parts = self._zones.setdefault(apex, _ZoneParts(wire.to_text(apex)))
+        self._zone_keys[zone] = (apex, parts)
+        return apex, parts
 
     def _rtype(self, zone: str, owner: str, text: str) -> int:
         known = self._types.get(text)
@@ -200,54 +221,91 @@ class Builder:
         return rtype
 
     def add_row(self, row: RecordRow) -> None:
-        apex, origin = self._zone(row.zone)
+        apex, parts = self._zone(row.zone)
         try:
             owner = wire.from_text(row.owner).lower()
         except wire.BadName as exc:
-            raise ZoneError(origin, row.owner, f"bad owner name: {exc}") from None
-        rtype = self._rtype(origin, row.owner, row.rtype)
-        rdata = _rdata_wire(origin, row.owner, rtype, row.rdata)
-        self._put(apex, origin, owner, rtype, row.ttl, rdata)
+            raise ZoneError(parts.origin, row.owner, f"bad owner name: {exc}") from None
+        rtype = self._rtype(parts.origin, row.owner, row.rtype)
+        rdata = _rdata_wire(parts.origin, row.owner, rtype, row.rdata)
+        self._put(apex, parts, owner, rtype, row.ttl, rdata)
 
     def add_wire(self, zone: str, owner: bytes, rtype: int, ttl: int, rdata: bytes) -> None:
-        apex, origin = self._zone(zone)
+        apex, parts = self._zone_keys.get(zone) or self._zone(zone)
         if rtype not in self._servable:
             reason = _unservable(rtype)
             if reason is not None:
-                raise ZoneError(origin, wire.to_text(owner), reason)
+                raise ZoneError(parts.origin, wire.to_text(owner), reason)
             self._servable.add(rtype)
-        self._put(apex, origin, owner.lower(), rtype, ttl, rdata)
+        self._put(apex, parts, owner.lower(), rtype, ttl, rdata)
 
     def _put(  # noqa: PLR0917 - one record's fields, called from two places only
-        self, apex: bytes, origin: str, owner: bytes, rtype: int, ttl: int, rdata: bytes
+        self, apex: bytes, parts: _ZoneParts, owner: bytes, rtype: int, ttl: int, rdata: bytes
     ) -> None:
         if not wire.is_at_or_below(owner, apex):
             raise ZoneError(
-                origin,
+                parts.origin,
                 wire.to_text(owner),
                 "data outside the zone; put it in the zone that contains it",
             )
         if not 0 <= ttl <= MAX_TTL:
             raise ZoneError(
-                origin, wire.to_text(owner), f"TTL {ttl} is outside 0..{MAX_TTL} (RFC 2181)"
+                parts.origin,
+                wire.to_text(owner),
+                f"TTL {ttl} is outside 0..{MAX_TTL} (RFC 2181)",
             )
         if len(rdata) > 65535:
-            raise ZoneError(origin, wire.to_text(owner), "rdata longer than 65535 octets")
+            raise ZoneError(parts.origin, wire.to_text(owner), "rdata longer than 65535 octets")
         record = RR_HEAD.pack(rtype, IN, ttl, len(rdata)) + rdata
-        nodes = self._nodes[apex]
+        nodes = parts.nodes
         held = nodes.get(owner)
         if held is None:
             nodes[owner] = record
-        elif isinstance(held, bytearray):
-            held += record
+            if rtype in _CHECKED_ALONE:
+                parts.notable.add(owner)
+            return
+        more = parts.more.get(owner)
+        if more is None:
+            parts.more[owner] = bytearray(held) + record
+            parts.notable.add(owner)
         else:
-            nodes[owner] = bytearray(held) + record
+            more += record
+
+    def freeze(
+        self, apex: bytes, refused: Callable[[bytes, ZoneError], None] | None = None
+    ) -> FrozenOwners:
+        """Freeze every owner of the zone at ``apex`` as ``freeze_node`` does. An owner
+        that may not hold what it holds is refused with its ``ZoneError``, or, given
+        ``refused`` (a check reporting every fault), handed to it and left out."""
+        parts = self._zones[apex]
+        frozen = dict(parts.nodes)  # the owners not notable are final already
+        cuts: set[bytes] = set()
+        dnames: set[bytes] = set()
+        count = len(frozen) - len(parts.notable)
+        notable = parts.notable
+        for owner in [owner for owner in frozen if owner in notable]:  # in the file's order
+            held = parts.more.get(owner) or frozen[owner]
+            try:
+                blob, types, records = freeze_node(parts.origin, apex, owner, held)
+            except ZoneError as exc:
+                if refused is None:
+                    raise
+                refused(owner, exc)
+                del frozen[owner]
+                continue
+            frozen[owner] = blob
+            count += records
+            if NS in types and owner != apex:
+                cuts.add(owner)
+            if DNAME in types:
+                dnames.add(owner)
+        return FrozenOwners(frozen, cuts, dnames, count)
 
     def finish(self) -> ZoneIndex:
         zones = []
         count = 0
-        for apex, nodes in self._nodes.items():
-            zone, records = _freeze_zone(self._origins[apex], apex, nodes)
+        for apex, parts in self._zones.items():
+            zone, records = _freeze_zone(parts.origin, apex, self.freeze(apex))
             zones.append(zone)
             count += records
         return ZoneIndex(zones, count)
@@ -287,12 +345,9 @@ def _rdata_bytes(rdata: dns.rdata.Rdata) -> bytes:
     return data
 
 
-def _freeze_zone(
-    origin: str, apex: bytes, nodes: dict[bytes, bytes | bytearray]
-) -> tuple[ServedZone, int]:
-    """Check one zone's records and build its lookup structures; return it and its
+def _freeze_zone(origin: str, apex: bytes, owners: FrozenOwners) -> tuple[ServedZone, int]:
+    """Check one zone's frozen owners and build its lookup structures; return it and its
     record count."""
-    owners = freeze_owners(origin, apex, nodes)
     frozen = owners.nodes
     soa, negative_ttl = check_apex(origin, frozen.get(apex, b""))
     empty, children = _tree(apex, frozen)
@@ -324,36 +379,6 @@ class FrozenOwners:
     dnames: set[bytes]
     count: int
     """Records, duplicates dropped."""
-
-
-def freeze_owners(
-    origin: str,
-    apex: bytes,
-    nodes: Mapping[bytes, bytes | bytearray],
-    refused: Callable[[bytes, ZoneError], None] | None = None,
-) -> FrozenOwners:
-    """Freeze every owner of a zone with ``freeze_node``. An owner that may not hold what
-    it holds is refused with its ``ZoneError``, or, given ``refused`` (a check reporting
-    every fault), handed to it and left out."""
-    frozen: dict[bytes, bytes] = {}
-    cuts: set[bytes] = set()
-    dnames: set[bytes] = set()
-    count = 0
-    for owner, held in nodes.items():
-        try:
-            blob, types, records = freeze_node(origin, apex, owner, held)
-        except ZoneError as exc:
-            if refused is None:
-                raise
-            refused(owner, exc)
-            continue
-        frozen[owner] = blob
-        count += records
-        if NS in types and owner != apex:
-            cuts.add(owner)
-        if DNAME in types:
-            dnames.add(owner)
-    return FrozenOwners(frozen, cuts, dnames, count)
 
 
 def freeze_node(

@@ -3,7 +3,7 @@ its line, and warnings about what serves but is probably not meant.
 
 The normal build (``zone_build``) stops at the first refusal and stays fast; this check
 reads the file once more with the reader's collecting mode, puts each record through the
-same ``Builder`` checks, and freezes the owners with the same ``freeze_owners``,
+same ``Builder`` checks, and freezes the owners with the same ``Builder.freeze``,
 ``check_apex`` and ``occluded``, noting every refusal where the build stops at the first,
 so a file passes here exactly when ``valis zone import`` would take it.
 Warnings never fail a check: TTLs that differ within an RRset, duplicate records,
@@ -17,7 +17,7 @@ import attrs
 import dns.rdatatype
 
 from valis_core.dns import wire
-from valis_core.dns.master import MasterFileError, read_master
+from valis_core.dns.master import MasterFileError, Record, read_master
 from valis_core.dns.records import (
     AAAA,
     CNAME,
@@ -35,7 +35,6 @@ from valis_core.dns.zone_build import (
     Builder,
     absolute,
     check_apex,
-    freeze_owners,
     occluded,
     occlusion_error,
 )
@@ -93,10 +92,6 @@ class ZoneCheck:
         return not self.errors
 
 
-Record = tuple[bytes, int, int, bytes]
-"""Owner (as written), type, TTL, rdata: what the reader emits."""
-
-
 class _Lines:
     """Where each owner, RRset and record first appears, for placing findings and for
     the warnings that compare a record with those before it.
@@ -140,11 +135,7 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
     records: list[Record] = []
     problems: list[MasterFileError] = []
     positions: list[int] = []
-
-    def emit(owner: bytes, rtype: int, ttl: int, rdata: bytes) -> None:
-        records.append((owner, rtype, ttl, rdata))
-
-    read_master(text, origin, emit, problems=problems, positions=positions)
+    read_master(text, origin, records.append, problems=problems, positions=positions)
     errors += [Finding(problem.line, problem.reason) for problem in problems]
     if origin is None:
         soa_owners = {owner.lower() for owner, rtype, _, _ in records if rtype == SOA}
@@ -163,6 +154,10 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
     builder.add_zone(origin)
     lines = _Lines(records, positions)
     undotted: set[bytes] = set()  # owners that look written without their trailing dot
+    # A name one label below the apex looks undotted only if that label ends with the
+    # origin's labels (written twice), which a label shorter than them cannot: most
+    # owners of a large zone are such names, and need no closer look.
+    short = len(apex) - 1
     for index, (owner, rtype, ttl, rdata) in enumerate(records):
         line = positions[index]
         try:
@@ -173,7 +168,8 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
         key = owner.lower()
         first = lines.first.setdefault(key, index)
         if first == index:  # the owner's first record: nothing to compare it with yet
-            if _looks_undotted(key, apex):
+            below = len(key) - len(apex)
+            if (below != key[0] + 1 or below >= short) and _looks_undotted(key, apex):
                 undotted.add(key)
                 warnings.append(_undotted(origin, owner, line))
         else:
@@ -288,7 +284,7 @@ def _check_nodes(  # noqa: PLR0917 - the check's state, handed on
     def refused(owner: bytes, exc: ZoneError) -> None:
         errors.append(Finding(lines.second.get(owner, lines.owner_line(owner)), _say(exc)))
 
-    owners = freeze_owners(origin, apex, builder.owners(apex), refused)
+    owners = builder.freeze(apex, refused)
     frozen = owners.nodes
     try:
         check_apex(origin, frozen.get(apex, b""))
