@@ -19,6 +19,13 @@ less CPU per query at moderate rates, where each wake-up carries only a few data
 but under load it contends with the trio thread for the GIL at every socket call, so it
 is not used. Figures in docs/performance.md.)
 
+Zone transfers (``valis_core.dns.transfer_serve``, when the caller gives ``transfers``):
+an AXFR or IXFR read on a TCP connection is served there by ``transfers.transfer``
+instead of the answer path, and a response the answer path gives with NOTAUTH (a signed
+query: it holds no keys) or, over UDP, FORMERR (an IXFR carries an SOA in its authority
+section) is offered to ``transfers.signed`` first, in case a listed secondary sent it.
+Other queries never reach them.
+
 TCP (RFC 7766): 2-byte length framing, any number of pipelined queries per connection,
 one task per connection, an idle timeout (a connection must complete a query within
 ``idle_timeout`` of accepting or of its previous query, so a client trickling bytes is
