@@ -207,3 +207,25 @@ def test_produce_into_an_unwritable_place_is_an_operator_error(tmp_path: Path) -
 def test_loading_something_other_than_a_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ProvisioningError, match="not a regular file"):
         load_launcher_config(tmp_path)
+
+
+def test_launch_refuses_a_tcp_or_password_dsn_in_its_environment_before_anything(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "launcher.toml"
+    assert fulcrum(*produce_args(out)).returncode == 0
+    for dsn, reason in (
+        ("postgresql://valis:hunter2@/valis_state?host=/run/postgresql",
+         "it carries a password (password); "),
+        ("host=db.example dbname=valis_state", "it names the TCP host 'db.example', "),
+    ):
+        result = subprocess.run(
+            [str(FULCRUM), "launch", "--config", str(out)], check=False, capture_output=True,
+            text=True, timeout=60, env={**os.environ, "VALIS_OPERATOR_STATE_DSN": dsn},
+        )
+        assert result.returncode == 1
+        assert result.stderr.startswith(
+            f"fulcrum: $VALIS_OPERATOR_STATE_DSN in fulcrum's environment: DSN refused: {reason}"
+        ), result.stderr
+        assert len(result.stderr.splitlines()) == 1
+        assert "hunter2" not in result.stderr

@@ -3,7 +3,9 @@
 The exit status is 0 for a stop carried out (SIGTERM/SIGINT forwarded and obeyed),
 otherwise the resident's own (``128 + n`` for a death by signal ``n``), and 1 when a
 bring-up stage fails. ``VALIS_*`` variables, ``NOTIFY_SOCKET`` and systemd's unit
-directories in fulcrum's environment are passed on to the resident; nothing else is.
+directories in fulcrum's environment are passed on to the resident; nothing else is. An
+operator-state DSN among them that names a TCP host or carries a password is refused
+before anything is set up (``valis_core.operator_state.dsn``), as the resident would.
 """
 
 from __future__ import annotations
@@ -44,12 +46,16 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from fulcrum.launch import STOP_TIMEOUT, launch
     from fulcrum.provisioning import load_launcher_config
+    from valis_core.operator_state.dsn import check_socket_dsn
+    from valis_core.operator_state.site_facts import DSN_KEY
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("fulcrum: %(message)s"))
     logger = logging.getLogger("fulcrum")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+    if DSN_KEY in os.environ:
+        check_socket_dsn(os.environ[DSN_KEY], source=f"${DSN_KEY} in fulcrum's environment")
     cfg = load_launcher_config(args.config)
     return launch(
         cfg,
