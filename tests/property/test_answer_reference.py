@@ -35,7 +35,7 @@ QTYPES = (
     "A", "AAAA", "TXT", "MX", "SRV", "CNAME", "NS", "DNAME", "DS", "SOA", "NAPTR", "SVCB",
     "HTTPS", "ANY", "TYPE65280",
 )
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def names_under(apex: str, depth: int) -> st.SearchStrategy[str]:

@@ -576,7 +576,7 @@ def _last_resort(query: bytes) -> bytes | None:
 class _Draft:
     """The sections of one answer while it is being found."""
 
-    __slots__ = ("aa", "answer", "authority", "extra", "glue", "listed", "negative_zone", "rcode")
+    __slots__ = ("aa", "answer", "authority", "extra", "glue", "listed", "rcode")
 
     def __init__(self) -> None:
         self.aa = True
@@ -586,11 +586,9 @@ class _Draft:
         self.glue: list[_RR] = []
         self.extra: list[_RR] = []
         self.listed: set[tuple[bytes, int]] = set()
-        self.negative_zone: ServedZone | None = None
 
     def negative(self, zone: ServedZone, rcode: int) -> None:
         self.rcode = rcode
-        self.negative_zone = zone
         self.authority.append((zone.apex, SOA, zone.negative_ttl, zone.soa))
 
     def rrset(self, into: list[_RR], zone: ServedZone, name: bytes, rtype: int) -> RRset | None:
@@ -626,18 +624,28 @@ def _records(owner: bytes, rtype: int, rrset: RRset) -> list[_RR]:
 def _resolve(
     index: ZoneIndex, cache: ResponseCache, qname: bytes, qtype: int
 ) -> tuple[Entry, bool]:
-    """The answer to a question, and whether it is worth keeping in the response cache
-    (refusals and plain negative answers are cheaper to make again than to keep)."""
+    """The answer to a question, and whether it is worth keeping in the response cache.
+    A question the lookup finds no data for at its first link (NXDOMAIN, NODATA) takes
+    the zone's prebuilt negative answer (``_negative``) and is not kept: that costs the
+    lookup alone, never an encoding. Refusals are not kept either."""
     zone = index.zone_for(qname)
     if zone is None:
         return _REFUSED_ENTRY, False
+    if qtype == DS and qname == zone.apex:
+        zone = index.parent_of(zone) or zone
+    found = _find(zone, qname, qtype)
+    if found[0] is None:
+        rcode = NOERROR if found[1] else NXDOMAIN
+        return _negative(cache, zone, rcode, len(qname) - len(zone.apex)), False
     draft = _Draft()
     name = qname
     seen = {qname}
     for link in range(MAX_CHAIN):
-        if qtype == DS and name == zone.apex:
-            zone = index.parent_of(zone) or zone
-        target = _step(zone, name, qtype, draft, first=link == 0)
+        if link:
+            if qtype == DS and name == zone.apex:
+                zone = index.parent_of(zone) or zone
+            found = _find(zone, name, qtype)
+        target = _step(zone, name, qtype, found, draft, first=not link)
         if target is None:
             break
         name = target.lower()
@@ -648,9 +656,6 @@ def _resolve(
         if next_zone is None:
             break
         zone = next_zone
-    negative = draft.negative_zone
-    if negative is not None and not draft.answer:
-        return _negative(cache, negative, draft.rcode, len(qname) - len(negative.apex)), False
     return _encode(qname, draft), True
 
 
@@ -672,17 +677,58 @@ def _negative(cache: ResponseCache, zone: ServedZone, rcode: int, at: int) -> En
     return entry
 
 
-def _step(zone: ServedZone, name: bytes, qtype: int, draft: _Draft, *, first: bool) -> bytes | None:
-    """Answer ``name`` from ``zone`` into ``draft``; return a name to chase, if any."""
+_Found = tuple[int | None, bytes, dict[int, RRset] | None]
+"""Where a lookup ends: the kind (``_CUT``, ``_DNAME``, ``_DATA``, or ``None`` when there is
+nothing to answer), the owner that decided it (for ``None``: the name if it exists, else
+empty) and that owner's records."""
+
+_CUT, _DNAME, _DATA = 1, 2, 3
+
+
+def _find(zone: ServedZone, name: bytes, qtype: int) -> _Found:
+    """Look ``name`` up in ``zone`` (RFC 1034 section 4.3.2 step 3): a delegation at or
+    above it, a DNAME above it, its own records (a CNAME, or the type asked), the
+    wildcard's that covers it (RFC 4592), or nothing: NODATA when the name or its
+    wildcard exists, NXDOMAIN when neither does."""
     above = _interruption(zone, name, qtype)
     if above is not None:
         owner, is_cut = above
-        sets = decode_node(zone.nodes[owner])
-        if is_cut:
-            if first:
-                draft.aa = False
-            _referral(zone, owner, sets[NS], draft)
-            return None
+        return (_CUT if is_cut else _DNAME), owner, decode_node(zone.nodes[owner])
+    blob = zone.nodes.get(name)
+    if blob is None:
+        if name in zone.empty_nonterminals:
+            return None, name, None
+        if zone.has_wildcard:
+            encloser = wire.parent(name)
+            while not zone.exists(encloser):
+                encloser = wire.parent(encloser)
+            source = b"\x01*" + encloser
+            blob = zone.nodes.get(source)
+            if blob is None and source in zone.empty_nonterminals:
+                return None, source, None
+        if blob is None:
+            return None, b"", None
+    sets = decode_node(blob)
+    if qtype == ANY or qtype in sets or (CNAME in sets and qtype != CNAME):
+        return _DATA, name, sets
+    return None, name, None
+
+
+def _step(
+    zone: ServedZone, name: bytes, qtype: int, found: _Found, draft: _Draft, *, first: bool
+) -> bytes | None:
+    """Answer ``name`` from ``zone`` into ``draft`` as the lookup ``found``; return a name
+    to chase, if any."""
+    kind, owner, sets = found
+    if sets is None:
+        draft.negative(zone, NOERROR if owner else NXDOMAIN)
+        return None
+    if kind == _CUT:
+        if first:
+            draft.aa = False
+        _referral(zone, owner, sets[NS], draft)
+        return None
+    if kind == _DNAME:
         ttl, (dname_target,) = sets[DNAME]
         draft.answer.append((owner, DNAME, ttl, dname_target))
         synthesized = name[: len(name) - len(owner)] + dname_target
@@ -691,36 +737,13 @@ def _step(zone: ServedZone, name: bytes, qtype: int, draft: _Draft, *, first: bo
             return None
         draft.answer.append((name, CNAME, ttl, synthesized))
         return synthesized
-
-    blob = zone.nodes.get(name)
-    if blob is None:
-        if name in zone.empty_nonterminals:
-            draft.negative(zone, NOERROR)
-            return None
-        if zone.has_wildcard:
-            encloser = wire.parent(name)
-            while not zone.exists(encloser):
-                encloser = wire.parent(encloser)
-            source = b"\x01*" + encloser
-            blob = zone.nodes.get(source)
-            if blob is None and source in zone.empty_nonterminals:
-                draft.negative(zone, NOERROR)
-                return None
-        if blob is None:
-            draft.negative(zone, NXDOMAIN)
-            return None
-
-    sets = decode_node(blob)
     cname = sets.get(CNAME)
     if cname is not None and qtype != CNAME:
         ttl, (target,) = cname
         draft.answer.append((name, CNAME, ttl, target))
         return None if qtype == ANY else target
     rtype = min(sets) if qtype == ANY else qtype
-    rrset = sets.get(rtype)
-    if rrset is None:
-        draft.negative(zone, NOERROR)
-        return None
+    rrset = sets[rtype]
     draft.answer.extend(_records(name, rtype, rrset))
     if rtype in _POINTING:
         _point(zone, name, rtype, rrset, draft)
