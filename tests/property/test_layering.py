@@ -35,6 +35,7 @@ PURE_CORES = (
     "valis_core.dns.serial",
     "valis_core.dns.transfer",
     "valis_core.dns.notify",
+    "valis_core.dns.secondary_progress",
     "valis_core.dns.zone_check",
     "valis_core.dns.zone_diff",
     "valis_core.ops.condense",

@@ -112,6 +112,8 @@ async def test_a_listed_secondary_gets_the_whole_zone_in_signed_messages(node: N
     got_abs = dns.zone.from_text(got.to_text(relativize=False), ZONE, relativize=False)
     assert got_abs == expected
     assert node.transfers.stats.completed == 1
+    (state,) = node.transfers.progress.report([listed()], {ZONE: (2, 100.0)}, now=130.0)
+    assert (state.serial, state.lag_serials, state.lag_seconds) == (1, 1, 30.0)
 
     # dig checks every message's TSIG too, and says how many messages there were.
     key = f"hmac-sha256:{KEY_NAME}:{base64.b64encode(SECRET).decode()}"

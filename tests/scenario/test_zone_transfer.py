@@ -344,6 +344,14 @@ def test_a_secondary_follows_the_node_by_transfer_and_strangers_are_refused(
         log = node.stderr()
         assert f"notify: {ZONE} serial 2 to {SECONDARY_IP} answered NOERROR" in log
 
+        # valis status says where the secondary stands.
+        account = pwd.getpwnam(RUN_USER)
+        status = run_in(wire.node, [
+            "setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}",
+            "--init-groups", "--", resident_runtime(), "status", "--state-dir",
+            str(node.state_dir)], check=False)
+        assert f"secondary {SECONDARY_IP} of {ZONE}: serial 2, up to date" in status.stdout
+
         # Anyone else asking for the zone is refused: no key, a wrong key, another address.
         wrong = base64.b64encode(bytes(32)).decode()
         assert axfr_from(wire, SECONDARY_IP) == "REFUSED 0"

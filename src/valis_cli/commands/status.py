@@ -57,6 +57,17 @@ def _ago(since: float | None, now: float) -> str:
     return f"{hours}h{rest // 60:02d}m{rest % 60:02d}s"
 
 
+def _secondary_line(state: Mapping[str, Any]) -> str:
+    where = f"secondary {state.get('address')} of {state.get('zone')}"
+    if state.get("serial") is None:
+        return f"{where}: no transfer yet"
+    lag = state.get("lag_serials")
+    if not lag:
+        return f"{where}: serial {state['serial']}, up to date"
+    seconds = int(state.get("lag_seconds") or 0)
+    return f"{where}: serial {state['serial']}, {lag} behind for {seconds}s"
+
+
 def render_status(document: Mapping[str, Any], now: float) -> str:
     """The status as a few lines for a person."""
     reasons = not_ready_reasons(document)
@@ -69,6 +80,8 @@ def render_status(document: Mapping[str, Any], now: float) -> str:
     )
     for zone, view in sorted((document.get("zones") or {}).items()):
         lines.append(f"zone {zone}: serial {view.get('serial')} ({view.get('rcode')})")
+    for secondary in document.get("secondaries") or []:
+        lines.append(_secondary_line(secondary))
     database = document.get("database")
     if isinstance(database, Mapping):
         state = "connected" if database.get("connected") else "NOT connected"

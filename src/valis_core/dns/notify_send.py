@@ -20,6 +20,7 @@ import ipaddress
 import logging
 import random
 import socket
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import attrs
@@ -27,7 +28,7 @@ import trio
 
 from valis_core.dns.notify import Notify, answer_to, notify_message
 from valis_core.dns.snapshot import IndexHolder
-from valis_core.dns.transfer import Listed
+from valis_core.dns.transfer import Listed, zone_serial
 from valis_core.dns.zone import ServedZone, ZoneIndex
 from valis_core.fence import FencedOut
 
@@ -44,19 +45,28 @@ Secondaries = Callable[[], Awaitable[Sequence[Listed]]]
 class ChangeWatch(IndexHolder):
     """An ``IndexHolder`` that reports, after each swap, the zones whose version changed."""
 
-    __slots__ = ("changed",)
+    __slots__ = ("changed", "versions")
 
     def __init__(self, index: ZoneIndex) -> None:
         super().__init__(index)
         self.changed: Callable[[Sequence[ServedZone]], None] | None = None
+        now = time.time()
+        self.versions: dict[str, tuple[int, float]] = {
+            zone.origin: (zone_serial(zone), now) for zone in index.served()
+        }
+        """Each served zone's serial, and since when (UNIX time) that serial is served."""
 
     def swap(self, new: ZoneIndex) -> ZoneIndex:
         old = super().swap(new)
-        if self.changed is not None:
-            before = {zone.apex: zone for zone in old.served()}
-            fresh = [zone for zone in new.served() if before.get(zone.apex) is not zone]
-            if fresh:
-                self.changed(fresh)
+        before = {zone.apex: zone for zone in old.served()}
+        fresh = [zone for zone in new.served() if before.get(zone.apex) is not zone]
+        now = time.time()
+        for zone in fresh:
+            serial = zone_serial(zone)
+            if self.versions.get(zone.origin, (None,))[0] != serial:
+                self.versions[zone.origin] = (serial, now)
+        if fresh and self.changed is not None:
+            self.changed(fresh)
         return old
 
 

@@ -267,11 +267,16 @@ def datagram_ixfr(
 
 def _up_to_date(query: dns.message.Message, zone: ServedZone) -> bool:
     """Whether an IXFR's SOA (in its authority section) is not older than the zone's."""
+    theirs = ixfr_serial(query)
+    return theirs is not None and not serial_gt(zone_serial(zone), theirs)
+
+
+def ixfr_serial(query: dns.message.Message) -> int | None:
+    """The serial an IXFR request says its sender has (its authority section's SOA)."""
     for rrset in query.authority:
         if rrset.rdtype == SOA and len(rrset):
-            theirs = int(rrset[0].serial)
-            return not serial_gt(zone_serial(zone), theirs)
-    return False
+            return int(rrset[0].serial)
+    return None
 
 
 def zone_serial(zone: ServedZone) -> int:

@@ -28,6 +28,7 @@ import trio
 
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.records import IXFR, SERVFAIL
+from valis_core.dns.secondary_progress import Progress
 from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.tcp import framed
 from valis_core.dns.transfer import (
@@ -36,6 +37,7 @@ from valis_core.dns.transfer import (
     Listed,
     datagram_ixfr,
     decide,
+    ixfr_serial,
     peer_host,
     signed_answer,
     transfer_messages,
@@ -85,6 +87,7 @@ class Transfers:
         self._write_timeout = write_timeout
         self._clock = clock
         self.stats = TransferStats()
+        self.progress = Progress()
 
     def signed(
         self, snapshot: Snapshot, query: bytes, peer: str, transport: Transport
@@ -100,6 +103,9 @@ class Transfers:
                 log.info("zone transfer: refused %s (IXFR over UDP): %s", peer, decision.reason)
                 return decision.response
             self.stats.signed_answers += 1
+            theirs = ixfr_serial(decision.query)
+            if theirs is not None:
+                self.progress.saw(decision.zone.origin, peer_host(peer), theirs, self._clock())
             return next(transfer_messages(decision, now=self._clock()))
         response = signed_answer(
             snapshot.index, query, peer, self._known(),
@@ -156,6 +162,9 @@ class Transfers:
                         "sent); connection closed", kind, zone, peer, self._deadline, messages)
             return False
         self.stats.completed += 1
+        theirs = ixfr_serial(grant.query)
+        has = zone_serial(grant.zone) if grant.full or theirs is None else theirs
+        self.progress.saw(zone, peer, has, self._clock())
         log.info("zone transfer: %s of %s serial %d to %s: %d message(s), %d bytes in %.3fs",
                  kind, zone, zone_serial(grant.zone), peer, messages, sent,
                  trio.current_time() - started)

@@ -27,6 +27,7 @@ import logging
 import os
 import signal
 import socket
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -492,6 +493,9 @@ async def _secondaries(boot: Boot) -> Boot:
     holder.changed = sender.changed
     views.transfer_stats = transfers.stats
     views.notify_stats = sender.stats
+    views.secondaries = lambda: transfers.progress.report(
+        reader.known(), holder.versions, time.time()
+    )
     log.info("secondaries: %d listed; zone transfers to them, NOTIFY from %s",
              len(listed), source)
     return attrs.evolve(boot, transfers=transfers)

@@ -10,7 +10,7 @@ asks it for every served apex before it serves DNS.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -21,6 +21,7 @@ import dns.rdatatype
 
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.notify_send import NotifyStats
+from valis_core.dns.secondary_progress import SecondaryState
 from valis_core.dns.serve import ServeCounts, ServeStats
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.transfer_serve import TransferStats
@@ -124,6 +125,8 @@ class NodeViews:
     """Zone transfers served and refused; None when not wired."""
     notify_stats: NotifyStats | None = None
     """NOTIFYs sent to secondaries; None when not wired."""
+    secondaries: Callable[[], Sequence[SecondaryState]] | None = None
+    """Each listed secondary's serial and lag; None when not wired."""
     started_at: float = attrs.field(factory=time.time)
     """When bring-up made these views (UNIX time): the node's uptime is counted from it."""
 
@@ -142,6 +145,9 @@ class NodeViews:
             "fence_holder": None if self.fence_holder is None else self.fence_holder(),
             "database": self.database_status(),
             "modules": list(self.modules),
+            "secondaries": None if self.secondaries is None else [
+                state.document() for state in self.secondaries()
+            ],
             "started_at": self.started_at,
             "uptime_seconds": max(0.0, time.time() - self.started_at),
         }
@@ -224,6 +230,34 @@ class NodeViews:
                 "counter",
                 "Zone transfer requests refused, by why (unlisted address, unsigned, ...).",
                 tuple(Sample(n, (("reason", kind),)) for kind, n in transfers.refused.items()),
+            ))
+        if self.secondaries is not None:
+            states = self.secondaries()
+
+            def samples(value: Callable[[SecondaryState], float | None]) -> tuple[Sample, ...]:
+                return tuple(
+                    Sample(-1 if value(state) is None else value(state) or 0,
+                           (("zone", state.zone), ("secondary", state.address)))
+                    for state in states
+                )
+
+            families.append(Family(
+                "valis_secondary_serial",
+                "gauge",
+                "The serial each listed secondary last had (-1 before its first transfer).",
+                samples(lambda state: state.serial),
+            ))
+            families.append(Family(
+                "valis_secondary_lag_serials",
+                "gauge",
+                "Serials the served version is ahead of each secondary (-1: not known yet).",
+                samples(lambda state: state.lag_serials),
+            ))
+            families.append(Family(
+                "valis_secondary_lag_seconds",
+                "gauge",
+                "Seconds each secondary has been behind the served version (0: up to date).",
+                samples(lambda state: state.lag_seconds),
             ))
         notify = self.notify_stats
         if notify is not None:
