@@ -24,17 +24,29 @@ behaviour, top to bottom:
   MINIMUM) (RFC 2308); empty non-terminals are NODATA; CNAME chains are followed while
   they stay in served zones (at most ``MAX_CHAIN`` links, never round a loop), and the
   RCODE is the last link's; a name at or beneath a delegation gets a referral (AA=0, the
-  NS in authority, glue from the parent zone in additional), except that DS at the cut
+  NS in authority, the addresses the parent zone holds for its name servers in
+  additional), except that DS at the cut
   is answered by the parent, and DS at a zone apex by the served parent zone if there
   is one; wildcards per RFC 4592 (closest encloser, never for names that exist, never
   beneath a delegation, wildcard CNAMEs followed); DNAME per RFC 6672 (the DNAME and a
   CNAME synthesized with the DNAME's TTL, YXDOMAIN when the new name is too long);
-  A/AAAA for NS, MX and SRV targets found in served zones go in additional.
+- Additional data comes only from the zone that answers (another served zone's records
+  would be out of bailiwick to a resolver, and would tell which zones this node serves),
+  at exactly the names the answer points at: A/AAAA of NS targets (glue beneath a cut
+  included), of MX and SRV targets; for NAPTR (RFC 3403 section 4.2) the SRV its
+  replacement names and their targets' addresses (flag S) or the replacement's addresses
+  (flag A); for SVCB and HTTPS (RFC 9460 section 4.1) the TargetName's addresses (``.``
+  in ServiceMode: the owner's) and, in AliasMode, the target's records of the same type
+  and their targets' addresses. Apart from NS targets, only the zone's authoritative
+  data is used (never glue beneath a cut), and wildcards are not expanded for it.
 - ANY (RFC 8482): one RRset, the owner's lowest-numbered type (its CNAME if it has
   one), over UDP and TCP alike.
 - A response over the size limit first loses the optional additional records (never a
   required glue record, never part of an RRset); if still too big it is the question
-  alone with TC=1 (and the OPT, if the query had one).
+  alone with TC=1 (and the OPT, if the query had one). A referral's required glue is
+  its in-domain glue, the addresses of name servers at or beneath the cut (RFC 9471
+  section 3.1): a referral that cannot carry it is truncated; sibling glue and the other
+  name servers' addresses are optional (section 3.2).
 
 The question is echoed byte for byte (0x20 case mixing survives), as are the ID, RD
 and CD. Malformed input never raises: an internal failure becomes a bare FORMERR.
@@ -47,16 +59,19 @@ encoded responses kept with the snapshot being served (``valis_core.dns.snapshot
 keyed by the lowercased question name and type; a miss resolves against the index and
 encodes once. A cached response compresses every name against the question at offset 12,
 so it fits any spelling of the same name: each query only patches in its ID, its flags
-and its own question bytes.
+and its own question bytes. A question whose lookup ends at once in NXDOMAIN or NODATA
+is not cached: its answer is the zone's SOA alone, encoded once per zone version and
+offset of the apex in the question (kept beside the cache), so a flood of random names
+or types in a served zone costs a lookup and never pushes served answers out.
 
 Where this deliberately differs from NSD or Knot: A/AAAA for MX and SRV targets are
-added (as Knot does; NSD with ``minimal-responses`` omits them); CNAME and DNAME chains
-continue into other served zones (as NSD; Knot stops at the zone edge); ANY picks the
-lowest-numbered type (as Knot; NSD prefers the SOA at an apex); FORMERR echoes the
-question (as Knot; NSD clears it) and trailing bytes are FORMERR (as Knot; NSD ignores
-them); CH-class and class-ANY questions are REFUSED (both answer ``version.bind``);
-NOTIFY is NOTIMP (NSD: REFUSED, Knot: NOTAUTH); an OPT with more than ``MAX_OPTIONS``
-options is FORMERR (both read any number).
+added (as Knot does; NSD with ``minimal-responses`` omits them), though never glue nor a
+wildcard's; CNAME and DNAME chains continue into other served zones (as NSD; Knot stops
+at the zone edge); ANY picks the lowest-numbered type (as Knot; NSD prefers the SOA at
+an apex); FORMERR echoes the question (as Knot; NSD clears it) and trailing bytes are
+FORMERR (as Knot; NSD ignores them); CH-class and class-ANY questions are REFUSED (both
+answer ``version.bind``); NOTIFY is NOTIMP (NSD: REFUSED, Knot: NOTAUTH); an OPT with
+more than ``MAX_OPTIONS`` options is FORMERR (both read any number).
 """
 
 from __future__ import annotations
