@@ -96,9 +96,12 @@ class SystemdUnitController:
         # A failed start is not an error here: wait_up reads the state it left behind.
         self._run("restart", self.unit)
 
-    def active_state(self) -> str:
-        done = self._run("show", "--property=ActiveState", "--value", self.unit)
+    def _property(self, name: str) -> str:
+        done = self._run("show", f"--property={name}", "--value", self.unit)
         return done.stdout.strip()
+
+    def active_state(self) -> str:
+        return self._property("ActiveState")
 
     def wait_up(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -107,6 +110,10 @@ class SystemdUnitController:
             if state == "active":
                 return True
             if state in ("failed", "inactive") or time.monotonic() >= deadline:
+                return False
+            # Exited before READY and waiting to be restarted (Restart=on-failure): it did
+            # not come up, as for ProcessUnitController; systemd's retries are not awaited.
+            if state == "activating" and self._property("SubState") == "auto-restart":
                 return False
             time.sleep(_POLL_INTERVAL)
 
