@@ -33,6 +33,7 @@ ZONE_FILE = "/var/tmp/example.test.zone"
 PROVISION_TIMEOUT = 300.0
 CONDENSE_TIMEOUT = 240.0
 HBA_LINE = "local  valis_state  valis  peer  map=valis"
+DIST = "file:///srv/wheelhouse/simple/"
 STEP = re.compile(r"^  \[(done|to do|blocked)\s*\] (\S+)", re.MULTILINE)
 
 
@@ -52,7 +53,7 @@ class Host:
         """``valis provision`` as root, as the cloud-init example runs it."""
         argv = [valis, "provision", "--delivery", str(self.delivery), "--node", "node-a",
                 "--location", "lab", "--served-zone", EXAMPLE_ZONE,
-                "--interface", self.ground.nic, *extra]
+                "--interface", self.ground.nic, "--dist", DIST, *extra]
         return self.sh(f"umask {umask}; exec " + " ".join(argv), timeout=PROVISION_TIMEOUT)
 
     def as_run_account(self, command: str, *, timeout: float = 120.0) -> tuple[int, str, str]:
@@ -114,7 +115,7 @@ def test_the_plan_is_shown_first_and_plan_alone_changes_nothing(host: Host) -> N
         "launcher-config", "site-facts", "private-dist", "unit",
     ]
     assert shown["run-account"] == "to do"
-    assert shown["private-dist"] == "done"  # none named
+    assert shown["private-dist"] == "to do"
     assert host.sh("id valis")[0] != 0
     assert host.sh("test -e /opt/valis")[0] != 0
 
@@ -125,8 +126,7 @@ def test_a_fresh_host_is_provisioned_by_the_unpacked_delivery_under_umask_077(
     status, out, err = host.provision(f"{UNPACKED}/bin/valis", umask="077")
     assert status == 0, out + err
     for name in steps(out):
-        if name != "private-dist":
-            assert f"  done: {name}:" in out
+        assert f"  done: {name}:" in out
     assert out.rstrip().endswith("host is ready"), out
 
     # The run account: a system account without a login shell.
@@ -152,6 +152,7 @@ def test_a_fresh_host_is_provisioned_by_the_unpacked_delivery_under_umask_077(
     status, out, err = host.as_run_account(f"{INSTALLED} zone list --dsn "
                                            "'postgresql://valis@/valis_state?host=/var/run/postgresql'")
     assert status == 0, out + err  # the schema is migrated and the account gets in
+    assert DIST in host.sh("cat /etc/valis/dist/registration.json")[1]
     # The unit is placed and enabled, not started.
     assert host.box.systemctl("is-enabled", UNIT).stdout.strip() == "enabled"
     assert host.box.show(UNIT, "ActiveState")["ActiveState"] == "inactive"

@@ -100,8 +100,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _launcher_config(args: argparse.Namespace) -> LauncherConfig:
     """The config ``fulcrum config produce`` would write from these options, with the
-    network derived from ``--interface``; once a dedicated interface has moved into the
-    running unit's namespace, the config already written for it keeps its network."""
+    network derived from ``--interface``. A dedicated interface the unit took (moved into
+    its namespace, or handed back bare when it stopped) carries nothing to derive from:
+    the config already written for that interface keeps its network."""
     from fulcrum.provisioning import config_from_options
     from valis_core.launcher_config import LauncherConfigError, parse_launcher_config
     from valis_core.ops.local_probe import LocalHostProbe
@@ -113,7 +114,9 @@ def _launcher_config(args: argparse.Namespace) -> LauncherConfig:
         network = (str(derived.address), str(derived.prefix), str(derived.gateway))
     except PublicNetworkError:
         held = None
-        if not probe.interface_exists(args.interface):
+        if not probe.interface_exists(args.interface) or not probe.interface_addresses(
+            args.interface
+        ):
             try:
                 held = parse_launcher_config(Path(args.launcher_config).read_text("utf-8"))
             except (OSError, UnicodeDecodeError, LauncherConfigError):
@@ -121,6 +124,9 @@ def _launcher_config(args: argparse.Namespace) -> LauncherConfig:
         if held is None or held.public_interface != args.interface:
             raise
         network = (str(held.unit_ip), str(held.unit_cidr), str(held.public_gateway))
+        print(f"valis provision: {args.interface} carries no address (the unit holds it, "
+              f"or held it): keeping {args.launcher_config}'s unit-ip {held.unit_ip}/"
+              f"{held.unit_cidr} and public-gateway {held.public_gateway}", flush=True)
     root = args.root.rstrip("/") or "/"
     account = _named_account(args)
     return config_from_options({
