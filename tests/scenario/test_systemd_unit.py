@@ -1,0 +1,301 @@
+"""The shipped unit under a real systemd, running the delivery ``make dist`` builds.
+
+One container (``systemd_container``) is this module's host: the host's own systemd as
+PID 1 over a copy-on-write of its root, with the proving ground's NIC moved into its
+network namespace, so the client namespace asks the unit's address from outside as it
+would a real host. The scenarios run in file order on that one host, each starting from
+the state the one before left, as an operator's days on one node would.
+
+The host is placed as ``valis provision`` would leave it: the run account, the launcher
+config at ``/etc/fulcrum/launcher.toml`` (root, 0644), the site facts at
+``/etc/valis/site-facts.env`` and the unit linked from where ``valis apply`` puts the
+delivered one (``systemctl link`` of ``/opt/valis/current/lib/systemd/system/...``,
+made before anything is staged). The operator-state database is the session's private
+cluster on the test host: its socket directory is bind-mounted into the container at the
+same path, so the site facts' DSN is the same inside and out (the container's own
+``/tmp`` is a fresh tmpfs). The delivery and the ``valis`` that applies it are the
+session's frozen build (``frozen_build``), bound in read-only at their host paths.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+
+from tests.conftest import require_root
+from tests.property.test_systemd_units import FULCRUM_UNIT
+from tests.scenario.frozen_build import VERSION, PlainBuild, delivery_of
+from tests.scenario.operator_state_helpers import EXAMPLE_WWW, EXAMPLE_ZONE, import_zone
+from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
+from tests.scenario.proving_ground import UNIT_IP, Ground, dig, unit_config_text
+from tests.scenario.proving_ground import sweep_stale as sweep_stale_grounds
+from tests.scenario.systemd_container import Bind, SystemdContainer, sweep_stale
+from valis_core.operator_state.schema import migrate
+from valis_core.operator_state.site_facts import render_site_facts
+
+UNIT = "fulcrum-valis.service"
+ROOT = "/opt/valis"
+DELIVERED_UNIT = f"{ROOT}/current/lib/systemd/system/{UNIT}"
+LAUNCHER_CONFIG = "/etc/fulcrum/launcher.toml"
+SITE_FACTS = "/etc/valis/site-facts.env"
+STATE_DIRECTORY = "/var/lib/valis-dns"
+NEWER = f"{VERSION}+systemd.2"
+BROKEN = f"{VERSION}+systemd.plain"
+NEWER_DESCRIPTION = f"valis {NEWER} (fulcrum-launched resident)"
+UP_TIMEOUT = 90.0
+APPLY_TIMEOUT = 240.0
+MISSING_CONFIG = "fulcrum: launcher config: "
+SERVING = re.compile(r"serving example\.test\. on udp=\S+ tcp=\S+ at generation (\d+)")
+
+
+@attrs.frozen
+class Node:
+    """The container standing in for the host, and what the scenarios apply to it."""
+
+    box: SystemdContainer
+    ground: Ground
+    valis: str
+    delivery: Path
+    newer: Path
+    broken: Path
+
+    def apply(self, delivery: Path, *extra: str) -> tuple[int, str, str]:
+        """``valis apply --delivery`` as root on the host, through systemd; its status,
+        stdout and stderr."""
+        done = self.box.run(self.valis, "apply", "--delivery", str(delivery), *extra,
+                            check=False, timeout=APPLY_TIMEOUT)
+        return done.returncode, done.stdout, done.stderr
+
+    def unit(self, *props: str) -> dict[str, str]:
+        return self.box.show(UNIT, *props)
+
+    def resident(self) -> int:
+        """The resident's pid (as the container numbers it): fulcrum's one child."""
+        main = self.unit("MainPID")["MainPID"]
+        children = self.box.run("sh", "-c", f"cat /proc/{main}/task/*/children").stdout.split()
+        assert len(children) == 1, f"fulcrum {main} has children {children}"
+        return int(children[0])
+
+    def owner_key_digest(self) -> str:
+        key = self.box.run("base64", "-w0", f"{STATE_DIRECTORY}/owner.key").stdout
+        return hashlib.sha256(key.encode()).hexdigest()
+
+    def assert_answers(self) -> None:
+        """The zone answers authoritatively from the client, over UDP and TCP."""
+        for tcp in (False, True):
+            soa = dig(self.ground.client, UNIT_IP, EXAMPLE_ZONE, "SOA", tcp=tcp)
+            assert (soa.status, soa.authoritative) == ("NOERROR", True), soa.raw
+        www = dig(self.ground.client, UNIT_IP, f"www.{EXAMPLE_ZONE}", "A")
+        assert [record.split()[4] for record in www.answer] == ["192.0.2.80"], www.raw
+
+    def generation(self) -> int:
+        status = self.unit("StatusText")["StatusText"]
+        matched = SERVING.search(status)
+        assert matched, status
+        return int(matched.group(1))
+
+
+def _operator_state(pg_cluster: PgCluster) -> str:
+    dsn = pg_cluster.new_database("systemd")
+    with pg_cluster.connect(dsn) as conn:
+        migrate(conn)
+    import_zone(pg_cluster, dsn, EXAMPLE_ZONE, extra=EXAMPLE_WWW)
+    return dsn
+
+
+@pytest.fixture(scope="module")
+def node(pg_cluster: PgCluster, bundle: Path, delivery: Path, plain_build: PlainBuild,
+         build_root: Path) -> Iterator[Node]:
+    require_root()
+    ensure_system_user(RUN_USER)
+    sweep_stale()
+    sweep_stale_grounds()
+    dsn = _operator_state(pg_cluster)
+    staged = build_root / "systemd-unit"
+    # The newer version's unit differs (its description): apply must load it.
+    unit_text = FULCRUM_UNIT.read_text()
+    described = re.sub(r"(?m)^Description=.*$", f"Description={NEWER_DESCRIPTION}", unit_text)
+    newer = delivery_of(bundle, NEWER, staged / "newer.tar.gz",
+                        {f"lib/systemd/system/{UNIT}": described.encode()})
+    broken = delivery_of(plain_build.bundle, BROKEN, staged / "plain.tar.gz")
+    ground = Ground().build()
+    try:
+        binds = [Bind(build_root), Bind(pg_cluster.cluster.socket_dir)]
+        if not bundle.is_relative_to(build_root):
+            binds.append(Bind(bundle))
+        with SystemdContainer(binds=binds) as box:
+            box.adopt_link(ground.nic)
+            config = unit_config_text(ground, [f"{ROOT}/current/bin/valis"])
+            box.put_text(LAUNCHER_CONFIG, config, mode=0o644)
+            facts = {"VALIS_NODE_NAME": "node-a", "VALIS_LOCATION": "systemd-container",
+                     "VALIS_OPERATOR_STATE_DSN": dsn, "VALIS_SERVED_ZONES": EXAMPLE_ZONE}
+            box.put_text(SITE_FACTS, render_site_facts(facts), mode=0o644)
+            # What `systemctl link` makes; it refuses a file not yet staged.
+            box.run("ln", "-s", DELIVERED_UNIT, f"/etc/systemd/system/{UNIT}")
+            box.systemctl("daemon-reload")
+            yield Node(box, ground, str(bundle / "valis"), delivery, newer, broken)
+        assert box.leftovers() == []
+    finally:
+        ground.cleanup()
+
+
+def test_apply_starts_the_unit_and_the_residents_ready_reaches_systemd(node: Node) -> None:
+    status, out, err = node.apply(node.delivery, "--timeout", str(UP_TIMEOUT))
+    assert status == 0, err + node.box.journal(UNIT)
+    assert out == f"valis: {VERSION} is serving (previous: none)\n"
+    assert node.box.run("readlink", f"{ROOT}/current").stdout.strip() == f"versions/{VERSION}"
+    unit = node.unit("ActiveState", "SubState", "StatusText", "Type")
+    assert (unit["ActiveState"], unit["SubState"], unit["Type"]) == ("active", "running",
+                                                                     "notify")
+    # READY came from the resident, across ip netns exec -> setpriv: systemd shows its text.
+    assert SERVING.search(unit["StatusText"]), unit
+    assert node.generation() == 0
+    node.assert_answers()
+
+
+def _owner_and_mode(box: SystemdContainer, path: str) -> str:
+    return box.run("stat", "-c", "%U:%G %a", path).stdout.strip()
+
+
+def test_the_state_directory_is_the_run_accounts_and_the_config_directories_roots(
+    node: Node,
+) -> None:
+    assert _owner_and_mode(node.box, STATE_DIRECTORY) == f"{RUN_USER}:{RUN_USER} 700"
+    key = _owner_and_mode(node.box, f"{STATE_DIRECTORY}/owner.key")
+    assert key == f"{RUN_USER}:{RUN_USER} 600"
+    assert _owner_and_mode(node.box, "/etc/fulcrum") == "root:root 755"
+    assert _owner_and_mode(node.box, "/etc/valis") == "root:root 755"
+    # fulcrum runs as root (ExecStart=+), the resident as the run account.
+    main = node.unit("MainPID")["MainPID"]
+    assert node.box.run("stat", "-c", "%U", f"/proc/{main}").stdout.strip() == "root"
+    resident = node.resident()
+    assert node.box.run("stat", "-c", "%U", f"/proc/{resident}").stdout.strip() == RUN_USER
+
+
+def test_a_killed_resident_is_restarted_by_systemd_as_the_same_node(node: Node) -> None:
+    key, generation = node.owner_key_digest(), node.generation()
+    before = node.unit("NRestarts", "MainPID")
+    node.box.run("kill", "-KILL", str(node.resident()))
+
+    def restarted() -> bool:
+        now = node.unit("NRestarts", "ActiveState", "MainPID")
+        return (int(now["NRestarts"]) > int(before["NRestarts"])
+                and now["ActiveState"] == "active" and now["MainPID"] != before["MainPID"])
+
+    node.box.wait_for(restarted, UP_TIMEOUT, "systemd to restart the unit")
+    assert node.owner_key_digest() == key
+    assert node.generation() == generation
+    node.assert_answers()
+
+
+def test_apply_of_a_newer_delivery_restarts_the_unit_on_it(node: Node) -> None:
+    before = node.unit("MainPID")["MainPID"]
+    status, out, err = node.apply(node.newer, "--timeout", str(UP_TIMEOUT))
+    assert status == 0, err + node.box.journal(UNIT)
+    assert out == f"valis: {NEWER} is serving (previous: {VERSION})\n"
+    # systemd runs the newer version's unit file, not the one it loaded before.
+    assert node.unit("Description", "NeedDaemonReload") == {
+        "Description": NEWER_DESCRIPTION, "NeedDaemonReload": "no"}
+    main = node.unit("MainPID")["MainPID"]
+    assert main != before
+    exe = node.box.run("readlink", f"/proc/{main}/exe").stdout.strip()
+    assert exe == f"{ROOT}/versions/{NEWER}/bin/fulcrum"
+    resident = node.box.run("readlink", f"/proc/{node.resident()}/exe").stdout.strip()
+    assert resident == f"{ROOT}/versions/{NEWER}/bin/valis"
+    node.assert_answers()
+
+
+def test_apply_of_a_delivery_whose_resident_fails_switches_back(node: Node) -> None:
+    status, _, err = node.apply(node.broken, "--timeout", str(UP_TIMEOUT))
+    assert status == 1, err
+    assert f"version {BROKEN} did not come up" in err
+    assert f"switched back to {NEWER}, which came up again" in err
+    assert node.box.run("readlink", f"{ROOT}/current").stdout.strip() == f"versions/{NEWER}"
+    assert node.unit("ActiveState")["ActiveState"] == "active"
+    assert "serving codec not available" in node.box.journal(UNIT)
+    main = node.unit("MainPID")["MainPID"]
+    exe = node.box.run("readlink", f"/proc/{main}/exe").stdout.strip()
+    assert exe == f"{ROOT}/versions/{NEWER}/bin/fulcrum"
+    node.assert_answers()
+
+
+def test_systemctl_stop_tears_the_netns_down_and_leaves_no_process(node: Node) -> None:
+    control_group = node.unit("ControlGroup")["ControlGroup"]
+    assert node.ground.unit_netns in node.box.run("ip", "netns", "list").stdout
+    node.box.systemctl("stop", UNIT)
+    assert node.unit("ActiveState", "SubState") == {"ActiveState": "inactive",
+                                                    "SubState": "dead"}
+    assert node.ground.unit_netns not in node.box.run("ip", "netns", "list").stdout
+    assert node.box.run("pgrep", "-u", RUN_USER, check=False).stdout == ""
+    left = node.box.run("cat", f"/sys/fs/cgroup{control_group}/cgroup.procs", check=False)
+    assert left.stdout.strip() == ""
+    # The NIC is back in the host's namespace, not lost with the unit's.
+    assert node.box.run("ip", "link", "show", "dev", node.ground.nic, check=False).returncode == 0
+
+
+def test_without_a_launcher_config_systemd_tries_five_times_then_refuses(node: Node) -> None:
+    box = node.box
+    config = box.read_text(LAUNCHER_CONFIG)
+    box.run("rm", LAUNCHER_CONFIG)
+    box.systemctl("reset-failed", UNIT, check=False)  # a stopped unit may be unloaded
+    # RestartSec=5 would make this 25 s of waiting: a drop-in shortens it to a tenth of
+    # a second. StartLimitBurst and StartLimitIntervalSec stay the shipped unit's.
+    box.put_text(f"/etc/systemd/system/{UNIT}.d/restart-soon.conf",
+                 "[Service]\nRestartSec=100ms\n")
+    box.systemctl("daemon-reload")
+    try:
+        first = box.systemctl("start", UNIT, check=False)
+        assert first.returncode != 0
+        box.wait_state(UNIT, "failed", timeout=UP_TIMEOUT)
+        journal = box.journal(UNIT)
+        reasons = _fulcrum_reasons(journal)
+        assert len(reasons) == 5, journal
+        assert "Start request repeated too quickly" in journal, journal
+        assert len(set(reasons)) == 1, reasons
+        assert f"no file at {LAUNCHER_CONFIG}" in reasons[0], reasons
+
+        refused = box.systemctl("start", UNIT, check=False)
+        assert refused.returncode != 0
+        assert box.show(UNIT, "ActiveState")["ActiveState"] == "failed"
+        assert len(_fulcrum_reasons(box.journal(UNIT))) == 5, "no sixth attempt"
+
+        box.systemctl("reset-failed", UNIT)
+        box.put_text(LAUNCHER_CONFIG, config, mode=0o644)
+        box.systemctl("start", UNIT, timeout=UP_TIMEOUT)
+        assert box.show(UNIT, "ActiveState")["ActiveState"] == "active"
+        node.assert_answers()
+    finally:
+        box.run("rm", "-r", f"/etc/systemd/system/{UNIT}.d")
+        box.systemctl("daemon-reload")
+
+
+def test_systemd_would_hand_a_configuration_directory_it_creates_to_the_run_account(
+    node: Node,
+) -> None:
+    """Why the unit declares no ConfigurationDirectory= (systemd 252, Debian 12): one it
+    creates is the User='s, so /etc/fulcrum would be the run account's to rewrite."""
+    probe = "valis-configuration-probe"
+    node.box.run("systemd-run", "--wait", "--quiet", f"--property=User={RUN_USER}",
+                 f"--property=ConfigurationDirectory={probe}", "/bin/true")
+    assert _owner_and_mode(node.box, f"/etc/{probe}") == f"{RUN_USER}:{RUN_USER} 755"
+
+
+def _fulcrum_reasons(journal: str) -> list[str]:
+    """fulcrum's one-line refusals of its launcher config in the unit's journal."""
+    return [line for line in journal.splitlines() if line.startswith(MISSING_CONFIG)]
+
+
+def test_the_unit_is_linked_where_apply_puts_the_delivered_one(node: Node) -> None:
+    fragment = node.unit("FragmentPath")["FragmentPath"]
+    assert fragment == f"/etc/systemd/system/{UNIT}"
+    target = node.box.run("readlink", "-f", fragment).stdout.strip()
+    assert target == f"{ROOT}/versions/{NEWER}/lib/systemd/system/{UNIT}"
+    assert shlex.split(node.unit("ExecStart")["ExecStart"].split("argv[]=")[1])[0] == (
+        f"{ROOT}/current/bin/fulcrum"
+    )
