@@ -13,8 +13,9 @@ beyond that waits for a slot), and each, its wait included, must finish within
 ``deadline`` seconds or its connection is closed (a partial transfer is useless to the
 secondary, which retries). Messages are built a few dozen records at a time, with a
 checkpoint between, and sent one at a time, so a transfer never holds up UDP or other
-connections for long. Every refusal is logged with its reason and counted by kind;
-completed, failed and running transfers too.
+connections for long. Every refusal is counted by kind and logged with its reason (at
+most ten lines a second: the rest are counted on the next line); completed, failed and
+running transfers are counted too.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class Transfers:
         self._clock = clock
         self.stats = TransferStats()
         self.progress = Progress()
+        self._refusals = _Refusals()
 
     def signed(
         self, snapshot: Snapshot, query: bytes, peer: str, transport: Transport
@@ -100,7 +102,7 @@ class Transfers:
                                      now=self._clock())
             if not isinstance(decision, Grant):
                 self.stats.refused[decision.kind] += 1
-                log.info("zone transfer: refused %s (IXFR over UDP): %s", peer, decision.reason)
+                self._refusals.say(f"{peer} (IXFR over UDP): {decision.reason}")
                 return decision.response
             self.stats.signed_answers += 1
             theirs = ixfr_serial(decision.query)
@@ -129,7 +131,7 @@ class Transfers:
         decision = decide(snapshot.index, query, peer, listed, now=self._clock())
         if not isinstance(decision, Grant):
             self.stats.refused[decision.kind] += 1
-            log.info("zone transfer: refused %s: %s", peer, decision.reason)
+            self._refusals.say(f"{peer}: {decision.reason}")
             return decision.response is None or await self._send(stream, decision.response)
         return await self._transfer(stream, decision, peer)
 
@@ -177,6 +179,34 @@ class Transfers:
             await stream.send_all(framed(response))
             return True
         return False
+
+
+class _Refusals:
+    """Logs refused requests, at most ``_REFUSALS_PER_SECOND`` lines a second: a UDP
+    datagram costs a stranger nothing, so a flood of them must not become a log flood;
+    the lines left out are counted on the next one (every refusal is in the metrics)."""
+
+    __slots__ = ("_left_out", "_said", "_window")
+
+    def __init__(self) -> None:
+        self._window = -1.0
+        self._said = 0
+        self._left_out = 0
+
+    def say(self, what: str) -> None:
+        now = time.monotonic()
+        if now - self._window >= 1.0:
+            self._window, self._said = now, 0
+        if self._said >= _REFUSALS_PER_SECOND:
+            self._left_out += 1
+            return
+        self._said += 1
+        more = f" ({self._left_out} more refused, not logged)" if self._left_out else ""
+        self._left_out = 0
+        log.info("zone transfer: refused %s%s", what, more)
+
+
+_REFUSALS_PER_SECOND = 10
 
 
 def _servfail(query: bytes) -> bytes | None:
