@@ -30,6 +30,13 @@ CONFIG_FILE = "site-facts.env"
 EDGE_KEYS: tuple[str, ...] = ("edge/acme-account.key", "edge/leaf.key")
 """The edge's ACME account key and TLS leaf key, when the node serves the edge. Backed up."""
 
+EDGE_KEY = "edge/leaf.key"
+"""The TLS leaf's private key (PEM), one of ``EDGE_KEYS``; the edge serves with it."""
+
+EDGE_CERTIFICATE = "edge/leaf.crt"
+"""The leaf certificate and its chain (PEM, leaf first), issued for ``EDGE_KEY``. Backed
+up with the keys so a restored node serves the same certificate without asking the CA."""
+
 SIGNING_KEYS = "dnssec"
 """The directory of the zone-signing keys, when the node signs its zones. Backed up."""
 
@@ -65,6 +72,14 @@ def config_store_path(state_dir: Path) -> Path:
 
 def edge_key_paths(state_dir: Path) -> tuple[Path, ...]:
     return tuple(state_dir / name for name in EDGE_KEYS)
+
+
+def edge_key_path(state_dir: Path) -> Path:
+    return state_dir / EDGE_KEY
+
+
+def edge_certificate_path(state_dir: Path) -> Path:
+    return state_dir / EDGE_CERTIFICATE
 
 
 def signing_keys_dir(state_dir: Path) -> Path:

@@ -1,0 +1,1 @@
+"""The public TLS edge: DNS over HTTPS (RFC 8484) for the served zones."""
