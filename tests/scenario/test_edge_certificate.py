@@ -30,7 +30,7 @@ def test_installed_certificate_loads_with_its_expiry(tmp_path: Path) -> None:
 def test_a_key_without_its_chain_is_refused_naming_the_missing_file(tmp_path: Path) -> None:
     install(make_test_ca().issue(("example.test",)), tmp_path)
     edge_certificate_path(tmp_path).unlink()
-    with pytest.raises(EdgeCertificateError, match="leaf.crt is missing"):
+    with pytest.raises(EdgeCertificateError, match=r"leaf\.crt is missing"):
         load_edge_certificate(tmp_path)
 
 
