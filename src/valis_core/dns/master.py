@@ -54,8 +54,9 @@ _PLAIN_TYPES = {
 }
 _CLASS_IN = frozenset(_spellings("IN"))
 _NAME_RDATA = frozenset({_NS, _CNAME, _PTR})
-_PLAIN_LINE = re.compile(r"[\t\x20\x21\x23-\x27\x2a-\x5b\x5d-\x7e]*")
-"""Printable ASCII and tabs, without quotes, backslashes or parentheses."""
+_DOUBTFUL = re.compile(r"[^\t\n\x20\x21\x23-\x27\x2a-\x5b\x5d-\x7e]")
+"""What a plain line never holds: anything but printable ASCII and tabs, and quotes,
+backslashes and parentheses."""
 _OCTETS = {str(value): value for value in range(256)}
 """The spellings of an IPv4 address's octet dnspython takes: decimal, no leading zero."""
 _SOA_TIMERS = struct.Struct("!IIIII")
@@ -120,16 +121,16 @@ def read_master(
     it (a checker reports all of them in one run); with ``positions``, the line of each
     emitted record is appended there, in emitting order."""
     state = ReadingState(wire.from_text(origin) if origin is not None else None)
+    if "\r" in text:  # a line's one final carriage return is not part of it
+        text = text.replace("\r\n", "\n").removesuffix("\r")
     lines = text.split("\n")
-    if "\r" in text:
-        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
-    is_plain = _PLAIN_LINE.fullmatch
+    doubtful = _doubtful_lines(text)
     pending: list[str] = []  # consecutive lines for dnspython, read in one go
     first = 0
     depth = 0
     opened = 0  # the line whose parenthesis the pending lines have left open
     for number, line in enumerate(lines, 1):
-        plain = is_plain(line) is not None
+        plain = number not in doubtful
         if pending and plain and depth <= 0:
             _read_with_dnspython(pending, first, state, emit, problems, positions)
             pending.clear()
@@ -151,6 +152,24 @@ def read_master(
         _unclosed(pending, first, opened, state, emit, problems, positions)
     elif pending:
         _read_with_dnspython(pending, first, state, emit, problems, positions)
+
+
+def _doubtful_lines(text: str) -> set[int]:
+    """The lines (numbered from 1) holding a character no plain line holds, found in one
+    pass over the text rather than line by line: most lines of a large zone hold none."""
+    found: set[int] = set()
+    line = 1
+    counted = 0  # newlines are counted up to here
+    start = 0
+    while (match := _DOUBTFUL.search(text, start)) is not None:  # each pass ends a line
+        where = match.start()
+        line += text.count("\n", counted, where)
+        counted = where
+        found.add(line)
+        start = text.find("\n", where) + 1
+        if not start:
+            break
+    return found
 
 
 def _read_with_dnspython(  # noqa: PLR0917 - read_master's reading state, handed on
@@ -200,7 +219,7 @@ def _unclosed(  # noqa: PLR0917 - read_master's reading state, handed on
 
 
 def plain_line(line: str, state: ReadingState) -> tuple[()] | Record | None:
-    """The record of a line ``_PLAIN_LINE`` matches, ``()`` for a line with no record
+    """The record of a line without ``_DOUBTFUL`` characters, ``()`` for a line with no record
     (nothing on it, or a directive this took), or ``None`` when the line needs dnspython
     after all. ``state`` changes only when the result is not ``None``."""
     cut = line.find(";")
@@ -352,13 +371,11 @@ def _plain_rdata(rtype: int, fields: list[str], origin: bytes) -> bytes | None:
 def _ipv4(text: str) -> bytes | None:
     """A dotted quad as dnspython's ``inet_aton`` takes it (four decimal octets, no
     leading zeros); ``None`` for anything else."""
-    parts = text.split(".")
-    if len(parts) != 4:
-        return None
     octets = _OCTETS
     try:
-        return bytes((octets[parts[0]], octets[parts[1]], octets[parts[2]], octets[parts[3]]))
-    except KeyError:
+        a, b, c, d = text.split(".")
+        return bytes((octets[a], octets[b], octets[c], octets[d]))
+    except (KeyError, ValueError):  # not four parts, or a part not an octet
         return None
 
 

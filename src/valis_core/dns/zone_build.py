@@ -105,7 +105,7 @@ def _rdata_text(rtype: int, rdata: bytes) -> str:
     return dns.rdata.from_wire(dns.rdataclass.IN, kind, rdata, 0, len(rdata)).to_text()
 
 
-_Sink = Callable[[str, bytes, int, int, bytes], None]
+_Sink = Callable[[str, bytes, int, int, bytes], object]
 ParseProgress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while a master file is parsed."""
 PARSE_PROGRESS_EVERY = 5000
@@ -230,14 +230,17 @@ class Builder:
         rdata = _rdata_wire(parts.origin, row.owner, rtype, row.rdata)
         self._put(apex, parts, owner, rtype, row.ttl, rdata)
 
-    def add_wire(self, zone: str, owner: bytes, rtype: int, ttl: int, rdata: bytes) -> None:
+    def add_wire(self, zone: str, owner: bytes, rtype: int, ttl: int, rdata: bytes) -> bytes:
+        """Add one record read from a master file; return its owner's key (lowercased)."""
         apex, parts = self._zone_keys.get(zone) or self._zone(zone)
         if rtype not in self._servable:
             reason = _unservable(rtype)
             if reason is not None:
                 raise ZoneError(parts.origin, wire.to_text(owner), reason)
             self._servable.add(rtype)
-        self._put(apex, parts, owner.lower(), rtype, ttl, rdata)
+        key = owner.lower()
+        self._put(apex, parts, key, rtype, ttl, rdata)
+        return key
 
     def _put(  # noqa: PLR0917 - one record's fields, called from two places only
         self, apex: bytes, parts: _ZoneParts, owner: bytes, rtype: int, ttl: int, rdata: bytes

@@ -161,11 +161,10 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
     for index, (owner, rtype, ttl, rdata) in enumerate(records):
         line = positions[index]
         try:
-            builder.add_wire(origin, owner, rtype, ttl, rdata)
+            key = builder.add_wire(origin, owner, rtype, ttl, rdata)
         except ZoneError as exc:
             errors.append(Finding(line, exc.reason if exc.owner == origin else _say(exc)))
             continue
-        key = owner.lower()
         first = lines.first.setdefault(key, index)
         if first == index:  # the owner's first record: nothing to compare it with yet
             below = len(key) - len(apex)
