@@ -197,6 +197,22 @@ def test_provision_again_changes_nothing_and_leaves_the_node_serving(host: Host)
     assert (soa.status, soa.authoritative) == ("NOERROR", True), soa.raw
 
 
+def test_after_the_unit_stops_its_bare_interface_keeps_the_written_network(
+    host: Host,
+) -> None:
+    before = host.inode("/etc/fulcrum/launcher.toml")
+    host.box.systemctl("stop", UNIT)
+    # fulcrum hands the dedicated NIC back without its address.
+    assert host.sh(f"ip -4 addr show dev {host.ground.nic} | grep -c inet")[1].strip() == "0"
+
+    status, out, err = host.provision(INSTALLED, "--plan")
+
+    assert status == 0, out + err
+    assert set(steps(out).values()) == {"done"}
+    assert "carries no address" in out
+    assert host.inode("/etc/fulcrum/launcher.toml") == before
+
+
 def test_postgresql_that_is_not_local_stops_with_what_the_dba_must_do(host: Host) -> None:
     status, out, err = host.provision(INSTALLED, "--pg-port", "5499")
     assert status == 1
