@@ -1,0 +1,216 @@
+"""DNS over HTTPS (RFC 8484) as a pure core: an HTTP request in, a DNS query or a refusal out.
+
+Both HTTP versions hand this module the same four things (method, target, headers,
+body), so HTTP/1.1 and HTTP/2 route, refuse and cache alike. ``route`` says what a
+request asks for — a DNS query's bytes, the status page — or raises ``DohError`` with
+the HTTP status to answer; it raises nothing else whatever the bytes. ``dns_response``
+and ``plain_response`` give the status, headers and body to send. No sockets, no trio.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import struct
+from collections.abc import Callable, Sequence
+from urllib.parse import parse_qsl, urlsplit
+
+import attrs
+
+from valis_core.errors import ValisError
+
+PATH = "/dns-query"
+STATUS_PATH = "/"
+DNS_MESSAGE = "application/dns-message"
+
+MIN_MESSAGE = 12
+"""A DNS header's length: anything shorter is no query."""
+MAX_MESSAGE = 65535
+"""The largest DNS message (RFC 1035 over TCP, RFC 8484 §6): the body and ``dns=`` bound."""
+MAX_TARGET = 2 + len(PATH) + 5 + (MAX_MESSAGE * 4 + 2) // 3
+"""The longest request target worth reading: the path and a base64url of the largest
+message."""
+
+Headers = Sequence[tuple[bytes, bytes]]
+
+_BASE64URL = re.compile(rb"[A-Za-z0-9_-]*")
+_RR_TAIL = struct.Struct("!HHIH")
+_OPT = 41
+_SOA = 6
+_TSIG = 250
+
+
+class DohError(ValisError):
+    """A request the edge refuses; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+@attrs.frozen
+class DnsQuery:
+    """A DNS query in wire form, taken from ``dns=`` (GET) or the body (POST)."""
+
+    wire: bytes
+
+
+@attrs.frozen
+class StatusPage:
+    """A request for the small page at ``/`` saying what the edge serves."""
+
+    head_only: bool
+
+
+Route = DnsQuery | StatusPage
+
+
+@attrs.frozen
+class Response:
+    """What to send: a status, header fields (lower-case names) and a body."""
+
+    status: int
+    headers: tuple[tuple[bytes, bytes], ...]
+    body: bytes
+
+
+Respond = Callable[[bytes, bytes, Headers, bytes], Response]
+"""What both HTTP versions call per request: method, target, headers, body -> response."""
+
+
+def route(method: bytes, target: bytes, headers: Headers, body: bytes) -> Route:
+    """What the request asks for; raises ``DohError`` (and nothing else) to refuse it."""
+    try:
+        return _route(method, target, headers, body)
+    except DohError:
+        raise
+    except Exception as exc:  # a malformed request must never take the edge down
+        raise DohError(400, f"malformed request ({type(exc).__name__})") from None
+
+
+def _route(method: bytes, target: bytes, headers: Headers, body: bytes) -> Route:
+    if len(target) > MAX_TARGET:
+        raise DohError(414, "request target too long")
+    try:
+        text = target.decode("ascii")
+    except UnicodeDecodeError:
+        raise DohError(400, "request target is not ASCII") from None
+    split = urlsplit(text)
+    if split.path == STATUS_PATH:
+        if method not in (b"GET", b"HEAD"):
+            raise DohError(405, "the status page takes GET or HEAD")
+        return StatusPage(head_only=method == b"HEAD")
+    if split.path != PATH:
+        raise DohError(404, f"nothing here; DNS over HTTPS is at {PATH}")
+    if method == b"GET":
+        return DnsQuery(_from_query(split.query))
+    if method == b"POST":
+        return DnsQuery(_from_body(headers, body))
+    raise DohError(405, f"{PATH} takes GET or POST")
+
+
+def _from_query(query: str) -> bytes:
+    pairs = parse_qsl(query, keep_blank_values=True, max_num_fields=16)
+    values = [value for key, value in pairs if key == "dns"]
+    if len(values) != 1:
+        raise DohError(400, "GET needs exactly one dns= parameter (base64url, RFC 8484)")
+    encoded = values[0].encode("ascii").rstrip(b"=")
+    if not _BASE64URL.fullmatch(encoded) or len(encoded) % 4 == 1:
+        raise DohError(400, "dns= is not base64url")
+    try:
+        wire = base64.urlsafe_b64decode(encoded + b"=" * (-len(encoded) % 4))
+    except (binascii.Error, ValueError):
+        raise DohError(400, "dns= is not base64url") from None
+    return _checked(wire)
+
+
+def _from_body(headers: Headers, body: bytes) -> bytes:
+    types = [value for name, value in headers if name.lower() == b"content-type"]
+    if len(types) != 1 or types[0].split(b";")[0].strip().lower() != DNS_MESSAGE.encode():
+        raise DohError(415, f"POST takes Content-Type: {DNS_MESSAGE}")
+    return _checked(body)
+
+
+def _checked(wire: bytes) -> bytes:
+    if len(wire) > MAX_MESSAGE:
+        raise DohError(413, f"a DNS message is at most {MAX_MESSAGE} bytes")
+    if len(wire) < MIN_MESSAGE:
+        raise DohError(400, "too short to be a DNS message")
+    return wire
+
+
+def dns_response(wire: bytes | None) -> Response:
+    """The HTTP response carrying ``wire`` (the answer), cacheable for its least TTL.
+
+    ``None`` (the answer path dropped the query: a response sent as a query, say) is a
+    400: over HTTP there is no silence to fall back on.
+    """
+    if wire is None:
+        return plain_response(400, "not a DNS query this server answers\n")
+    headers = (
+        (b"content-type", DNS_MESSAGE.encode()),
+        (b"content-length", str(len(wire)).encode()),
+        (b"cache-control", b"max-age=%d" % max_age(wire)),
+    )
+    return Response(200, headers, wire)
+
+
+def plain_response(status: int, text: str, *, head_only: bool = False) -> Response:
+    """A short text response (a refusal or the status page), never cached."""
+    body = text.encode("utf-8")
+    headers: tuple[tuple[bytes, bytes], ...] = (
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+        (b"cache-control", b"no-store"),
+    )
+    if status == 405:
+        headers += ((b"allow", b"GET, POST" if text.startswith(PATH) else b"GET, HEAD"),)
+    return Response(status, headers, b"" if head_only else body)
+
+
+def refusal(error: DohError) -> Response:
+    return plain_response(error.status, error.detail + "\n")
+
+
+def max_age(wire: bytes) -> int:
+    """Seconds a response may be cached (RFC 8484 §5.1): the least TTL of its answer and
+    authority records; for a negative answer (no answer records) the SOA's TTL bounded
+    by its MINIMUM field (RFC 2308 §5). 0 when there is no record to go by."""
+    try:
+        return _max_age(wire)
+    except (IndexError, struct.error, ValueError):
+        return 0
+
+
+def _max_age(wire: bytes) -> int:
+    qdcount, ancount, nscount = struct.unpack_from("!HHH", wire, 4)
+    at = 12
+    for _ in range(qdcount):
+        at = _skip_name(wire, at) + 4
+    least: int | None = None
+    for _ in range(ancount + nscount):
+        at = _skip_name(wire, at)
+        rtype, _, ttl, rdlength = _RR_TAIL.unpack_from(wire, at)
+        at += _RR_TAIL.size
+        if rtype in (_OPT, _TSIG):
+            continue
+        if rtype == _SOA and ancount == 0:
+            rdata_end = at + rdlength
+            minimum = struct.unpack_from("!I", wire, rdata_end - 4)[0]
+            ttl = min(ttl, minimum)
+        least = ttl if least is None else min(least, ttl)
+        at += rdlength
+    return 0 if least is None else least
+
+
+def _skip_name(wire: bytes, at: int) -> int:
+    for _ in range(128):
+        length = wire[at]
+        if length >= 0xC0:
+            return at + 2
+        if length == 0:
+            return at + 1
+        at += length + 1
+    raise ValueError("name too long")
