@@ -37,6 +37,12 @@ EDGE_CERTIFICATE = "edge/leaf.crt"
 """The leaf certificate and its chain (PEM, leaf first), issued for ``EDGE_KEY``. Backed
 up with the keys so a restored node serves the same certificate without asking the CA."""
 
+ACME_ACCOUNT_KEY = "edge/acme-account.key"
+"""The node's ACME account key (PEM), one of ``EDGE_KEYS``: the CA knows the node by it."""
+
+EDGE_BACKED_UP: tuple[str, ...] = (*EDGE_KEYS, EDGE_CERTIFICATE)
+"""The edge's files in the backup set: both keys and the chain issued for the leaf."""
+
 SIGNING_KEYS = "dnssec"
 """The directory of the zone-signing keys, when the node signs its zones. Backed up."""
 
@@ -80,6 +86,10 @@ def edge_key_path(state_dir: Path) -> Path:
 
 def edge_certificate_path(state_dir: Path) -> Path:
     return state_dir / EDGE_CERTIFICATE
+
+
+def acme_account_key_path(state_dir: Path) -> Path:
+    return state_dir / ACME_ACCOUNT_KEY
 
 
 def signing_keys_dir(state_dir: Path) -> Path:

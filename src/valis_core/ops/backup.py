@@ -2,11 +2,13 @@
 
 The backup-critical set under a state directory is the owner seed (``owner.key``), the
 store head (``store/manifest.json``), the configuration store, and the edge's ACME
-account and leaf keys when the node serves the edge (``edge/acme-account.key``,
-``edge/leaf.key``). ``create_backup`` writes them into one tar archive, atomically and
-mode 0600, with ``BACKUP-MANIFEST.json`` (every file's sha256 and size, the owner public
-key, the store generation) and ``BACKUP-MANIFEST.sig`` (the owner key's Ed25519
-signature over the manifest bytes, so a manifest edited after the fact is found out).
+account and leaf keys and the leaf's certificate chain when the node serves the edge
+(``edge/acme-account.key``, ``edge/leaf.key``, ``edge/leaf.crt``: a restored node serves
+the same certificate without asking its CA again). ``create_backup`` writes them into
+one tar archive, atomically and mode 0600, with ``BACKUP-MANIFEST.json`` (every file's
+sha256 and size, the owner public key, the store generation) and ``BACKUP-MANIFEST.sig``
+(the owner key's Ed25519 signature over the manifest bytes, so a manifest edited after
+the fact is found out).
 
 ``verify_backup_set`` proves an archive restorable rather than merely well-formed: it
 restores into a scratch root with the same code ``restore_backup`` uses, reads the
@@ -46,7 +48,7 @@ from valis_core.errors import ValisError
 from valis_core.fence import MAX_GENERATION
 from valis_core.identity.custody import SEED_SIZE, public_key_hex
 from valis_core.safe_tar import TarDefect
-from valis_core.state_layout import CONFIG_STORE, EDGE_KEYS, STORE_HEAD
+from valis_core.state_layout import CONFIG_STORE, EDGE_BACKED_UP, STORE_HEAD
 from valis_core.state_layout import KEYFILE as KEYFILE_NAME
 from valis_core.store.manifest import ManifestError
 from valis_core.store.manifest import loads as load_manifest
@@ -138,7 +140,7 @@ def backup_set_paths(state_dir: Path) -> tuple[str, ...]:
     """The backup-critical files present under ``state_dir``, relative, sorted.
 
     The owner seed and the store head are required; the configuration store and the
-    edge keys are taken when present.
+    edge's keys and certificate are taken when present.
     """
     for required in (KEYFILE_NAME, STORE_HEAD):
         if not (state_dir / required).exists() and not (state_dir / required).is_symlink():
@@ -147,7 +149,7 @@ def backup_set_paths(state_dir: Path) -> tuple[str, ...]:
                 f"{'owner seed' if required == KEYFILE_NAME else 'store head'} is not a node "
                 "to back up (was it condensed and booted?)"
             )
-    optional = [path for path in EDGE_KEYS if (state_dir / path).exists()]
+    optional = [path for path in EDGE_BACKED_UP if (state_dir / path).exists()]
     return tuple(sorted({KEYFILE_NAME, STORE_HEAD, *_config_files(state_dir), *optional}))
 
 
