@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import shutil
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -231,7 +230,6 @@ async def test_an_edge_without_a_certificate_starts_serving_when_one_arrives(
         assert reply.rcode() == dns.rcode.NOERROR
 
 
-@pytest.mark.skipif(shutil.which("kdig") is None, reason="knot-dnsutils (kdig) not installed")
 async def test_kdig_over_https(tmp_path: Path) -> None:
     async with running_edge(tmp_path) as edge:
         with trio.fail_after(LIMIT):
