@@ -46,6 +46,8 @@ PURE_CORES = (
     "valis_core.owner.update",
     "valis_core.plugin.simple_index",
     "valis_core.push_protocol",
+    "valis_core.edge.renewal",
+    "valis_core.edge.acme_order",
 )
 """The pure cores the design names (argv parsing, fence transitions, manifest, site-facts
 rendering, launcher-config validation, DNS answering), the state directory's layout, and

@@ -48,6 +48,8 @@ TRANSITIONS: dict[tuple[Stage, Event], Stage] = {
     (Stage.ORDERED, Event.PUBLISHED): Stage.PUBLISHED,
     (Stage.PUBLISHED, Event.ANSWERED): Stage.ANSWERED,
     (Stage.ANSWERED, Event.VALIDATED): Stage.VALIDATED,
+    # The CA reused an authorization still valid: nothing to publish.
+    (Stage.ORDERED, Event.VALIDATED): Stage.VALIDATED,
     (Stage.VALIDATED, Event.WITHDRAWN): Stage.WITHDRAWN,
     (Stage.WITHDRAWN, Event.ISSUED): Stage.ISSUED,
     (Stage.ISSUED, Event.STORED): Stage.STORED,
