@@ -378,14 +378,19 @@ class SystemdContainer:
         work.rmdir()
 
     def leftovers(self) -> list[str]:
-        """Whatever of this container remains: live processes in its namespaces, its
-        cgroup, its work directory. Empty after a clean teardown."""
+        """Whatever of this container remains: live processes in its namespaces, a
+        namespace of its pinned by a mount (as ``ip netns add`` pins one), its cgroup,
+        its work directory. Empty after a clean teardown."""
         found: list[str] = []
         for pid in _pids():
             for kind, inode in self._namespaces.items():
                 if _ns_inode(pid, kind) == inode and _alive(pid):
                     found.append(f"process {pid} in the container's {kind} namespace")
                     break
+        mounts = Path("/proc/self/mountinfo").read_text()
+        for kind, inode in self._namespaces.items():
+            if f"{kind}:[{inode}]" in mounts:
+                found.append(f"the container's {kind} namespace, pinned by a mount here")
         if self.cgroup.exists():
             found.append(f"cgroup {self.cgroup}")
         if self.workdir.exists():

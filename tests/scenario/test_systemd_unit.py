@@ -250,6 +250,8 @@ def test_without_a_launcher_config_systemd_tries_five_times_then_refuses(node: N
                  "[Service]\nRestartSec=100ms\n")
     box.systemctl("daemon-reload")
     try:
+        limits = box.show(UNIT, "StartLimitBurst", "RestartUSec")
+        assert limits == {"StartLimitBurst": "5", "RestartUSec": "100ms"}, limits
         first = box.systemctl("start", UNIT, check=False)
         assert first.returncode != 0
         box.wait_state(UNIT, "failed", timeout=UP_TIMEOUT)
