@@ -67,6 +67,7 @@ BOOT_TIMEOUT = 60.0
 POWEROFF_TIMEOUT = 20.0
 KILL_TIMEOUT = 10.0
 POLL_INTERVAL = 0.1
+STALE_AFTER = 60.0
 HOST_WANTS = Path("/etc/systemd/system")
 
 T = TypeVar("T")
@@ -264,11 +265,11 @@ class SystemdContainer:
         started = time.monotonic()
         WORK_ROOT.mkdir(mode=0o700, exist_ok=True)
         self.workdir.mkdir(mode=0o700)
+        self._record()
         for name in ("ovl", "root", "seed"):
             (self.workdir / name).mkdir(mode=0o755)
         self._seed_masks()
         (self.workdir / "inner.sh").write_text(_INNER)
-        self._record()
         self.cgroup.mkdir()
         bind_args: list[str] = []
         for bind in self.binds:
@@ -562,6 +563,9 @@ def sweep_stale() -> list[str]:
             owner, init, pidns = int(record["owner"]), int(record["init"]), int(record["pidns"])
         except (OSError, ValueError, KeyError, TypeError):
             owner, init, pidns = 0, 0, 0
+            with contextlib.suppress(OSError):
+                if time.time() - entry.stat().st_mtime < STALE_AFTER:
+                    continue  # being made this moment; its owner is about to say so
         if owner and _alive(owner):
             continue
         stale = SystemdContainer(entry.name, init_pid=init)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import secrets
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -14,6 +17,8 @@ from tests.scenario.systemd_container import (
     host_enabled_units,
     sweep_stale,
 )
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 class _Planned(Exception):
@@ -71,3 +76,31 @@ def test_the_hosts_enabled_services_are_masked_and_its_tmp_is_only_bound_in() ->
             written = box.run("sh", "-c", "echo x > /srv/shared/marker", check=False)
             assert written.returncode != 0, "a bind is read-only unless asked otherwise"
         assert box.leftovers() == []
+
+
+def test_a_container_whose_owner_died_is_swept_with_everything_in_it() -> None:
+    require_root()
+    tag = secrets.token_hex(3)
+    boot = (
+        "import sys, time\n"
+        "from tests.scenario.systemd_container import SystemdContainer\n"
+        f"box = SystemdContainer({tag!r}).boot()\n"
+        "print(box.init_pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", boot], stdout=subprocess.PIPE, text=True,
+                             cwd=REPO)
+    try:
+        assert owner.stdout is not None
+        init = int(owner.stdout.readline())  # bounded by the container's boot timeout
+    finally:
+        owner.kill()
+        owner.wait(30)
+        if owner.stdout is not None:
+            owner.stdout.close()
+    orphan = SystemdContainer(tag)
+    assert orphan.workdir.exists()
+    assert Path(f"/proc/{init}").exists(), "killing its owner does not stop the container"
+    assert tag in sweep_stale()
+    assert not Path(f"/proc/{init}").exists()
+    assert orphan.leftovers() == []
