@@ -217,6 +217,9 @@ REFUSED: list[tuple[dict[str, str], str]] = [
     ({**EXAMPLE, "VALIS_NODE_NAME": "origin\x1b1"}, "control character"),
     ({**EXAMPLE, "VALIS_NODE_NAME": ""}, "empty"),
     ({**EXAMPLE, "VALIS_SERVED_DOMAIN": ""}, "empty"),
+    ({**EXAMPLE, "VALIS_ACME_DIRECTORY_URL": "acme.example.org/directory"}, "https URL"),
+    ({**EXAMPLE, "VALIS_ACME_DIRECTORY_URL": "http://acme.example.org/dir"}, "https URL"),
+    ({**EXAMPLE, "VALIS_ACME_DIRECTORY_URL": "https:///directory"}, "naming a host"),
     ({**EXAMPLE, "VALIS_SERVED_ZONES": "example.org.,,example.net."}, "VALIS_SERVED_ZONES"),
     ({**EXAMPLE, "VALIS_SERVED_ZONES": "example.org., example.net."}, "VALIS_SERVED_ZONES"),
     ({**EXAMPLE, "VALIS_LOG_LEVEL": "loud"}, "VALIS_LOG_LEVEL"),
@@ -306,6 +309,7 @@ def test_optional_keys_may_be_given_or_left_out() -> None:
     full = {
         **EXAMPLE,
         "VALIS_SERVED_DOMAIN": "example.org",
+        "VALIS_ACME_DIRECTORY_URL": "https://acme.example.org/directory",
         "VALIS_LOG_LEVEL": "info",
         "VALIS_LOG_FORMAT": "json",
     }

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from valis_core.errors import ValisError
 
@@ -33,8 +34,11 @@ DSN_KEY = "VALIS_OPERATOR_STATE_DSN"
 REQUIRED_KEYS: frozenset[str] = frozenset(
     {"VALIS_NODE_NAME", "VALIS_LOCATION", DSN_KEY, "VALIS_SERVED_ZONES"}
 )
+ACME_DIRECTORY_KEY = "VALIS_ACME_DIRECTORY_URL"
+"""The ACME CA's directory URL (``acme-directory-url``): where the edge's certificate is
+obtained. No default: a URL names a host, and a default would be somebody else's CA."""
 OPTIONAL_KEYS: frozenset[str] = frozenset(
-    {"VALIS_SERVED_DOMAIN", "VALIS_LOG_LEVEL", "VALIS_LOG_FORMAT"}
+    {"VALIS_SERVED_DOMAIN", "VALIS_LOG_LEVEL", "VALIS_LOG_FORMAT", ACME_DIRECTORY_KEY}
 )
 KNOWN_KEYS: frozenset[str] = REQUIRED_KEYS | OPTIONAL_KEYS
 
@@ -150,6 +154,13 @@ def _check_value(key: str, value: str) -> None:
                     f"site facts: VALIS_SERVED_ZONES must be zone names joined by commas "
                     f"with no blanks or empty entries, got {value!r}"
                 )
+    if key == ACME_DIRECTORY_KEY:
+        url = urlsplit(value)
+        if url.scheme != "https" or not url.hostname:
+            raise SiteFactsError(
+                f"site facts: {ACME_DIRECTORY_KEY} {value!r} is not an https URL naming a "
+                "host (the ACME CA's directory, e.g. https://acme.example/directory)"
+            )
     if key == "VALIS_LOG_LEVEL" and value.lower() not in LOG_LEVELS:
         raise SiteFactsError(
             f"site facts: VALIS_LOG_LEVEL {value!r} is not one of "

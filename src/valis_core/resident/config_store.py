@@ -29,6 +29,7 @@ import attrs
 
 from valis_core.operator_state.dsn import check_socket_dsn
 from valis_core.operator_state.site_facts import (
+    ACME_DIRECTORY_KEY,
     DSN_KEY,
     KNOWN_KEYS,
     SiteFactsError,
@@ -80,6 +81,16 @@ class ConfigStore:
     @property
     def served_zones(self) -> tuple[str, ...]:
         return served_zones(self.facts)
+
+    @property
+    def served_domain(self) -> str | None:
+        """The name the edge serves and holds a certificate for (``None``: no edge)."""
+        return self.facts.get("VALIS_SERVED_DOMAIN")
+
+    @property
+    def acme_directory_url(self) -> str | None:
+        """The ACME CA the edge's certificate comes from (no default)."""
+        return self.facts.get(ACME_DIRECTORY_KEY)
 
     @property
     def log_level(self) -> str:
