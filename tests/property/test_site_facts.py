@@ -223,6 +223,7 @@ REFUSED: list[tuple[dict[str, str], str]] = [
     ({**EXAMPLE, "VALIS_SERVED_ZONES": "example.org.,,example.net."}, "VALIS_SERVED_ZONES"),
     ({**EXAMPLE, "VALIS_SERVED_ZONES": "example.org., example.net."}, "VALIS_SERVED_ZONES"),
     ({**EXAMPLE, "VALIS_LOG_LEVEL": "loud"}, "VALIS_LOG_LEVEL"),
+    ({**EXAMPLE, "VALIS_EDGE_CERT": "later"}, "VALIS_EDGE_CERT"),
     ({**EXAMPLE, "VALIS_NODE_NAME": "\udc80"}, "UTF-8"),
 ]
 
@@ -312,6 +313,7 @@ def test_optional_keys_may_be_given_or_left_out() -> None:
         "VALIS_ACME_DIRECTORY_URL": "https://acme.example.org/directory",
         "VALIS_LOG_LEVEL": "info",
         "VALIS_LOG_FORMAT": "json",
+        "VALIS_EDGE_CERT": "on-demand",
     }
     assert set(full) == REQUIRED_KEYS | OPTIONAL_KEYS
     assert parse_site_facts(render_site_facts(full)) == full

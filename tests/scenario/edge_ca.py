@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import os
 from pathlib import Path
 
 import attrs
@@ -89,8 +90,15 @@ def make_test_ca() -> LocalCA:
     return LocalCA(root.public_bytes(serialization.Encoding.PEM), key, name)
 
 
-def install(certificate: EdgeCertificate, state_dir: Path) -> None:
-    """Put ``certificate`` where the node reads it, as the ACME side does: atomically."""
-    edge_certificate_path(state_dir).parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(edge_key_path(state_dir), certificate.key_pem, mode=0o600)
-    write_atomic(edge_certificate_path(state_dir), certificate.chain_pem, mode=0o644)
+def install(
+    certificate: EdgeCertificate, state_dir: Path, owner: tuple[int, int] | None = None
+) -> None:
+    """Put ``certificate`` where the node reads it, as the ACME side does: atomically,
+    owned by ``owner`` (the run account) when given."""
+    directory = edge_certificate_path(state_dir).parent
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if owner is not None:
+        os.chown(directory, *owner)
+    write_atomic(edge_key_path(state_dir), certificate.key_pem, mode=0o600, owner=owner)
+    write_atomic(edge_certificate_path(state_dir), certificate.chain_pem, mode=0o644,
+                 owner=owner)

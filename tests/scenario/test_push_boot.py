@@ -8,13 +8,14 @@ in the client netns connects to the unit address's edge port and learns which so
 reached from the tag that socket answers with.
 
 The last tests launch whole units with ``fulcrum launch``: the real resident pushes and
-serves the edge placeholder on the elected edge port, another port is dropped by the
+serves DNS over HTTPS on the elected edge port, another port is dropped by the
 firewall; and with a stand-in resident that pushes nothing the edge port is refused while
 ``designated-port`` still opens nothing.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -28,6 +29,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import dns.message
 import pytest
 import trio
 
@@ -36,6 +38,7 @@ from fulcrum.control import ControlSocket, PushGate, open_control_socket, serve_
 from fulcrum.pushed import namespace_of_path
 from fulcrum.steer import Steer
 from tests.scenario import proving_ground
+from tests.scenario.edge_ca import install, make_test_ca
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
 from tests.scenario.proving_ground import (
     PYTHON,
@@ -44,6 +47,7 @@ from tests.scenario.proving_ground import (
     Ground,
     NotifyListener,
     dig,
+    run_in,
     tcp_exchange,
     unit_config_text,
 )
@@ -382,9 +386,14 @@ def test_the_reply_lines_are_the_protocols() -> None:
 def test_the_resident_pushes_and_the_elected_edge_port_reaches_it_through_the_firewall(
     ground: Ground, workdir: Path, pg_cluster: PgCluster, state_dsn: str  # noqa: F811
 ) -> None:
-    ensure_system_user(RUN_USER)
+    run_account = ensure_system_user(RUN_USER)
     valis = resident_runtime()
     state_dir = provision_state_dir(workdir)
+    ca = make_test_ca()
+    cafile = workdir / "edge-root.pem"
+    cafile.write_bytes(ca.root_pem)
+    install(ca.issue((ZONE.rstrip("."),), (UNIT_IP,)), state_dir,
+            (run_account.pw_uid, run_account.pw_gid))
     config = workdir / "launcher.toml"
     config.write_text(unit_config_text(
         ground, [valis], edge_port=EDGE, catchall_object_path=str(steer_object_path())
@@ -416,10 +425,17 @@ def test_the_resident_pushes_and_the_elected_edge_port_reaches_it_through_the_fi
         inode = os.stat(f"/proc/{pid}/ns/net").st_ino
         assert control_path.is_socket()
 
-        # The edge port reaches the resident's socket; its placeholder answers.
-        answer = tcp_exchange(ground.client, UNIT_IP, EDGE, "GET / HTTP/1.0\r\n\r\n")
-        assert answer["reply"].startswith("HTTP/1.1 503 "), answer
-        assert "the TLS edge is not served by this node" in answer["reply"]
+        # The edge port reaches the resident's socket: DNS over HTTPS answers there.
+        query = base64.urlsafe_b64encode(
+            dns.message.make_query(ZONE, "SOA").to_wire()).rstrip(b"=").decode()
+        for version in ("--http2", "--http1.1"):
+            got = run_in(ground.client, [
+                "curl", "--silent", "--show-error", "--max-time", "10", version,
+                "--cacert", str(cafile), "--output", "/dev/null", "--write-out",
+                "%{http_code} %{content_type}",
+                f"https://{UNIT_IP}:{EDGE}/dns-query?dns={query}",
+            ])
+            assert got.stdout == "200 application/dns-message", (version, got)
         # Another port is dropped by the firewall (no answer, not a refusal).
         assert tcp_exchange(ground.client, UNIT_IP, 8443, timeout=0.5)["error"] in (
             "TimeoutError", "timeout"

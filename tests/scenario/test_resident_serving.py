@@ -5,12 +5,10 @@ stopping cleanly, and booting again as the same node."""
 from __future__ import annotations
 
 import signal
-import socket
 import time
 
 import dns.flags
 import dns.rcode
-import pytest
 
 from tests.scenario.operator_state_helpers import addresses
 from tests.scenario.pg import PgCluster
@@ -157,16 +155,3 @@ def test_the_fabric_refuses_requests_without_the_capability_token(
     resident.ask("www.example.test.")
     _, body = resident.fabric_get("/metrics")
     assert 'valis_dns_responses_total{transport="udp",rcode="NOERROR"}' in body.decode()
-
-
-def test_an_edge_descriptor_this_version_cannot_serve_refuses_its_connections(
-    resident_harness: Harness, zone_dsn: str
-) -> None:
-    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
-                                      site_facts(zone_dsn), edge=True)
-    resident.wait_ready()
-    assert resident.edge_port is not None
-    with pytest.raises(ConnectionRefusedError):
-        socket.create_connection(("127.0.0.1", resident.edge_port), timeout=5).close()
-    assert "connections to edge-port are refused" in resident.stderr()
-    assert addresses(resident.ask("www.example.test.")) == {"192.0.2.80"}

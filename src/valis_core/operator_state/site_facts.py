@@ -34,11 +34,16 @@ DSN_KEY = "VALIS_OPERATOR_STATE_DSN"
 REQUIRED_KEYS: frozenset[str] = frozenset(
     {"VALIS_NODE_NAME", "VALIS_LOCATION", DSN_KEY, "VALIS_SERVED_ZONES"}
 )
+EDGE_CERT_KEY = "VALIS_EDGE_CERT"
+EDGE_CERT_MODES: frozenset[str] = frozenset({"required", "on-demand"})
+"""``required`` (the default): an elected edge without a certificate stops the boot;
+``on-demand``: :53 serves and the edge comes up when the certificate arrives."""
 ACME_DIRECTORY_KEY = "VALIS_ACME_DIRECTORY_URL"
 """The ACME CA's directory URL (``acme-directory-url``): where the edge's certificate is
 obtained. No default: a URL names a host, and a default would be somebody else's CA."""
 OPTIONAL_KEYS: frozenset[str] = frozenset(
-    {"VALIS_SERVED_DOMAIN", "VALIS_LOG_LEVEL", "VALIS_LOG_FORMAT", ACME_DIRECTORY_KEY}
+    {"VALIS_SERVED_DOMAIN", "VALIS_LOG_LEVEL", "VALIS_LOG_FORMAT", EDGE_CERT_KEY,
+     ACME_DIRECTORY_KEY}
 )
 KNOWN_KEYS: frozenset[str] = REQUIRED_KEYS | OPTIONAL_KEYS
 
@@ -170,6 +175,11 @@ def _check_value(key: str, value: str) -> None:
         raise SiteFactsError(
             f"site facts: VALIS_LOG_FORMAT {value!r} is not one of "
             f"{', '.join(sorted(LOG_FORMATS))}"
+        )
+    if key == EDGE_CERT_KEY and value not in EDGE_CERT_MODES:
+        raise SiteFactsError(
+            f"site facts: {EDGE_CERT_KEY} {value!r} is not one of "
+            f"{', '.join(sorted(EDGE_CERT_MODES))}"
         )
 
 

@@ -60,6 +60,8 @@ if TYPE_CHECKING:
     from valis_core.dns.serve import ServeStats
     from valis_core.dns.snapshot import IndexHolder
     from valis_core.dns.transfer_serve import Transfers
+    from valis_core.edge.certificate import CertificateSlot
+    from valis_core.edge.stats import EdgeStats
     from valis_core.operator_state.zone_source import PgZoneSource
     from valis_core.reachability import DnsReachability
     from valis_core.resident.fabric import FabricAddress
@@ -287,6 +289,9 @@ class Boot:
     stats: ServeStats | None = None
     views: NodeViews | None = None
     transfers: Transfers | None = None
+    edge_listener: trio.socket.SocketType | None = None
+    certificates: CertificateSlot | None = None
+    edge_stats: EdgeStats | None = None
 
 
 Step = Callable[[Boot], Awaitable[Boot]]
@@ -351,16 +356,11 @@ async def _adopt(boot: Boot) -> Boot:
         log.warning("adopt: %s", reachability.problem)
     if pair.owner is not None:
         log.info("adopting owner descriptor %s", pair.owner.address)
-    if adopted.edge is not None and pair.edge is not None:
-        # Held open and never accepted, its connections would hang; closed, they are
-        # refused at once.
-        adopted.edge.close()
-        log.warning(
-            "edge descriptor %s closed: this version has no TLS edge, so connections "
-            "to edge-port are refused; remove edge-port from the launcher config",
-            pair.edge.address,
-        )
-    return attrs.evolve(boot, adopted=adopted, reachability=reachability)
+    if pair.edge is not None:
+        log.info("adopting edge descriptor %s (served by the edge stage)", pair.edge.address)
+    return attrs.evolve(
+        boot, adopted=adopted, reachability=reachability, edge_listener=adopted.edge
+    )
 
 
 async def _codec(boot: Boot) -> Boot:
@@ -548,7 +548,6 @@ async def _modules(boot: Boot) -> Boot:
 
 
 async def _push(boot: Boot) -> Boot:
-    from valis_core.resident.edge_placeholder import serve_edge_placeholder
     from valis_core.resident.push import mint_listener, push_listener
 
     record, pair = need(boot.record), need(boot.adopted).adoption
@@ -559,13 +558,46 @@ async def _push(boot: Boot) -> Boot:
     host, port = listener.getsockname()[:2]
     shown = ",".join(str(item) for item in sorted(ports))
     await push_listener(need(record.control_socket), ports, listener)
-    edge = trio.socket.from_stdlib_socket(listener)
-    await boot.services.start("edge", partial(serve_edge_placeholder, edge))
     log.info(
-        "push: fulcrum steers port(s) %s to %s; the TLS edge is not built yet, so the "
-        "placeholder answers there (HTTP 503)", shown, format_address(host, port),
+        "push: fulcrum steers port(s) %s to %s; the edge stage serves it", shown,
+        format_address(host, port),
     )
-    return boot
+    return attrs.evolve(boot, edge_listener=trio.socket.from_stdlib_socket(listener))
+
+
+async def _edge(boot: Boot) -> Boot:
+    from valis_core.edge.certificate import CertificateSlot, load_edge_certificate
+    from valis_core.edge.certificate_files import follow_certificate_files
+    from valis_core.edge.server import serve_edge
+    from valis_core.edge.stats import EdgeStats
+    from valis_core.state_layout import edge_certificate_path
+
+    state_dir, config = need(boot.state_dir), need(boot.config)
+    slot = boot.certificates
+    if slot is None:
+        slot = CertificateSlot(load_edge_certificate(state_dir))
+    certificate = slot.current()
+    if certificate is None and not config.edge_on_demand:
+        raise BringUpError(
+            "edge",
+            f"no certificate at {edge_certificate_path(state_dir)} (and its key): the "
+            "elected edge serves only with one; obtain it (ACME) or restore the backup "
+            "set, or set VALIS_EDGE_CERT=on-demand to serve DNS meanwhile",
+        )
+    stats = EdgeStats()
+    await boot.services.start("edge certificate", partial(follow_certificate_files,
+                                                           state_dir, slot))
+    await boot.services.start(
+        "edge", partial(serve_edge, need(boot.edge_listener), slot, need(boot.holder),
+                        stats=stats),
+    )
+    if certificate is None:
+        log.info("edge: no certificate yet (VALIS_EDGE_CERT=on-demand); DNS over HTTPS "
+                 "starts when one arrives in %s", edge_certificate_path(state_dir).parent)
+    else:
+        log.info("edge: serving DNS over HTTPS (HTTP/2, HTTP/1.1) with the certificate "
+                 "valid until %s", certificate.not_after.isoformat())
+    return attrs.evolve(boot, certificates=slot, edge_stats=stats)
 
 
 def _has_owner_descriptor(boot: Boot) -> bool:
@@ -574,6 +606,10 @@ def _has_owner_descriptor(boot: Boot) -> bool:
 
 def _has_ports_to_push(boot: Boot) -> bool:
     return bool(need(boot.adopted).adoption.to_push)
+
+
+def _edge_elected(boot: Boot) -> bool:
+    return boot.edge_listener is not None
 
 
 STAGES: tuple[Stage, ...] = (
@@ -678,14 +714,26 @@ STAGES: tuple[Stage, ...] = (
         "only when a served port has no inherited descriptor (the edge's, steered by "
         "fulcrum): a listening TCP socket on an ephemeral loopback port (never a "
         "privileged one) is pushed to fulcrum's control socket — ports declared, the "
-        "descriptor sent (SCM_RIGHTS), one bounded reply read; what the steer delivers is "
-        "answered by a placeholder (HTTP 503) until the TLS edge exists; logs "
-        "`push: fulcrum steers port(s) …`",
+        "descriptor sent (SCM_RIGHTS), one bounded reply read; the `edge` stage serves "
+        "what the steer delivers; logs `push: fulcrum steers port(s) …`",
         "fulcrum refuses the push (its reason is the cause) or does not answer within 10 s; "
         "the control socket cannot be reached",
         _push,
         stops="the pushed edge socket",
         applies=_has_ports_to_push,
+    ),
+    Stage(
+        "edge",
+        "only when the edge is elected (`--edge-tcp-fd` adopted, or the push done): DNS "
+        "over HTTPS (docs/edge.md) on that listener with the certificate in "
+        "`edge/leaf.crt` and `edge/leaf.key`, followed for renewals; with "
+        "`VALIS_EDGE_CERT=on-demand` and no certificate yet, the listener waits for one; "
+        "logs `edge: serving DNS over HTTPS …`",
+        "there is no certificate (unless on demand); the certificate and key do not load "
+        "as a pair",
+        _edge,
+        stops="the edge",
+        applies=_edge_elected,
     ),
     Stage(
         "modules",

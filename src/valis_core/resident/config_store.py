@@ -100,6 +100,11 @@ class ConfigStore:
     def log_format(self) -> str:
         return self.facts.get("VALIS_LOG_FORMAT", "text")
 
+    @property
+    def edge_on_demand(self) -> bool:
+        """Whether an elected edge waits for its certificate instead of stopping the boot."""
+        return self.facts.get("VALIS_EDGE_CERT", "required") == "on-demand"
+
 
 def store_path(state_dir: Path) -> Path:
     return config_store_path(state_dir)
