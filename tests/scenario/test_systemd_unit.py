@@ -127,8 +127,6 @@ def node(pg_cluster: PgCluster, bundle: Path, delivery: Path, plain_build: Plain
     ground = Ground().build()
     try:
         binds = [Bind(build_root), Bind(pg_cluster.cluster.socket_dir)]
-        if not bundle.is_relative_to(build_root):
-            binds.append(Bind(bundle))
         with SystemdContainer(binds=binds) as box:
             box.adopt_link(ground.nic)
             config = unit_config_text(ground, [f"{ROOT}/current/bin/valis"])
