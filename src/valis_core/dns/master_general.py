@@ -48,7 +48,8 @@ def read_general(  # noqa: PLR0917 - read_master's reading state
             assert data is not None  # no file given, so dnspython returns the bytes
             emit((wire.name_wire(name), int(rdata.rdtype), ttl, data))
             if positions is not None:
-                positions.append(first + tok.entry_line - 1)  # noqa: B023 - called at once
+                line = min(tok.entry_line, len(lines))  # noqa: B023 - called at once
+                positions.append(first + line - 1)  # noqa: B023
 
         origin = _origin(state)
         reader = dns.zonefile.Reader(
@@ -65,7 +66,9 @@ def read_general(  # noqa: PLR0917 - read_master's reading state
         try:
             reader.read()
         except (dns.exception.DNSException, ValueError) as exc:
-            entry = tok.entry_line
+            # dnspython also ends a line at a lone carriage return, so its count of lines
+            # can run ahead of the file's: never point past the lines it was given.
+            entry = min(tok.entry_line, len(lines))
             error = MasterFileError(first + entry - 1, _explain(lines[entry - 1], exc))
             if problems is None:
                 raise error from None
@@ -185,12 +188,14 @@ def _bad_address(rtype: str, family: str, address: str) -> str | None:
 
 class _EntryTokenizer(dns.tokenizer.Tokenizer):
     """Remembers the line each entry starts on: dnspython's own error position is the
-    line after a record whose rdata failed, because the newline was already read."""
+    line after a record whose rdata failed, because the newline was already read. A
+    token handed back again was read before: reading it may already have passed the
+    newline after it (an owner alone on its line), so it keeps the line it was read on."""
 
     entry_line = 1
 
     def get(self, want_leading: bool = False, want_comment: bool = False) -> dns.tokenizer.Token:
-        if want_leading:
+        if want_leading and self.ungotten_token is None:
             self.entry_line = self.line_number
         return super().get(want_leading, want_comment)
 
