@@ -82,9 +82,24 @@ def make_state_dir(parent: Path) -> Path:
     return path
 
 
-def bind_dns_pair() -> tuple[socket.socket, socket.socket]:
-    """A UDP socket and a listening TCP socket on one free 127.0.0.1 port."""
-    return listen.bind_dns_pair(socket.AF_INET, "127.0.0.1", 0)
+def bind_dns_pair(host: str = "127.0.0.1", port: int = 0) -> tuple[socket.socket, socket.socket]:
+    """A UDP socket and a listening TCP socket on one free port of ``host``."""
+    return listen.bind_dns_pair(socket.AF_INET, host, port)
+
+
+@contextlib.contextmanager
+def inside_netns(netns: str | None) -> Iterator[None]:
+    """Sockets made in the block belong to ``netns`` (``None``: this namespace)."""
+    if netns is None:
+        yield
+        return
+    from pyroute2 import netns as pyroute2_netns
+
+    pyroute2_netns.pushns(netns)
+    try:
+        yield
+    finally:
+        pyroute2_netns.popns()
 
 
 def port_is_free(port: int) -> bool:
@@ -270,7 +285,12 @@ class Harness:
         edge: bool = False,
         runtime: str | None = None,
         control_socket: str = "/run/fulcrum/none.sock",
+        netns: str | None = None,
+        host: str = "127.0.0.1",
+        dns_port: int = 0,
     ) -> Resident:
+        """Start a resident; with ``netns`` it runs in that network namespace, its
+        descriptors bound there on ``host`` (as fulcrum binds them in the unit's)."""
         notify_dir = Path(tempfile.mkdtemp(prefix="notify-", dir=self.workdir))
         os.chmod(notify_dir, 0o755)
         notify = NotifyListener(notify_dir)
@@ -280,7 +300,8 @@ class Harness:
         port = None
         pair: tuple[socket.socket, socket.socket] | None = None
         if pass_pair:
-            pair = bind_dns_pair()
+            with inside_netns(netns):
+                pair = bind_dns_pair(host, dns_port)
             udp, tcp = pair
             port = udp.getsockname()[1]
             fds = [udp.fileno(), tcp.fileno()]
@@ -289,8 +310,9 @@ class Harness:
         listeners: dict[str, socket.socket] = {}
         for flag, wanted in (("--owner-fd", owner), ("--edge-tcp-fd", edge)):
             if wanted:
-                listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                listener.bind(("127.0.0.1", 0))
+                with inside_netns(netns):
+                    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                listener.bind((host, 0))
                 listener.listen(16)
                 fds.append(listener.fileno())
                 argv += [flag, str(listener.fileno())]
@@ -315,6 +337,8 @@ class Harness:
                 "--",
                 *argv,
             ]
+        if netns is not None:
+            argv = ["ip", "netns", "exec", netns, *argv]
         stderr_path = Path(tempfile.mkstemp(prefix="stderr-", dir=self.workdir)[1])
         with stderr_path.open("wb") as stderr:
             proc = subprocess.Popen(

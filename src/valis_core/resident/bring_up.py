@@ -565,6 +565,33 @@ async def _push(boot: Boot) -> Boot:
     return attrs.evolve(boot, edge_listener=trio.socket.from_stdlib_socket(listener))
 
 
+async def _acme(boot: Boot) -> Boot:
+    from valis_core.edge.acme_store import held_certificate
+    from valis_core.edge.certificate import CertificateSlot
+    from valis_core.edge.certificate_keeper import CertificateKeeper
+
+    config, watch, state_dir = need(boot.config), need(boot.watch), need(boot.state_dir)
+    slot = boot.certificates if boot.certificates is not None else CertificateSlot()
+    keeper = CertificateKeeper(
+        state_dir=state_dir,
+        domain=need(config.served_domain),
+        directory_url=need(config.acme_directory_url),
+        dsn=config.dsn,
+        standing=lambda: watch.standing,
+        served_zones=need(boot.source).zones,
+        holder=need(boot.holder),
+        slot=slot,
+    )
+    if config.edge_on_demand and held_certificate(state_dir) is None:
+        # The keeper's first attempt is at once; the edge comes up when it lands.
+        log.info("acme: no certificate yet; asking %s for one for %s while DNS serves",
+                 keeper.directory_url, keeper.domain)
+    else:
+        await keeper.ensure()
+    await boot.services.start("acme", _fence_final(keeper.run))
+    return attrs.evolve(boot, certificates=slot)
+
+
 async def _edge(boot: Boot) -> Boot:
     from valis_core.edge.certificate import CertificateSlot, load_edge_certificate
     from valis_core.edge.certificate_files import follow_certificate_files
@@ -610,6 +637,11 @@ def _has_ports_to_push(boot: Boot) -> bool:
 
 def _edge_elected(boot: Boot) -> bool:
     return boot.edge_listener is not None
+
+
+def _acme_elected(boot: Boot) -> bool:
+    config = need(boot.config)
+    return _edge_elected(boot) and bool(config.served_domain and config.acme_directory_url)
 
 
 STAGES: tuple[Stage, ...] = (
@@ -721,6 +753,19 @@ STAGES: tuple[Stage, ...] = (
         _push,
         stops="the pushed edge socket",
         applies=_has_ports_to_push,
+    ),
+    Stage(
+        "acme",
+        "only when the edge is elected and `VALIS_SERVED_DOMAIN` and "
+        "`VALIS_ACME_DIRECTORY_URL` are set: the certificate in `edge/leaf.crt` is kept "
+        "while a third of its lifetime is left; otherwise one is obtained over ACME, the "
+        "DNS-01 record written into the served zone as a fenced update and withdrawn "
+        "after validation (docs/edge.md); then renewed in the background",
+        "the CA refuses or fails the order (unless `VALIS_EDGE_CERT=on-demand`); the node "
+        "is fenced out; the served domain is in no served zone",
+        _acme,
+        stops="certificate renewal",
+        applies=_acme_elected,
     ),
     Stage(
         "edge",
