@@ -4,11 +4,12 @@ The backup-critical set under a state directory is the owner seed (``owner.key``
 store head (``store/manifest.json``), the configuration store, and the edge's ACME
 account and leaf keys and the leaf's certificate chain when the node serves the edge
 (``edge/acme-account.key``, ``edge/leaf.key``, ``edge/leaf.crt``: a restored node serves
-the same certificate without asking its CA again). ``create_backup`` writes them into
-one tar archive, atomically and mode 0600, with ``BACKUP-MANIFEST.json`` (every file's
-sha256 and size, the owner public key, the store generation) and ``BACKUP-MANIFEST.sig``
-(the owner key's Ed25519 signature over the manifest bytes, so a manifest edited after
-the fact is found out).
+the same certificate without asking its CA again), and the zone-signing keys under
+``dnssec/`` when it signs (a restored node's signatures validate under the same DS).
+``create_backup`` writes them into one tar archive, atomically and mode 0600, with
+``BACKUP-MANIFEST.json`` (every file's sha256 and size, the owner public key, the store
+generation) and ``BACKUP-MANIFEST.sig`` (the owner key's Ed25519 signature over the
+manifest bytes, so a manifest edited after the fact is found out).
 
 ``verify_backup_set`` proves an archive restorable rather than merely well-formed: it
 restores into a scratch root with the same code ``restore_backup`` uses, reads the
@@ -48,7 +49,7 @@ from valis_core.errors import ValisError
 from valis_core.fence import MAX_GENERATION
 from valis_core.identity.custody import SEED_SIZE, public_key_hex
 from valis_core.safe_tar import TarDefect
-from valis_core.state_layout import CONFIG_STORE, EDGE_BACKED_UP, STORE_HEAD
+from valis_core.state_layout import CONFIG_STORE, EDGE_BACKED_UP, SIGNING_KEYS, STORE_HEAD
 from valis_core.state_layout import KEYFILE as KEYFILE_NAME
 from valis_core.store.manifest import ManifestError
 from valis_core.store.manifest import loads as load_manifest
@@ -124,12 +125,13 @@ def _read_regular(path: Path, label: str) -> bytes:
         os.close(fd)
 
 
-def _config_files(state_dir: Path) -> Iterator[str]:
-    root = state_dir / CONFIG_STORE
+def _config_files(state_dir: Path, directory: str = CONFIG_STORE) -> Iterator[str]:
+    root = state_dir / directory
     if not root.exists() and not root.is_symlink():
         return
     if root.is_symlink() or not root.is_dir():
-        raise BackupError(f"backup: the configuration store {root} is not a directory")
+        what = "signing keys" if directory == SIGNING_KEYS else "configuration store"
+        raise BackupError(f"backup: the {what} {root} is not a directory")
     for path in sorted(root.rglob("*")):
         if path.is_dir() and not path.is_symlink():
             continue
@@ -140,7 +142,7 @@ def backup_set_paths(state_dir: Path) -> tuple[str, ...]:
     """The backup-critical files present under ``state_dir``, relative, sorted.
 
     The owner seed and the store head are required; the configuration store and the
-    edge's keys and certificate are taken when present.
+    edge's keys and certificate and the zone-signing keys are taken when present.
     """
     for required in (KEYFILE_NAME, STORE_HEAD):
         if not (state_dir / required).exists() and not (state_dir / required).is_symlink():
@@ -150,7 +152,10 @@ def backup_set_paths(state_dir: Path) -> tuple[str, ...]:
                 "to back up (was it condensed and booted?)"
             )
     optional = [path for path in EDGE_BACKED_UP if (state_dir / path).exists()]
-    return tuple(sorted({KEYFILE_NAME, STORE_HEAD, *_config_files(state_dir), *optional}))
+    keys = _config_files(state_dir, SIGNING_KEYS)
+    return tuple(
+        sorted({KEYFILE_NAME, STORE_HEAD, *_config_files(state_dir), *keys, *optional})
+    )
 
 
 def _seed_key(seed: bytes, where: str) -> Ed25519PrivateKey:
@@ -369,6 +374,9 @@ def _prove_restored(
             )
         if hashlib.sha256(restored).hexdigest() != entry.sha256:
             raise _wrong(entry.path, f"restores to bytes that do not match {MANIFEST_NAME}")
+    for entry in manifest.files:
+        if entry.path.startswith(SIGNING_KEYS + "/") and entry.path.endswith(".pem"):
+            _check_signing_key(root / entry.path, entry.path)
     seed = (root / KEYFILE_NAME).read_bytes()
     if len(seed) != SEED_SIZE:
         raise _wrong(KEYFILE_NAME, f"restores to {len(seed)} bytes, not a {SEED_SIZE}-byte seed")
@@ -379,6 +387,16 @@ def _prove_restored(
             f"restores to a seed whose public key {derived} is not the recorded owner key "
             f"{manifest.owner_public_key}",
         )
+
+
+def _check_signing_key(path: Path, name: str) -> None:
+    """A restored zone-signing key must load as one, or the restored node could not sign."""
+    from valis_core.dns.zone_keys import ZoneKeyError, read_key_file
+
+    try:
+        read_key_file(path)
+    except ZoneKeyError as exc:
+        raise _wrong(name, f"restores to no usable signing key ({exc})") from None
 
 
 def _verify(archive: Path) -> tuple[BackupManifest, dict[str, bytes]]:

@@ -1,0 +1,147 @@
+"""The zone-signing keys on disk: one PEM file per key under the state directory's
+``dnssec`` directory (``state_layout.SIGNING_KEYS``), 0600, written atomically.
+
+Keys live with the node's state, not in operator state: the database is shared with
+whoever can read it, a private key is the node's alone. They are in the backup set, so an
+evacuated or restored successor signs with the same keys and the parent's DS still holds.
+A file is named as BIND names its key files, ``K<zone>+<algorithm>+<tag>.pem``, and holds
+the private key as unencrypted PKCS #8; the zone, algorithm and tag in the name are
+checked against the key when it is read, so a file renamed by hand is refused rather
+than served under the wrong zone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+
+from valis_core.atomic import write_atomic
+from valis_core.dns import dnssec
+from valis_core.dns.dnssec import DnssecError, ZoneKey
+from valis_core.state_layout import signing_keys_dir
+
+KEY_MODE = 0o600
+DIR_MODE = 0o700
+MAX_KEY_BYTES = 16 << 10
+MAX_KEYS = 10000
+_FILE = re.compile(r"K(?P<zone>.+)\+(?P<algorithm>\d{3})\+(?P<tag>\d{5})\.pem")
+
+
+class ZoneKeyError(DnssecError):
+    """A signing key file that cannot be read or written."""
+
+
+def file_zone(zone: str) -> str:
+    """How a zone (absolute, any case) is written in a key file's name: lowercase,
+    without the final dot (the root is ``.``)."""
+    lowered = zone.lower()
+    return lowered if lowered == "." else lowered.rstrip(".")
+
+
+def key_file_name(zone: str, key: ZoneKey) -> str:
+    return f"K{file_zone(zone)}+{key.algorithm:03d}+{key.tag:05d}.pem"
+
+
+def encode_key(key: ZoneKey) -> bytes:
+    return key.private.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def decode_key(data: bytes, where: str) -> ZoneKey:
+    """The key a PEM file holds, refused with where it was found if it is not a P-256
+    or Ed25519 private key."""
+    try:
+        private = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise ZoneKeyError(
+            f"signing key {where} is not an unencrypted PEM private key ({exc}); restore "
+            "it from the backup set"
+        ) from None
+    if not isinstance(private, ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey):
+        raise ZoneKeyError(f"signing key {where} is neither ECDSA P-256 nor Ed25519")
+    try:
+        return ZoneKey(private)
+    except DnssecError as exc:
+        raise ZoneKeyError(f"signing key {where}: {exc}") from None
+
+
+def load_zone_keys(state_dir: Path) -> dict[str, ZoneKey]:
+    """Every signing key the state directory holds, by zone (``file_zone`` form); a
+    missing directory holds none. A file whose name does not match its key is refused."""
+    root = signing_keys_dir(state_dir)
+    try:
+        entries = sorted(root.iterdir())
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ZoneKeyError(
+            f"signing keys {root} cannot be listed: {exc.strerror or exc}; the directory "
+            "must be the run account's"
+        ) from None
+    found: dict[str, ZoneKey] = {}
+    for path in entries[:MAX_KEYS]:
+        match = _FILE.fullmatch(path.name)
+        if match is None:
+            continue  # an atomic write's leftover, or a file that is not a key
+        key = read_key_file(path)
+        if (key.algorithm, key.tag) != (int(match["algorithm"]), int(match["tag"])):
+            raise ZoneKeyError(
+                f"signing key {path} holds algorithm {key.algorithm} tag {key.tag}, not "
+                "what its name says; restore it from the backup set"
+            )
+        zone = match["zone"]
+        if zone in found:
+            raise ZoneKeyError(
+                f"zone {zone} has two signing keys in {root}; one key per zone is served "
+                "until rollovers exist: move the one not in the parent's DS aside"
+            )
+        found[zone] = key
+    return found
+
+
+def read_key_file(path: Path) -> ZoneKey:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ZoneKeyError(
+            f"signing key {path} cannot be read: {exc.strerror or exc}; it must be a file "
+            "the run account can read"
+        ) from None
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(MAX_KEY_BYTES + 1)
+    if len(data) > MAX_KEY_BYTES:
+        raise ZoneKeyError(f"signing key {path} is larger than any key file")
+    return decode_key(data, str(path))
+
+
+def ensure_zone_key(state_dir: Path, zone: str, algorithm: int) -> tuple[ZoneKey, bool]:
+    """The zone's signing key, made (with ``algorithm``) and written if it has none;
+    whether it was made. A zone already holding a key of another algorithm is refused:
+    changing algorithm is a rollover. Written as the state directory's owner, so a key
+    made by root is still the run account's."""
+    held = load_zone_keys(state_dir).get(file_zone(zone))
+    if held is not None:
+        if held.algorithm != algorithm:
+            raise ZoneKeyError(
+                f"zone {zone} already signs with algorithm {held.algorithm} (key tag "
+                f"{held.tag}); changing algorithm needs a rollover, which valis does not "
+                "run yet"
+            )
+        return held, False
+    key = ZoneKey(dnssec.generate_key(algorithm))
+    root = signing_keys_dir(state_dir)
+    state = state_dir.stat()
+    owner = (state.st_uid, state.st_gid) if os.geteuid() == 0 else None
+    if not root.exists():
+        root.mkdir(mode=DIR_MODE)
+        if owner is not None:
+            os.chown(root, *owner)
+    write_atomic(root / key_file_name(zone, key), encode_key(key), mode=KEY_MODE, owner=owner)
+    return key, True
