@@ -49,6 +49,9 @@ PURE_CORES = (
     "valis_core.push_protocol",
     "valis_core.edge.renewal",
     "valis_core.edge.acme_order",
+    "valis_core.edge.doh",
+    "valis_core.edge.exchange",
+    "valis_core.edge.bounds",
 )
 """The pure cores the design names (argv parsing, fence transitions, manifest, site-facts
 rendering, launcher-config validation, DNS answering), the state directory's layout, and

@@ -1,0 +1,138 @@
+"""The DoH core: whatever bytes arrive, a route or a DohError with an HTTP status; a
+query's bytes survive GET and POST alike; the cache lifetime is the least TTL."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import dns.message
+import dns.rcode
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from valis_core.dns.snapshot import Snapshot
+from valis_core.dns.zone import ZoneIndex
+from valis_core.edge.doh import (
+    MAX_MESSAGE,
+    DnsQuery,
+    DohError,
+    StatusPage,
+    dns_response,
+    max_age,
+    route,
+)
+from valis_core.edge.exchange import respond
+
+ZONE_TEXT = (Path(__file__).parents[1] / "scenario" / "data" / "example.com.zone").read_text()
+SNAPSHOT = Snapshot(ZoneIndex.from_zone_text(ZONE_TEXT, "example.com."))
+DNS_MESSAGE = [(b"content-type", b"application/dns-message")]
+STATUSES = {400, 404, 405, 413, 414, 415}
+
+headers = st.lists(st.tuples(st.binary(max_size=30), st.binary(max_size=60)), max_size=6)
+methods = st.sampled_from([b"GET", b"POST", b"HEAD", b"PUT", b""]) | st.binary(max_size=8)
+targets = (
+    st.binary(max_size=200)
+    | st.builds(lambda q: b"/dns-query?" + q, st.binary(max_size=200))
+    | st.builds(lambda q: b"/dns-query?dns=" + q, st.binary(max_size=200))
+)
+
+
+def b64url(wire: bytes) -> bytes:
+    return base64.urlsafe_b64encode(wire).rstrip(b"=")
+
+
+@settings(max_examples=500)
+@given(methods, targets, headers, st.binary(max_size=300))
+def test_garbage_is_routed_or_refused_with_a_status_never_raised_otherwise(
+    method: bytes, target: bytes, fields: list[tuple[bytes, bytes]], body: bytes
+) -> None:
+    status, asked = 0, None
+    try:
+        asked = route(method, target, fields, body)
+    except DohError as exc:
+        status = exc.status
+    assert status in STATUSES or isinstance(asked, DnsQuery | StatusPage)
+
+
+@given(methods, targets, headers, st.binary(max_size=300))
+def test_every_request_gets_a_response_with_a_length_that_is_its_body(
+    method: bytes, target: bytes, fields: list[tuple[bytes, bytes]], body: bytes
+) -> None:
+    response = respond(SNAPSHOT, method, target, fields, body)
+    declared = dict(response.headers)[b"content-length"]
+    if method != b"HEAD":
+        assert int(declared) == len(response.body)
+
+
+@given(st.binary(min_size=12, max_size=600))
+def test_a_message_reaches_the_answer_path_the_same_by_get_and_by_post(wire: bytes) -> None:
+    by_get = route(b"GET", b"/dns-query?dns=" + b64url(wire), [], b"")
+    by_post = route(b"POST", b"/dns-query", DNS_MESSAGE, wire)
+    assert by_get == by_post == DnsQuery(wire)
+
+
+@given(st.binary(max_size=11))
+def test_shorter_than_a_header_is_400(wire: bytes) -> None:
+    for method, target, body in ((b"GET", b"/dns-query?dns=" + b64url(wire), b""),
+                                 (b"POST", b"/dns-query", wire)):
+        with pytest.raises(DohError) as caught:
+            route(method, target, DNS_MESSAGE, body)
+        assert caught.value.status == 400
+
+
+def test_a_body_past_the_largest_message_is_413() -> None:
+    with pytest.raises(DohError) as caught:
+        route(b"POST", b"/dns-query", DNS_MESSAGE, bytes(MAX_MESSAGE + 1))
+    assert caught.value.status == 413
+
+
+@pytest.mark.parametrize(("method", "target", "fields", "status"), [
+    (b"GET", b"/dns-query", [], 400),
+    (b"GET", b"/dns-query?dns=AAAA&dns=AAAA", [], 400),
+    (b"GET", b"/dns-query?dns=%FF%FE", [], 400),
+    (b"GET", b"/status", [], 404),
+    (b"GET", b"/metrics", [], 404),
+    (b"DELETE", b"/dns-query", [], 405),
+    (b"POST", b"/", [], 405),
+    (b"POST", b"/dns-query", [(b"content-type", b"text/plain")], 415),
+    (b"POST", b"/dns-query", [], 415),
+    (b"GET", b"/\xff", [], 400),
+])
+def test_refusals_carry_the_status_an_http_client_expects(
+    method: bytes, target: bytes, fields: list[tuple[bytes, bytes]], status: int
+) -> None:
+    with pytest.raises(DohError) as caught:
+        route(method, target, fields, b"x" * 20)
+    assert caught.value.status == status
+    assert respond(SNAPSHOT, method, target, fields, b"x" * 20).status == status
+
+
+def answered(name: str, rdtype: str) -> tuple[int, dns.message.Message]:
+    query = dns.message.make_query(name, rdtype)
+    response = respond(SNAPSHOT, b"POST", b"/dns-query", DNS_MESSAGE, query.to_wire())
+    assert response.status == 200
+    fields = dict(response.headers)
+    assert fields[b"content-type"] == b"application/dns-message"
+    age = int(fields[b"cache-control"].removeprefix(b"max-age="))
+    return age, dns.message.from_wire(response.body)
+
+
+def test_the_cache_lifetime_is_the_least_ttl_and_the_soa_minimum_when_negative() -> None:
+    assert answered("www.example.com.", "A")[0] == 3600
+    age, negative = answered("nowhere.example.com.", "A")
+    assert negative.rcode() == dns.rcode.NXDOMAIN
+    assert age == 300
+    age, refused = answered("www.example.net.", "A")
+    assert refused.rcode() == dns.rcode.REFUSED
+    assert age == 0
+
+
+def test_a_dropped_query_is_400_over_http() -> None:
+    assert dns_response(None).status == 400
+
+
+@given(st.binary(max_size=200))
+def test_the_cache_lifetime_of_any_bytes_is_a_number(wire: bytes) -> None:
+    assert max_age(wire) >= 0
