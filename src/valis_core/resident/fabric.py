@@ -40,8 +40,7 @@ from valis_core.resident import metrics
 from valis_core.resident.fabric_http import (
     HttpError,
     Request,
-    head_end,
-    parse_head,
+    RequestReader,
     render_response,
 )
 from valis_core.resident.views import NodeViews, public_soa
@@ -144,14 +143,15 @@ class Fabric:
                 self._limiter.release()
 
     async def _exchange(self, stream: trio.SocketStream) -> bytes:
-        buffer = bytearray()
+        reader = RequestReader()
         try:
-            while (end := head_end(buffer)) is None:
+            while True:
                 data = await stream.receive_some(4096)
                 if not data:
                     return b""
-                buffer += data
-            request = parse_head(bytes(buffer[:end]))
+                request = reader.receive(bytes(data))
+                if request is not None:
+                    break
         except HttpError as exc:
             return render_response(exc.status, (exc.detail + "\n").encode("utf-8"))
         except (trio.BrokenResourceError, trio.ClosedResourceError):

@@ -1,11 +1,12 @@
-"""The fabric's HTTP/1.1, as a pure request reader and response writer.
+"""The fabric's HTTP/1.1: requests read through h11, responses written whole.
 
 The fabric answers tools on loopback, so it needs only a sliver of HTTP/1.1: one
 ``GET`` (or ``HEAD``) per connection, no request body, the response closes the
-connection. What it reads is bounded (``MAX_HEAD`` bytes of request line and headers,
-``MAX_HEADERS`` fields) and anything outside that sliver is an ``HttpError`` carrying
-the status to answer with, never an exception of another kind: a malformed request
-cannot crash the fabric.
+connection. Requests are read by h11, the HTTP stack the public edge speaks too; what
+it reads is bounded (``MAX_HEAD`` bytes of request line and headers, ``MAX_HEADERS``
+fields) and anything outside that sliver is an ``HttpError`` carrying the status to
+answer with, never an exception of another kind: a malformed request cannot crash the
+fabric.
 """
 
 from __future__ import annotations
@@ -15,16 +16,13 @@ from collections.abc import Mapping, Sequence
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import attrs
+import h11
 
 MAX_HEAD = 8192
 MAX_HEADERS = 64
-HEAD_END = b"\r\n\r\n"
 
-_METHOD = re.compile(rb"[A-Z]{1,16}")
-_TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_VERSION = re.compile(rb"HTTP/1\.[01]")
-_FIELD_VALUE = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")
 _TARGET = re.compile(rb"/[\x21-\x7e]*")
+_HTTP_VERSIONS = (b"1.0", b"1.1")
 
 REASONS: Mapping[int, str] = {
     200: "OK",
@@ -71,42 +69,54 @@ class Request:
         return token.strip()
 
 
-def head_end(buffer: bytes | bytearray) -> int | None:
-    """The length of the request head in ``buffer`` (through the blank line), if whole.
+class RequestReader:
+    """One connection's request, read through h11 as its bytes arrive."""
 
-    Raises ``HttpError(431)`` when no head ends within ``MAX_HEAD`` bytes.
-    """
-    at = buffer.find(HEAD_END, 0, MAX_HEAD + len(HEAD_END))
-    if at >= 0:
-        return at + len(HEAD_END)
-    if len(buffer) >= MAX_HEAD:
-        raise HttpError(431, f"request head longer than {MAX_HEAD} bytes")
-    return None
+    def __init__(self) -> None:
+        self._conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+
+    def receive(self, data: bytes) -> Request | None:
+        """Take ``data`` (``b""``: the client closed); the request once its head is whole.
+
+        Raises ``HttpError`` for a request the fabric refuses (431 once a head passes
+        ``MAX_HEAD`` bytes unfinished), and nothing else.
+        """
+        try:
+            self._conn.receive_data(data)
+            event = self._conn.next_event()
+        except h11.RemoteProtocolError as exc:
+            raise HttpError(exc.error_status_hint, f"malformed request: {exc}") from None
+        if event is h11.NEED_DATA:
+            if not data:
+                raise HttpError(400, "the request ended before its head did")
+            return None
+        if not isinstance(event, h11.Request):
+            raise HttpError(400, "no request")
+        try:
+            return _request(event)
+        except HttpError:
+            raise
+        except Exception as exc:  # whatever h11 let through, never a crash
+            raise HttpError(400, f"malformed request ({type(exc).__name__})") from None
 
 
 def parse_head(head: bytes) -> Request:
-    """Read a request head (as delimited by ``head_end``)."""
-    if len(head) > MAX_HEAD + len(HEAD_END):
-        raise HttpError(431, f"request head longer than {MAX_HEAD} bytes")
-    lines = head.split(b"\r\n")
-    while lines and lines[-1] == b"":
-        lines.pop()
-    if not lines:
-        raise HttpError(400, "empty request")
-    parts = lines[0].split(b" ")
-    if len(parts) != 3:
-        raise HttpError(400, "malformed request line")
-    method, target, version = parts
-    if not _METHOD.fullmatch(method):
-        raise HttpError(400, "malformed method")
-    if not _VERSION.fullmatch(version):
+    """Read a whole request head (through its blank line)."""
+    request = RequestReader().receive(head)
+    if request is None:
+        raise HttpError(400, "the request head is incomplete")
+    return request
+
+
+def _request(event: h11.Request) -> Request:
+    if event.http_version not in _HTTP_VERSIONS:
         raise HttpError(505, "only HTTP/1.0 and HTTP/1.1 are spoken here")
-    if not _TARGET.fullmatch(target):
+    if not _TARGET.fullmatch(event.target):
         raise HttpError(400, "the request target must be an absolute path")
-    headers = _headers(lines[1:])
+    headers = _headers(event.headers)
     if headers.get("content-length", "0").strip() != "0" or "transfer-encoding" in headers:
         raise HttpError(413, "the fabric takes no request body")
-    split = urlsplit(target.decode("ascii"))
+    split = urlsplit(event.target.decode("ascii"))
     try:
         pairs = parse_qsl(split.query, keep_blank_values=True, strict_parsing=False,
                           max_num_fields=32)
@@ -118,25 +128,19 @@ def parse_head(head: bytes) -> Request:
             raise HttpError(400, f"query parameter {key!r} given twice")
         query[key] = value
     return Request(
-        method=method.decode("ascii"),
+        method=event.method.decode("ascii"),
         path=unquote(split.path),
         query=query,
         headers=headers,
     )
 
 
-def _headers(lines: Sequence[bytes]) -> dict[str, str]:
-    if len(lines) > MAX_HEADERS:
+def _headers(fields: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
+    if len(fields) > MAX_HEADERS:
         raise HttpError(431, f"more than {MAX_HEADERS} header fields")
     headers: dict[str, str] = {}
-    for line in lines:
-        name, colon, value = line.partition(b":")
-        if not colon or not _TOKEN.fullmatch(name):
-            raise HttpError(400, "malformed header field")
-        value = value.strip(b" \t")
-        if not _FIELD_VALUE.fullmatch(value):
-            raise HttpError(400, "control character in a header field")
-        key = name.decode("ascii").lower()
+    for name, value in fields:  # h11 gives names lower-cased, values validated
+        key = name.decode("ascii")
         if key in headers:
             if key in ("authorization", "content-length", "host"):
                 raise HttpError(400, f"header {key} given twice")
