@@ -1,0 +1,216 @@
+"""The edge's certificate, obtained by the node itself from an ACME CA (pebble) that
+validates the DNS-01 challenge against what the node serves: the operator's stories.
+
+The resident runs as the launcher runs it (``--edge-tcp-fd``, the run account), in a
+network namespace of its own; pebble runs in another and resolves through the node.
+"""
+
+from __future__ import annotations
+
+import pwd
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+
+from tests.conftest import require_root
+from tests.scenario.pebble_ca import NODE_IP, Pebble
+from tests.scenario.pg import RUN_USER, PgCluster
+from tests.scenario.proving_ground import run_in
+from tests.scenario.resident_harness import Harness, Resident, make_state_dir, site_facts
+from valis_core.acting_as import acting_as
+from valis_core.atomic import write_atomic
+from valis_core.edge.challenge import (
+    challenge_name,
+    publish_request,
+    withdraw_request,
+    write_fenced,
+)
+from valis_core.fence import FencedOut
+from valis_core.identity.instance import holder_name, load_or_mint_instance
+from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
+from valis_core.ops.backup import create_backup, restore_backup, verify_backup_set
+from valis_core.state_layout import (
+    acme_account_key_path,
+    edge_certificate_path,
+    edge_key_path,
+    head_path,
+)
+from valis_core.store.head import HEAD_MODE
+from valis_core.store.manifest import dumps, loads
+
+ZONE = "example.test."
+DOMAIN = "doh.example.test"
+EDGE_FILES = (acme_account_key_path, edge_key_path, edge_certificate_path)
+
+_DOH = r"""
+import ssl, sys
+import dns.message, dns.query, dns.rcode
+query = dns.message.make_query(sys.argv[3], "A")
+for version in (dns.query.HTTPVersion.H2, dns.query.HTTPVersion.H1):
+    reply = dns.query.https(query, sys.argv[1], bootstrap_address=sys.argv[2], timeout=10,
+                            verify=ssl.create_default_context(cafile=sys.argv[4]),
+                            http_version=version)
+    print(version.name, dns.rcode.to_text(reply.rcode()),
+          " ".join(sorted(rdata.to_text() for rrset in reply.answer for rdata in rrset)))
+"""
+
+
+def run_account() -> tuple[int, int]:
+    account = pwd.getpwnam(RUN_USER)
+    return account.pw_uid, account.pw_gid
+
+
+@pytest.fixture
+def pebble(resident_harness: Harness) -> Iterator[Pebble]:
+    require_root()
+    ca = Pebble(resident_harness.workdir)
+    try:
+        ca.build()
+        yield ca
+    finally:
+        ca.stop()
+
+
+def start_node(harness: Harness, pebble: Pebble, dsn: str, state_dir: Path,
+               dns_port: int = 0) -> Resident:
+    facts = site_facts(dsn, VALIS_SERVED_DOMAIN=DOMAIN,
+                       VALIS_ACME_DIRECTORY_URL=pebble.directory_url)
+    return harness.start(
+        state_dir, facts, edge=True, netns=pebble.node_netns, host=NODE_IP,
+        dns_port=dns_port, extra_env={"REQUESTS_CA_BUNDLE": str(pebble.api_root)},
+    )
+
+
+def issued_chain(state_dir: Path) -> list[x509.Certificate]:
+    return x509.load_pem_x509_certificates(edge_certificate_path(state_dir).read_bytes())
+
+
+def chains_to(chain: list[x509.Certificate], root_pem: bytes) -> bool:
+    """Whether each certificate is signed by the next and the last by ``root_pem``."""
+    root = x509.load_pem_x509_certificate(root_pem)
+    for child, parent in zip(chain, [*chain[1:], root], strict=True):
+        child.verify_directly_issued_by(parent)
+    return True
+
+
+def challenge_rows(pg: PgCluster, dsn: str) -> list[tuple[str, str]]:
+    with pg.connect(dsn) as conn:
+        rows = conn.execute("SELECT owner, rdata FROM records WHERE owner ILIKE %s",
+                            ("_acme-challenge.%",)).fetchall()
+    return [(str(owner), str(rdata)) for owner, rdata in rows]
+
+
+def obtained(resident_harness: Harness, pebble: Pebble, zone_dsn: str
+             ) -> tuple[Resident, Path]:
+    """A node booted with the edge elected; READY once pebble issued its certificate."""
+    state_dir = make_state_dir(resident_harness.workdir)
+    resident = start_node(resident_harness, pebble, zone_dsn, state_dir)
+    assert resident.port is not None
+    pebble.start(resident.port)
+    resident.wait_ready()
+    return resident, state_dir
+
+
+def test_a_node_with_an_elected_edge_obtains_its_certificate_validated_against_its_own_zone(
+    resident_harness: Harness, pebble: Pebble, zone_dsn: str, pg_cluster: PgCluster
+) -> None:
+    resident, state_dir = obtained(resident_harness, pebble, zone_dsn)
+    chain = issued_chain(state_dir)
+    names = chain[0].extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == [DOMAIN]
+    pebble_root = pebble.issuing_root()
+    assert chains_to(chain, pebble_root)
+    # pebble really asked the node for the challenge, and the node withdrew it after.
+    assert pebble.orders() == 1
+    log = resident.stderr()
+    assert f"DNS-01 record {challenge_name(DOMAIN)} published in {ZONE}" in log
+    assert f"DNS-01 record {challenge_name(DOMAIN)} withdrawn" in log
+    assert challenge_rows(pg_cluster, zone_dsn) == []
+    for path in EDGE_FILES:
+        assert path(state_dir).stat().st_mode & 0o777 == 0o600
+    # The edge serves it: a DoH client trusting pebble's root resolves over it.
+    assert resident.edge_port is not None
+    root_file = write_root(resident_harness, pebble_root)
+    served = pebble.served_leaf(resident.edge_port, DOMAIN, root_file)
+    assert served == chain[0].public_bytes(Encoding.DER)
+    url = f"https://{DOMAIN}:{resident.edge_port}/dns-query"
+    asked = run_in(pebble.ca_netns, [sys.executable, "-c", _DOH, url, NODE_IP,
+                                     "www.example.test.", str(root_file)])
+    assert asked.stdout.splitlines() == ["HTTP_2 NOERROR 192.0.2.80", "HTTP_1 NOERROR 192.0.2.80"]
+
+
+def write_root(harness: Harness, root_pem: bytes) -> Path:
+    path = harness.workdir / "pebble-issuing-root.pem"
+    path.write_bytes(root_pem)
+    path.chmod(0o644)
+    return path
+
+
+
+
+def restore_as_condense_does(archive: Path, state_dir: Path, pg: PgCluster, dsn: str) -> None:
+    """Restore ``archive`` into ``state_dir`` and claim the fence one generation on for
+    its new instance, as ``valis condense`` (restore) does."""
+    restored = restore_backup(archive, state_dir, owner=run_account())
+    with acting_as(run_account()):
+        token = load_or_mint_instance(state_dir)
+    generation = restored.generation + 1
+    with pg.connect(dsn) as conn:
+        claim_instance_fence(conn, generation, holder_name("node-a@loopback", token))
+    head = loads(head_path(state_dir).read_bytes())
+    with acting_as(run_account()):
+        write_atomic(head_path(state_dir), dumps(attrs.evolve(head, generation=generation)),
+                     mode=HEAD_MODE)
+
+
+def test_a_restored_node_serves_the_same_certificate_without_asking_the_ca_again(
+    resident_harness: Harness, pebble: Pebble, zone_dsn: str, pg_cluster: PgCluster
+) -> None:
+    first, origin = obtained(resident_harness, pebble, zone_dsn)
+    assert first.port is not None
+    assert pebble.orders() == 1
+    first.proc.terminate()
+    assert first.wait_exit() == 0
+    archive = resident_harness.workdir / "backup.tar"
+    create_backup(origin, archive)
+    carried = {path.path for path in verify_backup_set(archive).manifest.files}
+    assert {"edge/acme-account.key", "edge/leaf.key", "edge/leaf.crt"} <= carried
+
+    state_dir = resident_harness.workdir / "restored"
+    restore_as_condense_does(archive, state_dir, pg_cluster, zone_dsn)
+    for path in EDGE_FILES:
+        assert path(state_dir).read_bytes() == path(origin).read_bytes()
+    restored = start_node(resident_harness, pebble, zone_dsn, state_dir, dns_port=first.port)
+    restored.wait_ready()
+    assert "the CA is not asked" in restored.stderr()
+    assert pebble.orders() == 1
+    assert restored.edge_port is not None
+    root_file = write_root(resident_harness, pebble.issuing_root())
+    served = pebble.served_leaf(restored.edge_port, DOMAIN, root_file)
+    assert served == issued_chain(origin)[0].public_bytes(Encoding.DER)
+    for path in EDGE_FILES:
+        assert path(state_dir).read_bytes() == path(origin).read_bytes()
+
+
+def test_a_fenced_out_node_cannot_write_a_challenge_and_the_holder_can(
+    zone_dsn: str, pg_cluster: PgCluster
+) -> None:
+    with pg_cluster.connect(zone_dsn, autocommit=True) as conn:
+        old = seed_instance_fence(conn, "node-a@loopback#a")
+        moved = claim_instance_fence(conn, old.generation + 1, "node-a@elsewhere#b")
+        with pytest.raises(FencedOut):
+            write_fenced(conn, old, publish_request(ZONE, DOMAIN, "token-a"), [ZONE])
+        assert challenge_rows(pg_cluster, zone_dsn) == []
+        write_fenced(conn, moved, publish_request(ZONE, DOMAIN, "token-b"), [ZONE])
+        assert challenge_rows(pg_cluster, zone_dsn) == [
+            (challenge_name(DOMAIN), '"token-b"')
+        ]
+        with pytest.raises(FencedOut):
+            write_fenced(conn, old, withdraw_request(ZONE, DOMAIN), [ZONE])
+        write_fenced(conn, moved, withdraw_request(ZONE, DOMAIN), [ZONE])
+        assert challenge_rows(pg_cluster, zone_dsn) == []
