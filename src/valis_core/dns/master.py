@@ -313,21 +313,19 @@ def _directive(tokens: list[str], state: ReadingState) -> tuple[()] | None:
 
 def _name(token: str, origin: bytes | None) -> bytes | None:
     """A plain name token made absolute, or ``None`` if it needs dnspython's judgement."""
-    if token == "@":
-        return origin
-    if token[-1] == ".":
-        if token == ".":
-            return wire.ROOT
-        labels = wire.plain_labels(token[:-1])
-        tail = wire.ROOT
-    else:
-        if origin is None:
-            return None
+    if token[-1] != ".":
+        if token == "@" or origin is None:
+            return origin
         labels = wire.plain_labels(token)
-        tail = origin
-    if labels is None or len(labels) + len(tail) > wire.MAX_NAME:
+        if labels is None or len(labels) + len(origin) > wire.MAX_NAME:
+            return None
+        return labels + origin
+    if token == ".":
+        return wire.ROOT
+    labels = wire.plain_labels(token[:-1])
+    if labels is None or len(labels) >= wire.MAX_NAME:
         return None
-    return labels + tail
+    return labels + wire.ROOT
 
 
 def _uint(token: str, limit: int) -> int | None:
