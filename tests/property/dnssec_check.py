@@ -39,8 +39,18 @@ def validate_sections(
                 continue
             if rrset.rdtype == dns.rdatatype.NS and not message.flags & 0x0400:
                 continue  # a referral's NS is the child's, never signed by the parent
+            if rrset.rdtype == dns.rdatatype.CNAME and _synthesized(section, rrset.name):
+                continue  # a CNAME made from a DNAME is unsigned (RFC 6672 section 5.3.1)
             sig = sigs.get((rrset.name, rrset.rdtype))
             assert sig is not None, f"no RRSIG over {rrset.name} {rrset.rdtype!r}"
             validate(rrset, sig, keys, now=now)
             checked += 1
     return checked
+
+
+def _synthesized(section: list[dns.rrset.RRset], name: dns.name.Name) -> bool:
+    return any(
+        rrset.rdtype == dns.rdatatype.DNAME and name.is_subdomain(rrset.name)
+        and name != rrset.name
+        for rrset in section
+    )

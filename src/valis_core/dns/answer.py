@@ -78,6 +78,7 @@ from __future__ import annotations
 
 import enum
 import struct
+from typing import TYPE_CHECKING
 
 import attrs
 import dns.exception
@@ -119,6 +120,9 @@ from valis_core.dns.records import (
 )
 from valis_core.dns.snapshot import ResponseCache, Snapshot
 from valis_core.dns.zone import ServedZone, ZoneIndex
+
+if TYPE_CHECKING:
+    from valis_core.dns.signed_answer import Signer
 
 
 class Transport(enum.Enum):
@@ -207,7 +211,9 @@ def answer(source: Snapshot | ZoneIndex, query: bytes, *, transport: Transport) 
     afresh each time (for callers that keep no snapshot)."""
     try:
         if type(source) is Snapshot:
-            return _answer(source.index, source.cache, query, transport is _TCP, False)
+            return _answer(
+                source.index, source.cache, query, transport is _TCP, False, signer=source.signer
+            )
         assert isinstance(source, ZoneIndex)
         return _answer(source, ResponseCache(), query, transport is _TCP, False)
     except Exception:  # malformed input must never take a server down
@@ -220,17 +226,24 @@ def answer_general(
     """``answer`` with every query's additional section parsed by dnspython instead of
     the bounded scan: the reference the scan is tested against."""
     try:
+        signer = None
         if isinstance(source, Snapshot):
-            index, cache = source.index, source.cache
+            index, cache, signer = source.index, source.cache, source.signer
         else:
             index, cache = source, ResponseCache()
-        return _answer(index, cache, query, transport is Transport.TCP, general=True)
+        return _answer(index, cache, query, transport is Transport.TCP, True, signer=signer)
     except Exception:
         return _last_resort(query)
 
 
 def _answer(
-    index: ZoneIndex, cache: ResponseCache, query: bytes, tcp: bool, general: bool
+    index: ZoneIndex,
+    cache: ResponseCache,
+    query: bytes,
+    tcp: bool,
+    general: bool,
+    *,
+    signer: Signer | None = None,
 ) -> bytes | None:
     """One path for every query, a step per check in the order the module docstring
     lists them: the header, the question, the additional section (``_additional``), the
@@ -265,6 +278,10 @@ def _answer(
         qclass = query[qend - 2] << 8 | query[qend - 1]
         return _bare(qid, qflags, query[12:qend], _refusal(qtype, qclass, tcp), opt)
     key = query[12 : qend - 4].lower() + query[qend - 4 : qend - 2]
+    if signer is not None:  # a signed zone's answers (valis_core.dns.signed_answer)
+        signed_entry = signer.entry(index, cache, key, qtype, bool(ednsflags & _DO))
+        if signed_entry is not None:
+            return _assemble(signed_entry, query, qend, payload, opt, tcp=tcp)
     entry: Entry | None = cache.get(key)
     if entry is None:
         entry = _miss(index, cache, key, qtype)

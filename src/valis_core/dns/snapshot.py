@@ -10,11 +10,14 @@ per query and answers wholly from it.
 from __future__ import annotations
 
 import collections
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from valis_core.dns.zone import ZoneIndex
+
+if TYPE_CHECKING:
+    from valis_core.dns.signed_answer import Signer
 
 
 class ResponseCache(collections.OrderedDict[bytes, tuple[Any, ...]]):
@@ -28,20 +31,33 @@ class ResponseCache(collections.OrderedDict[bytes, tuple[Any, ...]]):
 
 @attrs.frozen(eq=False)
 class Snapshot:
-    """A zone index and the responses encoded from it (filled as queries arrive)."""
+    """A zone index and the responses encoded from it (filled as queries arrive), and
+    the signer of its signed zones, if any (``valis_core.dns.signed_answer``)."""
 
     index: ZoneIndex
     cache: ResponseCache = attrs.field(factory=ResponseCache)
+    signer: Signer | None = None
 
 
 class IndexHolder:
     """The snapshot currently served. ``swap`` replaces it in one assignment."""
 
-    __slots__ = ("_snapshot", "_swaps")
+    __slots__ = ("_signer", "_snapshot", "_swaps")
 
-    def __init__(self, index: ZoneIndex) -> None:
-        self._snapshot = Snapshot(index)
+    def __init__(self, index: ZoneIndex, signer: Signer | None = None) -> None:
+        self._signer = signer
+        self._snapshot = Snapshot(index, signer=signer)
         self._swaps = 0
+
+    def sign_with(self, signer: Signer | None) -> None:
+        """Answer with ``signer`` (``None``: unsigned) from the next query on; the
+        signer is kept across swaps."""
+        self._signer = signer
+        self._snapshot = Snapshot(self._snapshot.index, signer=signer)
+
+    @property
+    def signer(self) -> Signer | None:
+        return self._signer
 
     @property
     def snapshot(self) -> Snapshot:
@@ -60,6 +76,6 @@ class IndexHolder:
     def swap(self, new: ZoneIndex) -> ZoneIndex:
         """Serve ``new`` (with a cache of its own) from the next query on; return the
         index it replaces."""
-        old, self._snapshot = self._snapshot.index, Snapshot(new)
+        old, self._snapshot = self._snapshot.index, Snapshot(new, signer=self._signer)
         self._swaps += 1
         return old

@@ -1,0 +1,319 @@
+"""Signed answers: what a zone signed online adds to the answer path (RFC 4035 section 3).
+
+A ``Signer`` holds the signed zones' keys and the signatures already made; it outlives
+snapshots (the resident hands it to the ``IndexHolder``), so a zone's change re-signs
+only the RRsets whose contents changed: a signature is kept by signer, owner, type, TTL
+and rdatas, and made again only when a new refresh window starts.
+
+What it changes, and only for names in a signed zone:
+
+- DNSKEY, CDS and CDNSKEY at the apex are answered from the zone's key (RFC 7344: CDS
+  and CDNSKEY say the same key to a parent that scans), whatever the DO bit.
+- With DO=1: an RRSIG follows every RRset in the answer and authority sections and every
+  additional RRset the zone holds with authority (never glue, never a referral's NS);
+  a CNAME synthesized from a DNAME is left unsigned (RFC 6672 section 5.3.1); an answer
+  from a wildcard carries the wildcard's signature (Labels says so) and an NSEC covering
+  the name asked, which proves the name itself absent (RFC 4035 section 3.1.3.3).
+- Denial of existence is compact (RFC 9824), made and signed per query: NODATA with an
+  NSEC at the name asked whose next name is its immediate successor and whose bitmap is
+  the name's types, or for a name that does not exist RRSIG, NSEC and NXNAME, with RCODE
+  NOERROR. A referral proves its DS, or its absence with an NSEC at the cut (NS set, no
+  DS). An explicit NXNAME question is FORMERR (RFC 9824 section 3.5).
+- A zone signed in operator state whose key this node does not hold is answered
+  SERVFAIL: an unsigned answer would be bogus to every validator holding the parent's DS.
+
+With DO=0 the other answers are the unsigned path's, byte for byte. Signed responses are
+kept in the snapshot's response cache under their own key (the question, DO, and the
+refresh window), so a window's change re-signs them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+
+import attrs
+
+from valis_core.dns import answer as plain
+from valis_core.dns import dnssec, wire
+from valis_core.dns.dnssec import CDNSKEY, CDS, DNSKEY, NXNAME, ZoneKey
+from valis_core.dns.records import (
+    CNAME,
+    DS,
+    FORMERR,
+    NOERROR,
+    NS,
+    NSEC,
+    RRSIG,
+    SERVFAIL,
+    RRset,
+    decode_node,
+)
+from valis_core.dns.snapshot import ResponseCache
+from valis_core.dns.zone import ServedZone, ZoneIndex
+
+VALIDITY = 14 * 86400
+"""How long a signature is valid from the start of its refresh window."""
+REFRESH = 86400
+"""Signatures are made again once a day, so every one served has 13 days or more left."""
+INCEPTION_SKEW = 3600
+"""Inception is set an hour before the window starts, for validators with slow clocks."""
+KEY_TTL = 3600
+"""The TTL of the apex's DNSKEY, CDS and CDNSKEY."""
+SIGNATURE_ENTRIES = 200_000
+"""Signatures kept; past this many the cache starts again (a flood of NXDOMAIN names)."""
+
+_KEY_TYPES = frozenset({DNSKEY, CDS, CDNSKEY})
+_QR, _AA = 0x8000, 0x0400
+_SERVFAIL: plain.Entry = (_QR | SERVFAIL, 0, 0, 0, b"", 0, None)
+_FORMERR: plain.Entry = (_QR | FORMERR, 0, 0, 0, b"", 0, None)
+
+
+@attrs.frozen(eq=False)
+class SignedZone:
+    """One signed zone's key (``None``: signing is on but this node lacks the key) and
+    the records it publishes at the apex because of it."""
+
+    apex: bytes
+    key: ZoneKey | None
+    apex_sets: Mapping[int, RRset] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        sets: dict[int, RRset] = {}
+        if self.key is not None:
+            ds = dnssec.ds_rdata(self.apex, self.key.dnskey)
+            sets = {
+                DNSKEY: (KEY_TTL, (self.key.dnskey,)),
+                CDNSKEY: (KEY_TTL, (self.key.dnskey,)),
+                CDS: (KEY_TTL, (ds,)),
+            }
+        object.__setattr__(self, "apex_sets", sets)
+
+
+class Signer:
+    """The signed zones by apex (lowercased wire form), the clock signatures are dated
+    by, and the signatures made so far."""
+
+    def __init__(
+        self, zones: Mapping[bytes, ZoneKey | None], clock: Callable[[], float]
+    ) -> None:
+        self.zones = {apex: SignedZone(apex, key) for apex, key in zones.items()}
+        self.lacking = frozenset(apex for apex, key in zones.items() if key is None)
+        self._clock = clock
+        self._signatures: dict[tuple[object, ...], bytes] = {}
+        self._lock = threading.Lock()
+        self.made = 0
+
+    def window(self) -> int:
+        return int(self._clock()) // REFRESH
+
+    def rrsig(self, zone: SignedZone, owner: bytes, rtype: int, rrset: RRset, window: int) -> bytes:
+        """The RRSIG rdata over ``rrset``, made once per refresh window."""
+        assert zone.key is not None
+        key = (zone.apex, zone.key.tag, owner.lower(), rtype, rrset, window)
+        found = self._signatures.get(key)
+        if found is not None:
+            return found
+        start = window * REFRESH
+        made = dnssec.sign_rrset(
+            zone.key, zone.apex, owner, rtype, rrset,
+            inception=start - INCEPTION_SKEW, expiration=start + VALIDITY,
+        )
+        with self._lock:
+            if len(self._signatures) >= SIGNATURE_ENTRIES:
+                self._signatures.clear()
+            self._signatures[key] = made
+            self.made += 1
+        return made
+
+    def entry(
+        self, index: ZoneIndex, cache: ResponseCache, key: bytes, qtype: int, do: bool
+    ) -> plain.Entry | None:
+        """The answer when the question lies in a signed zone and signing changes it;
+        ``None`` to let the unsigned path answer (DO=0 outside the key types)."""
+        if not do and qtype not in _KEY_TYPES and not self.lacking:
+            return None
+        qname = key[:-2]
+        zone = index.zone_for(qname)
+        if zone is None:
+            return None
+        if qtype == DS and qname == zone.apex:
+            zone = index.parent_of(zone) or zone
+        signed = self.zones.get(zone.apex)
+        if signed is None:
+            return None
+        if signed.key is None:
+            return _SERVFAIL
+        if not do and not (qname == zone.apex and qtype in _KEY_TYPES):
+            return None
+        if qtype == NXNAME:
+            return _FORMERR
+        window = self.window() if do else 0
+        cached_as = key + (b"\x80" + window.to_bytes(4, "big") if do else b"\x00")
+        entry: plain.Entry | None = cache.get(cached_as)
+        if entry is not None:
+            return entry
+        entry, keep = self._resolve(index, zone, qname, qtype, do=do, window=window)
+        if keep:
+            cache[cached_as] = entry
+            while len(cache) > plain.CACHE_ENTRIES:
+                try:
+                    cache.popitem(last=False)
+                except KeyError:
+                    break
+        return entry
+
+    def _resolve(
+        self, index: ZoneIndex, zone: ServedZone, qname: bytes, qtype: int, *, do: bool,
+        window: int,
+    ) -> tuple[plain.Entry, bool]:
+        """The signed answer, and whether to keep it (not for names that do not exist:
+        a flood of random names would push the served answers out)."""
+        draft = _SignedDraft()
+        if qname == zone.apex and qtype in _KEY_TYPES:
+            rrset = self.zones[zone.apex].apex_sets[qtype]
+            draft.answer.extend(plain._records(qname, qtype, rrset))
+            draft.spans.append((draft.answer, 0, len(draft.answer), zone))
+            return self._finish(qname, draft, do, window), True
+        keep = True
+        name = qname
+        seen = {qname}
+        for link in range(plain.MAX_CHAIN):
+            if link and qtype == DS and name == zone.apex:
+                zone = index.parent_of(zone) or zone
+            found = plain._find(zone, name, qtype)
+            marks = draft.marks()
+            kind, owner, sets = found
+            if sets is None:
+                exists = bool(owner)
+                draft.negative(zone, NOERROR)
+                draft.proofs.append((zone, name, _types_at(zone, name) if exists else None))
+                keep = keep and exists
+                draft.span_from(marks, zone)
+                break
+            target = plain._step(zone, name, qtype, found, draft, first=not link)
+            draft.span_from(marks, zone)
+            if kind == plain._DNAME:
+                draft.unsigned.add((name, CNAME))
+            elif kind == plain._CUT:
+                self._delegation(zone, owner, sets, draft)
+            elif kind == plain._DATA and name not in zone.nodes:
+                draft.wildcards[name] = _wildcard_source(zone, name)
+                draft.covers.append((zone, name))
+            if target is None:
+                break
+            name = target.lower()
+            if name in seen:
+                break
+            seen.add(name)
+            next_zone = index.zone_for(name)
+            if next_zone is None:
+                break
+            zone = next_zone
+        return self._finish(qname, draft, do, window), keep
+
+    def _delegation(
+        self, zone: ServedZone, cut: bytes, sets: dict[int, RRset], draft: _SignedDraft
+    ) -> None:
+        """A referral's DS, or the proof it has none (RFC 4035 section 3.1.4)."""
+        ds = sets.get(DS)
+        if ds is not None:
+            start = len(draft.authority)
+            draft.authority.extend(plain._records(cut, DS, ds))
+            draft.spans.append((draft.authority, start, len(draft.authority), zone))
+        else:
+            draft.proofs.append((zone, cut, frozenset(sets)))
+
+    def _finish(self, qname: bytes, draft: _SignedDraft, do: bool, window: int) -> plain.Entry:
+        """Add the proofs' NSEC records and, with DO, an RRSIG after every RRset the
+        answering zones sign; encode."""
+        for zone, name, held in draft.proofs:
+            signed = self.zones.get(zone.apex)
+            if signed is None or signed.key is None:
+                continue
+            types = frozenset({NXNAME}) if held is None else held
+            if name == zone.apex:
+                types |= _KEY_TYPES
+            rdata = dnssec.nsec_rdata(dnssec.successor(name), types)
+            start = len(draft.authority)
+            draft.authority.append((name, NSEC, zone.negative_ttl, rdata))
+            draft.spans.append((draft.authority, start, start + 1, zone))
+        for zone, name in draft.covers:
+            before = dnssec.predecessor(name, zone.apex)
+            rdata = dnssec.nsec_rdata(dnssec.successor(name), ())
+            start = len(draft.authority)
+            draft.authority.append((before, NSEC, zone.negative_ttl, rdata))
+            draft.spans.append((draft.authority, start, start + 1, zone))
+        if do:
+            self._sign(draft, window)
+        return plain._encode(qname, draft)
+
+    def _sign(self, draft: _SignedDraft, window: int) -> None:
+        signatures: dict[int, list[tuple[int, plain._RR]]] = {}
+        for records, start, end, zone in draft.spans:
+            if records is draft.glue:
+                continue  # glue is the child's data, never signed by the parent
+            signed = self.zones.get(zone.apex)
+            if signed is None or signed.key is None:
+                continue
+            i = start
+            while i < end:
+                owner, rtype, ttl, _ = records[i]
+                j = i
+                while j < end and records[j][0] == owner and records[j][1] == rtype:
+                    j += 1
+                referral_ns = rtype == NS and records is draft.authority and owner != zone.apex
+                held = records is not draft.extra or plain._held(zone, owner)
+                if held and not referral_ns and (owner, rtype) not in draft.unsigned:
+                    rrset = (ttl, tuple(record[3] for record in records[i:j]))
+                    source = draft.wildcards.get(owner, owner)
+                    sig = self.rrsig(signed, source, rtype, rrset, window)
+                    signatures.setdefault(id(records), []).append((j, (owner, RRSIG, ttl, sig)))
+                i = j
+        for records in (draft.answer, draft.authority, draft.extra):
+            for at, record in sorted(signatures.get(id(records), []), reverse=True):
+                records.insert(at, record)
+
+
+class _SignedDraft(plain._Draft):
+    """An answer being found, with what signing it needs: which zone drafted each run of
+    records (``spans``), names answered from a wildcard (and the wildcard), NSEC proofs
+    to make, and RRsets never signed."""
+
+    __slots__ = ("covers", "proofs", "spans", "unsigned", "wildcards")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spans: list[tuple[list[plain._RR], int, int, ServedZone]] = []
+        self.wildcards: dict[bytes, bytes] = {}
+        self.covers: list[tuple[ServedZone, bytes]] = []
+        self.proofs: list[tuple[ServedZone, bytes, frozenset[int] | None]] = []
+        self.unsigned: set[tuple[bytes, int]] = set()
+
+    def marks(self) -> tuple[int, int, int, int]:
+        return len(self.answer), len(self.authority), len(self.glue), len(self.extra)
+
+    def span_from(self, marks: tuple[int, int, int, int], zone: ServedZone) -> None:
+        for records, start in zip(
+            (self.answer, self.authority, self.glue, self.extra), marks, strict=True
+        ):
+            if len(records) > start:
+                self.spans.append((records, start, len(records), zone))
+
+
+def _wildcard_source(zone: ServedZone, name: bytes) -> bytes:
+    """The wildcard an answer for ``name`` (which does not exist) came from."""
+    encloser = wire.parent(name)
+    while not zone.exists(encloser):
+        encloser = wire.parent(encloser)
+    return b"\x01*" + encloser
+
+
+def _types_at(zone: ServedZone, name: bytes) -> frozenset[int]:
+    """The types ``name`` has in ``zone`` (its wildcard's, when it exists only through
+    one; none for an empty non-terminal)."""
+    blob = zone.nodes.get(name)
+    if blob is None and not zone.exists(name) and zone.has_wildcard:
+        blob = zone.nodes.get(_wildcard_source(zone, name))
+    return frozenset(decode_node(blob)) if blob is not None else frozenset()
+

@@ -1,0 +1,217 @@
+"""Signed answers (``valis_core.dns.signed_answer``) judged by dnspython's validator:
+with DO=1 every RRset in the answer and authority sections of any question verifies under
+the zone's DNSKEY; denial is compact (RFC 9824); wildcards carry the proof the name is
+absent; delegations prove their DS or its absence; and with DO=0 every answer but the
+apex's keys is byte for byte the unsigned one."""
+
+from __future__ import annotations
+
+import dns.flags
+import dns.message
+import dns.name
+import dns.rcode
+import dns.rdata
+import dns.rdataclass
+import dns.rdatatype
+import dns.rrset
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.property.dnssec_check import validate_sections
+from valis_core.dns import dnssec, wire
+from valis_core.dns.answer import Transport, answer
+from valis_core.dns.records import RecordRow
+from valis_core.dns.signed_answer import REFRESH, Signer
+from valis_core.dns.snapshot import Snapshot
+from valis_core.dns.zone import ZoneIndex
+
+NOW = 1_800_000_000
+Z = "example.test."
+OTHER = "other.test."
+KEYS = {alg: dnssec.ZoneKey(dnssec.generate_key(alg)) for alg in dnssec.ALGORITHMS}
+SOA = f"ns1.{Z} hostmaster.{Z} 1 7200 3600 1209600 300"
+BASE = [
+    RecordRow(Z, Z, "SOA", 3600, SOA),
+    RecordRow(Z, Z, "NS", 3600, f"ns1.{Z}"),
+    RecordRow(Z, f"ns1.{Z}", "A", 3600, "192.0.2.53"),
+    RecordRow(Z, Z, "MX", 300, f"10 Mail.{Z}"),
+    RecordRow(Z, f"mail.{Z}", "A", 300, "192.0.2.25"),
+    RecordRow(Z, f"www.{Z}", "A", 300, "192.0.2.80"),
+    RecordRow(Z, f"www.{Z}", "AAAA", 300, "2001:db8::80"),
+    RecordRow(Z, f"alias.{Z}", "CNAME", 300, f"www.{Z}"),
+    RecordRow(Z, f"dangling.{Z}", "CNAME", 300, f"gone.{Z}"),
+    RecordRow(Z, f"*.wild.{Z}", "TXT", 300, '"wild"'),
+    RecordRow(Z, f"deep.ent.{Z}", "A", 300, "192.0.2.9"),
+    RecordRow(Z, f"secure.{Z}", "NS", 3600, f"ns.secure.{Z}"),
+    RecordRow(Z, f"secure.{Z}", "DS", 3600, "12345 13 2 " + "ab" * 32),
+    RecordRow(Z, f"ns.secure.{Z}", "A", 3600, "192.0.2.54"),
+    RecordRow(Z, f"insecure.{Z}", "NS", 3600, "ns.example.net."),
+    RecordRow(Z, f"d.{Z}", "DNAME", 300, f"wild.{Z}"),
+    RecordRow(Z, f"other.{Z}", "CNAME", 300, f"www.{OTHER}"),
+    RecordRow(OTHER, OTHER, "SOA", 3600, f"ns1.{Z} hostmaster.{Z} 1 7200 3600 1209600 300"),
+    RecordRow(OTHER, OTHER, "NS", 3600, f"ns1.{Z}"),
+    RecordRow(OTHER, f"www.{OTHER}", "A", 300, "198.51.100.1"),
+]
+INDEX = ZoneIndex.from_records(BASE)
+QNAMES = [
+    Z, f"www.{Z}", f"WWW.{Z}", f"alias.{Z}", f"dangling.{Z}", f"x.wild.{Z}", f"a.b.wild.{Z}",
+    f"wild.{Z}", f"ent.{Z}", f"deep.ent.{Z}", f"secure.{Z}", f"x.secure.{Z}",
+    f"insecure.{Z}", f"x.insecure.{Z}", f"q.d.{Z}", f"x.q.d.{Z}", f"other.{Z}",
+    f"nope.{Z}", f"a.nope.{Z}", f"mail.{Z}", f"www.{OTHER}", OTHER, f"nx.{OTHER}",
+]
+QTYPES = ["A", "AAAA", "TXT", "MX", "NS", "DS", "SOA", "DNSKEY", "CDS", "CDNSKEY", "CNAME", "ANY"]
+
+
+def snapshot(algorithm: int, *, also_other: bool = True) -> Snapshot:
+    zones: dict[bytes, dnssec.ZoneKey | None] = {wire.from_text(Z): KEYS[algorithm]}
+    if also_other:
+        zones[wire.from_text(OTHER)] = KEYS[15 if algorithm == 13 else 13]
+    return Snapshot(INDEX, signer=Signer(zones, clock=lambda: NOW))
+
+
+def keys_of(snap: Snapshot) -> dict[dns.name.Name, dns.rrset.RRset]:
+    assert snap.signer is not None
+    out = {}
+    for apex, zone in snap.signer.zones.items():
+        assert zone.key is not None
+        name = dns.name.from_wire(apex, 0)[0]
+        rdata = dns.rdata.from_wire(
+            dns.rdataclass.IN, dns.rdatatype.DNSKEY, zone.key.dnskey, 0, len(zone.key.dnskey)
+        )
+        out[name] = dns.rrset.from_text_list(name, 3600, "IN", "DNSKEY", [rdata.to_text()])
+    return out
+
+
+def ask(source: Snapshot, name: str, rtype: str, *, do: bool) -> dns.message.Message:
+    query = dns.message.make_query(name, rtype, want_dnssec=do, use_edns=0, payload=1232)
+    response = answer(source, query.to_wire(), transport=Transport.TCP)
+    assert response is not None
+    return dns.message.from_wire(response)
+
+
+@pytest.mark.parametrize("algorithm", dnssec.ALGORITHMS)
+@given(qname=st.sampled_from(QNAMES), qtype=st.sampled_from(QTYPES))
+def test_every_signed_rrset_verifies_under_the_zones_key(
+    algorithm: int, qname: str, qtype: str
+) -> None:
+    snap = snapshot(algorithm)
+    message = ask(snap, qname, qtype, do=True)
+    assert message.rcode() in (dns.rcode.NOERROR, dns.rcode.YXDOMAIN)
+    validate_sections(message, keys_of(snap), now=NOW)
+
+
+@given(qname=st.sampled_from(QNAMES), qtype=st.sampled_from(QTYPES), do=st.booleans())
+def test_without_do_answers_are_the_unsigned_ones_byte_for_byte(
+    qname: str, qtype: str, do: bool
+) -> None:
+    signed = snapshot(13)
+    query = dns.message.make_query(qname, qtype, use_edns=0, want_dnssec=False, id=7)
+    wire_query = query.to_wire()
+    apex_key = qtype in ("DNSKEY", "CDS", "CDNSKEY") and qname.lower() in (Z, OTHER)
+    ours = answer(signed, wire_query, transport=Transport.UDP)
+    theirs = answer(Snapshot(INDEX), wire_query, transport=Transport.UDP)
+    if apex_key:
+        assert ours != theirs
+    else:
+        assert ours == theirs
+    if do:  # and an unsigned zone's DO=1 answers are untouched by a signer of others
+        plain = dns.message.make_query(qname, qtype, want_dnssec=True, id=7).to_wire()
+        only_other = Snapshot(
+            INDEX, signer=Signer({wire.from_text("unrelated.test."): KEYS[13]}, lambda: NOW)
+        )
+        assert answer(only_other, plain, transport=Transport.UDP) == answer(
+            Snapshot(INDEX), plain, transport=Transport.UDP
+        )
+
+
+def nsec_at(message: dns.message.Message, name: str) -> dns.rrset.RRset:
+    return message.find_rrset(
+        message.authority, dns.name.from_text(name), dns.rdataclass.IN, dns.rdatatype.NSEC
+    )
+
+
+def bitmap(rrset: dns.rrset.RRset) -> set[int]:
+    (rdata,) = list(rrset)
+    return {
+        window * 256 + i * 8 + j
+        for window, bits in rdata.windows
+        for i, octet in enumerate(bits)
+        for j in range(8)
+        if octet & (0x80 >> j)
+    }
+
+
+def test_a_name_that_does_not_exist_is_nodata_with_nxname() -> None:
+    message = ask(snapshot(13), f"nope.{Z}", "A", do=True)
+    assert message.rcode() == dns.rcode.NOERROR
+    assert not message.answer
+    nsec = nsec_at(message, f"nope.{Z}")
+    assert bitmap(nsec) == {dnssec.NXNAME, dns.rdatatype.RRSIG, dns.rdatatype.NSEC}
+    assert next(iter(nsec)).next == dns.name.from_text(f"\\000.nope.{Z}")
+
+
+def test_nodata_at_an_existing_name_lists_its_types() -> None:
+    message = ask(snapshot(13), f"www.{Z}", "TXT", do=True)
+    assert bitmap(nsec_at(message, f"www.{Z}")) == {
+        dns.rdatatype.A, dns.rdatatype.AAAA, dns.rdatatype.RRSIG, dns.rdatatype.NSEC
+    }
+    apex = ask(snapshot(13), Z, "TXT", do=True)
+    assert {dns.rdatatype.DNSKEY, dns.rdatatype.CDS, dns.rdatatype.CDNSKEY} <= bitmap(
+        nsec_at(apex, Z)
+    )
+
+
+def test_a_wildcard_answer_proves_the_name_absent() -> None:
+    message = ask(snapshot(15), f"x.wild.{Z}", "TXT", do=True)
+    (sig,) = [r for r in message.answer if r.rdtype == dns.rdatatype.RRSIG]
+    assert next(iter(sig)).labels == 3  # *.wild.example.test.
+    (cover,) = [r for r in message.authority if r.rdtype == dns.rdatatype.NSEC]
+    assert cover.name < dns.name.from_text(f"x.wild.{Z}") < next(iter(cover)).next
+
+
+def test_an_insecure_delegation_proves_it_has_no_ds() -> None:
+    message = ask(snapshot(13), f"x.insecure.{Z}", "A", do=True)
+    assert not message.flags & dns.flags.AA
+    assert bitmap(nsec_at(message, f"insecure.{Z}")) == {
+        dns.rdatatype.NS, dns.rdatatype.RRSIG, dns.rdatatype.NSEC
+    }
+    secure = ask(snapshot(13), f"x.secure.{Z}", "A", do=True)
+    assert any(r.rdtype == dns.rdatatype.DS for r in secure.authority)
+
+
+def test_the_apex_publishes_its_key_cds_and_cdnskey() -> None:
+    snap = snapshot(13)
+    key = KEYS[13]
+    (dnskey,) = ask(snap, Z, "DNSKEY", do=False).answer
+    assert next(iter(dnskey)).to_wire() == key.dnskey
+    (cds,) = ask(snap, Z, "CDS", do=False).answer
+    assert next(iter(cds)).to_wire() == dnssec.ds_rdata(wire.from_text(Z), key.dnskey)
+    (cdnskey,) = ask(snap, Z, "CDNSKEY", do=False).answer
+    assert next(iter(cdnskey)).to_wire() == key.dnskey
+
+
+def test_a_signed_zone_without_its_key_is_servfail_not_unsigned() -> None:
+    snap = Snapshot(INDEX, signer=Signer({wire.from_text(Z): None}, clock=lambda: NOW))
+    for do in (False, True):
+        assert ask(snap, f"www.{Z}", "A", do=do).rcode() == dns.rcode.SERVFAIL
+    assert ask(snap, f"www.{OTHER}", "A", do=True).rcode() == dns.rcode.NOERROR
+
+
+def test_an_explicit_nxname_question_is_formerr() -> None:
+    assert ask(snapshot(13), f"www.{Z}", "TYPE128", do=True).rcode() == dns.rcode.FORMERR
+
+
+def test_signatures_are_made_once_per_window_and_again_in_the_next() -> None:
+    now = [float(NOW)]
+    signer = Signer({wire.from_text(Z): KEYS[13]}, clock=lambda: now[0])
+    first = Snapshot(INDEX, signer=signer)
+    ask(first, f"www.{Z}", "A", do=True)
+    made = signer.made
+    ask(Snapshot(INDEX, signer=signer), f"www.{Z}", "A", do=True)  # a new snapshot, same sig
+    assert signer.made == made
+    now[0] += REFRESH
+    later = ask(first, f"www.{Z}", "A", do=True)
+    assert signer.made > made
+    (sig,) = [r for r in later.answer if r.rdtype == dns.rdatatype.RRSIG]
+    assert next(iter(sig)).expiration - now[0] >= 13 * 86400
