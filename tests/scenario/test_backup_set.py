@@ -15,6 +15,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tests.conftest import require_root
+from tests.scenario.edge_ca import make_test_ca
 from tests.scenario.pg import RUN_USER, ensure_system_user
 from valis_core import safe_tar
 from valis_core.identity.custody import load_or_create_keyfile, public_key_hex
@@ -55,8 +56,10 @@ def state_dir(tmp_path: Path) -> Path:
         mode=0o600,
     )
     (state / "edge").mkdir()
-    (state / "edge" / "acme-account.key").write_bytes(os.urandom(48))
-    (state / "edge" / "leaf.key").write_bytes(os.urandom(48))
+    (state / "edge" / "acme-account.key").write_bytes(make_test_ca().issue(("a",)).key_pem)
+    leaf = make_test_ca().issue(("example.org",))
+    (state / "edge" / "leaf.key").write_bytes(leaf.key_pem)
+    (state / "edge" / "leaf.crt").write_bytes(leaf.chain_pem)
     (state / "fabric.token").write_text("not part of the backup set")
     return state
 
@@ -81,6 +84,7 @@ def test_a_backup_set_holds_the_critical_files_and_verifies(
         "store/manifest.json",
         "config/site-facts.env",
         "edge/acme-account.key",
+        "edge/leaf.crt",
         "edge/leaf.key",
     }
     verified = verify_backup_set(out)
@@ -95,11 +99,30 @@ def test_the_same_state_backs_up_to_the_same_bytes(state_dir: Path, tmp_path: Pa
 
 
 def test_edge_keys_are_optional(state_dir: Path, tmp_path: Path) -> None:
-    for key in ("acme-account.key", "leaf.key"):
+    for key in ("acme-account.key", "leaf.key", "leaf.crt"):
         (state_dir / "edge" / key).unlink()
     manifest = create_backup(state_dir, tmp_path / "b.tar")
     assert not any(entry.path.startswith("edge/") for entry in manifest.files)
     verify_backup_set(tmp_path / "b.tar")
+
+
+def test_an_edge_chain_that_is_not_its_keys_is_found_by_verify(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    other = make_test_ca().issue(("example.org",))
+    (state_dir / "edge" / "leaf.crt").write_bytes(other.chain_pem)
+    create_backup(state_dir, tmp_path / "b.tar")
+    with pytest.raises(BackupError, match=r"edge/leaf\.crt does not serve with edge/leaf\.key"):
+        verify_backup_set(tmp_path / "b.tar")
+
+
+def test_an_edge_key_that_is_not_a_key_is_found_by_verify(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    (state_dir / "edge" / "acme-account.key").write_bytes(os.urandom(48))
+    create_backup(state_dir, tmp_path / "b.tar")
+    with pytest.raises(BackupError, match=r"edge/acme-account\.key is not a PEM private key"):
+        verify_backup_set(tmp_path / "b.tar")
 
 
 def test_a_state_directory_without_an_owner_seed_is_not_backed_up(
@@ -116,7 +139,7 @@ def test_tampering_with_any_member_is_found_and_named(state_dir: Path, tmp_path:
     create_backup(state_dir, good)
     archive = good.read_bytes()
     spans = _data_spans(archive)
-    assert len(spans) == 7
+    assert len(spans) == 8
     for name, start, end in spans:
         for at in {start, (start + end) // 2, end - 1}:
             bent = bytearray(archive)

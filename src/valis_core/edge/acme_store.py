@@ -12,6 +12,7 @@ certificate. Both keys are ECDSA P-256 (ES256 for the account's JWS signatures).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -26,6 +27,9 @@ from valis_core.edge.certificate import (
 )
 from valis_core.errors import ValisError
 from valis_core.state_layout import (
+    ACME_ACCOUNT_KEY,
+    EDGE_CERTIFICATE,
+    EDGE_KEY,
     acme_account_key_path,
     edge_certificate_path,
     edge_key_path,
@@ -124,3 +128,24 @@ def store_chain(state_dir: Path, chain_pem: bytes, key_pem: bytes) -> EdgeCertif
     _write(edge_certificate_path(state_dir), chain_pem)
     return certificate
 
+
+
+def backed_up_problem(files: Mapping[str, bytes]) -> tuple[str, str] | None:
+    """What is wrong with the edge's files in a backup set (path and problem), if
+    anything: each key must be a private key, and the chain must be the leaf key's."""
+    for path in (ACME_ACCOUNT_KEY, EDGE_KEY):
+        if path in files:
+            try:
+                serialization.load_pem_private_key(files[path], password=None)
+            except (ValueError, TypeError):
+                return path, "is not a PEM private key"
+    if EDGE_CERTIFICATE in files:
+        if EDGE_KEY not in files:
+            return EDGE_CERTIFICATE, f"is there without its key {EDGE_KEY}"
+        try:
+            tls_context(certificate_from_pem(
+                files[EDGE_CERTIFICATE], files[EDGE_KEY], origin=EDGE_CERTIFICATE
+            ))
+        except EdgeCertificateError as exc:
+            return EDGE_CERTIFICATE, f"does not serve with {EDGE_KEY} ({exc})"
+    return None

@@ -45,6 +45,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 from valis_core import safe_tar
 from valis_core.acting_as import acting_as
 from valis_core.atomic import write_atomic
+from valis_core.edge.acme_store import backed_up_problem
 from valis_core.errors import ValisError
 from valis_core.fence import MAX_GENERATION
 from valis_core.identity.custody import SEED_SIZE, public_key_hex
@@ -387,6 +388,9 @@ def _prove_restored(
             f"restores to a seed whose public key {derived} is not the recorded owner key "
             f"{manifest.owner_public_key}",
         )
+    edge = backed_up_problem(contents)
+    if edge is not None:
+        raise _wrong(*edge)
 
 
 def _check_signing_key(path: Path, name: str) -> None:
