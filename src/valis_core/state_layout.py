@@ -6,8 +6,8 @@ and so a capability that adds durable state (the edge's ACME keys, zone-signing 
 gets its place here first. Pure: it joins paths and never touches the disk.
 
 The backup-critical set (``ops.backup``) is the owner seed, the store head, the
-configuration store, the edge's keys and the zone-signing keys; everything else here is made again by condense
-or by the resident.
+configuration store, the edge's keys and the zone-signing keys; everything else here is
+made again by condense or by the resident.
 """
 
 from __future__ import annotations
