@@ -1,4 +1,4 @@
-"""``valis zone import|diff|export|list|check|delete|policy|secondary``: the operator's
+"""``valis zone import|diff|export|list|check|delete|policy|secondary|sign|ds``: the operator's
 zones in operator state.
 
 An import checks the master file exactly as ``valis zone check`` does (every error, with
@@ -102,6 +102,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "without a higher serial is refused)",
     )
     run.set_defaults(handler=_policy)
+
+    from valis_cli.commands import zone_signing
+
+    zone_signing.register(actions)
 
     _register_secondary(actions)
 

@@ -437,6 +437,12 @@ async def _zone_index(boot: Boot) -> Boot:
     follower = ZoneFollower(source, holder)
     boot.services.stack.callback(follower.close)
     await boot.services.start("zone source", _fence_final(follower.run))
+
+    from valis_core.resident.signing import SigningFollower
+
+    signing = SigningFollower(config.dsn, need(boot.state_dir), source.zones)
+    await signing.load(holder)
+    await boot.services.start("signing", partial(signing.follow, holder))
     return attrs.evolve(
         boot, source=source, follower=follower, holder=holder, stats=ServeStats()
     )

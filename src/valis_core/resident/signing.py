@@ -1,0 +1,126 @@
+"""The resident's zone signing: which served zones operator state says are signed, the
+keys this node holds for them, and the ``Signer`` the serve loop answers with.
+
+A zone signed in operator state (``zone_signing``) is signed with the key its row names
+(algorithm and key tag). A node whose state directory holds no such key, or another one,
+fails closed for that zone alone: it answers the zone SERVFAIL and says so in one log
+line naming the remedy, rather than serving answers every validator holding the parent's
+DS would reject. ``follow`` re-reads the rows every ``POLL_SECONDS`` so ``valis zone
+sign`` takes effect on a running node without a restart; a failed read keeps the signer
+in place and is logged once until reads succeed again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import psycopg
+import trio
+
+from valis_core.dns import wire
+from valis_core.dns.dnssec import DnssecError, ZoneKey
+from valis_core.dns.signed_answer import Signer
+from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.zone_keys import file_zone, load_zone_keys
+from valis_core.errors import ValisError
+from valis_core.operator_state.zone_signing import ZoneSigning, signed_zones
+
+log = logging.getLogger("valis.resident")
+
+POLL_SECONDS = 1.0
+"""How often the signed zones are read again; a zone signed while the node runs is
+answered signed within this (plus the read)."""
+
+
+def signer_for(
+    rows: dict[str, ZoneSigning], keys: dict[str, ZoneKey], served: Sequence[str]
+) -> tuple[Signer | None, list[str]]:
+    """The signer for the served zones ``rows`` name (``None`` when none is signed), and
+    one log line per signed zone saying how it is answered."""
+    zones: dict[bytes, ZoneKey | None] = {}
+    lines = []
+    for zone in sorted(set(served) & rows.keys()):
+        row = rows[zone]
+        key = keys.get(file_zone(zone))
+        apex = wire.from_text(zone).lower()
+        if key is not None and (key.algorithm, key.tag) == (row.algorithm, row.key_tag):
+            zones[apex] = key
+            lines.append(
+                f"dnssec: zone {zone} signed online with algorithm {key.algorithm}, key tag "
+                f"{key.tag}"
+            )
+            continue
+        zones[apex] = None
+        held = "none" if key is None else f"algorithm {key.algorithm} tag {key.tag}"
+        lines.append(
+            f"dnssec: zone {zone} is signed in operator state with algorithm "
+            f"{row.algorithm} key tag {row.key_tag}, but this node's state directory holds "
+            f"{held} for it; answering the zone SERVFAIL until the key is restored from "
+            "the backup set of the node that signed it"
+        )
+    if not zones:
+        return None, lines
+    return Signer(zones, clock=time.time), lines
+
+
+class SigningFollower:
+    """Reads the signed zones and the keys, and keeps ``holder``'s signer current."""
+
+    def __init__(self, dsn: str, state_dir: Path, served: Sequence[str]) -> None:
+        self.dsn = dsn
+        self.state_dir = state_dir
+        self.served = tuple(served)
+        self._seen: tuple[object, ...] | None = None
+        self._failing = False
+
+    def _read(self) -> tuple[dict[str, ZoneSigning], dict[str, ZoneKey]]:
+        from valis_core.operator_state.connection import connect
+
+        with connect(self.dsn) as conn:
+            rows = signed_zones(conn)
+        keys = load_zone_keys(self.state_dir) if rows else {}
+        return rows, keys
+
+    async def load(self, holder: IndexHolder) -> None:
+        """Read once and sign with the result (a failure here fails the bring-up)."""
+        rows, keys = await trio.to_thread.run_sync(self._read)
+        self._apply(holder, rows, keys)
+
+    def _apply(
+        self, holder: IndexHolder, rows: dict[str, ZoneSigning], keys: dict[str, ZoneKey]
+    ) -> None:
+        seen = (
+            tuple(sorted(rows.items())),
+            tuple(sorted((zone, key.tag) for zone, key in keys.items())),
+        )
+        if seen == self._seen:
+            return
+        self._seen = seen
+        signer, lines = signer_for(rows, keys, self.served)
+        for line in lines:
+            (log.warning if "SERVFAIL" in line else log.info)("%s", line)
+        holder.sign_with(signer)
+
+    async def follow(
+        self,
+        holder: IndexHolder,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Re-read every ``POLL_SECONDS`` until cancelled."""
+        task_status.started()
+        while True:
+            await trio.sleep(POLL_SECONDS)
+            try:
+                rows, keys = await trio.to_thread.run_sync(self._read)
+            except (ValisError, DnssecError, OSError, psycopg.Error) as exc:
+                if not self._failing:
+                    log.warning("dnssec: cannot read the signed zones (%s); signing as before",
+                                " ".join(str(exc).split()))
+                self._failing = True
+                continue
+            self._failing = False
+            self._apply(holder, rows, keys)
