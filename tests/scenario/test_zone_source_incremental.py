@@ -117,7 +117,9 @@ def test_a_small_change_names_its_owners_lowercased(
          "AND rtype = 'A'", ()),
         _insert("New.Example.ORG.", "A", "192.0.2.9"),
     )
-    assert listener() == ["example.org.\nwww.example.org.", "example.org.\nnew.example.org."]
+    assert unsealed(listener()) == [
+        "example.org.\nwww.example.org.", "example.org.\nnew.example.org."
+    ]
     # The older channel still names the zone, for zone sources of older versions.
     assert listener(LEGACY_CHANNEL) == [ORG]
 
@@ -133,14 +135,14 @@ def test_bulk_and_ambiguous_changes_name_the_zone_only(
     assert ORG in listener()
     # An owner spelled with an escape could be the same name as another row's owner.
     run_sql(pg_cluster, state_dsn, _insert("a\\066.example.org.", "TXT", '"escaped"'))
-    assert listener() == [ORG]
+    assert unsealed(listener()) == [ORG]
     # One statement changing more than 64 rows.
     run_sql(pg_cluster, state_dsn, (
         "INSERT INTO records (zone, owner, rtype, ttl, rdata) SELECT 'example.org.', "
         "'h' || i || '.example.org.', 'A', 300, '192.0.2.1' FROM generate_series(1, 65) i",
         (),
     ))
-    assert listener() == [ORG]
+    assert unsealed(listener()) == [ORG]
     # Many small statements in one transaction: owners are named up to a budget, then
     # the zone; never one note per row.
     listener(LEGACY_CHANNEL)
@@ -153,7 +155,13 @@ def test_bulk_and_ambiguous_changes_name_the_zone_only(
     assert listener(LEGACY_CHANNEL) == [ORG]
     # The transaction's budget does not carry over to the next one.
     run_sql(pg_cluster, state_dsn, _insert("late.example.org.", "A", "192.0.2.3"))
-    assert listener() == ["example.org.\nlate.example.org."]
+    assert unsealed(listener()) == ["example.org.\nlate.example.org."]
+
+
+def unsealed(notes: list[str]) -> list[str]:
+    """The notes without the apex note of the serial raised at commit (migration 0006),
+    which follows a change that did not raise the serial itself."""
+    return notes[:-1] if notes[1:] and notes[-1] == f"{ORG}\n{ORG}" else notes
 
 
 def test_a_note_naming_owners_is_read_with_doubt_resolved_towards_the_whole_zone() -> None:

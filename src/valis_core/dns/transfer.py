@@ -16,8 +16,10 @@ of at most ``MESSAGE_SIZE`` bytes with names compressed, each carrying the quest
 When the request was signed every message is signed, the first over the request's MAC
 and each later one over the previous message's (RFC 8945 section 5.3.1). An IXFR whose
 SOA serial is already the zone's (or newer, by RFC 1982) gets that SOA alone (RFC 1995
-section 2); any other IXFR gets the whole zone in AXFR form, which RFC 1995 section 4
-allows a server without the history to send.
+section 2). An IXFR the zone's change journal reaches back to gets the condensed
+difference (``incremental_records``: the new SOA, the secondary's SOA, the records
+removed, the new SOA, the records added, the new SOA again); any other gets the whole
+zone in AXFR form, which RFC 1995 section 4 allows a server without the history to send.
 
 A secondary also signs the ordinary queries it sends before a transfer (Knot asks for
 the SOA over UDP, signed, on every NOTIFY and refresh). The answer path holds no keys
@@ -45,6 +47,7 @@ import dns.tsig
 
 from valis_core.dns import wire
 from valis_core.dns.answer import _Writer  # the answer path's name compression, shared
+from valis_core.dns.journal import Difference
 from valis_core.dns.records import (
     AXFR,
     FORMERR,
@@ -54,10 +57,13 @@ from valis_core.dns.records import (
     REFUSED,
     SOA,
     TSIG,
+    RecordRow,
+    ZoneError,
     decode_node,
 )
 from valis_core.dns.serial import serial_gt
 from valis_core.dns.zone import ServedZone, ZoneIndex
+from valis_core.dns.zone_build import _rdata_wire as rdata_wire  # the loader's, shared
 
 MESSAGE_SIZE = 16384
 """Bytes of records per message before its TSIG: big enough that a transfer is a few
@@ -75,6 +81,10 @@ _QR = 0x8000
 _AA = 0x0400
 _OPCODE = 0x7800
 _RD = 0x0100
+
+
+WireRecord = tuple[bytes, int, int, bytes]
+"""Owner, type, TTL and rdata, names and rdata in uncompressed wire form."""
 
 
 @attrs.frozen
@@ -100,6 +110,8 @@ class Grant:
     key: dns.tsig.Key
     full: bool
     """False when an IXFR is already up to date: the answer is the SOA alone."""
+    incremental: tuple[WireRecord, ...] | None = None
+    """An IXFR's records from the journal (``incremental_records``), when it reaches."""
 
 
 @attrs.frozen
@@ -300,6 +312,30 @@ def zone_records(zone: ServedZone) -> Iterator[tuple[bytes, int, int, bytes]]:
     yield soa
 
 
+def incremental_records(zone: ServedZone, difference: Difference) -> tuple[WireRecord, ...]:
+    """An IXFR's records (RFC 1995 section 4) for ``difference``, condensed into one
+    version: ``zone``'s SOA, the secondary's SOA, the removed records, ``zone``'s SOA, the
+    added records, ``zone``'s SOA. Raises ``ZoneError`` for a journal record that does
+    not parse (the caller then sends the whole zone)."""
+    soa = next(zone_records(zone))
+    old = difference.old_soa
+    out: list[WireRecord] = [soa, _wire_record(zone.origin, old)]
+    out += [_wire_record(zone.origin, row) for row in difference.removed]
+    out.append(soa)
+    out += [_wire_record(zone.origin, row) for row in difference.added]
+    out.append(soa)
+    return tuple(out)
+
+
+def _wire_record(origin: str, row: RecordRow) -> WireRecord:
+    try:
+        rtype = int(dns.rdatatype.from_text(row.rtype))
+        owner = wire.from_text(row.owner)
+    except (dns.exception.DNSException, wire.BadName, ValueError) as exc:
+        raise ZoneError(origin, row.owner, f"journal record unreadable: {exc}") from None
+    return owner, rtype, row.ttl, rdata_wire(origin, row.owner, rtype, row.rdata)
+
+
 def transfer_messages(grant: Grant, *, now: float, size: int = MESSAGE_SIZE) -> Iterator[bytes]:
     """The response messages of ``grant``, each signed."""
     for step in transfer_steps(grant, now=now, size=size):
@@ -320,6 +356,8 @@ def transfer_steps(
     records = zone_records(grant.zone)
     if not grant.full:
         records = iter([next(records)])
+    elif grant.incremental is not None:
+        records = iter(grant.incremental)
     assert query.tsig is not None
     signer = _Signer(grant.key, query.tsig[0].mac, query.id, now)
     writer = _fresh(qname, qtype)

@@ -1,0 +1,83 @@
+"""Each zone's change journal in operator state (migration 0006): reading the changes an
+IXFR needs, and pruning by age and size.
+
+The triggers of migration 0006 write the journal, whoever changes a zone's records; this
+module only reads it and cuts it back. ``read_difference`` reads the sealed entries of a
+zone and condenses those leading from a secondary's serial to the served one
+(``valis_core.dns.journal``). ``prune`` keeps each zone's journal within an age and a
+number of records, deleting at most ``batch`` entries per call, oldest first, so one
+call is short however far behind pruning has fallen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from valis_core.dns.journal import Difference, Entry, chain, condense
+from valis_core.dns.records import RecordRow
+
+DEFAULT_MAX_AGE = 7 * 86400
+"""Seconds an entry is kept (``VALIS_JOURNAL_MAX_AGE``)."""
+DEFAULT_MAX_RECORDS = 100_000
+"""Removed and added records kept per zone (``VALIS_JOURNAL_MAX_RECORDS``)."""
+PRUNE_BATCH = 1000
+
+
+def read_difference(
+    conn: psycopg.Connection[Any], zone: str, old: int, new: int
+) -> Difference | None:
+    """The condensed change of ``zone`` from serial ``old`` to ``new``, or ``None`` when
+    the journal does not reach back to ``old``."""
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        sealed = conn.execute(
+            "SELECT id, old_serial, new_serial FROM zone_journal"
+            " WHERE zone = %s AND old_serial IS NOT NULL AND new_serial IS NOT NULL"
+            " ORDER BY id",
+            (zone,),
+        ).fetchall()
+        steps = chain([(int(o), int(n)) for _, o, n in sealed], old, new)
+        if steps is None:
+            return None
+        ids = [int(sealed[i][0]) for i in steps]
+        rows: dict[int, tuple[list[RecordRow], list[RecordRow]]] = {i: ([], []) for i in ids}
+        found = conn.execute(
+            "SELECT entry, added, owner, rtype, ttl, rdata FROM zone_journal_records"
+            " WHERE entry = ANY(%s)",
+            (ids,),
+        )
+        for entry, added, owner, rtype, ttl, rdata in found:
+            rows[entry][1 if added else 0].append(RecordRow(zone, owner, rtype, ttl, rdata))
+    entries = [
+        Entry(int(sealed[i][1]), int(sealed[i][2]), tuple(rows[j][0]), tuple(rows[j][1]))
+        for i, j in zip(steps, ids, strict=True)
+    ]
+    return condense(entries)
+
+
+def prune(
+    conn: psycopg.Connection[Any],
+    *,
+    max_age: int = DEFAULT_MAX_AGE,
+    max_records: int = DEFAULT_MAX_RECORDS,
+    batch: int = PRUNE_BATCH,
+) -> int:
+    """Delete up to ``batch`` of the oldest entries that are older than ``max_age``
+    seconds or beyond each zone's newest ``max_records`` records; how many went."""
+    with conn.transaction():
+        cur = conn.execute(
+            "WITH sized AS ("
+            "  SELECT j.id, j.committed_at,"
+            "   sum(count(r.entry)) OVER (PARTITION BY j.zone ORDER BY j.id DESC) AS kept"
+            "  FROM zone_journal j LEFT JOIN zone_journal_records r ON r.entry = j.id"
+            "  WHERE j.new_serial IS NOT NULL GROUP BY j.id"
+            "), doomed AS ("
+            "  SELECT id FROM sized"
+            "  WHERE committed_at < now() - make_interval(secs => %s) OR kept > %s"
+            "  ORDER BY id LIMIT %s"
+            ") DELETE FROM zone_journal WHERE id IN (SELECT id FROM doomed)",
+            (max_age, max_records, batch),
+        )
+        return cur.rowcount

@@ -1,0 +1,109 @@
+"""The journal's condensed difference takes a secondary from any version the journal
+reaches back to onto the newest, and the IXFR built from it says the same on the wire."""
+
+from __future__ import annotations
+
+import itertools
+
+import dns.message
+import dns.rdatatype
+import dns.tsig
+from hypothesis import given
+from hypothesis import strategies as st
+
+from valis_core.dns.journal import Entry, apply, chain, condense, record_key
+from valis_core.dns.records import RecordRow
+from valis_core.dns.transfer import Grant, incremental_records, transfer_messages
+from valis_core.dns.zone import ZoneIndex
+
+ZONE = "j.test."
+KEY = dns.tsig.Key("k.", b"0123456789abcdef0123456789abcdef", "hmac-sha256")
+
+records = st.builds(
+    lambda owner, ttl, last: RecordRow(ZONE, f"{owner}.{ZONE}", "A", ttl, f"192.0.2.{last}"),
+    st.sampled_from(["a", "b", "c"]),
+    st.sampled_from([60, 300]),
+    st.integers(1, 4),
+)
+versions = st.lists(st.frozensets(records, max_size=6), min_size=2, max_size=6)
+
+
+def soa(serial: int) -> RecordRow:
+    return RecordRow(ZONE, ZONE, "SOA", 300, f"ns.{ZONE} h.{ZONE} {serial} 1 1 1 1")
+
+
+def zone_at(data: frozenset[RecordRow], serial: int) -> tuple[RecordRow, ...]:
+    keyed = {(*record_key(r)[:2], record_key(r)[3]): r for r in sorted(data, key=repr)}
+    return (soa(serial), RecordRow(ZONE, ZONE, "NS", 300, f"ns.{ZONE}"),
+            RecordRow(ZONE, f"ns.{ZONE}", "A", 300, "192.0.2.53"), *keyed.values())
+
+
+def journal_of(zones: list[tuple[RecordRow, ...]]) -> list[Entry]:
+    entries = []
+    for serial, (old, new) in enumerate(itertools.pairwise(zones), 1):
+        before, after = set(old), set(new)
+        entries.append(Entry(serial, serial + 1, tuple(before - after), tuple(after - before)))
+    return entries
+
+
+@given(versions, st.data())
+def test_condensed_journal_applied_to_an_old_version_yields_the_newest(
+    data: list[frozenset[RecordRow]], draw: st.DataObject
+) -> None:
+    zones = [zone_at(d, serial) for serial, d in enumerate(data, 1)]
+    entries = journal_of(zones)
+    start = draw.draw(st.integers(1, len(zones) - 1))
+    steps = chain([(e.old_serial, e.new_serial) for e in entries], start, len(zones))
+    assert steps is not None
+    difference = condense([entries[i] for i in steps])
+    assert difference is not None
+    assert difference.old_soa == soa(start)
+    assert apply(zones[start - 1], difference, soa(len(zones))) == {
+        record_key(r) for r in zones[-1]
+    }
+
+
+@given(versions)
+def test_a_serial_the_journal_does_not_reach_has_no_chain(data: list[frozenset[RecordRow]]) -> None:
+    zones = [zone_at(d, serial) for serial, d in enumerate(data, 1)]
+    pairs = [(e.old_serial, e.new_serial) for e in journal_of(zones)]
+    assert chain(pairs[1:], 1, len(zones)) is None
+    assert chain(pairs, len(zones), len(zones)) is None
+    assert chain(pairs, 999, len(zones)) is None
+
+
+@given(versions)
+def test_the_ixfr_on_the_wire_is_soa_old_deletions_soa_new_additions(
+    data: list[frozenset[RecordRow]],
+) -> None:
+    zones = [zone_at(d, serial) for serial, d in enumerate(data, 1)]
+    entries = journal_of(zones)
+    difference = condense(entries)
+    assert difference is not None
+    served = ZoneIndex.from_records(zones[-1]).zone_for(b"\x01j\x04test\x00")
+    assert served is not None
+    query = dns.message.make_query(ZONE, dns.rdatatype.IXFR)
+    query.use_tsig(KEY)
+    query = dns.message.from_wire(query.to_wire(), keyring={KEY.name: KEY})
+    grant = Grant(served, query, KEY, True, incremental_records(served, difference))
+    rrs = []
+    ctx = None
+    mac = query.mac
+    for wire in transfer_messages(grant, now=query.tsig[0].time_signed):
+        message = dns.message.from_wire(
+            wire, keyring={KEY.name: KEY}, request_mac=mac, xfr=True, multi=ctx is not None,
+            tsig_ctx=ctx, one_rr_per_rrset=True,
+        )
+        ctx, mac = message.tsig_ctx, b""
+        rrs += [(rrset.name.to_text(), rrset.rdtype, rrset.ttl, rrset[0].to_text())
+                for rrset in message.answer]
+    soas = [i for i, rr in enumerate(rrs) if rr[1] == dns.rdatatype.SOA]
+    new, old = soa(len(zones)).rdata, soa(1).rdata
+    assert [rrs[i][3] for i in soas] == [new, old, new, new]
+    held = {(r[0], r[1], r[2], r[3]) for r in (
+        (row.owner, dns.rdatatype.from_text(row.rtype), row.ttl, row.rdata) for row in zones[0]
+    ) if r[1] != dns.rdatatype.SOA}
+    held -= set(rrs[soas[1] + 1 : soas[2]])
+    held |= set(rrs[soas[2] + 1 : soas[3]])
+    assert held == {(row.owner, dns.rdatatype.from_text(row.rtype), row.ttl, row.rdata)
+                    for row in zones[-1] if row.rtype != "SOA"}

@@ -1,0 +1,131 @@
+"""Every committed change of a zone lands in its journal with a serial of its own, whoever
+writes it (an operator import, a node's record writes, an operator's own SQL), and the
+journal gives the condensed difference an IXFR sends, or nothing once pruned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.scenario.operator_state_helpers import import_zone, run_sql, soa_zone
+from tests.scenario.pg import PgCluster
+from valis_core.dns.journal import apply, record_key
+from valis_core.dns.records import RecordRow
+from valis_core.dns.zone_build import parse_zone_text
+from valis_core.operator_state.journal import prune, read_difference
+from valis_core.operator_state.record_writes import lock_zone, write_row_changes
+from valis_core.operator_state.zones import fetch_zone_rows, set_serial_policy
+from valis_core.operator_state.zones import import_zone as import_verb
+
+ZONE = "journal.test."
+
+
+def serial_of(pg: PgCluster, dsn: str) -> int:
+    with pg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT valis_soa_serial(rdata) FROM records WHERE zone = %s AND rtype = 'SOA'",
+            (ZONE,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def rows_of(pg: PgCluster, dsn: str) -> tuple[RecordRow, ...]:
+    with pg.connect(dsn) as conn:
+        return fetch_zone_rows(conn, [ZONE])[0][ZONE]
+
+
+def journal(pg: PgCluster, dsn: str) -> list[tuple[Any, ...]]:
+    with pg.connect(dsn) as conn:
+        return conn.execute(
+            "SELECT old_serial, new_serial FROM zone_journal WHERE zone = %s ORDER BY id",
+            (ZONE,),
+        ).fetchall()
+
+
+def test_bulk_sql_without_a_serial_raise_gets_one_and_a_journal_entry(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    import_zone(pg_cluster, state_dsn, ZONE, extra="a IN A 192.0.2.1\n", serial=10)
+    before = rows_of(pg_cluster, state_dsn)
+    run_sql(
+        pg_cluster, state_dsn,
+        ("INSERT INTO records (zone, owner, rtype, ttl, rdata)"
+         " SELECT %s, 'h' || i || '.' || %s, 'A', 300, '198.51.100.' || i"
+         " FROM generate_series(1, 20) AS i", (ZONE, ZONE)),
+        ("DELETE FROM records WHERE zone = %s AND owner = %s", (ZONE, "a." + ZONE)),
+    )
+    assert serial_of(pg_cluster, state_dsn) == 11
+    assert journal(pg_cluster, state_dsn)[-1] == (10, 11)
+    with pg_cluster.connect(state_dsn) as conn:
+        difference = read_difference(conn, ZONE, 10, 11)
+    assert difference is not None
+    assert len(difference.added) == 20
+    assert len(difference.removed) == 1
+    after = rows_of(pg_cluster, state_dsn)
+    new_soa = next(r for r in after if r.rtype == "SOA")
+    assert apply(before, difference, new_soa) == {record_key(r) for r in after}
+
+
+def test_each_writer_moves_the_serial_once_and_a_netted_no_change_leaves_no_entry(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    import_zone(pg_cluster, state_dsn, ZONE, serial=5)
+    with pg_cluster.connect(state_dsn) as conn:
+        set_serial_policy(conn, ZONE, "increment")
+        # An import that changes data under its policy: one raise, by the verb.
+        import_verb(conn, parse_zone_text(soa_zone(ZONE, serial=5, extra="b IN A 192.0.2.2\n")),
+                    now=0.0)
+        # A node's write that raises the serial itself (as the owner terminus does).
+        with conn.transaction(), conn.cursor() as cur:
+            assert lock_zone(cur, ZONE)
+            soa = next(r for r in fetch_zone_rows(conn, [ZONE], snapshot=False)[0][ZONE]
+                       if r.rtype == "SOA")
+            bumped = RecordRow(ZONE, soa.owner, "SOA", soa.ttl, soa.rdata.replace(" 6 ", " 7 "))
+            write_row_changes(cur, ZONE, [soa], [bumped,
+                              RecordRow(ZONE, "c." + ZONE, "A", 300, "192.0.2.3")])
+        # Delete and put back the same record: no change, no entry, no raise.
+        with conn.transaction():
+            conn.execute("DELETE FROM records WHERE owner = %s", ("c." + ZONE,))
+            conn.execute("INSERT INTO records (zone, owner, rtype, ttl, rdata)"
+                         " VALUES (%s, %s, 'A', 300, '192.0.2.3')", (ZONE, "c." + ZONE))
+    assert journal(pg_cluster, state_dsn)[-2:] == [(5, 6), (6, 7)]
+    assert serial_of(pg_cluster, state_dsn) == 7
+
+
+def test_condensed_difference_spans_versions_and_pruning_cuts_it_off(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    import_zone(pg_cluster, state_dsn, ZONE, serial=1)
+    first = rows_of(pg_cluster, state_dsn)
+    for i in range(4):
+        run_sql(pg_cluster, state_dsn,
+                ("UPDATE records SET ttl = ttl + 1 WHERE zone = %s AND rtype = 'NS'", (ZONE,)),
+                ("INSERT INTO records (zone, owner, rtype, ttl, rdata) VALUES"
+                 " (%s, %s, 'TXT', 60, %s)", (ZONE, f"t{i}.{ZONE}", f'"v{i}"')))
+    assert serial_of(pg_cluster, state_dsn) == 5
+    last = rows_of(pg_cluster, state_dsn)
+    with pg_cluster.connect(state_dsn) as conn:
+        difference = read_difference(conn, ZONE, 1, 5)
+        assert difference is not None
+        assert difference.versions == 4
+        assert len(difference.added) == 5
+        assert len(difference.removed) == 1
+        new_soa = next(r for r in last if r.rtype == "SOA")
+        assert apply(first, difference, new_soa) == {record_key(r) for r in last}
+        assert read_difference(conn, ZONE, 1, 9) is None  # no such serial yet
+        conn.autocommit = True
+        assert prune(conn, max_records=5) == 3  # the newest entry's 5 records alone fit
+        assert read_difference(conn, ZONE, 1, 5) is None
+        assert read_difference(conn, ZONE, 4, 5) is not None
+        assert prune(conn, max_age=0) == 1
+        assert read_difference(conn, ZONE, 4, 5) is None
+
+
+def test_a_deleted_zone_takes_its_journal_with_it(pg_cluster: PgCluster, state_dsn: str) -> None:
+    import_zone(pg_cluster, state_dsn, ZONE, serial=1)
+    run_sql(pg_cluster, state_dsn, ("UPDATE records SET ttl = 9 WHERE zone = %s AND rtype"
+                                    " = 'A'", (ZONE,)))
+    run_sql(pg_cluster, state_dsn, ("DELETE FROM zones WHERE name = %s", (ZONE,)))
+    with pg_cluster.connect(state_dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM zone_journal").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM zone_journal_records").fetchone() == (0,)
