@@ -91,8 +91,9 @@ class Pebble:
             run(["ip", "-n", ns, "addr", "add", f"{address}/{PREFIX}", "dev", "eth0"])
             run(["ip", "-n", ns, "link", "set", "eth0", "up"])
 
-    def start(self, dns_port: int) -> None:
-        """Start pebble resolving through the node's DNS at ``NODE_IP``:``dns_port``."""
+    def start(self, dns_port: int, validity: int | None = None) -> None:
+        """Start pebble resolving through the node's DNS at ``NODE_IP``:``dns_port``,
+        issuing certificates valid ``validity`` seconds (pebble's five years if ``None``)."""
         api_ca = make_test_ca()
         served = api_ca.issue(("pebble.test",), (CA_IP,))
         (self.workdir / "pebble-api.pem").write_bytes(served.chain_pem)
@@ -108,6 +109,7 @@ class Pebble:
             "tlsPort": 5001,
             "ocspResponderURL": "",
             "externalAccountBindingRequired": False,
+            **({} if validity is None else {"certificateValidityPeriod": validity}),
         }}
         config_path = self.workdir / "pebble-config.json"
         config_path.write_text(json.dumps(config))

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from tests.conftest import require_root
 from tests.scenario.pebble_ca import NODE_IP, Pebble
 from tests.scenario.pg import RUN_USER, PgCluster
-from tests.scenario.proving_ground import run_in
+from tests.scenario.proving_ground import run_in, wait_for
 from tests.scenario.resident_harness import Harness, Resident, make_state_dir, site_facts
 from valis_core.acting_as import acting_as
 from valis_core.atomic import write_atomic
@@ -45,6 +45,7 @@ from valis_core.store.manifest import dumps, loads
 
 ZONE = "example.test."
 DOMAIN = "doh.example.test"
+EVERY_VERSION_ANSWERS = ["HTTP_2 NOERROR 192.0.2.80", "HTTP_1 NOERROR 192.0.2.80"]
 EDGE_FILES = (acme_account_key_path, edge_key_path, edge_certificate_path)
 
 _DOH = r"""
@@ -105,13 +106,13 @@ def challenge_rows(pg: PgCluster, dsn: str) -> list[tuple[str, str]]:
     return [(str(owner), str(rdata)) for owner, rdata in rows]
 
 
-def obtained(resident_harness: Harness, pebble: Pebble, zone_dsn: str
-             ) -> tuple[Resident, Path]:
+def obtained(resident_harness: Harness, pebble: Pebble, zone_dsn: str,
+             validity: int | None = None) -> tuple[Resident, Path]:
     """A node booted with the edge elected; READY once pebble issued its certificate."""
     state_dir = make_state_dir(resident_harness.workdir)
     resident = start_node(resident_harness, pebble, zone_dsn, state_dir)
     assert resident.port is not None
-    pebble.start(resident.port)
+    pebble.start(resident.port, validity)
     resident.wait_ready()
     return resident, state_dir
 
@@ -138,10 +139,36 @@ def test_a_node_with_an_elected_edge_obtains_its_certificate_validated_against_i
     root_file = write_root(resident_harness, pebble_root)
     served = pebble.served_leaf(resident.edge_port, DOMAIN, root_file)
     assert served == chain[0].public_bytes(Encoding.DER)
+    assert doh_answers(pebble, resident, root_file) == EVERY_VERSION_ANSWERS
+
+
+def doh_answers(pebble: Pebble, resident: Resident, root_file: Path) -> list[str]:
+    """What a DoH client trusting ``root_file`` gets for www over HTTP/2 and HTTP/1.1."""
     url = f"https://{DOMAIN}:{resident.edge_port}/dns-query"
     asked = run_in(pebble.ca_netns, [sys.executable, "-c", _DOH, url, NODE_IP,
                                      "www.example.test.", str(root_file)])
-    assert asked.stdout.splitlines() == ["HTTP_2 NOERROR 192.0.2.80", "HTTP_1 NOERROR 192.0.2.80"]
+    return asked.stdout.splitlines()
+
+
+def test_the_node_renews_before_expiry_and_serves_the_new_certificate_without_a_restart(
+    resident_harness: Harness, pebble: Pebble, zone_dsn: str
+) -> None:
+    # Certificates of 30 s: renewed when 10 s are left.
+    resident, state_dir = obtained(resident_harness, pebble, zone_dsn, validity=30)
+    assert resident.edge_port is not None
+    root_file = write_root(resident_harness, pebble.issuing_root())
+    first = pebble.served_leaf(resident.edge_port, DOMAIN, root_file)
+    assert doh_answers(pebble, resident, root_file) == EVERY_VERSION_ANSWERS
+    wait_for(lambda: pebble.orders() >= 2, 60, "the renewal's order")
+    renewed = wait_for(
+        lambda: (leaf := pebble.served_leaf(resident.edge_port or 0, DOMAIN, root_file))
+        != first and leaf,
+        30, "the renewed certificate to be served",
+    )
+    assert renewed == issued_chain(state_dir)[0].public_bytes(Encoding.DER)
+    assert doh_answers(pebble, resident, root_file) == EVERY_VERSION_ANSWERS
+    assert resident.proc.poll() is None
+    assert "edge: certificate for doh.example.test obtained" in resident.stderr()
 
 
 def write_root(harness: Harness, root_pem: bytes) -> Path:
