@@ -18,6 +18,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from tests.conftest import require_root
+from tests.scenario.edge_ca import make_test_ca
 from tests.scenario.pebble_ca import NODE_IP, Pebble
 from tests.scenario.pg import RUN_USER, PgCluster
 from tests.scenario.proving_ground import run_in, wait_for
@@ -241,3 +242,19 @@ def test_a_fenced_out_node_cannot_write_a_challenge_and_the_holder_can(
             write_fenced(conn, old, withdraw_request(ZONE, DOMAIN), [ZONE])
         write_fenced(conn, moved, withdraw_request(ZONE, DOMAIN), [ZONE])
         assert challenge_rows(pg_cluster, zone_dsn) == []
+
+
+def test_a_node_that_cannot_reach_its_ca_and_holds_no_certificate_stops_at_acme(
+    resident_harness: Harness, pebble: Pebble, zone_dsn: str, pg_cluster: PgCluster
+) -> None:
+    # pebble is never started: its address answers nothing.
+    pebble.api_root.write_bytes(make_test_ca().root_pem)
+    state_dir = make_state_dir(resident_harness.workdir)
+    resident = start_node(resident_harness, pebble, zone_dsn, state_dir)
+    assert resident.wait_exit() != 0
+    assert not resident.notify.seen("READY")
+    last = resident.last_line()
+    assert last.startswith("valis: acme: edge: ACME order for doh.example.test at ")
+    assert "the node keeps its current certificate" in last
+    assert not edge_certificate_path(state_dir).exists()
+    assert challenge_rows(pg_cluster, zone_dsn) == []

@@ -145,7 +145,8 @@ def obtain_certificate(
         if not chain:
             raise AcmeError("edge: the CA finalized the order but sent no certificate")
         return chain.encode("ascii")
-    except (errors.Error, messages.Error, requests.RequestException, ValueError) as exc:
+    except (errors.Error, messages.Error, requests.RequestException, ValueError,
+            OSError) as exc:
         reached = order.stage.value
         if not order.done:
             step(Event.FAILED, _describe(exc))
