@@ -24,6 +24,14 @@ from valis_core.edge.doh import DohError, Respond, Response, refusal
 from valis_core.edge.stats import EdgeStats
 from valis_core.edge.transport import receive_until, send_all
 
+RECEIVE_SIZE = 2048
+"""Bytes h2 parses in one go: a read of many small frames (a burst of requests or
+resets) is turned into events a slice at a time, each slice a turn of its own."""
+
+EVENTS_PER_TURN = 8
+"""Events handled between two checkpoints: one read can carry hundreds of requests, and
+answering them all in one go would keep the DNS loops waiting that long."""
+
 
 @attrs.define
 class _Stream:
@@ -51,7 +59,7 @@ async def serve_http2(
         return
     while not serving.finished:
         deadline = min(trio.current_time() + bounds.idle_timeout, serving.next_deadline())
-        data = await receive_until(stream, deadline)
+        data = await receive_until(stream, deadline, RECEIVE_SIZE)
         if data is None:
             if not serving.expire(trio.current_time()):
                 return  # idle, or the client closed
@@ -61,8 +69,10 @@ async def serve_http2(
             except h2.exceptions.ProtocolError:
                 await send_all(stream, conn.data_to_send(), bounds.send_timeout)
                 return
-            for event in events:
+            for count, event in enumerate(events, start=1):
                 serving.handle(event)
+                if count % EVENTS_PER_TURN == 0:
+                    await trio.lowlevel.checkpoint()  # :53 gets its turn in a long batch
         if not await send_all(stream, conn.data_to_send(), bounds.send_timeout):
             return
 

@@ -7,11 +7,14 @@ import trio
 RECEIVE_SIZE = 16384
 
 
-async def receive_until(stream: trio.abc.Stream, deadline: float) -> bytes | None:
-    """The next bytes from ``stream``; ``None`` at its end, at ``deadline``, or when it broke."""
+async def receive_until(
+    stream: trio.abc.Stream, deadline: float, size: int = RECEIVE_SIZE
+) -> bytes | None:
+    """The next bytes from ``stream`` (at most ``size``); ``None`` at its end, at
+    ``deadline``, or when it broke."""
     with trio.move_on_at(deadline):
         try:
-            data = await stream.receive_some(RECEIVE_SIZE)
+            data = await stream.receive_some(size)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return None
         return bytes(data) if data else None
