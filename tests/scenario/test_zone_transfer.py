@@ -1,7 +1,9 @@
 """A zone goes beyond one machine: the operator lists its secondaries with their TSIG keys
 (``valis zone secondary``), only those secondaries may transfer it (AXFR, signed), and
-they are told of every committed change (NOTIFY) and follow it; a real NSD and a real
-Knot, each in its own network namespace, prove it."""
+they are told of every committed change (NOTIFY) and follow it by incremental transfer
+(IXFR from the zone's change journal, whoever wrote the change), or by a whole-zone
+transfer once the journal no longer reaches back; a real NSD and a real Knot, each in its
+own network namespace, prove it."""
 
 from __future__ import annotations
 
@@ -37,8 +39,10 @@ from tests.scenario.resident_harness import (
 from valis_core.dns.notify_send import ChangeWatch, NotifySender
 from valis_core.dns.zone import ZoneIndex
 from valis_core.fence import FenceState
+from valis_core.identity.custody import load_keyfile
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
 from valis_core.operator_state.secondaries import Secondary, add_secondary
+from valis_core.owner.key import derive_owner_tsig
 from valis_core.resident.secondaries import SecondaryReader
 
 ZONE = "example.test."
@@ -123,10 +127,13 @@ tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 tcp.bind((host, 53))
 tcp.listen(64)
-for sock in (udp, tcp):
+owner = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+owner.bind((host, 8053))
+owner.listen(16)
+for sock in (udp, tcp, owner):
     os.set_inheritable(sock.fileno(), True)
 argv = [a.replace("{udp}", str(udp.fileno())).replace("{tcp}", str(tcp.fileno()))
-        for a in sys.argv[2:]]
+        .replace("{owner}", str(owner.fileno())) for a in sys.argv[2:]]
 os.execvp(argv[0], argv)
 """
 
@@ -152,6 +159,18 @@ while len(got) < 2 or len(got) < 2 + int.from_bytes(got[:2], "big"):
     got += chunk
 response = dns.message.from_wire(got[2:], keyring=False)
 print(dns.rcode.to_text(response.rcode()), len(response.answer))
+"""
+
+# Runs in the node's namespace: one owner UPDATE, signed with the owner key, adding a
+# record; prints the RCODE.
+_UPDATE = r"""
+import sys
+import dns.query, dns.rcode, dns.tsig, dns.update
+server, zone, name, secret, algorithm, owner, address = sys.argv[1:8]
+key = dns.tsig.Key(name, bytes.fromhex(secret), algorithm)
+update = dns.update.UpdateMessage(zone, keyring=key)
+update.add(owner, 300, "A", address)
+print(dns.rcode.to_text(dns.query.tcp(update, server, port=8053, timeout=10).rcode()))
 """
 
 
@@ -283,7 +302,8 @@ def start_node(wire: Wire, state_dir: Path, facts: dict[str, str], workdir: Path
         "ip", "netns", "exec", wire.node, "/usr/bin/python3", "-c", _HANDOFF, NODE_IP,
         "setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--init-groups",
         "--", resident_runtime(), "--resident", "--control-socket", "/run/fulcrum/none.sock",
-        "--dns-udp-fd", "{udp}", "--dns-tcp-fd", "{tcp}", "--ports", "53",
+        "--dns-udp-fd", "{udp}", "--dns-tcp-fd", "{tcp}", "--owner-fd", "{owner}",
+        "--ports", "53",
         "--state-dir", str(state_dir),
     ]
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C.UTF-8",
@@ -300,6 +320,25 @@ def ask_secondary(wire: Wire, name: str, rdtype: str = "A") -> tuple[str, ...]:
         return dig(wire.secondary, SECONDARY_IP, name, rdtype).answer
     except RuntimeError:
         return ()
+
+
+def owner_update(wire: Wire, node: Resident, owner: str, address: str) -> str:
+    """Add a record through the node's owner terminus, as the zone's owner would."""
+    key = derive_owner_tsig(load_keyfile(node.state_dir))
+    result = run_in(wire.node, [str(REPO / ".venv" / "bin" / "python"), "-c", _UPDATE,
+                                NODE_IP, ZONE, str(key.name), key.secret.hex(),
+                                str(key.algorithm), owner, address], check=False)
+    return result.stdout.strip() or result.stderr.strip()
+
+
+def follows(wire: Wire, node: Resident, name: str, serial: int, *, how: str, server: str) -> None:
+    """Wait until the secondary answers ``name`` at ``serial``, and the node's log says
+    which transfer it had (``how``)."""
+    wait_for(lambda: ask_secondary(wire, name), BOUND, f"{server} to answer {name}",
+             interval=0.1)
+    assert dig(wire.secondary, SECONDARY_IP, ZONE, "SOA").answer[0].split()[6] == str(serial)
+    wait_for(lambda: f"zone transfer: {how} of {ZONE} serial {serial} to {SECONDARY_IP}"
+             in node.stderr(), BOUND, f"the node to log the {how} to {server}", interval=0.1)
 
 
 def axfr_from(wire: Wire, source: str, key: str = "") -> str:
@@ -344,13 +383,42 @@ def test_a_secondary_follows_the_node_by_transfer_and_strangers_are_refused(
         log = node.stderr()
         assert f"notify: {ZONE} serial 2 to {SECONDARY_IP} answered NOERROR" in log
 
+        assert f"zone transfer: IXFR from serial 1 of {ZONE} serial 2 to {SECONDARY_IP}" in \
+            node.stderr()
+
+        # The owner terminus writes a record (and raises the serial): the secondary
+        # follows by IXFR.
+        assert owner_update(wire, node, "upd", "192.0.2.82") == "NOERROR"
+        follows(wire, node, "upd.example.test.", 3, how="IXFR from serial 2", server=server)
+
+        # An operator's bulk SQL, not touching the SOA: the commit raises the serial
+        # itself, and the secondary follows by IXFR.
+        with pg_cluster.connect(zone_dsn) as conn, conn.transaction():
+            conn.execute("INSERT INTO records (zone, owner, rtype, ttl, rdata)"
+                         " SELECT %s, 'h' || i || '.' || %s, 'A', 300, '198.51.100.' || i"
+                         " FROM generate_series(1, 100) AS i", (ZONE, ZONE))
+        follows(wire, node, "h100.example.test.", 4, how="IXFR from serial 3", server=server)
+
+        # A change the journal no longer holds (pruned away in its own transaction): the
+        # secondary, at serial 4, is sent the whole zone and converges.
+        with pg_cluster.connect(zone_dsn) as conn, conn.transaction():
+            conn.execute("DELETE FROM records WHERE zone = %s AND owner LIKE 'h%%'", (ZONE,))
+            conn.execute("INSERT INTO records (zone, owner, rtype, ttl, rdata)"
+                         " VALUES (%s, %s, 'A', 300, '192.0.2.85')", (ZONE, "late." + ZONE))
+            conn.execute("UPDATE records SET rdata = regexp_replace(rdata, ' 4 ', ' 5 ')"
+                         " WHERE zone = %s AND rtype = 'SOA'", (ZONE,))
+            conn.execute("DELETE FROM zone_journal")
+        follows(wire, node, "late.example.test.", 5, how="IXFR (whole zone)", server=server)
+        assert ask_secondary(wire, "h1.example.test.") == ()
+        assert ask_secondary(wire, "upd.example.test.")[0].split()[-1] == "192.0.2.82"
+
         # valis status says where the secondary stands.
         account = pwd.getpwnam(RUN_USER)
         status = run_in(wire.node, [
             "setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}",
             "--init-groups", "--", resident_runtime(), "status", "--state-dir",
             str(node.state_dir)], check=False)
-        assert f"secondary {SECONDARY_IP} of {ZONE}: serial 2, up to date" in status.stdout
+        assert f"secondary {SECONDARY_IP} of {ZONE}: serial 5, up to date" in status.stdout
 
         # Anyone else asking for the zone is refused: no key, a wrong key, another address.
         wrong = base64.b64encode(bytes(32)).decode()

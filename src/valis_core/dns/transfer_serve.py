@@ -13,9 +13,11 @@ beyond that waits for a slot), and each, its wait included, must finish within
 ``deadline`` seconds or its connection is closed (a partial transfer is useless to the
 secondary, which retries). Messages are built a few dozen records at a time, with a
 checkpoint between, and sent one at a time, so a transfer never holds up UDP or other
-connections for long. Every refusal is counted by kind and logged with its reason (at
-most ten lines a second: the rest are counted on the next line); completed, failed and
-running transfers are counted too.
+connections for long. An IXFR from a secondary behind is answered from the zone's change
+journal (``journal``) when it reaches back to the secondary's serial, as one condensed
+difference, and otherwise with the whole zone. Every refusal is counted by kind and
+logged with its reason (at most ten lines a second: the rest are counted on the next
+line); completed (by what was sent), failed and running transfers are counted too.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ import attrs
 import trio
 
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.records import IXFR, SERVFAIL
+from valis_core.dns.journal import Difference
+from valis_core.dns.records import IXFR, SERVFAIL, ZoneError
 from valis_core.dns.secondary_progress import Progress
 from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.tcp import framed
@@ -38,6 +41,7 @@ from valis_core.dns.transfer import (
     Listed,
     datagram_ixfr,
     decide,
+    incremental_records,
     ixfr_serial,
     peer_host,
     signed_answer,
@@ -51,6 +55,13 @@ log = logging.getLogger("valis.transfer")
 
 Secondaries = Callable[[], Awaitable[Sequence[Listed]]]
 """The listed secondaries of every zone, as they stand now."""
+
+Journal = Callable[[str, int, int], Awaitable[Difference | None]]
+"""The change of a zone from one serial to another, when the journal reaches back."""
+
+KINDS = ("axfr", "incremental", "whole_zone", "up_to_date")
+"""Completed transfers by what was sent: an AXFR, an IXFR from the journal, an IXFR
+answered with the whole zone, an IXFR answered with the SOA alone."""
 
 MAX_TRANSFERS = 4
 DEADLINE = 120.0
@@ -66,6 +77,7 @@ class TransferStats:
     signed_answers: int = 0
     """Ordinary queries of listed secondaries answered signed (their SOA queries)."""
     refused: dict[str, int] = attrs.field(factory=lambda: dict.fromkeys(REFUSAL_KINDS, 0))
+    kinds: dict[str, int] = attrs.field(factory=lambda: dict.fromkeys(KINDS, 0))
 
 
 class Transfers:
@@ -76,6 +88,7 @@ class Transfers:
         secondaries: Secondaries,
         known: Callable[[], Sequence[Listed]],
         *,
+        journal: Journal | None = None,
         max_transfers: int = MAX_TRANSFERS,
         deadline: float = DEADLINE,
         write_timeout: float = 5.0,
@@ -83,6 +96,7 @@ class Transfers:
     ) -> None:
         self._secondaries = secondaries
         self._known = known
+        self._journal = journal
         self._limiter = trio.CapacityLimiter(max_transfers)
         self._deadline = deadline
         self._write_timeout = write_timeout
@@ -133,11 +147,32 @@ class Transfers:
             self.stats.refused[decision.kind] += 1
             self._refusals.say(f"{peer}: {decision.reason}")
             return decision.response is None or await self._send(stream, decision.response)
-        return await self._transfer(stream, decision, peer)
+        return await self._transfer(stream, await self._incremental(decision), peer)
+
+    async def _incremental(self, grant: Grant) -> Grant:
+        """``grant`` with the journal's difference when it is an IXFR of a secondary
+        behind that the journal reaches back to."""
+        theirs = ixfr_serial(grant.query)
+        if (self._journal is None or not grant.full or theirs is None
+                or grant.query.question[0].rdtype != IXFR):
+            return grant
+        difference = await self._journal(grant.zone.origin, theirs, zone_serial(grant.zone))
+        if difference is None:
+            return grant
+        try:
+            return attrs.evolve(grant, incremental=incremental_records(grant.zone, difference))
+        except ZoneError as exc:
+            log.warning("zone transfer: the journal of %s has a record that does not parse "
+                        "(%s); sending the whole zone", grant.zone.origin, exc)
+            return grant
 
     async def _transfer(self, stream: trio.SocketStream, grant: Grant, peer: str) -> bool:
         zone = grant.zone.origin
-        kind = "AXFR" if grant.full else "IXFR (up to date)"
+        ixfr = grant.query.question[0].rdtype == IXFR
+        kind = ("up_to_date" if not grant.full else "incremental" if grant.incremental
+                else "whole_zone" if ixfr else "axfr")
+        label = {"axfr": "AXFR", "incremental": f"IXFR from serial {ixfr_serial(grant.query)}",
+                 "whole_zone": "IXFR (whole zone)", "up_to_date": "IXFR (up to date)"}[kind]
         started = trio.current_time()
         sent = messages = 0
         with trio.move_on_after(self._deadline) as bounded:
@@ -154,21 +189,22 @@ class Transfers:
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     self.stats.failed += 1
                     log.warning("zone transfer: %s of %s to %s: the secondary closed the "
-                                "connection after %d message(s)", kind, zone, peer, messages)
+                                "connection after %d message(s)", label, zone, peer, messages)
                     return False
                 finally:
                     self.stats.running -= 1
         if bounded.cancelled_caught:
             self.stats.failed += 1
             log.warning("zone transfer: %s of %s to %s not done within %.0fs (%d message(s) "
-                        "sent); connection closed", kind, zone, peer, self._deadline, messages)
+                        "sent); connection closed", label, zone, peer, self._deadline, messages)
             return False
         self.stats.completed += 1
+        self.stats.kinds[kind] += 1
         theirs = ixfr_serial(grant.query)
         has = zone_serial(grant.zone) if grant.full or theirs is None else theirs
         self.progress.saw(zone, peer, has, self._clock())
         log.info("zone transfer: %s of %s serial %d to %s: %d message(s), %d bytes in %.3fs",
-                 kind, zone, zone_serial(grant.zone), peer, messages, sent,
+                 label, zone, zone_serial(grant.zone), peer, messages, sent,
                  trio.current_time() - started)
         return True
 

@@ -45,7 +45,13 @@ OPTIONAL_KEYS: frozenset[str] = frozenset(
     {"VALIS_SERVED_DOMAIN", "VALIS_LOG_LEVEL", "VALIS_LOG_FORMAT", EDGE_CERT_KEY,
      ACME_DIRECTORY_KEY}
 )
-KNOWN_KEYS: frozenset[str] = REQUIRED_KEYS | OPTIONAL_KEYS
+JOURNAL_MAX_AGE_KEY = "VALIS_JOURNAL_MAX_AGE"
+"""Seconds each zone's change journal keeps a change, so IXFR reaches back that far
+(default 604800, a week); a secondary further behind gets the whole zone."""
+JOURNAL_MAX_RECORDS_KEY = "VALIS_JOURNAL_MAX_RECORDS"
+"""Changed records each zone's change journal keeps at most (default 100000)."""
+JOURNAL_KEYS: frozenset[str] = frozenset({JOURNAL_MAX_AGE_KEY, JOURNAL_MAX_RECORDS_KEY})
+KNOWN_KEYS: frozenset[str] = REQUIRED_KEYS | OPTIONAL_KEYS | JOURNAL_KEYS
 
 DEVELOPMENT_LISTENER_KEY = "VALIS_REPL_PORT"
 LOG_LEVELS: frozenset[str] = frozenset({"debug", "info", "warning", "error", "critical"})
@@ -148,6 +154,10 @@ def _check_value(key: str, value: str) -> None:
     bad = next((c for c in value if ord(c) < 0x20 or ord(c) == 0x7F), None)
     if bad is not None:
         raise SiteFactsError(f"site facts: {key} holds control character {bad!r}; remove it")
+    if key in JOURNAL_KEYS and not (value.isdigit() and 0 < int(value) < 2**31):
+        raise SiteFactsError(
+            f"site facts: {key} {value!r} is not a whole number from 1 to 2147483647"
+        )
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -485,14 +485,21 @@ async def _fabric(boot: Boot) -> Boot:
 async def _secondaries(boot: Boot) -> Boot:
     from valis_core.dns.notify_send import NotifySender
     from valis_core.dns.transfer_serve import Transfers
+    from valis_core.resident.journal import JournalLimits, JournalReader
     from valis_core.resident.secondaries import SecondaryReader
 
     watch, holder, views = need(boot.watch), need(boot.holder), need(boot.views)
-    reader = SecondaryReader.from_dsn(need(boot.config).dsn, watch.standing)
+    config = need(boot.config)
+    reader = SecondaryReader.from_dsn(config.dsn, watch.standing)
     boot.services.stack.callback(reader.close)
+    journal = JournalReader.from_dsn(
+        config.dsn, JournalLimits.from_facts(config.facts), watch.standing
+    )
+    boot.services.stack.callback(journal.close)
     listed = await reader.listed_fenced()
-    transfers = Transfers(reader.listed, reader.known)
+    transfers = Transfers(reader.listed, reader.known, journal=journal.difference)
     await boot.services.start("secondaries", reader.follow)
+    await boot.services.start("journal pruning", journal.prune_forever)
     source = need(boot.adopted).adoption.dns_udp.host
     sender = NotifySender(source, reader.listed_fenced)
     await boot.services.start("notify", sender.run)

@@ -226,6 +226,13 @@ class NodeViews:
                 ),
             ))
             families.append(Family(
+                "valis_zone_transfers_sent_total",
+                "counter",
+                "Completed zone transfers by what was sent: axfr, incremental (IXFR from the "
+                "change journal), whole_zone (IXFR beyond the journal), up_to_date (the SOA).",
+                tuple(Sample(n, (("kind", kind),)) for kind, n in transfers.kinds.items()),
+            ))
+            families.append(Family(
                 "valis_zone_transfers_refused_total",
                 "counter",
                 "Zone transfer requests refused, by why (unlisted address, unsigned, ...).",
