@@ -104,6 +104,9 @@ def test_predecessor_and_successor_surround_a_name_beneath_the_apex(text: str) -
     before, after = dnssec.predecessor(name, apex), dnssec.successor(name)
     as_name = dns.name.from_wire(name, 0)[0]
     assert dns.name.from_wire(after, 0)[0] > as_name
+    sibling = dns.name.from_wire(dnssec.next_sibling(name), 0)[0]
+    assert sibling > dns.name.from_text("deep.below", origin=as_name)
+    assert sibling.parent() == as_name.parent()
     assert wire.is_at_or_below(before.lower(), apex.lower())
     if name.lower() != apex.lower():
         assert dns.name.from_wire(before, 0)[0] < as_name

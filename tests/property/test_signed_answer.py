@@ -168,6 +168,10 @@ def test_a_wildcard_answer_proves_the_name_absent() -> None:
     assert next(iter(sig)).labels == 3  # *.wild.example.test.
     (cover,) = [r for r in message.authority if r.rdtype == dns.rdatatype.NSEC]
     assert cover.name < dns.name.from_text(f"x.wild.{Z}") < next(iter(cover)).next
+    # Both ends are siblings of the name, so the closest encloser is the wildcard's parent.
+    assert cover.name.parent() == next(iter(cover)).next.parent() == dns.name.from_text(
+        f"wild.{Z}"
+    )
 
 
 def test_an_insecure_delegation_proves_it_has_no_ds() -> None:

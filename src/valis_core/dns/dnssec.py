@@ -240,6 +240,17 @@ def successor(name: bytes) -> bytes:
     return name  # pragma: no cover - 254-octet names: an NSEC to itself still denies
 
 
+def next_sibling(name: bytes) -> bytes:
+    """The first name after ``name`` and all its descendants in canonical order: its
+    first label with a zero octet appended. An NSEC covering a name for a wildcard
+    answer ends here, not beneath the name: validators take the closest encloser from
+    the NSEC's names, and it must be the wildcard's parent (RFC 4035 section 5.3.4)."""
+    size = name[0]
+    if size < wire.MAX_LABEL and len(name) < wire.MAX_NAME:
+        return bytes((size + 1,)) + name[1 : 1 + size] + b"\x00" + name[1 + size :]
+    return successor(name)  # pragma: no cover - a 63-octet label: the plain successor
+
+
 def predecessor(name: bytes, apex: bytes) -> bytes:
     """A name just before ``name`` in canonical order, at or below ``apex``: the owner
     of an NSEC covering ``name`` (RFC 4471 section 3.1.3, simplified: the first label's

@@ -240,7 +240,7 @@ class Signer:
             draft.spans.append((draft.authority, start, start + 1, zone))
         for zone, name in draft.covers:
             before = dnssec.predecessor(name, zone.apex)
-            rdata = dnssec.nsec_rdata(dnssec.successor(name), ())
+            rdata = dnssec.nsec_rdata(dnssec.next_sibling(name), ())
             start = len(draft.authority)
             draft.authority.append((before, NSEC, zone.negative_ttl, rdata))
             draft.spans.append((draft.authority, start, start + 1, zone))

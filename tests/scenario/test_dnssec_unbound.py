@@ -1,0 +1,308 @@
+"""A zone signed online, proven by a validating resolver: the operator turns signing on
+(``valis zone sign``), gives the parent's DS (``valis zone ds``) to a real Unbound as its
+trust anchor, and Unbound, resolving through the node from its own namespace, finds every
+kind of answer secure (AD=1): data, names that do not exist, NODATA, wildcards, CNAME
+chains, a secure delegation to a child signed with the other algorithm and the proof an
+insecure one has no DS; a record changed in PostgreSQL is served signed at once; ``delv``
+says fully validated."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+
+from tests.conftest import require_root
+from tests.scenario.operator_state_helpers import import_zone
+from tests.scenario.pg import RUN_USER, PgCluster, run_as, runtime_bin
+from tests.scenario.proving_ground import run, run_in, wait_for
+from tests.scenario.resident_harness import Resident, harness, site_facts
+from valis_core.operator_state.schema import migrate
+
+NODE_IP = "192.0.2.1"
+RESOLVER_IP = "192.0.2.2"
+NODE_PORT = 5300
+"""The node's DNS port: the harness binds it as the run account, so above 1024."""
+PARENT = "example.test."
+SECURE = "secure.example.test."
+INSECURE = "insecure.example.test."
+BOUND = 30.0
+PARENT_EXTRA = (
+    "www IN A 192.0.2.80\n"
+    "www IN AAAA 2001:db8::80\n"
+    "alias IN CNAME www\n"
+    "*.wild IN TXT \"wild\"\n"
+    f"secure IN NS ns.secure\nns.secure IN A {NODE_IP}\n"
+    f"insecure IN NS ns.insecure\nns.insecure IN A {NODE_IP}\n"
+)
+CHILD_EXTRA = "www IN A 198.51.100.80\n"
+
+
+@attrs.define
+class Wire:
+    """Two namespaces joined by a veth pair: the node and the validating resolver."""
+
+    tag: str = attrs.field(factory=lambda: secrets.token_hex(3))
+
+    @property
+    def node(self) -> str:
+        return f"vl-sn-{self.tag}"
+
+    @property
+    def resolver(self) -> str:
+        return f"vl-sr-{self.tag}"
+
+    def build(self) -> None:
+        near, far = f"vsn-{self.tag}", f"vsr-{self.tag}"
+        for netns in (self.node, self.resolver):
+            run(["ip", "netns", "add", netns])
+            run(["ip", "-n", netns, "link", "set", "lo", "up"])
+        run(["ip", "link", "add", near, "type", "veth", "peer", "name", far])
+        run(["ip", "link", "set", near, "netns", self.node])
+        run(["ip", "link", "set", far, "netns", self.resolver])
+        run(["ip", "-n", self.node, "addr", "add", f"{NODE_IP}/24", "dev", near])
+        run(["ip", "-n", self.resolver, "addr", "add", f"{RESOLVER_IP}/24", "dev", far])
+        run(["ip", "-n", self.node, "link", "set", near, "up"])
+        run(["ip", "-n", self.resolver, "link", "set", far, "up"])
+
+    def cleanup(self) -> None:
+        for netns in (self.node, self.resolver):
+            for pid in run(["ip", "netns", "pids", netns], check=False).stdout.split():
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
+            run(["ip", "netns", "del", netns], check=False)
+
+
+@attrs.frozen
+class Resolved:
+    status: str
+    flags: frozenset[str]
+    answer: tuple[str, ...]
+    raw: str
+
+
+@attrs.frozen
+class Signed:
+    """The proving ground: the node, the resolver, the database and the trust anchor."""
+
+    wire: Wire
+    node: Resident
+    pg: PgCluster
+    dsn: str
+    anchor: str
+    child_ds: str
+    workdir: Path
+
+    def resolve(self, name: str, rdtype: str = "A") -> Resolved:
+        """One question to Unbound, from its namespace (one try, bounded)."""
+        out = run_in(self.wire.resolver, [
+            "dig", f"@{RESOLVER_IP}", name, rdtype, "+dnssec", "+time=5", "+tries=1",
+            "+noall", "+comments", "+answer",
+        ], check=False, timeout=15).stdout
+        header = re.search(r"->>HEADER<<- opcode: \w+, status: (\w+)", out)
+        flags = re.search(r";; flags: ([a-z ]*);", out)
+        assert header is not None, out
+        assert flags is not None, out
+        answer = tuple(line for line in out.splitlines() if line.strip() and line[0] != ";")
+        return Resolved(header.group(1), frozenset(flags.group(1).split()), answer, out)
+
+    def at_node(self, name: str, rdtype: str) -> str:
+        return run_in(self.wire.resolver, [
+            "dig", f"@{NODE_IP}", "-p", str(NODE_PORT), name, rdtype, "+dnssec",
+            "+norecurse", "+time=2", "+tries=1",
+        ], check=False, timeout=10).stdout
+
+
+def valis(*argv: str) -> str:
+    result = run_as(RUN_USER, [str(runtime_bin() / "valis"), *argv])
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def unbound_conf(directory: Path, anchor: str) -> str:
+    return f"""server:
+    interface: {RESOLVER_IP}
+    port: 53
+    access-control: 192.0.2.0/24 allow
+    do-daemonize: no
+    username: ""
+    chroot: ""
+    directory: "{directory}"
+    pidfile: ""
+    use-syslog: no
+    logfile: "{directory}/unbound.log"
+    verbosity: 1
+    val-log-level: 2
+    num-threads: 1
+    module-config: "validator iterator"
+    trust-anchor: "{anchor}"
+    local-zone: "test." nodefault
+    qname-minimisation: no
+    cache-max-negative-ttl: 1
+""" + "".join(
+        f'stub-zone:\n    name: "{zone}"\n    stub-addr: {NODE_IP}@{NODE_PORT}\n'
+        for zone in (PARENT, SECURE, INSECURE)
+    )
+
+
+@pytest.fixture(scope="module")
+def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
+    require_root()
+    if shutil.which("unbound") is None and not Path("/usr/sbin/unbound").exists():
+        pytest.fail("unbound is not installed (scripts/bootstrap installs it)")
+    account = pwd.getpwnam(RUN_USER)
+    workdir = Path(tempfile.mkdtemp(prefix="valis-dnssec-", dir="/tmp"))
+    os.chown(workdir, account.pw_uid, account.pw_gid)
+    os.chmod(workdir, 0o755)
+    state = workdir / "state"
+    state.mkdir(mode=0o700)
+    os.chown(state, account.pw_uid, account.pw_gid)
+    dsn = pg_cluster.new_database("dnssec")
+    with pg_cluster.connect(dsn) as conn:
+        migrate(conn)
+    import_zone(pg_cluster, dsn, PARENT, extra=PARENT_EXTRA)
+    import_zone(pg_cluster, dsn, SECURE, extra=CHILD_EXTRA)
+    import_zone(pg_cluster, dsn, INSECURE, extra=CHILD_EXTRA)
+    wire = Wire()
+    unbound: subprocess.Popen[bytes] | None = None
+    try:
+        wire.build()
+        with harness() as running:
+            facts = site_facts(dsn, zones=",".join((PARENT, SECURE, INSECURE)))
+            node = running.start(state, facts, netns=wire.node, host=NODE_IP,
+                                 dns_port=NODE_PORT)
+            node.wait_ready()
+            # The operator signs both zones (each algorithm once) and gives the parent
+            # the child's DS.
+            assert "key tag" in valis("zone", "sign", PARENT, "--algorithm", "13",
+                                      "--state-dir", str(state))
+            valis("zone", "sign", SECURE, "--algorithm", "15", "--state-dir", str(state))
+            child_ds = valis("zone", "ds", SECURE, "--state-dir", str(state)).splitlines()[0]
+            ds_rdata = child_ds.split(" IN DS ")[1]
+            import_zone(pg_cluster, dsn, PARENT, serial=2,
+                        extra=PARENT_EXTRA + f"secure IN DS {ds_rdata}\n")
+            anchor = valis("zone", "ds", PARENT, "--state-dir", str(state)).splitlines()[0]
+            anchor = anchor.replace(" IN DS ", " DS ")
+            signed = Signed(wire, node, pg_cluster, dsn, anchor, ds_rdata, workdir)
+            wait_for(lambda: "RRSIG" in signed.at_node(f"www.{SECURE}", "A")
+                     and "DS" in signed.at_node(SECURE, "DS"), BOUND,
+                     "the node to serve both zones signed", interval=0.1)
+            (workdir / "unbound.conf").write_text(unbound_conf(workdir, anchor))
+            unbound = subprocess.Popen(
+                ["ip", "netns", "exec", wire.resolver, "unbound", "-d", "-c",
+                 str(workdir / "unbound.conf")],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True,
+            )
+            wait_for(lambda: _answers(signed), BOUND, "unbound to answer", interval=0.2)
+            yield signed
+    finally:
+        if unbound is not None:
+            unbound.terminate()
+            try:
+                unbound.wait(10)
+            except subprocess.TimeoutExpired:
+                unbound.kill()
+                unbound.wait()
+        wire.cleanup()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _answers(signed: Signed) -> bool:
+    try:
+        signed.resolve(PARENT, "SOA")
+    except AssertionError:
+        return False
+    return True
+
+
+def _log(signed: Signed) -> str:
+    path = signed.workdir / "unbound.log"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def secure(signed: Signed, name: str, rdtype: str = "A") -> Resolved:
+    found = signed.resolve(name, rdtype)
+    assert found.status == "NOERROR", (found.raw, _log(signed))
+    assert "ad" in found.flags, (found.raw, _log(signed))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("name", "rdtype", "expected"),
+    [
+        (f"www.{PARENT}", "A", "192.0.2.80"),
+        (f"www.{PARENT}", "AAAA", "2001:db8::80"),
+        (PARENT, "DNSKEY", "DNSKEY"),
+        (f"alias.{PARENT}", "A", "192.0.2.80"),
+        (f"anything.wild.{PARENT}", "TXT", '"wild"'),
+        (f"www.{SECURE}", "A", "198.51.100.80"),
+        (SECURE, "DS", "DS"),
+    ],
+)
+def test_data_wildcards_chains_and_a_secure_delegation_validate(
+    signed: Signed, name: str, rdtype: str, expected: str
+) -> None:
+    found = secure(signed, name, rdtype)
+    assert any(expected in line for line in found.answer), found.raw
+
+
+@pytest.mark.parametrize(
+    ("name", "rdtype"),
+    [
+        (f"nope.{PARENT}", "A"),  # does not exist: compact denial, NODATA with NXNAME
+        (f"a.b.nope.{PARENT}", "AAAA"),
+        (f"www.{PARENT}", "TXT"),  # exists, not this type
+        (f"wild.{PARENT}", "A"),  # an empty non-terminal
+        (f"x.wild.{PARENT}", "MX"),  # the wildcard has no MX
+        (INSECURE, "DS"),  # an insecure delegation proves it has no DS
+        (f"nope.{SECURE}", "A"),
+    ],
+)
+def test_denials_validate(signed: Signed, name: str, rdtype: str) -> None:
+    found = secure(signed, name, rdtype)
+    assert not [line for line in found.answer if f"\tIN\t{rdtype}\t" in line], found.raw
+
+
+def test_an_insecure_delegation_resolves_without_ad(signed: Signed) -> None:
+    found = signed.resolve(f"www.{INSECURE}", "A")
+    assert found.status == "NOERROR", found.raw
+    assert "ad" not in found.flags
+    assert any("198.51.100.80" in line for line in found.answer)
+
+
+def test_a_record_changed_in_postgresql_is_served_signed(signed: Signed) -> None:
+    extra = PARENT_EXTRA + f"secure IN DS {signed.child_ds}\nfresh IN A 192.0.2.99\n"
+    import_zone(signed.pg, signed.dsn, PARENT, serial=3, extra=extra)
+    wait_for(lambda: "192.0.2.99" in signed.at_node(f"fresh.{PARENT}", "A"), BOUND,
+             "the node to serve the change", interval=0.05)
+    found = secure(signed, f"fresh.{PARENT}", "A")
+    assert any("192.0.2.99" in line for line in found.answer)
+
+
+def test_delv_says_fully_validated(signed: Signed) -> None:
+    if shutil.which("delv") is None:
+        pytest.skip("delv (bind9-dnsutils) is not installed")
+    name, _, rest = signed.anchor.partition(" DS ")
+    tag, algorithm, digest_type, digest = rest.split(" ", 3)
+    anchors = signed.workdir / "anchors.conf"
+    anchors.write_text(
+        f'trust-anchors {{ {name} static-ds {tag} {algorithm} {digest_type} '
+        f'"{digest.replace(" ", "")}"; }};\n'
+    )
+    out = run_in(signed.wire.resolver, [
+        "delv", f"@{RESOLVER_IP}", "-a", str(anchors), f"+root={PARENT}",
+        f"www.{PARENT}", "A",
+    ], check=False, timeout=30)
+    assert "; fully validated" in out.stdout, out.stdout + out.stderr
