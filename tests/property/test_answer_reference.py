@@ -35,6 +35,7 @@ QTYPES = (
     "A", "AAAA", "TXT", "MX", "SRV", "CNAME", "NS", "DNAME", "DS", "SOA", "NAPTR", "SVCB",
     "HTTPS", "ANY", "TYPE65280",
 )
+LONG = ".".join(["l" * 60] * 3) + "." + OTHER  # 198 octets: a DNAME to it can overflow
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -57,12 +58,9 @@ def rdata_for(rtype: str, target: str, number: int) -> str:
         "SRV": f"0 {number % 9} 53 {target}",
         "CNAME": target,
         "NS": target,
-        "DNAME": target,
+        "DNAME": LONG if number % 4 == 0 else target,
         "DS": f"{number} 8 2 {'ab' * 32}",
     }[rtype]
-
-
-LONG = ".".join(["l" * 60] * 3) + "." + OTHER  # 198 octets: a DNAME to it can overflow
 
 
 @st.composite
@@ -181,9 +179,11 @@ def question(draw: st.DrawFn, rows: list[RecordRow]) -> tuple[str, str]:
     owners = sorted({row.owner for row in rows})
     served = sorted({row.zone for row in rows})
     prefixes = st.sampled_from(["a.", "b.x.", "*.", "zz.", "q" * 63 + ".", "q" * 63 + ".r."])
+    dnames = sorted({row.owner for row in rows if row.rtype == "DNAME"}) or owners
     name = draw(st.one_of(
         st.sampled_from(owners),
         st.sampled_from(owners),
+        st.tuples(prefixes, st.sampled_from(dnames)).map("".join),
         st.sampled_from(owners).map(lambda owner: owner.replace("*.", "w.", 1)),
         st.tuples(prefixes, st.sampled_from(owners)).map("".join),
         st.sampled_from(served).flatmap(lambda apex: names_under(apex, 3)),
