@@ -153,7 +153,8 @@ class Pebble:
                                         server_name, str(cafile)])
         return bytes.fromhex(result.stdout.strip())
 
-    def stop(self) -> None:
+    def stop_ca(self) -> None:
+        """Stop pebble, leaving the namespaces: the CA is gone."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -161,5 +162,8 @@ class Pebble:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+    def stop(self) -> None:
+        self.stop_ca()
         for ns in (self.node_netns, self.ca_netns):
             run(["ip", "netns", "del", ns], check=False)

@@ -258,3 +258,19 @@ def test_a_node_that_cannot_reach_its_ca_and_holds_no_certificate_stops_at_acme(
     assert "the node keeps its current certificate" in last
     assert not edge_certificate_path(state_dir).exists()
     assert challenge_rows(pg_cluster, zone_dsn) == []
+
+
+def test_a_renewal_the_ca_fails_leaves_the_node_serving_its_certificate(
+    resident_harness: Harness, pebble: Pebble, zone_dsn: str
+) -> None:
+    resident, state_dir = obtained(resident_harness, pebble, zone_dsn, validity=30)
+    assert resident.edge_port is not None
+    root_file = write_root(resident_harness, pebble.issuing_root())
+    held = edge_certificate_path(state_dir).read_bytes()
+    pebble.stop_ca()
+    wait_for(lambda: "edge: renewal failed (1 in a row)" in resident.stderr(), 60,
+             "the failed renewal")
+    assert resident.proc.poll() is None
+    assert "still serving the certificate valid until" in resident.stderr()
+    assert edge_certificate_path(state_dir).read_bytes() == held
+    assert doh_answers(pebble, resident, root_file) == EVERY_VERSION_ANSWERS

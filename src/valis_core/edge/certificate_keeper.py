@@ -30,7 +30,7 @@ import trio
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.edge import acme_store
-from valis_core.edge.acme_client import AcmeError, AcmeRequest, obtain_certificate
+from valis_core.edge.acme_client import AcmeRequest, obtain_certificate
 from valis_core.edge.acme_order import Order
 from valis_core.edge.certificate import CertificateSlot, EdgeCertificate
 from valis_core.edge.challenge import (
@@ -42,8 +42,9 @@ from valis_core.edge.challenge import (
     write_fenced,
 )
 from valis_core.edge.renewal import Lifetime, is_due, next_attempt
-from valis_core.fence import FenceState
-from valis_core.operator_state.connection import OperatorStateError, connect
+from valis_core.errors import ValisError
+from valis_core.fence import FencedOut, FenceState
+from valis_core.operator_state.connection import connect
 
 log = logging.getLogger("valis.edge")
 
@@ -143,8 +144,11 @@ class CertificateKeeper:
             await trio.sleep(max(0.0, when - now))
             try:
                 await self.obtain()
-            except (AcmeError, ChallengeError, OperatorStateError) as exc:
-                # FencedOut is none of these: it ends the keeper, and the resident with it.
+            except FencedOut:
+                raise  # it ends the keeper, and the resident with it
+            except (ValisError, psycopg.Error) as exc:
+                # The CA, the database or the state directory: tried again after the
+                # backoff, while the current certificate is served.
                 log.warning("edge: renewal failed (%d in a row): %s; still serving the "
                             "certificate valid until %s", self.stats.failures_in_a_row,
                             exc, "none" if current is None else current.not_after.isoformat())
