@@ -24,7 +24,7 @@ import attrs
 import pytest
 
 from tests.conftest import require_root
-from tests.scenario.operator_state_helpers import import_zone
+from tests.scenario.operator_state_helpers import import_zone, run_sql
 from tests.scenario.pg import RUN_USER, PgCluster, run_as, runtime_bin
 from tests.scenario.proving_ground import run, run_in, wait_for
 from tests.scenario.resident_harness import Resident, harness, site_facts
@@ -306,3 +306,25 @@ def test_delv_says_fully_validated(signed: Signed) -> None:
         f"www.{PARENT}", "A",
     ], check=False, timeout=30)
     assert "; fully validated" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_zone_signed_with_a_key_this_node_lacks_fails_closed(signed: Signed) -> None:
+    """Operator state says the zone is signed with a key another node holds: this node
+    answers it SERVFAIL (never unsigned) and says why; the other zones are untouched."""
+    run_sql(signed.pg, signed.dsn, (
+        "INSERT INTO zone_signing (zone, algorithm, key_tag, set_by) VALUES (%s, 13, 1, %s)",
+        (INSECURE, "elsewhere"),
+    ))
+    try:
+        wait_for(lambda: "status: SERVFAIL" in signed.at_node(f"www.{INSECURE}", "A"), BOUND,
+                 "the node to fail the zone closed", interval=0.1)
+        assert (
+            f"dnssec: zone {INSECURE} is signed in operator state with algorithm 13 key tag "
+            "1, but this node's state directory holds none for it; answering the zone "
+            "SERVFAIL until the key is restored from the backup set"
+        ) in signed.node.stderr()
+        assert "status: NOERROR" in signed.at_node(f"www.{PARENT}", "A")
+    finally:
+        run_sql(signed.pg, signed.dsn, ("DELETE FROM zone_signing WHERE zone = %s", (INSECURE,)))
+    wait_for(lambda: "status: NOERROR" in signed.at_node(f"www.{INSECURE}", "A"), BOUND,
+             "the node to serve the zone unsigned again", interval=0.1)

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import trio
@@ -27,6 +28,7 @@ from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.zone_keys import file_zone, load_zone_keys
 from valis_core.errors import ValisError
 from valis_core.operator_state.zone_signing import ZoneSigning, signed_zones
+from valis_core.state_layout import signing_keys_dir
 
 log = logging.getLogger("valis.resident")
 
@@ -75,14 +77,33 @@ class SigningFollower:
         self.served = tuple(served)
         self._seen: tuple[object, ...] | None = None
         self._failing = False
+        self._conn: psycopg.Connection[Any] | None = None
+        self._keys: tuple[tuple[str, ...], dict[str, ZoneKey]] = ((), {})
 
     def _read(self) -> tuple[dict[str, ZoneSigning], dict[str, ZoneKey]]:
+        """The rows, over one connection kept open (made again after a failure), and
+        the keys, read from disk again only when the key files' names change."""
         from valis_core.operator_state.connection import connect
 
-        with connect(self.dsn) as conn:
-            rows = signed_zones(conn)
-        keys = load_zone_keys(self.state_dir) if rows else {}
-        return rows, keys
+        if self._conn is None or self._conn.closed:
+            self._conn = connect(self.dsn, autocommit=True)
+        try:
+            rows = signed_zones(self._conn)
+        except psycopg.Error:
+            self.close()
+            raise
+        if not rows:
+            return rows, {}
+        root = signing_keys_dir(self.state_dir)
+        names = tuple(sorted(p.name for p in root.iterdir())) if root.is_dir() else ()
+        if names != self._keys[0]:
+            self._keys = (names, load_zone_keys(self.state_dir))
+        return rows, self._keys[1]
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     async def load(self, holder: IndexHolder) -> None:
         """Read once and sign with the result (a failure here fails the bring-up)."""
