@@ -68,7 +68,7 @@ def node_standing(state_dir: Path) -> FenceState:
 
 
 def _sign(args: argparse.Namespace) -> int:
-    from valis_core.dns.zone_keys import ensure_zone_key
+    from valis_core.dns.zone_keys import ensure_zone_key, forget_zone_key
     from valis_core.operator_state.connection import connect
     from valis_core.operator_state.zone_signing import ZoneSigning, enable_signing
     from valis_core.operator_state.zones import canonical_zone_name
@@ -77,13 +77,17 @@ def _sign(args: argparse.Namespace) -> int:
     state_dir = args.state_dir or Path(DEFAULT_STATE_DIR)
     standing = node_standing(state_dir)
     dsn = operator_dsn(args)
-    key, made = ensure_zone_key(state_dir, zone, args.algorithm)
     with connect(dsn, require_schema=True) as conn:
-        signing = ZoneSigning(zone, key.algorithm, key.tag)
-        if not enable_signing(conn, standing, signing):
-            raise SigningVerbError(
-                f"zone {zone} is not in the operator-state database; import it first"
-            )
+        key, made = ensure_zone_key(state_dir, zone, args.algorithm)
+        try:
+            if not enable_signing(conn, standing, ZoneSigning(zone, key.algorithm, key.tag)):
+                raise SigningVerbError(
+                    f"zone {zone} is not in the operator-state database; import it first"
+                )
+        except BaseException:
+            if made:  # refused: a key no zone signs with is not left behind
+                forget_zone_key(state_dir, zone, key)
+            raise
     print(
         f"zone {zone}: signed with algorithm {key.algorithm}, key tag {key.tag} "
         f"({'made' if made else 'kept'}); give the parent its DS: valis zone ds {zone}"

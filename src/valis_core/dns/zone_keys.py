@@ -145,3 +145,8 @@ def ensure_zone_key(state_dir: Path, zone: str, algorithm: int) -> tuple[ZoneKey
             os.chown(root, *owner)
     write_atomic(root / key_file_name(zone, key), encode_key(key), mode=KEY_MODE, owner=owner)
     return key, True
+
+
+def forget_zone_key(state_dir: Path, zone: str, key: ZoneKey) -> None:
+    """Remove a key ``ensure_zone_key`` just made, when what it was made for was refused."""
+    (signing_keys_dir(state_dir) / key_file_name(zone, key)).unlink(missing_ok=True)

@@ -1,0 +1,108 @@
+"""An operator turns a zone's signing on from the node: ``valis zone sign`` makes the key
+in the state directory and records it in operator state at the node's fence standing,
+``valis zone ds`` prints what the parent needs; a node another instance has superseded
+cannot turn signing on, and a zone not in operator state is refused by name."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.scenario.operator_state_helpers import import_zone
+from tests.scenario.pg import RUN_USER, PgCluster, run_as, runtime_bin
+from valis_core.dns import wire
+from valis_core.dns.dnssec import ds_rdata
+from valis_core.dns.zone_keys import load_zone_keys
+from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
+from valis_core.operator_state.site_facts_file import write_site_facts
+from valis_core.operator_state.zone_signing import signed_zones
+from valis_core.store.manifest import Manifest, dumps
+
+ZONE = "example.test."
+TOKEN = "0123456789abcdef"
+HOLDER = f"node-a@loopback#{TOKEN}"
+
+
+def valis(*argv: str) -> tuple[int, str, str]:
+    result = run_as(RUN_USER, [str(runtime_bin() / "valis"), *argv])
+    return result.returncode, result.stdout, result.stderr
+
+
+@pytest.fixture
+def node_state(pg_cluster: PgCluster, state_dsn: str, run_account_dir: Path) -> Path:
+    """A booted node's state directory (store head, configuration store, instance
+    token), the run account's, whose instance holds the fence at generation 0."""
+    account = pwd.getpwnam(RUN_USER)
+    state = run_account_dir / "state"
+    (state / "store").mkdir(parents=True, mode=0o700)
+    (state / "config").mkdir(mode=0o700)
+    (state / "store" / "manifest.json").write_bytes(dumps(Manifest(generation=0)))
+    write_site_facts(state / "config" / "site-facts.env", {
+        "VALIS_NODE_NAME": "node-a", "VALIS_LOCATION": "loopback",
+        "VALIS_OPERATOR_STATE_DSN": state_dsn, "VALIS_SERVED_ZONES": ZONE,
+    }, mode=0o600)
+    (state / "instance").write_text(TOKEN + "\n")
+    for path in (state, *state.rglob("*")):
+        os.chown(path, account.pw_uid, account.pw_gid)
+    state.chmod(0o700)
+    with pg_cluster.connect(state_dsn) as conn:
+        seed_instance_fence(conn, HOLDER)
+    return state
+
+
+def test_sign_makes_the_key_records_it_fenced_and_ds_prints_it(
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path
+) -> None:
+    import_zone(pg_cluster, state_dsn, ZONE)
+    status, out, err = valis("zone", "sign", ZONE, "--algorithm", "15",
+                             "--state-dir", str(node_state))
+    assert status == 0, err
+    key = load_zone_keys(node_state)["example.test"]
+    assert out == (f"zone {ZONE}: signed with algorithm 15, key tag {key.tag} (made); give "
+                   f"the parent its DS: valis zone ds {ZONE}\n")
+    (path,) = (node_state / "dnssec").iterdir()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert path.stat().st_uid == pwd.getpwnam(RUN_USER).pw_uid
+    with pg_cluster.connect(state_dsn) as conn:
+        row = signed_zones(conn)[ZONE]
+        set_by = conn.execute("SELECT set_by FROM zone_signing").fetchone()
+    assert (row.algorithm, row.key_tag) == (15, key.tag)
+    assert set_by == (HOLDER,)
+
+    # Run again, the key is kept (the parent's DS still holds).
+    status, out, _ = valis("zone", "sign", ZONE, "--algorithm", "15",
+                           "--state-dir", str(node_state))
+    assert (status, "(kept)" in out) == (0, True)
+
+    status, out, _ = valis("zone", "ds", ZONE, "--state-dir", str(node_state))
+    ds_line, key_line = out.splitlines()
+    digest = ds_rdata(wire.from_text(ZONE), key.dnskey)[4:].hex()
+    assert ds_line == f"{ZONE} IN DS {key.tag} 15 2 {digest}"
+    assert key_line.startswith(f"{ZONE} IN DNSKEY 257 3 15 ")
+
+
+def test_a_superseded_node_cannot_turn_signing_on(
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path
+) -> None:
+    import_zone(pg_cluster, state_dsn, ZONE)
+    with pg_cluster.connect(state_dsn) as conn:
+        claim_instance_fence(conn, 1, "node-a@elsewhere#fedcba9876543210")
+    status, _, err = valis("zone", "sign", ZONE, "--state-dir", str(node_state))
+    assert status != 0
+    assert "superseded" in err
+    with pg_cluster.connect(state_dsn) as conn:
+        assert signed_zones(conn) == {}
+    assert load_zone_keys(node_state) == {}  # no key left that no zone signs with
+
+
+def test_a_zone_not_in_operator_state_is_refused(node_state: Path) -> None:
+    status, _, err = valis("zone", "sign", "absent.test.", "--state-dir", str(node_state))
+    assert status != 0
+    assert "zone absent.test. is not in the operator-state database; import it first" in err
+    status, _, err = valis("zone", "ds", "absent.test.", "--state-dir", str(node_state))
+    assert status != 0
+    assert "holds no signing key for zone absent.test." in err
