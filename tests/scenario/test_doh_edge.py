@@ -134,6 +134,21 @@ async def test_curl_gets_the_answer_with_a_cache_lifetime(tmp_path: Path, versio
         assert [r.to_text() for r in reply.answer[0]] == ["192.0.2.25"]
 
 
+async def test_a_large_post_over_http1_is_answered_without_waiting_out_expect(
+    tmp_path: Path,
+) -> None:
+    padded = dns.message.make_query("www.example.com.", "A", use_edns=0, payload=8192,
+                                    pad=4000)
+    query = tmp_path / "padded.bin"
+    query.write_bytes(padded.to_wire())
+    async with running_edge(tmp_path) as edge:
+        got = await curl(edge, "--http1.1", "--expect100-timeout", "30", "--data-binary",
+                         f"@{query}", "-H", "Content-Type: application/dns-message", edge.url)
+        assert got.returncode == 0, got.stderr
+        assert [r.to_text() for r in dns.message.from_wire(got.stdout).answer[0]] == [
+            "192.0.2.80"]
+
+
 async def test_a_negative_answer_is_cached_no_longer_than_the_soa_minimum(
     tmp_path: Path,
 ) -> None:

@@ -66,6 +66,10 @@ async def _read_request(
             for name, value in event.headers:
                 if name == b"content-length" and int(value) > bounds.max_body_bytes:
                     raise DohError(413, f"a request body is at most {bounds.max_body_bytes} bytes")
+            if conn.they_are_waiting_for_100_continue:  # curl's POST over 1 KiB waits
+                interim = conn.send(h11.InformationalResponse(status_code=100, headers=[]))
+                if not await send_all(stream, interim or b"", bounds.send_timeout):
+                    return None
         elif isinstance(event, h11.Data):
             body += event.data
             if len(body) > bounds.max_body_bytes:
