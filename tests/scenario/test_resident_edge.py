@@ -57,6 +57,11 @@ def test_an_elected_edge_with_a_certificate_serves_doh_after_dns_and_stops_befor
     assert addresses(reply) == {"192.0.2.80"}
     assert doh_ask(resident, ca, cafile, "www.example.net.").rcode() == dns.rcode.REFUSED
     assert resident.ask("elsewhere.invalid.").rcode() == dns.rcode.REFUSED
+    edge = resident.status()["edge"]
+    assert edge["certificate_not_after"] > time.time() + 20 * 86400
+    assert edge["responses"] == 2
+    _, metrics = resident.fabric_get("/metrics")
+    assert 'valis_edge_responses_total{status="200",protocol="h2"} 2' in metrics.decode()
     resident.proc.terminate()
     assert resident.wait_exit() == 0
     log = resident.stderr()

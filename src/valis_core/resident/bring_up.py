@@ -632,6 +632,14 @@ async def _edge(boot: Boot) -> Boot:
         "edge", partial(serve_edge, need(boot.edge_listener), slot, need(boot.holder),
                         stats=stats),
     )
+    views = need(boot.views)
+    views.edge_stats = stats
+
+    def not_after() -> float | None:
+        current = slot.current()
+        return None if current is None else current.not_after.timestamp()
+
+    views.edge_not_after = not_after
     if certificate is None:
         log.info("edge: no certificate yet (VALIS_EDGE_CERT=on-demand); DNS over HTTPS "
                  "starts when one arrives in %s", edge_certificate_path(state_dir).parent)

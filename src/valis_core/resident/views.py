@@ -25,6 +25,7 @@ from valis_core.dns.secondary_progress import SecondaryState
 from valis_core.dns.serve import ServeCounts, ServeStats
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.transfer_serve import TransferStats
+from valis_core.edge.stats import EdgeStats
 from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.reachability import DnsReachability
 from valis_core.resident.metrics import Family, Sample
@@ -127,6 +128,10 @@ class NodeViews:
     """NOTIFYs sent to secondaries; None when not wired."""
     secondaries: Callable[[], Sequence[SecondaryState]] | None = None
     """Each listed secondary's serial and lag; None when not wired."""
+    edge_stats: EdgeStats | None = None
+    """What the DNS-over-HTTPS edge has served; None when the edge is not elected."""
+    edge_not_after: Callable[[], float | None] | None = None
+    """When the edge's certificate expires (UNIX time; None while it has none)."""
     started_at: float = attrs.field(factory=time.time)
     """When bring-up made these views (UNIX time): the node's uptime is counted from it."""
 
@@ -148,8 +153,22 @@ class NodeViews:
             "secondaries": None if self.secondaries is None else [
                 state.document() for state in self.secondaries()
             ],
+            "edge": self.edge_status(),
             "started_at": self.started_at,
             "uptime_seconds": max(0.0, time.time() - self.started_at),
+        }
+
+    def edge_status(self) -> dict[str, Any] | None:
+        """The edge's certificate expiry and counts; None when the edge is not elected."""
+        stats = self.edge_stats
+        if stats is None:
+            return None
+        not_after = None if self.edge_not_after is None else self.edge_not_after()
+        return {
+            "certificate_not_after": not_after,
+            "connections": stats.connections,
+            "handshakes_failed": stats.handshakes_failed,
+            "responses": sum(stats.responses.values()),
         }
 
     def database_status(self) -> dict[str, Any] | None:
@@ -181,6 +200,40 @@ class NodeViews:
             *self._database_families(),
             *self._owner_families(),
             *self._transfer_families(),
+            *self._edge_families(),
+        ]
+
+    def _edge_families(self) -> list[Family]:
+        stats = self.edge_stats
+        if stats is None:
+            return []
+        not_after = None if self.edge_not_after is None else self.edge_not_after()
+        return [
+            Family(
+                "valis_edge_certificate_not_after",
+                "gauge",
+                "When the edge's certificate expires (UNIX time; 0 while it has none).",
+                (Sample(0 if not_after is None else not_after),),
+            ),
+            Family(
+                "valis_edge_connections_total",
+                "counter",
+                "Connections the DNS-over-HTTPS edge accepted, and those whose TLS "
+                "handshake failed or timed out.",
+                (
+                    Sample(stats.connections, (("outcome", "accepted"),)),
+                    Sample(stats.handshakes_failed, (("outcome", "handshake_failed"),)),
+                ),
+            ),
+            Family(
+                "valis_edge_responses_total",
+                "counter",
+                "HTTP responses the edge sent, by status and protocol (h2, http/1.1).",
+                tuple(
+                    Sample(n, (("status", str(status)), ("protocol", protocol)))
+                    for (status, protocol), n in sorted(stats.responses.items())
+                ),
+            ),
         ]
 
     def _database_families(self) -> list[Family]:
