@@ -2,8 +2,8 @@
 (``valis zone sign``), gives the parent's DS (``valis zone ds``) to a real Unbound as its
 trust anchor, and Unbound, resolving through the node from its own namespace, finds every
 kind of answer secure (AD=1): data, names that do not exist, NODATA, wildcards, CNAME
-chains, a secure delegation to a child signed with the other algorithm and the proof an
-insecure one has no DS; a record changed in PostgreSQL is served signed at once; ``delv``
+and DNAME chains, a secure delegation to a child signed with the other algorithm and the
+proof an insecure one has no DS; a record changed in PostgreSQL is served signed at once; ``delv``
 says fully validated."""
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ PARENT_EXTRA = (
     "www IN AAAA 2001:db8::80\n"
     "alias IN CNAME www\n"
     "*.wild IN TXT \"wild\"\n"
+    f"d IN DNAME wild.{PARENT}\n"
     f"secure IN NS ns.secure\nns.secure IN A {NODE_IP}\n"
     f"insecure IN NS ns.insecure\nns.insecure IN A {NODE_IP}\n"
 )
@@ -247,6 +248,7 @@ def secure(signed: Signed, name: str, rdtype: str = "A") -> Resolved:
         (PARENT, "DNSKEY", "DNSKEY"),
         (f"alias.{PARENT}", "A", "192.0.2.80"),
         (f"anything.wild.{PARENT}", "TXT", '"wild"'),
+        (f"x.d.{PARENT}", "TXT", '"wild"'),  # DNAME, its CNAME, then the wildcard
         (f"www.{SECURE}", "A", "198.51.100.80"),
         (SECURE, "DS", "DS"),
     ],
