@@ -15,13 +15,13 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from tests.property.dnssec_check import validate_sections
 from valis_core.dns import dnssec, wire
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.records import RecordRow
+from valis_core.dns.records import RecordRow, ZoneError
 from valis_core.dns.signed_answer import REFRESH, Signer
 from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.zone import ZoneIndex
@@ -219,3 +219,63 @@ def test_signatures_are_made_once_per_window_and_again_in_the_next() -> None:
     assert signer.made > made
     (sig,) = [r for r in later.answer if r.rdtype == dns.rdatatype.RRSIG]
     assert next(iter(sig)).expiration - now[0] >= 13 * 86400
+
+
+# --- any zone --------------------------------------------------------------------------
+
+GEN = "gen.test."
+GEN_NAMES = [f"{rel}.{GEN}" if rel else GEN for rel in (
+    "", "a", "b", "*", "a.a", "*.a", "x.*.a", "d", "ns.d", "x.d", "m",
+)]
+GEN_RDATA = {
+    "A": st.sampled_from(["192.0.2.1", "198.51.100.7"]),
+    "TXT": st.sampled_from(['"one"', '"Two"']),
+    "MX": st.sampled_from([f"10 A.{GEN}", "20 mail.example.net."]),
+    "NS": st.sampled_from([f"ns.d.{GEN}", "ns.example.net."]),
+    "DS": st.just("12345 13 2 " + "ab" * 32),
+    "CNAME": st.sampled_from([f"a.{GEN}", f"nowhere.{GEN}"]),
+    "DNAME": st.sampled_from([f"b.{GEN}"]),
+}
+GEN_BASE = [
+    RecordRow(GEN, GEN, "SOA", 3600, f"ns1.{GEN} hostmaster.{GEN} 1 7200 3600 1209600 60"),
+    RecordRow(GEN, GEN, "NS", 3600, f"ns1.{GEN}"),
+]
+
+
+@st.composite
+def generated_zone(draw: st.DrawFn) -> ZoneIndex | None:
+    rows = list(GEN_BASE)
+    for _ in range(draw(st.integers(0, 8))):
+        owner = draw(st.sampled_from(GEN_NAMES[1:]))
+        rtype = draw(st.sampled_from(sorted(GEN_RDATA)))
+        rows.append(RecordRow(GEN, owner, rtype, 300, draw(GEN_RDATA[rtype])))
+    try:
+        return ZoneIndex.from_records(rows)
+    except ZoneError:
+        return None
+
+
+@given(
+    index=generated_zone(),
+    algorithm=st.sampled_from(dnssec.ALGORITHMS),
+    qname=st.sampled_from([*GEN_NAMES, f"q.a.{GEN}", f"q.x.d.{GEN}", f"nope.{GEN}",
+                           f"q.b.{GEN}", f"y.m.{GEN}"]),
+    qtype=st.sampled_from(["A", "TXT", "MX", "NS", "DS", "CNAME", "ANY", "DNSKEY"]),
+)
+def test_any_zones_signed_answers_verify_and_deny_compactly(
+    index: ZoneIndex | None, algorithm: int, qname: str, qtype: str
+) -> None:
+    assume(index is not None)
+    assert index is not None
+    key = KEYS[algorithm]
+    snap = Snapshot(index, signer=Signer({wire.from_text(GEN): key}, clock=lambda: NOW))
+    message = ask(snap, qname, qtype, do=True)
+    assert message.rcode() in (dns.rcode.NOERROR, dns.rcode.YXDOMAIN)
+    name = dns.name.from_text(GEN)
+    rdata = dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.DNSKEY, key.dnskey, 0,
+                                len(key.dnskey))
+    keys = {name: dns.rrset.from_text_list(name, 3600, "IN", "DNSKEY", [rdata.to_text()])}
+    validate_sections(message, keys, now=NOW)
+    if not message.answer:  # a denial always carries its NSEC (or a referral, its proof)
+        assert any(r.rdtype in (dns.rdatatype.NSEC, dns.rdatatype.DS)
+                   for r in message.authority), message
