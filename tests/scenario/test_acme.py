@@ -18,7 +18,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from tests.conftest import require_root
-from tests.scenario.edge_ca import make_test_ca
+from tests.scenario.edge_ca import install, make_test_ca
 from tests.scenario.pebble_ca import NODE_IP, Pebble
 from tests.scenario.pg import RUN_USER, PgCluster
 from tests.scenario.proving_ground import run_in, wait_for
@@ -274,3 +274,18 @@ def test_a_renewal_the_ca_fails_leaves_the_node_serving_its_certificate(
     assert "still serving the certificate valid until" in resident.stderr()
     assert edge_certificate_path(state_dir).read_bytes() == held
     assert doh_answers(pebble, resident, root_file) == EVERY_VERSION_ANSWERS
+
+
+def test_a_held_certificate_for_another_name_is_replaced_at_boot(
+    resident_harness: Harness, pebble: Pebble, zone_dsn: str
+) -> None:
+    state_dir = make_state_dir(resident_harness.workdir)
+    install(make_test_ca().issue(("old.example.test",)), state_dir, run_account())
+    resident = start_node(resident_harness, pebble, zone_dsn, state_dir)
+    assert resident.port is not None
+    pebble.start(resident.port)
+    resident.wait_ready()
+    assert pebble.orders() == 1
+    leaf = issued_chain(state_dir)[0]
+    names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == [DOMAIN]

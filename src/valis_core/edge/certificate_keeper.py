@@ -26,6 +26,7 @@ import dns.message
 import dns.rdatatype
 import psycopg
 import trio
+from cryptography import x509
 
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.snapshot import IndexHolder
@@ -53,10 +54,16 @@ SERVED_BOUND = 10.0
 SERVED_POLL = 0.02
 
 
-def lifetime_of(certificate: EdgeCertificate) -> Lifetime:
-    from cryptography import x509
-
+def lifetime_of(certificate: EdgeCertificate, domain: str) -> Lifetime | None:
+    """The leaf's lifetime, or ``None`` when it does not name ``domain`` (the served
+    domain changed): such a certificate is replaced at once, as if there were none."""
     leaf = x509.load_pem_x509_certificate(certificate.chain_pem)
+    try:
+        names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return None
+    if domain.lower() not in {name.lower() for name in names.get_values_for_type(x509.DNSName)}:
+        return None
     return Lifetime(
         not_before=leaf.not_valid_before_utc.timestamp(),
         not_after=leaf.not_valid_after_utc.timestamp(),
@@ -123,7 +130,7 @@ class CertificateKeeper:
 
         Raises ``AcmeError`` (or a fence or operator-state error) when none can be had."""
         held = await trio.to_thread.run_sync(acme_store.held_certificate, self.state_dir)
-        if held is not None and not is_due(lifetime_of(held), self._clock()):
+        if held is not None and not is_due(lifetime_of(held, self.domain), self._clock()):
             log.info("edge: serving the certificate in %s (valid until %s); the CA is not "
                      "asked", self.state_dir, held.not_after.isoformat())
             self.slot.swap(held)
@@ -137,7 +144,7 @@ class CertificateKeeper:
         task_status.started()
         while True:
             current = self.slot.current()
-            lifetime = None if current is None else lifetime_of(current)
+            lifetime = None if current is None else lifetime_of(current, self.domain)
             now = self._clock()
             when = next_attempt(lifetime, now, self.stats.failures_in_a_row)
             self.stats.next_attempt = when
