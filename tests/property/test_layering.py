@@ -33,6 +33,7 @@ PURE_CORES = (
     "valis_core.dns.wire",
     "valis_core.dns.answer",
     "valis_core.dns.dnssec",
+    "valis_core.dns.signed_answer",
     "valis_core.dns.serial",
     "valis_core.dns.transfer",
     "valis_core.dns.notify",
