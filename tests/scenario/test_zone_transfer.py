@@ -13,6 +13,7 @@ import json
 import os
 import pwd
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -36,14 +37,20 @@ from tests.scenario.resident_harness import (
     resident_runtime,
     site_facts,
 )
+from valis_core.atomic import write_atomic
 from valis_core.dns.notify_send import ChangeWatch, NotifySender
 from valis_core.dns.zone import ZoneIndex
 from valis_core.fence import FenceState
 from valis_core.identity.custody import load_keyfile
+from valis_core.identity.instance import holder_name, load_or_mint_instance
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
 from valis_core.operator_state.secondaries import Secondary, add_secondary
 from valis_core.owner.key import derive_owner_tsig
+from valis_core.resident.config_store import store_path
 from valis_core.resident.secondaries import SecondaryReader
+from valis_core.state_layout import head_path, instance_path
+from valis_core.store.head import HEAD_MODE, read_store_head
+from valis_core.store.manifest import dumps
 
 ZONE = "example.test."
 SECRET = base64.b64encode(bytes(range(32))).decode()
@@ -111,6 +118,7 @@ def test_an_operator_lists_adds_and_removes_secondaries_with_their_keys(
 # --- a real secondary ------------------------------------------------------------------
 
 NODE_IP = "192.0.2.1"
+SUCCESSOR_IP = "192.0.2.4"
 SECONDARY_IP = "192.0.2.2"
 STRANGER_IP = "192.0.2.3"
 KEY_NAME = "xfr-key."
@@ -174,8 +182,10 @@ print(dns.rcode.to_text(dns.query.tcp(update, server, port=8053, timeout=10).rco
 """
 
 
-def nsd_conf(directory: Path, secret: str) -> str:
+def nsd_conf(directory: Path, secret: str, primaries: tuple[str, ...] = (NODE_IP,)) -> str:
     """The secondary's configuration, as docs/transfers.md gives it."""
+    xfr = "".join(f"    request-xfr: {ip} {KEY_NAME}\n    allow-notify: {ip} {KEY_NAME}\n"
+                  for ip in primaries)
     return f"""server:
     ip-address: {SECONDARY_IP}
     port: 53
@@ -198,13 +208,14 @@ key:
 zone:
     name: "{ZONE}"
     zonefile: "{ZONE}zone"
-    request-xfr: {NODE_IP} {KEY_NAME}
-    allow-notify: {NODE_IP} {KEY_NAME}
-"""
+{xfr}"""
 
 
-def knot_conf(directory: Path, secret: str) -> str:
+def knot_conf(directory: Path, secret: str, primaries: tuple[str, ...] = (NODE_IP,)) -> str:
     """The secondary's configuration, as docs/transfers.md gives it."""
+    remotes, sources = ", ".join(f"{ip}@53" for ip in primaries), ", ".join(primaries)
+    if len(primaries) > 1:
+        remotes, sources = f"[{remotes}]", f"[{sources}]"
     return f"""server:
     listen: {SECONDARY_IP}@53
     rundir: "{directory}"
@@ -222,11 +233,11 @@ key:
     secret: {secret}
 remote:
   - id: primary
-    address: {NODE_IP}@53
+    address: {remotes}
     key: {KEY_NAME}
 acl:
   - id: notify-from-primary
-    address: {NODE_IP}
+    address: {sources}
     key: {KEY_NAME}
     action: notify
 template:
@@ -268,7 +279,8 @@ class Wire:
         run(["ip", "link", "add", near, "type", "veth", "peer", "name", far])
         run(["ip", "link", "set", near, "netns", self.node])
         run(["ip", "link", "set", far, "netns", self.secondary])
-        run(["ip", "-n", self.node, "addr", "add", f"{NODE_IP}/24", "dev", near])
+        for address in (NODE_IP, SUCCESSOR_IP):
+            run(["ip", "-n", self.node, "addr", "add", f"{address}/24", "dev", near])
         for address in (SECONDARY_IP, STRANGER_IP):
             run(["ip", "-n", self.secondary, "addr", "add", f"{address}/24", "dev", far])
         run(["ip", "-n", self.node, "link", "set", near, "up"])
@@ -293,13 +305,15 @@ def wire() -> Iterator[Wire]:
         built.cleanup()
 
 
-def start_node(wire: Wire, state_dir: Path, facts: dict[str, str], workdir: Path) -> Resident:
+def start_node(
+    wire: Wire, state_dir: Path, facts: dict[str, str], workdir: Path, address: str = NODE_IP
+) -> Resident:
     notify_dir = Path(tempfile.mkdtemp(prefix="notify-", dir=workdir))
     os.chmod(notify_dir, 0o755)
     notify = NotifyListener(notify_dir)
     account = pwd.getpwnam(RUN_USER)
     argv = [
-        "ip", "netns", "exec", wire.node, "/usr/bin/python3", "-c", _HANDOFF, NODE_IP,
+        "ip", "netns", "exec", wire.node, "/usr/bin/python3", "-c", _HANDOFF, address,
         "setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--init-groups",
         "--", resident_runtime(), "--resident", "--control-socket", "/run/fulcrum/none.sock",
         "--dns-udp-fd", "{udp}", "--dns-tcp-fd", "{tcp}", "--owner-fd", "{owner}",
@@ -308,7 +322,7 @@ def start_node(wire: Wire, state_dir: Path, facts: dict[str, str], workdir: Path
     ]
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C.UTF-8",
            "NOTIFY_SOCKET": str(notify.path), **facts}
-    stderr_path = workdir / "resident.log"
+    stderr_path = workdir / f"resident-{address}.log"
     with stderr_path.open("wb") as stderr:
         proc = subprocess.Popen(argv, env=env, cwd="/", stdin=subprocess.DEVNULL,
                                 stdout=stderr, stderr=stderr, start_new_session=True)
@@ -442,6 +456,92 @@ def test_a_secondary_follows_the_node_by_transfer_and_strangers_are_refused(
             secondary.wait()
         node.stop()
         node.notify.close()
+
+
+def start_secondary(wire: Wire, server: str, directory: Path, secret: str,
+                    primaries: tuple[str, ...] = (NODE_IP,)) -> subprocess.Popen[bytes]:
+    conf, command, _ = SERVERS[server]
+    (directory / f"{server}.conf").write_text(conf(directory, secret, primaries))
+    return subprocess.Popen(
+        ["ip", "netns", "exec", wire.secondary, *command, str(directory / f"{server}.conf")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def successor_state_dir(predecessor: Path, parent: Path) -> tuple[Path, str]:
+    """What ``valis condense --evacuate`` leaves for the successor, made by hand: the
+    predecessor's durable state (its owner seed) without its instance token or copied
+    site facts, the head a generation on, and a token of its own. Returns the directory
+    and the token."""
+    account = pwd.getpwnam(RUN_USER)
+    path = parent / "successor-state"
+    shutil.copytree(predecessor, path, symlinks=True)
+    instance_path(path).unlink()
+    store_path(path).unlink()
+    head = read_store_head(path)
+    assert head is not None
+    write_atomic(head_path(path), dumps(attrs.evolve(head, generation=head.generation + 1)),
+                 mode=HEAD_MODE)
+    token = load_or_mint_instance(path)
+    for found in (path, *path.rglob("*")):
+        os.chown(found, account.pw_uid, account.pw_gid, follow_symlinks=False)
+    return path, token
+
+
+@pytest.mark.parametrize("server", sorted(SERVERS))
+def test_after_an_evacuation_the_secondary_follows_the_successor_and_the_predecessor_is_silent(
+    pg_cluster: PgCluster, zone_dsn: str, run_account_dir: Path, wire: Wire, server: str
+) -> None:
+    secret = base64.b64encode(bytes(range(1, 33))).decode()
+    with pg_cluster.connect(zone_dsn) as conn:
+        add_secondary(conn, Secondary(ZONE, SECONDARY_IP, KEY_NAME, "hmac-sha256",
+                                      base64.b64decode(secret)))
+    predecessor_dir = make_state_dir(run_account_dir)
+    predecessor = start_node(wire, predecessor_dir, site_facts(zone_dsn), run_account_dir)
+    directory = Path(tempfile.mkdtemp(prefix=f"{server}-", dir=run_account_dir))
+    secondary = start_secondary(wire, server, directory, secret, (NODE_IP, SUCCESSOR_IP))
+    successor = None
+    try:
+        predecessor.wait_ready()
+        wait_for(lambda: ask_secondary(wire, "www.example.test."), BOUND,
+                 f"{server} to load {ZONE} from the predecessor", interval=0.2)
+
+        # The evacuation claims the fence for the successor at the next generation; a
+        # change committed now is not notified by the fenced-out predecessor, which stops.
+        successor_dir, token = successor_state_dir(predecessor_dir, run_account_dir)
+        with pg_cluster.connect(zone_dsn) as conn:
+            claim_instance_fence(conn, 1, holder_name("node-a@site-b", token))
+        import_zone(pg_cluster, zone_dsn, ZONE, serial=2,
+                    extra=EXAMPLE_WWW + "moved IN A 192.0.2.91\n")
+        assert predecessor.wait_exit() != 0
+        assert f"notify: {ZONE} serial 2" not in predecessor.stderr()
+
+        # The successor at its new address serves the zone; the next change it notifies
+        # from there, and the secondary follows it (by IXFR: the journal is in the shared
+        # operator state) and answers both changes.
+        successor = start_node(wire, successor_dir,
+                               site_facts(zone_dsn, VALIS_LOCATION="site-b"),
+                               run_account_dir, SUCCESSOR_IP)
+        successor.wait_ready()
+        import_zone(pg_cluster, zone_dsn, ZONE, serial=3,
+                    extra=EXAMPLE_WWW + "moved IN A 192.0.2.91\nafter IN A 192.0.2.92\n")
+        follows(wire, successor, "after.example.test.", 3, how="IXFR from serial 1",
+                server=server)
+        assert ask_secondary(wire, "moved.example.test.")[0].split()[-1] == "192.0.2.91"
+        assert f"notify: {ZONE} serial 3 to {SECONDARY_IP} answered NOERROR" in \
+            successor.stderr()
+    finally:
+        secondary.terminate()
+        try:
+            secondary.wait(10)
+        except subprocess.TimeoutExpired:
+            secondary.kill()
+            secondary.wait()
+        for node in (predecessor, successor):
+            if node is not None:
+                node.stop()
+                node.notify.close()
 
 
 async def test_a_node_another_instance_has_superseded_notifies_no_one(
