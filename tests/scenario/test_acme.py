@@ -7,10 +7,12 @@ network namespace of its own; pebble runs in another and resolves through the no
 
 from __future__ import annotations
 
+import json
 import pwd
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -60,6 +62,21 @@ for version in (dns.query.HTTPVersion.H2, dns.query.HTTPVersion.H1):
     print(version.name, dns.rcode.to_text(reply.rcode()),
           " ".join(sorted(rdata.to_text() for rrset in reply.answer for rdata in rrset)))
 """
+
+_STATUS = r"""
+import sys, urllib.request
+request = urllib.request.Request(sys.argv[1], headers={"Authorization": "Bearer " + sys.argv[2]})
+with urllib.request.urlopen(request, timeout=10) as response:
+    sys.stdout.write(response.read().decode())
+"""
+
+
+def node_status(pebble: Pebble, resident: Resident) -> dict[str, Any]:
+    """The node's /status, asked on its fabric from inside its namespace."""
+    url, token = resident.fabric()
+    asked = run_in(pebble.node_netns, [sys.executable, "-c", _STATUS, url + "/status", token])
+    document: dict[str, Any] = json.loads(asked.stdout)
+    return document
 
 
 def run_account() -> tuple[int, int]:
@@ -135,6 +152,12 @@ def test_a_node_with_an_elected_edge_obtains_its_certificate_validated_against_i
     assert challenge_rows(pg_cluster, zone_dsn) == []
     for path in EDGE_FILES:
         assert path(state_dir).stat().st_mode & 0o777 == 0o600
+    acme = node_status(pebble, resident)["edge"]["acme"]
+    assert acme["domain"] == DOMAIN
+    assert acme["orders"] == 1
+    assert acme["failures_in_a_row"] == 0
+    assert acme["last_step"] == "certificate stored"
+    assert acme["next_attempt"] > chain[0].not_valid_before_utc.timestamp()
     # The edge serves it: a DoH client trusting pebble's root resolves over it.
     assert resident.edge_port is not None
     root_file = write_root(resident_harness, pebble_root)

@@ -32,7 +32,7 @@ from valis_core.dns.answer import Transport, answer
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.edge import acme_store
 from valis_core.edge.acme_client import AcmeRequest, obtain_certificate
-from valis_core.edge.acme_order import Order
+from valis_core.edge.acme_order import Order, Stage
 from valis_core.edge.certificate import CertificateSlot, EdgeCertificate
 from valis_core.edge.challenge import (
     ChallengeError,
@@ -123,6 +123,18 @@ class CertificateKeeper:
         self._conn: psycopg.Connection[Any] | None = None
         self.stats = KeeperStats()
 
+    def status(self) -> dict[str, Any]:
+        """What the node's status says of the certificate's ACME side."""
+        return {
+            "domain": self.domain,
+            "directory_url": self.directory_url,
+            "orders": self.stats.orders,
+            "failures_in_a_row": self.stats.failures_in_a_row,
+            "last_error": self.stats.last_error or None,
+            "last_step": self.stats.last_step or None,
+            "next_attempt": self.stats.next_attempt,
+        }
+
     # -- the boot ----------------------------------------------------------------------
 
     async def ensure(self) -> EdgeCertificate:
@@ -196,7 +208,9 @@ class CertificateKeeper:
             )
         finally:
             self._close()
-        return acme_store.store_chain(self.state_dir, chain, request.leaf_key_pem)
+        stored = acme_store.store_chain(self.state_dir, chain, request.leaf_key_pem)
+        self.stats.last_step = Stage.STORED.value
+        return stored
 
     def _stepped(self, order: Order) -> None:
         self.stats.last_step = order.stage.value

@@ -603,6 +603,7 @@ async def _acme(boot: Boot) -> Boot:
     else:
         await keeper.ensure()
     await boot.services.start("acme", _fence_final(keeper.run))
+    need(boot.views).acme = keeper.status
     return attrs.evolve(boot, certificates=slot)
 
 

@@ -132,6 +132,8 @@ class NodeViews:
     """What the DNS-over-HTTPS edge has served; None when the edge is not elected."""
     edge_not_after: Callable[[], float | None] | None = None
     """When the edge's certificate expires (UNIX time; None while it has none)."""
+    acme: Callable[[], Mapping[str, Any]] | None = None
+    """How obtaining and renewing the edge's certificate goes; None without ACME."""
     started_at: float = attrs.field(factory=time.time)
     """When bring-up made these views (UNIX time): the node's uptime is counted from it."""
 
@@ -169,6 +171,7 @@ class NodeViews:
             "connections": stats.connections,
             "handshakes_failed": stats.handshakes_failed,
             "responses": sum(stats.responses.values()),
+            "acme": None if self.acme is None else dict(self.acme()),
         }
 
     def database_status(self) -> dict[str, Any] | None:
