@@ -6,12 +6,14 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
+import dns.flags
 import dns.message
 import dns.rcode
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from valis_core.dns.answer import Transport, answer
 from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.zone import ZoneIndex
 from valis_core.edge.doh import (
@@ -127,6 +129,19 @@ def test_the_cache_lifetime_is_the_least_ttl_and_the_soa_minimum_when_negative()
     age, refused = answered("www.example.net.", "A")
     assert refused.rcode() == dns.rcode.REFUSED
     assert age == 0
+
+
+def test_an_answer_too_big_for_udp_comes_whole_over_https() -> None:
+    texts = "".join(f'big IN TXT "{index:03d} {"x" * 96}"\n' for index in range(40))
+    snapshot = Snapshot(ZoneIndex.from_zone_text(ZONE_TEXT + texts, "example.com."))
+    query = dns.message.make_query("big.example.com.", "TXT", use_edns=False)
+    over_udp = answer(snapshot, query.to_wire(), transport=Transport.UDP)
+    assert over_udp is not None
+    assert dns.message.from_wire(over_udp).flags & dns.flags.TC
+    response = respond(snapshot, b"POST", b"/dns-query", DNS_MESSAGE, query.to_wire())
+    whole = dns.message.from_wire(response.body)
+    assert not whole.flags & dns.flags.TC
+    assert len(whole.answer[0]) == 40
 
 
 def test_a_dropped_query_is_400_over_http() -> None:

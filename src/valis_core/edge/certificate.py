@@ -123,7 +123,9 @@ class CertificateSlot:
             self.swap(certificate)
 
     def swap(self, certificate: EdgeCertificate) -> None:
-        """Serve ``certificate`` to every handshake from now on; refuse a broken pair."""
+        """Serve ``certificate`` to every handshake from now on; refuse a broken pair.
+
+        Call it from the resident's trio thread (listeners may wake trio tasks)."""
         self._loaded = _Loaded(certificate, tls_context(certificate))
         for listener in tuple(self._listeners):
             listener(certificate)
