@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from valis_core.atomic import write_atomic
 from valis_core.edge.certificate import (
@@ -68,7 +68,7 @@ def _write(path: Path, data: bytes) -> None:
         ) from None
 
 
-def _load_or_mint(path: Path, what: str) -> bytes:
+def _load_or_mint(path: Path, what: str, *, ecdsa_only: bool) -> bytes:
     held = _read(path)
     if held is not None:
         try:
@@ -78,8 +78,11 @@ def _load_or_mint(path: Path, what: str) -> bytes:
                 f"edge: the {what} at {path} is not a PEM private key ({exc}); restore it "
                 "from the backup set"
             ) from None
-        if not isinstance(key, ec.EllipticCurvePrivateKey):
-            raise AcmeStoreError(f"edge: the {what} at {path} is not an ECDSA key")
+        if not isinstance(key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) or (
+            ecdsa_only and not isinstance(key, ec.EllipticCurvePrivateKey)
+        ):
+            kinds = "an ECDSA key" if ecdsa_only else "an ECDSA or RSA key"
+            raise AcmeStoreError(f"edge: the {what} at {path} is not {kinds}")
         return held
     minted = ec.generate_private_key(ec.SECP256R1()).private_bytes(
         serialization.Encoding.PEM,
@@ -92,12 +95,13 @@ def _load_or_mint(path: Path, what: str) -> bytes:
 
 def account_key(state_dir: Path) -> bytes:
     """The ACME account key (PEM), minted on first use."""
-    return _load_or_mint(acme_account_key_path(state_dir), "ACME account key")
+    return _load_or_mint(acme_account_key_path(state_dir), "ACME account key", ecdsa_only=True)
 
 
 def leaf_key(state_dir: Path) -> bytes:
-    """The TLS leaf key (PEM), minted on first use and kept across renewals."""
-    return _load_or_mint(edge_key_path(state_dir), "edge leaf key")
+    """The TLS leaf key (PEM), minted on first use (ECDSA) and kept across renewals (one
+    an operator placed, RSA or ECDSA, is used as it is)."""
+    return _load_or_mint(edge_key_path(state_dir), "edge leaf key", ecdsa_only=False)
 
 
 def held_certificate(state_dir: Path) -> EdgeCertificate | None:
