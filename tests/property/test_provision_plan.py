@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from valis_core.launcher_config import LauncherConfig, render_launcher_config
 from valis_core.operator_state.site_facts import render_site_facts
 from valis_core.ops.provision import (
+    CONTROL_SOCKET_UNIT,
     AccountFacts,
     ClusterFacts,
     FileFacts,
@@ -20,6 +21,7 @@ from valis_core.ops.provision import (
     ProvisionRequest,
     Status,
     StepName,
+    UnitFacts,
     plan_provision,
     render_plan,
     settled,
@@ -43,6 +45,8 @@ FACTS = {
     "VALIS_OPERATOR_STATE_DSN": "postgresql://valis@/valis_state?host=/var/run/postgresql",
 }
 VERSION = "0.1.0"
+SERVICE = "fulcrum-valis.service"
+UNIT_DIR = "/opt/valis/current/lib/systemd/system/"
 
 requests = st.builds(
     ProvisionRequest,
@@ -56,7 +60,7 @@ requests = st.builds(
     launcher_config=st.just(CONFIG),
     site_facts_path=st.just("/etc/valis/site-facts.env"),
     site_facts=st.just(FACTS),
-    unit_name=st.just("fulcrum-valis.service"),
+    unit_name=st.just(SERVICE),
     delivery=st.sampled_from([None, "/root/valis-serving-0.1.0.tar.gz"]),
     dist_url=st.sampled_from([None, "file:///srv/wheelhouse/simple/"]),
 )
@@ -85,6 +89,20 @@ def files(good: str, mode: int) -> st.SearchStrategy[FileFacts | None]:
     ))
 
 
+def unit_facts(name: str) -> st.SearchStrategy[UnitFacts]:
+    return st.builds(
+        UnitFacts, name=st.just(name),
+        link=st.sampled_from([None, UNIT_DIR + name, "/elsewhere/" + name]),
+        enabled=st.booleans(),
+        dropin=st.sampled_from([None, "[Service]\nUser=valis\n",
+                                "[Socket]\nSocketUser=valis\n"]),
+    )
+
+
+held_units = st.tuples(st.one_of(st.none(), unit_facts(SERVICE)),
+                       st.one_of(st.none(), unit_facts(CONTROL_SOCKET_UNIT))).map(
+    lambda units: tuple(unit for unit in units if unit is not None))
+
 host_facts = st.builds(
     HostFacts,
     account=accounts,
@@ -101,10 +119,7 @@ host_facts = st.builds(
     dist_registration=st.sampled_from([None, "file:///srv/wheelhouse/simple/",
                                        "https://old.example.net/simple/"]),
     systemd=st.booleans(),
-    unit_link=st.sampled_from([None, "/opt/valis/current/lib/systemd/system/"
-                               "fulcrum-valis.service", "/elsewhere.service"]),
-    unit_enabled=st.booleans(),
-    unit_dropin=st.sampled_from([None, "[Service]\nUser=valis\n"]),
+    units=held_units,
 )
 
 
@@ -216,15 +231,51 @@ def _step(plan: Plan, name: StepName):  # type: ignore[no-untyped-def]
 
 
 @given(requests, host_facts)
-def test_another_run_account_runs_the_unit_by_a_drop_in_and_valis_by_none(
+def test_another_run_account_runs_the_service_and_owns_the_socket_by_drop_ins(
     request: ProvisionRequest, facts: HostFacts
 ) -> None:
-    dropin = request.unit_dropin_text
+    service, socket = request.units
     if request.account == "valis":
-        assert dropin is None
+        assert (service.dropin, socket.dropin) == (None, None)
     else:
-        assert dropin is not None
-        assert f"User={request.account}" in dropin
-        assert f"Group={request.run_group}" in dropin
+        assert service.dropin is not None
+        assert socket.dropin is not None
+        assert "[Service]" in service.dropin
+        assert "[Socket]" in socket.dropin
+        assert f"User={request.account}\nGroup={request.run_group}\n" in service.dropin
+        assert (f"SocketUser={request.account}\nSocketGroup={request.run_group}\n"
+                in socket.dropin)
     request, facts = unblocked(request, facts)
-    assert settled(request, facts).unit_dropin == dropin
+    after = settled(request, facts)
+    assert after.unit(SERVICE).dropin == service.dropin
+    assert after.unit(CONTROL_SOCKET_UNIT).dropin == socket.dropin
+
+
+@given(requests, host_facts)
+def test_the_unit_step_places_the_service_and_its_control_socket_both_linked_and_enabled(
+    request: ProvisionRequest, facts: HostFacts
+) -> None:
+    request, facts = unblocked(request, facts)
+    service, socket = request.units
+    assert (service.name, socket.name) == (SERVICE, CONTROL_SOCKET_UNIT)
+    assert (service.source, socket.source) == (UNIT_DIR + SERVICE,
+                                               UNIT_DIR + CONTROL_SOCKET_UNIT)
+    step = _step(plan_provision(request, facts), StepName.UNIT)
+    placed = [placement.placed(facts.unit(placement.name)) for placement in request.units]
+    assert (step.status is Status.DONE) == all(placed)
+    if step.status is Status.TO_DO:
+        assert f"systemctl link {service.source} {socket.source}" in step.description
+        assert f"systemctl enable {SERVICE} {CONTROL_SOCKET_UNIT}" in step.description
+    after = settled(request, facts)
+    for placement in request.units:
+        held = after.unit(placement.name)
+        assert (held.link, held.enabled) == (placement.source, True)
+    # Either unit taken away again (unlinked, disabled or its drop-in gone stale) is
+    # something to do: done checks both.
+    for placement in request.units:
+        for broken in (attrs.evolve(after.unit(placement.name), link=None),
+                       attrs.evolve(after.unit(placement.name), enabled=False),
+                       attrs.evolve(after.unit(placement.name), dropin="stale\n")):
+            others = tuple(held for held in after.units if held.name != placement.name)
+            again = attrs.evolve(after, units=(*others, broken))
+            assert _step(plan_provision(request, again), StepName.UNIT).status is Status.TO_DO

@@ -38,6 +38,9 @@ STATE_MODE = 0o700
 LAUNCHER_CONFIG_MODE = 0o644
 VERSIONS_DIR = "versions"
 CURRENT_LINK = "current"
+UNIT_DIR = "lib/systemd/system"
+#: fulcrum's control socket unit, shipped beside the service (its ``Sockets=`` names it).
+CONTROL_SOCKET_UNIT = "fulcrum-valis-control.socket"
 
 
 class StepName(Enum):
@@ -114,6 +117,30 @@ class ClusterFacts:
 
 
 @attrs.frozen
+class UnitFacts:
+    """A systemd unit as placed: where its link in /etc/systemd/system points, whether it
+    is enabled, and the text of provision's drop-in for it (None: absent)."""
+
+    name: str
+    link: str | None = None
+    enabled: bool = False
+    dropin: str | None = None
+
+
+@attrs.frozen
+class UnitPlacement:
+    """A delivered unit as provision places it: linked from ``source`` and enabled, with
+    ``dropin`` (None: no drop-in) naming another run account."""
+
+    name: str
+    source: str
+    dropin: str | None
+
+    def placed(self, held: UnitFacts) -> bool:
+        return (held.link, held.enabled, held.dropin) == (self.source, True, self.dropin)
+
+
+@attrs.frozen
 class HostFacts:
     """What the host holds of everything provision makes (None: absent)."""
 
@@ -128,9 +155,11 @@ class HostFacts:
     site_facts: FileFacts | None
     dist_registration: str | None
     systemd: bool
-    unit_link: str | None
-    unit_enabled: bool
-    unit_dropin: str | None = None
+    units: tuple[UnitFacts, ...] = ()
+
+    def unit(self, name: str) -> UnitFacts:
+        """The unit ``name`` as held; one the host has nothing of is all absent."""
+        return next((held for held in self.units if held.name == name), UnitFacts(name))
 
 
 @attrs.frozen
@@ -148,6 +177,7 @@ class ProvisionRequest:
     site_facts_path: str
     site_facts: Mapping[str, str]
     unit_name: str
+    socket_unit_name: str = CONTROL_SOCKET_UNIT
     delivery: str | None = None
     dist_url: str | None = None
     pg_port: int = 5432
@@ -169,17 +199,28 @@ class ProvisionRequest:
         return posixpath.join(self.root, VERSIONS_DIR)
 
     @property
-    def unit_source(self) -> str:
-        return posixpath.join(self.root, CURRENT_LINK, "lib/systemd/system", self.unit_name)
+    def units(self) -> tuple[UnitPlacement, UnitPlacement]:
+        """The service and its control socket unit, from the delivery under ``current``.
 
-    @property
-    def unit_dropin_text(self) -> str | None:
-        """The unit's drop-in naming another run account (the shipped unit names
-        valis:valis, whose state directory systemd makes and chowns); None for valis."""
+        The shipped units name valis:valis (the service's ``User=``/``Group=``, whose
+        state directory systemd makes and chowns; the socket's ``SocketUser=``/
+        ``SocketGroup=``); another run account gets a drop-in for each, none for valis.
+        """
+        return (
+            UnitPlacement(self.unit_name, self._unit_source(self.unit_name),
+                          self._dropin("Service", "User", "Group")),
+            UnitPlacement(self.socket_unit_name, self._unit_source(self.socket_unit_name),
+                          self._dropin("Socket", "SocketUser", "SocketGroup")),
+        )
+
+    def _unit_source(self, name: str) -> str:
+        return posixpath.join(self.root, CURRENT_LINK, UNIT_DIR, name)
+
+    def _dropin(self, section: str, user: str, group: str) -> str | None:
         if self.creates_account:
             return None
-        return (f"# Written by valis provision: the run account.\n[Service]\n"
-                f"User={self.account}\nGroup={self.run_group}\n")
+        return (f"# Written by valis provision: the run account.\n[{section}]\n"
+                f"{user}={self.account}\n{group}={self.run_group}\n")
 
     @property
     def launcher_config_text(self) -> str:
@@ -357,17 +398,21 @@ def _private_dist(request: ProvisionRequest, facts: HostFacts) -> Step:
 
 
 def _unit(request: ProvisionRequest, facts: HostFacts) -> Step:
-    name, unit = StepName.UNIT, request.unit_name
+    name = StepName.UNIT
+    placements = request.units
+    names = " and ".join(placement.name for placement in placements)
     if not facts.systemd:
-        return _blocked(name, f"systemd is not running as PID 1 here, so {unit} cannot be "
+        return _blocked(name, f"systemd is not running as PID 1 here, so {names} cannot be "
                         "placed; supervise the node with valis apply --supervise instead")
-    dropin = request.unit_dropin_text
-    account = "" if dropin is None else f", a drop-in runs it as {request.account}"
-    if facts.unit_link == request.unit_source and facts.unit_enabled \
-            and facts.unit_dropin == dropin:
-        return _done(name, f"{unit} is linked from {request.unit_source} and enabled "
+    account = "" if request.creates_account else (
+        f", drop-ins make {request.account} the service's user and the socket's owner")
+    if all(placement.placed(facts.unit(placement.name)) for placement in placements):
+        source = posixpath.dirname(placements[0].source)
+        return _done(name, f"{names} are linked from {source} and enabled "
                      f"(not started){account}")
-    return _to_do(name, f"systemctl link {request.unit_source}; systemctl enable {unit} "
+    sources = " ".join(placement.source for placement in placements)
+    enabled = " ".join(placement.name for placement in placements)
+    return _to_do(name, f"systemctl link {sources}; systemctl enable {enabled} "
                   f"(not started){account}")
 
 
@@ -402,10 +447,19 @@ def settled(request: ProvisionRequest, facts: HostFacts) -> HostFacts:
         launcher_config=FileFacts(request.launcher_config_text, 0, LAUNCHER_CONFIG_MODE),
         site_facts=FileFacts(request.site_facts_text, 0, SITE_FACTS_MODE, account.gid),
         dist_registration=request.dist_url or facts.dist_registration,
-        unit_link=request.unit_source if facts.systemd else facts.unit_link,
-        unit_enabled=facts.systemd or facts.unit_enabled,
-        unit_dropin=request.unit_dropin_text if facts.systemd else facts.unit_dropin,
+        units=_placed_units(request, facts),
     )
+
+
+def _placed_units(request: ProvisionRequest, facts: HostFacts) -> tuple[UnitFacts, ...]:
+    """The units as the unit step leaves them: each placement linked, enabled and with
+    its drop-in (others the host holds are left as they are)."""
+    if not facts.systemd:
+        return facts.units
+    placed = tuple(UnitFacts(placement.name, placement.source, True, placement.dropin)
+                   for placement in request.units)
+    names = {unit.name for unit in placed}
+    return placed + tuple(held for held in facts.units if held.name not in names)
 
 
 def render_plan(plan: Plan) -> str:

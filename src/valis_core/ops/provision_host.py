@@ -47,6 +47,7 @@ from valis_core.ops.provision import (
     ProvisionRequest,
     Step,
     StepName,
+    UnitFacts,
 )
 from valis_core.plugin.dist_home import DistHomeError, read_registration, register_dist
 
@@ -92,9 +93,7 @@ def observe(request: ProvisionRequest, host: ProvisionHost) -> HostFacts:
         site_facts=_file(Path(request.site_facts_path)),
         dist_registration=_registration(host.dist_home),
         systemd=os.path.isdir("/run/systemd/system"),
-        unit_link=_unit_link(request.unit_name),
-        unit_enabled=_unit_enabled(request.unit_name),
-        unit_dropin=_dropin_text(request.unit_name),
+        units=tuple(_unit_facts(placement.name) for placement in request.units),
     )
 
 
@@ -151,6 +150,10 @@ def _registration(home: Path) -> str | None:
         return read_registration(home)
     except DistHomeError:
         return None  # damaged: registering again replaces it
+
+
+def _unit_facts(unit: str) -> UnitFacts:
+    return UnitFacts(unit, _unit_link(unit), _unit_enabled(unit), _dropin_text(unit))
 
 
 def _unit_link(unit: str) -> str | None:
@@ -400,18 +403,27 @@ def _private_dist(request: ProvisionRequest, host: ProvisionHost) -> None:
 
 
 def _unit(request: ProvisionRequest, host: ProvisionHost) -> None:
-    unit = request.unit_name
-    dropin, text = dropin_path(unit), request.unit_dropin_text
-    if _dropin_text(unit) != text:
-        if text is None:
+    """Both units' drop-ins, links and enablement; each part only where it differs."""
+    placements = request.units
+    rewritten = False
+    for placement in placements:
+        dropin = dropin_path(placement.name)
+        if _dropin_text(placement.name) == placement.dropin:
+            continue
+        if placement.dropin is None:
             dropin.unlink(missing_ok=True)
         else:
             _parent(dropin)
-            write_atomic(dropin, text.encode("utf-8"), mode=0o644)
+            write_atomic(dropin, placement.dropin.encode("utf-8"), mode=0o644)
+        rewritten = True
+    if rewritten:
         _run(["systemctl", "daemon-reload"], "reload systemd's units")
-    if _unit_link(unit) != request.unit_source:
-        _run(["systemctl", "link", request.unit_source], f"link {request.unit_source}")
-    _run(["systemctl", "enable", unit], f"enable {unit}")
+    unlinked = [placement.source for placement in placements
+                if _unit_link(placement.name) != placement.source]
+    if unlinked:
+        _run(["systemctl", "link", *unlinked], f"link {' '.join(unlinked)}")
+    names = [placement.name for placement in placements]
+    _run(["systemctl", "enable", *names], f"enable {' '.join(names)}")
 
 
 _ACTIONS: dict[StepName, Callable[[ProvisionRequest, ProvisionHost], None]] = {
