@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import random
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -209,6 +210,30 @@ async def test_garbage_and_silent_clients_cost_only_their_own_connection(
             await stream.aclose()
         await garbage.aclose()
         assert edge.stats.handshakes_failed >= 4
+
+
+@pytest.mark.parametrize("alpn", ["h2", "http/1.1"])
+async def test_garbage_inside_tls_ends_that_connection_only(tmp_path: Path, alpn: str) -> None:
+    noise = random.Random(8484)
+    async with running_edge(tmp_path, EdgeBounds(idle_timeout=1.0)) as edge:
+        context = ssl.create_default_context(cafile=str(edge.cafile))
+        context.set_alpn_protocols([alpn])
+        for size in (1, 24, 100, 4096, 20000):
+            stream = await trio.open_ssl_over_tcp_stream("127.0.0.1", edge.port,
+                                                         ssl_context=context)
+            junk = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" if alpn == "h2" else b"") + bytes(
+                noise.getrandbits(8) for _ in range(size))
+            try:
+                with contextlib.suppress(trio.BrokenResourceError):
+                    await stream.send_all(junk)
+                    with trio.fail_after(LIMIT):  # an answer (400, GOAWAY), then the close;
+                        while await stream.receive_some(65536):  # a frame cut short: idle
+                            pass
+            finally:
+                await trio.aclose_forcefully(stream)
+        reply = await trio.to_thread.run_sync(
+            lambda: dnspython_ask(edge, "www.example.com.", "A", post=True))
+        assert [r.to_text() for r in reply.answer[0]] == ["192.0.2.80"]
 
 
 async def test_a_renewed_certificate_serves_new_handshakes_and_spares_open_ones(
