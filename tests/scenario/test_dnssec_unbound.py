@@ -3,8 +3,8 @@
 trust anchor, and Unbound, resolving through the node from its own namespace, finds every
 kind of answer secure (AD=1): data, names that do not exist, NODATA, wildcards, CNAME
 and DNAME chains, a secure delegation to a child signed with the other algorithm and the
-proof an insecure one has no DS; a record changed in PostgreSQL is served signed at once; ``delv``
-says fully validated."""
+proof an insecure one has no DS; a record changed in PostgreSQL is served signed at once; a
+signature altered on the wire is refused; ``delv`` says fully validated."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from tests.conftest import require_root
 from tests.scenario.operator_state_helpers import import_zone, run_sql
 from tests.scenario.pg import RUN_USER, PgCluster, run_as, runtime_bin
 from tests.scenario.proving_ground import run, run_in, wait_for
-from tests.scenario.resident_harness import Resident, harness, site_facts
+from tests.scenario.resident_harness import REPO, Resident, harness, site_facts
 from valis_core.operator_state.schema import migrate
 
 NODE_IP = "192.0.2.1"
@@ -37,6 +37,9 @@ NODE_PORT = 5300
 PARENT = "example.test."
 SECURE = "secure.example.test."
 INSECURE = "insecure.example.test."
+TAMPERED = "tampered.test."
+"""A signed zone Unbound reaches only through a proxy that flips a bit of every RRSIG."""
+PROXY_PORT = 5301
 BOUND = 30.0
 PARENT_EXTRA = (
     "www IN A 192.0.2.80\n"
@@ -48,6 +51,34 @@ PARENT_EXTRA = (
     f"insecure IN NS ns.insecure\nns.insecure IN A {NODE_IP}\n"
 )
 CHILD_EXTRA = "www IN A 198.51.100.80\n"
+
+# Runs in the node's namespace with this checkout's interpreter: relays UDP queries to the
+# node and flips the last bit of every RRSIG's signature in the answer section (bounded:
+# at most 10 000 queries, each waiting at most two seconds for the node).
+_TAMPER = r"""
+import socket, sys
+import dns.message, dns.rdatatype
+host, port, upstream = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+front.bind((host, port))
+back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+back.settimeout(2)
+for _ in range(10000):
+    query, peer = front.recvfrom(65535)
+    back.sendto(query, (host, upstream))
+    try:
+        data = back.recv(65535)
+    except TimeoutError:
+        continue
+    message = dns.message.from_wire(data)
+    for rrset in message.answer:
+        if rrset.rdtype == dns.rdatatype.RRSIG:
+            for rdata in list(rrset):
+                flipped = rdata.signature[:-1] + bytes([rdata.signature[-1] ^ 1])
+                rrset.remove(rdata)
+                rrset.add(rdata.replace(signature=flipped))
+    front.sendto(message.to_wire(), peer)
+"""
 
 
 @attrs.define
@@ -105,11 +136,11 @@ class Signed:
     child_ds: str
     workdir: Path
 
-    def resolve(self, name: str, rdtype: str = "A") -> Resolved:
+    def resolve(self, name: str, rdtype: str = "A", *flags: str) -> Resolved:
         """One question to Unbound, from its namespace (one try, bounded)."""
         out = run_in(self.wire.resolver, [
             "dig", f"@{RESOLVER_IP}", name, rdtype, "+dnssec", "+time=5", "+tries=1",
-            "+noall", "+comments", "+answer",
+            "+noall", "+comments", "+answer", *flags,
         ], check=False, timeout=15).stdout
         header = re.search(r"->>HEADER<<- opcode: \w+, status: (\w+)", out)
         flags = re.search(r";; flags: ([a-z ]*);", out)
@@ -131,7 +162,7 @@ def valis(*argv: str) -> str:
     return result.stdout
 
 
-def unbound_conf(directory: Path, anchor: str) -> str:
+def unbound_conf(directory: Path, anchor: str, tampered: str) -> str:
     return f"""server:
     interface: {RESOLVER_IP}
     port: 53
@@ -148,13 +179,14 @@ def unbound_conf(directory: Path, anchor: str) -> str:
     num-threads: 1
     module-config: "validator iterator"
     trust-anchor: "{anchor}"
+    trust-anchor: "{tampered}"
     local-zone: "test." nodefault
     qname-minimisation: no
     cache-max-negative-ttl: 1
 """ + "".join(
         f'stub-zone:\n    name: "{zone}"\n    stub-addr: {NODE_IP}@{NODE_PORT}\n'
         for zone in (PARENT, SECURE, INSECURE)
-    )
+    ) + f'stub-zone:\n    name: "{TAMPERED}"\n    stub-addr: {NODE_IP}@{PROXY_PORT}\n'
 
 
 @pytest.fixture(scope="module")
@@ -175,12 +207,14 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
     import_zone(pg_cluster, dsn, PARENT, extra=PARENT_EXTRA)
     import_zone(pg_cluster, dsn, SECURE, extra=CHILD_EXTRA)
     import_zone(pg_cluster, dsn, INSECURE, extra=CHILD_EXTRA)
+    import_zone(pg_cluster, dsn, TAMPERED, extra=CHILD_EXTRA)
     wire = Wire()
     unbound: subprocess.Popen[bytes] | None = None
+    proxy: subprocess.Popen[bytes] | None = None
     try:
         wire.build()
         with harness() as running:
-            facts = site_facts(dsn, zones=",".join((PARENT, SECURE, INSECURE)))
+            facts = site_facts(dsn, zones=",".join((PARENT, SECURE, INSECURE, TAMPERED)))
             node = running.start(state, facts, netns=wire.node, host=NODE_IP,
                                  dns_port=NODE_PORT)
             node.wait_ready()
@@ -195,11 +229,20 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
                         extra=PARENT_EXTRA + f"secure IN DS {ds_rdata}\n")
             anchor = valis("zone", "ds", PARENT, "--state-dir", str(state)).splitlines()[0]
             anchor = anchor.replace(" IN DS ", " DS ")
+            valis("zone", "sign", TAMPERED, "--state-dir", str(state))
+            tampered = valis("zone", "ds", TAMPERED, "--state-dir", str(state)).splitlines()[0]
+            proxy = subprocess.Popen(
+                ["ip", "netns", "exec", wire.node, str(REPO / ".venv" / "bin" / "python"),
+                 "-c", _TAMPER, NODE_IP, str(PROXY_PORT), str(NODE_PORT)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True,
+            )
             signed = Signed(wire, node, pg_cluster, dsn, anchor, ds_rdata, workdir)
             wait_for(lambda: "RRSIG" in signed.at_node(f"www.{SECURE}", "A")
                      and "DS" in signed.at_node(SECURE, "DS"), BOUND,
                      "the node to serve both zones signed", interval=0.1)
-            (workdir / "unbound.conf").write_text(unbound_conf(workdir, anchor))
+            (workdir / "unbound.conf").write_text(unbound_conf(
+                workdir, anchor, tampered.replace(" IN DS ", " DS ")))
             unbound = subprocess.Popen(
                 ["ip", "netns", "exec", wire.resolver, "unbound", "-d", "-c",
                  str(workdir / "unbound.conf")],
@@ -209,13 +252,15 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
             wait_for(lambda: _answers(signed), BOUND, "unbound to answer", interval=0.2)
             yield signed
     finally:
-        if unbound is not None:
-            unbound.terminate()
+        for process in (unbound, proxy):
+            if process is None:
+                continue
+            process.terminate()
             try:
-                unbound.wait(10)
+                process.wait(10)
             except subprocess.TimeoutExpired:
-                unbound.kill()
-                unbound.wait()
+                process.kill()
+                process.wait()
         wire.cleanup()
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -291,6 +336,18 @@ def test_a_record_changed_in_postgresql_is_served_signed(signed: Signed) -> None
              "the node to serve the change", interval=0.05)
     found = secure(signed, f"fresh.{PARENT}", "A")
     assert any("192.0.2.99" in line for line in found.answer)
+
+
+def test_a_signature_altered_on_the_wire_is_servfail_at_the_resolver(signed: Signed) -> None:
+    """The negative control: Unbound really checks the signatures. Through the proxy
+    every RRSIG is off by one bit, and the answer is bogus; with checking disabled the
+    same data comes through."""
+    found = signed.resolve(f"www.{TAMPERED}", "A")
+    assert found.status == "SERVFAIL", found.raw
+    unchecked = signed.resolve(f"www.{TAMPERED}", "A", "+cd")
+    assert unchecked.status == "NOERROR", unchecked.raw
+    assert any("198.51.100.80" in line for line in unchecked.answer)
+    assert "validation failure" in _log(signed)
 
 
 def test_delv_says_fully_validated(signed: Signed) -> None:
