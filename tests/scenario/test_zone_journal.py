@@ -10,6 +10,7 @@ from tests.scenario.operator_state_helpers import import_zone, run_sql, soa_zone
 from tests.scenario.pg import PgCluster
 from valis_core.dns.journal import apply, record_key
 from valis_core.dns.records import RecordRow
+from valis_core.dns.serial import choose_serial
 from valis_core.dns.zone_build import parse_zone_text
 from valis_core.operator_state.journal import prune, read_difference
 from valis_core.operator_state.record_writes import lock_zone, write_row_changes
@@ -129,3 +130,39 @@ def test_a_deleted_zone_takes_its_journal_with_it(pg_cluster: PgCluster, state_d
     with pg_cluster.connect(state_dsn) as conn:
         assert conn.execute("SELECT count(*) FROM zone_journal").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM zone_journal_records").fetchone() == (0,)
+
+
+def test_two_transactions_changing_a_zone_at_once_make_two_versions_in_a_chain(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    import_zone(pg_cluster, state_dsn, ZONE, serial=1)
+    first = rows_of(pg_cluster, state_dsn)
+    with pg_cluster.connect(state_dsn) as one, pg_cluster.connect(state_dsn) as two:
+        for conn, name in ((one, "one"), (two, "two")):
+            conn.execute("INSERT INTO records (zone, owner, rtype, ttl, rdata)"
+                         " VALUES (%s, %s, 'A', 300, '192.0.2.7')", (ZONE, f"{name}.{ZONE}"))
+        one.commit()
+        two.commit()
+    assert journal(pg_cluster, state_dsn) == [(1, 2), (2, 3)]
+    last = rows_of(pg_cluster, state_dsn)
+    with pg_cluster.connect(state_dsn) as conn:
+        difference = read_difference(conn, ZONE, 1, 3)
+    assert difference is not None
+    new_soa = next(r for r in last if r.rtype == "SOA")
+    assert apply(first, difference, new_soa) == {record_key(r) for r in last}
+
+
+def test_the_commit_time_raise_agrees_with_the_import_policies(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    cases = [(stored, policy, now)
+             for stored in (1, 41, 2026120301, 4294967295, 2**31 + 5)
+             for policy in ("increment", "unixtime", "dateserial")
+             for now in (0.0, 1_790_000_000.0)]
+    with pg_cluster.connect(state_dsn) as conn:
+        for stored, policy, now in cases:
+            row = conn.execute("SELECT valis_policy_serial(%s, %s, to_timestamp(%s))",
+                               (stored, policy, now)).fetchone()
+            assert row is not None
+            wanted = choose_serial(ZONE, policy, stored, stored, changed=True, now=now)
+            assert row[0] == wanted, (stored, policy, now)

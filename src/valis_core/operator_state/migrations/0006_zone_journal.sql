@@ -187,12 +187,16 @@ DECLARE
     soa_rdata text;
     fields text[];
     serial bigint;
+    base bigint;
     policy text;
 BEGIN
     SELECT * INTO sealed FROM zone_journal WHERE id = NEW.id;
     IF NOT FOUND THEN
         RETURN NULL;  -- the zone was deleted later in the transaction
     END IF;
+    -- Seals of one zone run one at a time (NO KEY UPDATE leaves the foreign keys' share
+    -- locks alone), each reading the serial the last committed one left.
+    SELECT serial_policy INTO policy FROM zones WHERE name = sealed.zone FOR NO KEY UPDATE;
     SELECT id, rdata INTO soa_id, soa_rdata FROM records
         WHERE zone = sealed.zone AND rtype = 'SOA';
     serial := valis_soa_serial(soa_rdata);
@@ -202,14 +206,24 @@ BEGIN
         DELETE FROM zone_journal WHERE id = sealed.id;
         RETURN NULL;
     END IF;
+    -- Another transaction that changed the zone alongside this one committed first: this
+    -- change follows its version, whose serial it must not reuse.
+    IF EXISTS (SELECT 1 FROM zone_journal WHERE zone = sealed.zone AND id <> sealed.id
+               AND new_serial = serial) THEN
+        sealed.old_serial := serial;
+    END IF;
     IF NOT valis_serial_gt(serial, sealed.old_serial) THEN
-        SELECT serial_policy INTO policy FROM zones WHERE name = sealed.zone;
-        serial := valis_policy_serial(sealed.old_serial, policy, now());
+        base := serial;
+        IF valis_serial_gt(sealed.old_serial, serial) THEN
+            base := sealed.old_serial;
+        END IF;
+        serial := valis_policy_serial(base, policy, now());
         fields := regexp_split_to_array(btrim(soa_rdata), '\s+');
         fields[3] := serial::text;
         UPDATE records SET rdata = array_to_string(fields, ' ') WHERE id = soa_id;
     END IF;
-    UPDATE zone_journal SET new_serial = serial, committed_at = now() WHERE id = sealed.id;
+    UPDATE zone_journal SET old_serial = sealed.old_serial, new_serial = serial,
+        committed_at = now() WHERE id = sealed.id;
     RETURN NULL;
 END
 $$;
