@@ -170,6 +170,7 @@ class NodeViews:
             "certificate_not_after": not_after,
             "connections": stats.connections,
             "handshakes_failed": stats.handshakes_failed,
+            "displaced": stats.displaced,
             "responses": sum(stats.responses.values()),
             "acme": None if self.acme is None else dict(self.acme()),
         }
@@ -204,6 +205,32 @@ class NodeViews:
             *self._owner_families(),
             *self._transfer_families(),
             *self._edge_families(),
+            *self._signing_families(),
+        ]
+
+    def _signing_families(self) -> list[Family]:
+        signer = self.holder.signer
+        if signer is None:
+            return []
+        lacking = len(signer.lacking)
+        return [
+            Family(
+                "valis_dnssec_zones",
+                "gauge",
+                "Zones signed in operator state, by whether this node holds their key "
+                "(lacking_key: answered SERVFAIL).",
+                (
+                    Sample(len(signer.zones) - lacking, (("state", "signing"),)),
+                    Sample(lacking, (("state", "lacking_key"),)),
+                ),
+            ),
+            Family(
+                "valis_dnssec_signatures_made_total",
+                "counter",
+                "RRSIGs made (each RRset signed once per refresh window; a compact denial "
+                "per query).",
+                (Sample(signer.made),),
+            ),
         ]
 
     def _edge_families(self) -> list[Family]:
@@ -221,11 +248,12 @@ class NodeViews:
             Family(
                 "valis_edge_connections_total",
                 "counter",
-                "Connections the DNS-over-HTTPS edge accepted, and those whose TLS "
-                "handshake failed or timed out.",
+                "Connections the DNS-over-HTTPS edge accepted, those whose TLS handshake "
+                "failed or timed out, and those closed to make room at the bound.",
                 (
                     Sample(stats.connections, (("outcome", "accepted"),)),
                     Sample(stats.handshakes_failed, (("outcome", "handshake_failed"),)),
+                    Sample(stats.displaced, (("outcome", "displaced"),)),
                 ),
             ),
             Family(

@@ -1,0 +1,62 @@
+"""The node's metrics say how many zones it signs, how many it fails closed for want of
+their key, and how many signatures it has made; a node signing nothing shows none."""
+
+from __future__ import annotations
+
+import dns.message
+
+from valis_core.dns import dnssec, wire
+from valis_core.dns.answer import Transport, answer
+from valis_core.dns.serve import ServeStats
+from valis_core.dns.signed_answer import Signer
+from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.zone import ZoneIndex
+from valis_core.operator_state.zone_source import ZoneSourceStats
+from valis_core.resident.views import NodeViews
+
+ZONE_TEXT = """$ORIGIN example.test.
+$TTL 300
+@ IN SOA ns1 hostmaster 7 7200 900 1209600 300
+@ IN NS ns1
+ns1 IN A 192.0.2.53
+"""
+
+
+def views(holder: IndexHolder) -> NodeViews:
+    return NodeViews(
+        node="node-a",
+        location="rack-1",
+        owner_public_key="00" * 32,
+        store_generation=0,
+        zones=("example.test.",),
+        holder=holder,
+        serve_stats=ServeStats(),
+        zone_stats=ZoneSourceStats(),
+        fence_generation=lambda: 0,
+        heartbeats=lambda: 1,
+    )
+
+
+def dnssec_samples(node: NodeViews) -> dict[str, list[tuple[float, tuple[tuple[str, str], ...]]]]:
+    return {
+        family.name: [(sample.value, sample.labels) for sample in family.samples]
+        for family in node.metric_families()
+        if family.name.startswith("valis_dnssec_")
+    }
+
+
+def test_signing_is_counted_in_the_metrics() -> None:
+    holder = IndexHolder(ZoneIndex.from_zone_text(ZONE_TEXT, "example.test."))
+    node = views(holder)
+    assert dnssec_samples(node) == {}
+    key = dnssec.ZoneKey(dnssec.generate_key(15))
+    holder.sign_with(Signer(
+        {wire.from_text("example.test."): key, wire.from_text("lost.test."): None},
+        clock=lambda: 1_800_000_000,
+    ))
+    query = dns.message.make_query("ns1.example.test.", "A", want_dnssec=True)
+    answer(holder.snapshot, query.to_wire(), transport=Transport.UDP)
+    assert dnssec_samples(node) == {
+        "valis_dnssec_zones": [(1, (("state", "signing"),)), (1, (("state", "lacking_key"),))],
+        "valis_dnssec_signatures_made_total": [(1, ())],
+    }
