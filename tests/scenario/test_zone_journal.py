@@ -6,16 +6,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import trio
+
 from tests.scenario.operator_state_helpers import import_zone, run_sql, soa_zone
 from tests.scenario.pg import PgCluster
 from valis_core.dns.journal import apply, record_key
 from valis_core.dns.records import RecordRow
 from valis_core.dns.serial import choose_serial
 from valis_core.dns.zone_build import parse_zone_text
+from valis_core.fence import FenceState
+from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
 from valis_core.operator_state.journal import prune, read_difference
 from valis_core.operator_state.record_writes import lock_zone, write_row_changes
+from valis_core.operator_state.site_facts import JOURNAL_MAX_RECORDS_KEY
 from valis_core.operator_state.zones import fetch_zone_rows, set_serial_policy
 from valis_core.operator_state.zones import import_zone as import_verb
+from valis_core.resident.journal import JournalLimits, JournalReader
 
 ZONE = "journal.test."
 
@@ -166,3 +172,25 @@ def test_the_commit_time_raise_agrees_with_the_import_policies(
             assert row is not None
             wanted = choose_serial(ZONE, policy, stored, stored, changed=True, now=now)
             assert row[0] == wanted, (stored, policy, now)
+
+
+async def test_the_fence_holder_prunes_by_its_limits_and_a_superseded_node_prunes_nothing(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    import_zone(pg_cluster, state_dsn, ZONE, serial=1)
+    for i in range(3):
+        run_sql(pg_cluster, state_dsn, ("INSERT INTO records (zone, owner, rtype, ttl, rdata)"
+                                        " VALUES (%s, %s, 'A', 60, '192.0.2.9')",
+                                        (ZONE, f"p{i}.{ZONE}")))
+    with pg_cluster.connect(state_dsn) as conn:
+        seed_instance_fence(conn, "node-a@here#1")
+        claim_instance_fence(conn, 1, "node-a@there#2")
+    limits = JournalLimits.from_facts({JOURNAL_MAX_RECORDS_KEY: "3"})
+    for standing, left in ((FenceState(0, "node-a@here#1"), 3),
+                           (FenceState(1, "node-a@there#2"), 1)):
+        reader = JournalReader(lambda: pg_cluster.connect(state_dsn, autocommit=True), limits,
+                               standing, prune_every=0.01)
+        with trio.move_on_after(0.5):
+            await reader.prune_forever()
+        reader.close()
+        assert len(journal(pg_cluster, state_dsn)) == left

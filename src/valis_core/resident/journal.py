@@ -66,12 +66,16 @@ class JournalReader:
         connect: Callable[[], psycopg.Connection[Any]],
         limits: JournalLimits,
         standing: FenceState | None = None,
+        *,
+        prune_every: float = PRUNE_EVERY,
     ) -> None:
         self._connect = connect
+        self._prune_every = prune_every
         self._limits = limits
         self._standing = standing
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = trio.Lock()
+        self.pruned = 0
 
     @classmethod
     def from_dsn(
@@ -92,15 +96,16 @@ class JournalReader:
     async def prune_forever(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Prune every ``PRUNE_EVERY`` seconds until cancelled."""
+        """Prune every ``prune_every`` seconds until cancelled."""
         task_status.started()
         while True:
-            await trio.sleep(PRUNE_EVERY)
+            await trio.sleep(self._prune_every)
             try:
                 gone = await self._run(self._prune_sync)
             except (psycopg.Error, ValisError) as exc:
                 log.warning("journal: not pruned (%s)", " ".join(str(exc).split()))
                 continue
+            self.pruned += gone
             if gone:
                 log.info("journal: %d change(s) pruned", gone)
 
