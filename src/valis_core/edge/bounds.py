@@ -16,7 +16,8 @@ class EdgeBounds:
     """The edge's limits. The defaults are the node's; tests pass smaller ones."""
 
     max_connections: int = 256
-    """Connections served at once; more wait in the listen backlog, unaccepted."""
+    """Connections served at once; a new one past it displaces the oldest connection
+    still in its TLS handshake, else the oldest of all."""
     handshake_timeout: float = 10.0
     """Seconds from accept to a finished TLS handshake."""
     idle_timeout: float = 30.0

@@ -10,6 +10,7 @@ the worst it costs is its own connection, and an error in one never reaches the 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 
@@ -54,29 +55,33 @@ async def serve_edge(
     slot.on_swap(lambda _certificate: arrived.set())
     if slot.context() is not None:
         arrived.set()
-    limit = trio.Semaphore(limits.max_connections)
 
     def answer(method: bytes, target: bytes, headers: Headers, body: bytes) -> Response:
         return respond(holder.snapshot, method, target, headers, body)
 
-    edge = _Edge(slot, answer, limits, counts, _Throttled(), limit)
+    edge = _Edge(slot, answer, limits, counts, _Throttled())
     async with trio.open_nursery() as nursery:
         task_status.started()
         await arrived.wait()
-        while True:
-            await limit.acquire()
+        for serial in itertools.count():
             try:
                 conn, _ = await listener.accept()
             except OSError as exc:
-                limit.release()
                 edge.failures.note(f"accept failed: {exc.strerror or exc}")
                 await trio.sleep(_ACCEPT_PAUSE)
                 continue
-            except BaseException:
-                limit.release()
-                raise
             counts.connections += 1
-            nursery.start_soon(edge.connection, conn)
+            if len(edge.live) >= limits.max_connections:
+                edge.make_room()
+            nursery.start_soon(edge.connection, conn, serial)
+
+
+@attrs.define
+class _Live:
+    """A connection being served: its cancel scope, and whether TLS is still starting."""
+
+    scope: trio.CancelScope
+    handshaking: bool = True
 
 
 @attrs.frozen
@@ -86,27 +91,38 @@ class _Edge:
     bounds: EdgeBounds
     stats: EdgeStats
     failures: _Throttled
-    limit: trio.Semaphore
+    live: dict[int, _Live] = attrs.field(factory=dict)
+    """Connections being served, oldest first (insertion order is accept order)."""
 
-    async def connection(self, sock: trio.socket.SocketType) -> None:
+    def make_room(self) -> None:
+        """At the bound, a new connection displaces the oldest one still in its TLS
+        handshake, else the oldest of all: connections held open to exhaust the slots
+        are recycled, and a client that comes to ask gets served."""
+        victim = next((key for key, live in self.live.items() if live.handshaking),
+                      next(iter(self.live)))
+        self.live.pop(victim).scope.cancel()
+        self.stats.displaced += 1
+
+    async def connection(self, sock: trio.socket.SocketType, serial: int) -> None:
+        live = self.live[serial] = _Live(trio.CancelScope())
+        tcp = trio.SocketStream(sock)
         try:
             context = self.slot.context()
-            tcp = trio.SocketStream(sock)
             if context is None:
-                await trio.aclose_forcefully(tcp)
                 return
             tls = trio.SSLStream(tcp, context, server_side=True, https_compatible=True)
             try:
-                with trio.move_on_after(self.bounds.connection_lifetime):
-                    await self._serve(tls)
+                with live.scope, trio.move_on_after(self.bounds.connection_lifetime):
+                    await self._serve(tls, live)
             except Exception as exc:  # a client's bytes must never take the edge down
                 self.failures.note(f"connection ended by {type(exc).__name__}: {exc}")
             finally:
                 await trio.aclose_forcefully(tls)
         finally:
-            self.limit.release()
+            self.live.pop(serial, None)
+            await trio.aclose_forcefully(tcp)
 
-    async def _serve(self, tls: trio.SSLStream[trio.SocketStream]) -> None:
+    async def _serve(self, tls: trio.SSLStream[trio.SocketStream], live: _Live) -> None:
         with trio.move_on_after(self.bounds.handshake_timeout) as handshake:
             try:
                 await tls.do_handshake()
@@ -116,6 +132,7 @@ class _Edge:
         if handshake.cancelled_caught:
             self.stats.handshakes_failed += 1
             return
+        live.handshaking = False
         serve = serve_http2 if tls.selected_alpn_protocol() == "h2" else serve_http1
         await serve(tls, self.answer, self.bounds, self.stats)
 

@@ -13,6 +13,8 @@ class EdgeStats:
 
     connections: int = 0
     handshakes_failed: int = 0
+    displaced: int = 0
+    """Connections closed to make room for a new one at the connection bound."""
     responses: collections.Counter[tuple[int, str]] = attrs.field(factory=collections.Counter)
 
     def responded(self, status: int, protocol: str) -> None:
