@@ -60,7 +60,10 @@ QNAMES = [
     f"insecure.{Z}", f"x.insecure.{Z}", f"q.d.{Z}", f"x.q.d.{Z}", f"other.{Z}",
     f"nope.{Z}", f"a.nope.{Z}", f"mail.{Z}", f"www.{OTHER}", OTHER, f"nx.{OTHER}",
 ]
-QTYPES = ["A", "AAAA", "TXT", "MX", "NS", "DS", "SOA", "DNSKEY", "CDS", "CDNSKEY", "CNAME", "ANY"]
+QTYPES = [
+    "A", "AAAA", "TXT", "MX", "NS", "DS", "SOA", "DNSKEY", "CDS", "CDNSKEY", "CNAME", "ANY",
+    "NSEC",
+]
 
 
 def snapshot(algorithm: int, *, also_other: bool = True) -> Snapshot:
@@ -202,6 +205,13 @@ def test_a_signed_zone_without_its_key_is_servfail_not_unsigned() -> None:
     assert ask(snap, f"www.{OTHER}", "A", do=True).rcode() == dns.rcode.NOERROR
 
 
+def test_a_question_for_nsec_is_answered_with_the_nsec_made_for_the_name() -> None:
+    message = ask(snapshot(13), f"www.{Z}", "NSEC", do=True)
+    (nsec,) = [r for r in message.answer if r.rdtype == dns.rdatatype.NSEC]
+    assert dns.rdatatype.NSEC in bitmap(nsec)
+    assert not [r for r in message.authority if r.rdtype == dns.rdatatype.SOA]
+
+
 def test_an_explicit_nxname_question_is_formerr() -> None:
     assert ask(snapshot(13), f"www.{Z}", "TYPE128", do=True).rcode() == dns.rcode.FORMERR
 
@@ -260,7 +270,7 @@ def generated_zone(draw: st.DrawFn) -> ZoneIndex | None:
     algorithm=st.sampled_from(dnssec.ALGORITHMS),
     qname=st.sampled_from([*GEN_NAMES, f"q.a.{GEN}", f"q.x.d.{GEN}", f"nope.{GEN}",
                            f"q.b.{GEN}", f"y.m.{GEN}"]),
-    qtype=st.sampled_from(["A", "TXT", "MX", "NS", "DS", "CNAME", "ANY", "DNSKEY"]),
+    qtype=st.sampled_from(["A", "TXT", "MX", "NS", "DS", "CNAME", "ANY", "DNSKEY", "NSEC"]),
 )
 def test_any_zones_signed_answers_verify_and_deny_compactly(
     index: ZoneIndex | None, algorithm: int, qname: str, qtype: str

@@ -18,7 +18,9 @@ What it changes, and only for names in a signed zone:
   NSEC at the name asked whose next name is its immediate successor and whose bitmap is
   the name's types, or for a name that does not exist RRSIG, NSEC and NXNAME, with RCODE
   NOERROR. A referral proves its DS, or its absence with an NSEC at the cut (NS set, no
-  DS). An explicit NXNAME question is FORMERR (RFC 9824 section 3.5).
+  DS). An explicit NXNAME question is FORMERR (RFC 9824 section 3.5); a question for
+  NSEC itself is answered with the NSEC made for the name (its bitmap says NSEC exists,
+  so it cannot stand as a proof that NSEC does not).
 - A zone signed in operator state whose key this node does not hold is answered
   SERVFAIL: an unsigned answer would be bogus to every validator holding the parent's DS.
 
@@ -186,7 +188,10 @@ class Signer:
             kind, owner, sets = found
             if sets is None:
                 exists = bool(owner)
-                draft.negative(zone, NOERROR)
+                if qtype == NSEC:  # the NSEC asked for is the one made here: an answer
+                    draft.nsec_answer = True
+                else:
+                    draft.negative(zone, NOERROR)
                 draft.proofs.append((zone, name, _types_at(zone, name) if exists else None))
                 keep = keep and exists
                 draft.span_from(marks, zone)
@@ -235,9 +240,10 @@ class Signer:
             if name == zone.apex:
                 types |= _KEY_TYPES
             rdata = dnssec.nsec_rdata(dnssec.successor(name), types)
-            start = len(draft.authority)
-            draft.authority.append((name, NSEC, zone.negative_ttl, rdata))
-            draft.spans.append((draft.authority, start, start + 1, zone))
+            into = draft.answer if draft.nsec_answer else draft.authority
+            start = len(into)
+            into.append((name, NSEC, zone.negative_ttl, rdata))
+            draft.spans.append((into, start, start + 1, zone))
         for zone, name in draft.covers:
             before = dnssec.predecessor(name, zone.apex)
             rdata = dnssec.nsec_rdata(dnssec.next_sibling(name), ())
@@ -280,10 +286,11 @@ class _SignedDraft(plain._Draft):
     records (``spans``), names answered from a wildcard (and the wildcard), NSEC proofs
     to make, and RRsets never signed."""
 
-    __slots__ = ("covers", "proofs", "spans", "unsigned", "wildcards")
+    __slots__ = ("covers", "nsec_answer", "proofs", "spans", "unsigned", "wildcards")
 
     def __init__(self) -> None:
         super().__init__()
+        self.nsec_answer = False
         self.spans: list[tuple[list[plain._RR], int, int, ServedZone]] = []
         self.wildcards: dict[bytes, bytes] = {}
         self.covers: list[tuple[ServedZone, bytes]] = []
