@@ -7,9 +7,11 @@ network namespace of its own; pebble runs in another and resolves through the no
 
 from __future__ import annotations
 
+import datetime
 import json
 import pwd
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,10 @@ from typing import Any
 import attrs
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives.serialization import Encoding
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+from cryptography.x509.oid import NameOID
 
 from tests.conftest import require_root
 from tests.scenario.edge_ca import install, make_test_ca
@@ -27,6 +32,7 @@ from tests.scenario.proving_ground import run_in, wait_for
 from tests.scenario.resident_harness import Harness, Resident, make_state_dir, site_facts
 from valis_core.acting_as import acting_as
 from valis_core.atomic import write_atomic
+from valis_core.edge.certificate import certificate_from_pem
 from valis_core.edge.challenge import (
     challenge_name,
     publish_request,
@@ -312,3 +318,53 @@ def test_a_held_certificate_for_another_name_is_replaced_at_boot(
     leaf = issued_chain(state_dir)[0]
     names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert names.get_values_for_type(x509.DNSName) == [DOMAIN]
+
+
+def due_certificate(state_dir: Path) -> bytes:
+    """A valid certificate for the domain with less than a third of its life left,
+    installed as the node's; its DER leaf."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, DOMAIN)])
+    now = datetime.datetime.now(datetime.UTC)
+    leaf = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=10))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(DOMAIN)]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+    install(certificate_from_pem(leaf.public_bytes(Encoding.PEM), key_pem, origin="test"),
+            state_dir, run_account())
+    return leaf.public_bytes(Encoding.DER)
+
+
+def test_a_due_certificate_is_served_at_boot_while_the_ca_is_down(
+    resident_harness: Harness, pebble: Pebble, zone_dsn: str
+) -> None:
+    # pebble is never started: its address answers nothing.
+    pebble.api_root.write_bytes(make_test_ca().root_pem)
+    state_dir = make_state_dir(resident_harness.workdir)
+    leaf = due_certificate(state_dir)
+    resident = start_node(resident_harness, pebble, zone_dsn, state_dir)
+    resident.wait_ready()
+    assert "it is due, so it is renewed in the background" in resident.stderr()
+    wait_for(lambda: "edge: renewal failed (1 in a row)" in resident.stderr(), 30,
+             "the failed renewal")
+    assert resident.proc.poll() is None
+    assert resident.edge_port is not None
+    assert pebble.served_leaf(resident.edge_port, DOMAIN, cert_file(resident_harness, leaf)
+                              ) == leaf
+    acme = node_status(pebble, resident)["edge"]["acme"]
+    assert acme["failures_in_a_row"] == 1
+    assert "ACME order for doh.example.test" in acme["last_error"]
+    assert acme["next_attempt"] > time.time()
+
+
+def cert_file(harness: Harness, der: bytes) -> Path:
+    """``der`` as a PEM trust anchor a client can name."""
+    path = harness.workdir / "trusted-leaf.pem"
+    path.write_bytes(x509.load_der_x509_certificate(der).public_bytes(Encoding.PEM))
+    path.chmod(0o644)
+    return path

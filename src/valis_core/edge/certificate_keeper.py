@@ -3,9 +3,10 @@
 The trio shell around the pure parts: ``renewal`` says when to ask, ``acme_order`` walks
 the order, ``acme_client`` speaks to the CA (in a worker thread: the library is
 synchronous), ``challenge`` writes the DNS-01 record as a fenced transaction, and
-``acme_store`` keeps the keys and the chain. ``ensure`` is the boot's: it returns the
-certificate the state directory holds when it is not yet due, and otherwise obtains one
-(the node's :53 is already serving, so the CA can validate against it). ``run`` then
+``acme_store`` keeps the keys and the chain. ``ensure`` is the boot's: it serves the
+certificate the state directory holds while it is valid (renewing it in the background
+when due, so a CA down at boot costs nothing), and otherwise obtains one (the node's :53
+is already serving, so the CA can validate against it). ``run`` then
 renews a third of the lifetime before expiry, backing off on the CA's errors, and hands
 each new certificate to the ``CertificateSlot`` (new handshakes take it; connections in
 flight keep theirs). The node keeps serving the certificate it holds while attempts
@@ -137,16 +138,24 @@ class CertificateKeeper:
 
     # -- the boot ----------------------------------------------------------------------
 
-    async def ensure(self) -> EdgeCertificate:
-        """The certificate to serve: the one held when it is not due, else a new one.
+    async def ensure(self, *, wait: bool = True) -> EdgeCertificate | None:
+        """The certificate to serve from now: the one held while it is valid and names
+        the domain (renewed by ``run`` when due), else a new one — or, without ``wait``,
+        ``None`` and ``run`` asks for it.
 
         Raises ``AcmeError`` (or a fence or operator-state error) when none can be had."""
         held = await trio.to_thread.run_sync(acme_store.held_certificate, self.state_dir)
-        if held is not None and not is_due(lifetime_of(held, self.domain), self._clock()):
-            log.info("edge: serving the certificate in %s (valid until %s); the CA is not "
-                     "asked", self.state_dir, held.not_after.isoformat())
+        now = self._clock()
+        lifetime = None if held is None else lifetime_of(held, self.domain)
+        if held is not None and lifetime is not None and now < lifetime.not_after:
             self.slot.swap(held)
+            log.info("edge: serving the certificate in %s (valid until %s); %s",
+                     self.state_dir, held.not_after.isoformat(),
+                     "it is due, so it is renewed in the background" if is_due(lifetime, now)
+                     else "the CA is not asked")
             return held
+        if not wait:
+            return None
         return await self.obtain()
 
     # -- serving life ------------------------------------------------------------------

@@ -580,7 +580,6 @@ async def _push(boot: Boot) -> Boot:
 
 
 async def _acme(boot: Boot) -> Boot:
-    from valis_core.edge.acme_store import held_certificate
     from valis_core.edge.certificate import CertificateSlot
     from valis_core.edge.certificate_keeper import CertificateKeeper
 
@@ -596,12 +595,10 @@ async def _acme(boot: Boot) -> Boot:
         holder=need(boot.holder),
         slot=slot,
     )
-    if config.edge_on_demand and held_certificate(state_dir) is None:
-        # The keeper's first attempt is at once; the edge comes up when it lands.
+    if await keeper.ensure(wait=not config.edge_on_demand) is None:
+        # On demand: the keeper's first attempt is at once; the edge comes up when it lands.
         log.info("acme: no certificate yet; asking %s for one for %s while DNS serves",
                  keeper.directory_url, keeper.domain)
-    else:
-        await keeper.ensure()
     await boot.services.start("acme", _fence_final(keeper.run))
     need(boot.views).acme = keeper.status
     return attrs.evolve(boot, certificates=slot)
@@ -780,12 +777,14 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         "acme",
         "only when the edge is elected and `VALIS_SERVED_DOMAIN` and "
-        "`VALIS_ACME_DIRECTORY_URL` are set: the certificate in `edge/leaf.crt` is kept "
-        "while a third of its lifetime is left; otherwise one is obtained over ACME, the "
-        "DNS-01 record written into the served zone as a fenced update and withdrawn "
-        "after validation (docs/edge.md); then renewed in the background",
-        "the CA refuses or fails the order (unless `VALIS_EDGE_CERT=on-demand`); the node "
-        "is fenced out; the served domain is in no served zone",
+        "`VALIS_ACME_DIRECTORY_URL` are set: the certificate in `edge/leaf.crt` is served "
+        "while it is valid; without one a certificate is obtained over ACME, the DNS-01 "
+        "record written into the served zone as a fenced update and withdrawn after "
+        "validation (docs/edge.md); renewed in the background when a third of its "
+        "lifetime is left",
+        "there is no valid certificate and the CA refuses or fails the order (unless "
+        "`VALIS_EDGE_CERT=on-demand`); the node is fenced out; the served domain is in no "
+        "served zone",
         _acme,
         stops="certificate renewal",
         applies=_acme_elected,
