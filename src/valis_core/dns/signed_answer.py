@@ -66,7 +66,7 @@ SIGNATURE_ENTRIES = 200_000
 """Signatures kept; past this many the cache starts again (a flood of NXDOMAIN names)."""
 
 _KEY_TYPES = frozenset({DNSKEY, CDS, CDNSKEY})
-_QR, _AA = 0x8000, 0x0400
+_QR = 0x8000
 _SERVFAIL: plain.Entry = (_QR | SERVFAIL, 0, 0, 0, b"", 0, None)
 _FORMERR: plain.Entry = (_QR | FORMERR, 0, 0, 0, b"", 0, None)
 
@@ -154,6 +154,10 @@ class Signer:
         cached_as = key + (b"\x80" + window.to_bytes(4, "big") if do else b"\x00")
         entry: plain.Entry | None = cache.get(cached_as)
         if entry is not None:
+            try:  # noqa: SIM105 - as the unsigned path keeps its cache: least recently used
+                cache.move_to_end(cached_as)
+            except KeyError:
+                pass
             return entry
         entry, keep = self._resolve(index, zone, qname, qtype, do=do, window=window)
         if keep:
