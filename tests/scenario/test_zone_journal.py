@@ -194,3 +194,15 @@ async def test_the_fence_holder_prunes_by_its_limits_and_a_superseded_node_prune
             await reader.prune_forever()
         reader.close()
         assert len(journal(pg_cluster, state_dsn)) == left
+
+
+def test_an_import_keeping_a_serial_not_above_the_stored_one_is_raised_and_says_so(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    import_zone(pg_cluster, state_dsn, ZONE, serial=8)
+    with pg_cluster.connect(state_dsn) as conn:
+        outcome = import_verb(conn, parse_zone_text(
+            soa_zone(ZONE, serial=3, extra="k IN A 192.0.2.4\n")), policy="keep", now=0.0)
+    assert outcome.summary.serial == 9
+    assert serial_of(pg_cluster, state_dsn) == 9
+    assert journal(pg_cluster, state_dsn)[-1] == (8, 9)

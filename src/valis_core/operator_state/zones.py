@@ -183,10 +183,23 @@ def import_zone(
                 raise _DryRun
             if write:
                 _write_zone(conn, zone, stored, progress)
+                summary = attrs.evolve(summary, serial=_sealed_serial(conn, zone))
+                outcome = attrs.evolve(outcome, summary=summary)
     except _DryRun:
         pass
     assert outcome is not None
     return outcome
+
+
+def _sealed_serial(conn: psycopg.Connection[Any], zone: str) -> int | None:
+    """The serial the import stores: the change journal's seal (migration 0006) runs now
+    rather than at commit, and raises a serial ``keep`` left not above the stored one."""
+    conn.execute("SET CONSTRAINTS zone_journal_seal IMMEDIATE")
+    found = conn.execute(
+        "SELECT valis_soa_serial(rdata) FROM records WHERE zone = %s AND rtype = 'SOA'", (zone,)
+    ).fetchone()
+    conn.execute("SET CONSTRAINTS zone_journal_seal DEFERRED")
+    return None if found is None or found[0] is None else int(found[0])
 
 
 def delete_zone(conn: psycopg.Connection[Any], zone: str) -> bool:
