@@ -8,6 +8,7 @@ import itertools
 import dns.message
 import dns.rdatatype
 import dns.tsig
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,6 +16,14 @@ from valis_core.dns.journal import Entry, apply, chain, condense, record_key
 from valis_core.dns.records import RecordRow
 from valis_core.dns.transfer import Grant, incremental_records, transfer_messages
 from valis_core.dns.zone import ZoneIndex
+from valis_core.operator_state.journal import DEFAULT_MAX_AGE, DEFAULT_MAX_RECORDS
+from valis_core.operator_state.site_facts import (
+    JOURNAL_MAX_AGE_KEY,
+    JOURNAL_MAX_RECORDS_KEY,
+    SiteFactsError,
+    check_site_facts,
+)
+from valis_core.resident.journal import JournalLimits
 
 ZONE = "j.test."
 KEY = dns.tsig.Key("k.", b"0123456789abcdef0123456789abcdef", "hmac-sha256")
@@ -107,3 +116,15 @@ def test_the_ixfr_on_the_wire_is_soa_old_deletions_soa_new_additions(
     held |= set(rrs[soas[2] + 1 : soas[3]])
     assert held == {(row.owner, dns.rdatatype.from_text(row.rtype), row.ttl, row.rdata)
                     for row in zones[-1] if row.rtype != "SOA"}
+
+
+@given(st.one_of(st.integers(max_value=0), st.integers(min_value=2**31)).map(str)
+       | st.sampled_from(["", "7d", "1.5", " 60", "+60"]))
+def test_the_journal_limits_are_whole_numbers_of_the_site_facts(value: str) -> None:
+    facts = {"VALIS_NODE_NAME": "n", "VALIS_LOCATION": "l", "VALIS_SERVED_ZONES": ZONE,
+             "VALIS_OPERATOR_STATE_DSN": "postgresql:///valis"}
+    assert JournalLimits.from_facts(facts) == JournalLimits(DEFAULT_MAX_AGE, DEFAULT_MAX_RECORDS)
+    check_site_facts({**facts, JOURNAL_MAX_AGE_KEY: "3600", JOURNAL_MAX_RECORDS_KEY: "50"})
+    for key in (JOURNAL_MAX_AGE_KEY, JOURNAL_MAX_RECORDS_KEY):
+        with pytest.raises(SiteFactsError, match=key):
+            check_site_facts({**facts, key: value})
