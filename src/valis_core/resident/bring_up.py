@@ -740,7 +740,8 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         "secondaries",
         "the zones' listed secondaries are read (and the fence with them); zone "
-        "transfers are offered to them and NOTIFY sent to them on every change",
+        "transfers are offered to them (IXFR from the zones' change journal, which is "
+        "pruned while the fence is held) and NOTIFY sent to them on every change",
         "the operator-state database cannot be reached",
         _secondaries,
         stops="NOTIFY and the secondaries' reader",
