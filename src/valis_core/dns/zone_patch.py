@@ -137,7 +137,7 @@ def _check_occlusion_of(  # noqa: PLR0917 - the patched zone's parts, one caller
     children: Mapping[bytes, int],
     dnames: frozenset[bytes],
 ) -> None:
-    """``_check_occlusion`` for a zone where only ``owners`` changed: a changed owner
+    """``zone_build.occluded`` for a zone where only ``owners`` changed: a changed owner
     with data beneath a DNAME, or a changed owner that is now a DNAME with something
     beneath it. Any other pair was already there, and already refused."""
     for owner in sorted(owners):
