@@ -182,6 +182,17 @@ async def test_malformed_requests_get_400_and_the_edge_keeps_serving(
         assert [r.to_text() for r in reply.answer[0]] == ["2001:db8::80"]
 
 
+@pytest.mark.parametrize("version", ["--http2", "--http1.1"])
+async def test_head_gets_the_status_and_headers_without_a_body(
+    tmp_path: Path, version: str
+) -> None:
+    async with running_edge(tmp_path) as edge:
+        for url, status in ((edge.url, b"405"), (f"https://127.0.0.1:{edge.port}/", b"200")):
+            got = await curl(edge, version, "--head", "--output", "/dev/null", "--write-out",
+                             "%{http_code}", url)
+            assert (got.returncode, got.stdout) == (0, status), got.stderr
+
+
 async def test_an_oversized_body_gets_413(tmp_path: Path) -> None:
     async with running_edge(tmp_path, EdgeBounds(max_body_bytes=100)) as edge:
         for version in ("--http2", "--http1.1"):

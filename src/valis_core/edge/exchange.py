@@ -7,6 +7,8 @@ served zones gets the very REFUSED :53 gives.
 
 from __future__ import annotations
 
+import attrs
+
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.snapshot import Snapshot
 from valis_core.edge.doh import (
@@ -26,7 +28,15 @@ STATUS_TEXT = f"valis: DNS over HTTPS (RFC 8484) is served at {PATH}\n"
 
 def respond(snapshot: Snapshot, method: bytes, target: bytes, headers: Headers,
             body: bytes) -> Response:
-    """The response to one request; never raises."""
+    """The response to one request (to a HEAD, without its body); never raises."""
+    response = _respond(snapshot, method, target, headers, body)
+    if method == b"HEAD" and response.body:
+        return attrs.evolve(response, body=b"")
+    return response
+
+
+def _respond(snapshot: Snapshot, method: bytes, target: bytes, headers: Headers,
+             body: bytes) -> Response:
     try:
         asked = route(method, target, headers, body)
     except DohError as exc:

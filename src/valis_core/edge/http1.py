@@ -7,6 +7,8 @@ head) and the connection closes; a body over the bound gets 413 before it is rea
 
 from __future__ import annotations
 
+import http
+
 import h11
 import trio
 
@@ -98,7 +100,8 @@ async def _send(
     if close:
         headers.append((b"connection", b"close"))
     try:
-        data = conn.send(h11.Response(status_code=response.status, headers=headers))
+        data = conn.send(h11.Response(status_code=response.status, headers=headers,
+                                      reason=_reason(response.status)))
         if response.body:
             data += conn.send(h11.Data(data=response.body)) or b""
         data += conn.send(h11.EndOfMessage()) or b""
@@ -106,3 +109,10 @@ async def _send(
         return False
     stats.responded(response.status, "http/1.1")
     return await send_all(stream, data or b"", bounds.send_timeout)
+
+
+def _reason(status: int) -> bytes:
+    try:
+        return http.HTTPStatus(status).phrase.encode("ascii")
+    except ValueError:
+        return b""
