@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
+import trio
 
 from tests.scenario.edge_ca import install, make_test_ca
 from valis_core.edge.certificate import (
@@ -12,6 +14,7 @@ from valis_core.edge.certificate import (
     EdgeCertificateError,
     load_edge_certificate,
 )
+from valis_core.edge.certificate_files import follow_certificate_files
 from valis_core.state_layout import edge_certificate_path, edge_key_path
 
 
@@ -72,3 +75,37 @@ def test_a_broken_pair_never_replaces_the_served_one() -> None:
     with pytest.raises(EdgeCertificateError):
         slot.swap(type(good)(broken.chain_pem, good.key_pem, broken.not_after))
     assert slot.current() == good
+
+
+async def wait_for_swaps(seen: list[object], count: int) -> None:
+    with trio.fail_after(10):
+        while len(seen) < count:
+            await trio.sleep(0.02)
+
+
+async def test_the_follower_serves_each_new_pair_written_and_never_a_broken_one(
+    tmp_path: Path,
+) -> None:
+    ca = make_test_ca()
+    slot = CertificateSlot()
+    seen: list[object] = []
+    slot.on_swap(seen.append)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(partial(follow_certificate_files, tmp_path, slot, interval=0.02))
+        first = ca.issue(("example.test",))
+        install(first, tmp_path)
+        await wait_for_swaps(seen, 1)
+        assert slot.current() == first
+        edge_key_path(tmp_path).write_bytes(ca.issue(("example.test",)).key_pem)
+        await trio.sleep(0.2)  # a key that is not the chain's: looked at, never served
+        assert slot.current() == first
+        second = ca.issue(("example.test",))
+        slot.swap(second)  # its writer hands it over itself, then writes the files
+        install(second, tmp_path)
+        await trio.sleep(0.2)
+        assert seen == [first, second]  # the files held what was served: no second swap
+        third = ca.issue(("example.test",))
+        install(third, tmp_path)
+        await wait_for_swaps(seen, 3)
+        assert slot.current() == third
+        nursery.cancel_scope.cancel()

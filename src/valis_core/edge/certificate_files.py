@@ -65,7 +65,9 @@ async def follow_certificate_files(
                     log.warning("edge: %s", exc)
                 problem = str(exc)
             else:
-                if certificate is not None:
+                if certificate is not None and certificate == slot.current():
+                    loaded, problem = seen, None  # already served (swapped in by its writer)
+                elif certificate is not None:
                     slot.swap(certificate)
                     loaded, problem = seen, None
                     log.info("edge: serving the certificate valid until %s",
