@@ -27,6 +27,8 @@ from tests.scenario.proving_ground import sweep_stale as sweep_stale_grounds
 from tests.scenario.systemd_container import Bind, SystemdContainer, sweep_stale
 
 UNIT = "fulcrum-valis.service"
+SOCKET_UNIT = "fulcrum-valis-control.socket"
+CONTROL_SOCKET = "/run/fulcrum/valis.sock"
 UNPACKED = "/root/valis-serving"
 INSTALLED = "/opt/valis/current/bin/valis"
 ZONE_FILE = "/var/tmp/example.test.zone"
@@ -62,6 +64,17 @@ class Host:
 
     def inode(self, path: str) -> str:
         return self.box.run("stat", "-c", "%i %U %a", path).stdout.strip()
+
+    def handed_control_socket(self) -> tuple[str, str, str]:
+        """What fulcrum was handed as its control socket: the ``LISTEN_FDNAMES`` in its
+        environment, the socket its first passed descriptor (fd 3) is, and the socket
+        listening at the control socket's path (``ss``), both as ``socket:[inode]``."""
+        main = self.box.show(UNIT, "MainPID")["MainPID"]
+        environ = self.box.run("cat", f"/proc/{main}/environ").stdout.split("\0")
+        names = next((item for item in environ if item.startswith("LISTEN_FDNAMES=")), "")
+        passed = self.box.run("readlink", f"/proc/{main}/fd/3").stdout.strip()
+        listed = self.box.run("ss", "-xlnH", "src", CONTROL_SOCKET).stdout.split()
+        return names, passed, f"socket:[{listed[5]}]" if len(listed) > 5 else str(listed)
 
 
 def steps(output: str) -> dict[str, str]:
@@ -153,9 +166,13 @@ def test_a_fresh_host_is_provisioned_by_the_unpacked_delivery_under_umask_077(
                                            "'postgresql://valis@/valis_state?host=/var/run/postgresql'")
     assert status == 0, out + err  # the schema is migrated and the account gets in
     assert DIST in host.sh("cat /etc/valis/dist/registration.json")[1]
-    # The unit is placed and enabled, not started.
-    assert host.box.systemctl("is-enabled", UNIT).stdout.strip() == "enabled"
-    assert host.box.show(UNIT, "ActiveState")["ActiveState"] == "inactive"
+    # The unit and its control socket are placed and enabled, neither started.
+    for unit in (UNIT, SOCKET_UNIT):
+        assert host.box.systemctl("is-enabled", unit).stdout.strip() == "enabled"
+        assert host.box.show(unit, "ActiveState")["ActiveState"] == "inactive"
+        assert host.sh(f"readlink /etc/systemd/system/{unit}")[1].strip() == (
+            f"/opt/valis/current/lib/systemd/system/{unit}")
+    assert host.sh(f"test -e {CONTROL_SOCKET}")[0] != 0
     assert host.inode("/etc/fulcrum/launcher.toml").endswith("root 644")
 
 
@@ -175,6 +192,25 @@ def test_condense_from_genesis_and_the_node_answers_from_a_client_namespace(
         assert (soa.status, soa.authoritative) == ("NOERROR", True), soa.raw
     www = dig(host.ground.client, UNIT_IP, f"www.{EXAMPLE_ZONE}", "A")
     assert [record.split()[4] for record in www.answer] == ["192.0.2.80"], www.raw
+
+
+def test_fulcrum_is_handed_the_run_accounts_control_socket_which_outlives_its_restart(
+    host: Host,
+) -> None:
+    assert host.sh(f"stat -c '%F %U:%G %a' {CONTROL_SOCKET}")[1].strip() == (
+        "socket valis:valis 600")
+    names, passed, listening = host.handed_control_socket()
+    assert names == "LISTEN_FDNAMES=control"
+    assert passed == listening
+    kept = host.inode(CONTROL_SOCKET)
+
+    host.box.systemctl("restart", UNIT, timeout=CONDENSE_TIMEOUT)
+
+    assert host.box.show(UNIT, "ActiveState")["ActiveState"] == "active"
+    assert host.inode(CONTROL_SOCKET) == kept  # systemd kept it; fulcrum made none
+    assert host.handed_control_socket() == (names, passed, listening)
+    soa = dig(host.ground.client, UNIT_IP, EXAMPLE_ZONE, "SOA")
+    assert (soa.status, soa.authoritative) == ("NOERROR", True), soa.raw
 
 
 def test_provision_again_changes_nothing_and_leaves_the_node_serving(host: Host) -> None:
@@ -244,4 +280,13 @@ def test_a_named_account_whose_home_is_not_traversable_is_named_with_the_directo
     shown = steps(out)
     assert shown["run-account"] == "done"
     assert shown["unit"] == "to do"
-    assert "a drop-in runs it as alice" in out
+    assert "drop-ins make alice the service's user and the socket's owner" in out
+
+    # Carried out, systemd reads both drop-ins: the service runs as alice and the
+    # control socket is made alice's (fulcrum refuses one its run account does not own).
+    status, out, err = host.provision(INSTALLED, "--run-account", "alice")
+    assert "  done: unit:" in out, out + err
+    group = host.sh("id -gn alice")[1].strip()
+    assert host.box.show(UNIT, "User", "Group") == {"User": "alice", "Group": group}
+    assert host.box.show(SOCKET_UNIT, "SocketUser", "SocketGroup") == {
+        "SocketUser": "alice", "SocketGroup": group}

@@ -8,13 +8,14 @@ the state the one before left, as an operator's days on one node would.
 
 The host is placed as ``valis provision`` would leave it: the run account, the launcher
 config at ``/etc/fulcrum/launcher.toml`` (root, 0644), the site facts at
-``/etc/valis/site-facts.env`` and the unit linked from where ``valis apply`` puts the
-delivered one (``systemctl link`` of ``/opt/valis/current/lib/systemd/system/...``,
-made before anything is staged). The operator-state database is the session's private
-cluster on the test host: its socket directory is bind-mounted into the container at the
-same path, so the site facts' DSN is the same inside and out (the container's own
-``/tmp`` is a fresh tmpfs). The delivery and the ``valis`` that applies it are the
-session's frozen build (``frozen_build``), bound in read-only at their host paths.
+``/etc/valis/site-facts.env`` and the unit and its control socket unit linked from
+where ``valis apply`` puts the delivered ones (``systemctl link`` of
+``/opt/valis/current/lib/systemd/system/...``, made before anything is staged). The
+operator-state database is the session's private cluster on the test host: its socket
+directory is bind-mounted into the container at the same path, so the site facts' DSN
+is the same inside and out (the container's own ``/tmp`` is a fresh tmpfs). The delivery
+and the ``valis`` that applies it are the session's frozen build (``frozen_build``),
+bound in read-only at their host paths.
 """
 
 from __future__ import annotations
@@ -40,8 +41,10 @@ from valis_core.operator_state.schema import migrate
 from valis_core.operator_state.site_facts import render_site_facts
 
 UNIT = "fulcrum-valis.service"
+SOCKET_UNIT = "fulcrum-valis-control.socket"
+CONTROL_SOCKET = "/run/fulcrum/valis.sock"
 ROOT = "/opt/valis"
-DELIVERED_UNIT = f"{ROOT}/current/lib/systemd/system/{UNIT}"
+DELIVERED = f"{ROOT}/current/lib/systemd/system"
 LAUNCHER_CONFIG = "/etc/fulcrum/launcher.toml"
 SITE_FACTS = "/etc/valis/site-facts.env"
 STATE_DIRECTORY = "/var/lib/valis-dns"
@@ -135,7 +138,8 @@ def node(pg_cluster: PgCluster, bundle: Path, delivery: Path, plain_build: Plain
                      "VALIS_OPERATOR_STATE_DSN": dsn, "VALIS_SERVED_ZONES": EXAMPLE_ZONE}
             box.put_text(SITE_FACTS, render_site_facts(facts), mode=0o644)
             # What `systemctl link` makes; it refuses a file not yet staged.
-            box.run("ln", "-s", DELIVERED_UNIT, f"/etc/systemd/system/{UNIT}")
+            for unit in (UNIT, SOCKET_UNIT):
+                box.run("ln", "-s", f"{DELIVERED}/{unit}", f"/etc/systemd/system/{unit}")
             box.systemctl("daemon-reload")
             yield Node(box, ground, str(bundle / "valis"), delivery, newer, broken)
         assert box.leftovers() == []
@@ -155,6 +159,20 @@ def test_apply_starts_the_unit_and_the_residents_ready_reaches_systemd(node: Nod
     assert SERVING.search(unit["StatusText"]), unit
     assert node.generation() == 0
     node.assert_answers()
+
+
+def test_fulcrum_is_handed_the_control_socket_systemd_made_for_the_run_account(
+    node: Node,
+) -> None:
+    assert node.box.run("stat", "-c", "%F %U:%G %a", CONTROL_SOCKET).stdout.strip() == (
+        f"socket {RUN_USER}:{RUN_USER} 600")
+    assert node.box.show(SOCKET_UNIT, "ActiveState")["ActiveState"] == "active"
+    main = node.unit("MainPID")["MainPID"]
+    environ = node.box.run("cat", f"/proc/{main}/environ").stdout.split("\0")
+    assert "LISTEN_FDNAMES=control" in environ
+    # The resident is told systemd's path, not the one fulcrum would make for its netns.
+    argv = node.box.run("cat", f"/proc/{node.resident()}/cmdline").stdout.split("\0")
+    assert argv[argv.index("--control-socket") + 1] == CONTROL_SOCKET
 
 
 def _owner_and_mode(box: SystemdContainer, path: str) -> str:
@@ -194,6 +212,7 @@ def test_a_killed_resident_is_restarted_by_systemd_as_the_same_node(node: Node) 
 
 def test_apply_of_a_newer_delivery_restarts_the_unit_on_it(node: Node) -> None:
     before = node.unit("MainPID")["MainPID"]
+    control_socket = node.box.run("stat", "-c", "%i", CONTROL_SOCKET).stdout
     status, out, err = node.apply(node.newer, "--timeout", str(UP_TIMEOUT))
     assert status == 0, err + node.box.journal(UNIT)
     assert out == f"valis: {NEWER} is serving (previous: {VERSION})\n"
@@ -206,6 +225,8 @@ def test_apply_of_a_newer_delivery_restarts_the_unit_on_it(node: Node) -> None:
     assert exe == f"{ROOT}/versions/{NEWER}/bin/fulcrum"
     resident = node.box.run("readlink", f"/proc/{node.resident()}/exe").stdout.strip()
     assert resident == f"{ROOT}/versions/{NEWER}/bin/valis"
+    # The restarted fulcrum was handed the control socket systemd kept.
+    assert node.box.run("stat", "-c", "%i", CONTROL_SOCKET).stdout == control_socket
     node.assert_answers()
 
 
@@ -296,6 +317,9 @@ def test_the_unit_is_linked_where_apply_puts_the_delivered_one(node: Node) -> No
     assert fragment == f"/etc/systemd/system/{UNIT}"
     target = node.box.run("readlink", "-f", fragment).stdout.strip()
     assert target == f"{ROOT}/versions/{NEWER}/lib/systemd/system/{UNIT}"
+    socket_fragment = node.box.show(SOCKET_UNIT, "FragmentPath")["FragmentPath"]
+    assert node.box.run("readlink", socket_fragment).stdout.strip() == (
+        f"{DELIVERED}/{SOCKET_UNIT}")
     assert shlex.split(node.unit("ExecStart")["ExecStart"].split("argv[]=")[1])[0] == (
         f"{ROOT}/current/bin/fulcrum"
     )
