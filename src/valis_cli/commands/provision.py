@@ -15,7 +15,7 @@ let exactly the run account in by peer authentication over the socket, then the 
 (no password anywhere; a host without a cluster is told what the DBA must do); the
 launcher config (as ``fulcrum config produce`` writes it, its network derived from
 ``--interface`` as ``valis assess --interface`` does); the site facts; the private dist
-when one is named; the systemd unit linked and enabled.
+when one is named; the systemd unit and its control socket unit linked and enabled.
 """
 
 from __future__ import annotations
