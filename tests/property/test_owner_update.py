@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from valis_core.dns.records import RecordRow
+from valis_core.dns.serial import next_serial, serial_gt
 from valis_core.dns.zone import ZoneIndex
 from valis_core.owner.update import (
     ANY,
@@ -24,9 +25,7 @@ from valis_core.owner.update import (
     UpdateRequest,
     UpdateRR,
     apply_update,
-    next_serial,
     owners_to_read,
-    serial_gt,
     target_zone,
 )
 
@@ -253,6 +252,18 @@ def add(name: str, rtype: str, rdata: str, ttl: int = TTL) -> UpdateRR:
 
 
 ROWS = [*base_rows(10), RecordRow(ZONE, "www.example.test.", "A", TTL, "192.0.2.80")]
+
+
+@pytest.mark.parametrize(("policy", "serial"), [
+    (None, 11), ("increment", 11), ("keep", 11), ("unixtime", 1_790_000_000),
+    ("dateserial", 2026_09_21_00),
+])
+def test_the_serial_goes_up_by_the_zones_policy(policy: str | None, serial: int) -> None:
+    request = UpdateRequest(zone=ZONE, updates=(add("new.example.test.", "A", "192.0.2.9"),))
+    outcome = apply_update(request, ZONE, ROWS, served=[ZONE], policy=policy,
+                           now=1_790_000_000.0)
+    assert outcome.serial == serial
+    assert the_serial(after(ROWS, outcome)) == serial
 
 
 def test_a_zone_the_node_does_not_serve_is_notauth() -> None:

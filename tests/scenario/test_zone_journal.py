@@ -12,7 +12,7 @@ from tests.scenario.operator_state_helpers import import_zone, run_sql, soa_zone
 from tests.scenario.pg import PgCluster
 from valis_core.dns.journal import apply, record_key
 from valis_core.dns.records import RecordRow
-from valis_core.dns.serial import choose_serial
+from valis_core.dns.serial import raised_serial
 from valis_core.dns.zone_build import parse_zone_text
 from valis_core.fence import FenceState
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
@@ -158,19 +158,19 @@ def test_two_transactions_changing_a_zone_at_once_make_two_versions_in_a_chain(
     assert apply(first, difference, new_soa) == {record_key(r) for r in last}
 
 
-def test_the_commit_time_raise_agrees_with_the_import_policies(
+def test_the_commit_time_raise_agrees_with_the_policies_the_node_raises_by(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:
     cases = [(stored, policy, now)
              for stored in (1, 41, 2026120301, 4294967295, 2**31 + 5)
-             for policy in ("increment", "unixtime", "dateserial")
+             for policy in (None, "keep", "increment", "unixtime", "dateserial")
              for now in (0.0, 1_790_000_000.0)]
     with pg_cluster.connect(state_dsn) as conn:
         for stored, policy, now in cases:
             row = conn.execute("SELECT valis_policy_serial(%s, %s, to_timestamp(%s))",
                                (stored, policy, now)).fetchone()
             assert row is not None
-            wanted = choose_serial(ZONE, policy, stored, stored, changed=True, now=now)
+            wanted = raised_serial(policy, stored, now=now)
             assert row[0] == wanted, (stored, policy, now)
 
 

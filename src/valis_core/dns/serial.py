@@ -51,6 +51,15 @@ def next_serial(serial: int) -> int:
     return (serial + 1) % _SERIAL_MOD or 1
 
 
+def raised_serial(policy: str | None, stored: int, *, now: float) -> int:
+    """The serial a change of a zone's records moves ``stored`` to when the writer did not
+    choose one (an owner UPDATE, an operator's SQL): ``unixtime`` and ``dateserial`` as
+    for an import, anything else ``increment``. The journal's commit-time raise
+    (migration 0006, ``valis_policy_serial``) is the same rule in SQL."""
+    chosen = policy if policy in ("unixtime", "dateserial") else "increment"
+    return choose_serial("", chosen, stored, stored, changed=True, now=now)
+
+
 def choose_serial(
     zone: str,
     policy: str | None,

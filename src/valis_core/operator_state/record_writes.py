@@ -28,6 +28,13 @@ def lock_zone(cur: psycopg.Cursor[Any], zone: str) -> bool:
     return cur.fetchone() is not None
 
 
+def serial_policy(cur: psycopg.Cursor[Any], zone: str) -> str | None:
+    """The zone's serial policy (``valis zone policy``), by which a write raises its serial."""
+    cur.execute("SELECT serial_policy FROM zones WHERE name = %s", (zone,))
+    found = cur.fetchone()
+    return None if found is None or found[0] is None else str(found[0])
+
+
 def owner_rows(
     cur: psycopg.Cursor[Any], zone: str, owners: Iterable[str]
 ) -> tuple[RecordRow, ...]:

@@ -46,7 +46,12 @@ from valis_core.dns.tcp import accept_bounded, framed, take_frames
 from valis_core.fence import FencedOut, FenceState
 from valis_core.operator_state.connection import OperatorStateError, connect, still_open
 from valis_core.operator_state.fence import fenced_transaction
-from valis_core.operator_state.record_writes import lock_zone, owner_rows, write_row_changes
+from valis_core.operator_state.record_writes import (
+    lock_zone,
+    owner_rows,
+    serial_policy,
+    write_row_changes,
+)
 from valis_core.owner.key import TsigKey
 from valis_core.owner.message import Received, receive, respond
 from valis_core.owner.update import (
@@ -235,7 +240,10 @@ class OwnerTerminus:
                     rcode=Rcode.NOTAUTH, reason=f"zone {zone} is not in operator state"
                 )
             rows = owner_rows(cur, zone, owners_to_read(request, zone))
-            outcome = apply_update(request, zone, rows, served=self._zones, check=self._check(zone))
+            outcome = apply_update(
+                request, zone, rows, served=self._zones, check=self._check(zone),
+                policy=serial_policy(cur, zone), now=self._clock(),
+            )
             if outcome.changed:
                 write_row_changes(cur, zone, outcome.deletes, outcome.adds)
             return outcome

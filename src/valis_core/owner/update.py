@@ -18,7 +18,9 @@ The steps and their order are the RFC's:
    ignored. A CNAME is ignored at a name holding other data, other data is ignored at a
    name holding a CNAME, and a CNAME replaces a CNAME.
 5. serial (§3.6): when the zone changed and the update did not replace the SOA, the
-   serial goes up by one in RFC 1982 arithmetic (0 is skipped, as BIND does).
+   serial goes up by the zone's serial policy (``dns.serial.raised_serial``): by one in
+   RFC 1982 arithmetic (0 is skipped, as BIND does) unless the policy is ``unixtime`` or
+   ``dateserial``.
 
 Two choices the RFC leaves open: adding an RR to an RRset with another TTL gives the
 whole RRset the new TTL (RFC 2181 §5.2 wants one TTL per RRset; BIND does the same), and
@@ -59,7 +61,7 @@ from valis_core.dns.records import (
     RecordRow,
     ZoneError,
 )
-from valis_core.dns.serial import next_serial, serial_gt
+from valis_core.dns.serial import raised_serial, serial_gt
 
 _BESIDE_CNAME = frozenset({CNAME, RRSIG, NSEC})
 _NEVER_DELETED = (SOA, NS)
@@ -381,14 +383,14 @@ def _delete(state: _Zone, owner: bytes, rr: UpdateRR, key: bytes) -> None:
     state.put(owner, rr.rtype, held)
 
 
-def _bump_serial(state: _Zone) -> int | None:
+def _bump_serial(state: _Zone, policy: str | None, now: float) -> int | None:
     held = state.rrset(state.apex, SOA)
     if len(held) != 1:
         return None
     ((key, row),) = held.items()
     rdata = _parse_text(SOA, row.rdata)
     assert isinstance(rdata, dns.rdtypes.ANY.SOA.SOA)
-    serial = next_serial(int(rdata.serial))
+    serial = raised_serial(policy, int(rdata.serial), now=now)
     bumped = attrs.evolve(row, rdata=rdata.replace(serial=serial).to_text())
     state.put(state.apex, SOA, {key: bumped})
     return serial
@@ -401,12 +403,15 @@ def apply_update(
     *,
     served: Iterable[str] = (),
     check: Check | None = None,
+    policy: str | None = None,
+    now: float = 0.0,
 ) -> UpdateOutcome:
     """Decide ``request`` against ``zone`` (from ``target_zone``) holding ``rows``.
 
     ``rows`` must be every record of the owners ``owners_to_read`` names (more rows do no
     harm). ``served`` are the node's zones: a name inside another served zone beneath
     this one is NOTZONE. ``check`` validates the changed owners' resulting rows.
+    ``policy`` is the zone's serial policy and ``now`` the UNIX time it may use.
     """
     apex = _name_key(zone)
     excluded = tuple(
@@ -431,7 +436,7 @@ def apply_update(
     after = state.rows()
     if set(after) == loaded:
         return UpdateOutcome(rcode=Rcode.NOERROR, reason="nothing to change")
-    serial = None if soa_replaced else _bump_serial(state)
+    serial = None if soa_replaced else _bump_serial(state, policy, now)
     after = state.rows()
     after_set = set(after)
     deletes = tuple(row for row in before if row in loaded and row not in after_set)
