@@ -51,7 +51,23 @@ JOURNAL_MAX_AGE_KEY = "VALIS_JOURNAL_MAX_AGE"
 JOURNAL_MAX_RECORDS_KEY = "VALIS_JOURNAL_MAX_RECORDS"
 """Changed records each zone's change journal keeps at most (default 100000)."""
 JOURNAL_KEYS: frozenset[str] = frozenset({JOURNAL_MAX_AGE_KEY, JOURNAL_MAX_RECORDS_KEY})
-KNOWN_KEYS: frozenset[str] = REQUIRED_KEYS | OPTIONAL_KEYS | JOURNAL_KEYS
+RRL_RATE_KEY = "VALIS_RRL_RATE"
+"""UDP responses a second per source prefix and response class; present, it turns
+response rate limiting on (``valis_core.dns.rrl``), absent it is off."""
+RRL_SLIP_KEY = "VALIS_RRL_SLIP"
+"""Every Nth limited response goes out as a truncated reply (0: none, 1: all; 2)."""
+RRL_IPV4_PREFIX_KEY = "VALIS_RRL_IPV4_PREFIX"
+RRL_IPV6_PREFIX_KEY = "VALIS_RRL_IPV6_PREFIX"
+RRL_TABLE_SIZE_KEY = "VALIS_RRL_TABLE_SIZE"
+RRL_RANGES: Mapping[str, tuple[int, int]] = {
+    RRL_RATE_KEY: (1, 1_000_000),
+    RRL_SLIP_KEY: (0, 100),
+    RRL_IPV4_PREFIX_KEY: (8, 32),
+    RRL_IPV6_PREFIX_KEY: (16, 128),
+    RRL_TABLE_SIZE_KEY: (1024, 4_194_304),
+}
+"""The rate-limit facts and the whole numbers each may be (its bounds included)."""
+KNOWN_KEYS: frozenset[str] = REQUIRED_KEYS | OPTIONAL_KEYS | JOURNAL_KEYS | frozenset(RRL_RANGES)
 
 DEVELOPMENT_LISTENER_KEY = "VALIS_REPL_PORT"
 LOG_LEVELS: frozenset[str] = frozenset({"debug", "info", "warning", "error", "critical"})
@@ -100,6 +116,12 @@ def check_site_facts(facts: Mapping[str, str]) -> None:
         raise IncompleteSiteFacts(frozenset(missing))
     for key in sorted(facts):
         _check_value(key, facts[key])
+    tuning = sorted(key for key in facts if key in RRL_RANGES and key != RRL_RATE_KEY)
+    if tuning and RRL_RATE_KEY not in facts:
+        raise SiteFactsError(
+            f"site facts: {', '.join(tuning)} tune response rate limiting, which is off "
+            f"without {RRL_RATE_KEY}; set {RRL_RATE_KEY} too, or remove them"
+        )
 
 
 def render_site_facts(facts: Mapping[str, str], header: str = HEADER) -> str:
@@ -158,6 +180,12 @@ def _check_value(key: str, value: str) -> None:
         raise SiteFactsError(
             f"site facts: {key} {value!r} is not a whole number from 1 to 2147483647"
         )
+    if key in RRL_RANGES:
+        low, high = RRL_RANGES[key]
+        if not (value.isascii() and value.isdigit() and low <= int(value) <= high):
+            raise SiteFactsError(
+                f"site facts: {key} {value!r} is not a whole number from {low} to {high}"
+            )
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -1,0 +1,316 @@
+"""Response rate limiting (RRL) for UDP, as NSD and Knot offer it: a pure core.
+
+A spoofed flood makes an authoritative server reflect its answers at a victim. RRL caps
+the responses sent towards one source prefix (IPv4 /24 and IPv6 /56 by default) for one
+response class: a token bucket per (prefix, kind, name) refilled at ``rate`` responses a
+second and holding at most ``burst``. The kind and name come from the response itself:
+
+- positive (answers) and NODATA: the question name, so a flood of one name is one bucket;
+- NXDOMAIN: the zone (the SOA owner in authority), so random names are one bucket too;
+- referral: the delegation point (the NS owner in authority);
+- any other RCODE (REFUSED, FORMERR, ...): one bucket per prefix, whatever the name.
+
+A response over its bucket's rate is dropped, except that every ``slip``-th one of that
+bucket is sent as a minimal reply (the question, TC=1): an honest client whose address
+was spoofed retries over TCP, which is never limited (a spoofed source cannot complete
+a handshake). ``slip`` 0 drops every limited response, 1 truncates every one.
+
+The table is a fixed number of slots, so memory is bounded whatever the spread of
+sources. A bucket's slot is a keyed hash (BLAKE2b with a key the caller draws at random
+per process) of its key, so an attacker cannot aim at a victim's slot. Keys that share a
+slot share its bucket: limiting stays within the rate per slot, at the price that a
+client may be limited along with a flood that happens to land in its slot (with ``k``
+busy buckets, a chance of about ``k / table_size``).
+
+Nothing here reads a clock or a socket: time is a parameter of every call.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import ipaddress
+from array import array
+from collections.abc import Mapping
+
+import attrs
+
+from valis_core.operator_state.site_facts import (
+    RRL_IPV4_PREFIX_KEY,
+    RRL_IPV6_PREFIX_KEY,
+    RRL_RATE_KEY,
+    RRL_SLIP_KEY,
+    RRL_TABLE_SIZE_KEY,
+)
+
+DEFAULT_SLIP = 2
+"""As NSD's ``rrl-slip`` and Knot's recommended ``slip``: half the limited responses
+are truncated replies, so an honest client gets through on its first or second retry."""
+DEFAULT_IPV4_PREFIX = 24
+DEFAULT_IPV6_PREFIX = 56
+"""Knot's IPv6 netblock; NSD uses /64. A /56 is a typical end site's assignment."""
+DEFAULT_TABLE_SIZE = 393241
+"""Knot's default ``table-size``: about 8 MB here."""
+
+_NOERROR = 0
+_NXDOMAIN = 3
+_MAX_LABELS = 128
+
+
+class Kind(enum.IntEnum):
+    """The response classes that get buckets of their own."""
+
+    POSITIVE = 0
+    NODATA = 1
+    NXDOMAIN = 2
+    REFERRAL = 3
+    ERROR = 4
+
+
+class Verdict(enum.IntEnum):
+    SEND = 0
+    DROP = 1
+    SLIP = 2
+
+
+@attrs.frozen
+class RrlSettings:
+    """How hard to limit: ``rate`` responses a second per bucket, ``burst`` at once."""
+
+    rate: int
+    slip: int = DEFAULT_SLIP
+    ipv4_prefix: int = DEFAULT_IPV4_PREFIX
+    ipv6_prefix: int = DEFAULT_IPV6_PREFIX
+    table_size: int = DEFAULT_TABLE_SIZE
+    burst: int = attrs.field()
+
+    @burst.default
+    def _one_second(self) -> int:
+        return self.rate
+
+    def __attrs_post_init__(self) -> None:
+        if self.rate < 1 or self.burst < 1 or self.slip < 0 or self.table_size < 1:
+            raise ValueError(f"not usable rate-limit settings: {self!r}")
+        if not (0 <= self.ipv4_prefix <= 32 and 0 <= self.ipv6_prefix <= 128):
+            raise ValueError(f"not usable prefix lengths: {self!r}")
+
+
+def settings_from_facts(facts: Mapping[str, str]) -> RrlSettings | None:
+    """The rate-limit settings the site facts ask for; ``None`` (off) without a rate.
+    The values were validated with the site facts (``site_facts.check_site_facts``)."""
+    rate = facts.get(RRL_RATE_KEY)
+    if rate is None:
+        return None
+    return RrlSettings(
+        rate=int(rate),
+        slip=int(facts.get(RRL_SLIP_KEY, DEFAULT_SLIP)),
+        ipv4_prefix=int(facts.get(RRL_IPV4_PREFIX_KEY, DEFAULT_IPV4_PREFIX)),
+        ipv6_prefix=int(facts.get(RRL_IPV6_PREFIX_KEY, DEFAULT_IPV6_PREFIX)),
+        table_size=int(facts.get(RRL_TABLE_SIZE_KEY, DEFAULT_TABLE_SIZE)),
+    )
+
+
+def source_prefix(host: str, ipv4_prefix: int, ipv6_prefix: int) -> bytes:
+    """The source prefix ``host`` (a peer address as the socket reports it) belongs to,
+    as bytes that differ between families; an IPv4-mapped IPv6 address is its IPv4."""
+    try:
+        if ":" not in host:
+            return b"4" + _ipv4(host, ipv4_prefix)
+        value = _ipv6(host.partition("%")[0])
+        if value >> 32 == 0xFFFF:
+            return b"4" + _masked(value & 0xFFFFFFFF, 32, ipv4_prefix)
+        return b"6" + _masked(value, 128, ipv6_prefix)
+    except ValueError:
+        return b"?" + host.encode("utf-8", "replace")
+
+
+def _ipv4(host: str, prefix: int) -> bytes:
+    parts = host.split(".")
+    if len(parts) != 4:
+        raise ValueError(host)
+    value = 0
+    for part in parts:
+        octet = int(part)
+        if not 0 <= octet <= 255:
+            raise ValueError(host)
+        value = value << 8 | octet
+    return _masked(value, 32, prefix)
+
+
+def _ipv6(host: str) -> int:
+    return int(ipaddress.IPv6Address(host))
+
+
+def _masked(value: int, bits: int, prefix: int) -> bytes:
+    return (value >> (bits - prefix)).to_bytes(bits // 8, "big") + bytes((prefix,))
+
+
+def classify(response: bytes) -> tuple[Kind, bytes, int]:
+    """The kind of ``response``, the name its bucket is keyed by (lowercased wire form),
+    and the offset where its question ends. Never raises: a response it cannot read is an
+    ERROR with no name."""
+    size = len(response)
+    if size < 12:
+        return Kind.ERROR, b"", size
+    rcode = response[3] & 0x0F
+    qend = _question_end(response, size)
+    if qend is None:
+        return Kind.ERROR, b"", 12
+    if rcode not in (_NOERROR, _NXDOMAIN):
+        return Kind.ERROR, b"", qend
+    qname = response[12 : qend - 4].lower()
+    ancount = response[6] << 8 | response[7]
+    if rcode == _NOERROR:
+        if ancount:
+            return Kind.POSITIVE, qname, qend
+        if response[2] & 0x04 or not (response[8] | response[9]):
+            return Kind.NODATA, qname, qend
+        owner = _authority_owner(response, qend, 0, size)
+        return Kind.REFERRAL, (owner if owner is not None else qname), qend
+    owner = _authority_owner(response, qend, ancount, size)
+    return Kind.NXDOMAIN, (owner if owner is not None else qname), qend
+
+
+def _question_end(message: bytes, size: int) -> int | None:
+    """The offset after the one question (a name without compression, type, class)."""
+    if message[4] << 8 | message[5] != 1:
+        return None
+    at = 12
+    for _ in range(_MAX_LABELS):
+        if at >= size:
+            return None
+        length = message[at]
+        if length == 0:
+            end = at + 5
+            return end if end <= size else None
+        if length > 63:
+            return None
+        at += length + 1
+    return None
+
+
+def _authority_owner(message: bytes, at: int, skip: int, size: int) -> bytes | None:
+    """The owner name of the first authority record, after ``skip`` answer records."""
+    for _ in range(skip):
+        end = _name_end(message, at, size)
+        if end is None or end + 10 > size:
+            return None
+        at = end + 10 + (message[end + 8] << 8 | message[end + 9])
+    if at >= size:
+        return None
+    return _decode_name(message, at, size)
+
+
+def _name_end(message: bytes, at: int, size: int) -> int | None:
+    for _ in range(_MAX_LABELS):
+        if at >= size:
+            return None
+        length = message[at]
+        if length == 0:
+            return at + 1
+        if length >= 0xC0:
+            return at + 2
+        if length > 63:
+            return None
+        at += length + 1
+    return None
+
+
+def _decode_name(message: bytes, at: int, size: int) -> bytes | None:
+    """A possibly compressed name, lowercased; ``None`` for a malformed one. Pointers
+    must point backwards, so every name read ends within a bounded number of steps."""
+    out = bytearray()
+    for _ in range(_MAX_LABELS):
+        if at >= size:
+            return None
+        length = message[at]
+        if length == 0:
+            out.append(0)
+            return bytes(out).lower()
+        if length >= 0xC0:
+            if at + 1 >= size:
+                return None
+            target = (length & 0x3F) << 8 | message[at + 1]
+            if target >= at:
+                return None
+            at = target
+            continue
+        if length > 63 or at + 1 + length > size:
+            return None
+        out += message[at : at + 1 + length]
+        at += length + 1
+    return None
+
+
+def slip_reply(response: bytes, qend: int) -> bytes:
+    """The minimal truncated reply in place of ``response``: its header with TC set and
+    no records, and its question (``qend`` from ``classify``)."""
+    if qend > len(response) or qend < 12:
+        qend = 12
+    qdcount = b"\x00\x01" if qend > 12 else b"\x00\x00"
+    return (
+        response[:2] + bytes((response[2] | 0x02, response[3])) + qdcount
+        + b"\x00\x00\x00\x00\x00\x00" + response[12:qend]
+    )
+
+
+class RateLimiter:
+    """The bucket table and its counters: mutable state that only ``take`` and ``limit``
+    change, given the time. ``key`` keys the slot hash; draw it at random per process."""
+
+    __slots__ = ("_key", "_limited", "_stamps", "_tokens", "settings")
+
+    def __init__(self, settings: RrlSettings, key: bytes) -> None:
+        self.settings = settings
+        self._key = key[:64]
+        size = settings.table_size
+        self._tokens = array("d", [float(settings.burst)]) * size
+        self._stamps = array("d", [float("-inf")]) * size
+        self._limited = array("Q", [0]) * size
+
+    @property
+    def footprint(self) -> int:
+        """Bytes the table holds: fixed when it is made, whatever the sources."""
+        return sum(len(c) * c.itemsize for c in (self._tokens, self._stamps, self._limited))
+
+    def slot(self, bucket: bytes) -> int:
+        """Where the bucket keyed ``bucket`` lives."""
+        digest = hashlib.blake2b(bucket, digest_size=8, key=self._key).digest()
+        return int.from_bytes(digest, "little") % self.settings.table_size
+
+    def take(self, bucket: bytes, now: float) -> Verdict:
+        """Spend one response from the bucket keyed ``bucket`` at time ``now``: send it,
+        or, over the rate, drop it or slip it."""
+        slot = self.slot(bucket)
+        settings = self.settings
+        tokens = self._tokens[slot]
+        elapsed = now - self._stamps[slot]
+        if elapsed > 0:
+            tokens = min(float(settings.burst), tokens + elapsed * settings.rate)
+            self._stamps[slot] = now
+        if tokens >= 1.0:
+            self._tokens[slot] = tokens - 1.0
+            return Verdict.SEND
+        self._tokens[slot] = tokens
+        limited = self._limited[slot] + 1
+        self._limited[slot] = limited
+        slip = settings.slip
+        return Verdict.SLIP if slip and limited % slip == 0 else Verdict.DROP
+
+    def limit(self, response: bytes, host: str, now: float) -> bytes | None:
+        """What to send instead of ``response`` to ``host`` at ``now``: the response
+        itself (the same object), its slip reply, or nothing."""
+        kind, name, qend = classify(response)
+        settings = self.settings
+        prefix = source_prefix(host, settings.ipv4_prefix, settings.ipv6_prefix)
+        verdict = self.take(bucket_key(prefix, kind, name), now)
+        if verdict is Verdict.SEND:
+            return response
+        if verdict is Verdict.SLIP:
+            return slip_reply(response, qend)
+        return None
+
+
+def bucket_key(prefix: bytes, kind: Kind, name: bytes) -> bytes:
+    """The bytes a bucket is keyed by: unambiguous, since a prefix ends in its length."""
+    return bytes((len(prefix), kind)) + prefix + name

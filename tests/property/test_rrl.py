@@ -1,0 +1,237 @@
+"""Response rate limiting's pure core: the bucket bound, the exact slip ratio, the
+bounded table, independent buckets, the classes read off real answers, and the site
+facts that turn it on."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import dns.flags
+import dns.message
+import dns.rcode
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from valis_core.dns.answer import Transport, answer
+from valis_core.dns.rrl import (
+    DEFAULT_IPV6_PREFIX,
+    DEFAULT_SLIP,
+    Kind,
+    RateLimiter,
+    RrlSettings,
+    Verdict,
+    bucket_key,
+    classify,
+    settings_from_facts,
+    slip_reply,
+    source_prefix,
+)
+from valis_core.dns.wire import from_text
+from valis_core.dns.zone import ZoneIndex
+from valis_core.operator_state.site_facts import (
+    RRL_RANGES,
+    RRL_RATE_KEY,
+    RRL_SLIP_KEY,
+    SiteFactsError,
+    check_site_facts,
+)
+
+KEY = bytes(range(16))
+ZONE = """$ORIGIN example.com.
+$TTL 3600
+@ SOA ns1 hostmaster 1 7200 3600 1209600 300
+@ NS ns1
+ns1 A 192.0.2.1
+www A 192.0.2.80
+sub NS ns.sub
+ns.sub A 192.0.2.53
+"""
+INDEX = ZoneIndex.from_zone_text(ZONE, "example.com.")
+FACTS = {
+    "VALIS_NODE_NAME": "origin-1",
+    "VALIS_LOCATION": "ams",
+    "VALIS_OPERATOR_STATE_DSN": "postgresql://valis@/valis_state?host=/var/run/postgresql",
+    "VALIS_SERVED_ZONES": "example.com.",
+}
+
+rates = st.integers(min_value=1, max_value=50)
+# Times in milliseconds, so sums are exact in floating point.
+steps = st.lists(
+    st.tuples(st.integers(0, 3), st.integers(0, 400)), min_size=1, max_size=300
+)
+
+
+def response(name: str, rtype: str) -> bytes:
+    query = dns.message.make_query(name, rtype, use_edns=False).to_wire()
+    wire = answer(INDEX, query, transport=Transport.UDP)
+    assert wire is not None
+    return wire
+
+
+@given(rates, st.integers(1, 60), steps)
+def test_a_bucket_never_sends_more_than_its_rate_over_the_time_seen_plus_its_burst(
+    rate: int, burst: int, sequence: list[tuple[int, int]]
+) -> None:
+    limiter = RateLimiter(RrlSettings(rate=rate, burst=burst, table_size=1024), KEY)
+    buckets = [b"bucket-%d" % n for n in range(4)]
+    now = 0
+    seen: dict[int, list[float]] = {}
+    sent: dict[int, int] = {}
+    for which, delta in sequence:
+        now += delta
+        slot = limiter.slot(buckets[which])
+        seen.setdefault(slot, []).append(now / 1000)
+        if limiter.take(buckets[which], now / 1000) is Verdict.SEND:
+            sent[slot] = sent.get(slot, 0) + 1
+    for slot, times in seen.items():
+        assert sent.get(slot, 0) <= rate * (times[-1] - times[0]) + burst + 1e-9
+
+
+@given(st.integers(0, 10), rates, st.integers(0, 500))
+def test_every_slip_th_limited_response_slips_and_the_rest_are_dropped(
+    slip: int, rate: int, flood: int
+) -> None:
+    limiter = RateLimiter(RrlSettings(rate=rate, slip=slip, table_size=1024), KEY)
+    verdicts = [limiter.take(b"victim", 7.0) for _ in range(rate + flood)]
+    assert verdicts[:rate] == [Verdict.SEND] * rate
+    limited = verdicts[rate:]
+    assert Verdict.SEND not in limited
+    slipped = [n for n, verdict in enumerate(limited, start=1) if verdict is Verdict.SLIP]
+    assert slipped == ([n for n in range(1, flood + 1) if n % slip == 0] if slip else [])
+
+
+@given(st.lists(st.binary(max_size=40), max_size=200), st.integers(1024, 4096))
+def test_the_table_stays_its_fixed_size_whatever_the_keys(keys: list[bytes], size: int) -> None:
+    limiter = RateLimiter(RrlSettings(rate=1, table_size=size), KEY)
+    footprint = limiter.footprint
+    assert footprint == 24 * size
+    for n, key in enumerate(keys):
+        limiter.take(key, float(n))
+        assert 0 <= limiter.slot(key) < size
+    assert limiter.footprint == footprint
+
+
+@given(rates, steps, st.integers(0, 400))
+def test_a_flood_at_one_prefix_changes_nothing_for_another(
+    rate: int, sequence: list[tuple[int, int]], flood: int
+) -> None:
+    settings = RrlSettings(rate=rate, table_size=4096)
+    www = response("www.example.com.", "A")
+    victim, honest = "198.51.100.7", "203.0.113.9"
+    alone, flooded = RateLimiter(settings, KEY), RateLimiter(settings, KEY)
+    name = from_text("www.example.com.")
+    honest_key = bucket_key(source_prefix(honest, 24, 56), Kind.POSITIVE, name)
+    victim_key = bucket_key(source_prefix(victim, 24, 56), Kind.POSITIVE, name)
+    assume(alone.slot(honest_key) != alone.slot(victim_key))
+    now = 0
+    for _, delta in sequence:
+        now += delta
+        for _ in range(flood):
+            flooded.limit(www, victim, now / 1000)
+        assert alone.limit(www, honest, now / 1000) == flooded.limit(www, honest, now / 1000)
+
+
+def test_the_slot_depends_on_the_process_key() -> None:
+    settings = RrlSettings(rate=1, table_size=1 << 20)
+    keys = [b"bucket-%d" % n for n in range(8)]
+    one, other = RateLimiter(settings, KEY), RateLimiter(settings, bytes(16))
+    assert [one.slot(k) for k in keys] != [other.slot(k) for k in keys]
+
+
+@given(st.sampled_from(["aa.example.com.", "x.y.example.com.", "NoPe.Example.COM."]),
+       st.sampled_from(["A", "MX", "TXT"]))
+def test_every_name_missing_from_a_zone_shares_the_zone_s_nxdomain_bucket(
+    name: str, rtype: str
+) -> None:
+    kind, keyed, _ = classify(response(name, rtype))
+    assert (kind, keyed) == (Kind.NXDOMAIN, from_text("example.com."))
+
+
+def test_answers_nodata_referrals_and_errors_are_classes_of_their_own() -> None:
+    www = from_text("www.example.com.")
+    assert classify(response("WWW.example.com.", "A"))[:2] == (Kind.POSITIVE, www)
+    assert classify(response("www.example.com.", "TXT"))[:2] == (Kind.NODATA, www)
+    referral = classify(response("host.deep.sub.example.com.", "A"))
+    assert referral[:2] == (Kind.REFERRAL, from_text("sub.example.com."))
+    assert classify(response("example.org.", "A"))[:2] == (Kind.ERROR, b"")
+
+
+@given(st.sampled_from(["www.example.com.", "nope.example.com.", "a.sub.example.com.",
+                        "example.org."]), st.booleans())
+def test_a_slip_reply_is_the_question_with_tc_and_no_records(name: str, edns: bool) -> None:
+    query = dns.message.make_query(name, "A", use_edns=0 if edns else False)
+    full = answer(INDEX, query.to_wire(), transport=Transport.UDP)
+    assert full is not None
+    reply = dns.message.from_wire(slip_reply(full, classify(full)[2]))
+    assert reply.id == query.id
+    assert reply.flags & dns.flags.TC
+    assert reply.flags & dns.flags.QR
+    assert reply.question == query.question
+    assert (reply.answer, reply.authority, reply.additional) == ([], [], [])
+    assert reply.rcode() == dns.message.from_wire(full).rcode()
+
+
+@given(st.binary(max_size=600))
+def test_classifying_any_bytes_never_raises(wire: bytes) -> None:
+    kind, _, qend = classify(wire)
+    assert kind in Kind
+    slip_reply(wire + bytes(12), qend)
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1), st.integers(8, 32))
+def test_ipv4_sources_share_a_bucket_exactly_when_they_share_the_prefix(
+    a: int, b: int, prefix: int
+) -> None:
+    first, second = str(ipaddress.IPv4Address(a)), str(ipaddress.IPv4Address(b))
+    same = a >> (32 - prefix) == b >> (32 - prefix)
+    assert (source_prefix(first, prefix, 56) == source_prefix(second, prefix, 56)) == same
+    mapped = f"::ffff:{first}"
+    assert source_prefix(mapped, prefix, 56) == source_prefix(first, prefix, 56)
+
+
+@given(st.integers(0, 2**128 - 1), st.integers(0, 2**128 - 1), st.integers(16, 128))
+def test_ipv6_sources_share_a_bucket_exactly_when_they_share_the_prefix(
+    a: int, b: int, prefix: int
+) -> None:
+    assume(a >> 32 != 0xFFFF and b >> 32 != 0xFFFF)
+    first, second = str(ipaddress.IPv6Address(a)), str(ipaddress.IPv6Address(b))
+    same = a >> (128 - prefix) == b >> (128 - prefix)
+    assert (source_prefix(first, 24, prefix) == source_prefix(second, 24, prefix)) == same
+    assert source_prefix(first + "%eth0", 24, prefix) == source_prefix(first, 24, prefix)
+
+
+def test_an_ipv4_and_an_ipv6_source_never_share_a_prefix() -> None:
+    assert source_prefix("0.0.0.1", 8, 16) != source_prefix("::1", 8, 16)
+    assert source_prefix("not an address", 24, 56).startswith(b"?")
+
+
+def test_rate_limiting_is_off_without_a_rate_and_tuned_by_the_other_facts() -> None:
+    assert settings_from_facts(FACTS) is None
+    on = settings_from_facts({**FACTS, RRL_RATE_KEY: "20"})
+    assert on == RrlSettings(rate=20)
+    assert (on.slip, on.ipv6_prefix, on.burst) == (DEFAULT_SLIP, DEFAULT_IPV6_PREFIX, 20)
+    tuned = {**FACTS, RRL_RATE_KEY: "5", RRL_SLIP_KEY: "0", "VALIS_RRL_IPV4_PREFIX": "32",
+             "VALIS_RRL_IPV6_PREFIX": "64", "VALIS_RRL_TABLE_SIZE": "4096"}
+    check_site_facts(tuned)
+    assert settings_from_facts(tuned) == RrlSettings(
+        rate=5, slip=0, ipv4_prefix=32, ipv6_prefix=64, table_size=4096
+    )
+
+
+@pytest.mark.parametrize("key", sorted(RRL_RANGES))
+@given(value=st.sampled_from(["", "-1", "1.5", " 20", "2e3", "٣", "99999999999"]))
+def test_a_rate_limit_fact_out_of_its_range_is_refused_in_one_line(key: str, value: str) -> None:
+    low, high = RRL_RANGES[key]
+    facts = {**FACTS, RRL_RATE_KEY: "20"}
+    check_site_facts({**facts, key: str(low)})
+    check_site_facts({**facts, key: str(high)})
+    for bad in (value, str(low - 1), str(high + 1)):
+        with pytest.raises(SiteFactsError, match=key) as refused:
+            check_site_facts({**facts, key: bad})
+        assert "\n" not in str(refused.value)
+
+
+def test_tuning_without_a_rate_is_refused_naming_the_missing_rate() -> None:
+    with pytest.raises(SiteFactsError, match=f"off without {RRL_RATE_KEY}"):
+        check_site_facts({**FACTS, RRL_SLIP_KEY: "1"})
