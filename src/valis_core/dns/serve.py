@@ -19,6 +19,11 @@ less CPU per query at moderate rates, where each wake-up carries only a few data
 but under load it contends with the trio thread for the GIL at every socket call, so it
 is not used. Figures in docs/performance.md.)
 
+Response rate limiting (``valis_core.dns.rrl``, when the caller gives ``limiter``)
+applies to UDP only, to each response just before it is sent: it is sent, replaced by a
+minimal truncated reply (slipped), or dropped. TCP is never limited. Without a limiter
+the loop pays one comparison per datagram.
+
 Zone transfers (``valis_core.dns.transfer_serve``, when the caller gives ``transfers``):
 an AXFR or IXFR read on a TCP connection is served there by ``transfers.transfer``
 instead of the answer path, and a response the answer path gives with NOTAUTH (a signed
@@ -61,6 +66,7 @@ import trio
 
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.records import FORMERR, NOTAUTH
+from valis_core.dns.rrl import RateLimiter
 from valis_core.dns.snapshot import IndexHolder, Snapshot
 from valis_core.dns.tcp import accept_bounded, take_frames
 from valis_core.dns.transfer import transfer_question
@@ -126,6 +132,8 @@ class ServeCounts:
     tcp_accepted: int
     tcp_refused: int
     tcp_idle_closed: int
+    rate_limited: Mapping[str, int] = attrs.field(factory=dict)
+    """UDP responses response rate limiting held back, by action (dropped, slipped)."""
 
     @property
     def responses_total(self) -> int:
@@ -146,6 +154,8 @@ class ServeStats:
         "tcp_send_failures",
         "udp_answer_errors",
         "udp_dropped",
+        "udp_rate_dropped",
+        "udp_rate_slipped",
         "udp_rcodes",
         "udp_send_failures",
         "udp_truncated",
@@ -164,6 +174,8 @@ class ServeStats:
         self.tcp_accepted = 0
         self.tcp_refused = 0
         self.tcp_idle_closed = 0
+        self.udp_rate_dropped = 0
+        self.udp_rate_slipped = 0
 
     def snapshot(self) -> ServeCounts:
         responses: dict[tuple[str, str], int] = {}
@@ -182,6 +194,7 @@ class ServeStats:
             tcp_accepted=self.tcp_accepted,
             tcp_refused=self.tcp_refused,
             tcp_idle_closed=self.tcp_idle_closed,
+            rate_limited={"dropped": self.udp_rate_dropped, "slipped": self.udp_rate_slipped},
         )
 
 
@@ -218,13 +231,14 @@ async def serve_udp(
     stats: ServeStats | None = None,
     answer_fn: AnswerFn = answer,
     transfers: TransferFn | None = None,
+    limiter: RateLimiter | None = None,
 ) -> None:
     """Answer datagrams on ``sock`` (already bound) until cancelled.
 
     Runs the drain loop described in the module docstring on a duplicate of the
     socket's descriptor; the caller keeps ownership of ``sock``. A signed query the
     answer path refuses (NOTAUTH) goes to ``transfers``, when given, in case a listed
-    secondary signed it.
+    secondary signed it. ``limiter``, when given, rate-limits the responses.
     """
     counts = stats if stats is not None else ServeStats()
     failures = _ThrottledLog()
@@ -257,6 +271,14 @@ async def serve_udp(
                 if transfers is not None and response[3] & 0x0F in _SECONDARIES_RCODES:
                     signed = transfers.signed(holder.snapshot, query, str(peer[0]), udp)
                     response = signed or response
+                if limiter is not None:
+                    limited = limiter.limit(response, peer[0], trio.current_time())
+                    if limited is not response:
+                        if limited is None:
+                            counts.udp_rate_dropped += 1
+                            continue
+                        counts.udp_rate_slipped += 1
+                        response = limited
                 try:
                     sendto(response, peer)
                 except OSError:

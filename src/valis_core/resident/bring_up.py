@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from valis_core.dns.notify_send import ChangeWatch
+    from valis_core.dns.rrl import RateLimiter
     from valis_core.dns.serve import ServeStats
     from valis_core.dns.snapshot import IndexHolder
     from valis_core.dns.transfer_serve import Transfers
@@ -516,11 +517,27 @@ async def _secondaries(boot: Boot) -> Boot:
 
 
 async def _serve_dns(boot: Boot) -> Boot:
+    from valis_core.dns.rrl import RateLimiter, settings_from_facts
+
     adopted = need(boot.adopted)
+    settings = settings_from_facts(need(boot.config).facts)
+    # The slot hash's key: fresh per process, so nobody can aim at a victim's bucket.
+    limiter = RateLimiter(settings, os.urandom(16)) if settings is not None else None
     await boot.services.start(
         "serve DNS",
-        _dns_service(adopted, need(boot.holder), need(boot.stats), need(boot.transfers)),
+        _dns_service(
+            adopted, need(boot.holder), need(boot.stats), need(boot.transfers), limiter
+        ),
     )
+    if settings is None:
+        log.info("response rate limiting: off")
+    else:
+        log.info(
+            "response rate limiting: %d responses/s per IPv4 /%d or IPv6 /%d and response "
+            "class over UDP, slip %d, %d buckets",
+            settings.rate, settings.ipv4_prefix, settings.ipv6_prefix, settings.slip,
+            settings.table_size,
+        )
     pair = adopted.adoption
     log.info("serving DNS on udp=%s tcp=%s", pair.dns_udp.address, pair.dns_tcp.address)
     return boot
@@ -884,14 +901,19 @@ def _close_listeners(adopted: AdoptedSockets) -> None:
 
 
 def _dns_service(
-    adopted: AdoptedSockets, holder: IndexHolder, stats: ServeStats, transfers: Transfers
+    adopted: AdoptedSockets,
+    holder: IndexHolder,
+    stats: ServeStats,
+    transfers: Transfers,
+    limiter: RateLimiter | None,
 ) -> _Service:
     from valis_core.dns.serve import serve_tcp, serve_udp
 
     async def serve(task_status: trio.TaskStatus[None]) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(partial(
-                serve_udp, adopted.dns_udp, holder, stats=stats, transfers=transfers
+                serve_udp, adopted.dns_udp, holder, stats=stats, transfers=transfers,
+                limiter=limiter,
             ))
             nursery.start_soon(partial(
                 serve_tcp, adopted.dns_tcp, holder, stats=stats, transfers=transfers

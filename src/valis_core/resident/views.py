@@ -420,6 +420,16 @@ class NodeViews:
                 _by_transport(counts.send_failures),
             ),
             Family(
+                "valis_dns_rate_limited_total",
+                "counter",
+                "UDP responses held back by response rate limiting, by action "
+                "(dropped, or slipped: sent as a truncated reply).",
+                tuple(
+                    Sample(value, (("action", action),))
+                    for action, value in sorted(counts.rate_limited.items())
+                ),
+            ),
+            Family(
                 "valis_dns_tcp_connections_total",
                 "counter",
                 "DNS TCP connections, by outcome.",
