@@ -235,3 +235,12 @@ def test_a_rate_limit_fact_out_of_its_range_is_refused_in_one_line(key: str, val
 def test_tuning_without_a_rate_is_refused_naming_the_missing_rate() -> None:
     with pytest.raises(SiteFactsError, match=f"off without {RRL_RATE_KEY}"):
         check_site_facts({**FACTS, RRL_SLIP_KEY: "1"})
+
+
+def test_a_flood_from_ever_new_sources_leaves_the_memory_as_it_was() -> None:
+    limiter = RateLimiter(RrlSettings(rate=1, table_size=4096), KEY)
+    footprint, www = limiter.footprint, response("www.example.com.", "A")
+    for n in range(10_000):
+        limiter.limit(www, str(ipaddress.IPv4Address(n * 256)), 1.0)
+        assert limiter.remembered_sources <= 4096
+    assert limiter.footprint == footprint

@@ -55,6 +55,9 @@ DEFAULT_TABLE_SIZE = 393241
 _NOERROR = 0
 _NXDOMAIN = 3
 _MAX_LABELS = 128
+_PREFIX_MEMO = 4096
+"""Source addresses whose prefix is remembered (a flood repeats its sources); the memo
+starts afresh when full, so it stays bounded however many sources there are."""
 
 
 class Kind(enum.IntEnum):
@@ -125,16 +128,10 @@ def source_prefix(host: str, ipv4_prefix: int, ipv6_prefix: int) -> bytes:
 
 
 def _ipv4(host: str, prefix: int) -> bytes:
-    parts = host.split(".")
-    if len(parts) != 4:
+    packed = bytes(map(int, host.split(".")))  # ValueError past 255 or below 0
+    if len(packed) != 4:
         raise ValueError(host)
-    value = 0
-    for part in parts:
-        octet = int(part)
-        if not 0 <= octet <= 255:
-            raise ValueError(host)
-        value = value << 8 | octet
-    return _masked(value, 32, prefix)
+    return _masked(int.from_bytes(packed, "big"), 32, prefix)
 
 
 def _ipv6(host: str) -> int:
@@ -258,11 +255,12 @@ class RateLimiter:
     """The bucket table and its counters: mutable state that only ``take`` and ``limit``
     change, given the time. ``key`` keys the slot hash; draw it at random per process."""
 
-    __slots__ = ("_key", "_limited", "_stamps", "_tokens", "settings")
+    __slots__ = ("_hasher", "_limited", "_prefixes", "_stamps", "_tokens", "settings")
 
     def __init__(self, settings: RrlSettings, key: bytes) -> None:
         self.settings = settings
-        self._key = key[:64]
+        self._hasher = hashlib.blake2b(digest_size=8, key=key[:64])
+        self._prefixes: dict[str, bytes] = {}
         size = settings.table_size
         self._tokens = array("d", [float(settings.burst)]) * size
         self._stamps = array("d", [float("-inf")]) * size
@@ -273,10 +271,16 @@ class RateLimiter:
         """Bytes the table holds: fixed when it is made, whatever the sources."""
         return sum(len(c) * c.itemsize for c in (self._tokens, self._stamps, self._limited))
 
+    @property
+    def remembered_sources(self) -> int:
+        """Sources whose prefix is memoized: at most a fixed number."""
+        return len(self._prefixes)
+
     def slot(self, bucket: bytes) -> int:
         """Where the bucket keyed ``bucket`` lives."""
-        digest = hashlib.blake2b(bucket, digest_size=8, key=self._key).digest()
-        return int.from_bytes(digest, "little") % self.settings.table_size
+        hasher = self._hasher.copy()  # cheaper than keying a new one
+        hasher.update(bucket)
+        return int.from_bytes(hasher.digest(), "little") % self.settings.table_size
 
     def take(self, bucket: bytes, now: float) -> Verdict:
         """Spend one response from the bucket keyed ``bucket`` at time ``now``: send it,
@@ -301,8 +305,13 @@ class RateLimiter:
         """What to send instead of ``response`` to ``host`` at ``now``: the response
         itself (the same object), its slip reply, or nothing."""
         kind, name, qend = classify(response)
-        settings = self.settings
-        prefix = source_prefix(host, settings.ipv4_prefix, settings.ipv6_prefix)
+        prefix = self._prefixes.get(host)
+        if prefix is None:
+            if len(self._prefixes) >= _PREFIX_MEMO:
+                self._prefixes.clear()
+            settings = self.settings
+            prefix = source_prefix(host, settings.ipv4_prefix, settings.ipv6_prefix)
+            self._prefixes[host] = prefix
         verdict = self.take(bucket_key(prefix, kind, name), now)
         if verdict is Verdict.SEND:
             return response
