@@ -20,6 +20,7 @@ import struct
 from collections.abc import Callable
 
 from valis_core.dns import wire
+from valis_core.dns.records import AAAA, CNAME, MX, NS, PTR, SOA, SRV, A
 
 Record = tuple[bytes, int, int, bytes]
 """One record read: owner (wire form, as written), type, TTL, rdata (wire form)."""
@@ -29,7 +30,6 @@ Emit = Callable[[Record], None]
 _UINT32 = 2**32 - 1
 """The largest TTL dnspython's reader takes (the index refuses above RFC 2181's 2**31 - 1),
 and the largest serial."""
-_A, _NS, _CNAME, _SOA, _PTR, _MX, _AAAA, _SRV = 1, 2, 5, 6, 12, 15, 28, 33
 
 
 def _spellings(word: str) -> list[str]:
@@ -41,19 +41,19 @@ def _spellings(word: str) -> list[str]:
 _PLAIN_TYPES = {
     spelling: number
     for word, number in (
-        ("A", _A),
-        ("NS", _NS),
-        ("CNAME", _CNAME),
-        ("SOA", _SOA),
-        ("PTR", _PTR),
-        ("MX", _MX),
-        ("AAAA", _AAAA),
-        ("SRV", _SRV),
+        ("A", A),
+        ("NS", NS),
+        ("CNAME", CNAME),
+        ("SOA", SOA),
+        ("PTR", PTR),
+        ("MX", MX),
+        ("AAAA", AAAA),
+        ("SRV", SRV),
     )
     for spelling in _spellings(word)
 }
 _CLASS_IN = frozenset(_spellings("IN"))
-_NAME_RDATA = frozenset({_NS, _CNAME, _PTR})
+_NAME_RDATA = frozenset({NS, CNAME, PTR})
 _DOUBTFUL = re.compile(r"[^\t\n\x20\x21\x23-\x27\x2a-\x5b\x5d-\x7e]")
 """What a plain line never holds: anything but printable ASCII and tabs, and quotes,
 backslashes and parentheses."""
@@ -266,14 +266,14 @@ def plain_line(line: str, state: ReadingState) -> tuple[()] | Record | None:
     rtype = _PLAIN_TYPES.get(token)
     if rtype is None or (ttl is not None and ttl > _UINT32):
         return None
-    if rtype == _A:  # the bulk of a large zone
+    if rtype == A:  # the bulk of a large zone
         rdata = _ipv4(tokens[i + 1]) if i + 2 == count else None
     else:
         rdata = _plain_rdata(rtype, tokens[i + 1 :], origin)
     if rdata is None:
         return None
     # dnspython's pre-RFC 2308 rule: without $TTL, the first SOA's minimum is the default.
-    soa_default = rtype == _SOA and not state.default_ttl_known
+    soa_default = rtype == SOA and not state.default_ttl_known
     if ttl is not None:
         state.last_ttl = ttl
         state.last_ttl_known = True
@@ -336,28 +336,27 @@ def _uint(token: str, limit: int) -> int | None:
 
 
 def _plain_rdata(rtype: int, fields: list[str], origin: bytes) -> bytes | None:
-    """The wire form of the rdata fields of a plain type, or ``None`` for dnspython."""
+    """The wire form of the rdata fields of a plain type other than A (``plain_line``
+    decodes that itself), or ``None`` for dnspython."""
     count = len(fields)
-    if rtype == _A:
-        return _ipv4(fields[0]) if count == 1 else None
     if rtype in _NAME_RDATA:
         return _name(fields[0], origin) if count == 1 else None
-    if rtype == _AAAA:
+    if rtype == AAAA:
         return _ipv6(fields[0]) if count == 1 else None
-    if rtype == _MX and count == 2:
+    if rtype == MX and count == 2:
         preference = _uint(fields[0], 0xFFFF)
         exchange = _name(fields[1], origin)
         if preference is None or exchange is None:
             return None
         return struct.pack("!H", preference) + exchange
-    if rtype == _SOA and count == 7:
+    if rtype == SOA and count == 7:
         mname = _name(fields[0], origin)
         rname = _name(fields[1], origin)
         numbers = [_uint(field, _UINT32) for field in fields[2:]]
         if mname is None or rname is None or None in numbers:
             return None
         return mname + rname + _SOA_TIMERS.pack(*numbers)
-    if rtype == _SRV and count == 4:
+    if rtype == SRV and count == 4:
         shorts = [_uint(field, 0xFFFF) for field in fields[:3]]
         target = _name(fields[3], origin)
         if target is None or None in shorts:
