@@ -1,0 +1,182 @@
+"""A zone's CSK rollover as a pure state machine: the steps, what each publishes, and when
+each ends. Everything that decides a rollover's state lives in this table.
+
+The roll is RFC 7583's Double-DS method (section 3.3.2) for the key's role as the secure
+entry point, with the zone-signing role moved by pre-publication (section 3.2.1), since a
+combined signing key (CSK) plays both. The new key's DS goes to the parent first; the new
+key is published beside the old one only once every cached DS set holds its DS; the zone
+is signed by it only once every cached DNSKEY set holds it; the old key leaves the DNSKEY
+RRset only once no cached signature was made by it; last the parent drops the old DS.
+
+========================  ============  ==============  =========  ==========  ==========
+step                      DNSKEY        signs DNSKEY    signs zone parent DS   leaves on
+========================  ============  ==============  =========  ==========  ==========
+``ds-submit``             old           old             old        old + new   operator
+``ds-propagating``        old           old             old        old + new   Dprp_P+TTLds
+``published``             old + new     old + new       old        old + new   Dprp+TTLkey
+``switched``              old + new     old + new       new        old + new   Dprp+TTLsig
+``ds-retire``             new           new             new        new         operator
+========================  ============  ==============  =========  ==========  ==========
+
+The two operator steps wait for the parent: the operator submits the DS set
+``parent_ds`` names and confirms it is published (``confirm``). CDS and CDNSKEY say the
+same set, for parents that scan. Confirming ``ds-retire`` ends the roll: the new key is
+then simply the zone's key. A step ending on time ends at ``since + wait``; the resident
+moves it on at any moment after that, and the next step's wait counts from then (late
+is always safe: each step only lasts longer).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from valis_core.errors import ValisError
+
+DS_SUBMIT = "ds-submit"
+DS_PROPAGATING = "ds-propagating"
+PUBLISHED = "published"
+SWITCHED = "switched"
+DS_RETIRE = "ds-retire"
+DONE = "done"
+STEPS = (DS_SUBMIT, DS_PROPAGATING, PUBLISHED, SWITCHED, DS_RETIRE)
+"""The steps in order; ``DONE`` is no step: the roll is over."""
+OPERATOR_STEPS = frozenset({DS_SUBMIT, DS_RETIRE})
+"""Steps that end when the operator confirms the parent publishes the DS set shown."""
+
+MAX_SECONDS = 30 * 86400
+"""The longest any timing may be (a TTL above a month is a typo)."""
+
+
+class RolloverError(ValisError):
+    """A rollover event that its current step does not allow."""
+
+
+@attrs.frozen
+class Timing:
+    """The durations a rollover waits on (seconds), RFC 7583's names in brackets: the
+    DNSKEY RRset's TTL (TTLkey), the DS TTL at the parent (TTLds), the largest TTL of
+    any signed RRset in the zone (TTLsig), how long a change takes to reach all the
+    zone's servers (Dprp), and all the parent's (Dprp_P)."""
+
+    dnskey_ttl: int = 3600
+    ds_ttl: int = 86400
+    max_zone_ttl: int = 86400
+    propagation_delay: int = 300
+    parent_propagation_delay: int = 3600
+
+    def __attrs_post_init__(self) -> None:
+        for field in attrs.fields(Timing):
+            value = getattr(self, field.name)
+            if not 0 <= value <= MAX_SECONDS:
+                raise RolloverError(
+                    f"{field.name.replace('_', '-')} {value} is not between 0 and "
+                    f"{MAX_SECONDS} seconds"
+                )
+
+
+@attrs.frozen
+class Keying:
+    """What a zone publishes and signs with at one step, by key tag."""
+
+    published: tuple[int, ...]
+    """The keys in the DNSKEY RRset."""
+    key_signers: tuple[int, ...]
+    """The keys whose RRSIGs cover the DNSKEY RRset."""
+    zone_signer: int
+    """The key that signs every other RRset."""
+    parent_ds: tuple[int, ...]
+    """The keys whose DS the parent should hold (and CDS/CDNSKEY say)."""
+
+
+@attrs.frozen
+class Rollover:
+    """One zone's roll from ``old`` to ``new`` (key tags), at ``step`` since ``since``
+    (UNIX time), waiting per ``timing``."""
+
+    old: int
+    new: int
+    step: str
+    since: float
+    timing: Timing
+
+    def __attrs_post_init__(self) -> None:
+        if self.step not in STEPS:
+            raise RolloverError(f"rollover step {self.step!r} is not one of {', '.join(STEPS)}")
+        if self.old == self.new:
+            raise RolloverError(
+                f"a rollover needs a new key with another key tag than the old one "
+                f"({self.old}); make the new key again"
+            )
+
+
+def stable(tag: int) -> Keying:
+    """A zone not rolling: its one key does everything."""
+    return Keying((tag,), (tag,), tag, (tag,))
+
+
+def keying(roll: Rollover) -> Keying:
+    """What the zone publishes and signs with at ``roll``'s step (the table above)."""
+    old, new, both = roll.old, roll.new, (roll.old, roll.new)
+    if roll.step in (DS_SUBMIT, DS_PROPAGATING):
+        return Keying((old,), (old,), old, both)
+    if roll.step == PUBLISHED:
+        return Keying(both, both, old, both)
+    if roll.step == SWITCHED:
+        return Keying(both, both, new, both)
+    return Keying((new,), (new,), new, (new,))
+
+
+def wait(roll: Rollover) -> float | None:
+    """How long ``roll``'s step lasts; ``None`` for a step the operator ends."""
+    t = roll.timing
+    if roll.step == DS_PROPAGATING:
+        return t.parent_propagation_delay + t.ds_ttl
+    if roll.step == PUBLISHED:
+        return t.propagation_delay + t.dnskey_ttl
+    if roll.step == SWITCHED:
+        return t.propagation_delay + t.max_zone_ttl
+    return None
+
+
+def due(roll: Rollover) -> float | None:
+    """When ``roll``'s step ends on time; ``None`` while it waits for the operator."""
+    length = wait(roll)
+    return None if length is None else roll.since + length
+
+
+def start(old: int, new: int, timing: Timing, now: float) -> Rollover:
+    """A roll from ``old`` to ``new`` begun at ``now``: the parent is to add the new DS."""
+    return Rollover(old, new, DS_SUBMIT, now, timing)
+
+
+def _next(step: str) -> str:
+    at = STEPS.index(step)
+    return STEPS[at + 1] if at + 1 < len(STEPS) else DONE
+
+
+def advance(roll: Rollover, now: float) -> Rollover:
+    """``roll`` at ``now``: a step whose time has come is followed by the next, which
+    begins at ``now``, the moment it is written and served, never at the earlier moment
+    it could have begun (its wait then counts from when resolvers can see it)."""
+    for _ in STEPS:
+        end = due(roll)
+        if end is None or end > now:
+            break
+        roll = attrs.evolve(roll, step=_next(roll.step), since=now)
+    return roll
+
+
+def confirm(roll: Rollover, now: float) -> Rollover | None:
+    """The operator says the parent publishes the DS set this step asks for: the next
+    step begins at ``now`` (``None``: the roll is over). Refused at any other step."""
+    if roll.step not in OPERATOR_STEPS:
+        end = due(roll)
+        raise RolloverError(
+            f"the rollover is at step {roll.step}, which waits for time, not for the "
+            f"parent (it ends at {end:.0f}); confirm the DS only at "
+            f"{' or '.join(sorted(OPERATOR_STEPS))}"
+        )
+    following = _next(roll.step)
+    if following == DONE:
+        return None
+    return attrs.evolve(roll, step=following, since=now)

@@ -1,0 +1,161 @@
+"""A CSK rollover never leaves a resolver without a valid chain: whatever the timings,
+whenever the resident looks and the operator confirms, a resolver holding any DS set, any
+DNSKEY RRset and any signature it fetched within their TTLs (from a parent or a zone
+server lagging by up to its propagation delay) can still chain DS to DNSKEY to the data."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from valis_core.dns import rollover
+from valis_core.dns.rollover import Keying, Rollover, RolloverError, Timing
+
+OLD, NEW = 11, 22
+T0 = 1000
+
+timings = st.builds(
+    Timing,
+    dnskey_ttl=st.integers(0, 40),
+    ds_ttl=st.integers(0, 40),
+    max_zone_ttl=st.integers(0, 40),
+    propagation_delay=st.integers(0, 20),
+    parent_propagation_delay=st.integers(0, 20),
+)
+
+
+@attrs.frozen
+class History:
+    """What the zone served from each moment on, and when the parent's DS set changed:
+    ``parent`` holds, per change, the moment it was first published somewhere and the
+    moment it was everywhere (confirmed plus the parent's propagation delay)."""
+
+    zone: tuple[tuple[float, Keying], ...]
+    parent: tuple[tuple[float, float, tuple[int, ...]], ...]
+    timing: Timing
+    end: float
+
+
+def drive(data: st.DataObject, timing: Timing) -> History:
+    """Run one roll to its end with events drawn at random: resident ticks at any
+    moment, confirmations tried at any step (refused ones change nothing)."""
+    roll: Rollover | None = rollover.start(OLD, NEW, timing, T0)
+    zone: list[tuple[float, Keying]] = [(0.0, rollover.stable(OLD))]
+    parent: list[tuple[float, float, tuple[int, ...]]] = [(0.0, 0.0, (OLD,))]
+    now = float(T0)
+    for event in range(40):
+        if roll is None:
+            break
+        now += data.draw(st.integers(0, 30), label="pause")
+        late = event >= 20  # past twenty drawn events, the operator and the clock move on
+        due = rollover.due(roll)
+        if late and due is not None:
+            now = max(now, due)
+        if (late and due is None) or data.draw(st.booleans(), label="operator confirms"):
+            try:
+                confirmed = rollover.confirm(roll, now)
+            except RolloverError:
+                assert roll.step not in rollover.OPERATOR_STEPS
+                continue
+            # The operator had the parent publish some time since the step began.
+            published = data.draw(st.integers(int(roll.since), int(now)), label="published")
+            parent.append((published, now + timing.parent_propagation_delay,
+                           rollover.keying(roll).parent_ds))
+            roll = confirmed
+        else:
+            roll = rollover.advance(roll, now)
+        keying = rollover.stable(NEW) if roll is None else rollover.keying(roll)
+        if keying != zone[-1][1]:
+            zone.append((now, keying))
+    else:
+        pytest.fail("the roll did not end within 40 events")
+    return History(tuple(zone), tuple(parent), timing, now)
+
+
+def served_at(history: History, moment: float) -> Keying:
+    return [keying for since, keying in history.zone if since <= moment][-1]
+
+
+def ds_choices(history: History, moment: float) -> list[tuple[int, ...]]:
+    """The DS sets a parent server may give at ``moment``."""
+    current = [ds for first, _, ds in history.parent if first <= moment][-1:]
+    before = [ds for first, everywhere, ds in history.parent[1:]
+              if first <= moment < everywhere]
+    older = [history.parent[i - 1][2] for i, (first, everywhere, _) in enumerate(history.parent)
+             if i and moment < everywhere]
+    return current + before + older
+
+
+@settings(max_examples=300)
+@given(st.data(), timings)
+def test_every_cached_view_a_resolver_can_hold_validates(
+    data: st.DataObject, timing: Timing
+) -> None:
+    """Checked at every whole second (the history changes only on whole seconds), for
+    every combination a resolver's cache can hold then: a DS set fetched within its TTL,
+    a DNSKEY RRset and a signature each fetched within theirs from a server up to the
+    propagation delay behind."""
+    history = drive(data, timing)
+    first, last = T0 - 50, int(history.end) + 100
+    lag = timing.propagation_delay
+    served = {m: served_at(history, m) for m in range(first - 200, last + 1)}
+    ds_sets = {m: ds_choices(history, m) for m in range(first - 200, last + 1)}
+    for t in range(first, last + 1):
+        cached_ds = {ds for m in range(t - timing.ds_ttl, t + 1) for ds in ds_sets[m]}
+        cached_keys = {served[m] for m in range(t - timing.dnskey_ttl - lag, t + 1)}
+        signers = {served[m].zone_signer for m in range(t - timing.max_zone_ttl - lag, t + 1)}
+        for dnskey in cached_keys:
+            for signer in signers:
+                assert signer in dnskey.published, (t, signer, dnskey, history)
+            for ds in cached_ds:
+                assert set(ds) & set(dnskey.published) & set(dnskey.key_signers), (
+                    t, ds, dnskey, history
+                )
+
+
+@given(timings, st.integers(0, 10**6))
+def test_a_timed_step_is_never_confirmed_and_an_operator_step_never_times_out(
+    timing: Timing, late: int
+) -> None:
+    roll: Rollover | None = rollover.start(OLD, NEW, timing, T0)
+    seen = []
+    while roll is not None:
+        seen.append(roll.step)
+        if roll.step in rollover.OPERATOR_STEPS:
+            assert rollover.advance(roll, T0 + 10**9) == roll
+            roll = rollover.confirm(roll, roll.since + late)
+        else:
+            with pytest.raises(RolloverError, match="waits for time"):
+                rollover.confirm(roll, roll.since)
+            due = rollover.due(roll)
+            assert due is not None
+            if due > roll.since:
+                assert rollover.advance(roll, due - 0.5) == roll
+            roll = rollover.advance(roll, due + late)
+    # A wait of nothing passes straight on; the operator's steps are never skipped.
+    assert seen == sorted(seen, key=rollover.STEPS.index)
+    assert {rollover.DS_SUBMIT, rollover.DS_PROPAGATING, rollover.DS_RETIRE} <= set(seen)
+
+
+def test_each_step_publishes_and_signs_as_the_table_says() -> None:
+    roll = rollover.start(OLD, NEW, Timing(), T0)
+    rows = []
+    for step in rollover.STEPS:
+        k = rollover.keying(attrs.evolve(roll, step=step))
+        rows.append((step, k.published, k.key_signers, k.zone_signer, k.parent_ds))
+    assert rows == [
+        ("ds-submit", (OLD,), (OLD,), OLD, (OLD, NEW)),
+        ("ds-propagating", (OLD,), (OLD,), OLD, (OLD, NEW)),
+        ("published", (OLD, NEW), (OLD, NEW), OLD, (OLD, NEW)),
+        ("switched", (OLD, NEW), (OLD, NEW), NEW, (OLD, NEW)),
+        ("ds-retire", (NEW,), (NEW,), NEW, (NEW,)),
+    ]
+
+
+def test_a_timing_out_of_range_or_an_unchanged_key_is_refused() -> None:
+    with pytest.raises(RolloverError, match="ds-ttl -1 is not between"):
+        Timing(ds_ttl=-1)
+    with pytest.raises(RolloverError, match="another key tag"):
+        rollover.start(OLD, OLD, Timing(), T0)
