@@ -242,5 +242,27 @@ def test_a_flood_from_ever_new_sources_leaves_the_memory_as_it_was() -> None:
     footprint, www = limiter.footprint, response("www.example.com.", "A")
     for n in range(10_000):
         limiter.limit(www, str(ipaddress.IPv4Address(n * 256)), 1.0)
-        assert limiter.remembered_sources <= 4096
+        assert limiter.remembered <= 4096
     assert limiter.footprint == footprint
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 300)),
+                max_size=200), st.integers(0, 3))
+def test_limit_spends_the_bucket_its_response_and_source_name(
+    sequence: list[tuple[int, int, int]], slip: int
+) -> None:
+    settings = RrlSettings(rate=5, slip=slip, table_size=1024)
+    remembering, plain = RateLimiter(settings, KEY), RateLimiter(settings, KEY)
+    hosts = ("192.0.2.1", "192.0.2.200", "198.51.100.1", "2001:db8::1")
+    replies = [response(name, rtype) for name, rtype in (
+        ("www.example.com.", "A"), ("nope.example.com.", "A"),
+        ("a.sub.example.com.", "A"), ("example.org.", "A"))]
+    now = 0
+    for host, which, delta in sequence:
+        now += delta
+        wire = replies[which]
+        kind, name, qend = classify(wire)
+        bucket = bucket_key(source_prefix(hosts[host], 24, 56), kind, name)
+        expected = {Verdict.SEND: wire, Verdict.DROP: None,
+                    Verdict.SLIP: slip_reply(wire, qend)}[plain.take(bucket, now / 1000)]
+        assert remembering.limit(wire, hosts[host], now / 1000) == expected

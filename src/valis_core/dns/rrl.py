@@ -55,9 +55,8 @@ DEFAULT_TABLE_SIZE = 393241
 _NOERROR = 0
 _NXDOMAIN = 3
 _MAX_LABELS = 128
-_PREFIX_MEMO = 4096
-"""Source addresses whose prefix is remembered (a flood repeats its sources); the memo
-starts afresh when full, so it stays bounded however many sources there are."""
+_MEMO = 4096
+_MEMO_SIZE = 512
 
 
 class Kind(enum.IntEnum):
@@ -253,14 +252,19 @@ def slip_reply(response: bytes, qend: int) -> bytes:
 
 class RateLimiter:
     """The bucket table and its counters: mutable state that only ``take`` and ``limit``
-    change, given the time. ``key`` keys the slot hash; draw it at random per process."""
+    change, given the time. ``key`` keys the slot hash; draw it at random per process.
 
-    __slots__ = ("_hasher", "_limited", "_prefixes", "_stamps", "_tokens", "settings")
+    ``limit`` remembers the slot of recent (source, response) pairs, the ID aside: a
+    flood repeats its query, so most responses skip classifying and hashing. The memo
+    holds at most ``_MEMO`` entries of responses up to ``_MEMO_SIZE`` bytes and starts
+    afresh when full, so it stays bounded however many sources and names there are."""
+
+    __slots__ = ("_hasher", "_limited", "_recent", "_stamps", "_tokens", "settings")
 
     def __init__(self, settings: RrlSettings, key: bytes) -> None:
         self.settings = settings
         self._hasher = hashlib.blake2b(digest_size=8, key=key[:64])
-        self._prefixes: dict[str, bytes] = {}
+        self._recent: dict[tuple[str, bytes], tuple[int, int]] = {}
         size = settings.table_size
         self._tokens = array("d", [float(settings.burst)]) * size
         self._stamps = array("d", [float("-inf")]) * size
@@ -272,9 +276,9 @@ class RateLimiter:
         return sum(len(c) * c.itemsize for c in (self._tokens, self._stamps, self._limited))
 
     @property
-    def remembered_sources(self) -> int:
-        """Sources whose prefix is memoized: at most a fixed number."""
-        return len(self._prefixes)
+    def remembered(self) -> int:
+        """(source, response) pairs whose slot is remembered: at most ``_MEMO``."""
+        return len(self._recent)
 
     def slot(self, bucket: bytes) -> int:
         """Where the bucket keyed ``bucket`` lives."""
@@ -285,7 +289,9 @@ class RateLimiter:
     def take(self, bucket: bytes, now: float) -> Verdict:
         """Spend one response from the bucket keyed ``bucket`` at time ``now``: send it,
         or, over the rate, drop it or slip it."""
-        slot = self.slot(bucket)
+        return self._spend(self.slot(bucket), now)
+
+    def _spend(self, slot: int, now: float) -> Verdict:
         settings = self.settings
         tokens = self._tokens[slot]
         elapsed = now - self._stamps[slot]
@@ -304,19 +310,22 @@ class RateLimiter:
     def limit(self, response: bytes, host: str, now: float) -> bytes | None:
         """What to send instead of ``response`` to ``host`` at ``now``: the response
         itself (the same object), its slip reply, or nothing."""
-        kind, name, qend = classify(response)
-        prefix = self._prefixes.get(host)
-        if prefix is None:
-            if len(self._prefixes) >= _PREFIX_MEMO:
-                self._prefixes.clear()
+        memo = (host, response[2:]) if len(response) <= _MEMO_SIZE else None
+        found = self._recent.get(memo) if memo is not None else None
+        if found is None:
+            kind, name, qend = classify(response)
             settings = self.settings
             prefix = source_prefix(host, settings.ipv4_prefix, settings.ipv6_prefix)
-            self._prefixes[host] = prefix
-        verdict = self.take(bucket_key(prefix, kind, name), now)
+            found = (self.slot(bucket_key(prefix, kind, name)), qend)
+            if memo is not None:
+                if len(self._recent) >= _MEMO:
+                    self._recent.clear()
+                self._recent[memo] = found
+        verdict = self._spend(found[0], now)
         if verdict is Verdict.SEND:
             return response
         if verdict is Verdict.SLIP:
-            return slip_reply(response, qend)
+            return slip_reply(response, found[1])
         return None
 
 
