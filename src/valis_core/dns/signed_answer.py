@@ -7,8 +7,9 @@ and rdatas, and made again only when a new refresh window starts.
 
 What it changes, and only for names in a signed zone:
 
-- DNSKEY, CDS and CDNSKEY at the apex are answered from the zone's key (RFC 7344: CDS
-  and CDNSKEY say the same key to a parent that scans), whatever the DO bit.
+- DNSKEY, CDS and CDNSKEY at the apex are answered from the zone's keys (RFC 7344: CDS
+  and CDNSKEY say the DS set the parent should hold), whatever the DO bit; during a
+  rollover the DNSKEY RRset may hold two keys and carry an RRSIG by each.
 - With DO=1: an RRSIG follows every RRset in the answer and authority sections and every
   additional RRset the zone holds with authority (never glue, never a referral's NS);
   a CNAME synthesized from a DNAME is left unsigned (RFC 6672 section 5.3.1); an answer
@@ -72,23 +73,46 @@ _FORMERR: plain.Entry = (_QR | FORMERR, 0, 0, 0, b"", 0, None)
 
 
 @attrs.frozen(eq=False)
+class ZoneKeys:
+    """A zone's keys as its rollover step uses them (``valis_core.dns.rollover``): the
+    key signing its RRsets, those in its DNSKEY RRset, those signing that RRset, and those
+    whose DS the parent should hold (said by CDS and CDNSKEY)."""
+
+    signer: ZoneKey
+    published: tuple[ZoneKey, ...]
+    key_signers: tuple[ZoneKey, ...]
+    parent: tuple[ZoneKey, ...]
+    dnskey_ttl: int = KEY_TTL
+    step: str | None = None
+    """The rollover step (``None``: not rolling)."""
+
+    @classmethod
+    def single(cls, key: ZoneKey, dnskey_ttl: int = KEY_TTL) -> ZoneKeys:
+        return cls(key, (key,), (key,), (key,), dnskey_ttl)
+
+
+@attrs.frozen(eq=False)
 class SignedZone:
-    """One signed zone's key (``None``: signing is on but this node lacks the key) and
-    the records it publishes at the apex because of it."""
+    """One signed zone's keys (``None``: signing is on but this node lacks a key) and the
+    records it publishes at the apex because of them."""
 
     apex: bytes
-    key: ZoneKey | None
+    keys: ZoneKeys | None
+    key: ZoneKey | None = attrs.field(init=False)
+    """The key signing the zone's RRsets."""
     apex_sets: Mapping[int, RRset] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         sets: dict[int, RRset] = {}
-        if self.key is not None:
-            ds = dnssec.ds_rdata(self.apex, self.key.dnskey)
+        keys = self.keys
+        if keys is not None:
+            ttl = keys.dnskey_ttl
             sets = {
-                DNSKEY: (KEY_TTL, (self.key.dnskey,)),
-                CDNSKEY: (KEY_TTL, (self.key.dnskey,)),
-                CDS: (KEY_TTL, (ds,)),
+                DNSKEY: (ttl, tuple(key.dnskey for key in keys.published)),
+                CDNSKEY: (ttl, tuple(key.dnskey for key in keys.parent)),
+                CDS: (ttl, tuple(dnssec.ds_rdata(self.apex, key.dnskey) for key in keys.parent)),
             }
+        object.__setattr__(self, "key", None if keys is None else keys.signer)
         object.__setattr__(self, "apex_sets", sets)
 
 
@@ -97,9 +121,12 @@ class Signer:
     by, and the signatures made so far."""
 
     def __init__(
-        self, zones: Mapping[bytes, ZoneKey | None], clock: Callable[[], float]
+        self, zones: Mapping[bytes, ZoneKey | ZoneKeys | None], clock: Callable[[], float]
     ) -> None:
-        self.zones = {apex: SignedZone(apex, key) for apex, key in zones.items()}
+        self.zones = {
+            apex: SignedZone(apex, ZoneKeys.single(key) if isinstance(key, ZoneKey) else key)
+            for apex, key in zones.items()
+        }
         self.lacking = frozenset(apex for apex, key in zones.items() if key is None)
         self._clock = clock
         self._signatures: dict[tuple[object, ...], bytes] = {}
@@ -109,16 +136,21 @@ class Signer:
     def window(self) -> int:
         return int(self._clock()) // REFRESH
 
-    def rrsig(self, zone: SignedZone, owner: bytes, rtype: int, rrset: RRset, window: int) -> bytes:
-        """The RRSIG rdata over ``rrset``, made once per refresh window."""
-        assert zone.key is not None
-        key = (zone.apex, zone.key.tag, owner.lower(), rtype, rrset, window)
+    def rrsig(
+        self, zone: SignedZone, owner: bytes, rtype: int, rrset: RRset, window: int,
+        by: ZoneKey | None = None,
+    ) -> bytes:
+        """The RRSIG rdata over ``rrset`` by the key ``by`` (default: the key signing
+        the zone), made once per refresh window."""
+        signing = by or zone.key
+        assert signing is not None
+        key = (zone.apex, signing.tag, owner.lower(), rtype, rrset, window)
         found = self._signatures.get(key)
         if found is not None:
             return found
         start = window * REFRESH
         made = dnssec.sign_rrset(
-            zone.key, zone.apex, owner, rtype, rrset,
+            signing, zone.apex, owner, rtype, rrset,
             inception=start - INCEPTION_SKEW, expiration=start + VALIDITY,
         )
         with self._lock:
@@ -277,8 +309,14 @@ class Signer:
                 if held and not referral_ns and (owner, rtype) not in draft.unsigned:
                     rrset = (ttl, tuple(record[3] for record in records[i:j]))
                     source = draft.wildcards.get(owner, owner)
-                    sig = self.rrsig(signed, source, rtype, rrset, window)
-                    signatures.setdefault(id(records), []).append((j, (owner, RRSIG, ttl, sig)))
+                    signers: tuple[ZoneKey | None, ...] = (None,)
+                    if rtype == DNSKEY and owner == zone.apex and signed.keys is not None:
+                        signers = signed.keys.key_signers  # each key the parent may name
+                    for by in signers:
+                        sig = self.rrsig(signed, source, rtype, rrset, window, by)
+                        signatures.setdefault(id(records), []).append(
+                            (j, (owner, RRSIG, ttl, sig))
+                        )
                 i = j
         for records in (draft.answer, draft.authority, draft.extra):
             for at, record in sorted(signatures.get(id(records), []), reverse=True):

@@ -72,9 +72,10 @@ def decode_key(data: bytes, where: str) -> ZoneKey:
         raise ZoneKeyError(f"signing key {where}: {exc}") from None
 
 
-def load_zone_keys(state_dir: Path) -> dict[str, ZoneKey]:
-    """Every signing key the state directory holds, by zone (``file_zone`` form); a
-    missing directory holds none. A file whose name does not match its key is refused."""
+def load_key_ring(state_dir: Path) -> dict[str, dict[int, ZoneKey]]:
+    """Every signing key the state directory holds, by zone (``file_zone`` form) and key
+    tag: one per zone, two while it rolls. A missing directory holds none. A file whose
+    name does not match its key is refused."""
     root = signing_keys_dir(state_dir)
     try:
         entries = sorted(root.iterdir())
@@ -85,7 +86,7 @@ def load_zone_keys(state_dir: Path) -> dict[str, ZoneKey]:
             f"signing keys {root} cannot be listed: {exc.strerror or exc}; the directory "
             "must be the run account's"
         ) from None
-    found: dict[str, ZoneKey] = {}
+    found: dict[str, dict[int, ZoneKey]] = {}
     for path in entries[:MAX_KEYS]:
         match = _FILE.fullmatch(path.name)
         if match is None:
@@ -96,13 +97,22 @@ def load_zone_keys(state_dir: Path) -> dict[str, ZoneKey]:
                 f"signing key {path} holds algorithm {key.algorithm} tag {key.tag}, not "
                 "what its name says; restore it from the backup set"
             )
-        zone = match["zone"]
-        if zone in found:
+        found.setdefault(match["zone"], {})[key.tag] = key
+    return found
+
+
+def load_zone_keys(state_dir: Path) -> dict[str, ZoneKey]:
+    """Each zone's one signing key, by zone (``file_zone`` form). A zone holding two
+    (a roll under way) is refused: which signs is operator state's to say."""
+    found: dict[str, ZoneKey] = {}
+    for zone, keys in load_key_ring(state_dir).items():
+        if len(keys) > 1:
             raise ZoneKeyError(
-                f"zone {zone} has two signing keys in {root}; one key per zone is served "
-                "until rollovers exist: move the one not in the parent's DS aside"
+                f"zone {zone} has {len(keys)} signing keys in "
+                f"{signing_keys_dir(state_dir)}; only a rollover holds two, and operator "
+                "state says which signs: move aside any a finished roll left"
             )
-        found[zone] = key
+        found[zone] = next(iter(keys.values()))
     return found
 
 
@@ -131,11 +141,25 @@ def ensure_zone_key(state_dir: Path, zone: str, algorithm: int) -> tuple[ZoneKey
         if held.algorithm != algorithm:
             raise ZoneKeyError(
                 f"zone {zone} already signs with algorithm {held.algorithm} (key tag "
-                f"{held.tag}); changing algorithm needs a rollover, which valis does not "
-                "run yet"
+                f"{held.tag}); 'valis zone rollover' keeps the algorithm, and an "
+                "algorithm rollover is not offered"
             )
         return held, False
+    return make_zone_key(state_dir, zone, algorithm, ()), True
+
+
+def make_zone_key(
+    state_dir: Path, zone: str, algorithm: int, avoid: tuple[int, ...]
+) -> ZoneKey:
+    """A new key for ``zone``, written, whose tag is none of ``avoid`` (the keys the zone
+    holds: two keys sharing a tag would be one file and one DS)."""
     key = ZoneKey(dnssec.generate_key(algorithm))
+    for _ in range(100):
+        if key.tag not in avoid:
+            break
+        key = ZoneKey(dnssec.generate_key(algorithm))
+    else:  # pragma: no cover - 100 draws of a 16-bit tag all taken
+        raise ZoneKeyError(f"no new key for zone {zone} with a tag not yet held")
     root = signing_keys_dir(state_dir)
     state = state_dir.stat()
     owner = (state.st_uid, state.st_gid) if os.geteuid() == 0 else None
@@ -144,9 +168,10 @@ def ensure_zone_key(state_dir: Path, zone: str, algorithm: int) -> tuple[ZoneKey
         if owner is not None:
             os.chown(root, *owner)
     write_atomic(root / key_file_name(zone, key), encode_key(key), mode=KEY_MODE, owner=owner)
-    return key, True
+    return key
 
 
 def forget_zone_key(state_dir: Path, zone: str, key: ZoneKey) -> None:
-    """Remove a key ``ensure_zone_key`` just made, when what it was made for was refused."""
+    """Remove a key just made, when what it was made for was refused, or the old key a
+    finished roll leaves unused."""
     (signing_keys_dir(state_dir) / key_file_name(zone, key)).unlink(missing_ok=True)
