@@ -265,6 +265,14 @@ def test_a_lone_carriage_return_or_a_lone_owner_never_breaks_the_reader(text: st
     assert all(1 <= place <= lines for place in [p.line for p in problems] + positions)
 
 
+def test_an_owner_alone_on_its_line_is_named_as_such() -> None:
+    problems: list[master.MasterFileError] = []
+    master.read_master("www\nok 60 A 192.0.2.1\n", "example.com.", [].append, problems=problems)
+    assert [(p.line, p.reason) for p in problems] == [
+        (1, "an owner and nothing else: a record needs its type and data after the owner")
+    ]
+
+
 def test_an_error_names_the_line_the_record_starts_on() -> None:
     text = (
         "$TTL 60\n@ SOA ns1 h (\n 1 2 3 4 5 )\nok A 192.0.2.1\nbad A 192.0.2.300\n"

@@ -143,6 +143,8 @@ def _explain(line: str, exc: Exception) -> str:
         tokens = tokens[1:]  # the owner, which may well be spelled "a"
     if detail == "Missing default TTL value":
         return "no TTL: give the record one, or start the file with a $TTL line"
+    if not tokens and line[:1] not in (" ", "\t", "$", "(", ""):
+        return "an owner and nothing else: a record needs its type and data after the owner"
     if "malformed" not in detail:
         rtype = _record_type(tokens)
         return detail if rtype is None else f"{rtype} record: {detail}"
