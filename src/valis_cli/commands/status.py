@@ -68,6 +68,19 @@ def _secondary_line(state: Mapping[str, Any]) -> str:
     return f"{where}: serial {state['serial']}, {lag} behind for {seconds}s"
 
 
+def _rollover_line(roll: Mapping[str, Any], now: float) -> str:
+    zone = roll.get("zone")
+    since = _ago(roll.get("since"), now)
+    head = f"zone {zone}: key rollover at step {roll.get('step')} for {since}"
+    due = roll.get("due")
+    if due is None:
+        return (
+            f"{head}, waiting for the parent: give it the DS set 'valis zone ds {zone}' "
+            f"prints, then 'valis zone rollover {zone} --ds-published'"
+        )
+    return f"{head}, next step in {_ago(now, float(due))}"
+
+
 def render_status(document: Mapping[str, Any], now: float) -> str:
     """The status as a few lines for a person."""
     reasons = not_ready_reasons(document)
@@ -82,6 +95,8 @@ def render_status(document: Mapping[str, Any], now: float) -> str:
         lines.append(f"zone {zone}: serial {view.get('serial')} ({view.get('rcode')})")
     for secondary in document.get("secondaries") or []:
         lines.append(_secondary_line(secondary))
+    for roll in document.get("rollovers") or []:
+        lines.append(_rollover_line(roll, now))
     database = document.get("database")
     if isinstance(database, Mapping):
         state = "connected" if database.get("connected") else "NOT connected"

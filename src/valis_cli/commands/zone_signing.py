@@ -1,9 +1,12 @@
-"""``valis zone sign|ds``: turn on a zone's online signing, and print what its parent needs.
+"""``valis zone sign|ds|rollover``: turn on a zone's online signing, print what its
+parent needs, and roll its key.
 
 ``sign`` runs on the node: it makes the zone's key in the state directory (once; run again
 it keeps the key) and records in operator state, fenced at this node's standing, that the
-zone is signed with it. ``ds`` prints the DS (SHA-256) and DNSKEY records to give the
-parent, from the key the state directory holds.
+zone is signed with it. ``ds`` prints the DS (SHA-256) and DNSKEY records the parent should
+hold now (during a roll, the set its step asks for). ``rollover`` makes the new key and
+begins the roll (``valis_core.dns.rollover``), or with ``--ds-published`` confirms the
+parent's DS; the resident moves the timed steps on.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from valis_cli.operator_dsn import add_dsn_arguments, operator_dsn
+from valis_core.dns.rollover import Timing
 from valis_core.errors import ValisError
 from valis_core.fence import FenceState
 from valis_core.node_defaults import DEFAULT_STATE_DIR
@@ -40,10 +46,46 @@ def register(actions: argparse._SubParsersAction[Any]) -> None:
     )
     run.set_defaults(handler=_sign)
 
-    run = actions.add_parser("ds", help="print a signed zone's DS and DNSKEY for its parent")
+    run = actions.add_parser(
+        "ds",
+        help="print the DS set a signed zone's parent should hold now, and the DNSKEYs",
+        description=(
+            "Print the DS records (SHA-256) the parent should hold at this moment, then "
+            "the DNSKEY of each; during a rollover the set changes with its step, which "
+            "is said on stderr."
+        ),
+    )
+    add_dsn_arguments(run)
     run.add_argument("zone", metavar="ZONE")
-    run.add_argument("--state-dir", type=Path, help=f"default: {DEFAULT_STATE_DIR}")
     run.set_defaults(handler=_ds)
+
+    run = actions.add_parser(
+        "rollover",
+        help="roll a signed zone's key (RFC 7583 Double-DS), or confirm the parent's DS",
+        description=(
+            "Make a new key and begin rolling the zone to it; the running node moves each "
+            "timed step on. At the steps ds-submit and ds-retire the roll waits for the "
+            "parent: give it the DS set 'valis zone ds' prints, then confirm with "
+            "--ds-published. Timings are seconds; those given are kept as the zone's."
+        ),
+    )
+    add_dsn_arguments(run)
+    run.add_argument("zone", metavar="ZONE")
+    run.add_argument(
+        "--ds-published", action="store_true",
+        help="the parent publishes the DS set 'valis zone ds' prints: move the roll on",
+    )
+    for name, what in (
+        ("dnskey-ttl", "the DNSKEY RRset's TTL (default 3600)"),
+        ("ds-ttl", "the DS TTL at the parent (default 86400)"),
+        ("max-zone-ttl", "the largest TTL of the zone's records (default 86400)"),
+        ("propagation-delay", "how long a change takes to reach every server of the zone "
+         "(default 300)"),
+        ("parent-propagation-delay", "how long the parent's change takes to reach every "
+         "server of the parent (default 3600)"),
+    ):
+        run.add_argument(f"--{name}", type=int, metavar="SECONDS", help=what)
+    run.set_defaults(handler=_rollover)
 
 
 def node_standing(state_dir: Path) -> FenceState:
@@ -96,20 +138,103 @@ def _sign(args: argparse.Namespace) -> int:
 
 
 def _ds(args: argparse.Namespace) -> int:
-    from valis_core.dns import wire
-    from valis_core.dns.zone_keys import file_zone, load_zone_keys
+    import sys
+
+    from valis_core.dns import rollover, wire
+    from valis_core.dns.zone_keys import file_zone, load_key_ring
+    from valis_core.operator_state.connection import connect
+    from valis_core.operator_state.zone_rollover import zone_key
     from valis_core.operator_state.zones import canonical_zone_name
 
     zone = canonical_zone_name(args.zone)
     state_dir = args.state_dir or Path(DEFAULT_STATE_DIR)
-    key = load_zone_keys(state_dir).get(file_zone(zone))
-    if key is None:
+    with connect(operator_dsn(args), require_schema=True) as conn:
+        _algorithm, tag, roll = zone_key(conn, zone)
+    held = load_key_ring(state_dir).get(file_zone(zone), {})
+    parent = rollover.stable(tag).parent_ds if roll is None else rollover.keying(roll).parent_ds
+    missing = [t for t in parent if t not in held]
+    if missing:
         raise SigningVerbError(
-            f"{state_dir} holds no signing key for zone {zone}; 'valis zone sign {zone}' "
-            "makes one"
+            f"{state_dir} holds no signing key with tag {missing[0]} for zone {zone}; run "
+            "this on the node that signs it (or restore its backup set)"
         )
-    for line in ds_lines(wire.from_text(zone), key.dnskey):
-        print(line)
+    if roll is not None:
+        print(f"zone {zone}: rollover from key tag {roll.old} to {roll.new} at step "
+              f"{roll.step}; the parent should hold the DS set below", file=sys.stderr)
+    apex = wire.from_text(zone)
+    records = [ds_lines(apex, held[t].dnskey) for t in parent]
+    for ds, _ in records:
+        print(ds)
+    for _, dnskey in records:
+        print(dnskey)
+    return 0
+
+
+def _timing(args: argparse.Namespace, held: Timing) -> Timing | None:
+    """The timings the verb was given over those the zone has; ``None``: none given."""
+    given = {
+        name: getattr(args, name) for name in (
+            "dnskey_ttl", "ds_ttl", "max_zone_ttl", "propagation_delay",
+            "parent_propagation_delay",
+        ) if getattr(args, name) is not None
+    }
+    return attrs.evolve(held, **given) if given else None
+
+
+def _rollover(args: argparse.Namespace) -> int:
+    import time
+
+    from valis_core.dns.zone_keys import (
+        file_zone,
+        forget_zone_key,
+        load_key_ring,
+        make_zone_key,
+    )
+    from valis_core.operator_state.connection import connect
+    from valis_core.operator_state.zone_rollover import begin_rollover, confirm_ds, zone_key
+    from valis_core.operator_state.zone_signing import signed_zones
+    from valis_core.operator_state.zones import canonical_zone_name
+
+    zone = canonical_zone_name(args.zone)
+    state_dir = args.state_dir or Path(DEFAULT_STATE_DIR)
+    standing = node_standing(state_dir)
+    with connect(operator_dsn(args), require_schema=True) as conn:
+        if args.ds_published:
+            before, after = confirm_ds(conn, standing, zone, time.time())
+            if after is None:
+                old = load_key_ring(state_dir).get(file_zone(zone), {}).get(before.old)
+                if old is not None:
+                    forget_zone_key(state_dir, zone, old)
+                print(f"zone {zone}: rollover done; it signs with key tag {before.new} alone "
+                      f"and key tag {before.old} is removed")
+                return 0
+            print(f"zone {zone}: the parent's DS confirmed; rollover at step {after.step}, "
+                  "moved on by the node as its time comes")
+            return 0
+        algorithm, tag, roll = zone_key(conn, zone)
+        timing = _timing(args, signed_zones(conn)[zone].timing)
+        held = load_key_ring(state_dir).get(file_zone(zone), {})
+        if tag not in held:
+            raise SigningVerbError(
+                f"{state_dir} holds no key with tag {tag} for zone {zone}, the key it is "
+                "signed with; roll it on the node that signs it"
+            )
+        # A roll under way is refused by begin_rollover, naming its step: no key made.
+        key = None if roll is not None else make_zone_key(state_dir, zone, algorithm, tuple(held))
+        new_tag = key.tag if key is not None else roll.new if roll is not None else tag
+        try:
+            started = begin_rollover(
+                conn, standing, zone, new_tag, timing=timing, now=time.time()
+            )
+        except BaseException:
+            if key is not None:  # refused: a key no roll uses is not left behind
+                forget_zone_key(state_dir, zone, key)
+            raise
+    print(
+        f"zone {zone}: rolling from key tag {started.old} to {started.new}, step "
+        f"{started.step}: give the parent the DS set 'valis zone ds {zone}' prints, then "
+        f"confirm with 'valis zone rollover {zone} --ds-published'"
+    )
     return 0
 
 

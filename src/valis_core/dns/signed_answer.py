@@ -84,7 +84,10 @@ class ZoneKeys:
     parent: tuple[ZoneKey, ...]
     dnskey_ttl: int = KEY_TTL
     step: str | None = None
-    """The rollover step (``None``: not rolling)."""
+    """The rollover step (``None``: not rolling), since when and until when (``None``:
+    until the operator confirms the parent's DS), as UNIX times."""
+    since: float | None = None
+    due: float | None = None
 
     @classmethod
     def single(cls, key: ZoneKey, dnskey_ttl: int = KEY_TTL) -> ZoneKeys:
@@ -138,7 +141,7 @@ class Signer:
 
     def rrsig(
         self, zone: SignedZone, owner: bytes, rtype: int, rrset: RRset, window: int,
-        by: ZoneKey | None = None,
+        *, by: ZoneKey | None = None,
     ) -> bytes:
         """The RRSIG rdata over ``rrset`` by the key ``by`` (default: the key signing
         the zone), made once per refresh window."""
@@ -313,7 +316,7 @@ class Signer:
                     if rtype == DNSKEY and owner == zone.apex and signed.keys is not None:
                         signers = signed.keys.key_signers  # each key the parent may name
                     for by in signers:
-                        sig = self.rrsig(signed, source, rtype, rrset, window, by)
+                        sig = self.rrsig(signed, source, rtype, rrset, window, by=by)
                         signatures.setdefault(id(records), []).append(
                             (j, (owner, RRSIG, ttl, sig))
                         )

@@ -12,17 +12,21 @@ from typing import Any
 import attrs
 import psycopg
 
+from valis_core.dns.rollover import Rollover, RolloverError, Timing
 from valis_core.fence import FenceState
 from valis_core.operator_state.fence import fenced_transaction
 
 
 @attrs.frozen
 class ZoneSigning:
-    """One signed zone: its name (absolute, lowercase), algorithm and key tag."""
+    """One signed zone: its name (absolute, lowercase), algorithm and key tag, its
+    rollover timings and the roll under way, if any."""
 
     zone: str
     algorithm: int
     key_tag: int
+    timing: Timing = attrs.field(factory=Timing)
+    rollover: Rollover | None = None
 
 
 def enable_signing(
@@ -36,6 +40,15 @@ def enable_signing(
         if cur.fetchone() is None:
             return False
         cur.execute(
+            "SELECT old_tag, new_tag, step FROM zone_rollover WHERE zone = %s", (signing.zone,)
+        )
+        rolling = cur.fetchone()
+        if rolling is not None:
+            raise RolloverError(
+                f"zone {signing.zone} is rolling from key tag {rolling[0]} to {rolling[1]} "
+                f"(step {rolling[2]}); its key changes only by that roll"
+            )
+        cur.execute(
             "INSERT INTO zone_signing (zone, algorithm, key_tag, set_by) "
             "VALUES (%s, %s, %s, %s) ON CONFLICT (zone) DO UPDATE SET "
             "algorithm = EXCLUDED.algorithm, key_tag = EXCLUDED.key_tag, "
@@ -46,6 +59,23 @@ def enable_signing(
 
 
 def signed_zones(conn: psycopg.Connection[Any]) -> dict[str, ZoneSigning]:
-    """Every signed zone's row, by zone name."""
-    rows = conn.execute("SELECT zone, algorithm, key_tag FROM zone_signing").fetchall()
-    return {str(zone): ZoneSigning(str(zone), int(alg), int(tag)) for zone, alg, tag in rows}
+    """Every signed zone's row, by zone name, with its roll."""
+    from valis_core.operator_state.zone_rollover import (
+        ROLL_COLUMNS,
+        TIMING_COLUMNS,
+        roll_from_row,
+    )
+
+    rows = conn.execute(
+        "SELECT s.zone, s.algorithm, s.key_tag, "
+        + ", ".join(f"s.{column}" for column in TIMING_COLUMNS) + ", "
+        + ", ".join(f"r.{column}" for column in ROLL_COLUMNS)
+        + " FROM zone_signing s LEFT JOIN zone_rollover r ON r.zone = s.zone"
+    ).fetchall()
+    found = {}
+    width = len(TIMING_COLUMNS)
+    for zone, alg, tag, *rest in rows:
+        timing = Timing(*(int(value) for value in rest[:width]))
+        roll = None if rest[width] is None else roll_from_row(rest[width:])
+        found[str(zone)] = ZoneSigning(str(zone), int(alg), int(tag), timing, roll)
+    return found

@@ -441,7 +441,9 @@ async def _zone_index(boot: Boot) -> Boot:
 
     from valis_core.resident.signing import SigningFollower
 
-    signing = SigningFollower(config.dsn, need(boot.state_dir), source.zones)
+    signing = SigningFollower(
+        config.dsn, need(boot.state_dir), source.zones, standing=lambda: watch.standing
+    )
     boot.services.stack.callback(signing.close)
     await signing.load(holder)
     await boot.services.start("signing", partial(signing.follow, holder))

@@ -7,26 +7,29 @@ fails closed for that zone alone: it answers the zone SERVFAIL and says so in on
 line naming the remedy, rather than serving answers every validator holding the parent's
 DS would reject. ``follow`` re-reads the rows every ``POLL_SECONDS`` so ``valis zone
 sign`` takes effect on a running node without a restart; a failed read keeps the signer
-in place and is logged once until reads succeed again.
+in place and is logged once until reads succeed again. Before each read it moves on, at
+its fence standing, every rollover of a served zone whose step's time has come
+(``valis_core.dns.rollover``), and the answers follow the step at once.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import trio
 
-from valis_core.dns import wire
+from valis_core.dns import rollover, wire
 from valis_core.dns.dnssec import DnssecError, ZoneKey
-from valis_core.dns.signed_answer import Signer
+from valis_core.dns.signed_answer import Signer, ZoneKeys
 from valis_core.dns.snapshot import IndexHolder
-from valis_core.dns.zone_keys import file_zone, load_zone_keys
+from valis_core.dns.zone_keys import file_zone, load_key_ring
 from valis_core.errors import ValisError
+from valis_core.fence import FenceState
 from valis_core.operator_state.zone_signing import ZoneSigning, signed_zones
 from valis_core.state_layout import signing_keys_dir
 
@@ -37,30 +40,58 @@ POLL_SECONDS = 1.0
 answered signed within this (plus the read)."""
 
 
+def zone_keys_for(row: ZoneSigning, held: dict[int, ZoneKey]) -> ZoneKeys | None:
+    """The keys ``row`` (and its roll's step) has the zone publish and sign with, from
+    those this node holds; ``None`` when it lacks one of them."""
+    keying = rollover.stable(row.key_tag) if row.rollover is None else rollover.keying(
+        row.rollover
+    )
+    wanted = {*keying.published, *keying.parent_ds, keying.zone_signer}
+    if any(tag not in held or held[tag].algorithm != row.algorithm for tag in wanted):
+        return None
+    return ZoneKeys(
+        signer=held[keying.zone_signer],
+        published=tuple(held[tag] for tag in keying.published),
+        key_signers=tuple(held[tag] for tag in keying.key_signers),
+        parent=tuple(held[tag] for tag in keying.parent_ds),
+        dnskey_ttl=row.timing.dnskey_ttl,
+        step=None if row.rollover is None else row.rollover.step,
+        since=None if row.rollover is None else row.rollover.since,
+        due=None if row.rollover is None else rollover.due(row.rollover),
+    )
+
+
 def signer_for(
-    rows: dict[str, ZoneSigning], keys: dict[str, ZoneKey], served: Sequence[str]
+    rows: dict[str, ZoneSigning], ring: dict[str, dict[int, ZoneKey]], served: Sequence[str]
 ) -> tuple[Signer | None, list[str]]:
     """The signer for the served zones ``rows`` name (``None`` when none is signed), and
     one log line per signed zone saying how it is answered."""
-    zones: dict[bytes, ZoneKey | None] = {}
+    zones: dict[bytes, ZoneKeys | None] = {}
     lines = []
     for zone in sorted(set(served) & rows.keys()):
         row = rows[zone]
-        key = keys.get(file_zone(zone))
+        held = ring.get(file_zone(zone), {})
         apex = wire.from_text(zone).lower()
-        if key is not None and (key.algorithm, key.tag) == (row.algorithm, row.key_tag):
-            zones[apex] = key
+        keys = zone_keys_for(row, held)
+        zones[apex] = keys
+        if keys is not None:
+            roll = row.rollover
             lines.append(
-                f"dnssec: zone {zone} signed online with algorithm {key.algorithm}, key tag "
-                f"{key.tag}"
+                f"dnssec: zone {zone} signed online with algorithm {row.algorithm}, key tag "
+                f"{keys.signer.tag}" + ("" if roll is None else (
+                    f"; rolling from key tag {roll.old} to {roll.new}, step {roll.step}"
+                ))
             )
             continue
-        zones[apex] = None
-        held = "none" if key is None else f"algorithm {key.algorithm} tag {key.tag}"
+        tags = sorted(held)
+        have = "none" if not tags else "key tag " + ", ".join(str(t) for t in tags)
+        want = str(row.key_tag) if row.rollover is None else (
+            f"{row.rollover.old} and {row.rollover.new}"
+        )
         lines.append(
             f"dnssec: zone {zone} is signed in operator state with algorithm "
-            f"{row.algorithm} key tag {row.key_tag}, but this node's state directory holds "
-            f"{held} for it; answering the zone SERVFAIL until the key is restored from "
+            f"{row.algorithm} key tag {want}, but this node's state directory holds "
+            f"{have} for it; answering the zone SERVFAIL until the key is restored from "
             "the backup set of the node that signed it"
         )
     if not zones:
@@ -71,23 +102,44 @@ def signer_for(
 class SigningFollower:
     """Reads the signed zones and the keys, and keeps ``holder``'s signer current."""
 
-    def __init__(self, dsn: str, state_dir: Path, served: Sequence[str]) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        state_dir: Path,
+        served: Sequence[str],
+        standing: Callable[[], FenceState] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.dsn = dsn
         self.state_dir = state_dir
         self.served = tuple(served)
+        self.standing = standing
+        """This node's fence standing, for moving rollovers on; ``None``: it never does."""
+        self.clock = clock
+        self.steps = 0
+        """Rollover steps this node has moved on."""
         self._seen: tuple[object, ...] | None = None
         self._failing = False
         self._conn: psycopg.Connection[Any] | None = None
-        self._keys: tuple[tuple[str, ...], dict[str, ZoneKey]] = ((), {})
+        self._keys: tuple[tuple[str, ...], dict[str, dict[int, ZoneKey]]] = ((), {})
 
-    def _read(self) -> tuple[dict[str, ZoneSigning], dict[str, ZoneKey]]:
-        """The rows, over one connection kept open (made again after a failure), and
-        the keys, read from disk again only when the key files' names change."""
+    def _read(self) -> tuple[dict[str, ZoneSigning], dict[str, dict[int, ZoneKey]]]:
+        """The rows, over one connection kept open (made again after a failure), after
+        moving on each roll whose step's time has come; and the keys, read from disk
+        again only when the key files' names change."""
         from valis_core.operator_state.connection import connect
+        from valis_core.operator_state.zone_rollover import advance_rollovers
 
         if self._conn is None or self._conn.closed:
             self._conn = connect(self.dsn, autocommit=True)
         try:
+            if self.standing is not None:
+                for zone, roll in advance_rollovers(
+                    self._conn, self.standing(), self.served, self.clock()
+                ):
+                    self.steps += 1
+                    log.info("dnssec: zone %s rollover from key tag %d to %d: step %s",
+                             zone, roll.old, roll.new, roll.step)
             rows = signed_zones(self._conn)
         except psycopg.Error:
             self.close()
@@ -97,7 +149,7 @@ class SigningFollower:
         root = signing_keys_dir(self.state_dir)
         names = tuple(sorted(p.name for p in root.iterdir())) if root.is_dir() else ()
         if names != self._keys[0]:
-            self._keys = (names, load_zone_keys(self.state_dir))
+            self._keys = (names, load_key_ring(self.state_dir))
         return rows, self._keys[1]
 
     def close(self) -> None:
@@ -111,11 +163,14 @@ class SigningFollower:
         self._apply(holder, rows, keys)
 
     def _apply(
-        self, holder: IndexHolder, rows: dict[str, ZoneSigning], keys: dict[str, ZoneKey]
+        self,
+        holder: IndexHolder,
+        rows: dict[str, ZoneSigning],
+        keys: dict[str, dict[int, ZoneKey]],
     ) -> None:
         seen = (
             tuple(sorted(rows.items())),
-            tuple(sorted((zone, key.tag) for zone, key in keys.items())),
+            tuple(sorted((zone, tuple(sorted(tags))) for zone, tags in keys.items())),
         )
         if seen == self._seen:
             return

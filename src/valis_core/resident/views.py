@@ -19,8 +19,10 @@ import dns.message
 import dns.rcode
 import dns.rdatatype
 
+from valis_core.dns import wire as names
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.notify_send import NotifyStats
+from valis_core.dns.rollover import STEPS
 from valis_core.dns.secondary_progress import SecondaryState
 from valis_core.dns.serve import ServeCounts, ServeStats
 from valis_core.dns.snapshot import IndexHolder
@@ -156,9 +158,27 @@ class NodeViews:
                 state.document() for state in self.secondaries()
             ],
             "edge": self.edge_status(),
+            "rollovers": self.rollover_status(),
             "started_at": self.started_at,
             "uptime_seconds": max(0.0, time.time() - self.started_at),
         }
+
+    def rollover_status(self) -> list[dict[str, Any]]:
+        """Each signed zone's key rollover under way: its step, since and until when."""
+        signer = self.holder.signer
+        if signer is None:
+            return []
+        return [
+            {
+                "zone": names.to_text(apex),
+                "step": zone.keys.step,
+                "since": zone.keys.since,
+                "due": zone.keys.due,
+                "key_tags": [key.tag for key in zone.keys.published],
+            }
+            for apex, zone in sorted(signer.zones.items())
+            if zone.keys is not None and zone.keys.step is not None
+        ]
 
     def edge_status(self) -> dict[str, Any] | None:
         """The edge's certificate expiry and counts; None when the edge is not elected."""
@@ -213,6 +233,7 @@ class NodeViews:
         if signer is None:
             return []
         lacking = len(signer.lacking)
+        rolls = self.rollover_status()
         return [
             Family(
                 "valis_dnssec_zones",
@@ -224,6 +245,17 @@ class NodeViews:
                     Sample(lacking, (("state", "lacking_key"),)),
                 ),
             ),
+            *([Family(
+                "valis_dnssec_rollover_step",
+                "gauge",
+                "Each rolling zone's rollover step, numbered in order (1 ds-submit, 2 "
+                "ds-propagating, 3 published, 4 switched, 5 ds-retire).",
+                tuple(
+                    Sample(STEPS.index(roll["step"]) + 1,
+                           (("zone", roll["zone"]), ("step", roll["step"])))
+                    for roll in rolls
+                ),
+            )] if rolls else []),
             Family(
                 "valis_dnssec_signatures_made_total",
                 "counter",
