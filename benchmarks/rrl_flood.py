@@ -7,7 +7,8 @@ limiting off and on (``--rate`` responses/s, ``--slip``; IPv4 /24). On core 1:
 
 - the flood: queries for www.example.com A from eight addresses in 127.0.1.0/24 (on
   loopback the "spoofed" victim is simply the source; a real spoofed flood looks the
-  same to the server), paced at ``--offered`` queries/s for ``--seconds``; the flooder
+  same to the server), paced at ``--offered`` queries/s for ``--seconds`` (with
+  ``--random-names``, 1000 random names in the zone instead, all NXDOMAIN); the flooder
   also reads what comes back, as the victim would: answers, TC replies, bytes;
 - honest clients: one query at a time from 127.0.2.0/24 (www A) and 127.0.3.0/24 (a
   missing name), alternately, each prefix asking ``HONEST_RATE`` a second (under the
@@ -75,13 +76,15 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rate", type=int, default=20)
     parser.add_argument("--slip", type=int, default=2)
+    parser.add_argument("--random-names", action="store_true",
+                        help="flood random names in the zone (NXDOMAIN) instead of www A")
     parser.add_argument("--role", choices=("serve", "flood"), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.role == "serve":
         return serve(args.port, args.rate, args.slip)
     if args.role == "flood":
-        return flood(args.port, args.offered, args.seconds)
+        return flood(args.port, args.offered, args.seconds, args.random_names)
     outcomes = [run("off", None, args), run("on", args.rate, args)]
     report(outcomes, args)
     return 0
@@ -121,9 +124,11 @@ def serve(port: int, rate: int, slip: int) -> int:
     return 0
 
 
-def flood(port: int, offered: int, seconds: float) -> int:
+def flood(port: int, offered: int, seconds: float, random_names: bool) -> int:
     """The flood role: paced queries from the victim prefix; prints what came back."""
-    query = dns.message.make_query("www.example.com.", "A", use_edns=False).to_wire()
+    names = [f"{os.urandom(6).hex()}.example.com." for _ in range(1000)] if random_names \
+        else ["www.example.com."]
+    queries = [dns.message.make_query(n, "A", use_edns=False).to_wire() for n in names]
     sockets = []
     for source in VICTIMS:
         client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -152,6 +157,7 @@ def flood(port: int, offered: int, seconds: float) -> int:
     while sent < total:
         due = min(total, int((time.monotonic() - start) * offered))
         while sent < due:
+            query = queries[sent % len(queries)]
             with_id = (sent & 0xFFFF).to_bytes(2, "big") + query[2:]
             with contextlib.suppress(BlockingIOError):
                 sockets[sent % len(sockets)].sendto(with_id, ("127.0.0.1", port))
@@ -185,7 +191,7 @@ def run(label: str, rate: int | None, args: argparse.Namespace) -> Outcome:
         cpu_before = tree_cpu_seconds(server.pid)
         flooder = subprocess.Popen(
             ["taskset", "-c", "1", *me, "--role", "flood", "--offered", str(args.offered),
-             "--seconds", str(args.seconds)],
+             "--seconds", str(args.seconds), *(["--random-names"] if args.random_names else [])],
             stdout=subprocess.PIPE, text=True, cwd=ROOT,
         )
         times, asked = honest_probe(port, args.seconds)
@@ -253,7 +259,8 @@ def honest_probe(port: int, seconds: float) -> tuple[list[float], int]:
 
 
 def report(outcomes: list[Outcome], args: argparse.Namespace) -> None:
-    print(f"flood: www.example.com A from {len(VICTIMS)} addresses of 127.0.1.0/24 at "
+    what = "random names in example.com" if args.random_names else "www.example.com A"
+    print(f"flood: {what} from {len(VICTIMS)} addresses of 127.0.1.0/24 at "
           f"{args.offered}/s for {args.seconds:g} s; rate limit {args.rate}/s, slip "
           f"{args.slip}; server on core 0, clients on core 1")
     print("| RRL | offered | answers to victim | TC replies | bytes to victim | "
