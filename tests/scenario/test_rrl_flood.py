@@ -4,7 +4,8 @@ server) is capped at the bucket's burst while a client from another prefix is an
 in full, and the victim's own resolver, told TC by a slipped reply, retries over TCP and
 gets its answer. The serve loops run under trio's mock clock, which stands still, so no
 bucket refills during a test and every count is exact; clients run in threads with
-their own socket timeouts."""
+their own socket timeouts. Last, the resident (as the run account, its database the
+private cluster) turns limiting on from its site facts and counts what it held back."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import pytest
 import trio
 import trio.testing
 
+from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
 from valis_core.dns.rrl import RateLimiter, RrlSettings
 from valis_core.dns.serve import ServeStats, serve_tcp, serve_udp
 from valis_core.dns.snapshot import IndexHolder
@@ -69,9 +71,11 @@ async def serving(slip: int) -> AsyncIterator[Server]:
             nursery.cancel_scope.cancel()
 
 
-def flood(port: int, sources: tuple[str, ...], count: int) -> list[dns.message.Message]:
-    """Send ``count`` queries for www.example.com A round the ``sources``, then read
-    every reply that comes until none has for ``QUIET`` seconds."""
+def flood(
+    port: int, sources: tuple[str, ...], count: int, name: str = "www.example.com."
+) -> list[dns.message.Message]:
+    """Send ``count`` queries for ``name`` A round the ``sources``, then read every
+    reply that comes until none has for ``QUIET`` seconds."""
     sockets = []
     try:
         for source in sources:
@@ -79,7 +83,7 @@ def flood(port: int, sources: tuple[str, ...], count: int) -> list[dns.message.M
             sockets.append(client)
             client.bind((source, 0))
         for n in range(count):
-            query = dns.message.make_query("www.example.com.", "A", use_edns=False)
+            query = dns.message.make_query(name, "A", use_edns=False)
             sockets[n % len(sockets)].sendto(query.to_wire(), ("127.0.0.1", port))
         replies = []
         for _ in range(count):
@@ -167,3 +171,25 @@ async def test_without_a_flood_nobody_is_limited(
         replies = await trio.to_thread.run_sync(flood, server.port, VICTIMS, RATE)
     assert len(answered(replies)) == RATE
     assert server.stats.snapshot().rate_limited == {"dropped": 0, "slipped": 0}
+
+
+def test_the_resident_limits_as_its_site_facts_say_and_counts_what_it_held_back(
+    resident_harness: Harness, zone_dsn: str
+) -> None:
+    facts = site_facts(zone_dsn, VALIS_RRL_RATE="5", VALIS_RRL_SLIP="1")
+    resident = resident_harness.start(make_state_dir(resident_harness.workdir), facts)
+    resident.wait_ready()
+    assert "response rate limiting: 5 responses/s per IPv4 /24" in resident.stderr()
+    assert resident.port is not None
+    replies = flood(resident.port, VICTIMS, 40, "www.example.test.")
+    # Slip 1: every response over the rate is a TC reply, so every query gets one; the
+    # victim's 40 queries in a moment are far over 5 a second.
+    assert len(replies) == 40
+    slipped = len(truncated(replies))
+    assert slipped >= 1
+    assert len(answered(replies)) == 40 - slipped
+    # Another prefix (127.0.0.1) is answered.
+    assert resident.ask("www.example.test.").answer
+    metrics = resident.fabric_get("/metrics")[1].decode()
+    assert f'valis_dns_rate_limited_total{{action="slipped"}} {slipped}' in metrics
+    assert 'valis_dns_rate_limited_total{action="dropped"} 0' in metrics
