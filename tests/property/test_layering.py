@@ -32,6 +32,7 @@ PURE_CORES = (
     "valis_core.reachability",
     "valis_core.dns.wire",
     "valis_core.dns.answer",
+    "valis_core.dns.rrl",
     "valis_core.dns.dnssec",
     "valis_core.dns.signed_answer",
     "valis_core.dns.serial",
