@@ -40,6 +40,9 @@ INSECURE = "insecure.example.test."
 TAMPERED = "tampered.test."
 """A signed zone Unbound reaches only through a proxy that flips a bit of every RRSIG."""
 PROXY_PORT = 5301
+ROLLED = "rolled.test."
+"""A signed zone whose key is rolled, its trust anchor in a file rewritten as its parent's
+DS set would change."""
 BOUND = 30.0
 PARENT_EXTRA = (
     "www IN A 192.0.2.80\n"
@@ -135,6 +138,8 @@ class Signed:
     anchor: str
     child_ds: str
     workdir: Path
+    state: Path
+    unbound: list[subprocess.Popen[bytes]] = attrs.field(factory=list)
 
     def resolve(self, name: str, rdtype: str = "A", *flags: str) -> Resolved:
         """One question to Unbound, from its namespace (one try, bounded)."""
@@ -180,12 +185,13 @@ def unbound_conf(directory: Path, anchor: str, tampered: str) -> str:
     module-config: "validator iterator"
     trust-anchor: "{anchor}"
     trust-anchor: "{tampered}"
+    trust-anchor-file: "{directory}/rolled.anchor"
     local-zone: "test." nodefault
     qname-minimisation: no
     cache-max-negative-ttl: 1
 """ + "".join(
         f'stub-zone:\n    name: "{zone}"\n    stub-addr: {NODE_IP}@{NODE_PORT}\n'
-        for zone in (PARENT, SECURE, INSECURE)
+        for zone in (PARENT, SECURE, INSECURE, ROLLED)
     ) + f'stub-zone:\n    name: "{TAMPERED}"\n    stub-addr: {NODE_IP}@{PROXY_PORT}\n'
 
 
@@ -208,13 +214,16 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
     import_zone(pg_cluster, dsn, SECURE, extra=CHILD_EXTRA)
     import_zone(pg_cluster, dsn, INSECURE, extra=CHILD_EXTRA)
     import_zone(pg_cluster, dsn, TAMPERED, extra=CHILD_EXTRA)
+    import_zone(pg_cluster, dsn, ROLLED, extra=CHILD_EXTRA)
     wire = Wire()
     unbound: subprocess.Popen[bytes] | None = None
     proxy: subprocess.Popen[bytes] | None = None
     try:
         wire.build()
         with harness() as running:
-            facts = site_facts(dsn, zones=",".join((PARENT, SECURE, INSECURE, TAMPERED)))
+            facts = site_facts(
+                dsn, zones=",".join((PARENT, SECURE, INSECURE, TAMPERED, ROLLED))
+            )
             node = running.start(state, facts, netns=wire.node, host=NODE_IP,
                                  dns_port=NODE_PORT)
             node.wait_ready()
@@ -237,7 +246,14 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, start_new_session=True,
             )
-            signed = Signed(wire, node, pg_cluster, dsn, anchor, ds_rdata, workdir)
+            valis("zone", "sign", ROLLED, "--state-dir", str(state))
+            # Served with a DNSKEY TTL of seconds from the start, so its roll (which waits
+            # out the longer of the old and the new DNSKEY TTL) runs in seconds.
+            run_sql(pg_cluster, dsn, (
+                "UPDATE zone_signing SET dnskey_ttl = 2 WHERE zone = %s", (ROLLED,)
+            ))
+            write_anchor(workdir, valis("zone", "ds", ROLLED, "--state-dir", str(state)))
+            signed = Signed(wire, node, pg_cluster, dsn, anchor, ds_rdata, workdir, state)
             wait_for(lambda: "RRSIG" in signed.at_node(f"www.{SECURE}", "A")
                      and "DS" in signed.at_node(SECURE, "DS"), BOUND,
                      "the node to serve both zones signed", interval=0.1)
@@ -249,6 +265,7 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, start_new_session=True,
             )
+            signed.unbound.append(unbound)
             wait_for(lambda: _answers(signed), BOUND, "unbound to answer", interval=0.2)
             yield signed
     finally:
@@ -263,6 +280,14 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
                 process.wait()
         wire.cleanup()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def write_anchor(workdir: Path, ds_output: str) -> None:
+    """Unbound's trust anchor for ``ROLLED``: the DS lines ``valis zone ds`` printed, as
+    the parent would hold them."""
+    lines = [line.replace(" IN DS ", " DS ") for line in ds_output.splitlines()
+             if " IN DS " in line]
+    (workdir / "rolled.anchor").write_text("\n".join(lines) + "\n")
 
 
 def _answers(signed: Signed) -> bool:
@@ -387,3 +412,70 @@ def test_a_zone_signed_with_a_key_this_node_lacks_fails_closed(signed: Signed) -
         run_sql(signed.pg, signed.dsn, ("DELETE FROM zone_signing WHERE zone = %s", (INSECURE,)))
     wait_for(lambda: "status: NOERROR" in signed.at_node(f"www.{INSECURE}", "A"), BOUND,
              "the node to serve the zone unsigned again", interval=0.1)
+
+
+def _rrsig_tag(text: str, covered: str) -> int | None:
+    found = re.search(rf"\tRRSIG\t{covered} \d+ \d+ \d+ \d+ \d+ (\d+) ", text)
+    return None if found is None else int(found.group(1))
+
+
+def _dnskey_tags(signed: Signed) -> set[int]:
+    """The key tags of the DNSKEY RRset the node serves for ``ROLLED`` (from the
+    RRSIGs over it, one per key signing it)."""
+    out = signed.at_node(ROLLED, "DNSKEY")
+    return {int(tag) for tag in re.findall(r"\tRRSIG\tDNSKEY \d+ \d+ \d+ \d+ \d+ (\d+) ", out)}
+
+
+def test_a_key_rollover_keeps_the_zone_validating_at_every_step(signed: Signed) -> None:
+    """The operator rolls the zone's key in accelerated time (TTLs of seconds): at each
+    step Unbound, trusting the DS set the parent holds at that moment, finds the zone
+    secure, its data, its keys and a name that does not exist; the parent's DS set follows
+    what ``valis zone ds`` prints, and the roll ends signing with the new key alone."""
+    state = ["--state-dir", str(signed.state)]
+
+    def validates(step: str) -> None:
+        for name, rdtype in ((f"www.{ROLLED}", "A"), (ROLLED, "DNSKEY"), (f"nope.{ROLLED}", "A")):
+            found = signed.resolve(name, rdtype)
+            assert found.status == "NOERROR", (step, found.raw, _log(signed))
+            assert "ad" in found.flags, (step, found.raw, _log(signed))
+
+    def parent_publishes() -> None:
+        """The parent takes the DS set now printed: Unbound reloads its anchor."""
+        write_anchor(signed.workdir, valis("zone", "ds", ROLLED, *state))
+        signed.unbound[0].send_signal(signal.SIGHUP)
+        wait_for(lambda: _answers(signed), BOUND, "unbound to reload", interval=0.2)
+
+    old = _rrsig_tag(signed.at_node(f"www.{ROLLED}", "A"), "A")
+    out = valis("zone", "rollover", ROLLED, *state, "--dnskey-ttl", "2", "--ds-ttl", "1",
+                "--max-zone-ttl", "3", "--propagation-delay", "1",
+                "--parent-propagation-delay", "1")
+    new = int(re.search(r"to (\d+), step ds-submit", out).group(1))  # type: ignore[union-attr]
+    assert f"rolling from key tag {old} to {new}" in out
+    validates("ds-submit, the parent's DS set as it was")
+    assert len([line for line in valis("zone", "ds", ROLLED, *state).splitlines()
+                if " IN DS " in line]) == 2
+    parent_publishes()
+    validates("ds-submit, the parent holding both DS")
+    assert "ds-propagating" in valis("zone", "rollover", ROLLED, *state, "--ds-published")
+    validates("ds-propagating")
+    wait_for(lambda: _dnskey_tags(signed) == {old, new}, BOUND, "the new key published",
+             interval=0.1)
+    validates("published")
+    wait_for(lambda: _rrsig_tag(signed.at_node(f"www.{ROLLED}", "A"), "A") == new, BOUND,
+             "the zone signed with the new key", interval=0.1)
+    assert _dnskey_tags(signed) == {old, new}
+    validates("switched")
+    wait_for(lambda: _dnskey_tags(signed) == {new}, BOUND, "the old key withdrawn",
+             interval=0.1)
+    validates("ds-retire, the parent still holding both DS")
+    parent_publishes()
+    validates("ds-retire, the parent holding the new DS alone")
+    assert "rollover done" in valis("zone", "rollover", ROLLED, *state, "--ds-published")
+    validates("done")
+    printed = valis("zone", "ds", ROLLED, *state)
+    assert f" DS {new} " in printed
+    assert f" DS {old} " not in printed
+    assert not list((signed.state / "dnssec").glob(f"Krolled.test+*+{old:05d}.pem"))
+    log = signed.node.stderr()
+    for step in ("published", "switched", "ds-retire"):  # the node's own steps
+        assert f"zone {ROLLED} rollover from key tag {old} to {new}: step {step}" in log
