@@ -16,7 +16,7 @@ from tests.scenario.operator_state_helpers import import_zone
 from tests.scenario.pg import RUN_USER, PgCluster, run_as, runtime_bin
 from valis_core.dns import wire
 from valis_core.dns.dnssec import ds_rdata
-from valis_core.dns.zone_keys import load_zone_keys
+from valis_core.dns.zone_keys import load_key_ring, load_zone_keys
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
 from valis_core.operator_state.site_facts_file import write_site_facts
 from valis_core.operator_state.zone_signing import signed_zones
@@ -106,3 +106,58 @@ def test_a_zone_not_in_operator_state_is_refused(node_state: Path) -> None:
     status, _, err = valis("zone", "ds", "absent.test.", "--state-dir", str(node_state))
     assert status != 0
     assert "zone absent.test. is not signed; 'valis zone sign absent.test.' signs it" in err
+
+
+def test_a_rollover_waits_for_the_parent_and_refuses_what_its_step_does_not_allow(
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path
+) -> None:
+    """The operator begins a roll: a new key is made, the parent is to hold both DS, and
+    operator state keeps the step and the timings given. A second roll, a confirmation at
+    a step that waits for time, and ``sign`` mid-roll are refused naming the step."""
+    import_zone(pg_cluster, state_dsn, ZONE)
+    state = ["--state-dir", str(node_state)]
+    assert valis("zone", "sign", ZONE, *state)[0] == 0
+    old = load_zone_keys(node_state)["example.test"].tag
+    status, out, err = valis("zone", "rollover", ZONE, *state, "--ds-ttl", "600")
+    assert status == 0, err
+    assert f"rolling from key tag {old} to " in out
+    with pg_cluster.connect(state_dsn) as conn:
+        row = signed_zones(conn)[ZONE]
+    assert row.rollover is not None
+    assert (row.key_tag, row.rollover.old, row.rollover.step) == (old, old, "ds-submit")
+    assert (row.timing.ds_ttl, row.rollover.timing.ds_ttl) == (600, 600)
+    new = row.rollover.new
+    assert {key.tag for key in load_key_ring(node_state)["example.test"].values()} == {old, new}
+
+    status, out, err = valis("zone", "ds", ZONE, *state)
+    assert [line.split()[3] for line in out.splitlines() if " IN DS " in line] == [
+        str(old), str(new)
+    ]
+    assert "at step ds-submit" in err
+
+    status, _, err = valis("zone", "rollover", ZONE, *state)
+    assert status != 0
+    assert f"already rolling from key tag {old} to {new}, at step ds-submit" in err
+    assert len(load_key_ring(node_state)["example.test"]) == 2  # no third key left behind
+
+    status, out, _ = valis("zone", "rollover", ZONE, *state, "--ds-published")
+    assert (status, "rollover at step ds-propagating" in out) == (0, True)
+    status, _, err = valis("zone", "rollover", ZONE, *state, "--ds-published")
+    assert status != 0
+    assert "at step ds-propagating, which waits for time, not for the parent" in err
+    status, _, err = valis("zone", "sign", ZONE, *state)
+    assert status != 0
+    assert "its key changes only by that roll" in err
+
+
+def test_a_superseded_node_cannot_begin_a_rollover(
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path
+) -> None:
+    import_zone(pg_cluster, state_dsn, ZONE)
+    assert valis("zone", "sign", ZONE, "--state-dir", str(node_state))[0] == 0
+    with pg_cluster.connect(state_dsn) as conn:
+        claim_instance_fence(conn, 1, "node-a@elsewhere#fedcba9876543210")
+    status, _, err = valis("zone", "rollover", ZONE, "--state-dir", str(node_state))
+    assert status != 0
+    assert "superseded" in err
+    assert len(load_key_ring(node_state)["example.test"]) == 1  # the new key is not kept

@@ -109,8 +109,9 @@ def load_zone_keys(state_dir: Path) -> dict[str, ZoneKey]:
         if len(keys) > 1:
             raise ZoneKeyError(
                 f"zone {zone} has {len(keys)} signing keys in "
-                f"{signing_keys_dir(state_dir)}; only a rollover holds two, and operator "
-                "state says which signs: move aside any a finished roll left"
+                f"{signing_keys_dir(state_dir)}: a rollover is under way ('valis zone ds "
+                f"{zone}.' shows its step) and its key changes only by that roll; if none "
+                "is, move aside the key a finished roll left"
             )
         found[zone] = next(iter(keys.values()))
     return found
