@@ -1,0 +1,115 @@
+"""A rolling zone answers as its step says: the DNSKEY RRset holds the step's keys with an
+RRSIG by each key signing it, every other RRset is signed by the step's zone signer, and
+CDS and CDNSKEY name the DS set the parent should hold; the node's status and metrics
+say the step."""
+
+from __future__ import annotations
+
+import dns.dnssec
+import dns.message
+import dns.name
+import dns.rdataclass
+import dns.rdatatype
+import dns.rrset
+import pytest
+
+from tests.property.dnssec_check import validate, validate_sections
+from tests.property.test_signed_answer import INDEX, NOW, Z, ask
+from tests.property.test_signing_metrics import views
+from valis_cli.commands.status import render_status
+from valis_core.dns import dnssec, rollover, wire
+from valis_core.dns.dnssec import ZoneKey
+from valis_core.dns.rollover import Timing
+from valis_core.dns.signed_answer import Signer
+from valis_core.dns.snapshot import IndexHolder, Snapshot
+from valis_core.operator_state.zone_signing import ZoneSigning
+from valis_core.resident.signing import zone_keys_for
+
+OLD = ZoneKey(dnssec.generate_key(13))
+NEW = ZoneKey(dnssec.generate_key(13))
+while NEW.tag == OLD.tag:  # pragma: no cover - a 16-bit tag drawn twice
+    NEW = ZoneKey(dnssec.generate_key(13))
+APEX = dns.name.from_text(Z)
+
+
+def signer_at(step: str) -> Signer:
+    roll = rollover.Rollover(OLD.tag, NEW.tag, step, NOW - 5, Timing(dnskey_ttl=60))
+    row = ZoneSigning(Z, 13, OLD.tag, Timing(dnskey_ttl=60), roll)
+    keys = zone_keys_for(row, {OLD.tag: OLD, NEW.tag: NEW})
+    assert keys is not None
+    return Signer({wire.from_text(Z): keys}, clock=lambda: NOW)
+
+
+def rrset(message: dns.message.Message, rdtype: dns.rdatatype.RdataType) -> dns.rrset.RRset:
+    return message.find_rrset(message.answer, APEX, dns.rdataclass.IN, rdtype)
+
+
+def sig_tags(message: dns.message.Message, covers: dns.rdatatype.RdataType) -> set[int]:
+    return {
+        sig.key_tag for found in message.answer if found.rdtype == dns.rdatatype.RRSIG
+        and found.covers == covers for sig in found
+    }
+
+
+@pytest.mark.parametrize("step", rollover.STEPS)
+def test_each_step_answers_as_the_table_says(step: str) -> None:
+    keying = rollover.keying(rollover.Rollover(OLD.tag, NEW.tag, step, 0, Timing()))
+    snap = Snapshot(INDEX, signer=signer_at(step))
+
+    message = ask(snap, Z, "DNSKEY", do=True)
+    keys = rrset(message, dns.rdatatype.DNSKEY)
+    assert {dns.dnssec.key_id(key) for key in keys} == set(keying.published)
+    assert keys.ttl == 60
+    assert sig_tags(message, dns.rdatatype.DNSKEY) == set(keying.key_signers)
+    sigs = message.find_rrset(message.answer, APEX, dns.rdataclass.IN, dns.rdatatype.RRSIG,
+                              dns.rdatatype.DNSKEY)
+    for tag in keying.key_signers:  # each alone makes a chain from a DS naming only it
+        one = dns.rrset.from_rdata_list(APEX, keys.ttl, [k for k in keys
+                                                          if dns.dnssec.key_id(k) == tag])
+        only = dns.rrset.from_rdata_list(APEX, sigs.ttl, [s for s in sigs if s.key_tag == tag])
+        validate(keys, only, {APEX: one}, now=NOW)
+
+    data = ask(snap, f"www.{Z}", "A", do=True)
+    assert sig_tags(data, dns.rdatatype.A) == {keying.zone_signer}
+    validate_sections(data, {APEX: keys}, now=NOW)
+    denial = ask(snap, f"nope.{Z}", "A", do=True)
+    validate_sections(denial, {APEX: keys}, now=NOW)
+
+    cds = rrset(ask(snap, Z, "CDS", do=False), dns.rdatatype.CDS)
+    assert [ds.key_tag for ds in cds] == sorted(keying.parent_ds, key=[OLD.tag, NEW.tag].index)
+    cdnskey = rrset(ask(snap, Z, "CDNSKEY", do=False), dns.rdatatype.CDNSKEY)
+    assert {dns.dnssec.key_id(key) for key in cdnskey} == set(keying.parent_ds)
+
+
+def test_a_node_lacking_the_incoming_key_fails_the_zone_closed() -> None:
+    roll = rollover.start(OLD.tag, NEW.tag, Timing(), NOW)
+    row = ZoneSigning(Z, 13, OLD.tag, Timing(), roll)
+    assert zone_keys_for(row, {OLD.tag: OLD}) is None
+    assert zone_keys_for(ZoneSigning(Z, 13, OLD.tag), {OLD.tag: OLD}) is not None
+
+
+def test_status_and_metrics_say_the_step() -> None:
+    holder = IndexHolder(INDEX)
+    holder.sign_with(signer_at(rollover.SWITCHED))
+    node = views(holder)
+    node.zones = (Z,)
+    rolls = node.status()["rollovers"]
+    assert rolls == [{
+        "zone": Z, "step": "switched", "since": NOW - 5,
+        "due": NOW - 5 + Timing().propagation_delay + Timing().max_zone_ttl,
+        "key_tags": [OLD.tag, NEW.tag],
+    }]
+    families = {family.name: family for family in node.metric_families()}
+    (sample,) = families["valis_dnssec_rollover_step"].samples
+    assert sample.value == 4
+    assert dict(sample.labels) == {"zone": Z, "step": "switched"}
+    text = render_status(node.status(), NOW)
+    assert f"zone {Z}: key rollover at step switched for 0h00m05s, next step in 24h04m55s" in text
+
+    holder.sign_with(signer_at(rollover.DS_RETIRE))
+    text = render_status(node.status(), NOW)
+    assert (
+        f"zone {Z}: key rollover at step ds-retire for 0h00m05s, waiting for the parent: "
+        f"give it the DS set 'valis zone ds {Z}' prints, then 'valis zone rollover {Z} "
+        "--ds-published'"
+    ) in text
