@@ -239,8 +239,11 @@ async def test_the_fabric_serves_its_views_only_to_token_holders(tmp_path: Path)
         assert (tmp_path / TOKEN_FILE).read_text().strip() == fabric.token
 
         assert (await fabric_get(address, "wrong", "/status"))[0] == 403
-        response = await raw_exchange(address, b"GET /status HTTP/1.1\r\n\r\n")
+        response = await raw_exchange(address, b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n")
         assert response.startswith(b"HTTP/1.1 401 ")
+        # HTTP/1.1 requires Host (RFC 9112 section 3.2): without it, a malformed request.
+        hostless = await raw_exchange(address, b"GET /status HTTP/1.1\r\n\r\n")
+        assert hostless.startswith(b"HTTP/1.1 400 ")
         assert b"WWW-Authenticate: Bearer" in response
 
         status, body = await fabric_get(address, fabric.token, "/status")
