@@ -246,12 +246,9 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, start_new_session=True,
             )
-            valis("zone", "sign", ROLLED, "--state-dir", str(state))
             # Served with a DNSKEY TTL of seconds from the start, so its roll (which waits
             # out the longer of the old and the new DNSKEY TTL) runs in seconds.
-            run_sql(pg_cluster, dsn, (
-                "UPDATE zone_signing SET dnskey_ttl = 2 WHERE zone = %s", (ROLLED,)
-            ))
+            valis("zone", "sign", ROLLED, "--dnskey-ttl", "2", "--state-dir", str(state))
             write_anchor(workdir, valis("zone", "ds", ROLLED, "--state-dir", str(state)))
             signed = Signed(wire, node, pg_cluster, dsn, anchor, ds_rdata, workdir, state)
             wait_for(lambda: "RRSIG" in signed.at_node(f"www.{SECURE}", "A")

@@ -44,6 +44,7 @@ def register(actions: argparse._SubParsersAction[Any]) -> None:
         "--algorithm", type=int, choices=(13, 15), default=13,
         help="13: ECDSA P-256 with SHA-256 (default), 15: Ed25519",
     )
+    add_timing_arguments(run)
     run.set_defaults(handler=_sign)
 
     run = actions.add_parser(
@@ -75,8 +76,14 @@ def register(actions: argparse._SubParsersAction[Any]) -> None:
         "--ds-published", action="store_true",
         help="the parent publishes the DS set 'valis zone ds' prints: move the roll on",
     )
+    add_timing_arguments(run)
+    run.set_defaults(handler=_rollover)
+
+
+def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
+    """The zone's rollover timings, in seconds; those given are kept as the zone's."""
     for name, what in (
-        ("dnskey-ttl", "the DNSKEY RRset's TTL (default 3600)"),
+        ("dnskey-ttl", "the DNSKEY RRset's TTL, as served (default 3600)"),
         ("ds-ttl", "the DS TTL at the parent (default 86400)"),
         ("max-zone-ttl", "the largest TTL of the zone's records (default 86400)"),
         ("propagation-delay", "how long a change takes to reach every server of the zone "
@@ -84,8 +91,7 @@ def register(actions: argparse._SubParsersAction[Any]) -> None:
         ("parent-propagation-delay", "how long the parent's change takes to reach every "
          "server of the parent (default 3600)"),
     ):
-        run.add_argument(f"--{name}", type=int, metavar="SECONDS", help=what)
-    run.set_defaults(handler=_rollover)
+        parser.add_argument(f"--{name}", type=int, metavar="SECONDS", help=what)
 
 
 def node_standing(state_dir: Path) -> FenceState:
@@ -112,7 +118,8 @@ def node_standing(state_dir: Path) -> FenceState:
 def _sign(args: argparse.Namespace) -> int:
     from valis_core.dns.zone_keys import ensure_zone_key, forget_zone_key
     from valis_core.operator_state.connection import connect
-    from valis_core.operator_state.zone_signing import ZoneSigning, enable_signing
+    from valis_core.operator_state.zone_rollover import set_timing
+    from valis_core.operator_state.zone_signing import ZoneSigning, enable_signing, signed_zones
     from valis_core.operator_state.zones import canonical_zone_name
 
     zone = canonical_zone_name(args.zone)
@@ -130,6 +137,9 @@ def _sign(args: argparse.Namespace) -> int:
             if made:  # refused: a key no zone signs with is not left behind
                 forget_zone_key(state_dir, zone, key)
             raise
+        timing = _timing(args, signed_zones(conn)[zone].timing)
+        if timing is not None:
+            set_timing(conn, standing, zone, timing)
     print(
         f"zone {zone}: signed with algorithm {key.algorithm}, key tag {key.tag} "
         f"({'made' if made else 'kept'}); give the parent its DS: valis zone ds {zone}"

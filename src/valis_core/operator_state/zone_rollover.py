@@ -69,6 +69,30 @@ def zone_key(conn: psycopg.Connection[Any], zone: str) -> tuple[int, int, Rollov
     return algorithm, tag, roll
 
 
+def set_timing(
+    conn: psycopg.Connection[Any], standing: FenceState, zone: str, timing: Timing
+) -> None:
+    """Keep ``timing`` as the zone's, between rolls (a roll waits on the timings it
+    began with, so changing them mid-roll is refused)."""
+    with fenced_transaction(conn, standing) as cur:
+        _algorithm, _tag, _held, roll = _locked(cur, zone)
+        if roll is not None:
+            raise RolloverError(
+                f"zone {zone} is rolling (step {roll.step}); its timings change only "
+                "between rolls"
+            )
+        _write_timing(cur, zone, timing)
+
+
+def _write_timing(cur: psycopg.Cursor[Any], zone: str, timing: Timing) -> None:
+    cur.execute(
+        "UPDATE zone_signing SET "
+        + ", ".join(f"{column} = %s" for column in TIMING_COLUMNS)
+        + " WHERE zone = %s",
+        (*(getattr(timing, column) for column in TIMING_COLUMNS), zone),
+    )
+
+
 def begin_rollover(
     conn: psycopg.Connection[Any],
     standing: FenceState,
@@ -91,12 +115,7 @@ def begin_rollover(
                 "hold, and the roll must end before another begins"
             )
         wanted = held if timing is None else timing
-        cur.execute(
-            "UPDATE zone_signing SET "
-            + ", ".join(f"{column} = %s" for column in TIMING_COLUMNS)
-            + " WHERE zone = %s",
-            (*(getattr(wanted, column) for column in TIMING_COLUMNS), zone),
-        )
+        _write_timing(cur, zone, wanted)
         waits = Timing(
             max(held.dnskey_ttl, wanted.dnskey_ttl), wanted.ds_ttl, wanted.max_zone_ttl,
             wanted.propagation_delay, wanted.parent_propagation_delay,
