@@ -120,6 +120,8 @@ class SigningFollower:
         """Rollover steps this node has moved on."""
         self._seen: tuple[object, ...] | None = None
         self._failing = False
+        self._rolling = False
+        """Whether the last read found a roll: only then is one looked at to move on."""
         self._conn: psycopg.Connection[Any] | None = None
         self._keys: tuple[tuple[str, ...], dict[str, dict[int, ZoneKey]]] = ((), {})
 
@@ -133,7 +135,7 @@ class SigningFollower:
         if self._conn is None or self._conn.closed:
             self._conn = connect(self.dsn, autocommit=True)
         try:
-            if self.standing is not None:
+            if self.standing is not None and self._rolling:
                 for zone, roll in advance_rollovers(
                     self._conn, self.standing(), self.served, self.clock()
                 ):
@@ -141,6 +143,7 @@ class SigningFollower:
                     log.info("dnssec: zone %s rollover from key tag %d to %d: step %s",
                              zone, roll.old, roll.new, roll.step)
             rows = signed_zones(self._conn)
+            self._rolling = any(row.rollover is not None for row in rows.values())
         except psycopg.Error:
             self.close()
             raise
