@@ -38,14 +38,18 @@ def dispatch(parser: argparse.ArgumentParser, argv: Sequence[str]) -> int:
     return cast(Handler, args.handler)(args)
 
 
-def exit_with(prog: str, run: Callable[[Sequence[str]], int]) -> NoReturn:
-    """Run ``run(sys.argv[1:])`` and exit; a ``ValisError`` is one stderr line, status 1
-    (a message quoting a library's multi-line text is folded onto that line)."""
+def run_reported(prog: str, run: Callable[[Sequence[str]], int], argv: Sequence[str]) -> int:
+    """``run(argv)``'s exit status; a ``ValisError`` is one stderr line, status 1 (a
+    message quoting a library's multi-line text is folded onto that line)."""
     try:
-        status = run(sys.argv[1:])
+        return run(argv)
     except ValisError as exc:
         print(f"{prog}: {' '.join(str(exc).split())}", file=sys.stderr)
-        status = 1
+        return 1
     except KeyboardInterrupt:
-        status = 130
-    sys.exit(status)
+        return 130
+
+
+def exit_with(prog: str, run: Callable[[Sequence[str]], int]) -> NoReturn:
+    """Run ``run(sys.argv[1:])`` as ``run_reported`` does, and exit with its status."""
+    sys.exit(run_reported(prog, run, sys.argv[1:]))

@@ -67,6 +67,18 @@ def run_account_dir() -> Iterator[Path]:
 
 
 @pytest.fixture
+def open_base() -> Iterator[Path]:
+    """A directory under /tmp every account may traverse, for what the run account must
+    reach (tmp_path's parents are root's alone)."""
+    base = Path(tempfile.mkdtemp(prefix="valis-open-", dir="/tmp"))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
 def ground() -> Iterator[Ground]:
     """A proving ground (internet bridge, the node's NIC, a client), removed after."""
     require_root()

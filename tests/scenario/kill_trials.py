@@ -60,7 +60,7 @@ from valis_core.identity.instance import read_instance
 from valis_core.operator_state.schema import migrate
 from valis_core.operator_state.site_facts import parse_site_facts
 from valis_core.operator_state.site_facts_file import write_site_facts
-from valis_core.operator_state.zones import export_zone_text, replace_zone
+from valis_core.operator_state.zones import delete_zone, export_zone_text, replace_zone
 from valis_core.ops.backup import create_backup, verify_backup_set
 from valis_core.plugin.install import condense_modules
 from valis_core.plugin.installed import INSTALLED_RECORD, installed_record, modules_dir
@@ -81,12 +81,18 @@ DELAY_SPAN = 1.25
 kills land inside the verb and some just after it."""
 
 # The driver: import the target (and what it imports lazily), say ready, wait for "go",
-# run it, say done.
+# run it, say done. A command line target runs as its entry point runs it, so an operator
+# error ends in the one line an operator sees, and only a real crash in a traceback.
 DRIVER = r"""
 import importlib, json, os, sys
 module, _, name = sys.argv[1].partition(":")
 target = getattr(importlib.import_module(module), name)
 args = json.loads(sys.argv[2])
+prog = sys.argv[4]
+if prog:
+    from valis_core.command_line import run_reported
+    entry = target
+    target = lambda argv: run_reported(prog, entry, argv)
 for preload in json.loads(sys.argv[3]):
     try:
         importlib.import_module(preload)
@@ -121,6 +127,9 @@ class Command:
     """The verb stays in the foreground after it is done (supervising a unit) until it
     is sent SIGTERM; it runs in a PID namespace of its own, so a kill takes the unit
     down with it."""
+    prog: str = ""
+    """The program whose command line ``target`` runs (its errors reported as that
+    program's entry point reports them), or empty for a library call."""
 
 
 CLI_PRELOAD = (
@@ -139,7 +148,7 @@ CLI_PRELOAD = (
 
 def cli(*argv: str, user: str | None = None) -> Command:
     """``valis ARGV``, with what the command imports imported before "go"."""
-    return Command("valis_cli.main:run", argv, user, CLI_PRELOAD)
+    return Command("valis_cli.main:run", argv, user, CLI_PRELOAD, prog="valis")
 
 
 @attrs.frozen
@@ -192,7 +201,10 @@ class Verb(Protocol):
 
 
 def _argv(command: Command) -> tuple[list[str], dict[str, str], str]:
-    script = [command.target, json.dumps(list(command.args)), json.dumps(list(command.preload))]
+    script = [
+        command.target, json.dumps(list(command.args)), json.dumps(list(command.preload)),
+        command.prog,
+    ]
     if command.user is None:
         namespace = ["unshare", "--pid", "--fork", "--kill-child"] if command.supervises else []
         return [*namespace, sys.executable, "-c", DRIVER, *script], dict(os.environ), str(REPO)
@@ -683,7 +695,10 @@ class ZoneImport:
         self._sets = {1: _record_set(self._old), 2: _record_set(self._new)}
 
     def prepare(self, work: Path) -> None:
+        # The old zone anew, at its own serial: written over the last trial's new zone it
+        # would be another version of it, which the change journal gives a higher serial.
         with self._pg.connect(self._dsn) as conn:
+            delete_zone(conn, ZONE)
             replace_zone(conn, parse_zone_text(self._old, None))
 
     def command(self, work: Path) -> Command:

@@ -7,12 +7,10 @@ import contextlib
 import gzip
 import io
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import tarfile
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -282,17 +280,6 @@ def test_valis_apply_supervises_the_unit_and_forwards_sigterm_to_it(
 
 # A delivered program the run account execs, as the launcher execs the resident.
 PROBE = b"#!/bin/sh\necho reached\n"
-
-
-@pytest.fixture
-def open_base() -> Iterator[Path]:
-    """A directory every account may traverse (tmp_path's parents are root's alone)."""
-    base = Path(tempfile.mkdtemp(prefix="valis-apply-", dir="/tmp"))
-    base.chmod(0o755)
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _probe_delivery(directory: Path, version: str) -> Path:

@@ -21,12 +21,13 @@ SEED = 20261203
 
 @pytest.mark.parametrize("name", VERB_NAMES)
 def test_a_verb_killed_at_random_points_leaves_no_partial_file_and_runs_again(
-    name: str, tmp_path: Path, run_account_dir: Path, pg_cluster: PgCluster, state_dsn: str
+    name: str, open_base: Path, run_account_dir: Path, pg_cluster: PgCluster, state_dsn: str
 ) -> None:
     require_root()
-    verb = make_verb(name, tmp_path / "fixtures", run_account_dir, pg_cluster, state_dsn)
+    # Under a base the run account traverses: apply refuses a version it cannot reach.
+    verb = make_verb(name, open_base / "fixtures", run_account_dir, pg_cluster, state_dsn)
     trials = FEWER.get(name, TRIALS)
-    tally = campaign(verb, tmp_path / "work", trials, seed=SEED, budget=600, measure_runs=1)
+    tally = campaign(verb, open_base / "work", trials, seed=SEED, budget=600, measure_runs=1)
     assert tally.trials == trials
     assert tally.problems == ()
     assert tally.reruns == trials
