@@ -10,6 +10,7 @@ import pwd
 import stat
 from pathlib import Path
 
+import attrs
 import pytest
 
 from tests.scenario.operator_state_helpers import import_zone
@@ -17,8 +18,10 @@ from tests.scenario.pg import RUN_USER, PgCluster, run_as, runtime_bin
 from valis_core.dns import wire
 from valis_core.dns.dnssec import ds_rdata
 from valis_core.dns.zone_keys import load_key_ring, load_zone_keys
+from valis_core.fence import FencedOut, FenceState
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
 from valis_core.operator_state.site_facts_file import write_site_facts
+from valis_core.operator_state.zone_rollover import advance_rollovers
 from valis_core.operator_state.zone_signing import signed_zones
 from valis_core.store.manifest import Manifest, dumps
 
@@ -161,3 +164,30 @@ def test_a_superseded_node_cannot_begin_a_rollover(
     assert status != 0
     assert "superseded" in err
     assert len(load_key_ring(node_state)["example.test"]) == 1  # the new key is not kept
+
+
+def test_the_fence_holder_moves_a_due_step_on_and_a_superseded_one_writes_nothing(
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path
+) -> None:
+    """What the resident does each second, asked directly: a step whose time has not come
+    stays; a due one moves on, its wait counted from the write; a writer another instance
+    has superseded is refused and the roll stays as it was."""
+    import_zone(pg_cluster, state_dsn, ZONE)
+    state = ["--state-dir", str(node_state)]
+    assert valis("zone", "sign", ZONE, *state)[0] == 0
+    assert valis("zone", "rollover", ZONE, *state, "--ds-ttl", "60",
+                 "--parent-propagation-delay", "0")[0] == 0
+    assert valis("zone", "rollover", ZONE, *state, "--ds-published")[0] == 0
+    standing = FenceState(generation=0, holder=HOLDER)
+    with pg_cluster.connect(state_dsn) as conn:
+        roll = signed_zones(conn)[ZONE].rollover
+        assert roll is not None
+        assert roll.step == "ds-propagating"
+        assert advance_rollovers(conn, standing, [ZONE], roll.since + 59) == []
+        later = roll.since + 61
+        (moved,) = advance_rollovers(conn, standing, [ZONE], later)
+        assert moved == (ZONE, attrs.evolve(roll, step="published", since=later))
+        claim_instance_fence(conn, 1, "node-a@elsewhere#fedcba9876543210")
+        with pytest.raises(FencedOut):
+            advance_rollovers(conn, standing, [ZONE], later + 10**6)
+        assert signed_zones(conn)[ZONE].rollover == moved[1]
