@@ -15,6 +15,7 @@ import psycopg
 from valis_core.dns.rollover import Rollover, RolloverError, Timing
 from valis_core.fence import FenceState
 from valis_core.operator_state.fence import fenced_transaction
+from valis_core.operator_state.zone_rollover import ROLL_COLUMNS, TIMING_COLUMNS, roll_from_row
 
 
 @attrs.frozen
@@ -60,12 +61,6 @@ def enable_signing(
 
 def signed_zones(conn: psycopg.Connection[Any]) -> dict[str, ZoneSigning]:
     """Every signed zone's row, by zone name, with its roll."""
-    from valis_core.operator_state.zone_rollover import (
-        ROLL_COLUMNS,
-        TIMING_COLUMNS,
-        roll_from_row,
-    )
-
     rows = conn.execute(
         "SELECT s.zone, s.algorithm, s.key_tag, "
         + ", ".join(f"s.{column}" for column in TIMING_COLUMNS) + ", "
