@@ -1,4 +1,5 @@
-"""Which zones are signed, in operator state: the ``zone_signing`` rows (migration 0007).
+"""Which zones are signed, in operator state: the ``zone_signing`` rows (migration 0007;
+the rollover timings and the roll under way, 0008).
 
 Turning signing on is a node's write (the key it names is that node's), so it runs in a
 ``fenced_transaction`` at the node's standing: a node fenced out cannot change what the
