@@ -1,7 +1,8 @@
 """AXFR out of the TCP serve loop, in-process over real loopback sockets, asked by
 dnspython's and dig's transfer clients: the whole zone from one version in several
 signed messages, and a refusal for every request that is not a listed secondary's
-correctly signed one."""
+correctly signed one. IXFR over UDP out of the UDP serve loop: the SOA when up to date,
+the journal's difference when it fits the datagram, TC otherwise."""
 
 from __future__ import annotations
 
@@ -26,11 +27,13 @@ import dns.zone
 import pytest
 import trio
 
+from valis_core.dns.journal import Difference
 from valis_core.dns.notify_send import ChangeWatch, NotifySender
+from valis_core.dns.records import RecordRow
 from valis_core.dns.serve import serve_tcp, serve_udp
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.transfer import Listed
-from valis_core.dns.transfer_serve import Transfers
+from valis_core.dns.transfer_serve import MAX_DATAGRAMS, Transfers
 from valis_core.dns.zone import ZoneIndex
 
 ZONE = "example.test."
@@ -174,7 +177,8 @@ async def test_a_listed_secondary_s_signed_soa_query_is_answered_signed(
         query = dns.message.make_query(ZONE, "SOA")
         query.use_tsig(keyring(secret), KEY_NAME)
         if transport == "udp":
-            return dns.query.udp(query, "127.0.0.1", port=node.udp_port, timeout=LIMIT)
+            return dns.query.udp(query, "127.0.0.1", port=node.udp_port, timeout=LIMIT,
+                         one_rr_per_rrset=True)
         return dns.query.tcp(query, "127.0.0.1", port=node.port, timeout=LIMIT)
 
     response = await trio.to_thread.run_sync(ask, SECRET)  # dnspython checks its TSIG
@@ -234,13 +238,154 @@ def ixfr_query(serial: int) -> dns.message.Message:
 
 
 @pytest.mark.parametrize("serial", [1, 0])
-async def test_an_ixfr_over_udp_is_answered_with_the_soa_alone(node: Node, serial: int) -> None:
+async def test_an_ixfr_over_udp_without_the_history_is_the_soa_alone_and_tc_when_behind(
+    node: Node, serial: int
+) -> None:
     response = await trio.to_thread.run_sync(lambda: dns.query.udp(
         ixfr_query(serial), "127.0.0.1", port=node.udp_port, timeout=LIMIT))
     assert response.rcode() == dns.rcode.NOERROR
     assert response.had_tsig
     assert [(rrset.rdtype, rrset[0].serial) for rrset in response.answer] == [
         (dns.rdatatype.SOA, 1)]
+    # Up to date, that is the whole answer; behind (no journal here), ask over TCP.
+    assert bool(response.flags & dns.flags.TC) == (serial == 0)
+
+
+def row(owner: str, rtype: str, rdata: str) -> RecordRow:
+    return RecordRow(ZONE, owner, rtype, 300, rdata)
+
+
+def soa_row(serial: int) -> RecordRow:
+    return row(ZONE, "SOA", f"ns1.{ZONE} hostmaster.{ZONE} {serial} 7200 3600 1209600 300")
+
+
+class Journal:
+    """The zone's history as the resident's journal gives it: from serial 1 to 2, ``added``
+    new hosts and h0 removed; ``hold`` keeps every read waiting until it is set."""
+
+    def __init__(self, added: int) -> None:
+        self.added = added
+        self.hold: trio.Event | None = None
+        self.reads = 0
+
+    async def __call__(self, zone: str, old: int, new: int) -> Difference | None:
+        self.reads += 1
+        if self.hold is not None:
+            await self.hold.wait()
+        if (zone, old, new) != (ZONE, 1, 2):
+            return None
+        added = tuple(row(f"new{i}.{ZONE}", "A", f"203.0.113.{i + 1}")
+                      for i in range(self.added))
+        return Difference(soa_row(1), (row(f"h0.{ZONE}", "A", "198.51.100.1"),), added, 1)
+
+
+@pytest.fixture
+async def journal_node(nursery: trio.Nursery) -> AsyncIterator[tuple[Node, Journal]]:
+    """A node serving serial 2 of the zone, whose journal reaches back to serial 1."""
+    secondaries = [listed()]
+
+    async def current() -> Sequence[Listed]:
+        return tuple(secondaries)
+
+    journal = Journal(added=3)
+    holder = IndexHolder(ZoneIndex.from_zone_text(zone_text(2, hosts=20), ZONE))
+    transfers = Transfers(current, lambda: tuple(secondaries), journal=journal)
+    udp = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    await udp.bind(("127.0.0.1", 0))
+    scope = trio.CancelScope()
+
+    async def serve() -> None:
+        with udp, scope:
+            await serve_udp(udp, holder, transfers=transfers)
+
+    nursery.start_soon(serve)
+    yield Node(0, udp.getsockname()[1], holder, transfers, secondaries), journal
+    scope.cancel()
+
+
+def ask_udp(node: Node, serial: int, payload: int | None = None) -> dns.message.Message:
+    query = ixfr_query(serial)
+    if payload is not None:
+        query.use_edns(0, payload=payload)
+        query.use_tsig(keyring(), KEY_NAME)  # signed again, over the OPT too
+    return dns.query.udp(query, "127.0.0.1", port=node.udp_port, timeout=LIMIT,
+                         one_rr_per_rrset=True)
+
+
+async def test_an_ixfr_over_udp_from_a_secondary_behind_is_the_difference_when_it_fits(
+    journal_node: tuple[Node, Journal],
+) -> None:
+    node, _ = journal_node
+    response = await trio.to_thread.run_sync(ask_udp, node, 1)  # dnspython checks its TSIG
+    assert response.rcode() == dns.rcode.NOERROR
+    assert not response.flags & dns.flags.TC
+    got = [(rrset.rdtype, rrset.name.to_text(), rrset[0].to_text()) for rrset in response.answer]
+    soa = [(dns.rdatatype.SOA, ZONE, f"ns1.{ZONE} hostmaster.{ZONE} {n} 7200 3600 1209600 300")
+           for n in (1, 2)]
+    assert got == [soa[1], soa[0], (dns.rdatatype.A, f"h0.{ZONE}", "198.51.100.1"), soa[1],
+                   *[(dns.rdatatype.A, f"new{i}.{ZONE}", f"203.0.113.{i + 1}")
+                     for i in range(3)], soa[1]]
+    assert (node.transfers.stats.completed, node.transfers.stats.kinds["incremental"]) == (1, 1)
+    (state,) = node.transfers.progress.report([listed()], {ZONE: (2, 100.0)}, now=100.0)
+    assert (state.serial, state.lag_serials) == (2, 0)
+
+    # dig asks the same over UDP (+notcp), checks the TSIG and shows the difference.
+    key = f"hmac-sha256:{KEY_NAME}:{base64.b64encode(SECRET).decode()}"
+    dug = await trio.to_thread.run_sync(lambda: subprocess.run(
+        ["dig", "@127.0.0.1", "-p", str(node.udp_port), ZONE, "IXFR=1", "+notcp", "-y", key,
+         "+noall", "+answer"], capture_output=True, text=True, timeout=LIMIT, check=False))
+    assert dug.returncode == 0, dug.stderr
+    assert "Couldn't verify" not in dug.stdout + dug.stderr
+    assert len([line for line in dug.stdout.splitlines() if line.strip()]) == 8
+
+
+async def test_an_ixfr_over_udp_too_big_for_the_datagram_is_the_soa_with_tc(
+    journal_node: tuple[Node, Journal],
+) -> None:
+    node, journal = journal_node
+    journal.added = 30  # about 600 bytes of records: more than 512, less than 1232
+    plain = await trio.to_thread.run_sync(ask_udp, node, 1)
+    assert plain.flags & dns.flags.TC
+    assert [(rrset.rdtype, rrset[0].serial) for rrset in plain.answer] == [
+        (dns.rdatatype.SOA, 2)]
+    assert node.transfers.stats.completed == 0
+
+    edns = await trio.to_thread.run_sync(ask_udp, node, 1, 1232)
+    assert not edns.flags & dns.flags.TC
+    assert edns.edns == 0
+    assert len(edns.answer) == 30 + 1 + 4
+    assert node.transfers.stats.completed == 1
+
+    journal.added = 200  # beyond any datagram this server sends
+    big = await trio.to_thread.run_sync(ask_udp, node, 1, 4096)
+    assert big.flags & dns.flags.TC
+    assert len(big.answer) == 1
+
+
+async def test_ixfrs_over_udp_waiting_for_the_journal_are_bounded_and_the_rest_told_tc(
+    journal_node: tuple[Node, Journal],
+) -> None:
+    node, journal = journal_node
+    journal.hold = trio.Event()
+    waiting: list[dns.message.Message] = []
+
+    async def ask() -> None:
+        waiting.append(await trio.to_thread.run_sync(ask_udp, node, 1))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(MAX_DATAGRAMS):
+            nursery.start_soon(ask)
+        with trio.fail_after(LIMIT):
+            while journal.reads < MAX_DATAGRAMS:
+                await trio.sleep(0.01)
+        # Every slot is taken: the next is answered at once, TC, without the journal.
+        over = await trio.to_thread.run_sync(ask_udp, node, 1)
+        assert over.flags & dns.flags.TC
+        assert journal.reads == MAX_DATAGRAMS
+        journal.hold.set()
+    assert len(waiting) == MAX_DATAGRAMS
+    assert all(not response.flags & dns.flags.TC for response in waiting)
+    assert node.transfers.stats.completed == MAX_DATAGRAMS
 
 
 async def test_an_ixfr_over_tcp_is_the_soa_when_up_to_date_and_the_zone_otherwise(

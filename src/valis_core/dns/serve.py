@@ -29,7 +29,9 @@ an AXFR or IXFR read on a TCP connection is served there by ``transfers.transfer
 instead of the answer path, and a response the answer path gives with NOTAUTH (a signed
 query: it holds no keys) or, over UDP, FORMERR (an IXFR carries an SOA in its authority
 section) is offered to ``transfers.signed`` first, in case a listed secondary sent it.
-Other queries never reach them.
+Other queries never reach them. An IXFR over UDP from a secondary behind may need the
+zone's journal: ``transfers.datagram`` then gives a job, which the UDP loop runs in a task
+of its own (the transfers bound how many) and whose response it sends when ready.
 
 TCP (RFC 7766): 2-byte length framing, any number of pipelined queries per connection,
 one task per connection, an idle timeout (a connection must complete a query within
@@ -57,7 +59,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Protocol
 
 import attrs
@@ -86,6 +89,12 @@ class TransferFn(Protocol):
         self, snapshot: Snapshot, query: bytes, peer: str, transport: Transport
     ) -> bytes | None:
         """The signed response to a listed secondary's signed query, or ``None``."""
+        ...
+
+    def datagram(
+        self, snapshot: Snapshot, query: bytes, peer: str
+    ) -> bytes | Callable[[], Awaitable[bytes | None]] | None:
+        """``signed`` over UDP, where an IXFR's response may come later (a job to await)."""
         ...
 
 
@@ -245,55 +254,117 @@ async def serve_udp(
     raw = socket.socket(fileno=os.dup(sock.fileno()))
     try:
         raw.setblocking(False)
-        recvfrom = raw.recvfrom
-        sendto = raw.sendto
-        rcodes = counts.udp_rcodes
-        udp = Transport.UDP
-        while True:
-            handled = 0
-            while handled < UDP_BATCH:
-                try:
-                    query, peer = recvfrom(_MAX_DATAGRAM)
-                except OSError:
-                    # Would block (drained), or a pending socket error (e.g. an ICMP
-                    # report) that the failing call consumed: wait for the next datagram.
-                    break
-                handled += 1
-                try:
-                    response = answer_fn(holder.snapshot, query, transport=udp)
-                except Exception:
-                    counts.udp_answer_errors += 1
-                    failures.failure(udp, query)
-                    continue
-                if response is None:
-                    counts.udp_dropped += 1
-                    continue
-                if transfers is not None and response[3] & 0x0F in _SECONDARIES_RCODES:
-                    signed = transfers.signed(holder.snapshot, query, str(peer[0]), udp)
-                    response = signed or response
-                if limiter is not None:
-                    limited = limiter.limit(response, peer[0], trio.current_time())
-                    if limited is not response:
-                        if limited is None:
-                            counts.udp_rate_dropped += 1
-                            continue
-                        counts.udp_rate_slipped += 1
-                        response = limited
-                try:
-                    sendto(response, peer)
-                except OSError:
-                    # Send buffer full (EAGAIN) or an unroutable peer: UDP may lose it.
-                    counts.udp_send_failures += 1
-                    continue
-                rcodes[response[3] & 0x0F] += 1
-                if response[2] & 0x02:
-                    counts.udp_truncated += 1
-            if handled == UDP_BATCH:
-                await trio.lowlevel.checkpoint()
-            else:
-                await trio.lowlevel.wait_readable(sock)
+        async with trio.open_nursery() as later:
+            await _serve_udp(sock, raw, holder=holder, counts=counts, failures=failures,
+                             answer_fn=answer_fn, transfers=transfers, limiter=limiter,
+                             later=later)
     finally:
         raw.close()
+
+
+async def _serve_udp(
+    sock: trio.socket.SocketType,
+    raw: socket.socket,
+    *,
+    holder: IndexHolder,
+    counts: ServeStats,
+    failures: _ThrottledLog,
+    answer_fn: AnswerFn,
+    transfers: TransferFn | None,
+    limiter: RateLimiter | None,
+    later: trio.Nursery,
+) -> None:
+    recvfrom = raw.recvfrom
+    sendto = raw.sendto
+    rcodes = counts.udp_rcodes
+    udp = Transport.UDP
+    while True:
+        handled = 0
+        while handled < UDP_BATCH:
+            try:
+                query, peer = recvfrom(_MAX_DATAGRAM)
+            except OSError:
+                # Would block (drained), or a pending socket error (e.g. an ICMP
+                # report) that the failing call consumed: wait for the next datagram.
+                break
+            handled += 1
+            try:
+                response = answer_fn(holder.snapshot, query, transport=udp)
+            except Exception:
+                counts.udp_answer_errors += 1
+                failures.failure(udp, query)
+                continue
+            if response is None:
+                counts.udp_dropped += 1
+                continue
+            if transfers is not None and response[3] & 0x0F in _SECONDARIES_RCODES:
+                signed = transfers.datagram(holder.snapshot, query, str(peer[0]))
+                if callable(signed):
+                    later.start_soon(partial(_send_later, signed, query, peer, raw=raw,
+                                             counts=counts, failures=failures,
+                                             limiter=limiter))
+                    continue
+                response = signed or response
+            if limiter is not None:
+                limited = limiter.limit(response, peer[0], trio.current_time())
+                if limited is not response:
+                    if limited is None:
+                        counts.udp_rate_dropped += 1
+                        continue
+                    counts.udp_rate_slipped += 1
+                    response = limited
+            try:
+                sendto(response, peer)
+            except OSError:
+                # Send buffer full (EAGAIN) or an unroutable peer: UDP may lose it.
+                counts.udp_send_failures += 1
+                continue
+            rcodes[response[3] & 0x0F] += 1
+            if response[2] & 0x02:
+                counts.udp_truncated += 1
+        if handled == UDP_BATCH:
+            await trio.lowlevel.checkpoint()
+        else:
+            await trio.lowlevel.wait_readable(sock)
+
+
+async def _send_later(
+    job: Callable[[], Awaitable[bytes | None]],
+    query: bytes,
+    peer: tuple[str, int],
+    *,
+    raw: socket.socket,
+    counts: ServeStats,
+    failures: _ThrottledLog,
+    limiter: RateLimiter | None,
+) -> None:
+    """Send the response ``job`` gives (an IXFR over UDP answered from the journal) as the
+    drain loop sends one: rate limited, counted; a job that fails drops the query."""
+    try:
+        response = await job()
+    except Exception:
+        counts.udp_answer_errors += 1
+        failures.failure(Transport.UDP, query)
+        return
+    if response is None:
+        counts.udp_dropped += 1
+        return
+    if limiter is not None:
+        limited = limiter.limit(response, peer[0], trio.current_time())
+        if limited is None:
+            counts.udp_rate_dropped += 1
+            return
+        if limited is not response:
+            counts.udp_rate_slipped += 1
+            response = limited
+    try:
+        raw.sendto(response, peer)
+    except OSError:
+        counts.udp_send_failures += 1
+        return
+    counts.udp_rcodes[response[3] & 0x0F] += 1
+    if response[2] & 0x02:
+        counts.udp_truncated += 1
 
 
 async def serve_tcp(

@@ -25,9 +25,10 @@ A secondary also signs the ordinary queries it sends before a transfer (Knot ask
 the SOA over UDP, signed, on every NOTIFY and refresh). The answer path holds no keys
 and answers any signed query BADKEY; ``signed_answer`` instead answers a listed
 secondary's correctly signed query as the answer path answers it unsigned, and signs the
-response over the query's MAC. An IXFR over UDP from a listed secondary is answered
-with the current SOA alone (``datagram_ixfr``): the whole answer when the secondary is up
-to date, and otherwise the sign to ask again over TCP (RFC 1995 section 2).
+response over the query's MAC. An IXFR over UDP from a listed secondary, decided as over
+TCP, is answered in one datagram (``datagram_response``, RFC 1995 section 2): the SOA alone
+when it is up to date, the condensed difference when that fits the query's UDP payload,
+and otherwise the SOA alone with TC set, which tells it to ask again over TCP.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 import dns.exception
+import dns.flags
 import dns.message
 import dns.name
 import dns.rdataclass
@@ -46,7 +48,12 @@ import dns.rdtypes.ANY.TSIG
 import dns.tsig
 
 from valis_core.dns import wire
-from valis_core.dns.answer import _Writer  # the answer path's name compression, shared
+from valis_core.dns.answer import (  # the answer path's compression, OPT and UDP limit
+    _OPT_DO,
+    _OPT_PLAIN,
+    _limit,
+    _Writer,
+)
 from valis_core.dns.journal import Difference
 from valis_core.dns.records import (
     AXFR,
@@ -265,16 +272,69 @@ def signed_answer(
         return None
 
 
-def datagram_ixfr(
-    index: ZoneIndex, query: bytes, peer: str, listed: Sequence[Listed], *, now: float
-) -> Grant | Refusal:
-    """An IXFR over UDP (RFC 1995 section 2), decided as over TCP but answered with the
-    current SOA alone, signed, whatever the secondary's serial: that is the whole answer
-    when it is up to date, and otherwise tells it to transfer over TCP."""
-    decision = decide(index, query, peer, listed, now=now)
-    if isinstance(decision, Grant):
-        return attrs.evolve(decision, full=False)
-    return decision
+@attrs.frozen
+class Datagram:
+    """The one datagram answering an IXFR over UDP, and what it says (``DATAGRAM_KINDS``)."""
+
+    response: bytes
+    kind: str
+
+
+DATAGRAM_KINDS = ("up_to_date", "incremental", "truncated")
+"""An IXFR over UDP answered with the SOA alone (up to date), with the condensed
+difference, or with the SOA alone and TC set (ask again over TCP)."""
+
+_TC = 0x0200
+_SMALLEST_RECORD = 11
+"""Bytes of the smallest record a message can hold (a compressed owner and an empty
+rdata): a difference with more records than a datagram has room for at this size cannot
+fit, and is not built."""
+
+
+def datagram_response(grant: Grant, difference: Difference | None, *, now: float) -> Datagram:
+    """The answer to ``grant``, an IXFR over UDP (RFC 1995 section 2), in one signed
+    datagram: the SOA alone when the secondary is up to date; ``difference`` (the journal's,
+    from the secondary's serial) condensed as over TCP when it fits the query's UDP payload
+    (512 bytes without EDNS); otherwise, the journal not reaching back included, the SOA
+    alone with TC set, so the secondary asks again over TCP. Never raises for a journal
+    record that does not parse (that is answered TC too)."""
+    limit = _limit(grant.query.payload if grant.query.edns >= 0 else -1, False)
+    soa = next(zone_records(grant.zone))
+    if not grant.full:
+        return Datagram(_single(grant, (soa,), now, 0), "up_to_date")
+    if difference is not None and (
+        len(difference.removed) + len(difference.added) + 4 <= limit // _SMALLEST_RECORD
+    ):
+        try:
+            records = incremental_records(grant.zone, difference)
+        except ZoneError:
+            records = ()
+        if records:
+            response = _single(grant, records, now, 0, limit=limit)
+            if len(response) <= limit:
+                return Datagram(response, "incremental")
+    return Datagram(_single(grant, (soa,), now, _TC), "truncated")
+
+
+def _single(
+    grant: Grant, records: Sequence[WireRecord], now: float, flags: int, *, limit: int = 0
+) -> bytes:
+    """One signed message holding ``records`` (and an OPT when the query had one); with
+    ``limit``, writing stops once the message is longer, and what comes back is too long."""
+    query = grant.query
+    writer = _fresh(wire.name_wire(query.question[0].name), query.question[0].rdtype)
+    count = 0
+    for owner, rtype, ttl, rdata in records:
+        writer.record(owner, rtype, ttl, rdata)
+        count += 1
+        if limit and len(writer.buf) > limit:
+            break
+    opt = b"" if query.edns < 0 else _OPT_DO if query.ednsflags & dns.flags.DO else _OPT_PLAIN
+    writer.buf += opt
+    flags |= _QR | _AA | (query.flags & _RD) | NOERROR
+    _HEADER.pack_into(writer.buf, 0, query.id, flags, 1, count, 0, 1 if opt else 0)
+    assert query.tsig is not None
+    return _Signer(grant.key, query.tsig[0].mac, query.id, now).sign(bytes(writer.buf))
 
 
 def _up_to_date(query: dns.message.Message, zone: ServedZone) -> bool:

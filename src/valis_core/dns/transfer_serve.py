@@ -8,6 +8,13 @@ state), so a secondary added or removed applies to the next request. Both serve 
 ``Transfers.signed`` a signed query the answer path refused, in case a listed secondary
 signed it; that check runs on the serving thread, against the secondaries read last.
 
+An IXFR over UDP (``Transfers.datagram``) is decided the same way and answered in one
+datagram: the SOA alone at once when the secondary is up to date; when it is behind, the
+UDP loop is handed a job that reads the journal (within ``DATAGRAM_DEADLINE``) and gives
+the condensed difference when it fits the datagram, otherwise the SOA with TC set. At
+most ``MAX_DATAGRAMS`` such jobs run at once; beyond that, or without a journal, the
+answer is TC at once: the secondary asks over TCP, which is always correct.
+
 Bounds: at most ``max_transfers`` run at once (a ``trio.CapacityLimiter``; a request
 beyond that waits for a slot), and each, its wait included, must finish within
 ``deadline`` seconds or its connection is closed (a partial transfer is useless to the
@@ -25,6 +32,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 
 import attrs
 import trio
@@ -39,13 +47,12 @@ from valis_core.dns.transfer import (
     REFUSAL_KINDS,
     Grant,
     Listed,
-    datagram_ixfr,
+    datagram_response,
     decide,
     incremental_records,
     ixfr_serial,
     peer_host,
     signed_answer,
-    transfer_messages,
     transfer_question,
     transfer_steps,
     zone_serial,
@@ -65,6 +72,16 @@ answered with the whole zone, an IXFR answered with the SOA alone."""
 
 MAX_TRANSFERS = 4
 DEADLINE = 120.0
+
+MAX_DATAGRAMS = 8
+"""IXFRs over UDP of secondaries behind whose journal reads may run at once."""
+
+DATAGRAM_DEADLINE = 5.0
+"""Seconds an IXFR over UDP may wait for the journal before it is answered TC."""
+
+Later = Callable[[], Awaitable[bytes | None]]
+"""A response that needs the journal: the UDP loop awaits it in a task of its own and
+sends what it gives."""
 
 
 @attrs.define
@@ -104,25 +121,13 @@ class Transfers:
         self.stats = TransferStats()
         self.progress = Progress()
         self._refusals = _Refusals()
+        self._datagrams = 0
 
     def signed(
         self, snapshot: Snapshot, query: bytes, peer: str, transport: Transport
     ) -> bytes | None:
         """The signed response to a listed secondary's signed query (its SOA query before
-        a transfer, an IXFR over UDP), from the secondaries last read; ``None`` for any
-        other query."""
-        if transport is Transport.UDP and transfer_question(query) == IXFR:
-            decision = datagram_ixfr(snapshot.index, query, peer, self._known(),
-                                     now=self._clock())
-            if not isinstance(decision, Grant):
-                self.stats.refused[decision.kind] += 1
-                self._refusals.say(f"{peer} (IXFR over UDP): {decision.reason}")
-                return decision.response
-            self.stats.signed_answers += 1
-            theirs = ixfr_serial(decision.query)
-            if theirs is not None:
-                self.progress.saw(decision.zone.origin, peer_host(peer), theirs, self._clock())
-            return next(transfer_messages(decision, now=self._clock()))
+        a transfer), from the secondaries last read; ``None`` for any other query."""
         response = signed_answer(
             snapshot.index, query, peer, self._known(),
             lambda unsigned: answer(snapshot, unsigned, transport=transport),
@@ -131,6 +136,56 @@ class Transfers:
         if response is not None:
             self.stats.signed_answers += 1
         return response
+
+    def datagram(self, snapshot: Snapshot, query: bytes, peer: str) -> bytes | Later | None:
+        """``signed`` for a datagram, and the answer to an IXFR over UDP: the response, a
+        ``Later`` when it needs the journal, or ``None``."""
+        if transfer_question(query) != IXFR:
+            return self.signed(snapshot, query, peer, Transport.UDP)
+        decision = decide(snapshot.index, query, peer, self._known(), now=self._clock())
+        if not isinstance(decision, Grant):
+            self.stats.refused[decision.kind] += 1
+            self._refusals.say(f"{peer} (IXFR over UDP): {decision.reason}")
+            return decision.response
+        host = peer_host(peer)
+        theirs = ixfr_serial(decision.query)
+        if theirs is not None:
+            self.progress.saw(decision.zone.origin, host, theirs, self._clock())
+        if not decision.full or self._journal is None or self._datagrams >= MAX_DATAGRAMS:
+            return self._datagram(decision, None, host)
+        self._datagrams += 1
+        return partial(self._datagram_later, decision, host)
+
+    async def _datagram_later(self, grant: Grant, peer: str) -> bytes | None:
+        assert self._journal is not None
+        try:
+            difference = None
+            theirs = ixfr_serial(grant.query)
+            with trio.move_on_after(DATAGRAM_DEADLINE):
+                if theirs is not None:
+                    difference = await self._journal(grant.zone.origin, theirs,
+                                                     zone_serial(grant.zone))
+            return self._datagram(grant, difference, peer)
+        finally:
+            self._datagrams -= 1
+
+    def _datagram(self, grant: Grant, difference: Difference | None, peer: str) -> bytes:
+        sent = datagram_response(grant, difference, now=self._clock())
+        zone, serial = grant.zone.origin, zone_serial(grant.zone)
+        if sent.kind != "incremental":
+            self.stats.signed_answers += 1
+            if sent.kind == "truncated":
+                log.info("zone transfer: IXFR over UDP from serial %s of %s serial %d to %s: "
+                         "answered TC (ask over TCP)", ixfr_serial(grant.query), zone, serial,
+                         peer)
+            return sent.response
+        self.stats.completed += 1
+        self.stats.kinds["incremental"] += 1
+        self.progress.saw(zone, peer, serial, self._clock())
+        log.info("zone transfer: IXFR from serial %s of %s serial %d to %s over UDP: "
+                 "1 message(s), %d bytes", ixfr_serial(grant.query), zone, serial, peer,
+                 len(sent.response))
+        return sent.response
 
     async def transfer(self, stream: trio.SocketStream, query: bytes, snapshot: Snapshot) -> bool:
         """Answer one transfer request on ``stream``; whether the connection may go on
