@@ -39,7 +39,7 @@ import dns.rcode
 import dns.rdatatype
 
 from tests.conftest import require_root
-from tests.property.test_systemd_units import FULCRUM_UNIT, only, parse_unit
+from tests.property.test_systemd_units import FULCRUM_UNIT, UNITS, only, parse_unit
 from tests.scenario.frozen_build import REPO, RUN_TIMEOUT, VERSION, PlainBuild, dist
 from tests.scenario.module_dist import hello_wheel, pin_of, publish
 from tests.scenario.operator_state_helpers import EXAMPLE_WWW, EXAMPLE_ZONE, import_zone
@@ -391,20 +391,24 @@ def test_dist_is_a_sound_delivery_of_the_bundle_and_the_unit(
     files = {entry.path: entry for entry in manifest.files}
     assert files["bin/valis"].mode == 0o755
     assert files["bin/fulcrum"].mode == 0o755
-    assert "lib/systemd/system/fulcrum-valis.service" in files
+    # Every unit file the project keeps is delivered as it is, whichever units there are.
+    units = {f"lib/systemd/system/{path.name}": path for path in UNITS.iterdir()}
+    assert f"lib/systemd/system/{FULCRUM_UNIT.name}" in units
     on_disk = {
         "bin/" + str(path.relative_to(bundle)) for path in bundle.rglob("*")
         if not path.is_dir()
     }
     docs = {f"share/doc/valis/{path.name}" for path in (REPO / "docs").glob("*.md")}
-    delivered = {"lib/systemd/system/fulcrum-valis.service", "lib/sk-lookup-catchall.bpf.o"}
+    delivered = {*units, "lib/sk-lookup-catchall.bpf.o"}
     assert on_disk | delivered | docs == set(files)
     assert files["lib/sk-lookup-catchall.bpf.o"].mode == 0o644
     with tarfile.open(delivery) as archive:
         assert all(member.isfile() or member.isdir() for member in archive.getmembers())
-        unit = archive.extractfile("lib/systemd/system/fulcrum-valis.service")
-        assert unit is not None
-        assert unit.read() == FULCRUM_UNIT.read_bytes()
+        for name, source in units.items():
+            assert files[name].mode == 0o644
+            unit = archive.extractfile(name)
+            assert unit is not None
+            assert unit.read() == source.read_bytes()
     again = dist(bundle, build_root / "dist" / "again.tar.gz")
     assert again.read_bytes() == delivery.read_bytes()
 
