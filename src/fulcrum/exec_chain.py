@@ -15,8 +15,9 @@ The resident's environment (``resident_environment``) is built, not inherited: e
 operator-state DSN — a socket path under peer authentication, no password), systemd's
 ``NOTIFY_SOCKET`` (the unit is ``NotifyAccess=all``, so the resident's ``READY=1``
 reaches systemd directly) and the unit directories systemd sets (``STATE_DIRECTORY``
-and its siblings), plus a fixed ``PATH``. Nothing else of root's environment crosses
-the privilege drop.
+and its siblings), ``REQUESTS_CA_BUNDLE`` (the trust anchors of a private ACME CA, named
+in the unit's environment), plus a fixed ``PATH``. Nothing else of root's environment
+crosses the privilege drop.
 
 Pure: values in, argv out.
 """
@@ -31,9 +32,11 @@ from valis_core.launcher_config import LauncherConfig
 
 RUN_ACCOUNT = "valis"
 RESIDENT_PATH = "/usr/local/bin:/usr/bin:/bin"
-#: Variables systemd sets for the unit that the resident reads as its own.
+#: Variables systemd sets for the unit that the resident reads as its own, and the
+#: private ACME CA's roots the operator names in the unit's environment (docs/edge.md).
 PASSED_THROUGH: frozenset[str] = frozenset(
     {
+        "REQUESTS_CA_BUNDLE",
         "NOTIFY_SOCKET",
         "STATE_DIRECTORY",
         "RUNTIME_DIRECTORY",
