@@ -12,6 +12,9 @@ pebble's HTTPS API is served with a certificate from a throwaway CA (``edge_ca``
 node trusts it through ``REQUESTS_CA_BUNDLE``. pebble's own issuing root (for the leaves
 it signs) is fetched from its management interface. Orders are counted from pebble's
 log (one ``POST /order-plz`` line each).
+
+``join`` instead of ``build`` puts the CA's namespace on an existing bridge (a proving
+ground's "internet") at ``ca_ip``, resolving through a node at ``node_ip`` there.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ class Pebble:
 
     workdir: Path
     tag: str = attrs.field(factory=lambda: secrets.token_hex(3))
+    node_ip: str = NODE_IP
+    ca_ip: str = CA_IP
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -68,7 +73,7 @@ class Pebble:
 
     @property
     def directory_url(self) -> str:
-        return f"https://{CA_IP}:{ACME_PORT}/dir"
+        return f"https://{self.ca_ip}:{ACME_PORT}/dir"
 
     @property
     def api_root(self) -> Path:
@@ -91,18 +96,30 @@ class Pebble:
             run(["ip", "-n", ns, "addr", "add", f"{address}/{PREFIX}", "dev", "eth0"])
             run(["ip", "-n", ns, "link", "set", "eth0", "up"])
 
+    def join(self, internet: str, bridge: str = "br0", prefix: int = PREFIX) -> None:
+        """Make only the CA's namespace, its ``eth0`` at ``ca_ip`` on ``bridge`` in the
+        namespace ``internet``."""
+        ca = self.ca_netns
+        run(["ip", "netns", "add", ca])
+        run(["ip", "-n", ca, "link", "set", "lo", "up"])
+        run(["ip", "-n", ca, "link", "add", "eth0", "type", "veth", "peer", "name",
+             f"ca-{self.tag}", "netns", internet])
+        run(["ip", "-n", internet, "link", "set", f"ca-{self.tag}", "master", bridge, "up"])
+        run(["ip", "-n", ca, "addr", "add", f"{self.ca_ip}/{prefix}", "dev", "eth0"])
+        run(["ip", "-n", ca, "link", "set", "eth0", "up"])
+
     def start(self, dns_port: int, validity: int | None = None) -> None:
-        """Start pebble resolving through the node's DNS at ``NODE_IP``:``dns_port``,
+        """Start pebble resolving through the node's DNS at ``node_ip``:``dns_port``,
         issuing certificates valid ``validity`` seconds (pebble's five years if ``None``)."""
         api_ca = make_test_ca()
-        served = api_ca.issue(("pebble.test",), (CA_IP,))
+        served = api_ca.issue(("pebble.test",), (self.ca_ip,))
         (self.workdir / "pebble-api.pem").write_bytes(served.chain_pem)
         (self.workdir / "pebble-api.key").write_bytes(served.key_pem)
         self.api_root.write_bytes(api_ca.root_pem)
         os.chmod(self.api_root, 0o644)
         config = {"pebble": {
-            "listenAddress": f"{CA_IP}:{ACME_PORT}",
-            "managementListenAddress": f"{CA_IP}:{MANAGEMENT_PORT}",
+            "listenAddress": f"{self.ca_ip}:{ACME_PORT}",
+            "managementListenAddress": f"{self.ca_ip}:{MANAGEMENT_PORT}",
             "certificate": str(self.workdir / "pebble-api.pem"),
             "privateKey": str(self.workdir / "pebble-api.key"),
             "httpPort": 5002,
@@ -122,7 +139,7 @@ class Pebble:
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
                 ["ip", "netns", "exec", self.ca_netns, "pebble", "-config", str(config_path),
-                 "-dnsserver", f"{NODE_IP}:{dns_port}"],
+                 "-dnsserver", f"{self.node_ip}:{dns_port}"],
                 env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
             )
         wait_for(lambda: "Listening on" in self.log() or self.proc.poll() is not None,
@@ -139,7 +156,7 @@ class Pebble:
     def fetch(self, path: str, port: int = MANAGEMENT_PORT) -> str:
         """A GET of pebble's management (or ACME) interface, from its namespace."""
         result = run_in(self.ca_netns, [PYTHON, "-c", _FETCH,
-                                        f"https://{CA_IP}:{port}{path}", str(self.api_root)])
+                                        f"https://{self.ca_ip}:{port}{path}", str(self.api_root)])
         return result.stdout
 
     def issuing_root(self) -> bytes:
@@ -147,9 +164,9 @@ class Pebble:
         return self.fetch("/roots/0").encode("ascii")
 
     def served_leaf(self, port: int, server_name: str, cafile: Path) -> bytes:
-        """The DER leaf the node's TLS edge at ``NODE_IP``:``port`` presents for
+        """The DER leaf the node's TLS edge at ``node_ip``:``port`` presents for
         ``server_name``, verified against ``cafile``, asked from the CA's namespace."""
-        result = run_in(self.ca_netns, [PYTHON, "-c", _PEER_CERT, NODE_IP, str(port),
+        result = run_in(self.ca_netns, [PYTHON, "-c", _PEER_CERT, self.node_ip, str(port),
                                         server_name, str(cafile)])
         return bytes.fromhex(result.stdout.strip())
 
