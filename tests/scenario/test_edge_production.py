@@ -161,6 +161,8 @@ def nodes() -> Iterator[dict[str, Node]]:
             except subprocess.TimeoutExpired:
                 node.cli.kill()
                 node.cli.wait()
+        if node.cli is not None and node.cli.stdout is not None:
+            node.cli.stdout.close()
 
 
 def condense(world: World, ground: Ground, address: str, start: list[str]) -> Node:
@@ -327,6 +329,8 @@ def test_evacuated_to_b_the_node_serves_doh_with_its_certificate_and_a_writes_no
     assert a.cli is not None
     assert a.cli.wait(EXIT_TIMEOUT) != 0
     assert "fenced out" in a.unit_log()
+    published = f"DNS-01 record {challenge_name(DOMAIN)} published"
+    assert a.unit_log().count(published) == 1  # its genesis order's, and none since
     head = read_store_head(a.state_dir)
     assert head is not None
     assert head.generation == generation
