@@ -3,7 +3,8 @@
 they are told of every committed change (NOTIFY) and follow it by incremental transfer
 (IXFR from the zone's change journal, whoever wrote the change), or by a whole-zone
 transfer once the journal no longer reaches back; a real NSD and a real Knot, each in its
-own network namespace, prove it."""
+own network namespace, prove it, and follow the node through an evacuation made by
+``valis condense --evacuate`` on the proving ground."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ import json
 import os
 import pwd
 import secrets
-import shutil
+import shlex
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +30,7 @@ import trio
 from tests.conftest import require_root
 from tests.scenario.operator_state_helpers import EXAMPLE_WWW, import_zone, soa_zone
 from tests.scenario.pg import RUN_USER, PgCluster, run_as, runtime_bin
-from tests.scenario.proving_ground import dig, run, run_in, wait_for
+from tests.scenario.proving_ground import Ground, dig, run, run_in, sweep_stale, wait_for
 from tests.scenario.resident_harness import (
     REPO,
     NotifyListener,
@@ -37,20 +39,19 @@ from tests.scenario.resident_harness import (
     resident_runtime,
     site_facts,
 )
-from valis_core.atomic import write_atomic
+from tests.scenario.test_condense_evacuate import ADDRESS_A, ADDRESS_B
+from tests.scenario.test_condense_evacuate import Node as EvacuatedNode
 from valis_core.dns.notify_send import ChangeWatch, NotifySender
 from valis_core.dns.zone import ZoneIndex
 from valis_core.fence import FenceState
 from valis_core.identity.custody import load_keyfile
-from valis_core.identity.instance import holder_name, load_or_mint_instance
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
 from valis_core.operator_state.secondaries import Secondary, add_secondary
+from valis_core.operator_state.site_facts_file import write_site_facts
+from valis_core.ops.backup import create_backup
+from valis_core.ops.condense import CondenseRequest, RequestKind, condense_onto_host
 from valis_core.owner.key import derive_owner_tsig
-from valis_core.resident.config_store import store_path
 from valis_core.resident.secondaries import SecondaryReader
-from valis_core.state_layout import head_path, instance_path
-from valis_core.store.head import HEAD_MODE, read_store_head
-from valis_core.store.manifest import dumps
 
 ZONE = "example.test."
 SECRET = base64.b64encode(bytes(range(32))).decode()
@@ -118,7 +119,6 @@ def test_an_operator_lists_adds_and_removes_secondaries_with_their_keys(
 # --- a real secondary ------------------------------------------------------------------
 
 NODE_IP = "192.0.2.1"
-SUCCESSOR_IP = "192.0.2.4"
 SECONDARY_IP = "192.0.2.2"
 STRANGER_IP = "192.0.2.3"
 KEY_NAME = "xfr-key."
@@ -282,8 +282,7 @@ class Wire:
         run(["ip", "link", "add", near, "type", "veth", "peer", "name", far])
         run(["ip", "link", "set", near, "netns", self.node])
         run(["ip", "link", "set", far, "netns", self.secondary])
-        for address in (NODE_IP, SUCCESSOR_IP):
-            run(["ip", "-n", self.node, "addr", "add", f"{address}/24", "dev", near])
+        run(["ip", "-n", self.node, "addr", "add", f"{NODE_IP}/24", "dev", near])
         for address in (SECONDARY_IP, STRANGER_IP):
             run(["ip", "-n", self.secondary, "addr", "add", f"{address}/24", "dev", far])
         run(["ip", "-n", self.node, "link", "set", near, "up"])
@@ -476,92 +475,6 @@ def test_a_secondary_follows_the_node_by_transfer_and_strangers_are_refused(
         node.notify.close()
 
 
-def start_secondary(wire: Wire, server: str, directory: Path, secret: str,
-                    primaries: tuple[str, ...] = (NODE_IP,)) -> subprocess.Popen[bytes]:
-    conf, command, _ = SERVERS[server]
-    (directory / f"{server}.conf").write_text(conf(directory, secret, primaries))
-    return subprocess.Popen(
-        ["ip", "netns", "exec", wire.secondary, *command, str(directory / f"{server}.conf")],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-
-def successor_state_dir(predecessor: Path, parent: Path) -> tuple[Path, str]:
-    """What ``valis condense --evacuate`` leaves for the successor, made by hand: the
-    predecessor's durable state (its owner seed) without its instance token or copied
-    site facts, the head a generation on, and a token of its own. Returns the directory
-    and the token."""
-    account = pwd.getpwnam(RUN_USER)
-    path = parent / "successor-state"
-    shutil.copytree(predecessor, path, symlinks=True)
-    instance_path(path).unlink()
-    store_path(path).unlink()
-    head = read_store_head(path)
-    assert head is not None
-    write_atomic(head_path(path), dumps(attrs.evolve(head, generation=head.generation + 1)),
-                 mode=HEAD_MODE)
-    token = load_or_mint_instance(path)
-    for found in (path, *path.rglob("*")):
-        os.chown(found, account.pw_uid, account.pw_gid, follow_symlinks=False)
-    return path, token
-
-
-@pytest.mark.parametrize("server", sorted(SERVERS))
-def test_after_an_evacuation_the_secondary_follows_the_successor_and_the_predecessor_is_silent(
-    pg_cluster: PgCluster, zone_dsn: str, run_account_dir: Path, wire: Wire, server: str
-) -> None:
-    secret = base64.b64encode(bytes(range(1, 33))).decode()
-    with pg_cluster.connect(zone_dsn) as conn:
-        add_secondary(conn, Secondary(ZONE, SECONDARY_IP, KEY_NAME, "hmac-sha256",
-                                      base64.b64decode(secret)))
-    predecessor_dir = make_state_dir(run_account_dir)
-    predecessor = start_node(wire, predecessor_dir, site_facts(zone_dsn), run_account_dir)
-    directory = Path(tempfile.mkdtemp(prefix=f"{server}-", dir=run_account_dir))
-    secondary = start_secondary(wire, server, directory, secret, (NODE_IP, SUCCESSOR_IP))
-    successor = None
-    try:
-        predecessor.wait_ready()
-        wait_for(lambda: ask_secondary(wire, "www.example.test."), BOUND,
-                 f"{server} to load {ZONE} from the predecessor", interval=0.2)
-
-        # The evacuation claims the fence for the successor at the next generation; a
-        # change committed now is not notified by the fenced-out predecessor, which stops.
-        successor_dir, token = successor_state_dir(predecessor_dir, run_account_dir)
-        with pg_cluster.connect(zone_dsn) as conn:
-            claim_instance_fence(conn, 1, holder_name("node-a@site-b", token))
-        import_zone(pg_cluster, zone_dsn, ZONE, serial=2,
-                    extra=EXAMPLE_WWW + "moved IN A 192.0.2.91\n")
-        assert predecessor.wait_exit() != 0
-        assert f"notify: {ZONE} serial 2" not in predecessor.stderr()
-
-        # The successor at its new address serves the zone; the next change it notifies
-        # from there, and the secondary follows it (by IXFR: the journal is in the shared
-        # operator state) and answers both changes.
-        successor = start_node(wire, successor_dir,
-                               site_facts(zone_dsn, VALIS_LOCATION="site-b"),
-                               run_account_dir, SUCCESSOR_IP)
-        successor.wait_ready()
-        import_zone(pg_cluster, zone_dsn, ZONE, serial=3,
-                    extra=EXAMPLE_WWW + "moved IN A 192.0.2.91\nafter IN A 192.0.2.92\n")
-        follows(wire, successor, "after.example.test.", 3, how="IXFR from serial 1",
-                server=server)
-        assert ask_secondary(wire, "moved.example.test.")[0].split()[-1] == "192.0.2.91"
-        assert f"notify: {ZONE} serial 3 to {SECONDARY_IP} answered NOERROR" in \
-            successor.stderr()
-    finally:
-        secondary.terminate()
-        try:
-            secondary.wait(10)
-        except subprocess.TimeoutExpired:
-            secondary.kill()
-            secondary.wait()
-        for node in (predecessor, successor):
-            if node is not None:
-                node.stop()
-                node.notify.close()
-
-
 async def test_a_node_another_instance_has_superseded_notifies_no_one(
     pg_cluster: PgCluster, zone_dsn: str
 ) -> None:
@@ -589,3 +502,147 @@ async def test_a_node_another_instance_has_superseded_notifies_no_one(
     # The transfers' reader still lists them (a superseded node stops on its heartbeat).
     assert [s.address for s in await reader.listed()] == ["127.0.0.1"]
     reader.close()
+
+
+# --- evacuation through the real condense ----------------------------------------------
+
+
+@attrs.define
+class Reach:
+    """The secondary's namespace, joined to two proving grounds' internets: it is at
+    SECONDARY_IP, routed to each ground's unit address through that ground, and answers
+    from SECONDARY_IP (the address the node lists it at)."""
+
+    grounds: tuple[Ground, Ground]
+    tag: str = attrs.field(factory=lambda: secrets.token_hex(3))
+
+    @property
+    def netns(self) -> str:
+        return f"vl-sec-{self.tag}"
+
+    def build(self, units: tuple[str, str]) -> None:
+        run(["ip", "netns", "add", self.netns])
+        run(["ip", "-n", self.netns, "link", "set", "lo", "up"])
+        run(["ip", "-n", self.netns, "addr", "add", f"{SECONDARY_IP}/32", "dev", "lo"])
+        for i, (ground, unit) in enumerate(zip(self.grounds, units, strict=True)):
+            near, far = f"vsn{i}-{self.tag}", f"vsf{i}-{self.tag}"
+            inet_ip, sec_ip = f"203.0.113.{4 * i + 1}", f"203.0.113.{4 * i + 2}"
+            run(["ip", "link", "add", near, "type", "veth", "peer", "name", far])
+            run(["ip", "link", "set", near, "netns", ground.internet])
+            run(["ip", "link", "set", far, "netns", self.netns])
+            run(["ip", "-n", ground.internet, "addr", "add", f"{inet_ip}/30", "dev", near])
+            run(["ip", "-n", self.netns, "addr", "add", f"{sec_ip}/30", "dev", far])
+            run(["ip", "-n", ground.internet, "link", "set", near, "up"])
+            run(["ip", "-n", self.netns, "link", "set", far, "up"])
+            run_in(ground.internet, ["sysctl", "-qw", "net.ipv4.ip_forward=1"])
+            run(["ip", "-n", ground.internet, "route", "add", f"{SECONDARY_IP}/32", "via",
+                 sec_ip])
+            run(["ip", "-n", self.netns, "route", "add", f"{unit}/32", "via", inet_ip, "src",
+                 SECONDARY_IP])
+
+    def cleanup(self) -> None:
+        for pid in run(["ip", "netns", "pids", self.netns], check=False).stdout.split():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+        run(["ip", "netns", "del", self.netns], check=False)
+
+
+def ask_in(netns: str, name: str, rdtype: str = "A") -> tuple[str, ...]:
+    try:
+        return dig(netns, SECONDARY_IP, name, rdtype).answer
+    except RuntimeError:
+        return ()
+
+
+@pytest.mark.parametrize("server", sorted(SERVERS))
+def test_an_evacuation_by_condense_moves_the_secondary_to_the_successor(
+    pg_cluster: PgCluster, zone_dsn: str, run_account_dir: Path, server: str
+) -> None:
+    require_root()
+    sweep_stale()
+    ground_a, ground_b = Ground().build(), Ground().build()
+    reach = Reach((ground_a, ground_b))
+    nodes: list[EvacuatedNode] = []
+    secondary = None
+    try:
+        reach.build((ADDRESS_A, ADDRESS_B))
+        secret = base64.b64encode(bytes(range(1, 33))).decode()
+        with pg_cluster.connect(zone_dsn) as conn:
+            add_secondary(conn, Secondary(ZONE, SECONDARY_IP, KEY_NAME, "hmac-sha256",
+                                          base64.b64decode(secret)))
+        a = EvacuatedNode(run_account_dir, ground_a, ADDRESS_A, pg_cluster, dsn=zone_dsn,
+                          location="ground-a")
+        nodes.append(a)
+        condense_onto_host(CondenseRequest(RequestKind.GENESIS, [ZONE]), a.host)
+        conf, command, _ = SERVERS[server]
+        directory = Path(tempfile.mkdtemp(prefix=f"{server}-", dir=run_account_dir))
+        (directory / f"{server}.conf").write_text(conf(directory, secret,
+                                                       (ADDRESS_A, ADDRESS_B)))
+        secondary = subprocess.Popen(
+            ["ip", "netns", "exec", reach.netns, *command, str(directory / f"{server}.conf")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        wait_for(lambda: ask_in(reach.netns, "www.example.test."), BOUND,
+                 f"{server} to load {ZONE} from A", interval=0.2)
+
+        # B is condensed from A's backup by the operator's command, which claims the fence
+        # and then supervises B's unit; A is fenced out at its next heartbeat.
+        archive = run_account_dir / "a.backup"
+        create_backup(a.state_dir, archive)
+        b = EvacuatedNode(run_account_dir, ground_b, ADDRESS_B, pg_cluster, dsn=zone_dsn,
+                          location="ground-b")
+        nodes.append(b)
+        facts_file = run_account_dir / "site-facts-b.env"
+        write_site_facts(facts_file, b.facts)
+        argv = [
+            str(Path(sys.executable).parent / "valis"), "condense",
+            "--from-backup", str(archive), "--evacuate", "--site-facts", str(facts_file),
+            "--state-dir", str(b.state_dir), "--unit-command", shlex.join(b.command),
+            "--dns-address", f"{ADDRESS_B}:53", "--ask-in-netns", ground_b.client,
+            "--launcher-config", str(b.config), "--binary", resident_runtime(),
+            "--pg-socket-dir", str(pg_cluster.cluster.socket_dir),
+            "--pg-port", str(pg_cluster.cluster.port),
+        ]  # fmt: skip
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "UNIT_LOG": str(b.log)}
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env) as cli:
+            try:
+                assert cli.stdout is not None
+                line = cli.stdout.readline()
+                assert line.startswith("valis: condensed (evacuate)"), line
+
+                # A change committed now: the fenced-out predecessor (until its next
+                # heartbeat stops it) notifies no one; the successor notifies from its own
+                # address, and the secondary follows it by IXFR (the journal is in the
+                # shared operator state).
+                import_zone(pg_cluster, zone_dsn, ZONE, serial=2,
+                            extra=EXAMPLE_WWW + "moved IN A 192.0.2.91\n")
+                assert a.unit.wait_exit(BOUND) not in (0, None), a.log.read_text()
+                found = wait_for(lambda: ask_in(reach.netns, "moved.example.test."), BOUND,
+                                 f"{server} to follow B", interval=0.1)
+                assert found[0].split()[-1] == "192.0.2.91"
+                wait_for(lambda: f"zone transfer: IXFR from serial 1 of {ZONE} serial 2 to "
+                         f"{SECONDARY_IP}" in b.log.read_text(), BOUND, "B to log the IXFR",
+                         interval=0.1)
+                assert f"notify: {ZONE} serial 2 to {SECONDARY_IP} answered NOERROR" in \
+                    b.log.read_text()
+                assert f"notify: {ZONE} serial 2" not in a.log.read_text()
+                cli.send_signal(signal.SIGTERM)
+                assert cli.wait(60) == 0
+            finally:
+                if cli.poll() is None:
+                    cli.kill()
+    finally:
+        if secondary is not None:
+            secondary.terminate()
+            try:
+                secondary.wait(10)
+            except subprocess.TimeoutExpired:
+                secondary.kill()
+                secondary.wait()
+        for node in nodes:
+            node.unit.close()
+        reach.cleanup()
+        ground_b.cleanup()
+        ground_a.cleanup()
