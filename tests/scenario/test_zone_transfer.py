@@ -380,14 +380,18 @@ def test_a_secondary_follows_the_node_by_transfer_and_strangers_are_refused(
     udp = server == "nsd"
     text = nsd_conf(directory, secret, udp=True) if udp else conf(directory, secret)
     (directory / f"{server}.conf").write_text(text)
-    secondary = subprocess.Popen(
-        ["ip", "netns", "exec", wire.secondary, *command, str(directory / f"{server}.conf")],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    secondary = None
     try:
         node.wait_ready()
-        # After its start the secondary asks for the zone and serves what the node sent.
+        # The secondary starts once the node serves (Knot, answered nothing on its first
+        # try, waits its retry interval, tens of seconds, before asking again); after its
+        # start it asks for the zone and serves what the node sent.
+        secondary = subprocess.Popen(
+            ["ip", "netns", "exec", wire.secondary, *command,
+             str(directory / f"{server}.conf")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         wait_for(lambda: ask_secondary(wire, "www.example.test."), BOUND,
                  f"{server} to load {ZONE} by transfer ({directory / log_name})", interval=0.2)
         assert ask_secondary(wire, "www.example.test.")[0].split()[-1] == "192.0.2.80"
@@ -465,12 +469,13 @@ def test_a_secondary_follows_the_node_by_transfer_and_strangers_are_refused(
                        "verify", f"{STRANGER_IP} is not a listed secondary of {ZONE}"):
             assert reason in log
     finally:
-        secondary.terminate()
-        try:
-            secondary.wait(10)
-        except subprocess.TimeoutExpired:
-            secondary.kill()
-            secondary.wait()
+        if secondary is not None:
+            secondary.terminate()
+            try:
+                secondary.wait(10)
+            except subprocess.TimeoutExpired:
+                secondary.kill()
+                secondary.wait()
         node.stop()
         node.notify.close()
 
