@@ -7,6 +7,8 @@ only by running as the OS account mapped to it, so the remedy for a refusal is a
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -88,3 +90,25 @@ def still_open(conn: psycopg.Connection[Any]) -> bool:
     except psycopg.OperationalError:
         return False
     return conn.pgconn.status == psycopg.pq.ConnStatus.OK
+
+
+def kept_session(
+    held: psycopg.Connection[Any] | None,
+    open_new: Callable[[], psycopg.Connection[Any]],
+    statement_timeout_ms: int,
+) -> psycopg.Connection[Any]:
+    """``held`` while it still stands, else a new session bounded by
+    ``statement_timeout_ms``: a long-lived reader replaces a session lost in an outage
+    before trying a statement on it, and no statement waits unbounded."""
+    if held is not None:
+        if still_open(held):
+            return held
+        with contextlib.suppress(psycopg.Error):
+            held.close()
+    conn = open_new()
+    try:
+        conn.execute(f"SET statement_timeout = {int(statement_timeout_ms)}")
+    except psycopg.Error:
+        conn.close()
+        raise
+    return conn

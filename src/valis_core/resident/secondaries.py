@@ -21,7 +21,7 @@ import trio
 
 from valis_core.dns.transfer import Listed
 from valis_core.fence import FenceState, assert_fence_touch
-from valis_core.operator_state.connection import OperatorStateError, connect, still_open
+from valis_core.operator_state.connection import OperatorStateError, connect, kept_session
 from valis_core.operator_state.fence import UnseededFence, read_instance_fence
 from valis_core.operator_state.secondaries import list_secondaries
 
@@ -113,14 +113,5 @@ class SecondaryReader:
         return found
 
     def _connection(self) -> psycopg.Connection[Any]:
-        if self._conn is not None and not still_open(self._conn):
-            self.close()
-        if self._conn is None:
-            conn = self._connect()
-            try:
-                conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
-            except psycopg.Error:
-                conn.close()
-                raise
-            self._conn = conn
+        self._conn = kept_session(self._conn, self._connect, STATEMENT_TIMEOUT_MS)
         return self._conn
