@@ -56,6 +56,12 @@ ZONE = "example.test."
 DOMAIN = "doh.example.test"
 EVERY_VERSION_ANSWERS = ["HTTP_2 NOERROR 192.0.2.80", "HTTP_1 NOERROR 192.0.2.80"]
 EDGE_FILES = (acme_account_key_path, edge_key_path, edge_certificate_path)
+# Short certificate lifetimes (seconds) for the stories that wait for one to come due (a
+# third left): long enough to be obtained and served first, short enough not to idle.
+RENEWED_LIFETIME = 12
+# The failed renewal's certificate must still be valid when DoH is asked after the
+# failure: the third left (5 s) covers it on a loaded machine.
+FAILED_RENEWAL_LIFETIME = 15
 
 _DOH = r"""
 import ssl, sys
@@ -183,8 +189,9 @@ def doh_answers(pebble: Pebble, resident: Resident, root_file: Path) -> list[str
 def test_the_node_renews_before_expiry_and_serves_the_new_certificate_without_a_restart(
     resident_harness: Harness, pebble: Pebble, zone_dsn: str
 ) -> None:
-    # Certificates of 30 s: renewed when 10 s are left.
-    resident, state_dir = obtained(resident_harness, pebble, zone_dsn, validity=30)
+    # Renewed when a third of RENEWED_LIFETIME is left.
+    resident, state_dir = obtained(resident_harness, pebble, zone_dsn,
+                                   validity=RENEWED_LIFETIME)
     assert resident.edge_port is not None
     root_file = write_root(resident_harness, pebble.issuing_root())
     first = pebble.served_leaf(resident.edge_port, DOMAIN, root_file)
@@ -292,7 +299,8 @@ def test_a_node_that_cannot_reach_its_ca_and_holds_no_certificate_stops_at_acme(
 def test_a_renewal_the_ca_fails_leaves_the_node_serving_its_certificate(
     resident_harness: Harness, pebble: Pebble, zone_dsn: str
 ) -> None:
-    resident, state_dir = obtained(resident_harness, pebble, zone_dsn, validity=30)
+    resident, state_dir = obtained(resident_harness, pebble, zone_dsn,
+                                   validity=FAILED_RENEWAL_LIFETIME)
     assert resident.edge_port is not None
     root_file = write_root(resident_harness, pebble.issuing_root())
     held = edge_certificate_path(state_dir).read_bytes()
