@@ -16,6 +16,8 @@ from tests.scenario.frozen_build import (  # noqa: F401 (session fixtures, built
     bundle,
     control_bundle,
     delivery,
+    fresh_deliveries,
+    frozen_builds,
     plain_build,
 )
 from tests.scenario.operator_state_helpers import EXAMPLE_WWW, EXAMPLE_ZONE, import_zone

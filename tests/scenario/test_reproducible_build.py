@@ -6,65 +6,21 @@ output, no caches and nobody's uncommitted work, at a path of its own. The sessi
 delivery (built from this working tree) counts as one of the two only when this working
 tree holds exactly the commit's build inputs (always so in CI, a fresh clone); otherwise
 both come from fresh clones of the commit. Both are frozen by the one environment
-``packaging/frozen/requirements.lock`` pins (``scripts/build`` refuses any other).
+``packaging/frozen/requirements.lock`` pins (``scripts/build`` refuses any other). The
+clones are made and built in the background with the session's other frozen builds
+(``fresh_deliveries`` in ``tests/scenario/frozen_build.py``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import subprocess
-import sys
 import tarfile
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD_TIMEOUT = 600
-RUN_TIMEOUT = 120
-BUILD_INPUTS = ("src", "packaging", "docs", "pyproject.toml", "scripts/build")
-
-
-def _git(*args: str, cwd: Path = REPO) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, check=True,
-        timeout=RUN_TIMEOUT,
-    ).stdout
-
-
-def _working_tree_is_the_commit() -> bool:
-    """Whether this working tree's build inputs are exactly HEAD's (untracked files too)."""
-    status = _git("status", "--porcelain", "--untracked-files=all", "--", *BUILD_INPUTS)
-    return status.strip() == ""
-
-
-def _fresh_tree(source: Path, commit: str, at: Path) -> Path:
-    _git("clone", "--quiet", "--no-hardlinks", "--no-checkout", str(source), str(at))
-    _git("checkout", "--quiet", "--detach", commit, cwd=at)
-    return at
-
-
-def _make_dist(tree: Path, out: Path) -> Path:
-    """``make build`` then ``make dist`` in ``tree``, with this session's interpreter."""
-    built = subprocess.run(
-        [str(tree / "scripts" / "build"), "--out", str(out / "build")],
-        env={**os.environ, "VALIS_BUILD_PYTHON": sys.executable},
-        cwd=tree, capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False,
-    )
-    assert built.returncode == 0, built.stderr
-    tarball = out / "valis-serving.tar.gz"
-    done = subprocess.run(
-        [sys.executable, str(tree / "packaging" / "frozen" / "dist.py"),
-         "--bundle", str(out / "build" / "valis"), "--out", str(tarball)],
-        cwd=tree, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return tarball
+from tests.scenario.frozen_build import FreshDeliveries
 
 
 def _differences(first: Path, second: Path) -> list[str]:
@@ -80,29 +36,21 @@ def _differences(first: Path, second: Path) -> list[str]:
     return files or ["the archives differ outside their files (headers, order, gzip)"]
 
 
-@pytest.fixture
-def trees() -> Iterator[Path]:
-    """Where the fresh trees and their builds go: outside the checkout, removed after."""
-    directory = Path(tempfile.mkdtemp(prefix="valis-reproducible-", dir="/tmp"))
-    try:
-        yield directory
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
 def test_two_fresh_trees_of_one_checkout_make_byte_identical_deliveries(
-    request: pytest.FixtureRequest, trees: Path
+    request: pytest.FixtureRequest, fresh_deliveries: FreshDeliveries
 ) -> None:
-    commit = _git("rev-parse", "HEAD").strip()
-    if _working_tree_is_the_commit():
-        first: Path = request.getfixturevalue("delivery")
-    else:
-        # Others' uncommitted work is in this tree: the session's build is not of a commit.
-        first = _make_dist(_fresh_tree(REPO, commit, trees / "one"), trees / "one-out")
-    # The second tree sits elsewhere, at a longer path: nothing may depend on where.
-    second = _make_dist(
-        _fresh_tree(REPO, commit, trees / "another" / "tree"), trees / "another-out"
-    )
+    commit = fresh_deliveries.commit
+    tarballs: list[Path] = []
+    if fresh_deliveries.session_delivery_counts:
+        tarballs.append(request.getfixturevalue("delivery"))
+    # Otherwise others' uncommitted work is in this tree: the session's build is not of a
+    # commit, and both trees are fresh clones (started with the session's other builds).
+    for job, tarball in fresh_deliveries.trees:
+        for step in ("clone", "checkout", "build", "dist"):
+            done = job.result(step)
+            assert done.returncode == 0, f"{job.name}: {step}: {done.stderr}"
+        tarballs.append(tarball)
+    first, second = tarballs
     first_bytes, second_bytes = first.read_bytes(), second.read_bytes()
     assert hashlib.sha256(first_bytes).hexdigest() == hashlib.sha256(second_bytes).hexdigest(), (
         f"make dist of {commit} differs between fresh trees: {_differences(first, second)}"
