@@ -680,15 +680,27 @@ def _resolve(
         target = _step(zone, name, qtype, found, draft, first=not link)
         if target is None:
             break
-        name = target.lower()
-        if name in seen:
+        link_to = next_link(index, seen, target)
+        if link_to is None:
             break
-        seen.add(name)
-        next_zone = index.zone_for(name)
-        if next_zone is None:
-            break
-        zone = next_zone
+        zone, name = link_to
     return _encode(qname, draft), True
+
+
+def next_link(
+    index: ZoneIndex, seen: set[bytes], target: bytes
+) -> tuple[ServedZone, bytes] | None:
+    """Where a CNAME or DNAME chain goes next: the zone serving ``target`` and its
+    lowercased name, noted in ``seen``; None where the chain ends (a loop, or a name no
+    served zone holds). The signed path follows chains by the same rule."""
+    name = target.lower()
+    if name in seen:
+        return None
+    seen.add(name)
+    zone = index.zone_for(name)
+    if zone is None:
+        return None
+    return zone, name
 
 
 def _negative(cache: ResponseCache, zone: ServedZone, rcode: int, at: int) -> Entry:

@@ -246,14 +246,10 @@ class Signer:
                 draft.covers.append((zone, name))
             if target is None:
                 break
-            name = target.lower()
-            if name in seen:
+            link_to = plain.next_link(index, seen, target)
+            if link_to is None:
                 break
-            seen.add(name)
-            next_zone = index.zone_for(name)
-            if next_zone is None:
-                break
-            zone = next_zone
+            zone, name = link_to
         return self._finish(qname, draft, do, window), keep
 
     def _delegation(
