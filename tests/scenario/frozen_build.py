@@ -262,14 +262,20 @@ class Builds:
                 root / "logs" / "control")
 
     def result(self, job: str, step: str) -> subprocess.CompletedProcess[str]:
-        assert job in self.jobs, f"build {job} was not started for this session"
+        """What ``step`` of ``job`` did; a job no collected test named starts now."""
+        if job not in self.jobs:
+            self.launch(frozenset({_FIXTURE_OF[job]}))
         return self.jobs[job].result(step)
+
+    def has_step(self, job: str, step: str) -> bool:
+        return job in self.jobs and any(s.name == step for s in self.jobs[job].steps)
 
     def stop(self) -> None:
         for job in self.jobs.values():
             job.stop()
 
 
+_FIXTURE_OF = {"frozen": "bundle", "control": "control_bundle", "plain": "plain_build"}
 _FROZEN_FIXTURES = frozenset(
     {"bundle", "control_bundle", "plain_build", "delivery", "fresh_deliveries"}
 )
@@ -325,10 +331,14 @@ def plain_build(frozen_builds: Builds, build_root: Path) -> PlainBuild:
 
 @pytest.fixture(scope="session")
 def delivery(bundle: Path, frozen_builds: Builds, build_root: Path) -> Path:
-    """``make dist``'s tarball of the session's bundle."""
+    """``make dist``'s tarball of the session's bundle (made now if no collected test
+    named ``delivery``, so it was not started with the builds)."""
+    out = build_root / "dist" / "valis-serving.tar.gz"
+    if not frozen_builds.has_step("frozen", "dist"):
+        return dist(bundle, out)
     done = frozen_builds.result("frozen", "dist")
     assert done.returncode == 0, done.stderr
-    return build_root / "dist" / "valis-serving.tar.gz"
+    return out
 
 
 @pytest.fixture(scope="session")
