@@ -28,9 +28,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -41,6 +41,7 @@ PREFIX = 24
 STATE_DIR = Path("/run/valis-proving-ground")
 COMMAND_TIMEOUT = 30.0
 PYTHON = "/usr/bin/python3"
+T = TypeVar("T")
 
 # Runs in a namespace as a stock interpreter: one exchange with a peer, reported as JSON.
 _PROBE = r"""
@@ -182,7 +183,8 @@ def listener_in_pid(pid: int, port: int, lifetime: float = 60.0) -> Any:
             proc.stdout.close()
 
 
-def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.05) -> Any:
+def wait_for(predicate: Callable[[], T | None], timeout: float, what: str,
+             interval: float = 0.05) -> T:
     """Poll ``predicate`` until it returns something truthy, at most ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:

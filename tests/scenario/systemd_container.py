@@ -58,6 +58,8 @@ from typing import TypeVar
 
 import attrs
 
+from tests.scenario.proving_ground import wait_for
+
 SYSTEMD = "/lib/systemd/systemd"
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 WORK_ROOT = Path("/run/valis-systemd")
@@ -193,19 +195,6 @@ def _remove_cgroup(path: Path, timeout: float) -> None:
         if time.monotonic() >= deadline:
             raise ContainerError(f"cgroup {path} could not be removed within {timeout:g}s")
         time.sleep(POLL_INTERVAL)
-
-
-def wait_for(predicate: Callable[[], T | None], timeout: float, what: str,
-             interval: float = POLL_INTERVAL) -> T:
-    """Poll ``predicate`` until it returns something truthy, at most ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(interval)
 
 
 @attrs.define
