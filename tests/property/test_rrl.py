@@ -23,6 +23,7 @@ from valis_core.dns.rrl import (
     Verdict,
     bucket_key,
     classify,
+    describe,
     settings_from_facts,
     slip_reply,
     source_prefix,
@@ -30,6 +31,7 @@ from valis_core.dns.rrl import (
 from valis_core.dns.wire import from_text
 from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.site_facts import (
+    RRL_EXEMPT_KEY,
     RRL_RANGES,
     RRL_RATE_KEY,
     RRL_SLIP_KEY,
@@ -266,3 +268,134 @@ def test_limit_spends_the_bucket_its_response_and_source_name(
         expected = {Verdict.SEND: wire, Verdict.DROP: None,
                     Verdict.SLIP: slip_reply(wire, qend)}[plain.take(bucket, now / 1000)]
         assert remembering.limit(wire, hosts[host], now / 1000) == expected
+
+
+WILD = """$ORIGIN example.net.
+$TTL 3600
+@ SOA ns1 hostmaster 1 7200 3600 1209600 300
+@ NS ns1
+ns1 A 192.0.2.1
+*.w A 192.0.2.99
+own.w A 192.0.2.7
+deep.own.w TXT "below a name of its own"
+*.alias CNAME own.w
+sub NS ns.sub
+ns.sub A 192.0.2.53
+moved DNAME example.com.
+*.sub A 192.0.2.66
+"""
+WILD_INDEX = ZoneIndex.from_zone_text(WILD, "example.net.")
+labels = st.text("abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=20)
+
+
+def wild_response(name: str, rtype: str = "A") -> bytes:
+    query = dns.message.make_query(name, rtype, use_edns=False).to_wire()
+    wire = answer(WILD_INDEX, query, transport=Transport.UDP)
+    assert wire is not None
+    return wire
+
+
+def wild_kind(name: str, rtype: str = "A") -> tuple[Kind, bytes]:
+    kind, keyed, _ = classify(wild_response(name, rtype), WILD_INDEX.wildcard_covering)
+    return kind, keyed
+
+
+@given(st.lists(labels, min_size=2, max_size=2, unique=True), st.sampled_from(["A", "MX"]))
+def test_any_two_names_a_wildcard_answers_share_the_wildcard_s_bucket(
+    names: list[str], rtype: str
+) -> None:
+    assume("own" not in names)
+    first, second = (wild_kind(f"{n}.w.example.net.", rtype) for n in names)
+    # An answer (A) and a NODATA (MX) the wildcard synthesized are keyed by its owner.
+    assert first == second == (Kind.WILDCARD, from_text("*.w.example.net."))
+    limiter = RateLimiter(RrlSettings(rate=1, table_size=1024), KEY,
+                          WILD_INDEX.wildcard_covering)
+    one, other = (wild_response(f"{n}.w.example.net.", rtype) for n in names)
+    assert limiter.limit(one, "198.51.100.7", 1.0) is one
+    assert limiter.limit(other, "198.51.100.8", 1.0) is None  # the same bucket, spent
+
+
+@given(labels)
+def test_a_name_with_records_of_its_own_keeps_its_own_bucket_beside_a_wildcard(
+    label: str
+) -> None:
+    assert wild_kind("own.w.example.net.") == (Kind.POSITIVE, from_text("own.w.example.net."))
+    assert wild_kind("own.w.example.net.", "MX") == (
+        Kind.NODATA, from_text("own.w.example.net."))
+    # Beneath an existing name the wildcard above does not apply (RFC 4592: NXDOMAIN).
+    assert wild_kind(f"{label}.own.w.example.net.") == (Kind.NXDOMAIN, from_text("example.net."))
+    # A CNAME the wildcard synthesized is the wildcard's too.
+    assert wild_kind(f"{label}.alias.example.net.") == (
+        Kind.WILDCARD, from_text("*.alias.example.net."))
+
+
+@given(labels)
+def test_names_beneath_a_delegation_or_a_dname_are_never_wildcard_answers(label: str) -> None:
+    assert wild_kind(f"{label}.sub.example.net.") == (Kind.REFERRAL, from_text("sub.example.net."))
+    assert WILD_INDEX.wildcard_covering(from_text(f"{label}.moved.example.net.")) is None
+    assert WILD_INDEX.wildcard_covering(from_text(f"{label}.sub.example.net.")) is None
+
+
+def test_without_the_lookup_a_wildcard_answer_is_keyed_by_its_own_name() -> None:
+    kind, keyed, _ = classify(wild_response("x.w.example.net."))
+    assert (kind, keyed) == (Kind.POSITIVE, from_text("x.w.example.net."))
+    assert INDEX.wildcard_covering(from_text("nope.example.com.")) is None
+
+
+v4_networks = st.builds(
+    lambda value, length: ipaddress.IPv4Network((value >> (32 - length) << (32 - length), length)),
+    st.integers(0, 2**32 - 1), st.integers(8, 32),
+)
+v6_networks = st.builds(
+    lambda value, length: ipaddress.IPv6Network(
+        (value >> (128 - length) << (128 - length), length)),
+    st.integers(0, 2**128 - 1), st.integers(16, 128),
+)
+
+
+@given(st.lists(st.one_of(v4_networks, v6_networks), min_size=1, max_size=4),
+       st.integers(0, 2**128 - 1), st.integers(0, 60))
+def test_a_source_in_an_exempt_prefix_is_never_limited_and_others_are_as_before(
+    exempt: list[ipaddress.IPv4Network | ipaddress.IPv6Network], pick: int, flood: int
+) -> None:
+    www = response("www.example.com.", "A")
+    inside = exempt[pick % len(exempt)]
+    host = str(inside.network_address + pick % inside.num_addresses)
+    hosts = [host, f"::ffff:{host}" if inside.version == 4 else host]
+    limiter = RateLimiter(RrlSettings(rate=1, table_size=1024, exempt=tuple(exempt)), KEY)
+    for n in range(flood):
+        assert limiter.limit(www, hosts[n % 2], 1.0) is www
+    outside = "192.0.2.1" if not any(
+        ipaddress.ip_address("192.0.2.1") in net for net in exempt) else None
+    if outside is not None:
+        plain = RateLimiter(RrlSettings(rate=1, table_size=1024), KEY)
+        for _ in range(flood):
+            assert limiter.limit(www, outside, 1.0) == plain.limit(www, outside, 1.0)
+
+
+def test_an_exempt_list_is_read_from_the_site_facts_and_a_bad_entry_named() -> None:
+    facts = {**FACTS, RRL_RATE_KEY: "20",
+             RRL_EXEMPT_KEY: "192.0.2.0/24, 2001:db8::/32,198.51.100.7"}
+    check_site_facts(facts)
+    on = settings_from_facts(facts)
+    assert on is not None
+    assert [str(net) for net in on.exempt] == [
+        "192.0.2.0/24", "2001:db8::/32", "198.51.100.7/32"]
+    for bad, said in (("192.0.2.1/24", "did you mean 192.0.2.0/24"),
+                      ("example.net", "'example.net' is not an address"),
+                      ("192.0.2.0/33", "'192.0.2.0/33'"), ("", "''")):
+        with pytest.raises(SiteFactsError, match=RRL_EXEMPT_KEY) as refused:
+            check_site_facts({**facts, RRL_EXEMPT_KEY: f"203.0.113.0/24,{bad}"})
+        assert said in str(refused.value)
+        assert "\n" not in str(refused.value)
+    with pytest.raises(SiteFactsError, match=f"off without {RRL_RATE_KEY}"):
+        check_site_facts({**FACTS, RRL_EXEMPT_KEY: "192.0.2.0/24"})
+
+
+def test_rate_zero_is_off_with_its_tuning_kept() -> None:
+    facts = {**FACTS, RRL_RATE_KEY: "0", RRL_SLIP_KEY: "1", RRL_EXEMPT_KEY: "192.0.2.0/24"}
+    check_site_facts(facts)
+    assert settings_from_facts(facts) is None
+    assert describe(None) == "response rate limiting: off"
+    assert "exempt 192.0.2.0/24" in describe(RrlSettings(
+        rate=5, exempt=(ipaddress.IPv4Network("192.0.2.0/24"),)))

@@ -7,8 +7,15 @@ second and holding at most ``burst``. The kind and name come from the response i
 
 - positive (answers) and NODATA: the question name, so a flood of one name is one bucket;
 - NXDOMAIN: the zone (the SOA owner in authority), so random names are one bucket too;
+- wildcard: an answer or NODATA a wildcard synthesized, keyed by the wildcard's owner
+  (``*.example.com``), so random names under one wildcard are one bucket, as NSD keys
+  them. The response does not say it came from a wildcard, so the limiter is given a
+  lookup (``wildcard``: the served zones' ``ServedZone.wildcard_covering``), asked only
+  for answers and NODATA, and only while limiting is on;
 - referral: the delegation point (the NS owner in authority);
 - any other RCODE (REFUSED, FORMERR, ...): one bucket per prefix, whatever the name.
+
+Sources in ``exempt`` (Knot's ``whitelist``) are never limited.
 
 A response over its bucket's rate is dropped, except that every ``slip``-th one of that
 bucket is sent as a minimal reply (the question, TC=1): an honest client whose address
@@ -31,16 +38,19 @@ import enum
 import hashlib
 import ipaddress
 from array import array
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import attrs
 
 from valis_core.operator_state.site_facts import (
+    RRL_EXEMPT_KEY,
     RRL_IPV4_PREFIX_KEY,
     RRL_IPV6_PREFIX_KEY,
     RRL_RATE_KEY,
     RRL_SLIP_KEY,
     RRL_TABLE_SIZE_KEY,
+    Network,
+    rrl_exempt_networks,
 )
 
 DEFAULT_SLIP = 2
@@ -57,6 +67,8 @@ _NXDOMAIN = 3
 _MAX_LABELS = 128
 _MEMO = 4096
 _MEMO_SIZE = 512
+_EXEMPT = -1
+"""The slot remembered for an exempt source: no bucket, always sent."""
 
 
 class Kind(enum.IntEnum):
@@ -67,6 +79,7 @@ class Kind(enum.IntEnum):
     NXDOMAIN = 2
     REFERRAL = 3
     ERROR = 4
+    WILDCARD = 5
 
 
 class Verdict(enum.IntEnum):
@@ -84,6 +97,7 @@ class RrlSettings:
     ipv4_prefix: int = DEFAULT_IPV4_PREFIX
     ipv6_prefix: int = DEFAULT_IPV6_PREFIX
     table_size: int = DEFAULT_TABLE_SIZE
+    exempt: tuple[Network, ...] = ()
     burst: int = attrs.field()
 
     @burst.default
@@ -98,39 +112,82 @@ class RrlSettings:
 
 
 def settings_from_facts(facts: Mapping[str, str]) -> RrlSettings | None:
-    """The rate-limit settings the site facts ask for; ``None`` (off) without a rate.
-    The values were validated with the site facts (``site_facts.check_site_facts``)."""
-    rate = facts.get(RRL_RATE_KEY)
-    if rate is None:
+    """The rate-limit settings the site facts ask for; ``None`` (off) without a rate or
+    with rate 0. The values were validated with the site facts
+    (``site_facts.check_site_facts``)."""
+    rate = int(facts.get(RRL_RATE_KEY, "0"))
+    if rate == 0:
         return None
+    exempt = facts.get(RRL_EXEMPT_KEY)
     return RrlSettings(
-        rate=int(rate),
+        rate=rate,
         slip=int(facts.get(RRL_SLIP_KEY, DEFAULT_SLIP)),
         ipv4_prefix=int(facts.get(RRL_IPV4_PREFIX_KEY, DEFAULT_IPV4_PREFIX)),
         ipv6_prefix=int(facts.get(RRL_IPV6_PREFIX_KEY, DEFAULT_IPV6_PREFIX)),
         table_size=int(facts.get(RRL_TABLE_SIZE_KEY, DEFAULT_TABLE_SIZE)),
+        exempt=rrl_exempt_networks(exempt) if exempt is not None else (),
+    )
+
+
+def describe(settings: RrlSettings | None) -> str:
+    """One log line of what is limited, or that nothing is."""
+    if settings is None:
+        return "response rate limiting: off"
+    exempt = ", ".join(map(str, settings.exempt)) or "none"
+    return (
+        f"response rate limiting: {settings.rate} responses/s per IPv4 "
+        f"/{settings.ipv4_prefix} or IPv6 /{settings.ipv6_prefix} and response class over "
+        f"UDP, slip {settings.slip}, {settings.table_size} buckets, exempt {exempt}"
     )
 
 
 def source_prefix(host: str, ipv4_prefix: int, ipv6_prefix: int) -> bytes:
     """The source prefix ``host`` (a peer address as the socket reports it) belongs to,
     as bytes that differ between families; an IPv4-mapped IPv6 address is its IPv4."""
+    address = _address(host)
+    if address is None:
+        return b"?" + host.encode("utf-8", "replace")
+    bits, value = address
+    if bits == 32:
+        return b"4" + _masked(value, 32, ipv4_prefix)
+    return b"6" + _masked(value, 128, ipv6_prefix)
+
+
+def is_exempt(host: str, exempt: tuple[Network, ...]) -> bool:
+    """Whether ``host`` lies in one of the ``exempt`` prefixes (an IPv4-mapped IPv6
+    address as its IPv4 address); an address that cannot be read is not exempt."""
+    address = _address(host) if exempt else None
+    if address is None:
+        return False
+    bits, value = address
+    for network in exempt:
+        length = network.prefixlen
+        if (
+            network.max_prefixlen == bits
+            and value >> (bits - length) == int(network.network_address) >> (bits - length)
+        ):
+            return True
+    return False
+
+
+def _address(host: str) -> tuple[int, int] | None:
+    """``host`` as (32, IPv4 value) or (128, IPv6 value); ``None`` if it is neither."""
     try:
         if ":" not in host:
-            return b"4" + _ipv4(host, ipv4_prefix)
+            return 32, _ipv4(host)
         value = _ipv6(host.partition("%")[0])
-        if value >> 32 == 0xFFFF:
-            return b"4" + _masked(value & 0xFFFFFFFF, 32, ipv4_prefix)
-        return b"6" + _masked(value, 128, ipv6_prefix)
     except ValueError:
-        return b"?" + host.encode("utf-8", "replace")
+        return None
+    if value >> 32 == 0xFFFF:
+        return 32, value & 0xFFFFFFFF
+    return 128, value
 
 
-def _ipv4(host: str, prefix: int) -> bytes:
+def _ipv4(host: str) -> int:
     packed = bytes(map(int, host.split(".")))  # ValueError past 255 or below 0
     if len(packed) != 4:
         raise ValueError(host)
-    return _masked(int.from_bytes(packed, "big"), 32, prefix)
+    return int.from_bytes(packed, "big")
 
 
 def _ipv6(host: str) -> int:
@@ -141,10 +198,25 @@ def _masked(value: int, bits: int, prefix: int) -> bytes:
     return (value >> (bits - prefix)).to_bytes(bits // 8, "big") + bytes((prefix,))
 
 
-def classify(response: bytes) -> tuple[Kind, bytes, int]:
+Wildcard = Callable[[bytes], bytes | None]
+"""The wildcard owner that answers for a name (lowercased wire form) in the zones served
+now, or ``None`` (``ZoneIndex.wildcard_covering`` of the current snapshot)."""
+
+
+def classify(response: bytes, wildcard: Wildcard | None = None) -> tuple[Kind, bytes, int]:
     """The kind of ``response``, the name its bucket is keyed by (lowercased wire form),
-    and the offset where its question ends. Never raises: a response it cannot read is an
-    ERROR with no name."""
+    and the offset where its question ends. An answer or NODATA whose question name
+    ``wildcard`` says a wildcard answers is a WILDCARD keyed by that wildcard's owner.
+    Never raises: a response it cannot read is an ERROR with no name."""
+    kind, name, qend = _classify(response)
+    if wildcard is not None and kind in (Kind.POSITIVE, Kind.NODATA):
+        owner = wildcard(name)
+        if owner is not None:
+            return Kind.WILDCARD, owner, qend
+    return kind, name, qend
+
+
+def _classify(response: bytes) -> tuple[Kind, bytes, int]:
     size = len(response)
     if size < 12:
         return Kind.ERROR, b"", size
@@ -259,10 +331,14 @@ class RateLimiter:
     holds at most ``_MEMO`` entries of responses up to ``_MEMO_SIZE`` bytes and starts
     afresh when full, so it stays bounded however many sources and names there are."""
 
-    __slots__ = ("_hasher", "_limited", "_recent", "_stamps", "_tokens", "settings")
+    __slots__ = ("_hasher", "_limited", "_recent", "_stamps", "_tokens", "_wildcard",
+                 "settings")
 
-    def __init__(self, settings: RrlSettings, key: bytes) -> None:
+    def __init__(
+        self, settings: RrlSettings, key: bytes, wildcard: Wildcard | None = None
+    ) -> None:
         self.settings = settings
+        self._wildcard = wildcard
         self._hasher = hashlib.blake2b(digest_size=8, key=key[:64])
         self._recent: dict[tuple[str, bytes], tuple[int, int]] = {}
         size = settings.table_size
@@ -313,14 +389,19 @@ class RateLimiter:
         memo = (host, response[2:]) if len(response) <= _MEMO_SIZE else None
         found = self._recent.get(memo) if memo is not None else None
         if found is None:
-            kind, name, qend = classify(response)
             settings = self.settings
-            prefix = source_prefix(host, settings.ipv4_prefix, settings.ipv6_prefix)
-            found = (self.slot(bucket_key(prefix, kind, name)), qend)
+            if is_exempt(host, settings.exempt):
+                found = (_EXEMPT, 0)
+            else:
+                kind, name, qend = classify(response, self._wildcard)
+                prefix = source_prefix(host, settings.ipv4_prefix, settings.ipv6_prefix)
+                found = (self.slot(bucket_key(prefix, kind, name)), qend)
             if memo is not None:
                 if len(self._recent) >= _MEMO:
                     self._recent.clear()
                 self._recent[memo] = found
+        if found[0] == _EXEMPT:
+            return response
         verdict = self._spend(found[0], now)
         if verdict is Verdict.SEND:
             return response

@@ -80,6 +80,26 @@ class ServedZone:
 
         return replace_owners(self, frozenset(owners), rows)
 
+    def wildcard_covering(self, name: bytes) -> bytes | None:
+        """The wildcard owner (``*.`` and the closest encloser, RFC 4592) that answers
+        for ``name`` (lowercased wire form, at or below the apex), or ``None``: ``name``
+        exists, lies at or beneath a delegation or DNAME, or no wildcard covers it."""
+        if not self.has_wildcard or self.exists(name):
+            return None
+        encloser = wire.parent(name)
+        while not self.exists(encloser) and len(encloser) > len(self.apex):
+            encloser = wire.parent(encloser)
+        source = b"\x01*" + encloser
+        if not self.exists(source):
+            return None
+        above = encloser
+        while True:
+            if above in self.cuts or above in self.dnames:
+                return None
+            if len(above) <= len(self.apex):
+                return source
+            above = wire.parent(above)
+
 
 class ZoneIndex:
     """Every served zone, immutable once built; ``zone_for`` finds the deepest one and
@@ -171,6 +191,12 @@ class ZoneIndex:
     def parent_of(self, zone: ServedZone) -> ServedZone | None:
         """The nearest zone enclosing ``zone`` that this index also serves."""
         return self._parents.get(zone.apex)
+
+    def wildcard_covering(self, name: bytes) -> bytes | None:
+        """The wildcard owner that answers for ``name`` in the deepest zone serving it
+        (``ServedZone.wildcard_covering``), or ``None``."""
+        zone = self.zone_for(name)
+        return zone.wildcard_covering(name) if zone is not None else None
 
     def zone_for(self, name: bytes) -> ServedZone | None:
         """The deepest served zone at or above ``name`` (lowercased wire form)."""

@@ -24,6 +24,7 @@ render leaves no file, no temporary file, and any previous file untouched.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
@@ -52,22 +53,28 @@ JOURNAL_MAX_RECORDS_KEY = "VALIS_JOURNAL_MAX_RECORDS"
 """Changed records each zone's change journal keeps at most (default 100000)."""
 JOURNAL_KEYS: frozenset[str] = frozenset({JOURNAL_MAX_AGE_KEY, JOURNAL_MAX_RECORDS_KEY})
 RRL_RATE_KEY = "VALIS_RRL_RATE"
-"""UDP responses a second per source prefix and response class; present, it turns
-response rate limiting on (``valis_core.dns.rrl``), absent it is off."""
+"""UDP responses a second per source prefix and response class; present and not 0, it
+turns response rate limiting on (``valis_core.dns.rrl``); absent or 0 it is off (0, as
+in NSD and Knot, so a reload can turn it off without removing the fact)."""
 RRL_SLIP_KEY = "VALIS_RRL_SLIP"
 """Every Nth limited response goes out as a truncated reply (0: none, 1: all; 2)."""
 RRL_IPV4_PREFIX_KEY = "VALIS_RRL_IPV4_PREFIX"
 RRL_IPV6_PREFIX_KEY = "VALIS_RRL_IPV6_PREFIX"
 RRL_TABLE_SIZE_KEY = "VALIS_RRL_TABLE_SIZE"
+RRL_EXEMPT_KEY = "VALIS_RRL_EXEMPT"
+"""Source prefixes never limited: IPv4 and IPv6 addresses or CIDR prefixes joined by
+commas (Knot's ``whitelist``), e.g. the node's monitoring and its secondaries."""
 RRL_RANGES: Mapping[str, tuple[int, int]] = {
-    RRL_RATE_KEY: (1, 1_000_000),
+    RRL_RATE_KEY: (0, 1_000_000),
     RRL_SLIP_KEY: (0, 100),
     RRL_IPV4_PREFIX_KEY: (8, 32),
     RRL_IPV6_PREFIX_KEY: (16, 128),
     RRL_TABLE_SIZE_KEY: (1024, 4_194_304),
 }
 """The rate-limit facts and the whole numbers each may be (its bounds included)."""
-KNOWN_KEYS: frozenset[str] = REQUIRED_KEYS | OPTIONAL_KEYS | JOURNAL_KEYS | frozenset(RRL_RANGES)
+RRL_KEYS: frozenset[str] = frozenset(RRL_RANGES) | {RRL_EXEMPT_KEY}
+"""Every rate-limit fact: what a reload applies to the UDP loop at once."""
+KNOWN_KEYS: frozenset[str] = REQUIRED_KEYS | OPTIONAL_KEYS | JOURNAL_KEYS | RRL_KEYS
 
 DEVELOPMENT_LISTENER_KEY = "VALIS_REPL_PORT"
 LOG_LEVELS: frozenset[str] = frozenset({"debug", "info", "warning", "error", "critical"})
@@ -116,7 +123,7 @@ def check_site_facts(facts: Mapping[str, str]) -> None:
         raise IncompleteSiteFacts(frozenset(missing))
     for key in sorted(facts):
         _check_value(key, facts[key])
-    tuning = sorted(key for key in facts if key in RRL_RANGES and key != RRL_RATE_KEY)
+    tuning = sorted(key for key in facts if key in RRL_KEYS and key != RRL_RATE_KEY)
     if tuning and RRL_RATE_KEY not in facts:
         raise SiteFactsError(
             f"site facts: {', '.join(tuning)} tune response rate limiting, which is off "
@@ -181,11 +188,9 @@ def _check_value(key: str, value: str) -> None:
             f"site facts: {key} {value!r} is not a whole number from 1 to 2147483647"
         )
     if key in RRL_RANGES:
-        low, high = RRL_RANGES[key]
-        if not (value.isascii() and value.isdigit() and low <= int(value) <= high):
-            raise SiteFactsError(
-                f"site facts: {key} {value!r} is not a whole number from {low} to {high}"
-            )
+        check_rrl_number(key, value)
+    if key == RRL_EXEMPT_KEY:
+        rrl_exempt_networks(value)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -219,6 +224,44 @@ def _check_value(key: str, value: str) -> None:
             f"site facts: {EDGE_CERT_KEY} {value!r} is not one of "
             f"{', '.join(sorted(EDGE_CERT_MODES))}"
         )
+
+
+def check_rrl_number(key: str, value: str) -> int:
+    """The whole number ``value`` of the rate-limit fact ``key``, within its range."""
+    low, high = RRL_RANGES[key]
+    if not (value.isascii() and value.isdigit() and low <= int(value) <= high):
+        raise SiteFactsError(
+            f"site facts: {key} {value!r} is not a whole number from {low} to {high}"
+        )
+    return int(value)
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def rrl_exempt_networks(value: str) -> tuple[Network, ...]:
+    """The prefixes ``VALIS_RRL_EXEMPT`` lists, in order; the first entry that is not an
+    address or a prefix (or has bits set past its length) is refused by name."""
+    networks = []
+    for entry in value.split(","):
+        text = entry.strip()
+        try:
+            networks.append(ipaddress.ip_network(text, strict=True))
+        except ValueError as exc:
+            hint = ""
+            try:
+                loose = ipaddress.ip_network(text, strict=False)
+                hint = f"; bits are set past the prefix length, did you mean {loose}?"
+            except ValueError:
+                hint = (
+                    f" ({' '.join(str(exc).split())}); give IPv4 or IPv6 addresses or CIDR "
+                    "prefixes joined by commas, e.g. 192.0.2.0/24,2001:db8::/32"
+                )
+            raise SiteFactsError(
+                f"site facts: {RRL_EXEMPT_KEY} entry {text!r} is not an address or "
+                f"prefix{hint}"
+            ) from None
+    return tuple(networks)
 
 
 def _quote(value: str) -> str:
