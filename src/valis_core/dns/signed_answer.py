@@ -15,13 +15,19 @@ What it changes, and only for names in a signed zone:
   a CNAME synthesized from a DNAME is left unsigned (RFC 6672 section 5.3.1); an answer
   from a wildcard carries the wildcard's signature (Labels says so) and an NSEC covering
   the name asked, which proves the name itself absent (RFC 4035 section 3.1.3.3).
-- Denial of existence is compact (RFC 9824), made and signed per query: NODATA with an
-  NSEC at the name asked whose next name is its immediate successor and whose bitmap is
-  the name's types, or for a name that does not exist RRSIG, NSEC and NXNAME, with RCODE
-  NOERROR. A referral proves its DS, or its absence with an NSEC at the cut (NS set, no
-  DS). An explicit NXNAME question is FORMERR (RFC 9824 section 3.5); a question for
-  NSEC itself is answered with the NSEC made for the name (its bitmap says NSEC exists,
-  so it cannot stand as a proof that NSEC does not).
+- Denial of existence is compact (RFC 9824) by default, made and signed per query:
+  NODATA with an NSEC at the name asked whose next name is its immediate successor and
+  whose bitmap is the name's types, or for a name that does not exist RRSIG, NSEC and
+  NXNAME, with RCODE NOERROR. A referral proves its DS, or its absence with an NSEC at
+  the cut (NS set, no DS). An explicit NXNAME question is FORMERR (RFC 9824 section
+  3.5); a question for NSEC itself is answered with the NSEC made for the name (its
+  bitmap says NSEC exists, so it cannot stand as a proof that NSEC does not).
+- A zone signed with NSEC3 (``valis_core.dns.nsec3``) denies from its chain, made once
+  per zone version (``Signer.chain``) instead: NXDOMAIN with the closest encloser proof
+  and the wildcard's absence (RFC 5155 section 7.2.2), NODATA with the NSEC3 matching
+  the name (or, through a wildcard, the closest encloser proof and the wildcard's), a
+  wildcard answer with the NSEC3 covering the next closer name, a referral without DS
+  with the NSEC3 matching the cut; the apex publishes NSEC3PARAM.
 - A zone signed in operator state whose key this node does not hold is answered
   SERVFAIL: an unsigned answer would be bogus to every validator holding the parent's DS.
 
@@ -38,8 +44,9 @@ from collections.abc import Callable, Mapping
 import attrs
 
 from valis_core.dns import answer as plain
-from valis_core.dns import dnssec, wire
+from valis_core.dns import dnssec, nsec3, wire
 from valis_core.dns.dnssec import CDNSKEY, CDS, DNSKEY, NXNAME, ZoneKey
+from valis_core.dns.nsec3 import NSEC3, NSEC3PARAM, Chain, Nsec3Params
 from valis_core.dns.records import (
     CNAME,
     DS,
@@ -47,6 +54,7 @@ from valis_core.dns.records import (
     NOERROR,
     NS,
     NSEC,
+    NXDOMAIN,
     RRSIG,
     SERVFAIL,
     RRset,
@@ -67,6 +75,7 @@ SIGNATURE_ENTRIES = 200_000
 """Signatures kept; past this many the cache starts again (a flood of NXDOMAIN names)."""
 
 _KEY_TYPES = frozenset({DNSKEY, CDS, CDNSKEY})
+_APEX_TYPES = _KEY_TYPES | {NSEC3PARAM}
 _QR = 0x8000
 _SERVFAIL: plain.Entry = (_QR | SERVFAIL, 0, 0, 0, b"", 0, None)
 _FORMERR: plain.Entry = (_QR | FORMERR, 0, 0, 0, b"", 0, None)
@@ -101,6 +110,8 @@ class SignedZone:
 
     apex: bytes
     keys: ZoneKeys | None
+    nsec3: Nsec3Params | None = None
+    """The NSEC3 chain's parameters; ``None``: compact denial."""
     key: ZoneKey | None = attrs.field(init=False)
     """The key signing the zone's RRsets."""
     apex_sets: Mapping[int, RRset] = attrs.field(init=False)
@@ -115,6 +126,8 @@ class SignedZone:
                 CDNSKEY: (ttl, tuple(key.dnskey for key in keys.parent)),
                 CDS: (ttl, tuple(dnssec.ds_rdata(self.apex, key.dnskey) for key in keys.parent)),
             }
+            if self.nsec3 is not None:  # TTL 0, as BIND gives it: only its presence counts
+                sets[NSEC3PARAM] = (0, (self.nsec3.rdata(),))
         object.__setattr__(self, "key", None if keys is None else keys.signer)
         object.__setattr__(self, "apex_sets", sets)
 
@@ -124,12 +137,20 @@ class Signer:
     by, and the signatures made so far."""
 
     def __init__(
-        self, zones: Mapping[bytes, ZoneKey | ZoneKeys | None], clock: Callable[[], float]
+        self,
+        zones: Mapping[bytes, ZoneKey | ZoneKeys | None],
+        clock: Callable[[], float],
+        nsec3: Mapping[bytes, Nsec3Params] | None = None,
     ) -> None:
+        """``nsec3``: the zones denying with an NSEC3 chain, and its parameters."""
+        chains = nsec3 or {}
         self.zones = {
-            apex: SignedZone(apex, ZoneKeys.single(key) if isinstance(key, ZoneKey) else key)
+            apex: SignedZone(
+                apex, ZoneKeys.single(key) if isinstance(key, ZoneKey) else key, chains.get(apex)
+            )
             for apex, key in zones.items()
         }
+        self._chains: dict[bytes, Chain] = {}
         self.lacking = frozenset(apex for apex, key in zones.items() if key is None)
         self._clock = clock
         self._signatures: dict[tuple[object, ...], bytes] = {}
@@ -163,12 +184,24 @@ class Signer:
             self.made += 1
         return made
 
+    def chain(self, zone: ServedZone) -> Chain:
+        """The NSEC3 chain of this version of ``zone`` (an NSEC3 zone), made from the last
+        version's on first use."""
+        params = self.zones[zone.apex].nsec3
+        assert params is not None
+        with self._lock:
+            held = self._chains.get(zone.apex)
+            if held is None or held.zone is not zone or held.params != params:
+                held = nsec3.chain_for(zone, params, held)
+                self._chains[zone.apex] = held
+            return held
+
     def entry(
         self, index: ZoneIndex, cache: ResponseCache, key: bytes, qtype: int, do: bool
     ) -> plain.Entry | None:
         """The answer when the question lies in a signed zone and signing changes it;
         ``None`` to let the unsigned path answer (DO=0 outside the key types)."""
-        if not do and qtype not in _KEY_TYPES and not self.lacking:
+        if not do and qtype not in _APEX_TYPES and not self.lacking:
             return None
         qname = key[:-2]
         zone = index.zone_for(qname)
@@ -181,9 +214,9 @@ class Signer:
             return None
         if signed.key is None:
             return _SERVFAIL
-        if not do and not (qname == zone.apex and qtype in _KEY_TYPES):
+        if not do and not (qname == zone.apex and qtype in signed.apex_sets):
             return None
-        if qtype == NXNAME:
+        if qtype == NXNAME and signed.nsec3 is None:
             return _FORMERR
         window = self.window() if do else 0
         cached_as = key + (b"\x80" + window.to_bytes(4, "big") if do else b"\x00")
@@ -211,8 +244,9 @@ class Signer:
         """The signed answer, and whether to keep it (not for names that do not exist:
         a flood of random names would push the served answers out)."""
         draft = _SignedDraft()
-        if qname == zone.apex and qtype in _KEY_TYPES:
-            rrset = self.zones[zone.apex].apex_sets[qtype]
+        apex_sets = self.zones[zone.apex].apex_sets
+        if qname == zone.apex and qtype in apex_sets:
+            rrset = apex_sets[qtype]
             draft.answer.extend(plain._records(qname, qtype, rrset))
             draft.spans.append((draft.answer, 0, len(draft.answer), zone))
             return self._finish(qname, draft, do, window), True
@@ -227,10 +261,11 @@ class Signer:
             kind, owner, sets = found
             if sets is None:
                 exists = bool(owner)
-                if qtype == NSEC:  # the NSEC asked for is the one made here: an answer
+                compact = self._compact(zone)
+                if qtype == NSEC and compact:  # the NSEC asked for is the one made here
                     draft.nsec_answer = True
                 else:
-                    draft.negative(zone, NOERROR)
+                    draft.negative(zone, NOERROR if exists or compact else NXDOMAIN)
                 draft.proofs.append((zone, name, _types_at(zone, name) if exists else None))
                 keep = keep and exists
                 draft.span_from(marks, zone)
@@ -252,6 +287,10 @@ class Signer:
             zone, name = link_to
         return self._finish(qname, draft, do, window), keep
 
+    def _compact(self, zone: ServedZone) -> bool:
+        signed = self.zones.get(zone.apex)
+        return signed is None or signed.nsec3 is None
+
     def _delegation(
         self, zone: ServedZone, cut: bytes, sets: dict[int, RRset], draft: _SignedDraft
     ) -> None:
@@ -267,9 +306,15 @@ class Signer:
     def _finish(self, qname: bytes, draft: _SignedDraft, do: bool, window: int) -> plain.Entry:
         """Add the proofs' NSEC records and, with DO, an RRSIG after every RRset the
         answering zones sign; encode."""
+        chained: dict[bytes, tuple[ServedZone, set[bytes]]] = {}
         for zone, name, held in draft.proofs:
             signed = self.zones.get(zone.apex)
             if signed is None or signed.key is None:
+                continue
+            if signed.nsec3 is not None:
+                chained.setdefault(zone.apex, (zone, set()))[1].update(
+                    _denial(self.chain(zone), name)
+                )
                 continue
             types = frozenset({NXNAME}) if held is None else held
             if name == zone.apex:
@@ -280,11 +325,26 @@ class Signer:
             into.append((name, NSEC, zone.negative_ttl, rdata))
             draft.spans.append((into, start, start + 1, zone))
         for zone, name in draft.covers:
+            signed = self.zones.get(zone.apex)
+            if signed is not None and signed.nsec3 is not None:
+                chain = self.chain(zone)
+                _, nearer = chain.closest_encloser(name)
+                chained.setdefault(zone.apex, (zone, set()))[1].add(
+                    chain.covering(nsec3.hash_name(nearer, chain.params))
+                )
+                continue
             before = dnssec.predecessor(name, zone.apex)
             rdata = dnssec.nsec_rdata(dnssec.next_sibling(name), ())
             start = len(draft.authority)
             draft.authority.append((before, NSEC, zone.negative_ttl, rdata))
             draft.spans.append((draft.authority, start, start + 1, zone))
+        for zone, digests in chained.values():
+            chain = self.chain(zone)
+            start = len(draft.authority)
+            for digest in sorted(digests):
+                owner, rdata = chain.record(digest)
+                draft.authority.append((owner, NSEC3, zone.negative_ttl, rdata))
+            draft.spans.append((draft.authority, start, len(draft.authority), zone))
         if do:
             self._sign(draft, window)
         return plain._encode(qname, draft)
@@ -347,6 +407,26 @@ class _SignedDraft(plain._Draft):
         ):
             if len(records) > start:
                 self.spans.append((records, start, len(records), zone))
+
+
+def _denial(chain: Chain, name: bytes) -> tuple[bytes, ...]:
+    """The hashes whose NSEC3 records deny what an answer at ``name`` lacks: the one
+    matching it when it is in the chain (NODATA, a delegation without DS); else the
+    closest encloser proof (RFC 5155 section 7.2.1) and the wildcard's NSEC3, matching it
+    (a wildcard's NODATA) or covering it (NXDOMAIN)."""
+    match = chain.matching(name)
+    if match is not None:
+        return (match,)
+    encloser, nearer = chain.closest_encloser(name)
+    source = b"\x01*" + encloser
+    wildcard = chain.matching(source)
+    if wildcard is None:
+        wildcard = chain.covering(nsec3.hash_name(source, chain.params))
+    return (
+        chain.by_name[encloser],
+        chain.covering(nsec3.hash_name(nearer, chain.params)),
+        wildcard,
+    )
 
 
 def _wildcard_source(zone: ServedZone, name: bytes) -> bytes:
