@@ -26,8 +26,10 @@ lint: venv
 	.venv/bin/ruff check src tests benchmarks packaging
 	.venv/bin/mypy --strict src
 
+# valis, NSD and Knot side by side (see docs/performance.md); options in BENCH_ARGS, e.g.
+# BENCH_ARGS="--plot docs/performance-cpu-per-query.png" or BENCH_ARGS=--quick.
 bench: venv
-	./benchmarks/dns_qps
+	./benchmarks/dns_qps $(BENCH_ARGS)
 
 # A whole node on this machine, without root: private PostgreSQL under your cache
 # directory, the example zone, a genesis state directory, the resident answering DNS on

@@ -2,14 +2,20 @@
 
 Each server serves the same generated zone and is pinned to one core (``taskset``);
 dnsperf is pinned to another. All servers run at once (idle unless under load) and are
-measured round-robin, ``--rounds`` times each, in two passes of fixed duration; the
-report gives the median and the range:
+measured round-robin, ``--rounds`` times each; for every workload (a query file, see
+``dns_qps_queries``) and pass the servers take their turn one after another, so a noisy
+neighbour on the machine spreads over all of them rather than one:
 
-1. saturation: dnsperf with 100 queries outstanding and no rate limit; reports queries
-   per second and latency, and the ratio valis/NSD;
-2. fixed offered rate (``dnsperf -Q``): reports the server's CPU seconds per answered
-   query, from utime+stime in /proc/PID/stat of the server's whole process tree,
-   read before and after the run.
+1. saturation (the mixes: normal, random-name flood, random-qtype flood): dnsperf with
+   100 queries outstanding and no rate limit; queries per second and latency;
+2. fixed offered rate (``dnsperf -Q``; the mixes and each query kind on its own): the
+   server's CPU seconds per answered query, from utime+stime in /proc/PID/stat of the
+   server's whole process tree, read before and after the run.
+
+Before measuring, every server is asked a sample of every workload and must answer it
+as the others do. The report (``dns_qps_report``) gives the median and the range and
+valis/NSD; the results go to a JSON document and, with ``--plot``, to a PNG of CPU per
+query by kind (``dns_qps_plot.py``, run by Debian's python3 with matplotlib).
 
 Run through ``benchmarks/dns_qps`` (``make bench``), which installs the tools.
 """
@@ -17,8 +23,10 @@ Run through ``benchmarks/dns_qps`` (``make bench``), which installs the tools.
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import os
-import random
+import platform
 import re
 import shutil
 import signal
@@ -27,36 +35,45 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
+import dns.exception
+import dns.flags
 import dns.message
 import dns.query
 import dns.rcode
+from dns_qps_queries import (  # beside this script, as dns_qps_report
+    KINDS,
+    MIXES,
+    SINGLE_KINDS,
+    ZONE,
+    generate_zone,
+    kind_queries,
+    mix_queries,
+)
+from dns_qps_report import (
+    PACED,
+    SATURATION,
+    Measured,
+    Results,
+    Run,
+    Workload,
+    from_document,
+    tables,
+    to_document,
+)
+
+from valis_core.atomic import write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
-ZONE = "bench.example."
 QUERY_LINES = 100_000
 READY_LIMIT = 30.0
-
-
-@attrs.frozen
-class Run:
-    """One dnsperf run against one server."""
-
-    qps: float
-    sent: int
-    completed: int
-    lost: int
-    latency_avg: float
-    latency_max: float
-    rcodes: str
-    cpu_seconds: float
-
-    @property
-    def cpu_per_query(self) -> float:
-        return self.cpu_seconds / self.completed if self.completed else float("nan")
+SAMPLES = 12  # questions of each workload every server is asked before measuring
+SYSTEM_PYTHON = "/usr/bin/python3"
+DEFAULT_JSON = ROOT / "build" / "bench" / "dns_qps.json"
+MIX_ORDER = ("normal", "random-name", "random-qtype")
 
 
 @attrs.frozen
@@ -69,49 +86,93 @@ class Server:
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--names", type=int, default=10_000, help="host names in the zone")
-    parser.add_argument("--duration", type=int, default=10, help="seconds per dnsperf run")
-    parser.add_argument("--rounds", type=int, default=3, help="runs per server and pass")
-    parser.add_argument("--rate", type=int, default=30_000, help="offered rate of pass 2")
+    parser.add_argument("--rounds", type=int, help="runs per server, workload and pass "
+                        "(default 3; 1 with --quick)")
+    parser.add_argument("--duration", type=int, help="seconds per run of a mix "
+                        "(default 6; 2 with --quick)")
+    parser.add_argument("--kind-duration", type=int, help="seconds per run of one query "
+                        "kind (default 4; 2 with --quick)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run of about two minutes: one short round")
+    parser.add_argument("--rate", type=int, default=30_000,
+                        help="offered rate (q/s) of the CPU-per-query runs")
     parser.add_argument("--servers", default="valis,nsd,knot", help="comma-separated subset")
+    parser.add_argument("--mixes", "--mix", default=",".join(MIX_ORDER),
+                        help=f"comma-separated mixes to measure ({', '.join(MIX_ORDER)}), "
+                        "or none")
+    parser.add_argument("--kinds", default=",".join(SINGLE_KINDS),
+                        help=f"comma-separated query kinds to measure alone at the fixed "
+                        f"rate ({', '.join(SINGLE_KINDS)}), or none")
     parser.add_argument("--server-core", default="0")
     parser.add_argument("--client-core", default="1")
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON,
+                        help="where the results go (default build/bench/dns_qps.json)")
+    parser.add_argument("--plot", type=Path,
+                        help="also draw CPU per query by kind to this PNG "
+                        "(docs/performance-cpu-per-query.png for the docs)")
+    parser.add_argument("--from", dest="source", type=Path, metavar="JSON",
+                        help="measure nothing: report (and plot) a results document")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    parser.add_argument("--mix", choices=sorted(MIXES), default="normal",
-                        help="the query mix: normal, or a flood inside the served zone")
     args = parser.parse_args(argv)
+    if args.source is not None:
+        results = from_document(json.loads(args.source.read_text()))
+        print(tables(results), end="")
+        if args.plot is not None:
+            plot(args.source, args.plot)
+        return 0
     builders: dict[str, Callable[[Path, Path, int], Server]] = {
         "valis": valis_server,
         "nsd": nsd_server,
         "knot": knot_server,
     }
-    wanted = [name.strip() for name in args.servers.split(",") if name.strip()]
-    unknown = sorted(set(wanted) - set(builders))
-    if unknown:
-        parser.error(f"unknown servers: {', '.join(unknown)}")
+    wanted = picked(parser, "servers", args.servers, builders)
+    mixes = picked(parser, "mixes", args.mixes, MIX_ORDER)
+    kinds = picked(parser, "kinds", args.kinds, SINGLE_KINDS)
+    if not wanted or not (mixes or kinds):
+        parser.error("nothing to measure")
+    quick = args.quick
+    args.rounds = args.rounds or (1 if quick else 3)
+    args.duration = args.duration or (2 if quick else 6)
+    args.kind_duration = args.kind_duration or (2 if quick else 4)
+    if args.plot is not None:
+        check_plotter()
+    workloads = ordered_workloads(mixes, kinds)
+    runs_each = sum(args.duration * (1 + w.saturation) if w.name in MIXES
+                    else args.kind_duration for w in workloads)
     work = Path(tempfile.mkdtemp(prefix="valis-bench-"))
     processes: list[subprocess.Popen[bytes]] = []
     try:
         zone_file = work / "bench.example.zone"
-        queries = work / "queries.txt"
         zone_file.write_text(generate_zone(args.names))
-        queries.write_text(MIXES[args.mix](args.names, QUERY_LINES))
-        print(f"zone {ZONE} with {args.names} names; {QUERY_LINES} queries in the "
-              f"{args.mix} mix; "
-              f"{args.rounds} rounds of {args.duration}s runs; servers on core "
-              f"{args.server_core}, dnsperf on core {args.client_core}", flush=True)
+        files = {w.name: work / f"{w.name}.queries" for w in workloads}
+        for w in workloads:
+            text = (mix_queries(w.name, args.names, QUERY_LINES) if w.name in MIXES
+                    else kind_queries(w.name, args.names, QUERY_LINES))
+            files[w.name].write_text(text)
+        print(f"zone {ZONE} with {args.names} names; {len(workloads)} query files of "
+              f"{QUERY_LINES} lines ({', '.join(w.name for w in workloads)}); "
+              f"{args.rounds} rounds; servers on core {args.server_core}, dnsperf on core "
+              f"{args.client_core}; about {args.rounds * len(wanted) * runs_each / 60:.1f} "
+              f"min of runs", flush=True)
+        environment = describe_environment()
         running: list[tuple[Server, int]] = []
-        reference: list[str] | None = None
         for name in wanted:
             server = builders[name](work, zone_file, free_port())
-            process = start(server, args, work)
-            processes.append(process)
-            answers = sample_answers(server.port)
-            if reference is not None and answers != reference:
-                raise SystemExit(f"{name} answers differently: {answers} != {reference}")
-            reference = answers
-            running.append((server, process.pid))
-        runs = measure_rounds(running, args, queries)
-        report(runs, args)
+            processes.append(start(server, args, work))
+            running.append((server, processes[-1].pid))
+        check_answers(running, workloads, files)
+        measured = measure_rounds(running, workloads, files, args)
+        environment["load_average_after"] = list(os.getloadavg())
+        results = Results(
+            servers=tuple(wanted),
+            workloads=tuple(workloads),
+            settings={"names": args.names, "rounds": args.rounds, "duration": args.duration,
+                      "kind_duration": args.kind_duration, "rate": args.rate,
+                      "outstanding": 100, "query_lines": QUERY_LINES,
+                      "server_core": args.server_core, "client_core": args.client_core},
+            environment=environment,
+            runs=tuple(measured),
+        )
     finally:
         for process in processes:
             stop(process)
@@ -119,7 +180,41 @@ def main(argv: Sequence[str]) -> int:
             print(f"work directory kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+    print()
+    print(tables(results), end="")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(args.json, (json.dumps(to_document(results), indent=1) + "\n").encode())
+    print(f"\nresults: {args.json}")
+    if args.plot is not None:
+        plot(args.json, args.plot)
     return 0
+
+
+def picked(
+    parser: argparse.ArgumentParser,
+    what: str,
+    text: str,
+    known: Sequence[str] | Mapping[str, object],
+) -> list[str]:
+    """The comma-separated names of ``text`` in the order given; "none" is none."""
+    names = [n.strip() for n in text.split(",") if n.strip() and n.strip() != "none"]
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        parser.error(f"unknown {what}: {', '.join(unknown)} (known: {', '.join(known)})")
+    return list(dict.fromkeys(names))
+
+
+def ordered_workloads(mixes: Sequence[str], kinds: Sequence[str]) -> list[Workload]:
+    """The normal mix, then each kind alone, then the floods: the order of the tables and
+    of the plot's bars."""
+    out = []
+    if "normal" in mixes:
+        out.append(Workload("normal", "normal mix", saturation=True))
+    out += [Workload(kind, KINDS[kind][0], saturation=False) for kind in SINGLE_KINDS
+            if kind in kinds]
+    out += [Workload(mix, KINDS[mix][0], saturation=True) for mix in MIX_ORDER
+            if mix != "normal" and mix in mixes]
+    return out
 
 
 def start(server: Server, args: argparse.Namespace, work: Path) -> subprocess.Popen[bytes]:
@@ -136,24 +231,33 @@ def start(server: Server, args: argparse.Namespace, work: Path) -> subprocess.Po
 
 
 def measure_rounds(
-    running: Sequence[tuple[Server, int]], args: argparse.Namespace, queries: Path
-) -> dict[str, tuple[list[Run], list[Run]]]:
-    """Round-robin over the servers (all idle but the one under load), so a noisy
-    neighbour on the machine spreads over all of them rather than one."""
-    runs: dict[str, tuple[list[Run], list[Run]]] = {s.name: ([], []) for s, _ in running}
+    running: Sequence[tuple[Server, int]],
+    workloads: Sequence[Workload],
+    files: dict[str, Path],
+    args: argparse.Namespace,
+) -> list[Measured]:
+    """Round after round; within one, workload after workload and pass after pass, each
+    server in turn (the others idle), so they share the machine's good and bad moments."""
+    measured: list[Measured] = []
     for round_ in range(1, args.rounds + 1):
-        for server, pid in running:
-            saturated = dnsperf(server, args, queries, pid, rate=None)
-            runs[server.name][0].append(saturated)
-            print(f"round {round_} {server.name:6} saturation: {saturated.qps:10.0f} q/s, "
-                  f"latency avg {saturated.latency_avg * 1e6:7.0f} us", flush=True)
-        for server, pid in running:
-            paced = dnsperf(server, args, queries, pid, rate=args.rate)
-            runs[server.name][1].append(paced)
-            print(f"round {round_} {server.name:6} at {args.rate} q/s offered: "
-                  f"{paced.qps:10.0f} q/s, {paced.cpu_per_query * 1e6:6.2f} us CPU/query",
-                  flush=True)
-    return runs
+        for w in workloads:
+            duration = args.duration if w.name in MIXES else args.kind_duration
+            passes = [SATURATION, PACED] if w.saturation else [PACED]
+            for pass_ in passes:
+                for server, pid in running:
+                    rate = args.rate if pass_ == PACED else None
+                    run = dnsperf(server, args, files[w.name], pid, rate=rate,
+                                  duration=duration)
+                    measured.append(Measured(server.name, w.name, pass_, round_, run))
+                    if pass_ == SATURATION:
+                        figure = (f"{run.qps:9,.0f} q/s, latency avg "
+                                  f"{run.latency_avg * 1e6:6,.0f} us")
+                    else:
+                        figure = (f"{run.qps:9,.0f} q/s at {args.rate:,} offered, "
+                                  f"{run.cpu_per_query * 1e6:6.2f} us CPU/query")
+                    print(f"round {round_}/{args.rounds} {w.name:12} {pass_:10} "
+                          f"{server.name:5}: {figure}", flush=True)
+    return measured
 
 
 def wait_ready(server: Server, process: subprocess.Popen[bytes], log_path: Path) -> None:
@@ -173,32 +277,122 @@ def wait_ready(server: Server, process: subprocess.Popen[bytes], log_path: Path)
             time.sleep(0.1)
 
 
-def sample_answers(port: int) -> list[str]:
-    """rcode and answer count for a few queries of each kind, to check that every server
-    serves the same zone the same way before it is measured."""
-    samples = [("host1", "A"), ("host10", "AAAA"), ("alias20", "A"), ("missing1", "A"),
-               ("host3", "MX"), ("", "SOA"), ("", "NS")]
-    out = []
-    for label, rdtype in samples:
-        name = f"{label}.{ZONE}" if label else ZONE
-        response = dns.query.udp(dns.message.make_query(name, rdtype), "127.0.0.1",
-                                 port=port, timeout=2)
-        out.append(f"{name} {rdtype} {dns.rcode.to_text(response.rcode())} "
-                   f"{sum(len(rrset) for rrset in response.answer)}")
-    return out
+def check_answers(
+    running: Sequence[tuple[Server, int]], workloads: Sequence[Workload], files: dict[str, Path]
+) -> None:
+    """Every server answers the first distinct questions of every workload alike: the
+    same RCODE, AA flag, answer and authority sections. The additional section may differ
+    (NSD runs with minimal-responses and so adds no optional glue): counted and shown."""
+    asked, extra = 0, dict.fromkeys((s.name for s, _ in running), 0)
+    differing: list[str] = []
+    for w in workloads:
+        questions = list(dict.fromkeys(files[w.name].read_text().splitlines()))[:SAMPLES]
+        for line in questions:
+            name, rdtype = line.split()
+            query = dns.message.make_query(name, rdtype)  # no EDNS, as dnsperf asks
+            answers = {s.name: ask(s, query) for s, _ in running}
+            sections = {s: strict_sections(r) for s, r in answers.items()}
+            if len(set(sections.values())) > 1:
+                shown = "\n".join(f"--- {s}:\n{text}" for s, text in sections.items())
+                raise SystemExit(f"the servers answer {line} ({w.label}) differently; "
+                                 f"fix the zone or the configuration before measuring:\n"
+                                 f"{shown}")
+            asked += 1
+            for s, response in answers.items():
+                extra[s] += sum(len(rrset) for rrset in response.additional)
+            if len({tuple(sorted(r.to_text() for r in m.additional))
+                    for m in answers.values()}) > 1:
+                differing.append(line)
+    print(f"answers agree on {asked} questions ({len(workloads)} workloads): RCODE, AA, "
+          f"answer and authority sections", flush=True)
+    if differing:
+        counts = ", ".join(f"{s} {n}" for s, n in extra.items())
+        print(f"additional sections differ on {len(differing)} of them (records in all: "
+              f"{counts}; NSD runs minimal-responses), e.g. {differing[0]}", flush=True)
+
+
+def strict_sections(response: dns.message.Message) -> str:
+    """What must be the same from every server: RCODE, AA and the answer and authority
+    sections, each section's RRsets in a stable order."""
+    aa = "aa" if response.flags & dns.flags.AA else "-"
+    answer = sorted(rrset.to_text() for rrset in response.answer)
+    authority = sorted(rrset.to_text() for rrset in response.authority)
+    return "\n".join([f"{dns.rcode.to_text(response.rcode())} {aa}", *answer, ";;", *authority])
+
+
+def ask(server: Server, query: dns.message.Message) -> dns.message.Message:
+    try:
+        return dns.query.udp(query, "127.0.0.1", port=server.port, timeout=2)
+    except (dns.exception.DNSException, OSError) as error:
+        raise SystemExit(f"{server.name} did not answer {query.question[0]}: {error}") from None
+
+
+def describe_environment() -> dict[str, object]:
+    """What the figures depend on besides the code: machine, versions, load, the valis
+    commit (and whether its source had uncommitted changes: `valis serve` runs the tree)."""
+    def output(*command: str) -> str:
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, check=False,
+                                  timeout=30, cwd=ROOT)
+        except (OSError, subprocess.TimeoutExpired):
+            return "?"
+        return (done.stdout + done.stderr).strip()
+
+    commit = output("git", "rev-parse", "--short=10", "HEAD")
+    if output("git", "status", "--porcelain", "--", "src"):
+        commit += " with uncommitted changes to src"
+    model = next((line.split(":", 1)[1].strip()
+                  for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "?")
+    return {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "valis": commit,
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "nsd": output(which("nsd"), "-v").splitlines()[0],
+        "knot": output(which("knotd"), "-V"),
+        "dnsperf": next((line.strip() for line in output("dnsperf", "-h").splitlines()
+                         if "ersion" in line), "?"),
+        "load_average_before": list(os.getloadavg()),
+    }
+
+
+def check_plotter() -> None:
+    done = subprocess.run([SYSTEM_PYTHON, "-c", "import matplotlib"], capture_output=True,
+                          check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"--plot needs Debian's python3-matplotlib for {SYSTEM_PYTHON}; "
+                         "benchmarks/dns_qps installs it (as root)")
+
+
+def plot(source: Path, out: Path) -> None:
+    """Draw with Debian's python3 and matplotlib, then put the PNG in place atomically."""
+    check_plotter()
+    with tempfile.TemporaryDirectory(prefix="valis-bench-plot-") as scratch:
+        drawn = Path(scratch) / "plot.png"
+        done = subprocess.run([SYSTEM_PYTHON, str(Path(__file__).with_name("dns_qps_plot.py")),
+                               str(source), str(drawn)], check=False, timeout=300)
+        if done.returncode != 0:
+            raise SystemExit(f"dns_qps_plot.py failed (exit {done.returncode})")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(out, drawn.read_bytes())
+    print(f"plot: {out}")
 
 
 def dnsperf(
-    server: Server, args: argparse.Namespace, queries: Path, pid: int, *, rate: int | None
+    server: Server, args: argparse.Namespace, queries: Path, pid: int, *, rate: int | None,
+    duration: int,
 ) -> Run:
     command = ["taskset", "-c", args.client_core, "dnsperf", "-s", "127.0.0.1",
-               "-p", str(server.port), "-d", str(queries), "-l", str(args.duration),
+               "-p", str(server.port), "-d", str(queries), "-l", str(duration),
                "-c", "1", "-T", "1", "-q", "100", "-t", "2"]
     if rate is not None:
         command += ["-Q", str(rate)]
     before = tree_cpu_seconds(pid)
     done = subprocess.run(command, capture_output=True, text=True, check=False,
-                          timeout=args.duration + 60)
+                          timeout=duration + 60)
     after = tree_cpu_seconds(pid)
     if done.returncode != 0:
         raise SystemExit(f"dnsperf failed against {server.name}:\n{done.stdout}{done.stderr}")
@@ -340,104 +534,6 @@ def free_port() -> int:
                     continue
         return port
     raise SystemExit("no free loopback port")
-
-
-def generate_zone(names: int) -> str:
-    lines = [
-        f"$ORIGIN {ZONE}",
-        "$TTL 3600",
-        "@ IN SOA ns1 hostmaster 1 7200 3600 1209600 300",
-        "@ IN NS ns1",
-        "@ IN NS ns2",
-        "@ IN MX 10 mail",
-        "ns1 IN A 192.0.2.1",
-        "ns2 IN A 192.0.2.2",
-        "mail IN A 192.0.2.25",
-    ]
-    for i in range(1, names + 1):
-        lines.append(f"host{i} IN A 198.51.100.{i % 254 + 1}")
-        if i % 10 == 0:
-            lines.append(f"host{i} IN AAAA 2001:db8::{i:x}")
-        if i % 20 == 0:
-            lines.append(f"alias{i} IN CNAME host{i}")
-    return "\n".join(lines) + "\n"
-
-
-def generate_queries(names: int, count: int) -> str:
-    """The fixed mix (seeded): 60% A of a host, 10% AAAA that exists, 10% A via a CNAME,
-    10% NXDOMAIN, 5% NODATA (MX of a host), 5% apex SOA/NS/MX."""
-    rng = random.Random(1)
-    lines = []
-    for _ in range(count):
-        roll = rng.random()
-        if roll < 0.60:
-            lines.append(f"host{rng.randint(1, names)}.{ZONE} A")
-        elif roll < 0.70:
-            lines.append(f"host{rng.randint(1, names // 10) * 10}.{ZONE} AAAA")
-        elif roll < 0.80:
-            lines.append(f"alias{rng.randint(1, names // 20) * 20}.{ZONE} A")
-        elif roll < 0.90:
-            lines.append(f"missing{rng.randint(1, names)}.{ZONE} A")
-        elif roll < 0.95:
-            lines.append(f"host{rng.randint(1, names)}.{ZONE} MX")
-        else:
-            lines.append(f"{ZONE} {rng.choice(['SOA', 'NS', 'MX'])}")
-    return "\n".join(lines) + "\n"
-
-
-def random_names(names: int, count: int) -> str:
-    """A random-name flood inside the zone (seeded): every line a distinct nonexistent
-    name (NXDOMAIN), more of them than the response cache holds."""
-    rng = random.Random(2)
-    return "".join(f"r{rng.getrandbits(48):x}.{ZONE} A\n" for _ in range(count))
-
-
-def random_types(names: int, count: int) -> str:
-    """A random-qtype flood at existing names (seeded): unassigned types 1000-60000 at
-    random hosts (NODATA), nearly every (name, type) pair distinct."""
-    rng = random.Random(3)
-    return "".join(f"host{rng.randint(1, names)}.{ZONE} TYPE{rng.randrange(1000, 60000)}\n"
-                   for _ in range(count))
-
-
-MIXES: dict[str, Callable[[int, int], str]] = {
-    "normal": generate_queries,
-    "random-name": random_names,
-    "random-qtype": random_types,
-}
-
-
-def median_by(runs: Sequence[Run], key: Callable[[Run], float]) -> Run:
-    return sorted(runs, key=key)[len(runs) // 2]
-
-
-def report(runs: dict[str, tuple[list[Run], list[Run]]], args: argparse.Namespace) -> None:
-    """Medians over the rounds, with the spread, as a Markdown table."""
-    print()
-    print(f"| server | q/s, saturation (median; range) | avg latency | lost | "
-          f"CPU per query at -Q {args.rate} (median; range) |")
-    print("|---|---:|---:|---:|---:|")
-    medians: dict[str, tuple[Run, Run]] = {}
-    for name, (saturated, paced) in runs.items():
-        top = median_by(saturated, lambda run: run.qps)
-        frugal = median_by(paced, lambda run: run.cpu_per_query)
-        medians[name] = (top, frugal)
-        qps = [run.qps for run in saturated]
-        cpu = [run.cpu_per_query * 1e6 for run in paced]
-        print(f"| {name} | {top.qps:,.0f} ({min(qps):,.0f}-{max(qps):,.0f}) | "
-              f"{top.latency_avg * 1e6:,.0f} us | {sum(run.lost for run in saturated)} | "
-              f"{frugal.cpu_per_query * 1e6:.1f} us ({min(cpu):.1f}-{max(cpu):.1f}) |")
-    if "valis" in medians and "nsd" in medians:
-        valis, nsd = medians["valis"], medians["nsd"]
-        print()
-        best_valis = max(run.qps for run in runs["valis"][0])
-        best_nsd = max(run.qps for run in runs["nsd"][0])
-        print(f"valis/NSD throughput: {valis[0].qps / nsd[0].qps:.2f}x (medians), "
-              f"{best_valis / best_nsd:.2f}x (best runs); CPU per query valis/NSD: "
-              f"{valis[1].cpu_per_query / nsd[1].cpu_per_query:.2f}x")
-    print()
-    for name, (top, _) in medians.items():
-        print(f"{name} response codes: {top.rcodes}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,225 @@
+"""What `make bench` measured, summarised: medians and ranges over the rounds, the ratios
+of valis to NSD, the Markdown tables it prints and the JSON document it writes.
+
+Pure: runs in, text and JSON-ready values out. The JSON document is the one place the
+results' shape is defined; ``dns_qps_plot.py`` reads ``workloads``, ``servers`` and
+``summary`` from it, and ``--from`` reads it back whole.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+FORMAT = 1
+SATURATION = "saturation"
+PACED = "paced"
+PASSES = (SATURATION, PACED)
+DISPLAY = {"valis": "valis", "nsd": "NSD", "knot": "Knot"}
+BASELINE = "nsd"
+
+
+@attrs.frozen
+class Run:
+    """One dnsperf run against one server, with the server's CPU seconds over it."""
+
+    qps: float
+    sent: int
+    completed: int
+    lost: int
+    latency_avg: float
+    latency_max: float
+    rcodes: str
+    cpu_seconds: float
+
+    @property
+    def cpu_per_query(self) -> float:
+        return self.cpu_seconds / self.completed if self.completed else float("nan")
+
+
+@attrs.frozen
+class Workload:
+    """A query file measured on every server: a mix (saturation and fixed rate) or one
+    kind of query (fixed rate only)."""
+
+    name: str
+    label: str
+    saturation: bool
+
+
+@attrs.frozen
+class Measured:
+    """A run and where it belongs: server, workload, pass and round (from 1)."""
+
+    server: str
+    workload: str
+    pass_: str
+    round: int
+    run: Run
+
+
+@attrs.frozen
+class Spread:
+    """Median and range of one figure over the rounds."""
+
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread | None:
+        if not values:
+            return None
+        return cls(statistics.median(values), min(values), max(values))
+
+
+@attrs.frozen
+class Results:
+    """Everything one `make bench` measured, and under what conditions."""
+
+    servers: tuple[str, ...]
+    workloads: tuple[Workload, ...]
+    settings: Mapping[str, Any]
+    environment: Mapping[str, Any]
+    runs: tuple[Measured, ...]
+
+
+@attrs.frozen
+class Figures:
+    """One server's summary for one workload."""
+
+    qps: Spread | None
+    latency_us: Spread | None
+    lost: int
+    cpu_per_query_us: Spread | None
+    paced_lost: int
+
+
+def figures(results: Results, server: str, workload: str) -> Figures:
+    runs = [m for m in results.runs if m.server == server and m.workload == workload]
+    saturated = [m.run for m in runs if m.pass_ == SATURATION]
+    paced = [m.run for m in runs if m.pass_ == PACED]
+    return Figures(
+        qps=Spread.of([run.qps for run in saturated]),
+        latency_us=Spread.of([run.latency_avg * 1e6 for run in saturated]),
+        lost=sum(run.lost for run in saturated),
+        cpu_per_query_us=Spread.of([run.cpu_per_query * 1e6 for run in paced
+                                    if run.completed]),
+        paced_lost=sum(run.lost for run in paced),
+    )
+
+
+def summary(results: Results) -> dict[str, dict[str, Figures]]:
+    return {w.name: {s: figures(results, s, w.name) for s in results.servers}
+            for w in results.workloads}
+
+
+def ratio(numerator: Spread | None, denominator: Spread | None) -> float | None:
+    """Median over median, or None when either is missing."""
+    if numerator is None or denominator is None or denominator.median == 0:
+        return None
+    return numerator.median / denominator.median
+
+
+def ratios(results: Results, server: str = "valis") -> dict[str, dict[str, float | None]]:
+    """``server`` over NSD, per workload: throughput and CPU per query."""
+    table = summary(results)
+    out: dict[str, dict[str, float | None]] = {}
+    for workload, by_server in table.items():
+        mine, theirs = by_server.get(server), by_server.get(BASELINE)
+        out[workload] = {
+            "qps": ratio(mine.qps, theirs.qps) if mine and theirs else None,
+            "cpu_per_query": (ratio(mine.cpu_per_query_us, theirs.cpu_per_query_us)
+                              if mine and theirs else None),
+        }
+    return out
+
+
+def to_document(results: Results) -> dict[str, Any]:
+    """The JSON document: the runs as measured, and the summary and ratios drawn from
+    them (so a reader needs no code of this module)."""
+    return {
+        "format": FORMAT,
+        "environment": dict(results.environment),
+        "settings": dict(results.settings),
+        "servers": list(results.servers),
+        "workloads": [attrs.asdict(w) for w in results.workloads],
+        "runs": [
+            {"server": m.server, "workload": m.workload, "pass": m.pass_, "round": m.round,
+             **attrs.asdict(m.run), "cpu_per_query_us": m.run.cpu_per_query * 1e6}
+            for m in results.runs
+        ],
+        "summary": {
+            workload: {server: attrs.asdict(f) for server, f in by_server.items()}
+            for workload, by_server in summary(results).items()
+        },
+        "ratios": {"server": "valis", "over": BASELINE, "workloads": ratios(results)},
+    }
+
+
+def from_document(document: Mapping[str, Any]) -> Results:
+    """Results back from the JSON document (the summary is drawn again, not read)."""
+    if document.get("format") != FORMAT:
+        raise ValueError(f"not a dns_qps results document of format {FORMAT}")
+    run_fields = [field.name for field in attrs.fields(Run)]
+    return Results(
+        servers=tuple(document["servers"]),
+        workloads=tuple(Workload(**w) for w in document["workloads"]),
+        settings=document["settings"],
+        environment=document["environment"],
+        runs=tuple(
+            Measured(r["server"], r["workload"], r["pass"], r["round"],
+                     Run(**{name: r[name] for name in run_fields}))
+            for r in document["runs"]
+        ),
+    )
+
+
+def _cell(spread: Spread | None, digits: int) -> str:
+    if spread is None:
+        return "-"
+    return (f"{spread.median:,.{digits}f} ({spread.low:,.{digits}f}-"
+            f"{spread.high:,.{digits}f})")
+
+
+def _times(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def tables(results: Results) -> str:
+    """Two Markdown tables: saturation q/s of the mixes, and CPU per query at the fixed
+    offered rate of every workload; median (range) per server, then valis/NSD."""
+    table, times = summary(results), ratios(results)
+    names = [DISPLAY.get(s, s) for s in results.servers]
+    with_ratio = "valis" in results.servers and BASELINE in results.servers
+    head = "| queries | " + " | ".join(names) + (" | valis/NSD |" if with_ratio else " |")
+    rule = "|---|" + "---:|" * (len(names) + with_ratio)
+    rounds = results.settings.get("rounds", "?")
+    lines = [f"Saturation, queries per second (median of {rounds} rounds; range):", "",
+             head, rule]
+    for w in results.workloads:
+        if not w.saturation:
+            continue
+        cells = [_cell(table[w.name][s].qps, 0) for s in results.servers]
+        if with_ratio:
+            cells.append(_times(times[w.name]["qps"]))
+        lines.append(f"| {w.label} | " + " | ".join(cells) + " |")
+    rate = results.settings.get("rate", "?")
+    lines += ["", f"CPU per query at {rate} q/s offered, microseconds (median of {rounds} "
+              "rounds; range):", "", head, rule]
+    for w in results.workloads:
+        cells = [_cell(table[w.name][s].cpu_per_query_us, 1) for s in results.servers]
+        if with_ratio:
+            cells.append(_times(times[w.name]["cpu_per_query"]))
+        lines.append(f"| {w.label} | " + " | ".join(cells) + " |")
+    for pass_, count in ((SATURATION, "lost"), (f"{rate} q/s offered", "paced_lost")):
+        lost = [f"{DISPLAY.get(s, s)} {w.label} {getattr(table[w.name][s], count)}"
+                for w in results.workloads for s in results.servers
+                if getattr(table[w.name][s], count)]
+        if lost:
+            lines += ["", f"Queries lost at {pass_} (unanswered within dnsperf's 2 s), "
+                      "over all rounds: " + "; ".join(lost)]
+    return "\n".join(lines) + "\n"
