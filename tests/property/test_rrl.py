@@ -5,6 +5,7 @@ facts that turn it on."""
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 
 import dns.flags
 import dns.message
@@ -38,6 +39,8 @@ from valis_core.operator_state.site_facts import (
     SiteFactsError,
     check_site_facts,
 )
+from valis_core.resident.config_store import ConfigStore
+from valis_core.resident.reload import plan_reload
 
 KEY = bytes(range(16))
 ZONE = """$ORIGIN example.com.
@@ -399,3 +402,20 @@ def test_rate_zero_is_off_with_its_tuning_kept() -> None:
     assert describe(None) == "response rate limiting: off"
     assert "exempt 192.0.2.0/24" in describe(RrlSettings(
         rate=5, exempt=(ipaddress.IPv4Network("192.0.2.0/24"),)))
+
+
+def test_a_reload_applies_any_change_to_the_rate_limit_facts_at_once() -> None:
+    def store(**changes: str) -> ConfigStore:
+        return ConfigStore(path=Path("/s"), facts={**FACTS, **changes}, first_boot=False)
+
+    for before, after in (({}, {RRL_RATE_KEY: "20"}),
+                          ({RRL_RATE_KEY: "20"}, {RRL_RATE_KEY: "0"}),
+                          ({RRL_RATE_KEY: "20"}, {}),
+                          ({RRL_RATE_KEY: "20"}, {RRL_RATE_KEY: "20", RRL_SLIP_KEY: "1"}),
+                          ({RRL_RATE_KEY: "20"},
+                           {RRL_RATE_KEY: "20", RRL_EXEMPT_KEY: "192.0.2.0/24"})):
+        plan = plan_reload(store(**before), store(**after))
+        assert plan.rate_limits
+        assert plan.restart_keys == ()
+        assert not plan.empty
+    assert not plan_reload(store(), store(VALIS_LOCATION="elsewhere")).rate_limits

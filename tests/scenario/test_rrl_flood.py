@@ -4,13 +4,17 @@ server) is capped at the bucket's burst while a client from another prefix is an
 in full, and the victim's own resolver, told TC by a slipped reply, retries over TCP and
 gets its answer. The serve loops run under trio's mock clock, which stands still, so no
 bucket refills during a test and every count is exact; clients run in threads with
-their own socket timeouts. Last, the resident (as the run account, its database the
-private cluster) turns limiting on from its site facts and counts what it held back."""
+their own socket timeouts. A flood of random names under one wildcard is one bucket, a
+source in the exempt list is never limited, and a new limiter is put in while the loop
+serves. Last, the resident (as the run account, its database the private cluster) turns
+limiting on from its site facts, counts what it held back, answers its exempt prefix in
+full, and turns limiting off and on again on a reload."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import ipaddress
 import select
 import shutil
 import socket
@@ -27,7 +31,10 @@ import pytest
 import trio
 import trio.testing
 
-from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
+from tests.scenario.pg import RUN_USER, run_as
+from tests.scenario.resident_harness import Harness, Resident, make_state_dir, site_facts
+from tests.scenario.test_resident_reload import reload
+from valis_core.dns.limited_udp import LimitedUdp
 from valis_core.dns.rrl import RateLimiter, RrlSettings
 from valis_core.dns.serve import ServeStats, serve_tcp, serve_udp
 from valis_core.dns.snapshot import IndexHolder
@@ -193,3 +200,129 @@ def test_the_resident_limits_as_its_site_facts_say_and_counts_what_it_held_back(
     metrics = resident.fabric_get("/metrics")[1].decode()
     assert f'valis_dns_rate_limited_total{{action="slipped"}} {slipped}' in metrics
     assert 'valis_dns_rate_limited_total{action="dropped"} 0' in metrics
+
+
+WILD_TEXT = ZONE_TEXT + "*.w IN A 192.0.2.99\n"
+EXEMPT = ("127.0.3.2", "127.0.3.3")
+
+
+@attrs.frozen
+class Limited:
+    stats: ServeStats
+    port: int
+    udp: LimitedUdp
+
+
+@contextlib.asynccontextmanager
+async def serving_limited(settings: RrlSettings | None) -> AsyncIterator[Limited]:
+    """The UDP loop under a replaceable limiter, on 127.0.0.1, serving a zone with a
+    wildcard (``*.w.example.com``)."""
+    holder = IndexHolder(ZoneIndex.from_zone_text(WILD_TEXT, "example.com."))
+    stats = ServeStats()
+    with trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        await sock.bind(("127.0.0.1", 0))
+        udp = LimitedUdp(sock, holder, settings, stats=stats)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(udp.run)
+            await trio.testing.wait_all_tasks_blocked()
+            yield Limited(stats, sock.getsockname()[1], udp)
+            nursery.cancel_scope.cancel()
+
+
+def flood_names(port: int, source: str, names: list[str]) -> list[dns.message.Message]:
+    """One query for each of ``names`` from ``source``; every reply that comes."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+        client.bind((source, 0))
+        for name in names:
+            client.sendto(dns.message.make_query(name, "A", use_edns=False).to_wire(),
+                          ("127.0.0.1", port))
+        replies = []
+        for _ in names:
+            readable, _, _ = select.select([client], [], [], QUIET)
+            if not readable:
+                break
+            replies.append(dns.message.from_wire(client.recv(65535)))
+        return replies
+
+
+async def test_random_names_under_one_wildcard_are_one_bucket(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    names = [f"r{n}x.w.example.com." for n in range(FLOOD)]
+    async with serving_limited(RrlSettings(rate=RATE, slip=0, table_size=4096)) as server:
+        replies = await trio.to_thread.run_sync(flood_names, server.port, VICTIMS[0], names)
+    assert len(replies) == len(answered(replies)) == RATE
+    assert all(str(r.answer[0].name).endswith(".w.example.com.") for r in replies)
+    assert server.stats.snapshot().rate_limited == {"dropped": FLOOD - RATE, "slipped": 0}
+
+
+async def test_an_exempt_prefix_is_answered_in_full_while_others_are_limited(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    settings = RrlSettings(rate=RATE, slip=0, table_size=4096,
+                           exempt=(ipaddress.IPv4Network("127.0.3.0/24"),))
+    async with serving_limited(settings) as server:
+        exempt = await trio.to_thread.run_sync(flood, server.port, EXEMPT, FLOOD)
+        victim = await trio.to_thread.run_sync(flood, server.port, VICTIMS, FLOOD)
+    assert len(answered(exempt)) == FLOOD
+    assert len(answered(victim)) == len(victim) == RATE
+
+
+async def test_a_new_limiter_applies_to_the_next_query_and_none_turns_limiting_off(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    async with serving_limited(None) as server:
+        unlimited = await trio.to_thread.run_sync(flood, server.port, VICTIMS, FLOOD)
+        await server.udp.replace(RrlSettings(rate=RATE, slip=0, table_size=4096))
+        limited = await trio.to_thread.run_sync(flood, server.port, VICTIMS, FLOOD)
+        await server.udp.replace(None)
+        again = await trio.to_thread.run_sync(flood, server.port, VICTIMS, FLOOD)
+        assert server.udp.restarts == 2
+    assert len(answered(unlimited)) == FLOOD
+    assert len(answered(limited)) == len(limited) == RATE
+    assert len(answered(again)) == FLOOD
+    assert server.stats.snapshot().rate_limited == {"dropped": FLOOD - RATE, "slipped": 0}
+
+
+def set_facts(resident: Resident, dsn: str, *facts: str) -> None:
+    done = run_as(RUN_USER, [
+        "valis", "site-facts", "set", "node-a", *facts,
+        "--state-dir", str(resident.state_dir), "--dsn", dsn,
+    ])
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_resident_spares_its_exempt_prefix_and_applies_new_limits_on_a_reload(
+    resident_harness: Harness, zone_dsn: str
+) -> None:
+    facts = site_facts(zone_dsn, VALIS_RRL_RATE="5", VALIS_RRL_SLIP="1",
+                       VALIS_RRL_EXEMPT="127.0.3.0/24")
+    resident = resident_harness.start(make_state_dir(resident_harness.workdir), facts)
+    resident.wait_ready()
+    assert "exempt 127.0.3.0/24" in resident.stderr()
+    assert resident.port is not None
+    # Slip 1: every query gets a reply, limited ones TC. The exempt prefix gets answers.
+    exempt = flood(resident.port, EXEMPT, 40, "www.example.test.")
+    assert len(answered(exempt)) == 40
+    limited = flood(resident.port, VICTIMS, 40, "www.example.test.")
+    assert len(limited) == 40
+    assert truncated(limited)
+
+    set_facts(resident, zone_dsn, "VALIS_RRL_RATE=0")
+    reload(resident, "reload: response rate limiting: off")
+    # A prefix with fresh buckets either way, so only the limiter's absence answers all.
+    unlimited = flood(resident.port, ("127.0.4.2", "127.0.4.3"), 40, "www.example.test.")
+    assert len(answered(unlimited)) == 40
+
+    set_facts(resident, zone_dsn, "VALIS_RRL_RATE=5", "VALIS_RRL_EXEMPT=127.0.4.0/24")
+    reload(resident, "reload: response rate limiting: 5 responses/s")
+    assert "exempt 127.0.4.0/24" in resident.stderr()
+    again = flood(resident.port, VICTIMS, 40, "www.example.test.")
+    assert len(again) == 40
+    assert truncated(again)
+    assert len(answered(flood(resident.port, ("127.0.4.2",), 40, "www.example.test."))) == 40
+    # The 127.0.3.0/24 prefix is exempt no more.
+    assert truncated(flood(resident.port, EXEMPT, 40, "www.example.test."))
+    slipped = resident.fabric_get("/metrics")[1].decode()
+    assert 'valis_dns_rate_limited_total{action="dropped"} 0' in slipped
+    assert resident.proc.poll() is None

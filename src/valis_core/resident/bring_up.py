@@ -56,10 +56,9 @@ from valis_core.store.head import materialise_genesis
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from valis_core.dns.limited_udp import LimitedUdp
     from valis_core.dns.notify_send import ChangeWatch
-    from valis_core.dns.rrl import RateLimiter
     from valis_core.dns.serve import ServeStats
-    from valis_core.dns.snapshot import IndexHolder
     from valis_core.dns.transfer_serve import Transfers
     from valis_core.edge.certificate import CertificateSlot
     from valis_core.edge.stats import EdgeStats
@@ -293,6 +292,7 @@ class Boot:
     edge_listener: trio.socket.SocketType | None = None
     certificates: CertificateSlot | None = None
     edge_stats: EdgeStats | None = None
+    udp: LimitedUdp | None = None
 
 
 Step = Callable[[Boot], Awaitable[Boot]]
@@ -519,30 +519,20 @@ async def _secondaries(boot: Boot) -> Boot:
 
 
 async def _serve_dns(boot: Boot) -> Boot:
-    from valis_core.dns.rrl import RateLimiter, settings_from_facts
+    from valis_core.dns.limited_udp import LimitedUdp
+    from valis_core.dns.rrl import describe, settings_from_facts
 
     adopted = need(boot.adopted)
     settings = settings_from_facts(need(boot.config).facts)
-    # The slot hash's key: fresh per process, so nobody can aim at a victim's bucket.
-    limiter = RateLimiter(settings, os.urandom(16)) if settings is not None else None
+    udp = LimitedUdp(adopted.dns_udp, need(boot.holder), settings, stats=need(boot.stats),
+                     transfers=need(boot.transfers))
     await boot.services.start(
-        "serve DNS",
-        _dns_service(
-            adopted, need(boot.holder), need(boot.stats), need(boot.transfers), limiter
-        ),
+        "serve DNS", _dns_service(adopted, udp, need(boot.stats), need(boot.transfers))
     )
-    if settings is None:
-        log.info("response rate limiting: off")
-    else:
-        log.info(
-            "response rate limiting: %d responses/s per IPv4 /%d or IPv6 /%d and response "
-            "class over UDP, slip %d, %d buckets",
-            settings.rate, settings.ipv4_prefix, settings.ipv6_prefix, settings.slip,
-            settings.table_size,
-        )
+    log.info("%s", describe(settings))
     pair = adopted.adoption
     log.info("serving DNS on udp=%s tcp=%s", pair.dns_udp.address, pair.dns_tcp.address)
-    return boot
+    return attrs.evolve(boot, udp=udp)
 
 
 async def _owner_terminus(boot: Boot) -> Boot:
@@ -889,6 +879,7 @@ def reloader(boot: Boot) -> Reloader:
         standing=need(boot.watch).standing,
         configure_logging=partial(_log_as, boot),
         make_source=PgZoneSource.from_dsn,
+        rate_limits=need(boot.udp).replace,
     )
 
 
@@ -903,22 +894,15 @@ def _close_listeners(adopted: AdoptedSockets) -> None:
 
 
 def _dns_service(
-    adopted: AdoptedSockets,
-    holder: IndexHolder,
-    stats: ServeStats,
-    transfers: Transfers,
-    limiter: RateLimiter | None,
+    adopted: AdoptedSockets, udp: LimitedUdp, stats: ServeStats, transfers: Transfers
 ) -> _Service:
-    from valis_core.dns.serve import serve_tcp, serve_udp
+    from valis_core.dns.serve import serve_tcp
 
     async def serve(task_status: trio.TaskStatus[None]) -> None:
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(udp.run)
             nursery.start_soon(partial(
-                serve_udp, adopted.dns_udp, holder, stats=stats, transfers=transfers,
-                limiter=limiter,
-            ))
-            nursery.start_soon(partial(
-                serve_tcp, adopted.dns_tcp, holder, stats=stats, transfers=transfers
+                serve_tcp, adopted.dns_tcp, udp.holder, stats=stats, transfers=transfers
             ))
             task_status.started()
 

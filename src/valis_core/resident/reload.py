@@ -3,6 +3,9 @@
 What a reload applies (``plan_reload`` decides, from the store as it was and as it is):
 
 - ``VALIS_LOG_LEVEL`` and ``VALIS_LOG_FORMAT``: at once.
+- the ``VALIS_RRL_*`` facts (response rate limiting): at once, as one new limiter the
+  UDP loop restarts under (``valis_core.dns.limited_udp``): turned on, off (rate 0 or
+  no rate), or retuned, with fresh buckets.
 - ``VALIS_SERVED_ZONES``: a new zone source for the new list is loaded in full first
   (every zone present and indexable), and the public view must answer each new apex SOA
   from that index; only then is it swapped in, in one assignment, and followed instead
@@ -18,16 +21,18 @@ is one log line and nothing changes.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
+from valis_core.operator_state.site_facts import RRL_KEYS
 from valis_core.resident.config_store import ConfigStore, read_config_store
 
 if TYPE_CHECKING:
+    from valis_core.dns.rrl import RrlSettings
     from valis_core.dns.snapshot import IndexHolder
     from valis_core.dns.zone import ZoneIndex
     from valis_core.fence import FenceState
@@ -36,21 +41,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("valis.resident")
 
-_LIVE_KEYS = frozenset({"VALIS_LOG_LEVEL", "VALIS_LOG_FORMAT", "VALIS_SERVED_ZONES"})
+_LIVE_KEYS = frozenset({"VALIS_LOG_LEVEL", "VALIS_LOG_FORMAT", "VALIS_SERVED_ZONES"}) | RRL_KEYS
 
 
 @attrs.frozen
 class ReloadPlan:
     """What changed in the store: whether logging is reconfigured, the new served zones
-    (None when unchanged), and the keys that only a restart applies."""
+    (None when unchanged), whether rate limiting is, and the keys that only a restart
+    applies."""
 
     logging: bool
     zones: tuple[str, ...] | None
     restart_keys: tuple[str, ...]
+    rate_limits: bool = False
 
     @property
     def empty(self) -> bool:
-        return not self.logging and self.zones is None and not self.restart_keys
+        return (not self.logging and self.zones is None and not self.rate_limits
+                and not self.restart_keys)
 
 
 def plan_reload(old: ConfigStore, new: ConfigStore) -> ReloadPlan:
@@ -62,6 +70,7 @@ def plan_reload(old: ConfigStore, new: ConfigStore) -> ReloadPlan:
         logging=old.log_level != new.log_level or old.log_format != new.log_format,
         zones=new.served_zones if "VALIS_SERVED_ZONES" in changed else None,
         restart_keys=tuple(key for key in changed if key not in _LIVE_KEYS),
+        rate_limits=any(key in RRL_KEYS for key in changed),
     )
 
 
@@ -118,6 +127,7 @@ class Reloader:
     standing: FenceState
     configure_logging: Callable[[str, str], None]
     make_source: Callable[..., PgZoneSource]
+    rate_limits: Callable[[RrlSettings | None], Awaitable[None]]
     reloads: int = 0
     refused: int = 0
 
@@ -149,6 +159,8 @@ class Reloader:
                 else:
                     applied.pop(key, None)
             log.info("reload: logging at %s as %s", new.log_level, new.log_format)
+        if plan.rate_limits:
+            await self._rate_limits(new, applied)
         ok = True
         if plan.zones is not None:
             ok = await self._serve_zones(plan.zones)
@@ -163,6 +175,20 @@ class Reloader:
         else:
             self.refused += 1
         return ok
+
+    async def _rate_limits(self, new: ConfigStore, applied: dict[str, str]) -> None:
+        """Serve UDP under the limits ``new`` sets; the store checked its facts, so
+        they make a limiter (or none)."""
+        from valis_core.dns.rrl import describe, settings_from_facts
+
+        settings = settings_from_facts(new.facts)
+        await self.rate_limits(settings)
+        for key in RRL_KEYS:
+            if key in new.facts:
+                applied[key] = new.facts[key]
+            else:
+                applied.pop(key, None)
+        log.info("reload: %s", describe(settings))
 
     async def _serve_zones(self, zones: tuple[str, ...]) -> bool:
         from valis_core.dns.snapshot import IndexHolder
