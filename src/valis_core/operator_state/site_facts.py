@@ -226,12 +226,14 @@ def _check_value(key: str, value: str) -> None:
         )
 
 
-def check_rrl_number(key: str, value: str) -> int:
-    """The whole number ``value`` of the rate-limit fact ``key``, within its range."""
+def check_rrl_number(key: str, value: str, given_as: str = "") -> int:
+    """The whole number ``value`` of the rate-limit fact ``key``, within its range; a
+    refusal names it ``given_as`` (a command's flag, say) or else as a site fact."""
     low, high = RRL_RANGES[key]
     if not (value.isascii() and value.isdigit() and low <= int(value) <= high):
         raise SiteFactsError(
-            f"site facts: {key} {value!r} is not a whole number from {low} to {high}"
+            f"{given_as or 'site facts: ' + key} {value!r} is not a whole number from {low} "
+            f"to {high}"
         )
     return int(value)
 
@@ -239,9 +241,10 @@ def check_rrl_number(key: str, value: str) -> int:
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-def rrl_exempt_networks(value: str) -> tuple[Network, ...]:
+def rrl_exempt_networks(value: str, given_as: str = "") -> tuple[Network, ...]:
     """The prefixes ``VALIS_RRL_EXEMPT`` lists, in order; the first entry that is not an
-    address or a prefix (or has bits set past its length) is refused by name."""
+    address or a prefix (or has bits set past its length) is refused by name, and the
+    list by ``given_as`` (a command's flag, say) or else as the site fact."""
     networks = []
     for entry in value.split(","):
         text = entry.strip()
@@ -258,8 +261,8 @@ def rrl_exempt_networks(value: str) -> tuple[Network, ...]:
                     "prefixes joined by commas, e.g. 192.0.2.0/24,2001:db8::/32"
                 )
             raise SiteFactsError(
-                f"site facts: {RRL_EXEMPT_KEY} entry {text!r} is not an address or "
-                f"prefix{hint}"
+                f"{given_as or 'site facts: ' + RRL_EXEMPT_KEY} entry {text!r} is not an "
+                f"address or prefix{hint}"
             ) from None
     return tuple(networks)
 
