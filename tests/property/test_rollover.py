@@ -1,7 +1,8 @@
-"""A CSK rollover never leaves a resolver without a valid chain: whatever the timings,
+"""A rollover never leaves a resolver without a valid chain: whatever the timings,
 whenever the resident looks and the operator confirms, a resolver holding any DS set, any
 DNSKEY RRset and any signature it fetched within their TTLs (from a parent or a zone
-server lagging by up to its propagation delay) can still chain DS to DNSKEY to the data."""
+server lagging by up to its propagation delay) can still chain DS to DNSKEY to the data.
+So for each roll: a CSK's, and a split zone's KSK (Double-DS) or ZSK (pre-publish)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from valis_core.dns import rollover
 from valis_core.dns.rollover import Keying, Rollover, RolloverError, Timing
 
 OLD, NEW = 11, 22
+OTHER = 33
+"""A split zone's key that is not rolling: its ZSK while the KSK rolls, and the reverse."""
 T0 = 1000
 
 timings = st.builds(
@@ -38,12 +41,24 @@ class History:
     end: float
 
 
-def drive(data: st.DataObject, timing: Timing) -> History:
+def zone_keying(kind: str, roll: Rollover | None, done: bool) -> Keying:
+    """What the zone serves, rolling its ``kind`` of key by ``roll`` (``done``: over)."""
+    key = NEW if done else OLD
+    if kind == rollover.CSK:
+        return rollover.zone_keying(key, None, roll)
+    if kind == rollover.KSK:
+        return rollover.zone_keying(key, OTHER, roll)
+    return rollover.zone_keying(OTHER, key, roll)
+
+
+def drive(data: st.DataObject, timing: Timing, kind: str = rollover.CSK) -> History:
     """Run one roll to its end with events drawn at random: resident ticks at any
     moment, confirmations tried at any step (refused ones change nothing)."""
-    roll: Rollover | None = rollover.start(OLD, NEW, timing, T0)
-    zone: list[tuple[float, Keying]] = [(0.0, rollover.stable(OLD))]
-    parent: list[tuple[float, float, tuple[int, ...]]] = [(0.0, 0.0, (OLD,))]
+    roll: Rollover | None = rollover.start(OLD, NEW, timing, T0, kind)
+    zone: list[tuple[float, Keying]] = [(0.0, zone_keying(kind, None, done=False))]
+    first_ds = zone[0][1].parent_ds
+    zone.append((float(T0), zone_keying(kind, roll, done=False)))  # served from the start
+    parent: list[tuple[float, float, tuple[int, ...]]] = [(0.0, 0.0, first_ds)]
     now = float(T0)
     for event in range(40):
         if roll is None:
@@ -62,11 +77,11 @@ def drive(data: st.DataObject, timing: Timing) -> History:
             # The operator had the parent publish some time since the step began.
             published = data.draw(st.integers(int(roll.since), int(now)), label="published")
             parent.append((published, now + timing.parent_propagation_delay,
-                           rollover.keying(roll).parent_ds))
+                           zone_keying(kind, roll, done=False).parent_ds))
             roll = confirmed
         else:
             roll = rollover.advance(roll, now)
-        keying = rollover.stable(NEW) if roll is None else rollover.keying(roll)
+        keying = zone_keying(kind, roll, done=roll is None)
         if keying != zone[-1][1]:
             zone.append((now, keying))
     else:
@@ -88,16 +103,17 @@ def ds_choices(history: History, moment: float) -> list[tuple[int, ...]]:
     return current + before + older
 
 
-@settings(max_examples=300)
-@given(st.data(), timings)
+@pytest.mark.parametrize("kind", rollover.KINDS)
+@settings(max_examples=200)
+@given(data=st.data(), timing=timings)
 def test_every_cached_view_a_resolver_can_hold_validates(
-    data: st.DataObject, timing: Timing
+    kind: str, data: st.DataObject, timing: Timing
 ) -> None:
     """Checked at every whole second (the history changes only on whole seconds), for
     every combination a resolver's cache can hold then: a DS set fetched within its TTL,
     a DNSKEY RRset and a signature each fetched within theirs from a server up to the
     propagation delay behind."""
-    history = drive(data, timing)
+    history = drive(data, timing, kind)
     first, last = T0 - 50, int(history.end) + 100
     lag = timing.propagation_delay
     served = {m: served_at(history, m) for m in range(first - 200, last + 1)}
@@ -115,11 +131,12 @@ def test_every_cached_view_a_resolver_can_hold_validates(
                 )
 
 
-@given(timings, st.integers(0, 10**6))
+@pytest.mark.parametrize("kind", rollover.KINDS)
+@given(timing=timings, late=st.integers(0, 10**6))
 def test_a_timed_step_is_never_confirmed_and_an_operator_step_never_times_out(
-    timing: Timing, late: int
+    kind: str, timing: Timing, late: int
 ) -> None:
-    roll: Rollover | None = rollover.start(OLD, NEW, timing, T0)
+    roll: Rollover | None = rollover.start(OLD, NEW, timing, T0, kind)
     seen = []
     while roll is not None:
         seen.append(roll.step)
@@ -127,7 +144,7 @@ def test_a_timed_step_is_never_confirmed_and_an_operator_step_never_times_out(
             assert rollover.advance(roll, T0 + 10**9) == roll
             roll = rollover.confirm(roll, roll.since + late)
         else:
-            with pytest.raises(RolloverError, match="waits for time"):
+            with pytest.raises(RolloverError, match=r"waits for time|nothing to confirm"):
                 rollover.confirm(roll, roll.since)
             due = rollover.due(roll)
             assert due is not None
@@ -135,8 +152,12 @@ def test_a_timed_step_is_never_confirmed_and_an_operator_step_never_times_out(
                 assert rollover.advance(roll, due - 0.5) == roll
             roll = rollover.advance(roll, due + late)
     # A wait of nothing passes straight on; the operator's steps are never skipped.
-    assert seen == sorted(seen, key=rollover.STEPS.index)
-    assert {rollover.DS_SUBMIT, rollover.DS_PROPAGATING, rollover.DS_RETIRE} <= set(seen)
+    assert seen == sorted(seen, key=rollover.ALL_STEPS.index)
+    if kind == rollover.ZSK:
+        assert seen[0] == rollover.ZSK_PUBLISHED
+        assert set(seen) <= set(rollover.ZSK_STEPS)
+    else:
+        assert {rollover.DS_SUBMIT, rollover.DS_PROPAGATING, rollover.DS_RETIRE} <= set(seen)
 
 
 def test_each_step_publishes_and_signs_as_the_table_says() -> None:
@@ -152,6 +173,47 @@ def test_each_step_publishes_and_signs_as_the_table_says() -> None:
         ("switched", (OLD, NEW), (OLD, NEW), NEW, (OLD, NEW)),
         ("ds-retire", (NEW,), (NEW,), NEW, (NEW,)),
     ]
+
+
+def test_a_split_zone_publishes_both_keys_and_each_signs_its_part() -> None:
+    """Not rolling, the KSK signs the DNSKEY RRset and is the parent's DS, the ZSK signs
+    the rest; a ZSK roll pre-publishes the new ZSK, then signs with it; a KSK roll is
+    the Double-DS table with the ZSK signing the zone throughout."""
+    ksk, zsk = OTHER, OLD
+    assert rollover.zone_keying(ksk, zsk, None) == Keying((ksk, zsk), (ksk,), zsk, (ksk,))
+    zsk_roll = rollover.start(OLD, NEW, Timing(), T0, rollover.ZSK)
+    rows = []
+    for step in rollover.ZSK_STEPS:
+        k = rollover.zone_keying(ksk, zsk, attrs.evolve(zsk_roll, step=step))
+        rows.append((step, k.published, k.key_signers, k.zone_signer, k.parent_ds))
+    assert rows == [
+        ("zsk-published", (ksk, OLD, NEW), (ksk,), OLD, (ksk,)),
+        ("zsk-switched", (ksk, OLD, NEW), (ksk,), NEW, (ksk,)),
+    ]
+    ksk_roll = rollover.start(OLD, NEW, Timing(), T0, rollover.KSK)
+    for step in rollover.STEPS:
+        k = rollover.zone_keying(OLD, OTHER, attrs.evolve(ksk_roll, step=step))
+        csk = rollover.keying(attrs.evolve(ksk_roll, step=step))
+        assert k == Keying((*csk.published, OTHER), csk.key_signers, OTHER, csk.parent_ds)
+
+
+def test_a_zsk_roll_ends_on_time_and_is_numbered_after_the_double_ds_steps() -> None:
+    timing = Timing(dnskey_ttl=10, max_zone_ttl=20, propagation_delay=1)
+    roll = rollover.start(OLD, NEW, timing, T0, rollover.ZSK)
+    assert (roll.step, rollover.due(roll)) == (rollover.ZSK_PUBLISHED, T0 + 11)
+    switched = rollover.advance(roll, T0 + 12)
+    assert switched == attrs.evolve(roll, step=rollover.ZSK_SWITCHED, since=T0 + 12)
+    assert rollover.due(switched) == T0 + 33
+    assert rollover.advance(switched, T0 + 32) == switched
+    assert rollover.advance(switched, T0 + 33) is None
+    numbers = [rollover.step_number(step) for step in rollover.ALL_STEPS]
+    assert numbers == [1, 2, 3, 4, 5, 6, 7]
+    with pytest.raises(RolloverError, match="no ZSK to roll alone"):
+        rollover.kind_for(split=False, zsk=True)
+    assert [rollover.kind_for(split, zsk) for split, zsk in
+            ((False, False), (True, False), (True, True))] == ["csk", "ksk", "zsk"]
+    with pytest.raises(RolloverError, match="is not one of zsk-published"):
+        rollover.Rollover(OLD, NEW, rollover.PUBLISHED, T0, timing, rollover.ZSK)
 
 
 def test_a_timing_out_of_range_or_an_unchanged_key_is_refused() -> None:

@@ -1,7 +1,8 @@
 """A rolling zone answers as its step says: the DNSKEY RRset holds the step's keys with an
 RRSIG by each key signing it, every other RRset is signed by the step's zone signer, and
 CDS and CDNSKEY name the DS set the parent should hold; the node's status and metrics
-say the step."""
+say the step. A zone signed with a KSK/ZSK split answers the same way, its KSK signing the
+apex's key sets and its ZSK the rest, at rest and at each step of a ZSK roll."""
 
 from __future__ import annotations
 
@@ -29,6 +30,10 @@ OLD = ZoneKey(dnssec.generate_key(13))
 NEW = ZoneKey(dnssec.generate_key(13))
 while NEW.tag == OLD.tag:  # pragma: no cover - a 16-bit tag drawn twice
     NEW = ZoneKey(dnssec.generate_key(13))
+ZSK_OLD = ZoneKey(dnssec.generate_key(13), dnssec.ZSK_FLAGS)
+ZSK_NEW = ZoneKey(dnssec.generate_key(13), dnssec.ZSK_FLAGS)
+while len({OLD.tag, NEW.tag, ZSK_OLD.tag, ZSK_NEW.tag}) < 4:  # pragma: no cover
+    ZSK_NEW = ZoneKey(dnssec.generate_key(13), dnssec.ZSK_FLAGS)
 APEX = dns.name.from_text(Z)
 
 
@@ -36,6 +41,17 @@ def signer_at(step: str) -> Signer:
     roll = rollover.Rollover(OLD.tag, NEW.tag, step, NOW - 5, Timing(dnskey_ttl=60))
     row = ZoneSigning(Z, 13, OLD.tag, Timing(dnskey_ttl=60), roll)
     keys = zone_keys_for(row, {OLD.tag: OLD, NEW.tag: NEW})
+    assert keys is not None
+    return Signer({wire.from_text(Z): keys}, clock=lambda: NOW)
+
+
+def split_signer_at(step: str | None) -> Signer:
+    """A split zone (KSK ``OLD``) at ``step`` of a roll of its ZSK, or at rest."""
+    roll = None if step is None else rollover.Rollover(
+        ZSK_OLD.tag, ZSK_NEW.tag, step, NOW - 5, Timing(dnskey_ttl=60), rollover.ZSK
+    )
+    row = ZoneSigning(Z, 13, OLD.tag, Timing(dnskey_ttl=60), roll, zsk_tag=ZSK_OLD.tag)
+    keys = zone_keys_for(row, {OLD.tag: OLD, ZSK_OLD.tag: ZSK_OLD, ZSK_NEW.tag: ZSK_NEW})
     assert keys is not None
     return Signer({wire.from_text(Z): keys}, clock=lambda: NOW)
 
@@ -81,6 +97,42 @@ def test_each_step_answers_as_the_table_says(step: str) -> None:
     assert {dns.dnssec.key_id(key) for key in cdnskey} == set(keying.parent_ds)
 
 
+@pytest.mark.parametrize("step", [None, *rollover.ZSK_STEPS])
+def test_a_split_zone_signs_its_key_sets_with_the_ksk_and_the_rest_with_the_zsk(
+    step: str | None
+) -> None:
+    """At rest and at each step of a ZSK roll: the DNSKEY RRset holds the KSK and the
+    step's ZSKs, signed by the KSK alone, as CDS and CDNSKEY (which name the KSK alone);
+    the data and the denials are signed by the step's ZSK and validate under the
+    DNSKEY RRset, which validates under the KSK's DS."""
+    snap = Snapshot(INDEX, signer=split_signer_at(step))
+    zsks = {ZSK_OLD.tag} if step is None else {ZSK_OLD.tag, ZSK_NEW.tag}
+    signer = ZSK_NEW.tag if step == rollover.ZSK_SWITCHED else ZSK_OLD.tag
+
+    message = ask(snap, Z, "DNSKEY", do=True)
+    keys = rrset(message, dns.rdatatype.DNSKEY)
+    assert {dns.dnssec.key_id(key) for key in keys} == {OLD.tag, *zsks}
+    assert {key.flags for key in keys if dns.dnssec.key_id(key) in zsks} == {256}
+    assert sig_tags(message, dns.rdatatype.DNSKEY) == {OLD.tag}
+    anchor = dns.rrset.from_rdata_list(APEX, keys.ttl, [
+        key for key in keys if dns.dnssec.key_id(key) == OLD.tag
+    ])
+    validate_sections(message, {APEX: anchor}, now=NOW)  # the KSK alone chains the set
+    for rdtype in (dns.rdatatype.CDS, dns.rdatatype.CDNSKEY):
+        found = ask(snap, Z, dns.rdatatype.to_text(rdtype), do=True)
+        assert sig_tags(found, rdtype) == {OLD.tag}
+        validate_sections(found, {APEX: anchor}, now=NOW)
+    cds = rrset(ask(snap, Z, "CDS", do=False), dns.rdatatype.CDS)
+    assert [ds.key_tag for ds in cds] == [OLD.tag]
+
+    for name, rdtype in ((f"www.{Z}", "A"), (f"nope.{Z}", "A"), (Z, "SOA")):
+        data = ask(snap, name, rdtype, do=True)
+        signed_by = {sig.key_tag for found in [*data.answer, *data.authority]
+                     if found.rdtype == dns.rdatatype.RRSIG for sig in found}
+        assert signed_by == {signer}, (name, rdtype)
+        assert validate_sections(data, {APEX: keys}, now=NOW)
+
+
 def test_a_node_lacking_the_incoming_key_fails_the_zone_closed() -> None:
     roll = rollover.start(OLD.tag, NEW.tag, Timing(), NOW)
     row = ZoneSigning(Z, 13, OLD.tag, Timing(), roll)
@@ -95,7 +147,7 @@ def test_status_and_metrics_say_the_step() -> None:
     node.zones = (Z,)
     rolls = node.status()["rollovers"]
     assert rolls == [{
-        "zone": Z, "step": "switched", "since": NOW - 5,
+        "zone": Z, "step": "switched", "kind": "csk", "since": NOW - 5,
         "due": NOW - 5 + Timing().propagation_delay + Timing().max_zone_ttl,
         "key_tags": [OLD.tag, NEW.tag],
     }]
@@ -104,12 +156,29 @@ def test_status_and_metrics_say_the_step() -> None:
     assert sample.value == 4
     assert dict(sample.labels) == {"zone": Z, "step": "switched"}
     text = render_status(node.status(), NOW)
-    assert f"zone {Z}: key rollover at step switched for 0h00m05s, next step in 24h04m55s" in text
+    assert (
+        f"zone {Z}: CSK key rollover at step switched for 0h00m05s, next step in 24h04m55s"
+    ) in text
 
     holder.sign_with(signer_at(rollover.DS_RETIRE))
     text = render_status(node.status(), NOW)
     assert (
-        f"zone {Z}: key rollover at step ds-retire for 0h00m05s, waiting for the parent: "
+        f"zone {Z}: CSK key rollover at step ds-retire for 0h00m05s, waiting for the parent: "
         f"give it the DS set 'valis zone ds {Z}' prints, then 'valis zone rollover {Z} "
         "--ds-published'"
     ) in text
+
+
+def test_status_and_metrics_say_a_zsk_rolls_and_its_step() -> None:
+    holder = IndexHolder(INDEX)
+    holder.sign_with(split_signer_at(rollover.ZSK_PUBLISHED))
+    node = views(holder)
+    node.zones = (Z,)
+    (roll,) = node.status()["rollovers"]
+    assert (roll["step"], roll["kind"]) == ("zsk-published", "zsk")
+    assert roll["key_tags"] == [OLD.tag, ZSK_OLD.tag, ZSK_NEW.tag]
+    families = {family.name: family for family in node.metric_families()}
+    (sample,) = families["valis_dnssec_rollover_step"].samples
+    assert (sample.value, dict(sample.labels)) == (6, {"zone": Z, "step": "zsk-published"})
+    text = render_status(node.status(), NOW)
+    assert f"zone {Z}: ZSK key rollover at step zsk-published for 0h00m05s, next step in" in text

@@ -186,8 +186,8 @@ def test_the_fence_holder_moves_a_due_step_on_and_a_superseded_one_writes_nothin
         assert advance_rollovers(conn, standing, [ZONE], roll.since + 59) == []
         later = roll.since + 61
         (moved,) = advance_rollovers(conn, standing, [ZONE], later)
-        assert moved == (ZONE, attrs.evolve(roll, step="published", since=later))
+        assert moved == (ZONE, roll, attrs.evolve(roll, step="published", since=later))
         claim_instance_fence(conn, 1, "node-a@elsewhere#fedcba9876543210")
         with pytest.raises(FencedOut):
             advance_rollovers(conn, standing, [ZONE], later + 10**6)
-        assert signed_zones(conn)[ZONE].rollover == moved[1]
+        assert signed_zones(conn)[ZONE].rollover == moved[2]

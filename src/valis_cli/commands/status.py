@@ -68,17 +68,47 @@ def _secondary_line(state: Mapping[str, Any]) -> str:
     return f"{where}: serial {state['serial']}, {lag} behind for {seconds}s"
 
 
+def _duration(seconds: float) -> str:
+    """``14d``, ``1d2h``, ``90s``: the non-zero parts of a duration."""
+    rest, parts = int(seconds), []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"
+
+
+def _signed_line(zone: Mapping[str, Any]) -> str:
+    """How a signed zone is signed, in one line (its rollover, if any, has its own)."""
+    name = zone.get("zone")
+    if not zone.get("key_held"):
+        return (
+            f"zone {name}: signed in operator state, but this node lacks its key: answered "
+            "SERVFAIL until the key is restored from the backup set"
+        )
+    tags = " ".join(str(tag) for tag in zone.get("dnskey_tags") or [])
+    return (
+        f"zone {name}: signed with algorithm {zone.get('algorithm')}, key tag "
+        f"{zone.get('key_tag')} (DNSKEY {tags}), {zone.get('denial')} denial; signatures "
+        f"valid {_duration(zone.get('signature_validity_seconds') or 0)}, made again every "
+        f"{_duration(zone.get('signature_refresh_seconds') or 0)}, "
+        f"{zone.get('signatures_cached')} cached"
+    )
+
+
 def _rollover_line(roll: Mapping[str, Any], now: float) -> str:
     zone = roll.get("zone")
     since = _ago(roll.get("since"), now)
-    head = f"zone {zone}: key rollover at step {roll.get('step')} for {since}"
+    kind = f"{roll['kind'].upper()} " if roll.get("kind") else ""
+    head = f"zone {zone}: {kind}key rollover at step {roll.get('step')} for {since}"
     due = roll.get("due")
     if due is None:
         return (
             f"{head}, waiting for the parent: give it the DS set 'valis zone ds {zone}' "
             f"prints, then 'valis zone rollover {zone} --ds-published'"
         )
-    return f"{head}, next step in {_ago(now, float(due))}"
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(due)))
+    return f"{head}, next step in {_ago(now, float(due))} (at {at})"
 
 
 def render_status(document: Mapping[str, Any], now: float) -> str:
@@ -95,6 +125,8 @@ def render_status(document: Mapping[str, Any], now: float) -> str:
         lines.append(f"zone {zone}: serial {view.get('serial')} ({view.get('rcode')})")
     for secondary in document.get("secondaries") or []:
         lines.append(_secondary_line(secondary))
+    for zone in document.get("signed_zones") or []:
+        lines.append(_signed_line(zone))
     for roll in document.get("rollovers") or []:
         lines.append(_rollover_line(roll, now))
     database = document.get("database")

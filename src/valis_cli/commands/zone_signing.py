@@ -2,11 +2,12 @@
 parent needs, and roll its key.
 
 ``sign`` runs on the node: it makes the zone's key in the state directory (once; run again
-it keeps the key) and records in operator state, fenced at this node's standing, that the
-zone is signed with it. ``ds`` prints the DS (SHA-256) and DNSKEY records the parent should
-hold now (during a roll, the set its step asks for). ``rollover`` makes the new key and
-begins the roll (``valis_core.dns.rollover``), or with ``--ds-published`` confirms the
-parent's DS; the resident moves the timed steps on.
+it keeps the key), or with ``--split`` a KSK and a ZSK, and records in operator state,
+fenced at this node's standing, that the zone is signed with it. ``ds`` prints the DS
+(SHA-256) and DNSKEY records the parent should hold now (during a roll, the set its step
+asks for). ``rollover`` makes the new key and begins the roll (``valis_core.dns.rollover``):
+the CSK's, a split zone's KSK, or with ``--zsk`` its ZSK; or with ``--ds-published`` it
+confirms the parent's DS. The resident moves the timed steps on.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from typing import Any
 
 import attrs
 
+from valis_cli.commands.zone_denial import (
+    add_denial_arguments,
+    denial_asked,
+    set_asked_denial,
+)
 from valis_cli.operator_dsn import add_dsn_arguments, operator_dsn
 from valis_core.dns.rollover import Timing
 from valis_core.errors import ValisError
@@ -34,8 +40,9 @@ def register(actions: argparse._SubParsersAction[Any]) -> None:
         help="sign a zone online with a key this node makes and keeps",
         description=(
             "Make the zone's combined signing key (CSK) in the state directory if it has "
-            "none, and turn signing on in operator state. Then give the parent the DS "
-            "'valis zone ds' prints. Run it on the node, as root or the run account."
+            "none (with --split: a key-signing key and a zone-signing key), and turn "
+            "signing on in operator state. Then give the parent the DS 'valis zone ds' "
+            "prints. Run it on the node, as root or the run account."
         ),
     )
     add_dsn_arguments(run)
@@ -44,7 +51,14 @@ def register(actions: argparse._SubParsersAction[Any]) -> None:
         "--algorithm", type=int, choices=(13, 15), default=13,
         help="13: ECDSA P-256 with SHA-256 (default), 15: Ed25519",
     )
+    run.add_argument(
+        "--split", action="store_true",
+        help="a KSK (flags 257: signs the DNSKEY RRset, its DS at the parent) and a ZSK "
+        "(flags 256: signs the rest, rolled with 'valis zone rollover --zsk') instead of "
+        "one CSK",
+    )
     add_timing_arguments(run)
+    add_denial_arguments(run)
     run.set_defaults(handler=_sign)
 
     run = actions.add_parser(
@@ -62,12 +76,15 @@ def register(actions: argparse._SubParsersAction[Any]) -> None:
 
     run = actions.add_parser(
         "rollover",
-        help="roll a signed zone's key (RFC 7583 Double-DS), or confirm the parent's DS",
+        help="roll a signed zone's key (RFC 7583 Double-DS, or a ZSK by pre-publication), "
+        "or confirm the parent's DS",
         description=(
             "Make a new key and begin rolling the zone to it; the running node moves each "
-            "timed step on. At the steps ds-submit and ds-retire the roll waits for the "
-            "parent: give it the DS set 'valis zone ds' prints, then confirm with "
-            "--ds-published. Timings are seconds; those given are kept as the zone's."
+            "timed step on. A CSK, or a split zone's KSK, rolls by Double-DS: at the steps "
+            "ds-submit and ds-retire the roll waits for the parent: give it the DS set "
+            "'valis zone ds' prints, then confirm with --ds-published. A split zone's ZSK "
+            "(--zsk) rolls by pre-publication, on time alone. Timings are seconds; those "
+            "given are kept as the zone's."
         ),
     )
     add_dsn_arguments(run)
@@ -75,6 +92,10 @@ def register(actions: argparse._SubParsersAction[Any]) -> None:
     run.add_argument(
         "--ds-published", action="store_true",
         help="the parent publishes the DS set 'valis zone ds' prints: move the roll on",
+    )
+    run.add_argument(
+        "--zsk", action="store_true",
+        help="roll a split zone's ZSK (pre-publish: nothing for the parent to do)",
     )
     add_timing_arguments(run)
     run.set_defaults(handler=_rollover)
@@ -116,7 +137,7 @@ def node_standing(state_dir: Path) -> FenceState:
 
 
 def _sign(args: argparse.Namespace) -> int:
-    from valis_core.dns.zone_keys import ensure_zone_key, forget_zone_key
+    from valis_core.dns.zone_keys import ensure_signing_keys, forget_zone_key
     from valis_core.operator_state.connection import connect
     from valis_core.operator_state.zone_rollover import set_timing
     from valis_core.operator_state.zone_signing import ZoneSigning, enable_signing, signed_zones
@@ -124,25 +145,35 @@ def _sign(args: argparse.Namespace) -> int:
 
     zone = canonical_zone_name(args.zone)
     state_dir = args.state_dir or Path(DEFAULT_STATE_DIR)
+    asked = denial_asked(args)
     standing = node_standing(state_dir)
     dsn = operator_dsn(args)
     with connect(dsn, require_schema=True) as conn:
-        key, made = ensure_zone_key(state_dir, zone, args.algorithm)
+        keys, made = ensure_signing_keys(state_dir, zone, args.algorithm, split=args.split)
+        key = keys[0]
+        zsk_tag = keys[1].tag if len(keys) > 1 else None
         try:
-            if not enable_signing(conn, standing, ZoneSigning(zone, key.algorithm, key.tag)):
+            if not enable_signing(
+                conn, standing, ZoneSigning(zone, key.algorithm, key.tag, zsk_tag=zsk_tag)
+            ):
                 raise SigningVerbError(
                     f"zone {zone} is not in the operator-state database; import it first"
                 )
         except BaseException:
-            if made:  # refused: a key no zone signs with is not left behind
-                forget_zone_key(state_dir, zone, key)
+            if made:  # refused: keys no zone signs with are not left behind
+                for each in keys:
+                    forget_zone_key(state_dir, zone, each)
             raise
         timing = _timing(args, signed_zones(conn)[zone].timing)
         if timing is not None:
             set_timing(conn, standing, zone, timing)
+        said = set_asked_denial(conn, standing, zone, asked)
+    tags = f"key tag {key.tag}" if zsk_tag is None else (
+        f"KSK key tag {key.tag} and ZSK key tag {zsk_tag}"
+    )
     print(
-        f"zone {zone}: signed with algorithm {key.algorithm}, key tag {key.tag} "
-        f"({'made' if made else 'kept'}); give the parent its DS: valis zone ds {zone}"
+        f"zone {zone}: signed with algorithm {key.algorithm}, {tags} "
+        f"({'made' if made else 'kept'}){said}; give the parent its DS: valis zone ds {zone}"
     )
     return 0
 
@@ -159,9 +190,9 @@ def _ds(args: argparse.Namespace) -> int:
     zone = canonical_zone_name(args.zone)
     state_dir = args.state_dir or Path(DEFAULT_STATE_DIR)
     with connect(operator_dsn(args), require_schema=True) as conn:
-        _algorithm, tag, roll = zone_key(conn, zone)
+        _algorithm, tag, zsk_tag, roll = zone_key(conn, zone)
     held = load_key_ring(state_dir).get(file_zone(zone), {})
-    parent = rollover.stable(tag).parent_ds if roll is None else rollover.keying(roll).parent_ds
+    parent = rollover.zone_keying(tag, zsk_tag, roll).parent_ds
     missing = [t for t in parent if t not in held]
     if missing:
         raise SigningVerbError(
@@ -169,8 +200,9 @@ def _ds(args: argparse.Namespace) -> int:
             "this on the node that signs it (or restore its backup set)"
         )
     if roll is not None:
-        print(f"zone {zone}: rollover from key tag {roll.old} to {roll.new} at step "
-              f"{roll.step}; the parent should hold the DS set below", file=sys.stderr)
+        print(f"zone {zone}: {roll.kind.upper()} rollover from key tag {roll.old} to "
+              f"{roll.new} at step {roll.step}; the parent should hold the DS set below",
+              file=sys.stderr)
     apex = wire.from_text(zone)
     records = [ds_lines(apex, held[t].dnskey) for t in parent]
     for ds, _ in records:
@@ -194,6 +226,8 @@ def _timing(args: argparse.Namespace, held: Timing) -> Timing | None:
 def _rollover(args: argparse.Namespace) -> int:
     import time
 
+    from valis_core.dns import rollover
+    from valis_core.dns.dnssec import CSK_FLAGS, ZSK_FLAGS
     from valis_core.dns.zone_keys import (
         file_zone,
         forget_zone_key,
@@ -221,29 +255,42 @@ def _rollover(args: argparse.Namespace) -> int:
             print(f"zone {zone}: the parent's DS confirmed; rollover at step {after.step}, "
                   "moved on by the node as its time comes")
             return 0
-        algorithm, tag, roll = zone_key(conn, zone)
+        algorithm, tag, zsk_tag, roll = zone_key(conn, zone)
+        kind = rollover.kind_for(split=zsk_tag is not None, zsk=args.zsk)
+        old_tag = zsk_tag if kind == rollover.ZSK and zsk_tag is not None else tag
         timing = _timing(args, signed_zones(conn)[zone].timing)
         held = load_key_ring(state_dir).get(file_zone(zone), {})
-        if tag not in held:
+        if old_tag not in held:
             raise SigningVerbError(
-                f"{state_dir} holds no key with tag {tag} for zone {zone}, the key it is "
-                "signed with; roll it on the node that signs it"
+                f"{state_dir} holds no key with tag {old_tag} for zone {zone}, the key it "
+                "is signed with; roll it on the node that signs it"
             )
+        flags = ZSK_FLAGS if kind == rollover.ZSK else CSK_FLAGS
         # A roll under way is refused by begin_rollover, naming its step: no key made.
-        key = None if roll is not None else make_zone_key(state_dir, zone, algorithm, tuple(held))
+        key = None if roll is not None else make_zone_key(
+            state_dir, zone, algorithm, tuple(held), flags
+        )
         new_tag = key.tag if key is not None else roll.new if roll is not None else tag
         try:
             started = begin_rollover(
-                conn, standing, zone, new_tag, timing=timing, now=time.time()
+                conn, standing, zone, new_tag, timing=timing, now=time.time(), zsk=args.zsk
             )
         except BaseException:
             if key is not None:  # refused: a key no roll uses is not left behind
                 forget_zone_key(state_dir, zone, key)
             raise
+    if started.kind == rollover.ZSK:
+        print(
+            f"zone {zone}: rolling its ZSK from key tag {started.old} to {started.new}, "
+            f"step {started.step}: the node moves each step on as its time comes and ends "
+            "the roll; the parent's DS stays as it is"
+        )
+        return 0
     print(
-        f"zone {zone}: rolling from key tag {started.old} to {started.new}, step "
-        f"{started.step}: give the parent the DS set 'valis zone ds {zone}' prints, then "
-        f"confirm with 'valis zone rollover {zone} --ds-published'"
+        f"zone {zone}: rolling {'its KSK ' if started.kind == rollover.KSK else ''}from "
+        f"key tag {started.old} to {started.new}, step {started.step}: give the parent the "
+        f"DS set 'valis zone ds {zone}' prints, then confirm with 'valis zone rollover "
+        f"{zone} --ds-published'"
     )
     return 0
 

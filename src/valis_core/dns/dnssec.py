@@ -41,7 +41,10 @@ NXNAME = 128
 """RFC 9824's meta type: set in a compact denial NSEC's bitmap, the name does not exist."""
 
 CSK_FLAGS = 257
-"""Zone key and secure entry point: one key signing both the DNSKEY RRset and the zone."""
+"""Zone key and secure entry point: one key signing both the DNSKEY RRset and the zone
+(a CSK), or a split zone's KSK, signing the DNSKEY RRset alone."""
+ZSK_FLAGS = 256
+"""Zone key without the secure entry point: a split zone's ZSK, signing the rest."""
 PROTOCOL = 3
 SHA256_DIGEST = 2
 

@@ -24,6 +24,21 @@ same set, for parents that scan. Confirming ``ds-retire`` ends the roll: the new
 then simply the zone's key. A step ending on time ends at ``since + wait``; the resident
 moves it on at any moment after that, and the next step's wait counts from then (late
 is always safe: each step only lasts longer).
+
+A zone signed with a KSK/ZSK split rolls each key alone. Its KSK (flags 257, signing the
+DNSKEY RRset, its DS at the parent) rolls by the table above, the zone's RRsets staying
+signed by the ZSK throughout. Its ZSK (flags 256, signing everything else) rolls by
+pre-publication (RFC 7583 section 3.2.1), which never involves the parent:
+
+========================  =================  =========  ==========
+step                      DNSKEY (ZSKs)      signs zone leaves on
+========================  =================  =========  ==========
+``zsk-published``         old + new          old        Dprp+TTLkey
+``zsk-switched``          old + new          new        Dprp+TTLsig
+========================  =================  =========  ==========
+
+after which the old ZSK leaves the DNSKEY RRset and the roll is over. ``zone_keying``
+puts a zone's keys and its roll together into what it publishes and signs with.
 """
 
 from __future__ import annotations
@@ -39,9 +54,21 @@ SWITCHED = "switched"
 DS_RETIRE = "ds-retire"
 DONE = "done"
 STEPS = (DS_SUBMIT, DS_PROPAGATING, PUBLISHED, SWITCHED, DS_RETIRE)
-"""The steps in order; ``DONE`` is no step: the roll is over."""
+"""The Double-DS roll's steps in order; ``DONE`` is no step: the roll is over."""
+ZSK_PUBLISHED = "zsk-published"
+ZSK_SWITCHED = "zsk-switched"
+ZSK_STEPS = (ZSK_PUBLISHED, ZSK_SWITCHED)
+"""The pre-publish ZSK roll's steps in order."""
+ALL_STEPS = STEPS + ZSK_STEPS
+"""Every step of either roll: a step's number (``step_number``) is its place here."""
 OPERATOR_STEPS = frozenset({DS_SUBMIT, DS_RETIRE})
 """Steps that end when the operator confirms the parent publishes the DS set shown."""
+
+CSK = "csk"
+KSK = "ksk"
+ZSK = "zsk"
+KINDS = (CSK, KSK, ZSK)
+"""What a roll replaces: a combined signing key, or a split zone's KSK or ZSK."""
 
 MAX_SECONDS = 30 * 86400
 """The longest any timing may be (a TTL above a month is a typo)."""
@@ -90,18 +117,24 @@ class Keying:
 
 @attrs.frozen
 class Rollover:
-    """One zone's roll from ``old`` to ``new`` (key tags), at ``step`` since ``since``
-    (UNIX time), waiting per ``timing``."""
+    """One zone's roll of its ``kind`` of key from ``old`` to ``new`` (key tags), at
+    ``step`` since ``since`` (UNIX time), waiting per ``timing``."""
 
     old: int
     new: int
     step: str
     since: float
     timing: Timing
+    kind: str = CSK
 
     def __attrs_post_init__(self) -> None:
-        if self.step not in STEPS:
-            raise RolloverError(f"rollover step {self.step!r} is not one of {', '.join(STEPS)}")
+        if self.kind not in KINDS:
+            raise RolloverError(f"rollover kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.step not in steps(self.kind):
+            raise RolloverError(
+                f"{self.kind} rollover step {self.step!r} is not one of "
+                f"{', '.join(steps(self.kind))}"
+            )
         if self.old == self.new:
             raise RolloverError(
                 f"a rollover needs a new key with another key tag than the old one "
@@ -109,14 +142,54 @@ class Rollover:
             )
 
 
+def steps(kind: str) -> tuple[str, ...]:
+    """The steps of a roll of ``kind``, in order."""
+    return ZSK_STEPS if kind == ZSK else STEPS
+
+
+def step_number(step: str) -> int:
+    """A step's number, from 1, for metrics: the Double-DS steps 1 to 5, then the ZSK
+    roll's 6 and 7."""
+    return ALL_STEPS.index(step) + 1
+
+
+def kind_for(split: bool, zsk: bool) -> str:
+    """The roll a zone's operator asks for: ``zsk`` rolls a split zone's ZSK; otherwise
+    its KSK, or the CSK of a zone signed with one."""
+    if zsk and not split:
+        raise RolloverError(
+            "the zone signs with a combined signing key (CSK), which has no ZSK to roll "
+            "alone; roll the CSK (without --zsk)"
+        )
+    return ZSK if zsk else KSK if split else CSK
+
+
 def stable(tag: int) -> Keying:
     """A zone not rolling: its one key does everything."""
     return Keying((tag,), (tag,), tag, (tag,))
 
 
+def zone_keying(key_tag: int, zsk_tag: int | None, roll: Rollover | None) -> Keying:
+    """What a zone publishes and signs with: signed with the key ``key_tag`` (its CSK,
+    or with ``zsk_tag`` its KSK) and rolling by ``roll``. A split zone's KSK side
+    (DNSKEY signers, the parent's DS) and ZSK side (the zone's signer) are each stable
+    unless that key rolls; its DNSKEY RRset holds both sides' keys."""
+    if zsk_tag is None:
+        return stable(key_tag) if roll is None else keying(roll)
+    ksk = keying(roll) if roll is not None and roll.kind != ZSK else stable(key_tag)
+    zsk = keying(roll) if roll is not None and roll.kind == ZSK else stable(zsk_tag)
+    return Keying(ksk.published + zsk.published, ksk.key_signers, zsk.zone_signer,
+                  ksk.parent_ds)
+
+
 def keying(roll: Rollover) -> Keying:
-    """What the zone publishes and signs with at ``roll``'s step (the table above)."""
+    """What the rolling key's role publishes and signs with at ``roll``'s step (the
+    tables above); a ZSK roll's keys sign no DNSKEY RRset and have no DS."""
     old, new, both = roll.old, roll.new, (roll.old, roll.new)
+    if roll.step == ZSK_PUBLISHED:
+        return Keying(both, (), old, ())
+    if roll.step == ZSK_SWITCHED:
+        return Keying(both, (), new, ())
     if roll.step in (DS_SUBMIT, DS_PROPAGATING):
         return Keying((old,), (old,), old, both)
     if roll.step == PUBLISHED:
@@ -131,9 +204,9 @@ def wait(roll: Rollover) -> float | None:
     t = roll.timing
     if roll.step == DS_PROPAGATING:
         return t.parent_propagation_delay + t.ds_ttl
-    if roll.step == PUBLISHED:
+    if roll.step in (PUBLISHED, ZSK_PUBLISHED):
         return t.propagation_delay + t.dnskey_ttl
-    if roll.step == SWITCHED:
+    if roll.step in (SWITCHED, ZSK_SWITCHED):
         return t.propagation_delay + t.max_zone_ttl
     return None
 
@@ -144,31 +217,43 @@ def due(roll: Rollover) -> float | None:
     return None if length is None else roll.since + length
 
 
-def start(old: int, new: int, timing: Timing, now: float) -> Rollover:
-    """A roll from ``old`` to ``new`` begun at ``now``: the parent is to add the new DS."""
-    return Rollover(old, new, DS_SUBMIT, now, timing)
+def start(old: int, new: int, timing: Timing, now: float, kind: str = CSK) -> Rollover:
+    """A roll of ``kind`` from ``old`` to ``new`` begun at ``now``: for a CSK or KSK the
+    parent is to add the new DS, a ZSK is published at once."""
+    return Rollover(old, new, steps(kind)[0], now, timing, kind)
 
 
-def _next(step: str) -> str:
-    at = STEPS.index(step)
-    return STEPS[at + 1] if at + 1 < len(STEPS) else DONE
+def _next(kind: str, step: str) -> str:
+    order = steps(kind)
+    at = order.index(step)
+    return order[at + 1] if at + 1 < len(order) else DONE
 
 
-def advance(roll: Rollover, now: float) -> Rollover:
+def advance(roll: Rollover, now: float) -> Rollover | None:
     """``roll`` at ``now``: a step whose time has come is followed by the next, which
     begins at ``now``, the moment it is written and served, never at the earlier moment
-    it could have begun (its wait then counts from when resolvers can see it)."""
-    for _ in STEPS:
-        end = due(roll)
+    it could have begun (its wait then counts from when resolvers can see it). ``None``:
+    the last step's time has come (only a ZSK roll ends on time) and the roll is over."""
+    moved: Rollover = roll
+    for _ in ALL_STEPS:
+        end = due(moved)
         if end is None or end > now:
             break
-        roll = attrs.evolve(roll, step=_next(roll.step), since=now)
-    return roll
+        following = _next(moved.kind, moved.step)
+        if following == DONE:
+            return None
+        moved = attrs.evolve(moved, step=following, since=now)
+    return moved
 
 
 def confirm(roll: Rollover, now: float) -> Rollover | None:
     """The operator says the parent publishes the DS set this step asks for: the next
     step begins at ``now`` (``None``: the roll is over). Refused at any other step."""
+    if roll.kind == ZSK:
+        raise RolloverError(
+            f"the rollover replaces the zone's ZSK (step {roll.step}), which the parent "
+            "never holds a DS of: it ends on time, with nothing to confirm"
+        )
     if roll.step not in OPERATOR_STEPS:
         end = due(roll)
         raise RolloverError(
@@ -176,7 +261,7 @@ def confirm(roll: Rollover, now: float) -> Rollover | None:
             f"parent (it ends at {end:.0f}); confirm the DS only at "
             f"{' or '.join(sorted(OPERATOR_STEPS))}"
         )
-    following = _next(roll.step)
+    following = _next(roll.kind, roll.step)
     if following == DONE:
         return None
     return attrs.evolve(roll, step=following, since=now)

@@ -94,9 +94,10 @@ class ZoneKeys:
     dnskey_ttl: int = KEY_TTL
     step: str | None = None
     """The rollover step (``None``: not rolling), since when and until when (``None``:
-    until the operator confirms the parent's DS), as UNIX times."""
+    until the operator confirms the parent's DS), as UNIX times, and which key rolls."""
     since: float | None = None
     due: float | None = None
+    kind: str | None = None
 
     @classmethod
     def single(cls, key: ZoneKey, dnskey_ttl: int = KEY_TTL) -> ZoneKeys:
@@ -156,6 +157,9 @@ class Signer:
         self._signatures: dict[tuple[object, ...], bytes] = {}
         self._lock = threading.Lock()
         self.made = 0
+        self.hits = 0
+        """Signatures served from the cache instead of made (for the metrics)."""
+        self._cached: dict[bytes, int] = {}
 
     def window(self) -> int:
         return int(self._clock()) // REFRESH
@@ -171,6 +175,7 @@ class Signer:
         key = (zone.apex, signing.tag, owner.lower(), rtype, rrset, window)
         found = self._signatures.get(key)
         if found is not None:
+            self.hits += 1
             return found
         start = window * REFRESH
         made = dnssec.sign_rrset(
@@ -180,9 +185,16 @@ class Signer:
         with self._lock:
             if len(self._signatures) >= SIGNATURE_ENTRIES:
                 self._signatures.clear()
+                self._cached.clear()
             self._signatures[key] = made
+            self._cached[zone.apex] = self._cached.get(zone.apex, 0) + 1
             self.made += 1
         return made
+
+    def cached_by_zone(self) -> dict[bytes, int]:
+        """How many signatures are kept for each zone (by apex)."""
+        with self._lock:
+            return dict(self._cached)
 
     def chain(self, zone: ServedZone) -> Chain:
         """The NSEC3 chain of this version of ``zone`` (an NSEC3 zone), made from the last
@@ -369,8 +381,10 @@ class Signer:
                     rrset = (ttl, tuple(record[3] for record in records[i:j]))
                     source = draft.wildcards.get(owner, owner)
                     signers: tuple[ZoneKey | None, ...] = (None,)
-                    if rtype == DNSKEY and owner == zone.apex and signed.keys is not None:
-                        signers = signed.keys.key_signers  # each key the parent may name
+                    if rtype in _KEY_TYPES and owner == zone.apex and signed.keys is not None:
+                        # DNSKEY, CDS, CDNSKEY: by each key the parent may name (a split
+                        # zone's KSK, never its ZSK; RFC 7344 section 4.1)
+                        signers = signed.keys.key_signers
                     for by in signers:
                         sig = self.rrsig(signed, source, rtype, rrset, window, by=by)
                         signatures.setdefault(id(records), []).append(

@@ -7,7 +7,9 @@ evacuated or restored successor signs with the same keys and the parent's DS sti
 A file is named as BIND names its key files, ``K<zone>+<algorithm>+<tag>.pem``, and holds
 the private key as unencrypted PKCS #8; the zone, algorithm and tag in the name are
 checked against the key when it is read, so a file renamed by hand is refused rather
-than served under the wrong zone.
+than served under the wrong zone. The tag also says the key's role, since a DNSKEY's
+flags enter its tag: a key whose tag is the one its DNSKEY has with flags 257 is a CSK or
+KSK, one whose tag is that with flags 256 a ZSK (the two tags of one key always differ).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from valis_core.atomic import write_atomic
 from valis_core.dns import dnssec
-from valis_core.dns.dnssec import DnssecError, ZoneKey
+from valis_core.dns.dnssec import CSK_FLAGS, ZSK_FLAGS, DnssecError, ZoneKey
 from valis_core.state_layout import signing_keys_dir
 
 KEY_MODE = 0o600
@@ -92,6 +94,8 @@ def load_key_ring(state_dir: Path) -> dict[str, dict[int, ZoneKey]]:
         if match is None:
             continue  # an atomic write's leftover, or a file that is not a key
         key = read_key_file(path)
+        if key.tag != int(match["tag"]):  # a ZSK's file: its tag is with flags 256
+            key = ZoneKey(key.private, ZSK_FLAGS)
         if (key.algorithm, key.tag) != (int(match["algorithm"]), int(match["tag"])):
             raise ZoneKeyError(
                 f"signing key {path} holds algorithm {key.algorithm} tag {key.tag}, not "
@@ -133,32 +137,69 @@ def read_key_file(path: Path) -> ZoneKey:
 
 
 def ensure_zone_key(state_dir: Path, zone: str, algorithm: int) -> tuple[ZoneKey, bool]:
-    """The zone's signing key, made (with ``algorithm``) and written if it has none;
-    whether it was made. A zone already holding a key of another algorithm is refused:
-    changing algorithm is a rollover. Written as the state directory's owner, so a key
-    made by root is still the run account's."""
-    held = load_zone_keys(state_dir).get(file_zone(zone))
-    if held is not None:
-        if held.algorithm != algorithm:
-            raise ZoneKeyError(
-                f"zone {zone} already signs with algorithm {held.algorithm} (key tag "
-                f"{held.tag}); 'valis zone rollover' keeps the algorithm, and an "
-                "algorithm rollover is not offered"
-            )
-        return held, False
-    return make_zone_key(state_dir, zone, algorithm, ()), True
+    """The zone's combined signing key (``ensure_signing_keys`` without a split)."""
+    keys, made = ensure_signing_keys(state_dir, zone, algorithm, split=False)
+    return keys[0], made
+
+
+def ensure_signing_keys(
+    state_dir: Path, zone: str, algorithm: int, *, split: bool
+) -> tuple[tuple[ZoneKey, ...], bool]:
+    """The zone's signing keys, made (with ``algorithm``) and written if it has none: a
+    CSK, or with ``split`` a KSK then a ZSK; whether they were made. A zone already
+    holding keys of another algorithm, or of the other kind (a CSK where a split is
+    asked, or the reverse), is refused: a rollover keeps both. Written as the state
+    directory's owner, so a key made by root is still the run account's."""
+    held = load_key_ring(state_dir).get(file_zone(zone), {})
+    if not held:
+        first = make_zone_key(state_dir, zone, algorithm, ())
+        if not split:
+            return (first,), True
+        try:
+            second = make_zone_key(state_dir, zone, algorithm, (first.tag,), ZSK_FLAGS)
+        except BaseException:
+            forget_zone_key(state_dir, zone, first)
+            raise
+        return (first, second), True
+    ksks = [key for key in held.values() if key.flags == CSK_FLAGS]
+    zsks = [key for key in held.values() if key.flags == ZSK_FLAGS]
+    if len(ksks) != 1 or len(zsks) > 1:
+        raise ZoneKeyError(
+            f"zone {zone} has {len(held)} signing keys in {signing_keys_dir(state_dir)}: "
+            f"a rollover is under way ('valis zone ds {zone}' shows its step) and its "
+            "key changes only by that roll; if none is, move aside the key a finished "
+            "roll left"
+        )
+    keys = (ksks[0], *zsks)
+    if bool(zsks) != split:
+        held_kind = "a KSK and a ZSK" if zsks else "a combined signing key (CSK)"
+        raise ZoneKeyError(
+            f"zone {zone} already signs with {held_kind} (key tag "
+            f"{', '.join(str(key.tag) for key in keys)}); run 'valis zone sign' "
+            f"{'with' if zsks else 'without'} --split, as it was signed: changing "
+            "between a CSK and a split is not offered"
+        )
+    if keys[0].algorithm != algorithm:
+        raise ZoneKeyError(
+            f"zone {zone} already signs with algorithm {keys[0].algorithm} (key tag "
+            f"{keys[0].tag}); 'valis zone rollover' keeps the algorithm, and an "
+            "algorithm rollover is not offered"
+        )
+    return keys, False
 
 
 def make_zone_key(
-    state_dir: Path, zone: str, algorithm: int, avoid: tuple[int, ...]
+    state_dir: Path, zone: str, algorithm: int, avoid: tuple[int, ...],
+    flags: int = CSK_FLAGS,
 ) -> ZoneKey:
-    """A new key for ``zone``, written, whose tag is none of ``avoid`` (the keys the zone
-    holds: two keys sharing a tag would be one file and one DS)."""
-    key = ZoneKey(dnssec.generate_key(algorithm))
+    """A new key for ``zone`` with the DNSKEY ``flags`` (a CSK's or KSK's, or a ZSK's),
+    written, whose tag is none of ``avoid`` (the keys the zone holds: two keys sharing a
+    tag would be one file and one DS)."""
+    key = ZoneKey(dnssec.generate_key(algorithm), flags)
     for _ in range(100):
         if key.tag not in avoid:
             break
-        key = ZoneKey(dnssec.generate_key(algorithm))
+        key = ZoneKey(dnssec.generate_key(algorithm), flags)
     else:  # pragma: no cover - 100 draws of a 16-bit tag all taken
         raise ZoneKeyError(f"no new key for zone {zone} with a tag not yet held")
     root = signing_keys_dir(state_dir)

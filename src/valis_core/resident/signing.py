@@ -9,14 +9,16 @@ DS would reject. ``follow`` re-reads the rows every ``POLL_SECONDS`` so ``valis 
 sign`` takes effect on a running node without a restart; a failed read keeps the signer
 in place and is logged once until reads succeed again. Before each read it moves on, at
 its fence standing, every rollover of a served zone whose step's time has come
-(``valis_core.dns.rollover``), and the answers follow the step at once.
+(``valis_core.dns.rollover``), and the answers follow the step at once. A ZSK roll ends
+on time, so its end is the resident's too: the old ZSK, no longer published and no
+longer in any signature a resolver may hold, leaves the state directory then.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +27,10 @@ import trio
 
 from valis_core.dns import rollover, wire
 from valis_core.dns.dnssec import DnssecError, ZoneKey
+from valis_core.dns.nsec3 import Nsec3Params
 from valis_core.dns.signed_answer import Signer, ZoneKeys
 from valis_core.dns.snapshot import IndexHolder
-from valis_core.dns.zone_keys import file_zone, load_key_ring
+from valis_core.dns.zone_keys import file_zone, forget_zone_key, load_key_ring
 from valis_core.errors import ValisError
 from valis_core.fence import FenceState
 from valis_core.operator_state.zone_signing import ZoneSigning, signed_zones
@@ -43,9 +46,7 @@ answered signed within this (plus the read)."""
 def zone_keys_for(row: ZoneSigning, held: dict[int, ZoneKey]) -> ZoneKeys | None:
     """The keys ``row`` (and its roll's step) has the zone publish and sign with, from
     those this node holds; ``None`` when it lacks one of them."""
-    keying = rollover.stable(row.key_tag) if row.rollover is None else rollover.keying(
-        row.rollover
-    )
+    keying = rollover.zone_keying(row.key_tag, row.zsk_tag, row.rollover)
     wanted = {*keying.published, *keying.parent_ds, keying.zone_signer}
     if any(tag not in held or held[tag].algorithm != row.algorithm for tag in wanted):
         return None
@@ -56,17 +57,23 @@ def zone_keys_for(row: ZoneSigning, held: dict[int, ZoneKey]) -> ZoneKeys | None
         parent=tuple(held[tag] for tag in keying.parent_ds),
         dnskey_ttl=row.timing.dnskey_ttl,
         step=None if row.rollover is None else row.rollover.step,
+        kind=None if row.rollover is None else row.rollover.kind,
         since=None if row.rollover is None else row.rollover.since,
         due=None if row.rollover is None else rollover.due(row.rollover),
     )
 
 
 def signer_for(
-    rows: dict[str, ZoneSigning], ring: dict[str, dict[int, ZoneKey]], served: Sequence[str]
+    rows: dict[str, ZoneSigning],
+    ring: dict[str, dict[int, ZoneKey]],
+    served: Sequence[str],
+    nsec3: Mapping[str, Nsec3Params] | None = None,
 ) -> tuple[Signer | None, list[str]]:
     """The signer for the served zones ``rows`` name (``None`` when none is signed), and
-    one log line per signed zone saying how it is answered."""
+    one log line per signed zone saying how it is answered; ``nsec3`` names the zones
+    denying with an NSEC3 chain (the others deny compactly)."""
     zones: dict[bytes, ZoneKeys | None] = {}
+    chains: dict[bytes, Nsec3Params] = {}
     lines = []
     for zone in sorted(set(served) & rows.keys()):
         row = rows[zone]
@@ -74,20 +81,24 @@ def signer_for(
         apex = wire.from_text(zone).lower()
         keys = zone_keys_for(row, held)
         zones[apex] = keys
+        params = (nsec3 or {}).get(zone)
+        if params is not None:
+            chains[apex] = params
         if keys is not None:
             roll = row.rollover
+            split = "" if row.zsk_tag is None else f" (ZSK; KSK {row.key_tag})"
             lines.append(
                 f"dnssec: zone {zone} signed online with algorithm {row.algorithm}, key tag "
-                f"{keys.signer.tag}" + ("" if roll is None else (
-                    f"; rolling from key tag {roll.old} to {roll.new}, step {roll.step}"
+                f"{keys.signer.tag}{split}" + ("" if roll is None else (
+                    f"; rolling its {roll.kind.upper()} from key tag {roll.old} to "
+                    f"{roll.new}, step {roll.step}"
                 ))
             )
             continue
-        tags = sorted(held)
-        have = "none" if not tags else "key tag " + ", ".join(str(t) for t in tags)
-        want = str(row.key_tag) if row.rollover is None else (
-            f"{row.rollover.old} and {row.rollover.new}"
-        )
+        have = "none" if not held else "key tag " + ", ".join(str(t) for t in sorted(held))
+        keying = rollover.zone_keying(row.key_tag, row.zsk_tag, row.rollover)
+        tags = sorted({*keying.published, *keying.parent_ds, keying.zone_signer})
+        want = " and ".join(str(tag) for tag in tags)
         lines.append(
             f"dnssec: zone {zone} is signed in operator state with algorithm "
             f"{row.algorithm} key tag {want}, but this node's state directory holds "
@@ -96,7 +107,12 @@ def signer_for(
         )
     if not zones:
         return None, lines
-    return Signer(zones, clock=time.time), lines
+    for apex, params in chains.items():
+        lines.append(
+            f"dnssec: zone {wire.to_text(apex)} denies existence with NSEC3 (iterations "
+            f"{params.iterations}, salt {params.salt.hex() or '-'}, no opt-out)"
+        )
+    return Signer(zones, clock=time.time, nsec3=chains), lines
 
 
 class SigningFollower:
@@ -123,6 +139,8 @@ class SigningFollower:
         self._rolling = False
         """Whether the last read found a roll: only then is one looked at to move on."""
         self._conn: psycopg.Connection[Any] | None = None
+        self._denials: dict[str, Nsec3Params] = {}
+        """The zones denying with NSEC3, as the last read found them."""
         self._keys: tuple[tuple[str, ...], dict[str, dict[int, ZoneKey]]] = ((), {})
 
     def _read(self) -> tuple[dict[str, ZoneSigning], dict[str, dict[int, ZoneKey]]]:
@@ -130,19 +148,24 @@ class SigningFollower:
         moving on each roll whose step's time has come; and the keys, read from disk
         again only when the key files' names change."""
         from valis_core.operator_state.connection import connect
+        from valis_core.operator_state.zone_denial import zone_denials
         from valis_core.operator_state.zone_rollover import advance_rollovers
 
         if self._conn is None or self._conn.closed:
             self._conn = connect(self.dsn, autocommit=True)
         try:
             if self.standing is not None and self._rolling:
-                for zone, roll in advance_rollovers(
+                for zone, before, roll in advance_rollovers(
                     self._conn, self.standing(), self.served, self.clock()
                 ):
                     self.steps += 1
+                    if roll is None:
+                        self._retire(zone, before)
+                        continue
                     log.info("dnssec: zone %s rollover from key tag %d to %d: step %s",
                              zone, roll.old, roll.new, roll.step)
             rows = signed_zones(self._conn)
+            self._denials = zone_denials(self._conn)
             self._rolling = any(row.rollover is not None for row in rows.values())
         except psycopg.Error:
             self.close()
@@ -154,6 +177,14 @@ class SigningFollower:
         if names != self._keys[0]:
             self._keys = (names, load_key_ring(self.state_dir))
         return rows, self._keys[1]
+
+    def _retire(self, zone: str, roll: rollover.Rollover) -> None:
+        """A roll ended on time (a ZSK's): the old key leaves the state directory."""
+        log.info("dnssec: zone %s rollover from key tag %d to %d: done; %s key tag %d "
+                 "removed", zone, roll.old, roll.new, roll.kind.upper(), roll.old)
+        old = load_key_ring(self.state_dir).get(file_zone(zone), {}).get(roll.old)
+        if old is not None:
+            forget_zone_key(self.state_dir, zone, old)
 
     def close(self) -> None:
         if self._conn is not None:
@@ -174,11 +205,12 @@ class SigningFollower:
         seen = (
             tuple(sorted(rows.items())),
             tuple(sorted((zone, tuple(sorted(tags))) for zone, tags in keys.items())),
+            tuple(sorted(self._denials.items())),
         )
         if seen == self._seen:
             return
         self._seen = seen
-        signer, lines = signer_for(rows, keys, self.served)
+        signer, lines = signer_for(rows, keys, self.served, self._denials)
         for line in lines:
             (log.warning if "SERVFAIL" in line else log.info)("%s", line)
         holder.sign_with(signer)
