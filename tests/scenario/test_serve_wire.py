@@ -48,10 +48,10 @@ def valis_command() -> list[str]:
     return [sys.executable, "-c", "from valis_cli.main import main; main()"]
 
 
-def start_server(log: Path, *zone_args: str) -> Server:
+def start_server(log: Path, *zone_args: str, extra: tuple[str, ...] = ()) -> Server:
     """Start `valis serve` on a free loopback port; return once its start line names
     the port and it answers a query (both bounded)."""
-    args = [*valis_command(), "serve", "--listen", "127.0.0.1:0"]
+    args = [*valis_command(), "serve", "--listen", "127.0.0.1:0", *extra]
     for zone in zone_args or (str(ZONE_FILE),):
         args += ["--zone", zone]
     with log.open("wb") as sink:

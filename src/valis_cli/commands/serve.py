@@ -14,6 +14,8 @@ import logging
 import os
 import socket
 import sys
+from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
@@ -22,6 +24,8 @@ from valis_core.errors import ValisError
 
 if TYPE_CHECKING:
     from valis_core.dns.file_server import ZoneFile
+    from valis_core.dns.signed_answer import Signer
+    from valis_core.dns.zone import ZoneIndex
 
 DEFAULT_LISTEN = "127.0.0.1:5353"
 
@@ -36,6 +40,11 @@ listening:
   --listen ADDRESS:PORT binds UDP and TCP on the same port (default {DEFAULT_LISTEN});
   IPv6 as [::1]:5353; repeat --listen for several addresses. Port 0 picks a free port;
   privileged ports (below 1024) are refused: valis never binds :53 itself.
+
+signing:
+  --sign-key ZONE=KEYFILE signs ZONE online (DNSSEC, compact denial) with the private key
+  in KEYFILE: unencrypted PKCS #8 PEM, P-256 (algorithm 13) or Ed25519 (15), as 'valis
+  zone sign' keeps them. 'dig +dnssec @127.0.0.1 -p PORT ZONE DNSKEY' shows the key.
 
 signals:
   SIGINT, SIGTERM  stop and exit 0.
@@ -85,6 +94,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="ADDRESS:PORT",
         help=f"where to answer, UDP and TCP (repeatable; default {DEFAULT_LISTEN})",
     )
+    parser.add_argument(
+        "--sign-key",
+        dest="sign_keys",
+        action="append",
+        default=[],
+        metavar="ZONE=KEYFILE",
+        help="sign ZONE online with the key in KEYFILE (repeatable; see 'signing' below)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -98,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     addresses = [parse_listen(text) for text in (args.listen or [DEFAULT_LISTEN])]
     _configure_logging()
     index = load_zone_files(files)
+    signer = signer_for_keys(index, args.sign_keys)
     pairs: list[tuple[socket.socket, socket.socket]] = []
     try:
         for address in addresses:
@@ -107,8 +125,38 @@ def run(args: argparse.Namespace) -> int:
             udp.close()
             tcp.close()
         raise
-    trio.run(serve_zone_files, files, pairs, index)
+    trio.run(partial(serve_zone_files, files, pairs, index, signer=signer))
     return 0
+
+
+def signer_for_keys(index: ZoneIndex, texts: list[str]) -> Signer | None:
+    """The signer for the ``ZONE=KEYFILE`` arguments (``None``: none given); a zone not
+    served, or named twice, is refused."""
+    import time
+
+    from valis_core.dns import wire
+    from valis_core.dns.signed_answer import Signer
+    from valis_core.dns.zone_keys import read_key_file
+
+    keys = {}
+    for text in texts:
+        zone, sep, path = text.partition("=")
+        if not sep or not zone or not path:
+            raise ServeSetupError(
+                f"serve: --sign-key {text!r} is not ZONE=KEYFILE, e.g. "
+                "example.com=Kexample.com+013+12345.pem"
+            )
+        zone = zone.lower() if zone.endswith(".") else zone.lower() + "."
+        if zone not in index.zones:
+            raise ServeSetupError(
+                f"serve: --sign-key names zone {zone}, which no --zone serves; serve it "
+                f"({', '.join(index.zones)} are served) or drop the --sign-key"
+            )
+        apex = wire.from_text(zone).lower()
+        if apex in keys:
+            raise ServeSetupError(f"serve: --sign-key names zone {zone} twice; give one key")
+        keys[apex] = read_key_file(Path(path))
+    return Signer(dict(keys), clock=time.time) if keys else None
 
 
 def parse_zone_argument(text: str) -> ZoneFile:

@@ -20,7 +20,9 @@ import trio
 from valis_core.dns.listen import format_address
 from valis_core.dns.origin import ZoneFileError, origin_of
 from valis_core.dns.serve import ServeStats, serve_tcp, serve_udp
+from valis_core.dns.signed_answer import Signer
 from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.wire import to_text
 from valis_core.dns.zone import ZoneIndex
 from valis_core.errors import ValisError
 
@@ -58,16 +60,18 @@ def load_zone_files(files: Sequence[ZoneFile]) -> ZoneIndex:
 
 
 async def serve_zone_files(
-    files: Sequence[ZoneFile], pairs: Sequence[Pair], index: ZoneIndex
+    files: Sequence[ZoneFile], pairs: Sequence[Pair], index: ZoneIndex,
+    *, signer: Signer | None = None,
 ) -> str:
     """Answer ``index`` on ``pairs`` (closed on the way out) until SIGINT or SIGTERM,
-    reloading ``files`` on SIGHUP; returns the name of the signal that stopped it."""
+    reloading ``files`` on SIGHUP; returns the name of the signal that stopped it. With
+    ``signer`` its zones are signed online (kept across reloads)."""
     bound = [
         (trio.socket.from_stdlib_socket(udp), trio.socket.from_stdlib_socket(tcp))
         for udp, tcp in pairs
     ]
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-        holder = IndexHolder(index)
+        holder = IndexHolder(index, signer)
         stats = ServeStats()
         stopped_by = "?"
         try:
@@ -81,6 +85,10 @@ async def serve_zone_files(
                     index.record_count,
                     ", ".join(_describe_pair(udp, tcp) for udp, tcp in pairs),
                 )
+                for apex, zone in sorted((signer.zones if signer else {}).items()):
+                    if zone.key is not None:
+                        log.info("signing %s online with algorithm %d, key tag %d",
+                                 to_text(apex), zone.key.algorithm, zone.key.tag)
                 async for signum in signals:
                     if signum == signal.SIGHUP:
                         await _reload(files, holder)
