@@ -44,7 +44,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 BUILD_TIMEOUT = 600
 RUN_TIMEOUT = 120
-BUILD_INPUTS = ("src", "packaging", "docs", "pyproject.toml", "scripts/build")
+BUILD_INPUTS = ("src", "packaging", "docs", "pyproject.toml", "setup.py", "scripts/build")
 with open(REPO / "pyproject.toml", "rb") as _pyproject:
     VERSION: str = tomllib.load(_pyproject)["project"]["version"]
 

@@ -10,7 +10,12 @@ independent parser (dnspython). Any shortfall is ``ServingCodecUnavailable``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from valis_core.errors import ValisError
+
+if TYPE_CHECKING:
+    from valis_core.dns.zone import ZoneIndex
 
 SELFTEST_ZONE = "valis-selftest.invalid."
 _ZONE_TEXT = f"""\
@@ -77,4 +82,32 @@ def run_selftest() -> str:
             f"a name outside every zone was answered {dns.rcode.to_text(outside.rcode())}, "
             "not REFUSED"
         )
-    return f"serving codec answered: {SELFTEST_ZONE} SOA authoritative, outside REFUSED"
+    path = _fast_path(index, dns.message.make_query(SELFTEST_ZONE, "SOA", use_edns=0).to_wire())
+    return (
+        f"serving codec answered: {SELFTEST_ZONE} SOA authoritative, outside REFUSED; "
+        f"UDP fast path: {path}"
+    )
+
+
+def _fast_path(index: ZoneIndex, query: bytes) -> str:
+    """Which path serves UDP; when it is the compiled one, it must give the bytes the
+    Python path gives for a cached question, or this build must not serve."""
+    from valis_core.dns import fastpath
+    from valis_core.dns.answer import CACHE_ENTRIES, Transport, answer
+    from valis_core.dns.snapshot import Snapshot
+
+    if not fastpath.COMPILED:
+        return fastpath.path_name()
+    from valis_core.dns._fastpath import Table, key
+
+    snapshot = Snapshot(index)
+    reference = answer(snapshot, query, transport=Transport.UDP)
+    question = key(query)
+    entry = snapshot.cache.get(question) if question is not None else None
+    if question is None or entry is None:
+        raise ServingCodecUnavailable("the compiled UDP fast path found no cacheable question")
+    table = Table(CACHE_ENTRIES)
+    table.put(question, entry)
+    if table.answer(query) != reference:
+        raise ServingCodecUnavailable("the compiled UDP fast path answers unlike the Python path")
+    return fastpath.path_name()

@@ -67,7 +67,8 @@ import attrs
 import dns.rcode
 import trio
 
-from valis_core.dns.answer import Transport, answer
+from valis_core.dns import fastpath
+from valis_core.dns.answer import CACHE_ENTRIES, Transport, answer
 from valis_core.dns.records import FORMERR, NOTAUTH
 from valis_core.dns.rrl import RateLimiter
 from valis_core.dns.snapshot import IndexHolder, Snapshot
@@ -254,10 +255,12 @@ async def serve_udp(
     raw = socket.socket(fileno=os.dup(sock.fileno()))
     try:
         raw.setblocking(False)
+        loop = _serve_udp_compiled if fastpath.COMPILED else _serve_udp
+        fastpath.tell_once()
         async with trio.open_nursery() as later:
-            await _serve_udp(sock, raw, holder=holder, counts=counts, failures=failures,
-                             answer_fn=answer_fn, transfers=transfers, limiter=limiter,
-                             later=later)
+            await loop(sock, raw, holder=holder, counts=counts, failures=failures,
+                       answer_fn=answer_fn, transfers=transfers, limiter=limiter,
+                       later=later)
     finally:
         raw.close()
 
@@ -328,10 +331,85 @@ async def _serve_udp(
             await trio.lowlevel.wait_readable(sock)
 
 
+async def _serve_udp_compiled(
+    sock: trio.socket.SocketType,
+    raw: socket.socket,
+    *,
+    holder: IndexHolder,
+    counts: ServeStats,
+    failures: _ThrottledLog,
+    answer_fn: AnswerFn,
+    transfers: TransferFn | None,
+    limiter: RateLimiter | None,
+    later: trio.Nursery,
+) -> None:
+    """``_serve_udp`` through the compiled pump (``valis_core.dns.fastpath``): a batch in
+    with one call, the questions the snapshot's table holds answered in C, the others
+    here exactly as ``_serve_udp`` answers them, the batch out with one call. The table
+    is filled from the snapshot's response cache after Python answers a question, and a
+    new snapshot gets a new table. With a rate limiter, a signer or another ``answer_fn``
+    there is no table: every datagram is answered here (still batched)."""
+    from valis_core.dns._fastpath import Pump, Table
+
+    pump = Pump(raw.fileno(), UDP_BATCH)
+    drain, reply, flush = pump.drain, pump.reply, pump.flush
+    rcodes = counts.udp_rcodes
+    udp = Transport.UDP
+    tabled = answer_fn is answer and limiter is None
+    served: Snapshot | None = None
+    table: Table | None = None
+    while True:
+        snapshot = holder.snapshot
+        if snapshot is not served:
+            served = snapshot
+            table = Table(CACHE_ENTRIES) if tabled and snapshot.signer is None else None
+        received, misses = drain(table)
+        for slot, query, key in misses:
+            try:
+                response = answer_fn(snapshot, query, transport=udp)
+            except Exception:
+                counts.udp_answer_errors += 1
+                failures.failure(udp, query)
+                continue
+            if response is None:
+                counts.udp_dropped += 1
+                continue
+            if transfers is not None and response[3] & 0x0F in _SECONDARIES_RCODES:
+                peer = pump.peer(slot)
+                signed = transfers.datagram(snapshot, query, str(peer[0]))
+                if callable(signed):
+                    later.start_soon(partial(_send_later, signed, query, peer, raw=raw,
+                                             counts=counts, failures=failures,
+                                             limiter=limiter))
+                    continue
+                response = signed or response
+            if limiter is not None:
+                limited = limiter.limit(response, pump.peer(slot)[0], trio.current_time())
+                if limited is not response:
+                    if limited is None:
+                        counts.udp_rate_dropped += 1
+                        continue
+                    counts.udp_rate_slipped += 1
+                    response = limited
+            reply(slot, response)
+            if key is not None and table is not None:
+                entry = snapshot.cache.get(key)
+                if entry is not None:
+                    table.put(key, entry)
+        if received:
+            truncated, failed = flush(rcodes)
+            counts.udp_truncated += truncated
+            counts.udp_send_failures += failed
+        if received == UDP_BATCH:
+            await trio.lowlevel.checkpoint()
+        else:
+            await trio.lowlevel.wait_readable(sock)
+
+
 async def _send_later(
     job: Callable[[], Awaitable[bytes | None]],
     query: bytes,
-    peer: tuple[str, int],
+    peer: tuple[str, int] | tuple[str, int, int, int],
     *,
     raw: socket.socket,
     counts: ServeStats,
