@@ -8,8 +8,11 @@ limiting off and on (``--rate`` responses/s, ``--slip``; IPv4 /24). On core 1:
 - the flood: queries for www.example.com A from eight addresses in 127.0.1.0/24 (on
   loopback the "spoofed" victim is simply the source; a real spoofed flood looks the
   same to the server), paced at ``--offered`` queries/s for ``--seconds`` (with
-  ``--random-names``, 1000 random names in the zone instead, all NXDOMAIN); the flooder
-  also reads what comes back, as the victim would: answers, TC replies, bytes;
+  ``--random-names``, 1000 random names in the zone instead, all NXDOMAIN; with
+  ``--wildcard``, 1000 random names under a wildcard the zone is given, ``*.w``, all
+  answered, and a third run limits with each name its own bucket, as valis did before
+  wildcard answers were classed by their wildcard); the flooder also reads what comes
+  back, as the victim would: answers, TC replies, bytes;
 - honest clients: one query at a time from 127.0.2.0/24 (www A) and 127.0.3.0/24 (a
   missing name), alternately, each prefix asking ``HONEST_RATE`` a second (under the
   limit, as a resolver with a cache would), 1 s timeout each: the share answered (a TC
@@ -20,6 +23,7 @@ repository root (root is not needed):
 
     .venv/bin/python benchmarks/rrl_flood.py
     .venv/bin/python benchmarks/rrl_flood.py --offered 30000 --rate 20 --slip 2
+    .venv/bin/python benchmarks/rrl_flood.py --wildcard
 
 These are figures for the docs, not a test: nothing here passes or fails.
 """
@@ -53,6 +57,7 @@ HONEST = ("127.0.2.9", "127.0.3.9")
 READY_LIMIT = 30.0
 REPLY_LIMIT = 1.0
 HONEST_RATE = 10
+WILDCARD_RECORD = "*.w IN A 192.0.2.99\n"
 
 
 @attrs.frozen
@@ -78,31 +83,40 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--slip", type=int, default=2)
     parser.add_argument("--random-names", action="store_true",
                         help="flood random names in the zone (NXDOMAIN) instead of www A")
+    parser.add_argument("--wildcard", action="store_true",
+                        help="flood random names under a wildcard (answered) instead")
     parser.add_argument("--role", choices=("serve", "flood"), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--per-name", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.role == "serve":
-        return serve(args.port, args.rate, args.slip)
+        return serve(args.port, args.rate, args.slip, args.wildcard, args.per_name)
     if args.role == "flood":
-        return flood(args.port, args.offered, args.seconds, args.random_names)
+        return flood(args.port, args.offered, args.seconds, args.random_names, args.wildcard)
     outcomes = [run("off", None, args), run("on", args.rate, args)]
+    if args.wildcard:
+        outcomes.insert(1, run("on, a bucket per name", args.rate, args, per_name=True))
     report(outcomes, args)
     return 0
 
 
-def serve(port: int, rate: int, slip: int) -> int:
-    """The server role: both serve loops, the UDP one limited when ``rate`` > 0."""
+def serve(port: int, rate: int, slip: int, wildcard: bool, per_name: bool) -> int:
+    """The server role: both serve loops, the UDP one limited when ``rate`` > 0 (as the
+    resident limits, or with ``per_name`` without looking wildcards up)."""
     import trio
 
+    from valis_core.dns.limited_udp import limiter_for
     from valis_core.dns.rrl import RateLimiter, RrlSettings
     from valis_core.dns.serve import serve_tcp, serve_udp
     from valis_core.dns.snapshot import IndexHolder
     from valis_core.dns.zone import ZoneIndex
 
-    holder = IndexHolder(ZoneIndex.from_zone_text(ZONE_FILE.read_text(), "example.com."))
-    limiter = (
-        RateLimiter(RrlSettings(rate=rate, slip=slip), os.urandom(16)) if rate > 0 else None
-    )
+    text = ZONE_FILE.read_text() + (WILDCARD_RECORD if wildcard else "")
+    holder = IndexHolder(ZoneIndex.from_zone_text(text, "example.com."))
+    settings = RrlSettings(rate=rate, slip=slip) if rate > 0 else None
+    limiter = limiter_for(settings, holder)
+    if per_name and settings is not None:
+        limiter = RateLimiter(settings, os.urandom(16))
 
     async def main() -> None:
         udp = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -124,10 +138,12 @@ def serve(port: int, rate: int, slip: int) -> int:
     return 0
 
 
-def flood(port: int, offered: int, seconds: float, random_names: bool) -> int:
+def flood(port: int, offered: int, seconds: float, random_names: bool, wildcard: bool) -> int:
     """The flood role: paced queries from the victim prefix; prints what came back."""
-    names = [f"{os.urandom(6).hex()}.example.com." for _ in range(1000)] if random_names \
-        else ["www.example.com."]
+    names = ["www.example.com."]
+    if random_names or wildcard:
+        under = "w.example.com." if wildcard else "example.com."
+        names = [f"{os.urandom(6).hex()}.{under}" for _ in range(1000)]
     queries = [dns.message.make_query(n, "A", use_edns=False).to_wire() for n in names]
     sockets = []
     for source in VICTIMS:
@@ -173,12 +189,15 @@ def flood(port: int, offered: int, seconds: float, random_names: bool) -> int:
     return 0
 
 
-def run(label: str, rate: int | None, args: argparse.Namespace) -> Outcome:
+def run(
+    label: str, rate: int | None, args: argparse.Namespace, *, per_name: bool = False
+) -> Outcome:
     port = free_port()
     me = [sys.executable, __file__, "--port", str(port)]
+    wildcard = ["--wildcard"] if args.wildcard else []
     server = subprocess.Popen(
         ["taskset", "-c", "0", *me, "--role", "serve", "--rate", str(rate or 0),
-         "--slip", str(args.slip)],
+         "--slip", str(args.slip), *wildcard, *(["--per-name"] if per_name else [])],
         stdout=subprocess.PIPE, text=True, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
     )
@@ -191,7 +210,8 @@ def run(label: str, rate: int | None, args: argparse.Namespace) -> Outcome:
         cpu_before = tree_cpu_seconds(server.pid)
         flooder = subprocess.Popen(
             ["taskset", "-c", "1", *me, "--role", "flood", "--offered", str(args.offered),
-             "--seconds", str(args.seconds), *(["--random-names"] if args.random_names else [])],
+             "--seconds", str(args.seconds), *wildcard,
+             *(["--random-names"] if args.random_names else [])],
             stdout=subprocess.PIPE, text=True, cwd=ROOT,
         )
         times, asked = honest_probe(port, args.seconds)
@@ -260,6 +280,8 @@ def honest_probe(port: int, seconds: float) -> tuple[list[float], int]:
 
 def report(outcomes: list[Outcome], args: argparse.Namespace) -> None:
     what = "random names in example.com" if args.random_names else "www.example.com A"
+    if args.wildcard:
+        what = "random names under *.w.example.com"
     print(f"flood: {what} from {len(VICTIMS)} addresses of 127.0.1.0/24 at "
           f"{args.offered}/s for {args.seconds:g} s; rate limit {args.rate}/s, slip "
           f"{args.slip}; server on core 0, clients on core 1")
