@@ -157,13 +157,13 @@ def test_status_and_metrics_say_the_step() -> None:
     assert dict(sample.labels) == {"zone": Z, "step": "switched"}
     text = render_status(node.status(), NOW)
     assert (
-        f"zone {Z}: CSK key rollover at step switched for 0h00m05s, next step in 24h04m55s"
+        f"zone {Z}: key rollover at step switched for 0h00m05s, next step in 24h04m55s"
     ) in text
 
     holder.sign_with(signer_at(rollover.DS_RETIRE))
     text = render_status(node.status(), NOW)
     assert (
-        f"zone {Z}: CSK key rollover at step ds-retire for 0h00m05s, waiting for the parent: "
+        f"zone {Z}: key rollover at step ds-retire for 0h00m05s, waiting for the parent: "
         f"give it the DS set 'valis zone ds {Z}' prints, then 'valis zone rollover {Z} "
         "--ds-published'"
     ) in text

@@ -99,7 +99,7 @@ def _signed_line(zone: Mapping[str, Any]) -> str:
 def _rollover_line(roll: Mapping[str, Any], now: float) -> str:
     zone = roll.get("zone")
     since = _ago(roll.get("since"), now)
-    kind = f"{roll['kind'].upper()} " if roll.get("kind") else ""
+    kind = f"{roll['kind'].upper()} " if roll.get("kind") in ("ksk", "zsk") else ""
     head = f"zone {zone}: {kind}key rollover at step {roll.get('step')} for {since}"
     due = roll.get("due")
     if due is None:
