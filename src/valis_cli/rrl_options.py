@@ -74,7 +74,8 @@ def rrl_facts(args: argparse.Namespace) -> dict[str, str]:
               key != RRL_RATE_KEY] + (["--rrl-exempt"] if RRL_EXEMPT_KEY in facts else [])
     if tuning and RRL_RATE_KEY not in facts:
         raise RrlOptionError(
-            f"serve: {', '.join(tuning)} tune response rate limiting, which is off without "
-            "--rrl-rate; give --rrl-rate N too, or drop them"
+            f"serve: {', '.join(tuning)} {'tunes' if len(tuning) == 1 else 'tune'} response "
+            "rate limiting, which is off without --rrl-rate; give --rrl-rate N too, or drop "
+            f"{'it' if len(tuning) == 1 else 'them'}"
         )
     return facts

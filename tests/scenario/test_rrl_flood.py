@@ -34,6 +34,7 @@ import trio.testing
 from tests.scenario.pg import RUN_USER, run_as
 from tests.scenario.resident_harness import Harness, Resident, make_state_dir, site_facts
 from tests.scenario.test_resident_reload import reload
+from tests.scenario.test_serve_wire import ZONE_FILE, start_server, stop_server, valis_command
 from valis_core.dns.limited_udp import LimitedUdp
 from valis_core.dns.rrl import RateLimiter, RrlSettings
 from valis_core.dns.serve import ServeStats, serve_tcp, serve_udp
@@ -326,3 +327,38 @@ def test_the_resident_spares_its_exempt_prefix_and_applies_new_limits_on_a_reloa
     slipped = resident.fabric_get("/metrics")[1].decode()
     assert 'valis_dns_rate_limited_total{action="dropped"} 0' in slipped
     assert resident.proc.poll() is None
+
+
+def test_valis_serve_limits_as_its_flags_say_and_spares_its_exempt_prefix(
+    tmp_path: Path,
+) -> None:
+    server = start_server(tmp_path / "serve.log", extra=(
+        "--rrl-rate", "5", "--rrl-slip", "1", "--rrl-exempt", "127.0.3.0/24,2001:db8::/32"))
+    try:
+        assert "response rate limiting: 5 responses/s" in server.log_text()
+        assert "exempt 127.0.3.0/24, 2001:db8::/32" in server.log_text()
+        exempt = flood(server.port, EXEMPT, 40)
+        limited = flood(server.port, VICTIMS, 40)
+    finally:
+        assert stop_server(server) == 0
+    assert len(answered(exempt)) == 40
+    assert len(limited) == 40
+    slipped = len(truncated(limited))
+    assert slipped >= 1
+    assert f"rate limiting dropped 0 and slipped {slipped}" in server.log_text()
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (("--rrl-slip", "1"), "--rrl-slip tunes response rate limiting, which is off without"),
+    (("--rrl-rate", "5", "--rrl-exempt", "192.0.2.1/24"), "did you mean 192.0.2.0/24?"),
+    (("--rrl-rate", "-3"), "--rrl-rate '-3' is not a whole number from 0 to 1000000"),
+])
+def test_valis_serve_refuses_a_rate_limit_flag_it_cannot_use_naming_it(
+    flags: tuple[str, ...], said: str
+) -> None:
+    done = subprocess.run(
+        [*valis_command(), "serve", "--zone", str(ZONE_FILE), "--listen", "127.0.0.1:0",
+         *flags], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0
+    assert said in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

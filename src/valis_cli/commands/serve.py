@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from valis_cli.rrl_options import RRL_EPILOG, add_rrl_arguments, rrl_facts
 from valis_core.errors import ValisError
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ signing:
   in KEYFILE: unencrypted PKCS #8 PEM, P-256 (algorithm 13) or Ed25519 (15), as 'valis
   zone sign' keeps them. 'dig +dnssec @127.0.0.1 -p PORT ZONE DNSKEY' shows the key.
 
+{RRL_EPILOG}
 signals:
   SIGINT, SIGTERM  stop and exit 0.
   SIGHUP           re-read every zone file and swap the new zones in while serving; a
@@ -102,6 +104,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="ZONE=KEYFILE",
         help="sign ZONE online with the key in KEYFILE (repeatable; see 'signing' below)",
     )
+    add_rrl_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -110,7 +113,9 @@ def run(args: argparse.Namespace) -> int:
 
     from valis_core.dns.file_server import load_zone_files, serve_zone_files
     from valis_core.dns.listen import bind_dns_pair
+    from valis_core.dns.rrl import settings_from_facts
 
+    rrl = settings_from_facts(rrl_facts(args))
     files = [parse_zone_argument(text) for text in args.zones]
     addresses = [parse_listen(text) for text in (args.listen or [DEFAULT_LISTEN])]
     _configure_logging()
@@ -125,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
             udp.close()
             tcp.close()
         raise
-    trio.run(partial(serve_zone_files, files, pairs, index, signer=signer))
+    trio.run(partial(serve_zone_files, files, pairs, index, signer=signer, rrl=rrl))
     return 0
 
 

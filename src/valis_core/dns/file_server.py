@@ -3,7 +3,8 @@
 ``load_zone_files`` reads each file under its origin (named, or found by ``origin_of``)
 and builds one index; ``serve_zone_files`` answers on bound DNS pairs until SIGINT or
 SIGTERM and re-reads every file on SIGHUP, swapping the new zones in whole (a file that
-no longer loads leaves the served zones as they were).
+no longer loads leaves the served zones as they were). Given rate-limit settings, its UDP
+responses are limited as the resident limits them (``valis_core.dns.rrl``).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from collections.abc import Sequence
 import attrs
 import trio
 
+from valis_core.dns.limited_udp import limiter_for
 from valis_core.dns.listen import format_address
 from valis_core.dns.origin import ZoneFileError, origin_of
+from valis_core.dns.rrl import RrlSettings, describe
 from valis_core.dns.serve import ServeStats, serve_tcp, serve_udp
 from valis_core.dns.signed_answer import Signer
 from valis_core.dns.snapshot import IndexHolder
@@ -61,11 +64,12 @@ def load_zone_files(files: Sequence[ZoneFile]) -> ZoneIndex:
 
 async def serve_zone_files(
     files: Sequence[ZoneFile], pairs: Sequence[Pair], index: ZoneIndex,
-    *, signer: Signer | None = None,
+    *, signer: Signer | None = None, rrl: RrlSettings | None = None,
 ) -> str:
     """Answer ``index`` on ``pairs`` (closed on the way out) until SIGINT or SIGTERM,
     reloading ``files`` on SIGHUP; returns the name of the signal that stopped it. With
-    ``signer`` its zones are signed online (kept across reloads)."""
+    ``signer`` its zones are signed online (kept across reloads); with ``rrl`` the UDP
+    responses are rate limited (one limiter for every pair)."""
     bound = [
         (trio.socket.from_stdlib_socket(udp), trio.socket.from_stdlib_socket(tcp))
         for udp, tcp in pairs
@@ -73,11 +77,13 @@ async def serve_zone_files(
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         holder = IndexHolder(index, signer)
         stats = ServeStats()
+        limiter = limiter_for(rrl, holder)
         stopped_by = "?"
         try:
             async with trio.open_nursery() as nursery:
                 for udp, tcp in bound:
-                    nursery.start_soon(functools.partial(serve_udp, udp, holder, stats=stats))
+                    nursery.start_soon(functools.partial(serve_udp, udp, holder, stats=stats,
+                                                         limiter=limiter))
                     nursery.start_soon(functools.partial(serve_tcp, tcp, holder, stats=stats))
                 log.info(
                     "serving %s (%d records) on %s",
@@ -85,6 +91,8 @@ async def serve_zone_files(
                     index.record_count,
                     ", ".join(_describe_pair(udp, tcp) for udp, tcp in pairs),
                 )
+                if rrl is not None:
+                    log.info("%s", describe(rrl))
                 for apex, zone in sorted((signer.zones if signer else {}).items()):
                     if zone.key is not None:
                         log.info("signing %s online with algorithm %d, key tag %d",
@@ -100,8 +108,13 @@ async def serve_zone_files(
             for udp, tcp in bound:
                 udp.close()
                 tcp.close()
-        log.info("stopped on %s after %d responses", stopped_by,
-                 stats.snapshot().responses_total)
+        counts = stats.snapshot()
+        held = "" if rrl is None else (
+            f"; rate limiting dropped {counts.rate_limited['dropped']} and slipped "
+            f"{counts.rate_limited['slipped']}"
+        )
+        log.info("stopped on %s after %d responses%s", stopped_by, counts.responses_total,
+                 held)
     return stopped_by
 
 
