@@ -1,8 +1,10 @@
 """The zone transfer and NOTIFY cores never raise on hostile bytes: a transfer request,
 a secondary's signed query and a NOTIFY answer are read from whatever arrives, and the
-access rule holds for every request (only a listed address with its verified key). An
-IXFR over UDP is answered in one datagram that never exceeds the query's UDP payload: the
-difference whole, or the SOA with TC."""
+access rule holds for every request (only a listed address with its verified key). A
+TSIG that fails is answered as RFC 8945 section 5.2 says (BADKEY, BADSIG unsigned;
+BADTIME signed with the server's time), an ACL miss REFUSED. An IXFR over UDP is
+answered in one datagram that never exceeds the query's UDP payload: the difference
+whole, or the SOA with TC. Every response to an EDNS query carries an OPT."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ import dns.flags
 import dns.message
 import dns.rcode
 import dns.rdatatype
+import dns.renderer
 import dns.rrset
 import dns.tsig
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -37,6 +41,8 @@ INDEX = ZoneIndex.from_zone_text(
     "@ NS ns1\nns1 A 192.0.2.53\nwww A 192.0.2.80\n", ZONE,
 )
 KEY = Listed(ZONE, "192.0.2.2", "xfr.", "hmac-sha256", bytes(range(32)))
+ELSEWHERE = Listed("other.test.", "192.0.2.9", "elsewhere.", "hmac-sha256", bytes(range(1, 33)))
+"""A key the node knows (listed for another zone, at another address) but not for ZONE."""
 NOW = time.time()
 
 
@@ -46,10 +52,45 @@ def signed_axfr(secret: bytes = KEY.secret, name: str = KEY.key_name) -> bytes:
     return query.to_wire()
 
 
+def signed_at(query: dns.message.Message, key: dns.tsig.Key, when: float) -> bytes:
+    """``query`` signed with ``key`` as a client whose clock says ``when`` signs it."""
+    query.use_tsig(key)
+    clock = dns.renderer.time.time
+    dns.renderer.time.time = lambda: when  # type: ignore[attr-defined]
+    try:
+        return query.to_wire()
+    finally:
+        dns.renderer.time.time = clock  # type: ignore[attr-defined]
+
+
+def tsig_of(response: bytes) -> tuple[int, int, bytes, bytes]:
+    """The RCODE, TSIG error, MAC and Other Data of a response, its TSIG unchecked."""
+    message = dns.message.from_wire(response, keyring=False)
+    assert message.tsig is not None
+    tsig = message.tsig[0]
+    return message.rcode(), tsig.error, tsig.mac, tsig.other
+
+
+def verifies_as_badtime(response: bytes, query: dns.message.Message, key: dns.tsig.Key) -> bool:
+    """Whether a BADTIME response's MAC covers the request's MAC, the response and its
+    TSIG variables (RFC 8945 section 5.3.2), as Knot and BIND sign one. dnspython stops at
+    the error before the MAC, so the MAC is computed here."""
+    message = dns.message.from_wire(response, keyring=False)
+    assert message.tsig is not None
+    tsig = message.tsig[0]
+    size = len(tsig.to_wire()) + 10 + len(key.name.to_wire())
+    unsigned = (response[:10] + (int.from_bytes(response[10:12], "big") - 1).to_bytes(2, "big")
+                + response[12:-size])
+    expected, _ = dns.tsig.sign(unsigned, key, tsig.replace(mac=b""), tsig.time_signed,
+                                query.mac)
+    return bool(expected.mac == tsig.mac)
+
+
 @given(st.binary(max_size=600))
 def test_hostile_bytes_are_refused_never_raised(data: bytes) -> None:
     assert isinstance(decide(INDEX, data, "192.0.2.2", [KEY], now=NOW), Refusal)
-    assert signed_answer(INDEX, data, "192.0.2.2", [KEY], lambda q: q, now=NOW) is None
+    answered = signed_answer(data, [KEY], lambda q: q, now=NOW, tcp=False)
+    assert not isinstance(answered, bytes)  # nothing is answered signed without the key
 
 
 @given(st.binary(max_size=60), st.integers(min_value=12, max_value=200))
@@ -64,7 +105,7 @@ def test_a_mangled_signed_request_is_never_granted(noise: bytes, at: int) -> Non
 
 
 @given(st.sampled_from(["192.0.2.2", "192.0.2.3", "::ffff:192.0.2.2", "2001:db8::2"]),
-       st.sampled_from(["right", "wrong secret", "other name", "unsigned"]))
+       st.sampled_from(["right", "wrong secret", "other name", "unsigned", "elsewhere"]))
 def test_only_the_listed_address_with_its_key_is_granted(peer: str, key: str) -> None:
     if key == "unsigned":
         request = dns.message.make_query(ZONE, "AXFR").to_wire()
@@ -72,14 +113,128 @@ def test_only_the_listed_address_with_its_key_is_granted(peer: str, key: str) ->
         request = signed_axfr(secret=bytes(32))
     elif key == "other name":
         request = signed_axfr(name="other.")
+    elif key == "elsewhere":
+        request = signed_axfr(secret=ELSEWHERE.secret, name=ELSEWHERE.key_name)
     else:
         request = signed_axfr()
-    decided = decide(INDEX, request, peer, [KEY], now=NOW)
-    granted = peer in ("192.0.2.2", "::ffff:192.0.2.2") and key == "right"
-    assert isinstance(decided, Grant) == granted
+    decided = decide(INDEX, request, peer, [KEY, ELSEWHERE], now=NOW)
+    listed = peer in ("192.0.2.2", "::ffff:192.0.2.2")
+    assert isinstance(decided, Grant) == (listed and key == "right")
     if isinstance(decided, Refusal):
         response = dns.message.from_wire(decided.response or b"", keyring=False)
-        assert response.rcode() == dns.rcode.REFUSED
+        # The TSIG is judged first (RFC 8945 section 5.2), then the ACL: a miss is REFUSED
+        # (as NSD answers it), signed when the key verified.
+        expected = {"wrong secret": (dns.rcode.NOTAUTH, dns.rcode.BADSIG),
+                    "other name": (dns.rcode.NOTAUTH, dns.rcode.BADKEY)}.get(
+                        key, (dns.rcode.REFUSED, 0))
+        error = response.tsig[0].error if response.tsig is not None else 0
+        assert (response.rcode(), error) == expected
+        assert (response.tsig is not None) == (key != "unsigned")
+        if key in ("right", "elsewhere"):
+            signer = (KEY if key == "right" else ELSEWHERE).key()
+            request_mac = dns.message.from_wire(request, keyring=False).tsig[0].mac
+            dns.message.from_wire(decided.response or b"", keyring={signer.name: signer},
+                                  request_mac=request_mac)  # raises unless signed by it
+
+
+@pytest.mark.parametrize("edns", [False, True])
+def test_tsig_failures_are_answered_as_rfc_8945_section_5_2_says(edns: bool) -> None:
+    def query() -> dns.message.Message:
+        made = dns.message.make_query(ZONE, "AXFR")
+        if edns:
+            made.use_edns(0, payload=1232)
+        return made
+
+    unknown = dns.tsig.Key("nobody.", KEY.secret, "hmac-sha256")
+    wrong = dns.tsig.Key(KEY.key_name, bytes(32), "hmac-sha256")
+    for key, kind, error in ((unknown, "unknown_key", dns.rcode.BADKEY),
+                             (wrong, "bad_signature", dns.rcode.BADSIG)):
+        request = query()
+        decided = decide(INDEX, signed_at(request, key, NOW), "192.0.2.2", [KEY], now=NOW)
+        assert isinstance(decided, Refusal)
+        assert decided.kind == kind
+        assert decided.response is not None
+        assert tsig_of(decided.response) == (dns.rcode.NOTAUTH, error, b"", b"")
+        assert (dns.message.from_wire(decided.response, keyring=False).edns >= 0) == edns
+
+    # A time outside the fudge, either way: BADTIME, signed over the request's MAC, the
+    # time signed the request's and the server's time in Other Data (section 5.2.3).
+    for skew in (-301, 301):
+        request = query()
+        wire = signed_at(request, KEY.key(), NOW + skew)
+        decided = decide(INDEX, wire, "192.0.2.2", [KEY], now=NOW)
+        assert isinstance(decided, Refusal)
+        assert decided.kind == "bad_time"
+        assert decided.response is not None
+        rcode, error, mac, other = tsig_of(decided.response)
+        assert (rcode, error, len(mac), other) == (
+            dns.rcode.NOTAUTH, dns.rcode.BADTIME, 32, int(NOW).to_bytes(6, "big"))
+        assert verifies_as_badtime(decided.response, request, KEY.key())
+        response = dns.message.from_wire(decided.response, keyring=False)
+        assert response.tsig is not None
+        assert response.tsig[0].time_signed == int(NOW + skew)
+        assert (response.edns >= 0) == edns
+    # Within the fudge it is granted, whichever side's clock is ahead.
+    for skew in (-299, 299):
+        wire = signed_at(query(), KEY.key(), NOW + skew)
+        assert isinstance(decide(INDEX, wire, "192.0.2.2", [KEY], now=NOW), Grant)
+
+
+def test_a_tsig_record_whose_ttl_is_not_0_is_formerr() -> None:
+    wire = bytearray(signed_axfr())
+    owner = b"\x03xfr\x00"
+    ttl = wire.rindex(owner) + len(owner) + 4
+    wire[ttl : ttl + 4] = (300).to_bytes(4, "big")  # outside the MAC (section 4.3.2)
+    decided = decide(INDEX, bytes(wire), "192.0.2.2", [KEY], now=NOW)
+    assert isinstance(decided, Refusal)
+    assert (decided.kind, decided.response and decided.response[3] & 0x0F) == (
+        "malformed", dns.rcode.FORMERR)
+    answered = signed_answer(bytes(wire), [KEY], lambda q: q, now=NOW, tcp=False)
+    assert isinstance(answered, Refusal)
+    assert answered.kind == "malformed"
+
+
+def test_a_zone_not_served_is_notauth_signed_when_the_key_verified() -> None:
+    query = dns.message.make_query("other.test.", "AXFR")
+    query.use_tsig(KEY.key())
+    decided = decide(INDEX, query.to_wire(), "192.0.2.2", [KEY], now=NOW)
+    assert isinstance(decided, Refusal)
+    assert decided.kind == "not_served"
+    response = dns.message.from_wire(decided.response or b"", keyring={KEY.key().name: KEY.key()},
+                                     request_mac=query.mac)
+    assert response.rcode() == dns.rcode.NOTAUTH
+    unsigned = decide(INDEX, dns.message.make_query("other.test.", "AXFR").to_wire(),
+                      "192.0.2.2", [KEY], now=NOW)
+    assert isinstance(unsigned, Refusal)
+    assert dns.message.from_wire(unsigned.response or b"").rcode() == dns.rcode.NOTAUTH
+
+
+@given(st.sampled_from(["AXFR", "IXFR current", "IXFR behind"]), st.booleans(),
+       st.sampled_from([100, 16384]))
+def test_every_message_of_a_transfer_carries_an_opt_when_the_request_had_edns(
+    kind: str, edns: bool, size: int
+) -> None:
+    query = dns.message.make_query(ZONE, kind.split(maxsplit=1)[0])
+    if kind != "AXFR":
+        serial = 7 if kind == "IXFR current" else 6
+        soa = f"ns1.{ZONE} hostmaster.{ZONE} {serial} 7200 3600 1209600 300"
+        query.authority.append(dns.rrset.from_text_list(ZONE, 300, "IN", "SOA", [soa]))
+    if edns:
+        query.use_edns(0, ednsflags=dns.flags.DO, payload=1232)
+    query.use_tsig(KEY.key())
+    grant = decide(INDEX, query.to_wire(), "192.0.2.2", [KEY], now=NOW)
+    assert isinstance(grant, Grant)
+    messages = list(transfer_messages(grant, now=NOW, size=size))
+    assert (len(messages) > 1) == (kind != "IXFR current" and size == 100)
+    request_mac: bytes | None = query.mac
+    ctx = None
+    for message in messages:
+        response = dns.message.from_wire(message, keyring={KEY.key().name: KEY.key()},
+                                         request_mac=request_mac, xfr=True, tsig_ctx=ctx,
+                                         multi=True)
+        ctx, request_mac = response.tsig_ctx, None
+        assert (response.edns >= 0) == edns
+        assert bool(response.ednsflags & dns.flags.DO) == edns
 
 
 def test_a_granted_transfer_is_the_soa_then_the_zone_then_the_soa() -> None:

@@ -1,15 +1,18 @@
 """AXFR out of the TCP serve loop, in-process over real loopback sockets, asked by
 dnspython's and dig's transfer clients: the whole zone from one version in several
 signed messages, and a refusal for every request that is not a listed secondary's
-correctly signed one. IXFR over UDP out of the UDP serve loop: the SOA when up to date,
-the journal's difference when it fits the datagram, TC otherwise."""
+correctly signed one: NOTAUTH with the TSIG error RFC 8945 prescribes for a key, MAC or
+time that fails, REFUSED for an ACL miss. IXFR over UDP out of the UDP serve loop: the SOA
+when up to date, the journal's difference when it fits the datagram, TC otherwise."""
 
 from __future__ import annotations
 
 import base64
 import re
 import socket
+import struct
 import subprocess
+import time
 from collections.abc import AsyncIterator, Sequence
 
 import dns.flags
@@ -19,6 +22,7 @@ import dns.opcode
 import dns.query
 import dns.rcode
 import dns.rdatatype
+import dns.renderer
 import dns.rrset
 import dns.tsig
 import dns.tsigkeyring
@@ -151,22 +155,127 @@ async def test_a_transfer_comes_from_the_version_served_when_it_was_asked(node: 
     assert len(list(got.iterate_rdatas())) == 10 + 7
 
 
-@pytest.mark.parametrize("case", ["unsigned", "wrong secret", "unlisted address"])
+@pytest.mark.parametrize("case", ["unsigned", "unlisted address"])
 async def test_anyone_else_is_refused_and_counted(node: Node, case: str) -> None:
     secret: bytes | None = SECRET
     if case == "unsigned":
         secret = None
-    elif case == "wrong secret":
-        secret = bytes(32)
     else:
         node.secondaries[:] = [listed("192.0.2.99")]
     with pytest.raises(dns.xfr.TransferError) as refused:
         await trio.to_thread.run_sync(axfr, node.port, secret)
     assert refused.value.rcode == dns.rcode.REFUSED
-    kind = {"unsigned": "unsigned", "wrong secret": "bad_signature",
-            "unlisted address": "unlisted"}[case]
+    kind = {"unsigned": "unsigned", "unlisted address": "unlisted"}[case]
     assert node.transfers.stats.refused[kind] == 1
     assert node.transfers.stats.completed == 0
+
+
+def signed_at(query: dns.message.Message, key: dns.tsig.Key, skew: float = 0) -> bytes:
+    """``query`` signed with ``key`` by a client whose clock is ``skew`` seconds off."""
+    query.use_tsig(key)
+    clock = dns.renderer.time.time
+    dns.renderer.time.time = lambda: clock() + skew  # type: ignore[attr-defined]
+    try:
+        return query.to_wire()
+    finally:
+        dns.renderer.time.time = clock  # type: ignore[attr-defined]
+
+
+def exchange(port: int, request: bytes, *, tcp: bool) -> dns.message.Message:
+    """One response to ``request`` over loopback, its TSIG read but not checked."""
+    if tcp:
+        with socket.create_connection(("127.0.0.1", port), timeout=LIMIT) as sock:
+            sock.sendall(struct.pack("!H", len(request)) + request)
+            data = b""
+            while len(data) < 2 or len(data) < 2 + struct.unpack("!H", data[:2])[0]:
+                chunk = sock.recv(65535)
+                assert chunk, "the connection closed before the response"
+                data += chunk
+            return dns.message.from_wire(data[2:], keyring=False)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(LIMIT)
+        sock.sendto(request, ("127.0.0.1", port))
+        return dns.message.from_wire(sock.recv(65535), keyring=False)
+
+
+@pytest.mark.parametrize(("ask", "tcp"), [("AXFR", True), ("IXFR", False), ("SOA", False),
+                                          ("SOA", True)])
+async def test_a_tsig_that_fails_is_notauth_with_the_error_rfc_8945_names(
+    node: Node, ask: str, tcp: bool
+) -> None:
+    """An unknown key is BADKEY and a bad MAC BADSIG, both unsigned with an empty MAC; a
+    time outside the fudge is BADTIME, signed, with the server's time in Other Data (RFC
+    8945 sections 5.2 and 5.3.2), as NSD and Knot answer them: for a transfer or for the
+    SOA query a secondary sends before one, over either transport."""
+    unknown = dns.tsig.Key("nobody.example.", SECRET, "hmac-sha256")
+    wrong = dns.tsig.Key(KEY_NAME, bytes(32), "hmac-sha256")
+    right = keyring()[dns.name.from_text(KEY_NAME)]
+    cases = [("unknown_key", unknown, 0, dns.rcode.BADKEY),
+             ("bad_signature", wrong, 0, dns.rcode.BADSIG),
+             ("bad_time", right, -1000, dns.rcode.BADTIME),
+             ("bad_time", right, 1000, dns.rcode.BADTIME)]
+    for kind, key, skew, error in cases:
+        query = dns.message.make_query(ZONE, ask, use_edns=0)
+        if ask == "IXFR":
+            query.authority.append(dns.rrset.from_text(
+                ZONE, 300, "IN", "SOA", f"ns1.{ZONE} hostmaster.{ZONE} 1 7200 3600 1209600 300"))
+        request = signed_at(query, key, skew)
+        before = int(time.time())
+        response = await trio.to_thread.run_sync(
+            lambda request=request: exchange(node.port if tcp else node.udp_port, request,
+                                             tcp=tcp))
+        assert response.rcode() == dns.rcode.NOTAUTH, kind
+        assert response.edns >= 0  # the query had EDNS, so the reply has an OPT
+        assert response.tsig is not None
+        tsig = response.tsig[0]
+        assert (response.tsig.name, tsig.error) == (key.name, error)
+        assert query.tsig is not None
+        assert tsig.time_signed == query.tsig[0].time_signed  # the request's, even BADTIME's
+        if error == dns.rcode.BADTIME:
+            assert len(tsig.mac) == 32
+            assert before <= int.from_bytes(tsig.other, "big") <= int(time.time())
+        else:
+            assert (tsig.mac, tsig.other) == (b"", b"")
+        if ask != "SOA":
+            assert node.transfers.stats.refused[kind] >= 1
+    assert node.transfers.stats.completed == 0
+    assert node.transfers.stats.signed_answers == 0
+
+
+async def test_a_key_listed_for_another_zone_or_address_is_refused_signed(node: Node) -> None:
+    """A key the node holds (another secondary's) that verifies, used where it is not
+    listed: the transfer is REFUSED, as NSD refuses an ACL miss, and the refusal is
+    signed with that key (RFC 8945 section 5.3); its SOA query is answered signed."""
+    other = Listed("other.test.", "127.0.0.1", "other.example.", "hmac-sha256", bytes(32))
+    node.secondaries.append(other)
+    query = dns.message.make_query(ZONE, "AXFR")
+    request = signed_at(query, other.key())
+    response = await trio.to_thread.run_sync(lambda: exchange(node.port, request, tcp=True))
+    assert response.rcode() == dns.rcode.REFUSED
+    dns.message.from_wire(response.to_wire(), keyring={other.key().name: other.key()},
+                          request_mac=query.mac)  # raises unless signed with the key
+    assert node.transfers.stats.refused["unlisted"] == 1
+
+    soa = dns.message.make_query(ZONE, "SOA")
+    soa.use_tsig(other.key())
+    answered = await trio.to_thread.run_sync(lambda: dns.query.udp(
+        soa, "127.0.0.1", port=node.udp_port, timeout=LIMIT))  # dnspython checks the TSIG
+    assert answered.rcode() == dns.rcode.NOERROR
+    assert answered.answer[0][0].serial == 1
+
+
+async def test_dig_reads_the_tsig_errors_as_it_reads_nsd_s(node: Node) -> None:
+    wrong = base64.b64encode(bytes(32)).decode()
+    for key, error in ((f"hmac-sha256:{KEY_NAME}:{wrong}", None),
+                       (f"hmac-sha256:nobody.example.:{wrong}", "BADKEY")):
+        result = await trio.to_thread.run_sync(lambda key=key: subprocess.run(
+            ["dig", "@127.0.0.1", "-p", str(node.udp_port), ZONE, "SOA", "+edns", "-y", key],
+            capture_output=True, text=True, timeout=LIMIT, check=False))
+        assert "status: NOTAUTH" in result.stdout
+        assert "Couldn't verify signature: tsig indicates error" in result.stdout
+        assert "OPT PSEUDOSECTION" in result.stdout
+        if error is not None:
+            assert f" {error} 0" in result.stdout  # the TSIG line: error, no Other Data
 
 
 @pytest.mark.parametrize("transport", ["udp", "tcp"])
@@ -187,7 +296,12 @@ async def test_a_listed_secondary_s_signed_soa_query_is_answered_signed(
     assert response.answer[0][0].serial == 1
     assert node.transfers.stats.signed_answers == 1
 
+    # From an address not listed, the key still verifies: the answer is the one anyone
+    # gets unsigned, signed (as NSD answers it). A key no secondary has is BADKEY.
     node.secondaries[:] = [listed("192.0.2.99")]
+    response = await trio.to_thread.run_sync(ask, SECRET)
+    assert response.had_tsig
+    node.secondaries[:] = []
     with pytest.raises(dns.tsig.PeerBadKey):
         await trio.to_thread.run_sync(ask, SECRET)
 
@@ -400,6 +514,40 @@ async def test_an_ixfr_over_tcp_is_the_soa_when_up_to_date_and_the_zone_otherwis
     assert [len(message.answer) for message in up_to_date] == [1]
     behind = await trio.to_thread.run_sync(ixfr, 0)
     assert sum(len(message.answer) for message in behind) == HOSTS + 8
+
+
+@pytest.mark.parametrize("serial", [1, 0])
+async def test_every_transfer_message_to_an_edns_request_carries_an_opt(
+    node: Node, serial: int
+) -> None:
+    """RFC 6891 section 7, as Knot sends it: the SOA alone of an up-to-date IXFR, and each
+    message of a whole zone, has an OPT (echoing DO) before its TSIG."""
+    query = dns.message.make_query(ZONE, "IXFR", use_edns=0, want_dnssec=True)
+    query.authority.append(dns.rrset.from_text(
+        ZONE, 300, "IN", "SOA", f"ns1.{ZONE} hostmaster.{ZONE} {serial} 7200 3600 1209600 300"))
+    query.use_tsig(keyring(), KEY_NAME)
+
+    def transfer() -> list[dns.message.Message]:
+        got: list[dns.message.Message] = []
+        with socket.create_connection(("127.0.0.1", node.port), timeout=LIMIT) as sock:
+            dns.query.send_tcp(sock, query)
+            stream = sock.makefile("rb")
+            ctx = None
+            soas = 0
+            while soas < (1 if serial else 2):
+                (size,) = struct.unpack("!H", stream.read(2))
+                message = dns.message.from_wire(  # every message's TSIG checked in turn
+                    stream.read(size), keyring=keyring(), request_mac=b"" if got else query.mac,
+                    xfr=True, tsig_ctx=ctx, multi=True, one_rr_per_rrset=True)
+                ctx = message.tsig_ctx
+                got.append(message)
+                soas += sum(rrset.rdtype == dns.rdatatype.SOA for rrset in message.answer)
+                assert len(got) < 100
+        return got
+
+    messages = await trio.to_thread.run_sync(transfer)
+    assert (len(messages) == 1) == (serial == 1)
+    assert all(m.edns == 0 and m.ednsflags & dns.flags.DO for m in messages)
 
 
 # --- NOTIFY ----------------------------------------------------------------------------

@@ -549,10 +549,12 @@ def _limit(payload: int, tcp: bool) -> int:
 
 
 def _badkey(
-    qid: int, qflags: int, qsec: bytes, opt: bytes, signed: Signature, *, limit: int
+    qid: int, qflags: int, qsec: bytes, opt: bytes, signed: Signature, *, limit: int,
+    error: int = BADKEY,
 ) -> bytes:
     """NOTAUTH with an unsigned TSIG telling the client its key is unknown (RFC 8945
-    section 5.2.1), after the OPT if the query had one (RFC 6891 section 7). The key
+    section 5.2.1), or with another ``error`` sent unsigned (BADSIG, section 5.2.2),
+    after the OPT if the query had one (RFC 6891 section 7). The key
     name is compressed against the question where it can be; if the reply still
     exceeds ``limit`` the TSIG is left out and TC set, so the client retries over TCP."""
     rdata = signed.algorithm + struct.pack(
@@ -562,7 +564,7 @@ def _badkey(
         signed.fudge,
         0,  # no MAC
         signed.original_id,
-        BADKEY,
+        error,
         0,  # no other data
     )
     owner = _compressed(signed.key, qsec[:-4])

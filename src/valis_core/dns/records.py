@@ -55,8 +55,12 @@ REFUSED = int(dns.rcode.REFUSED)
 YXDOMAIN = int(dns.rcode.YXDOMAIN)
 NOTAUTH = int(dns.rcode.NOTAUTH)
 BADVERS = int(dns.rcode.BADVERS)
+BADSIG = 16
+"""RFC 8945 TSIG error BADSIG (the MAC does not verify); the same number as BADVERS."""
 BADKEY = 17
 """RFC 8945 TSIG error BADKEY (dnspython keeps TSIG errors apart from rcodes)."""
+BADTIME = 18
+"""RFC 8945 TSIG error BADTIME (the time signed is outside the fudge)."""
 
 MAX_TTL = 2**31 - 1
 """RFC 2181 section 8: a TTL is an unsigned 31-bit number of seconds."""

@@ -3,11 +3,19 @@ zone, and the messages that carry it. Bytes and values in, bytes out; no IO.
 
 Access (``decide``): a transfer is granted only to a secondary listed for the zone (see
 ``valis_core.operator_state.secondaries``) whose address is the peer's and whose TSIG key
-signed the request, the MAC and time verified by dnspython (RFC 8945). Everything else is
-REFUSED, with a reason for the log: a name that is not a served zone's apex, an
-unlisted address, an unsigned request, a key not listed for that address, a bad MAC or a
-time outside the fudge. REFUSED rather than NOTAUTH for a bad key or MAC, so a stranger
-learns nothing about which keys exist; a request that does not parse is FORMERR.
+signed the request. A signed request's TSIG is checked first, as RFC 8945 section 5.2
+orders it and NSD and Knot do, against the keys of every listed secondary (``authenticate``):
+a key name and algorithm no secondary has is NOTAUTH with TSIG error BADKEY, a MAC that
+no such key verifies NOTAUTH with BADSIG (both unsigned, MAC empty, section 5.3.2), a time
+signed outside the fudge NOTAUTH with BADTIME, signed, its Other Data the server's time
+(section 5.2.3; its time signed is the request's, as Knot and BIND send it); a TSIG
+record whose TTL is not 0 (section 4.2) is FORMERR, as NSD answers it. Then a name that
+is not a served zone's apex is NOTAUTH (as NSD and Knot answer it); an address not
+listed for the zone, an unsigned request, and a key not listed for that zone at that
+address are REFUSED (as NSD answers an ACL miss; Knot answers NOTAUTH). Each refusal
+names its reason for the log; every response to a request whose TSIG verified is signed
+with its key (section 5.3), and every response to a query with EDNS carries an OPT (RFC
+6891 section 7). A request that does not parse is FORMERR.
 
 The messages (``transfer_messages``) come from one ``ServedZone`` (one version: the
 caller takes it once, so a transfer never mixes versions): the SOA first, every other
@@ -23,12 +31,16 @@ zone in AXFR form, which RFC 1995 section 4 allows a server without the history 
 
 A secondary also signs the ordinary queries it sends before a transfer (Knot asks for
 the SOA over UDP, signed, on every NOTIFY and refresh). The answer path holds no keys
-and answers any signed query BADKEY; ``signed_answer`` instead answers a listed
-secondary's correctly signed query as the answer path answers it unsigned, and signs the
-response over the query's MAC. An IXFR over UDP from a listed secondary, decided as over
-TCP, is answered in one datagram (``datagram_response``, RFC 1995 section 2): the SOA alone
-when it is up to date, the condensed difference when that fits the query's UDP payload,
-and otherwise the SOA alone with TC set, which tells it to ask again over TCP.
+and answers any signed query BADKEY; ``signed_answer`` instead checks the TSIG as above
+and answers a query signed with a listed secondary's key (from any address: the answer
+is what anyone gets unsigned, as NSD answers it) as the answer path answers it
+unsigned, signed over the query's MAC; over UDP a response the TSIG would push past the
+client's limit is sent as the question alone with TC set, signed (section 5.3).
+
+An IXFR over UDP from a listed secondary, decided as over TCP, is answered in one
+datagram (``datagram_response``, RFC 1995 section 2): the SOA alone when it is up to
+date, the condensed difference when that fits the query's UDP payload, and otherwise
+the SOA alone with TC set, which tells it to ask again over TCP.
 """
 
 from __future__ import annotations
@@ -48,19 +60,26 @@ import dns.rdtypes.ANY.TSIG
 import dns.tsig
 
 from valis_core.dns import wire
-from valis_core.dns.answer import (  # the answer path's compression, OPT and UDP limit
+from valis_core.dns.answer import (  # the answer path's compression, OPT, UDP limit, replies
     _OPT_DO,
     _OPT_PLAIN,
+    Signature,
+    _badkey,
     _limit,
+    _question_end,
     _Writer,
 )
 from valis_core.dns.journal import Difference
 from valis_core.dns.records import (
     AXFR,
+    BADKEY,
+    BADSIG,
+    BADTIME,
     FORMERR,
     IN,
     IXFR,
     NOERROR,
+    NOTAUTH,
     REFUSED,
     SOA,
     TSIG,
@@ -87,7 +106,9 @@ _RR_HEAD = struct.Struct("!HHIH")
 _QR = 0x8000
 _AA = 0x0400
 _OPCODE = 0x7800
+_TC = 0x0200
 _RD = 0x0100
+_CD = 0x0010
 
 
 WireRecord = tuple[bytes, int, int, bytes]
@@ -119,6 +140,9 @@ class Grant:
     """False when an IXFR is already up to date: the answer is the SOA alone."""
     incremental: tuple[WireRecord, ...] | None = None
     """An IXFR's records from the journal (``incremental_records``), when it reaches."""
+    whole: Callable[[], Iterator[WireRecord]] | None = None
+    """The whole zone's records when they are not its own (``zone_records``): a signed
+    zone's, signatures and chain included (``valis_core.dns.signed_transfer``)."""
 
 
 @attrs.frozen
@@ -133,7 +157,7 @@ class Refusal:
 
 REFUSAL_KINDS = (
     "malformed", "not_served", "unlisted", "unsigned", "unknown_key", "bad_signature",
-    "bad_time",
+    "bad_time", "signed_without_chain",
 )
 
 
@@ -170,12 +194,13 @@ def peer_host(address: str) -> str:
 
 
 def decide(
-    index: ZoneIndex, query: bytes, peer: str, listed: Sequence[Listed], *, now: float
+    index: ZoneIndex, query: bytes, peer: str, listed: Sequence[Listed], *, now: float,
+    tcp: bool = True,
 ) -> Grant | Refusal:
-    """Whether ``peer`` may transfer what ``query`` asks for from ``index``. Never
-    raises: anything malformed is refused."""
+    """Whether ``peer`` may transfer what ``query`` asks for from ``index`` (asked over TCP,
+    or over UDP when ``tcp`` is false). Never raises: anything malformed is refused."""
     try:
-        return _decide(index, query, peer_host(peer), listed, now)
+        return _decide(index, query, peer_host(peer), listed, now=now, tcp=tcp)
     except Exception as exc:  # malformed input must never take a server down
         return Refusal(
             _header_only(query, FORMERR), f"unreadable request ({type(exc).__name__})",
@@ -184,90 +209,124 @@ def decide(
 
 
 def _decide(
-    index: ZoneIndex, query: bytes, peer: str, listed: Sequence[Listed], now: float
+    index: ZoneIndex, query: bytes, peer: str, listed: Sequence[Listed], *, now: float,
+    tcp: bool,
 ) -> Grant | Refusal:
     try:
         message = dns.message.from_wire(query, keyring=False)
     except dns.exception.DNSException as exc:
         return Refusal(_header_only(query, FORMERR), f"unreadable request ({exc})", "malformed")
+    key = authenticate(query, message, listed, now=now, tcp=tcp)
+    if isinstance(key, Refusal):
+        return key
+
+    def refuse(rcode: int, reason: str, kind: str) -> Refusal:
+        return Refusal(_reply(query, message, rcode, key, now), reason, kind)
+
     question = message.question[0]
     apex = wire.name_wire(question.name).lower()
     zone = index.zone_for(apex)
     if zone is None or zone.apex != apex:
-        return Refusal(_refused(query), f"{question.name} is not a served zone", "not_served")
-    verified = _verify(query, message, zone.origin, peer, listed, now=now)
-    if isinstance(verified, Refusal):
-        return verified
-    full = question.rdtype == AXFR or not _up_to_date(message, zone)
-    return Grant(zone, message, verified, full)
-
-
-def _verify(
-    query: bytes,
-    message: dns.message.Message,
-    origin: str,
-    peer: str,
-    listed: Sequence[Listed],
-    *,
-    now: float,
-) -> dns.tsig.Key | Refusal:
-    """The key of a secondary of ``origin`` listed at ``peer`` that signed ``query``
-    (MAC and time verified), or why there is none."""
-    mine = [entry for entry in listed if entry.zone == origin and entry.address == peer]
+        return refuse(NOTAUTH, f"{question.name} is not a served zone", "not_served")
+    mine = [entry for entry in listed if entry.zone == zone.origin and entry.address == peer]
     if not mine:
-        return Refusal(_refused(query), f"{peer} is not a listed secondary of {origin}",
-                       "unlisted")
+        return refuse(REFUSED, f"{peer} is not a listed secondary of {zone.origin}", "unlisted")
+    if key is None:
+        return refuse(REFUSED, "the request is not TSIG-signed", "unsigned")
+    if not any(entry.key() == key for entry in mine):
+        return refuse(REFUSED, f"key {key.name} is not listed for {peer} as a secondary of "
+                      f"{zone.origin}", "unlisted")
+    full = question.rdtype == AXFR or not _up_to_date(message, zone)
+    return Grant(zone, message, key, full)
+
+
+def authenticate(
+    query: bytes, message: dns.message.Message, listed: Sequence[Listed], *, now: float,
+    tcp: bool,
+) -> dns.tsig.Key | Refusal | None:
+    """The key of a listed secondary (of any zone, at any address) that signed ``query``,
+    its MAC verified and its time within the fudge (RFC 8945 section 5.2); ``None`` when
+    ``query`` (parsed as ``message``) is unsigned; otherwise the refusal, with the
+    response the RFC prescribes (see the module docstring)."""
     if message.tsig is None:
-        return Refusal(_refused(query), "the request is not TSIG-signed", "unsigned")
+        return None
     tsig = message.tsig[0]
-    for entry in mine:
-        key = entry.key()
-        if key.name != message.tsig.name or key.algorithm != tsig.algorithm:
-            continue
+    name = message.tsig.name
+    if not _ttl_is_zero(query, tsig):
+        return Refusal(_reply(query, message, FORMERR, None, now),
+                       "the TSIG record's TTL is not 0", "malformed")
+    keys = {
+        entry.secret: entry.key() for entry in listed
+        if dns.name.from_text(entry.key_name) == name
+        and dns.name.from_text(entry.algorithm) == tsig.algorithm
+    }
+    if not keys:
+        return Refusal(_tsig_error(query, message, BADKEY, tcp),
+                       f"key {name} ({tsig.algorithm}) is no listed secondary's",
+                       "unknown_key")
+    for key in keys.values():
         try:
             dns.message.from_wire(query, keyring={key.name: key})
         except dns.tsig.BadTime:
             pass  # the MAC is good; the time is judged below against ``now``
         except dns.exception.DNSException:
-            return Refusal(_refused(query), f"the TSIG of key {key.name} does not verify",
-                           "bad_signature")
-        if abs(tsig.time_signed - int(now)) > tsig.fudge:
-            return Refusal(_refused(query), f"the TSIG time is outside its {tsig.fudge}s fudge",
-                           "bad_time")
-        return key
-    return Refusal(_refused(query), f"key {message.tsig.name} is not listed for {peer}",
-                   "unknown_key")
+            continue
+        break
+    else:
+        return Refusal(_tsig_error(query, message, BADSIG, tcp),
+                       f"the TSIG of key {name} does not verify", "bad_signature")
+    if abs(tsig.time_signed - int(now)) > tsig.fudge:
+        unsigned = _reply(query, message, NOTAUTH, None, now)
+        response = _Signer(key, tsig.mac, message.id, tsig.time_signed, error=BADTIME,
+                           other=int(now).to_bytes(6, "big")).sign(unsigned)
+        return Refusal(response, f"the TSIG time is {tsig.time_signed - int(now):+d}s from "
+                       f"the server's, outside its {tsig.fudge}s fudge", "bad_time")
+    return key
+
+
+def _ttl_is_zero(query: bytes, tsig: dns.rdtypes.ANY.TSIG.TSIG) -> bool:
+    """Whether the TSIG record (the last of ``query``, its algorithm name uncompressed
+    as RFC 8945 section 4.2 requires) has TTL 0; false when it cannot be found so."""
+    rdata: bytes | None = tsig.to_wire()
+    size = len(rdata or b"")
+    end = len(query) - size
+    if end < 22 or int.from_bytes(query[end - 2 : end], "big") != size:
+        return False
+    return query[end - 6 : end - 2] == b"\x00\x00\x00\x00"
 
 
 def signed_answer(
-    index: ZoneIndex,
     query: bytes,
-    peer: str,
     listed: Sequence[Listed],
     answer: Callable[[bytes], bytes | None],
     *,
     now: float,
-) -> bytes | None:
-    """The response to an ordinary query a listed secondary signed with its key (the SOA
+    tcp: bool,
+) -> bytes | Refusal | None:
+    """The response to an ordinary query signed with a listed secondary's key (the SOA
     query a secondary sends before it transfers, say): ``answer`` gives it for the query
-    without its TSIG, and it is signed over the query's MAC. ``None`` when the query is
-    not such a one (it keeps the answer path's BADKEY). Never raises."""
+    without its TSIG, and it is signed over the query's MAC. A refusal when the TSIG does
+    not pass ``authenticate`` (its response says why); ``None`` when the query is unsigned
+    or does not parse (it keeps the answer path's response). Never raises."""
     try:
         message = dns.message.from_wire(query, keyring=False)
-        if message.tsig is None or len(message.question) != 1:
-            return None
-        zone = index.zone_for(wire.name_wire(message.question[0].name).lower())
-        if zone is None:
-            return None
-        key = _verify(query, message, zone.origin, peer_host(peer), listed, now=now)
-        if isinstance(key, Refusal):
-            return None
+        key = authenticate(query, message, listed, now=now, tcp=tcp)
+        if key is None or isinstance(key, Refusal):
+            return key
+        assert message.tsig is not None
         mac = message.tsig[0].mac
         message.tsig = None
         response = answer(message.to_wire())
         if response is None:
             return None
-        return _Signer(key, mac, message.id, now).sign(response)
+        signer = _Signer(key, mac, message.id, now)
+        signed = signer.sign(response)
+        limit = _limit(message.payload if message.edns >= 0 else -1, tcp)
+        if len(signed) <= limit:
+            return signed
+        truncated = _reply(query, message, response[3] & 0x0F, None, now,
+                           flags=_TC | (response[2] << 8 & _AA))
+        return _Signer(key, mac, message.id, now).sign(truncated)
     except Exception:  # malformed input must never take a server down
         return None
 
@@ -284,7 +343,6 @@ DATAGRAM_KINDS = ("up_to_date", "incremental", "truncated")
 """An IXFR over UDP answered with the SOA alone (up to date), with the condensed
 difference, or with the SOA alone and TC set (ask again over TCP)."""
 
-_TC = 0x0200
 _SMALLEST_RECORD = 11
 """Bytes of the smallest record a message can hold (a compressed owner and an empty
 rdata): a difference with more records than a datagram has room for at this size cannot
@@ -329,7 +387,7 @@ def _single(
         count += 1
         if limit and len(writer.buf) > limit:
             break
-    opt = b"" if query.edns < 0 else _OPT_DO if query.ednsflags & dns.flags.DO else _OPT_PLAIN
+    opt = _opt(query)
     writer.buf += opt
     flags |= _QR | _AA | (query.flags & _RD) | NOERROR
     _HEADER.pack_into(writer.buf, 0, query.id, flags, 1, count, 0, 1 if opt else 0)
@@ -413,25 +471,26 @@ def transfer_steps(
     qname = wire.name_wire(query.question[0].name)
     qtype = query.question[0].rdtype
     flags = _QR | _AA | (query.flags & _RD) | NOERROR
-    records = zone_records(grant.zone)
+    records = zone_records(grant.zone) if grant.whole is None else grant.whole()
     if not grant.full:
         records = iter([next(records)])
     elif grant.incremental is not None:
         records = iter(grant.incremental)
     assert query.tsig is not None
     signer = _Signer(grant.key, query.tsig[0].mac, query.id, now)
+    opt = _opt(query)
     writer = _fresh(qname, qtype)
     count = 0
     for written, (owner, rtype, ttl, rdata) in enumerate(records, 1):
         if count and len(writer.buf) + len(owner) + 10 + len(rdata) > size:
-            yield _finish(writer, query.id, flags, count, signer)
+            yield _finish(writer, query.id, flags, count, signer, opt=opt)
             writer = _fresh(qname, qtype)
             count = 0
         writer.record(owner, rtype, ttl, rdata)
         count += 1
         if written % pause_every == 0:
             yield None
-    yield _finish(writer, query.id, flags, count, signer)
+    yield _finish(writer, query.id, flags, count, signer, opt=opt)
 
 
 def _fresh(qname: bytes, qtype: int) -> _Writer:
@@ -440,29 +499,48 @@ def _fresh(qname: bytes, qtype: int) -> _Writer:
     return writer
 
 
-def _finish(writer: _Writer, qid: int, flags: int, count: int, signer: _Signer) -> bytes:
-    buf = writer.buf
-    _HEADER.pack_into(buf, 0, qid, flags, 1, count, 0, 0)
+def _finish(
+    writer: _Writer, qid: int, flags: int, count: int, signer: _Signer, *, opt: bytes
+) -> bytes:
+    """One message of a transfer, with the OPT in each when the request had EDNS (RFC 6891
+    section 7; Knot does so, NSD only in the first)."""
+    buf = writer.buf + opt
+    _HEADER.pack_into(buf, 0, qid, flags, 1, count, 0, 1 if opt else 0)
     return signer.sign(bytes(buf))
 
 
+def _opt(query: dns.message.Message) -> bytes:
+    """The OPT answering ``query``'s, echoing its DO bit; nothing when it had none."""
+    if query.edns < 0:
+        return b""
+    return _OPT_DO if query.ednsflags & dns.flags.DO else _OPT_PLAIN
+
+
 class _Signer:
-    """Signs the messages of one transfer in order (RFC 8945 section 5.3.1)."""
+    """Signs the messages of one transfer in order (RFC 8945 section 5.3.1): the first
+    over the request's MAC, each later one over the previous message's. ``now`` is the
+    time signed; ``error`` and ``other`` the TSIG error and Other Data (BADTIME's server
+    time, section 5.2.3)."""
 
-    __slots__ = ("_ctx", "_key", "_mac", "_now", "_owner", "_qid")
+    __slots__ = ("_ctx", "_error", "_key", "_mac", "_now", "_other", "_owner", "_qid")
 
-    def __init__(self, key: dns.tsig.Key, request_mac: bytes, qid: int, now: float) -> None:
+    def __init__(
+        self, key: dns.tsig.Key, request_mac: bytes, qid: int, now: float, *, error: int = 0,
+        other: bytes = b"",
+    ) -> None:
         self._key = key
         self._mac: bytes | None = request_mac
         self._ctx: object | None = None
         self._now = int(now)
         self._owner = wire.name_wire(key.name)
         self._qid = qid
+        self._error = error
+        self._other = other
 
     def sign(self, message: bytes) -> bytes:
         rdata = dns.rdtypes.ANY.TSIG.TSIG(  # type: ignore[no-untyped-call]
             dns.rdataclass.ANY, dns.rdatatype.TSIG, self._key.algorithm, self._now, FUDGE,
-            b"", self._qid, 0, b"",
+            b"", self._qid, self._error, self._other,
         )
         signed, self._ctx = dns.tsig.sign(  # type: ignore[no-untyped-call]
             message, self._key, rdata, self._now, self._mac, self._ctx, True
@@ -474,14 +552,41 @@ class _Signer:
         return message[:10] + arcount.to_bytes(2, "big") + message[12:] + record
 
 
-def _refused(query: bytes) -> bytes:
-    """REFUSED, unsigned, echoing the question (which has parsed by now)."""
-    i = 12
-    while query[i]:
-        i += query[i] + 1
-    qid, flags = struct.unpack_from("!HH", query)
-    header = _HEADER.pack(qid, _QR | (flags & (_OPCODE | _RD)) | REFUSED, 1, 0, 0, 0)
-    return header + query[12 : i + 5]
+def _reply(
+    query: bytes, message: dns.message.Message, rcode: int, key: dns.tsig.Key | None,
+    now: float, *, flags: int = 0,
+) -> bytes:
+    """A response to ``query`` (parsed as ``message``) holding only the question echoed and
+    the OPT when it had EDNS, with ``rcode`` and ``flags``; signed with ``key`` over the
+    query's MAC when given. Raises ``ValueError`` when the question cannot be echoed."""
+    qend = _question_end(query, len(query))
+    if not qend:
+        raise ValueError("the question cannot be echoed")
+    qid, qflags = struct.unpack_from("!HH", query)
+    opt = _opt(message)
+    flags |= _QR | (qflags & (_OPCODE | _RD | _CD)) | rcode
+    response = _HEADER.pack(qid, flags, 1, 0, 0, 1 if opt else 0) + query[12:qend] + opt
+    if key is None:
+        return response
+    assert message.tsig is not None
+    return _Signer(key, message.tsig[0].mac, qid, now).sign(response)
+
+
+def _tsig_error(query: bytes, message: dns.message.Message, error: int, tcp: bool) -> bytes:
+    """NOTAUTH with an unsigned TSIG carrying ``error`` (BADKEY or BADSIG), the answer
+    path's BADKEY reply (RFC 8945 section 5.3.2). Raises ``ValueError`` when the question
+    cannot be echoed."""
+    assert message.tsig is not None
+    qend = _question_end(query, len(query))
+    if not qend:
+        raise ValueError("the question cannot be echoed")
+    tsig = message.tsig[0]
+    signature = Signature(wire.name_wire(message.tsig.name), wire.name_wire(tsig.algorithm),
+                          tsig.time_signed, tsig.fudge, tsig.original_id)
+    qid, qflags = struct.unpack_from("!HH", query)
+    limit = _limit(message.payload if message.edns >= 0 else -1, tcp)
+    return _badkey(qid, qflags, query[12:qend], _opt(message), signature, limit=limit,
+                   error=error)
 
 
 def _header_only(query: bytes, rcode: int) -> bytes | None:

@@ -39,14 +39,16 @@ import trio
 
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.journal import Difference
-from valis_core.dns.records import IXFR, SERVFAIL, ZoneError
+from valis_core.dns.records import IXFR, REFUSED, SERVFAIL, ZoneError
 from valis_core.dns.secondary_progress import Progress
+from valis_core.dns.signed_transfer import refusal, signed_zone, signed_zone_records
 from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.tcp import framed
 from valis_core.dns.transfer import (
     REFUSAL_KINDS,
     Grant,
     Listed,
+    Refusal,
     datagram_response,
     decide,
     incremental_records,
@@ -126,13 +128,16 @@ class Transfers:
     def signed(
         self, snapshot: Snapshot, query: bytes, peer: str, transport: Transport
     ) -> bytes | None:
-        """The signed response to a listed secondary's signed query (its SOA query before
-        a transfer), from the secondaries last read; ``None`` for any other query."""
+        """The response to a signed query, from the secondaries last read: signed when a
+        listed secondary's key signed it (its SOA query before a transfer), else the TSIG
+        error (BADKEY, BADSIG, BADTIME); ``None`` when it is unsigned or unreadable."""
         response = signed_answer(
-            snapshot.index, query, peer, self._known(),
+            query, self._known(),
             lambda unsigned: answer(snapshot, unsigned, transport=transport),
-            now=self._clock(),
+            now=self._clock(), tcp=transport is Transport.TCP,
         )
+        if isinstance(response, Refusal):
+            return response.response
         if response is not None:
             self.stats.signed_answers += 1
         return response
@@ -142,16 +147,21 @@ class Transfers:
         ``Later`` when it needs the journal, or ``None``."""
         if transfer_question(query) != IXFR:
             return self.signed(snapshot, query, peer, Transport.UDP)
-        decision = decide(snapshot.index, query, peer, self._known(), now=self._clock())
+        decision = decide(snapshot.index, query, peer, self._known(), now=self._clock(),
+                          tcp=False)
         if not isinstance(decision, Grant):
             self.stats.refused[decision.kind] += 1
             self._refusals.say(f"{peer} (IXFR over UDP): {decision.reason}")
             return decision.response
         host = peer_host(peer)
+        signed = self._signed(decision, snapshot, f"{peer} (IXFR over UDP)")
+        if signed is None:
+            return _error_reply(query, REFUSED)
         theirs = ixfr_serial(decision.query)
         if theirs is not None:
             self.progress.saw(decision.zone.origin, host, theirs, self._clock())
-        if not decision.full or self._journal is None or self._datagrams >= MAX_DATAGRAMS:
+        if (not decision.full or self._journal is None or self._datagrams >= MAX_DATAGRAMS
+                or signed.whole is not None):  # a signed zone comes whole, over TCP
             return self._datagram(decision, None, host)
         self._datagrams += 1
         return partial(self._datagram_later, decision, host)
@@ -196,19 +206,37 @@ class Transfers:
         except Exception as exc:
             log.error("zone transfer for %s: the secondaries cannot be read (%s); answered "
                       "SERVFAIL", peer, " ".join(str(exc).split()))
-            return await self._send(stream, _servfail(query))
+            return await self._send(stream, _error_reply(query, SERVFAIL))
         decision = decide(snapshot.index, query, peer, listed, now=self._clock())
         if not isinstance(decision, Grant):
             self.stats.refused[decision.kind] += 1
             self._refusals.say(f"{peer}: {decision.reason}")
             return decision.response is None or await self._send(stream, decision.response)
-        return await self._transfer(stream, await self._incremental(decision), peer)
+        signed = self._signed(decision, snapshot, peer)
+        if signed is None:
+            return await self._send(stream, _error_reply(query, REFUSED))
+        return await self._transfer(stream, await self._incremental(signed), peer)
+
+    def _signed(self, grant: Grant, snapshot: Snapshot, peer: str) -> Grant | None:
+        """``grant`` as its zone's signing has it sent: as it is for an unsigned zone,
+        fully signed for an NSEC3 zone (``valis_core.dns.signed_transfer``); ``None``
+        when it cannot be sent (compact denial, a key lacking), counted and logged."""
+        reason = refusal(snapshot.signer, grant.zone)
+        if reason is not None:
+            self.stats.refused["signed_without_chain"] += 1
+            self._refusals.say(f"{peer}: {reason}")
+            return None
+        signer = snapshot.signer
+        if signer is None or signed_zone(signer, grant.zone) is None:
+            return grant
+        whole = partial(signed_zone_records, grant.zone, signer, signer.window())
+        return attrs.evolve(grant, whole=whole)
 
     async def _incremental(self, grant: Grant) -> Grant:
         """``grant`` with the journal's difference when it is an IXFR of a secondary
         behind that the journal reaches back to."""
         theirs = ixfr_serial(grant.query)
-        if (self._journal is None or not grant.full or theirs is None
+        if (self._journal is None or not grant.full or theirs is None or grant.whole
                 or grant.query.question[0].rdtype != IXFR):
             return grant
         difference = await self._journal(grant.zone.origin, theirs, zone_serial(grant.zone))
@@ -300,10 +328,11 @@ class _Refusals:
 _REFUSALS_PER_SECOND = 10
 
 
-def _servfail(query: bytes) -> bytes | None:
+def _error_reply(query: bytes, rcode: int) -> bytes | None:
+    """The header alone, unsigned, with ``rcode``; nothing to a response."""
     if len(query) < 12 or query[2] & 0x80:
         return None
-    flags = 0x8000 | (query[2] << 8 & 0x7900) | SERVFAIL
+    flags = 0x8000 | (query[2] << 8 & 0x7900) | rcode
     return query[:2] + flags.to_bytes(2, "big") + bytes(8)
 
 
