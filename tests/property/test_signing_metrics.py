@@ -1,5 +1,6 @@
 """The node's metrics say how many zones it signs, how many it fails closed for want of
-their key, and how many signatures it has made; a node signing nothing shows none."""
+their key, how many signatures it has made, found cached and keeps; a node signing nothing
+shows none."""
 
 from __future__ import annotations
 
@@ -59,4 +60,7 @@ def test_signing_is_counted_in_the_metrics() -> None:
     assert dnssec_samples(node) == {
         "valis_dnssec_zones": [(1, (("state", "signing"),)), (1, (("state", "lacking_key"),))],
         "valis_dnssec_signatures_made_total": [(1, ())],
+        "valis_dnssec_signature_cache_total": [(0, (("outcome", "hit"),)),
+                                               (1, (("outcome", "miss"),))],
+        "valis_dnssec_signatures_cached": [(1, (("zone", "example.test."),))],
     }
