@@ -1,6 +1,7 @@
 """Zone-signing keys on disk: made once per zone in the state directory (0600, atomic),
-read back as the key they were, carried by the backup set and restored byte for byte, so
-a restored or evacuated node signs under the same DS."""
+read back as the key they were (a split zone's KSK and ZSK each with its flags), carried
+by the backup set and restored byte for byte, so a restored or evacuated node signs under
+the same DS."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import pytest
 
 from valis_core.dns.zone_keys import (
     ZoneKeyError,
+    ensure_signing_keys,
     ensure_zone_key,
     file_zone,
     key_file_name,
+    load_key_ring,
     load_zone_keys,
 )
 from valis_core.identity.custody import load_or_create_keyfile
@@ -90,3 +93,41 @@ def test_a_backup_of_a_damaged_signing_key_does_not_verify(
     create_backup(state_dir, archive)
     with pytest.raises(BackupError, match="no usable signing key"):
         verify_backup_set(archive)
+
+
+@pytest.mark.parametrize("algorithm", [13, 15])
+def test_a_split_zone_keeps_a_ksk_and_a_zsk_backed_up_and_restored_as_themselves(
+    state_dir: Path, tmp_path: Path, algorithm: int
+) -> None:
+    """``--split`` makes a KSK (flags 257) and a ZSK (flags 256) once; read back, each
+    has its flags again (the tag in the file name says which), and a restore of the
+    backup set reproduces both byte for byte."""
+    (ksk, zsk), made = ensure_signing_keys(state_dir, "example.test.", algorithm, split=True)
+    again, made_again = ensure_signing_keys(state_dir, "example.test.", algorithm, split=True)
+    assert made
+    assert not made_again
+    assert (ksk.flags, zsk.flags) == (257, 256)
+    assert [key.dnskey for key in again] == [ksk.dnskey, zsk.dnskey]
+    archive = tmp_path / "backup.tar"
+    create_backup(state_dir, archive)
+    verify_backup_set(archive)
+    fresh = tmp_path / "restored"
+    restore_backup(archive, fresh)
+    for key in (ksk, zsk):
+        name = f"dnssec/{key_file_name('example.test.', key)}"
+        assert (fresh / name).read_bytes() == (state_dir / name).read_bytes()
+    restored = load_key_ring(fresh)["example.test"]
+    assert {tag: (key.flags, key.dnskey) for tag, key in restored.items()} == {
+        ksk.tag: (257, ksk.dnskey), zsk.tag: (256, zsk.dnskey),
+    }
+
+
+def test_a_zone_signed_one_way_is_not_signed_the_other(state_dir: Path) -> None:
+    ensure_zone_key(state_dir, "csk.test.", 13)
+    with pytest.raises(ZoneKeyError, match=r"combined signing key \(CSK\).*without --split"):
+        ensure_signing_keys(state_dir, "csk.test.", 13, split=True)
+    ensure_signing_keys(state_dir, "split.test.", 13, split=True)
+    with pytest.raises(ZoneKeyError, match=r"a KSK and a ZSK.*with --split"):
+        ensure_zone_key(state_dir, "split.test.", 13)
+    with pytest.raises(ZoneKeyError, match="algorithm rollover is not offered"):
+        ensure_signing_keys(state_dir, "split.test.", 15, split=True)
