@@ -15,6 +15,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from valis_core.dns.answer import Transport, answer
+from valis_core.dns.dnssec import ZoneKey, generate_key
 from valis_core.dns.rrl import (
     DEFAULT_IPV6_PREFIX,
     DEFAULT_SLIP,
@@ -29,6 +30,8 @@ from valis_core.dns.rrl import (
     slip_reply,
     source_prefix,
 )
+from valis_core.dns.signed_answer import Signer
+from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.wire import from_text
 from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.site_facts import (
@@ -299,7 +302,7 @@ def wild_response(name: str, rtype: str = "A") -> bytes:
 
 
 def wild_kind(name: str, rtype: str = "A") -> tuple[Kind, bytes]:
-    kind, keyed, _ = classify(wild_response(name, rtype), WILD_INDEX.wildcard_covering)
+    kind, keyed, _ = classify(wild_response(name, rtype), WILD_INDEX)
     return kind, keyed
 
 
@@ -311,8 +314,7 @@ def test_any_two_names_a_wildcard_answers_share_the_wildcard_s_bucket(
     first, second = (wild_kind(f"{n}.w.example.net.", rtype) for n in names)
     # An answer (A) and a NODATA (MX) the wildcard synthesized are keyed by its owner.
     assert first == second == (Kind.WILDCARD, from_text("*.w.example.net."))
-    limiter = RateLimiter(RrlSettings(rate=1, table_size=1024), KEY,
-                          WILD_INDEX.wildcard_covering)
+    limiter = RateLimiter(RrlSettings(rate=1, table_size=1024), KEY, lambda: WILD_INDEX)
     one, other = (wild_response(f"{n}.w.example.net.", rtype) for n in names)
     assert limiter.limit(one, "198.51.100.7", 1.0) is one
     assert limiter.limit(other, "198.51.100.8", 1.0) is None  # the same bucket, spent
@@ -335,14 +337,45 @@ def test_a_name_with_records_of_its_own_keeps_its_own_bucket_beside_a_wildcard(
 @given(labels)
 def test_names_beneath_a_delegation_or_a_dname_are_never_wildcard_answers(label: str) -> None:
     assert wild_kind(f"{label}.sub.example.net.") == (Kind.REFERRAL, from_text("sub.example.net."))
-    assert WILD_INDEX.wildcard_covering(from_text(f"{label}.moved.example.net.")) is None
-    assert WILD_INDEX.wildcard_covering(from_text(f"{label}.sub.example.net.")) is None
+    for name in (f"{label}.moved.example.net.", f"{label}.sub.example.net."):
+        zone = WILD_INDEX.zone_for(from_text(name))
+        assert zone is not None
+        assert zone.wildcard_covering(from_text(name)) is None
 
 
 def test_without_the_lookup_a_wildcard_answer_is_keyed_by_its_own_name() -> None:
     kind, keyed, _ = classify(wild_response("x.w.example.net."))
     assert (kind, keyed) == (Kind.POSITIVE, from_text("x.w.example.net."))
-    assert INDEX.wildcard_covering(from_text("nope.example.com.")) is None
+    assert classify(response("nope.example.com.", "A"), INDEX)[:2] == (
+        Kind.NXDOMAIN, from_text("example.com."))
+
+
+SIGNED = Snapshot(WILD_INDEX, signer=Signer(
+    {from_text("example.net."): ZoneKey(generate_key(13))}, clock=lambda: 1_800_000_000))
+
+
+@given(labels)
+def test_under_compact_denial_a_missing_name_s_nodata_is_the_zone_s_nxdomain(
+    label: str
+) -> None:
+    assume(label not in ("ns1", "w", "alias", "sub", "moved"))
+    query = dns.message.make_query(f"{label}.example.net.", "A", want_dnssec=True)
+    wire = answer(SIGNED, query.to_wire(), transport=Transport.UDP)
+    assert wire is not None
+    denial = dns.message.from_wire(wire)
+    # RFC 9824: NOERROR and no answer for a name that does not exist.
+    assert (denial.rcode(), denial.answer) == (dns.rcode.NOERROR, [])
+    assert classify(wire)[:2] == (Kind.NODATA, from_text(f"{label}.example.net."))
+    assert classify(wire, WILD_INDEX)[:2] == (Kind.NXDOMAIN, from_text("example.net."))
+    # A name that exists keeps its own NODATA bucket; a wildcard's keeps the wildcard's.
+    own = answer(SIGNED, dns.message.make_query(
+        "own.w.example.net.", "MX", want_dnssec=True).to_wire(), transport=Transport.UDP)
+    assert own is not None
+    assert classify(own, WILD_INDEX)[:2] == (Kind.NODATA, from_text("own.w.example.net."))
+    wild = answer(SIGNED, dns.message.make_query(
+        f"{label}.w.example.net.", "MX", want_dnssec=True).to_wire(), transport=Transport.UDP)
+    assert wild is not None
+    assert classify(wild, WILD_INDEX)[:2] == (Kind.WILDCARD, from_text("*.w.example.net."))
 
 
 v4_networks = st.builds(

@@ -10,8 +10,8 @@ query is answered under exactly one limiter, the old or the new. What a restart 
 lose is an IXFR over UDP still being read from the journal: the secondary asks again.
 
 A limiter is made fresh each time (``limiter_for``): a new random key for its slot hash
-and a full table, and a wildcard lookup in whatever snapshot the holder serves at the
-moment a response is classified (``ZoneIndex.wildcard_covering``).
+and a full table, and it classifies each response by the zones the holder serves at the
+moment (wildcard answers, compact denial: ``valis_core.dns.rrl.classify``).
 """
 
 from __future__ import annotations
@@ -23,19 +23,20 @@ import trio
 from valis_core.dns.rrl import RateLimiter, RrlSettings
 from valis_core.dns.serve import ServeStats, TransferFn, serve_udp
 from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.zone import ZoneIndex
 
 
 def limiter_for(settings: RrlSettings | None, holder: IndexHolder) -> RateLimiter | None:
-    """The limiter ``settings`` ask for (``None``: off), classifying wildcard answers by
-    the zones ``holder`` serves when each response is sent."""
+    """The limiter ``settings`` ask for (``None``: off), classifying each response by
+    the zones ``holder`` serves when it is sent."""
     if settings is None:
         return None
 
-    def wildcard(name: bytes) -> bytes | None:
-        return holder.current.wildcard_covering(name)
+    def zones() -> ZoneIndex:
+        return holder.current
 
     # The slot hash's key: fresh per limiter, so nobody can aim at a victim's bucket.
-    return RateLimiter(settings, os.urandom(16), wildcard)
+    return RateLimiter(settings, os.urandom(16), zones)
 
 
 class LimitedUdp:

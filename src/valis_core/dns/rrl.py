@@ -9,11 +9,15 @@ second and holding at most ``burst``. The kind and name come from the response i
 - NXDOMAIN: the zone (the SOA owner in authority), so random names are one bucket too;
 - wildcard: an answer or NODATA a wildcard synthesized, keyed by the wildcard's owner
   (``*.example.com``), so random names under one wildcard are one bucket, as NSD keys
-  them. The response does not say it came from a wildcard, so the limiter is given a
-  lookup (``wildcard``: the served zones' ``ServedZone.wildcard_covering``), asked only
-  for answers and NODATA, and only while limiting is on;
+  them;
 - referral: the delegation point (the NS owner in authority);
 - any other RCODE (REFUSED, FORMERR, ...): one bucket per prefix, whatever the name.
+
+The response does not say it came from a wildcard, nor, under compact denial (RFC 9824:
+a signed zone's NODATA for a name that does not exist), that it denies a name. So the
+limiter is given the zones served at the moment (``zones``) and looks the question name
+up there: only for answers and NODATA, and only while limiting is on. A NODATA for a
+name the zone does not hold, and no wildcard covers, is an NXDOMAIN keyed by the zone.
 
 Sources in ``exempt`` (Knot's ``whitelist``) are never limited.
 
@@ -39,6 +43,7 @@ import hashlib
 import ipaddress
 from array import array
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -52,6 +57,9 @@ from valis_core.operator_state.site_facts import (
     Network,
     rrl_exempt_networks,
 )
+
+if TYPE_CHECKING:
+    from valis_core.dns.zone import ZoneIndex
 
 DEFAULT_SLIP = 2
 """As NSD's ``rrl-slip`` and Knot's recommended ``slip``: half the limited responses
@@ -198,21 +206,25 @@ def _masked(value: int, bits: int, prefix: int) -> bytes:
     return (value >> (bits - prefix)).to_bytes(bits // 8, "big") + bytes((prefix,))
 
 
-Wildcard = Callable[[bytes], bytes | None]
-"""The wildcard owner that answers for a name (lowercased wire form) in the zones served
-now, or ``None`` (``ZoneIndex.wildcard_covering`` of the current snapshot)."""
+Zones = Callable[[], "ZoneIndex"]
+"""The zones served at the moment (the current snapshot's index)."""
 
 
-def classify(response: bytes, wildcard: Wildcard | None = None) -> tuple[Kind, bytes, int]:
+def classify(response: bytes, zones: ZoneIndex | None = None) -> tuple[Kind, bytes, int]:
     """The kind of ``response``, the name its bucket is keyed by (lowercased wire form),
-    and the offset where its question ends. An answer or NODATA whose question name
-    ``wildcard`` says a wildcard answers is a WILDCARD keyed by that wildcard's owner.
-    Never raises: a response it cannot read is an ERROR with no name."""
+    and the offset where its question ends. Given the ``zones`` that answered, an answer
+    or NODATA a wildcard synthesized is a WILDCARD keyed by the wildcard's owner, and a
+    NODATA for a name that does not exist (compact denial) an NXDOMAIN keyed by the
+    zone. Never raises: a response it cannot read is an ERROR with no name."""
     kind, name, qend = _classify(response)
-    if wildcard is not None and kind in (Kind.POSITIVE, Kind.NODATA):
-        owner = wildcard(name)
-        if owner is not None:
-            return Kind.WILDCARD, owner, qend
+    if zones is not None and kind in (Kind.POSITIVE, Kind.NODATA):
+        zone = zones.zone_for(name)
+        if zone is not None:
+            owner = zone.wildcard_covering(name)
+            if owner is not None:
+                return Kind.WILDCARD, owner, qend
+            if kind is Kind.NODATA and not zone.exists(name):
+                return Kind.NXDOMAIN, zone.apex, qend
     return kind, name, qend
 
 
@@ -326,19 +338,19 @@ class RateLimiter:
     """The bucket table and its counters: mutable state that only ``take`` and ``limit``
     change, given the time. ``key`` keys the slot hash; draw it at random per process.
 
+    ``zones``, when given, gives the zones served at the moment, for ``classify``.
+
     ``limit`` remembers the slot of recent (source, response) pairs, the ID aside: a
     flood repeats its query, so most responses skip classifying and hashing. The memo
     holds at most ``_MEMO`` entries of responses up to ``_MEMO_SIZE`` bytes and starts
     afresh when full, so it stays bounded however many sources and names there are."""
 
-    __slots__ = ("_hasher", "_limited", "_recent", "_stamps", "_tokens", "_wildcard",
+    __slots__ = ("_hasher", "_limited", "_recent", "_stamps", "_tokens", "_zones",
                  "settings")
 
-    def __init__(
-        self, settings: RrlSettings, key: bytes, wildcard: Wildcard | None = None
-    ) -> None:
+    def __init__(self, settings: RrlSettings, key: bytes, zones: Zones | None = None) -> None:
         self.settings = settings
-        self._wildcard = wildcard
+        self._zones = zones
         self._hasher = hashlib.blake2b(digest_size=8, key=key[:64])
         self._recent: dict[tuple[str, bytes], tuple[int, int]] = {}
         size = settings.table_size
@@ -393,7 +405,8 @@ class RateLimiter:
             if is_exempt(host, settings.exempt):
                 found = (_EXEMPT, 0)
             else:
-                kind, name, qend = classify(response, self._wildcard)
+                zones = self._zones
+                kind, name, qend = classify(response, zones() if zones is not None else None)
                 prefix = source_prefix(host, settings.ipv4_prefix, settings.ipv6_prefix)
                 found = (self.slot(bucket_key(prefix, kind, name)), qend)
             if memo is not None:

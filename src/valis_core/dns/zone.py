@@ -192,12 +192,6 @@ class ZoneIndex:
         """The nearest zone enclosing ``zone`` that this index also serves."""
         return self._parents.get(zone.apex)
 
-    def wildcard_covering(self, name: bytes) -> bytes | None:
-        """The wildcard owner that answers for ``name`` in the deepest zone serving it
-        (``ServedZone.wildcard_covering``), or ``None``."""
-        zone = self.zone_for(name)
-        return zone.wildcard_covering(name) if zone is not None else None
-
     def zone_for(self, name: bytes) -> ServedZone | None:
         """The deepest served zone at or above ``name`` (lowercased wire form)."""
         zones = self._by_apex
