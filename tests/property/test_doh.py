@@ -1,5 +1,7 @@
 """The DoH core: whatever bytes arrive, a route or a DohError with an HTTP status; a
-query's bytes survive GET and POST alike; the cache lifetime is the least TTL."""
+query's bytes survive GET and POST alike; bytes that are not a DNS query are 400, a
+well-formed query the server will not answer 200 with its DNS error; the cache lifetime
+is the least TTL."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ from pathlib import Path
 
 import dns.flags
 import dns.message
+import dns.opcode
 import dns.rcode
+import dns.rrset
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,6 +24,7 @@ from valis_core.edge.doh import (
     MAX_MESSAGE,
     DnsQuery,
     DohError,
+    Route,
     StatusPage,
     dns_response,
     max_age,
@@ -70,11 +75,94 @@ def test_every_request_gets_a_response_with_a_length_that_is_its_body(
         assert int(declared) == len(response.body)
 
 
+def routed(method: bytes, wire: bytes) -> Route | int:
+    """What ``wire`` sent by GET or POST routes to, or the status it is refused with."""
+    try:
+        if method == b"GET":
+            return route(b"GET", b"/dns-query?dns=" + b64url(wire), [], b"")
+        return route(b"POST", b"/dns-query", DNS_MESSAGE, wire)
+    except DohError as exc:
+        return exc.status
+
+
 @given(st.binary(min_size=12, max_size=600))
 def test_a_message_reaches_the_answer_path_the_same_by_get_and_by_post(wire: bytes) -> None:
-    by_get = route(b"GET", b"/dns-query?dns=" + b64url(wire), [], b"")
-    by_post = route(b"POST", b"/dns-query", DNS_MESSAGE, wire)
-    assert by_get == by_post == DnsQuery(wire)
+    assert routed(b"GET", wire) == routed(b"POST", wire) in (DnsQuery(wire), 400)
+
+
+names = st.lists(st.text("abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=20),
+                 min_size=1, max_size=5).map(lambda labels: ".".join(labels) + ".")
+
+
+@given(names, st.sampled_from(["A", "AAAA", "MX", "TXT", "ANY", "SOA", "HTTPS"]),
+       st.booleans(), st.integers(min_value=0, max_value=65535))
+def test_every_query_a_client_makes_reaches_the_answer_path(
+    name: str, rdtype: str, edns: bool, qid: int
+) -> None:
+    query = dns.message.make_query(name, rdtype, use_edns=0 if edns else False, id=qid)
+    wire = query.to_wire()
+    assert routed(b"GET", wire) == routed(b"POST", wire) == DnsQuery(wire)
+
+
+_QUERY = dns.message.make_query("www.example.com.", "A", id=4242).to_wire()
+
+
+@pytest.mark.parametrize(("why", "wire"), [
+    ("garbage whose header is nonsense", b"x" * 40),
+    ("a header and nothing after it", bytes(12)),
+    ("a response, not a query", b"\xff" * 40),
+    ("a question cut short", _QUERY[:-3]),
+    ("bytes after the last record", _QUERY + b"\x00"),
+    ("counted records that are not there", _QUERY[:11] + b"\x01" + _QUERY[12:]),
+    ("a label type that is not one", _QUERY[:12] + b"\x43" + _QUERY[13:]),
+    ("a pointer that points forward", _QUERY[:12] + b"\xc0\x20" + _QUERY[-4:]),
+])
+def test_bytes_that_are_not_a_dns_query_are_400_not_a_dns_error(why: str, wire: bytes) -> None:
+    for method in (b"GET", b"POST"):
+        assert routed(method, wire) == 400, why
+        target = b"/dns-query?dns=" + b64url(wire) if method == b"GET" else b"/dns-query"
+        response = respond(SNAPSHOT, method, target, DNS_MESSAGE, wire)
+        assert response.status == 400
+        assert dict(response.headers)[b"content-type"].startswith(b"text/plain")
+        assert response.body.startswith(b"not a DNS query")
+
+
+def _with(change: str) -> bytes:
+    query = dns.message.make_query("www.example.com.", "A", id=4242)
+    if change == "notify":
+        query.set_opcode(dns.opcode.NOTIFY)
+    elif change == "chaos":
+        query = dns.message.make_query("version.bind.", "TXT", rdclass="CH", id=4242)
+    elif change == "answer record":
+        query.answer.append(dns.rrset.from_text("www.example.com.", 60, "IN", "A", "192.0.2.1"))
+    wire = query.to_wire()
+    if change == "two questions":
+        question = wire[12:]
+        wire = wire[:4] + b"\x00\x02" + wire[6:] + question
+    return wire
+
+
+@pytest.mark.parametrize(("change", "rcode"), [
+    ("two questions", dns.rcode.FORMERR), ("answer record", dns.rcode.FORMERR),
+    ("notify", dns.rcode.NOTIMP), ("chaos", dns.rcode.REFUSED),
+])
+def test_a_well_formed_query_the_server_will_not_answer_is_200_with_the_dns_error(
+    change: str, rcode: dns.rcode.Rcode
+) -> None:
+    response = respond(SNAPSHOT, b"POST", b"/dns-query", DNS_MESSAGE, _with(change))
+    assert response.status == 200  # RFC 8484 section 4.2.1: a valid DNS response is 2xx
+    reply = dns.message.from_wire(response.body, question_only=True)
+    assert (reply.id, reply.rcode()) == (4242, rcode)
+
+
+@settings(max_examples=500)
+@given(st.binary(min_size=12, max_size=300))
+def test_any_bytes_get_400_or_a_dns_response_to_them(wire: bytes) -> None:
+    response = respond(SNAPSHOT, b"POST", b"/dns-query", DNS_MESSAGE, wire)
+    assert response.status in (200, 400)
+    if response.status == 200:
+        assert response.body[:2] == wire[:2]
+        assert response.body[2] & 0x80
 
 
 @given(st.binary(max_size=11))

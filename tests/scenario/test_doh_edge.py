@@ -174,6 +174,19 @@ async def test_malformed_requests_get_400_and_the_edge_keeps_serving(
         wrong_type = await curl(edge, version, "--output", "/dev/null", "--write-out",
                                 "%{http_code}", "--data-binary", "x" * 20, edge.url)
         assert wrong_type.stdout == b"415"
+        # Bytes that are not a DNS query (a nonsense header, a query with bytes after it)
+        # are 400 with a line saying why, not 200 with a DNS error: POST and GET alike.
+        query = dns.message.make_query("www.example.com.", "A").to_wire()
+        for index, garbage in enumerate((b"x" * 40, query + b"\x00")):
+            body = tmp_path / f"garbage-{index}.bin"
+            body.write_bytes(garbage)
+            for how in (["--data-binary", f"@{body}", "-H",
+                         "Content-Type: application/dns-message", edge.url],
+                        [f"{edge.url}?dns={b64url(garbage)}"]):
+                got = await curl(edge, version, "--write-out", "\n%{http_code}", *how)
+                text, _, status = got.stdout.rpartition(b"\n")
+                assert status == b"400", how
+                assert text.startswith(b"not a DNS query: "), text
         elsewhere = await curl(edge, version, "--output", "/dev/null", "--write-out",
                                "%{http_code}", f"https://127.0.0.1:{edge.port}/fabric")
         assert elsewhere.stdout == b"404"

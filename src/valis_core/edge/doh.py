@@ -5,6 +5,13 @@ body), so HTTP/1.1 and HTTP/2 route, refuse and cache alike. ``route`` says what
 request asks for — a DNS query's bytes, the status page — or raises ``DohError`` with
 the HTTP status to answer; it raises nothing else whatever the bytes. ``dns_response``
 and ``plain_response`` give the status, headers and body to send. No sockets, no trio.
+
+Bytes that are not a DNS query (``query_problem``: a response, no question, or sections
+that are not what the header counts: a record cut short, a malformed name, bytes after
+the last record) are 400, as Google Public DNS and CoreDNS answer them: there is no DNS
+message to answer. A well-formed query the server will not answer (two questions, an
+opcode other than QUERY, a record in the answer section) is 200 with the DNS error, as
+RFC 8484 section 4.2.1 asks for any valid DNS response.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import attrs
 
+from valis_core.dns.wire import MAX_LABEL, MAX_NAME
 from valis_core.errors import ValisError
 
 PATH = "/dns-query"
@@ -138,7 +146,35 @@ def _checked(wire: bytes) -> bytes:
         raise DohError(413, f"a DNS message is at most {MAX_MESSAGE} bytes")
     if len(wire) < MIN_MESSAGE:
         raise DohError(400, "too short to be a DNS message")
+    problem = query_problem(wire)
+    if problem is not None:
+        raise DohError(400, f"not a DNS query: {problem}")
     return wire
+
+
+def query_problem(wire: bytes) -> str | None:
+    """Why ``wire`` (at least a header long) is not a DNS query, or ``None``: a walk of
+    the sections its header counts, each name's labels and pointers checked (never
+    followed), so its cost is bounded by its length."""
+    if wire[2] & 0x80:
+        return "it is a response (QR set)"
+    qdcount, ancount, nscount, arcount = struct.unpack_from("!HHHH", wire, 4)
+    if not qdcount:
+        return "it has no question"
+    at = 12
+    try:
+        for _ in range(qdcount):
+            at = _skip_name(wire, at) + 4
+        for _ in range(ancount + nscount + arcount):
+            at = _skip_name(wire, at) + _RR_TAIL.size
+            at += int.from_bytes(wire[at - 2 : at], "big")
+    except (IndexError, ValueError):
+        return "its sections are cut short or hold a malformed name"
+    if at > len(wire):
+        return "its last record is cut short"
+    if at < len(wire):
+        return f"{len(wire) - at} bytes follow its last record"
+    return None
 
 
 def dns_response(wire: bytes | None) -> Response:
@@ -206,10 +242,21 @@ def _max_age(wire: bytes) -> int:
 
 
 def _skip_name(wire: bytes, at: int) -> int:
+    """The offset after the name at ``at``; ``ValueError`` for a label type other than a
+    label or a pointer, a pointer that does not point back, or a name over 255 bytes,
+    ``IndexError`` for one cut short."""
+    size = 0
     for _ in range(128):
         length = wire[at]
         if length >= 0xC0:
+            if (length & 0x3F) << 8 | wire[at + 1] >= at:
+                raise ValueError("a compression pointer that does not point back")
             return at + 2
+        if length > MAX_LABEL:
+            raise ValueError("an unknown label type")
+        size += length + 1
+        if size > MAX_NAME:
+            raise ValueError("a name longer than 255 bytes")
         if length == 0:
             return at + 1
         at += length + 1
