@@ -9,6 +9,7 @@ from pathlib import Path
 
 import dns.flags
 import dns.message
+import dns.name
 import dns.rcode
 import pytest
 from hypothesis import assume, given
@@ -452,3 +453,29 @@ def test_a_reload_applies_any_change_to_the_rate_limit_facts_at_once() -> None:
         assert plan.restart_keys == ()
         assert not plan.empty
     assert not plan_reload(store(), store(VALIS_LOCATION="elsewhere")).rate_limits
+
+
+@given(st.lists(labels, min_size=1, max_size=3),
+       st.sampled_from(["example.net.", "w.example.net.", "own.w.example.net.",
+                        "alias.example.net.", "sub.example.net."]),
+       st.sampled_from(["A", "TXT", "CNAME"]))
+def test_the_wildcard_found_is_the_one_the_answer_path_synthesized_from(
+    prefix: list[str], under: str, rtype: str
+) -> None:
+    name = ".".join([*prefix, under])
+    zone = WILD_INDEX.zone_for(from_text(name))
+    assert zone is not None
+    owner = zone.wildcard_covering(from_text(name))
+    got = dns.message.from_wire(wild_response(name, rtype))
+    if owner is None:
+        # No wildcard: a name the zone lacks is NXDOMAIN, or a referral beneath the cut.
+        if not zone.exists(from_text(name).lower()):
+            assert (got.rcode() == dns.rcode.NXDOMAIN) != name.endswith("sub.example.net.")
+        return
+    # The wildcard's own records, asked for by its literal name, are what was synthesized.
+    literal = dns.message.from_wire(wild_response(dns.name.from_wire(owner, 0)[0].to_text(),
+                                                  rtype))
+    assert got.rcode() == literal.rcode() == dns.rcode.NOERROR
+    assert [(r.rdtype, sorted(map(str, r))) for r in got.answer[:1]] == [
+        (r.rdtype, sorted(map(str, r))) for r in literal.answer[:1]]
+    assert all(str(r.name) == name.lower() for r in got.answer[:1])
