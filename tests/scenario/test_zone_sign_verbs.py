@@ -1,7 +1,8 @@
 """An operator turns a zone's signing on from the node: ``valis zone sign`` makes the key
-in the state directory and records it in operator state at the node's fence standing,
-``valis zone ds`` prints what the parent needs; a node another instance has superseded
-cannot turn signing on, and a zone not in operator state is refused by name."""
+in the state directory (or with ``--split`` a KSK and a ZSK) and records it in operator
+state at the node's fence standing, ``valis zone ds`` prints what the parent needs; a node
+another instance has superseded cannot turn signing on, and a zone not in operator state
+is refused by name. Rollovers begin, wait and end as their tables say."""
 
 from __future__ import annotations
 
@@ -191,3 +192,66 @@ def test_the_fence_holder_moves_a_due_step_on_and_a_superseded_one_writes_nothin
         with pytest.raises(FencedOut):
             advance_rollovers(conn, standing, [ZONE], later + 10**6)
         assert signed_zones(conn)[ZONE].rollover == moved[2]
+
+
+def test_a_split_zone_signs_with_two_keys_and_rolls_its_zsk_on_time_alone(
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path
+) -> None:
+    """``sign --split`` makes a KSK and a ZSK and records both; ``ds`` prints the KSK's DS
+    alone. ``rollover --zsk`` pre-publishes a new ZSK: the parent has nothing to do (``ds``
+    prints the same, a confirmation is refused), and the fence holder's looks move it on
+    and end it, the new key then the zone's ZSK. A zone signed with a CSK has no ZSK to
+    roll alone."""
+    import_zone(pg_cluster, state_dsn, ZONE)
+    state = ["--state-dir", str(node_state)]
+    status, out, err = valis("zone", "sign", ZONE, "--split", *state)
+    assert status == 0, err
+    flags = {tag: key.flags for tag, key in load_key_ring(node_state)["example.test"].items()}
+    (ksk,) = [tag for tag, flag in flags.items() if flag == 257]
+    (zsk,) = [tag for tag, flag in flags.items() if flag == 256]
+    assert out.startswith(
+        f"zone {ZONE}: signed with algorithm 13, KSK key tag {ksk} and ZSK key tag {zsk} (made)"
+    )
+    with pg_cluster.connect(state_dsn) as conn:
+        row = signed_zones(conn)[ZONE]
+    assert (row.key_tag, row.zsk_tag) == (ksk, zsk)
+    status, ds, _ = valis("zone", "ds", ZONE, *state)
+    assert [line.split()[3:5] for line in ds.splitlines()] == [[str(ksk), "13"], ["257", "3"]]
+
+    status, out, err = valis("zone", "rollover", ZONE, "--zsk", *state, "--dnskey-ttl", "60",
+                             "--max-zone-ttl", "120", "--propagation-delay", "0")
+    assert status == 0, err
+    assert f"rolling its ZSK from key tag {zsk} to " in out
+    with pg_cluster.connect(state_dsn) as conn:
+        roll = signed_zones(conn)[ZONE].rollover
+    assert roll is not None
+    assert (roll.kind, roll.old, roll.step) == ("zsk", zsk, "zsk-published")
+    assert load_key_ring(node_state)["example.test"][roll.new].flags == 256
+    status, out, err = valis("zone", "ds", ZONE, *state)
+    assert (status, out) == (0, ds)
+    assert f"ZSK rollover from key tag {zsk} to {roll.new} at step zsk-published" in err
+    status, _, err = valis("zone", "rollover", ZONE, *state, "--ds-published")
+    assert status != 0
+    assert "it ends on time, with nothing to confirm" in err
+
+    # The DNSKEY TTL waited is the larger of the old (3600) and the new (60).
+    assert (roll.timing.dnskey_ttl, roll.timing.max_zone_ttl) == (3600, 120)
+    standing = FenceState(generation=0, holder=HOLDER)
+    with pg_cluster.connect(state_dsn) as conn:
+        assert advance_rollovers(conn, standing, [ZONE], roll.since + 3599) == []
+        (moved,) = advance_rollovers(conn, standing, [ZONE], roll.since + 3601)
+        switched = attrs.evolve(roll, step="zsk-switched", since=roll.since + 3601)
+        assert moved == (ZONE, roll, switched)
+        assert advance_rollovers(conn, standing, [ZONE], switched.since + 119) == []
+        assert advance_rollovers(conn, standing, [ZONE], switched.since + 121) == [
+            (ZONE, switched, None)
+        ]
+        row = signed_zones(conn)[ZONE]
+    assert (row.key_tag, row.zsk_tag, row.rollover) == (ksk, roll.new, None)
+
+    import_zone(pg_cluster, state_dsn, "csk.test.")
+    assert valis("zone", "sign", "csk.test.", *state)[0] == 0
+    status, _, err = valis("zone", "rollover", "csk.test.", "--zsk", *state)
+    assert status != 0
+    assert "no ZSK to roll alone; roll the CSK (without --zsk)" in err
+    assert len(load_key_ring(node_state)["csk.test"]) == 1  # no key made for it
