@@ -62,8 +62,8 @@ def draw(document: Mapping[str, Any], out: Path) -> None:
         axes.bar([x for x, _ in present], heights, width,
                  label=DISPLAY.get(server, server), color=COLOURS.get(server),
                  yerr=whiskers, capsize=2, error_kw={"elinewidth": 0.8})
-        for (x, _), height in zip(present, heights, strict=True):
-            axes.annotate(f"{height:.1f}", (x, height), xytext=(0, 2),
+        for x, (median, _, high) in present:  # above the whisker, clear of it
+            axes.annotate(f"{median:.1f}", (x, high), xytext=(0, 2),
                           textcoords="offset points", ha="center", va="bottom", fontsize=6.5)
     axes.set_xticks(range(len(labels)))
     axes.set_xticklabels(labels, rotation=20, ha="right", fontsize=9)
