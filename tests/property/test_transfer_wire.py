@@ -55,7 +55,7 @@ def signed_axfr(secret: bytes = KEY.secret, name: str = KEY.key_name) -> bytes:
 def signed_at(query: dns.message.Message, key: dns.tsig.Key, when: float) -> bytes:
     """``query`` signed with ``key`` as a client whose clock says ``when`` signs it."""
     query.use_tsig(key)
-    clock = dns.renderer.time.time
+    clock = dns.renderer.time.time  # type: ignore[attr-defined]
     dns.renderer.time.time = lambda: when  # type: ignore[attr-defined]
     try:
         return query.to_wire()

@@ -173,7 +173,7 @@ async def test_anyone_else_is_refused_and_counted(node: Node, case: str) -> None
 def signed_at(query: dns.message.Message, key: dns.tsig.Key, skew: float = 0) -> bytes:
     """``query`` signed with ``key`` by a client whose clock is ``skew`` seconds off."""
     query.use_tsig(key)
-    clock = dns.renderer.time.time
+    clock = dns.renderer.time.time  # type: ignore[attr-defined]
     dns.renderer.time.time = lambda: clock() + skew  # type: ignore[attr-defined]
     try:
         return query.to_wire()
@@ -531,18 +531,19 @@ async def test_every_transfer_message_to_an_edns_request_carries_an_opt(
         got: list[dns.message.Message] = []
         with socket.create_connection(("127.0.0.1", node.port), timeout=LIMIT) as sock:
             dns.query.send_tcp(sock, query)
-            stream = sock.makefile("rb")
             ctx = None
             soas = 0
-            while soas < (1 if serial else 2):
-                (size,) = struct.unpack("!H", stream.read(2))
-                message = dns.message.from_wire(  # every message's TSIG checked in turn
-                    stream.read(size), keyring=keyring(), request_mac=b"" if got else query.mac,
-                    xfr=True, tsig_ctx=ctx, multi=True, one_rr_per_rrset=True)
-                ctx = message.tsig_ctx
-                got.append(message)
-                soas += sum(rrset.rdtype == dns.rdatatype.SOA for rrset in message.answer)
-                assert len(got) < 100
+            with sock.makefile("rb") as stream:
+                while soas < (1 if serial else 2):
+                    (size,) = struct.unpack("!H", stream.read(2))
+                    message = dns.message.from_wire(  # every message's TSIG checked in turn
+                        stream.read(size), keyring=keyring(),
+                        request_mac=b"" if got else query.mac, xfr=True, tsig_ctx=ctx,
+                        multi=True, one_rr_per_rrset=True)
+                    ctx = message.tsig_ctx
+                    got.append(message)
+                    soas += sum(rrset.rdtype == dns.rdatatype.SOA for rrset in message.answer)
+                    assert len(got) < 100
         return got
 
     messages = await trio.to_thread.run_sync(transfer)

@@ -1,0 +1,274 @@
+"""The node and a real NSD, serving the same zone to the same listed secondary (its address
+and TSIG key) on loopback, answer every way a transfer request or a secondary's signed
+query can fail alike: the RCODE, the TSIG error, whether the reply is signed, whether it
+carries an OPT. The one difference is chosen: a BADTIME reply is signed, as RFC 8945
+section 5.3.2 asks and Knot and BIND send it (NSD sends it unsigned)."""
+
+from __future__ import annotations
+
+import base64
+import socket
+import struct
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+
+import attrs
+import dns.message
+import dns.query
+import dns.rcode
+import dns.renderer
+import dns.rrset
+import dns.tsig
+import pytest
+import trio
+
+from tests.scenario.proving_ground import wait_for
+from valis_core.dns.serve import serve_tcp, serve_udp
+from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.transfer import Listed
+from valis_core.dns.transfer_serve import Transfers
+from valis_core.dns.zone import ZoneIndex
+
+ZONE = "example.test."
+ZONE_TEXT = (f"$ORIGIN {ZONE}\n$TTL 300\n@ SOA ns1 hostmaster 7 7200 3600 1209600 300\n"
+             "@ NS ns1\nns1 A 192.0.2.53\nwww A 192.0.2.80\n")
+LISTED = Listed(ZONE, "127.0.0.1", "xfr.example.", "hmac-sha256", bytes(range(32)))
+ELSEWHERE = Listed("other.test.", "127.0.0.9", "other.example.", "hmac-sha256",
+                   bytes(range(1, 33)))
+"""A key both servers hold that is not allowed to transfer ZONE."""
+LISTED_KEY = LISTED.key()
+LIMIT = 10.0
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 for both UDP and TCP when asked."""
+    for _ in range(20):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+            tcp.bind(("127.0.0.1", 0))
+            port = int(tcp.getsockname()[1])
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+                try:
+                    udp.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
+    raise RuntimeError("no port free for both UDP and TCP on 127.0.0.1")
+
+
+def nsd_conf(directory: Path, port: int) -> str:
+    keys = "".join(f"""key:
+    name: "{entry.key_name}"
+    algorithm: {entry.algorithm}
+    secret: "{base64.b64encode(entry.secret).decode()}"
+""" for entry in (LISTED, ELSEWHERE))
+    return f"""server:
+    ip-address: 127.0.0.1@{port}
+    server-count: 1
+    username: ""
+    chroot: ""
+    zonesdir: "{directory}"
+    database: ""
+    zonelistfile: "{directory}/zone.list"
+    xfrdfile: "{directory}/xfrd.state"
+    xfrdir: "{directory}"
+    pidfile: "{directory}/nsd.pid"
+    logfile: "{directory}/nsd.log"
+remote-control:
+    control-enable: no
+{keys}zone:
+    name: "{ZONE}"
+    zonefile: "{directory}/zone"
+    provide-xfr: {LISTED.address} {LISTED.key_name}
+"""
+
+
+@pytest.fixture
+def nsd(tmp_path: Path) -> Iterator[int]:
+    (tmp_path / "zone").write_text(ZONE_TEXT)
+    port = free_port()
+    (tmp_path / "nsd.conf").write_text(nsd_conf(tmp_path, port))
+    output = tmp_path / "nsd.out"
+    with output.open("wb") as sink:
+        process = subprocess.Popen(["nsd", "-d", "-c", str(tmp_path / "nsd.conf")],
+                                   stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        def serving() -> bool:
+            if process.poll() is not None:
+                raise RuntimeError(f"nsd exited: {output.read_text(errors='replace')}")
+            try:
+                dns.query.udp(dns.message.make_query(ZONE, "SOA"), "127.0.0.1", port=port,
+                              timeout=0.2)
+            except (OSError, dns.exception.Timeout):
+                return False
+            return True
+
+        wait_for(serving, LIMIT, "nsd to answer")
+        yield port
+    finally:
+        process.terminate()
+        process.wait(LIMIT)
+
+
+@pytest.fixture
+async def node(nursery: trio.Nursery) -> AsyncIterator[int]:
+    secondaries = (LISTED, ELSEWHERE)
+
+    async def current() -> Sequence[Listed]:
+        return secondaries
+
+    holder = IndexHolder(ZoneIndex.from_zone_text(ZONE_TEXT, ZONE))
+    transfers = Transfers(current, lambda: secondaries)
+    port = free_port()
+    listener = trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    await listener.bind(("127.0.0.1", port))
+    listener.listen(16)
+    udp = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    await udp.bind(("127.0.0.1", port))
+    scope = trio.CancelScope()
+
+    async def serve() -> None:
+        with listener, udp, scope:
+            async with trio.open_nursery() as loops:
+                loops.start_soon(lambda: serve_tcp(listener, holder, transfers=transfers))
+                loops.start_soon(lambda: serve_udp(udp, holder, transfers=transfers))
+
+    nursery.start_soon(serve)
+    yield port
+    scope.cancel()
+
+
+@attrs.frozen
+class Case:
+    """One request: what it asks, how it is signed, where it comes from."""
+
+    name: str
+    qname: str = ZONE
+    qtype: str = "AXFR"
+    tcp: bool = True
+    key: dns.tsig.Key | None = LISTED_KEY
+    skew: float = 0
+    edns: bool = False
+    serial: int | None = None
+    source: str = "127.0.0.1"
+    tsig_ttl: int = 0
+
+
+UNKNOWN = dns.tsig.Key("nobody.example.", LISTED.secret, "hmac-sha256")
+WRONG = dns.tsig.Key(LISTED.key_name, bytes(32), "hmac-sha256")
+CASES = [
+    Case("granted"),
+    Case("granted, EDNS", edns=True),
+    Case("unsigned", key=None),
+    Case("unsigned, EDNS", key=None, edns=True),
+    Case("a key no one listed", key=UNKNOWN),
+    Case("a key no one listed, EDNS", key=UNKNOWN, edns=True),
+    Case("a wrong secret", key=WRONG),
+    Case("a wrong secret, from an unlisted address", key=WRONG, source="127.0.0.2"),
+    Case("a time outside the fudge", skew=-1000),
+    Case("a time outside the fudge, EDNS", skew=1000, edns=True),
+    Case("a key listed for another zone", key=ELSEWHERE.key()),
+    Case("an unlisted address", source="127.0.0.2"),
+    Case("an unlisted address, unsigned", key=None, source="127.0.0.2"),
+    Case("a zone not served", qname="nope.test."),
+    Case("a zone not served, unsigned", qname="nope.test.", key=None),
+    Case("a TSIG whose TTL is not 0", tsig_ttl=300),
+    Case("IXFR up to date, EDNS", qtype="IXFR", serial=7, edns=True),
+    Case("IXFR behind, EDNS", qtype="IXFR", serial=5, edns=True),
+    Case("IXFR over UDP, up to date", qtype="IXFR", serial=7, tcp=False),
+    Case("IXFR over UDP, a key no one listed", qtype="IXFR", serial=7, tcp=False, key=UNKNOWN),
+    Case("IXFR over UDP, a wrong secret", qtype="IXFR", serial=7, tcp=False, key=WRONG),
+    Case("IXFR over UDP, an unlisted address", qtype="IXFR", serial=7, tcp=False,
+         source="127.0.0.2"),
+    Case("SOA over UDP", qtype="SOA", tcp=False),
+    Case("SOA over UDP, EDNS", qtype="SOA", tcp=False, edns=True),
+    Case("SOA over UDP, a key no one listed", qtype="SOA", tcp=False, key=UNKNOWN),
+    Case("SOA over UDP, a wrong secret", qtype="SOA", tcp=False, key=WRONG),
+    Case("SOA over UDP, a time outside the fudge", qtype="SOA", tcp=False, skew=-1000),
+    Case("SOA over TCP, a wrong secret", qtype="SOA", key=WRONG),
+    Case("SOA over UDP, from an unlisted address", qtype="SOA", tcp=False,
+         source="127.0.0.2"),
+    Case("SOA over UDP, a key listed for another zone", qtype="SOA", tcp=False,
+         key=ELSEWHERE.key()),
+    Case("a name outside the zones over UDP, signed", qname="nope.test.", qtype="A",
+         tcp=False),
+]
+
+
+def request(case: Case) -> bytes:
+    query = dns.message.make_query(case.qname, case.qtype, use_edns=0 if case.edns else False)
+    if case.serial is not None:
+        query.authority.append(dns.rrset.from_text(
+            case.qname, 300, "IN", "SOA",
+            f"ns1.{ZONE} hostmaster.{ZONE} {case.serial} 7200 3600 1209600 300"))
+    if case.key is None:
+        return query.to_wire()
+    query.use_tsig(case.key)
+    clock = dns.renderer.time.time  # type: ignore[attr-defined]
+    dns.renderer.time.time = lambda: clock() + case.skew  # type: ignore[attr-defined]
+    try:
+        wire = bytearray(query.to_wire())
+    finally:
+        dns.renderer.time.time = clock  # type: ignore[attr-defined]
+    if case.tsig_ttl:  # the TTL sits before the rdata's length; the MAC does not cover it
+        owner = case.key.name.to_wire() or b""
+        at = wire.rindex(owner) + len(owner) + 4
+        wire[at : at + 4] = case.tsig_ttl.to_bytes(4, "big")
+    return bytes(wire)
+
+
+def first_response(port: int, case: Case) -> bytes:
+    wire = request(case)
+    if case.tcp:
+        with socket.create_connection(("127.0.0.1", port), timeout=LIMIT,
+                                      source_address=(case.source, 0)) as sock:
+            sock.sendall(struct.pack("!H", len(wire)) + wire)
+            with sock.makefile("rb") as stream:
+                (size,) = struct.unpack("!H", stream.read(2))
+                return bytes(stream.read(size))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(LIMIT)
+        sock.bind((case.source, 0))
+        sock.sendto(wire, ("127.0.0.1", port))
+        return sock.recv(65535)
+
+
+def shape(response: bytes) -> dict[str, object]:
+    """What is compared: the RCODE, the TSIG error and whether the reply is signed (a MAC),
+    whether it has an OPT, how many answer records the first message holds."""
+    message = dns.message.from_wire(response, keyring=False, one_rr_per_rrset=True)
+    tsig = message.tsig[0] if message.tsig is not None else None
+    return {
+        "rcode": dns.rcode.to_text(message.rcode()),
+        "tsig error": None if tsig is None else dns.rcode.to_text(tsig.error),
+        "signed": tsig is not None and bool(tsig.mac),
+        "opt": message.edns >= 0,
+        "answers": len(message.answer),
+    }
+
+
+async def test_the_node_answers_each_tsig_and_acl_case_as_nsd_does(nsd: int, node: int) -> None:
+    differences = []
+    for case in CASES:
+        theirs = shape(await trio.to_thread.run_sync(first_response, nsd, case))
+        ours = shape(await trio.to_thread.run_sync(first_response, node, case))
+        if ours["tsig error"] == "BADTIME":
+            assert ours["signed"], case.name  # signed, as RFC 8945 section 5.3.2 asks
+            theirs = {**theirs, "signed": True}
+        if ours != theirs:
+            differences.append(f"{case.name}: node {ours}, nsd {theirs}")
+    assert differences == []
+
+
+async def test_a_badtime_reply_carries_both_clocks(node: int) -> None:
+    """The time signed is the request's and Other Data the server's, so the client sees
+    the skew (RFC 8945 section 5.2.3)."""
+    case = Case("late", qtype="SOA", tcp=False, skew=-1000)
+    before = int(time.time())
+    response = await trio.to_thread.run_sync(first_response, node, case)
+    message = dns.message.from_wire(response, keyring=False)
+    assert message.tsig is not None
+    tsig = message.tsig[0]
+    assert before - 1001 <= tsig.time_signed <= int(time.time()) - 999
+    assert before <= int.from_bytes(tsig.other, "big") <= int(time.time())
