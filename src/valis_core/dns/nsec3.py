@@ -79,11 +79,11 @@ def authoritative_names(zone: ServedZone) -> Iterator[bytes]:
         yield from names
         return
     for name in names:
-        if not _occluded(zone, name):
+        if not occluded(zone, name):
             yield name
 
 
-def _occluded(zone: ServedZone, name: bytes) -> bool:
+def occluded(zone: ServedZone, name: bytes) -> bool:
     """Whether ``name`` lies strictly beneath one of ``zone``'s delegation points."""
     cuts = zone.cuts
     apex_size = len(zone.apex)
@@ -190,7 +190,7 @@ def chain_for(zone: ServedZone, params: Nsec3Params, previous: Chain | None = No
     names = dict(previous.names)
     ring = list(previous.ring)
     for name in changed:
-        held = zone.exists(name) and not _occluded(zone, name)
+        held = zone.exists(name) and not occluded(zone, name)
         digest = by_name.get(name)
         if digest is not None and not held:
             del by_name[name], names[digest]

@@ -1,0 +1,92 @@
+"""What a zone transfer of a signed zone carries, or why there is none. Pure: a zone
+version and the signer in, records out.
+
+A zone signed with an NSEC3 chain is transferred fully signed (``signed_zone_records``),
+so a secondary serves it signed without keys of its own: every authoritative RRset with
+its RRSIG (glue and a delegation's NS unsigned, as they are in answers), the apex's
+DNSKEY, CDS and CDNSKEY signed by each key the parent may name, NSEC3PARAM, and the whole
+chain, each NSEC3 signed. The signatures are the answer path's (``Signer.rrsig``, one
+refresh window for the whole transfer), valid ``VALIDITY`` from the window's start.
+
+A zone denying compactly (RFC 9824) has no chain: its NSEC records are made per query,
+so no set of records a secondary could hold proves a name absent. Sending such a zone
+unsigned would have the secondary serve answers every validator holding the parent's DS
+rejects, so ``refusal`` refuses it, saying how to make it transferable; likewise a signed
+zone whose key this node lacks (it answers the zone SERVFAIL itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from valis_core.dns import nsec3
+from valis_core.dns.dnssec import CDNSKEY, CDS, DNSKEY, ZoneKey
+from valis_core.dns.nsec3 import NSEC3
+from valis_core.dns.records import DS, RRSIG, SOA, RRset, decode_node
+from valis_core.dns.signed_answer import SignedZone, Signer
+from valis_core.dns.zone import ServedZone
+
+WireRecord = tuple[bytes, int, int, bytes]
+
+_KEY_TYPES = frozenset({DNSKEY, CDS, CDNSKEY})
+
+
+def signed_zone(signer: Signer | None, zone: ServedZone) -> SignedZone | None:
+    """``zone``'s signing, when it is signed."""
+    return None if signer is None else signer.zones.get(zone.apex)
+
+
+def refusal(signer: Signer | None, zone: ServedZone) -> str | None:
+    """Why ``zone`` cannot be transferred as it is served (``None``: it can, unsigned or
+    fully signed)."""
+    signed = signed_zone(signer, zone)
+    if signed is None:
+        return None
+    if signed.key is None:
+        return (
+            f"{zone.origin} is signed in operator state, but this node lacks its key; "
+            "restore the key from the backup set of the node that signed it"
+        )
+    if signed.nsec3 is None:
+        return (
+            f"{zone.origin} is signed with compact denial, which has no chain a secondary "
+            f"could serve; to transfer it signed: valis zone sign {zone.origin} --denial nsec3"
+        )
+    return None
+
+
+def signed_zone_records(zone: ServedZone, signer: Signer, window: int) -> Iterator[WireRecord]:
+    """Every record of the NSEC3-signed ``zone`` in transfer order (the SOA first and
+    last), each authoritative RRset followed by its RRSIG, then the NSEC3 chain, signed in
+    the refresh window ``window``."""
+    signed = signer.zones[zone.apex]
+    assert signed.keys is not None
+    apex = zone.apex
+    apex_sets = decode_node(zone.nodes[apex])
+    soa: WireRecord = (apex, SOA, apex_sets[SOA][0], zone.soa)
+    yield soa
+    for owner, blob in zone.nodes.items():
+        sets = decode_node(blob)
+        if owner == apex:
+            sets = {**{t: s for t, s in sets.items() if t not in _KEY_TYPES}, **signed.apex_sets}
+        glue = owner != apex and nsec3.occluded(zone, owner)
+        cut = owner in zone.cuts
+        for rtype, rrset in sorted(sets.items()):
+            ttl, rdatas = rrset
+            if not (owner == apex and rtype == SOA):
+                for rdata in rdatas:
+                    yield owner, rtype, ttl, rdata
+            if glue or (cut and rtype != DS):
+                continue
+            keys: tuple[ZoneKey | None, ...] = (None,)
+            if owner == apex and rtype in _KEY_TYPES:
+                keys = signed.keys.key_signers
+            for key in keys:
+                yield owner, RRSIG, ttl, signer.rrsig(signed, owner, rtype, rrset, window, by=key)
+    chain = signer.chain(zone)
+    for digest in chain.ring:
+        owner, rdata = chain.record(digest)
+        record: RRset = (zone.negative_ttl, (rdata,))
+        yield owner, NSEC3, zone.negative_ttl, rdata
+        yield owner, RRSIG, zone.negative_ttl, signer.rrsig(signed, owner, NSEC3, record, window)
+    yield soa
