@@ -1,7 +1,8 @@
-"""The compiled UDP fast path against its oracle, ``answer``: over generated zones and
-queries (hostile bytes too), whatever C answers is byte for byte what ``answer`` gives,
-and C answers exactly the queries whose question ``answer`` keeps in its cache and that
-take the plain path; everything else is handed to Python."""
+"""The compiled UDP fast path against its oracle, ``answer``: over generated zones (with
+wildcards, delegations, DNAMEs, child zones, CNAME chains) and queries (hostile bytes
+too), whatever C answers is byte for byte what ``answer`` gives; C answers every plain
+query whose question ``answer`` keeps in its cache, and a flood's negative answers once
+it has learnt them; everything else is handed to Python."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from hypothesis import strategies as st
 
 from tests.property.test_answer_properties import queries, zones
 from valis_core.dns import fastpath
-from valis_core.dns._fastpath import Table, key
-from valis_core.dns.answer import CACHE_ENTRIES, Transport, answer
+from valis_core.dns._fastpath import Table
+from valis_core.dns.answer import Transport, answer
 from valis_core.dns.records import RecordRow
 from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.zone import ZoneIndex
@@ -29,14 +30,13 @@ def snapshot_of(rows: list[RecordRow]) -> Snapshot:
 
 
 def teach(table: Table, snapshot: Snapshot, query: bytes) -> bytes | None:
-    """Answer ``query`` in Python and copy its cached entry into ``table``, as the serve
-    loop does after Python answers a datagram C handed back."""
+    """Ask C, and when it hands the query back answer it in Python and let the table
+    learn, as the serve loop does; the response."""
+    fast, key, wanted = table.ask(query)
+    if fast is not None:
+        return fast
     response = answer(snapshot, query, transport=UDP)
-    question = key(query)
-    if question is not None:
-        entry = snapshot.cache.get(question)
-        if entry is not None:
-            table.put(question, entry)
+    fastpath.learn(table, snapshot, key, wanted)
     return response
 
 
@@ -97,22 +97,20 @@ def without_additional(wire: bytes) -> bytes:
 def test_what_c_answers_is_byte_for_byte_what_answer_gives(data: st.DataObject) -> None:
     rows = data.draw(zones())
     snapshot = snapshot_of(rows)
-    table = Table(CACHE_ENTRIES)
+    table = fastpath.table_for(snapshot)
     asked = data.draw(st.lists(queries(rows), min_size=1, max_size=8))
     plain = [wire for wire, _limit, _transport in asked]
     for wire in plain:
-        teach(table, snapshot, wire)
+        assert teach(table, snapshot, wire) == answer(snapshot, wire, transport=UDP)
     for wire in plain:
         for query in (wire, data.draw(mutated(wire)), data.draw(mutated(wire))):
             expected = answer(snapshot, query, transport=UDP)
-            fast = table.answer(query)
-            question = key(query)
-            held = question is not None and question in snapshot.cache
+            fast, key, _wanted = table.ask(query)
             if fast is None:
+                held = key is not None and key in snapshot.cache
                 assert not held, f"C handed back a question it holds: {query.hex()}"
             else:
                 assert fast == expected, f"C and answer differ for {query.hex()}"
-                assert held
 
 
 @SETTINGS
@@ -120,27 +118,71 @@ def test_what_c_answers_is_byte_for_byte_what_answer_gives(data: st.DataObject) 
 def test_c_answers_every_plain_query_whose_question_python_cached(data: st.DataObject) -> None:
     rows = data.draw(zones())
     snapshot = snapshot_of(rows)
-    table = Table(CACHE_ENTRIES)
+    table = fastpath.table_for(snapshot)
     for wire, _limit, _transport in data.draw(st.lists(queries(rows), min_size=1, max_size=8)):
         teach(table, snapshot, wire)
+        fast, key, _wanted = table.ask(wire)
+        if fast is not None:
+            assert fast == answer(snapshot, wire, transport=UDP)
+            continue
         message = dns.message.from_wire(wire)
-        question = key(wire)
-        assert question is not None  # a dnspython query: one question, at most a bare OPT
-        assert question == wire[12:12 + len(question) - 2].lower() + struct.pack(
+        assert key is not None  # a dnspython query: one question, at most a bare OPT
+        assert key == wire[12:12 + len(key) - 2].lower() + struct.pack(
             "!H", message.question[0].rdtype
         )
-        if question in snapshot.cache:
-            assert table.answer(wire) == answer(snapshot, wire, transport=UDP)
+        assert key not in snapshot.cache
+
+
+@SETTINGS
+@given(st.data())
+def test_negative_answers_match_answer_wherever_c_gives_them(data: st.DataObject) -> None:
+    """Random names and types under every generated zone: C's NXDOMAIN and NODATA (and
+    everything else it answers) are answer's bytes, in zones with wildcards, delegations
+    and DNAMEs too (where C hands the question back instead)."""
+    rows = data.draw(zones())
+    snapshot = snapshot_of(rows)
+    table = fastpath.table_for(snapshot)
+    owners = sorted({row.owner for row in rows})
+    apexes = sorted({row.zone for row in rows})
+    labels = st.text("abcxyz0*-", min_size=1, max_size=6).filter(lambda label: label != "*")
+    names = st.one_of(
+        st.sampled_from(owners),
+        st.tuples(labels, st.sampled_from(owners)).map(lambda pair: f"{pair[0]}.{pair[1]}"),
+        st.tuples(labels, st.sampled_from(apexes)).map(lambda pair: f"{pair[0]}.{pair[1]}"),
+    )
+    types = st.one_of(st.integers(1, 65535), st.sampled_from([1, 2, 5, 6, 28, 39, 43, 255]))
+    for _ in range(12):
+        message = dns.message.make_query(data.draw(names), data.draw(types), use_edns=None)
+        wire = message.to_wire()
+        for _twice in range(2):
+            assert teach(table, snapshot, wire) == answer(snapshot, wire, transport=UDP)
+
+
+def test_a_flood_inside_a_plain_zone_is_answered_in_c_once_learnt() -> None:
+    snapshot = snapshot_of(EXAMPLE_ROWS)
+    table = fastpath.table_for(snapshot)
+    for name, rtype in (("nothere.example.com.", "A"), ("www.example.com.", "TYPE1234")):
+        first = dns.message.make_query(name, rtype).to_wire()
+        teach(table, snapshot, first)
+    # the negative answer is kept per offset of the apex: names of the first one's length
+    for name, rtype, rcode in (("another.example.com.", "A", 3), ("www.example.com.", 4321, 0),
+                               ("OtherNm.example.com.", "MX", 3)):
+        wire = dns.message.make_query(name, rtype).to_wire()
+        fast, _key, _wanted = table.ask(wire)
+        assert fast is not None
+        assert fast == answer(snapshot, wire, transport=UDP)
+        assert fast[3] & 0x0F == rcode
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=600))
 def test_garbage_is_handed_to_python_or_answered_as_python_would(garbage: bytes) -> None:
     snapshot = snapshot_of(EXAMPLE_ROWS)
-    table = Table(16)
-    for name, rtype in (("www.example.com.", "A"), ("example.com.", "SOA")):
+    table = fastpath.table_for(snapshot)
+    for name, rtype in (("www.example.com.", "A"), ("example.com.", "SOA"),
+                        ("nothere.example.com.", "A"), ("www.example.com.", "TXT")):
         teach(table, snapshot, dns.message.make_query(name, rtype).to_wire())
-    fast = table.answer(garbage)
+    fast, _key, _wanted = table.ask(garbage)
     if fast is not None:
         assert fast == answer(snapshot, garbage, transport=UDP)
 
@@ -162,8 +204,8 @@ def test_a_full_table_is_emptied_and_fills_again() -> None:
     for wire in asked:
         teach(table, snapshot, wire)
     assert len(table) == 1  # the third entry found the table full: emptied, then kept
-    assert table.answer(asked[2]) == answer(snapshot, asked[2], transport=UDP)
-    assert table.answer(asked[0]) is None
+    assert table.ask(asked[2])[0] == answer(snapshot, asked[2], transport=UDP)
+    assert table.ask(asked[0])[0] is None
 
 
 def test_the_table_refuses_malformed_entries_with_an_error() -> None:
@@ -177,6 +219,12 @@ def test_the_table_refuses_malformed_entries_with_an_error() -> None:
         table.put(good, (0, 0, 0, 0, "body", 0, None))
     with pytest.raises(ValueError, match="257"):
         table.put(b"\x00" * 300, (0, 0, 0, 0, b"", 0, None))
+    with pytest.raises(KeyError):
+        table.negative(b"\x07example\x00", 3, 0, (0x8403, 0, 1, 0, b"", 0, None))
+    with pytest.raises(ValueError, match="wire name"):
+        table.zone(b"\x07example", {}, frozenset(), None, False)
+    with pytest.raises(TypeError):
+        table.zone(b"\x07example\x00", [], frozenset(), None, False)
     assert len(table) == 0
 
 

@@ -57,12 +57,35 @@ typedef struct {
     PyObject *short_body; /* bytes or NULL, owned */
 } Slot;
 
+/* A negative answer (answer.py's `_negative`): the zone's SOA, for one RCODE and one
+ * offset of the apex in the question. body NULL: not known yet. */
+typedef struct {
+    uint16_t flags, an, ns, ar;
+    PyObject *body;
+} Negative;
+
+/* A served zone as the negative path reads it: answer.py's ServedZone's own mappings. */
+typedef struct {
+    unsigned char *apex;
+    size_t apex_len;
+    PyObject *nodes;      /* dict: owner -> records; NULL: Python answers this zone */
+    PyObject *ents;       /* frozenset: the empty non-terminals */
+    PyObject *interrupts; /* frozenset: delegation points and DNAME owners, or NULL */
+    int wildcard;
+    Negative *negatives;  /* [2][MAX_NAME + 1]: NODATA then NXDOMAIN, by offset */
+} Zone;
+
 typedef struct {
     PyObject_HEAD
     Slot *slots;
     size_t mask;
     Py_ssize_t count;
     Py_ssize_t limit;
+    Zone *zones;
+    size_t zone_count;
+    size_t zone_room;
+    int32_t *apexes; /* open addressing over zones: index + 1, 0 empty */
+    size_t apex_mask;
 } TableObject;
 
 static uint32_t key_hash(const unsigned char *key, size_t len) {
@@ -98,6 +121,169 @@ static Slot *table_find(TableObject *t, const unsigned char *key, size_t len, ui
     return NULL; /* unreachable: the table is never more than half full */
 }
 
+static void zones_empty(TableObject *t) {
+    for (size_t z = 0; z < t->zone_count; z++) {
+        Zone *zone = &t->zones[z];
+        PyMem_Free(zone->apex);
+        Py_CLEAR(zone->nodes);
+        Py_CLEAR(zone->ents);
+        Py_CLEAR(zone->interrupts);
+        if (zone->negatives != NULL) {
+            for (size_t i = 0; i < 2 * (MAX_NAME + 1); i++) Py_CLEAR(zone->negatives[i].body);
+            PyMem_Free(zone->negatives);
+        }
+    }
+    PyMem_Free(t->zones);
+    PyMem_Free(t->apexes);
+    t->zones = NULL;
+    t->apexes = NULL;
+    t->zone_count = t->zone_room = 0;
+    t->apex_mask = 0;
+}
+
+/* The zone whose apex is `name` (`len` bytes, lowercased wire form), or -1. */
+static long zone_at(const TableObject *t, const unsigned char *name, size_t len) {
+    if (t->apexes == NULL) return -1;
+    size_t i = key_hash(name, len) & t->apex_mask;
+    for (size_t probes = 0; probes <= t->apex_mask; probes++) {
+        int32_t held = t->apexes[i];
+        if (!held) return -1;
+        const Zone *zone = &t->zones[held - 1];
+        if (zone->apex_len == len && memcmp(zone->apex, name, len) == 0) return held - 1;
+        i = (i + 1) & t->apex_mask;
+    }
+    return -1;
+}
+
+static int apexes_rebuild(TableObject *t) {
+    size_t capacity = 8;
+    while (capacity < t->zone_count * 2) capacity <<= 1;
+    int32_t *apexes = PyMem_Calloc(capacity, sizeof(int32_t));
+    if (apexes == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t z = 0; z < t->zone_count; z++) {
+        size_t i = key_hash(t->zones[z].apex, t->zones[z].apex_len) & (capacity - 1);
+        while (apexes[i]) i = (i + 1) & (capacity - 1);
+        apexes[i] = (int32_t)z + 1;
+    }
+    PyMem_Free(t->apexes);
+    t->apexes = apexes;
+    t->apex_mask = capacity - 1;
+    return 0;
+}
+
+/* Whether `name` is a whole wire name of at most MAX_NAME bytes. */
+static int wire_name(const unsigned char *name, size_t len) {
+    if (len < 1 || len > MAX_NAME) return 0;
+    size_t i = 0;
+    while (i < len && name[i]) {
+        if (name[i] > MAX_LABEL) return 0;
+        i += name[i] + 1;
+    }
+    return i == len - 1;
+}
+
+static PyObject *Table_zone(TableObject *self, PyObject *args) {
+    Py_buffer apex;
+    PyObject *nodes, *ents, *interrupts;
+    int wildcard;
+    if (self->slots == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the table was not initialised");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "y*OOOp", &apex, &nodes, &ents, &interrupts, &wildcard))
+        return NULL;
+    PyObject *result = NULL;
+    if (!wire_name(apex.buf, (size_t)apex.len)) {
+        PyErr_SetString(PyExc_ValueError, "an apex is a lowercased wire name");
+        goto done;
+    }
+    if ((nodes != Py_None && !PyDict_CheckExact(nodes)) || !PyFrozenSet_CheckExact(ents) ||
+        (interrupts != Py_None && !PyFrozenSet_CheckExact(interrupts))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "a zone is its nodes (a dict, or None), its empty non-terminals and "
+                        "its delegation and DNAME owners (frozensets, or None)");
+        goto done;
+    }
+    if (zone_at(self, apex.buf, (size_t)apex.len) >= 0) {
+        PyErr_SetString(PyExc_ValueError, "this zone is known already");
+        goto done;
+    }
+    if (self->zone_count == self->zone_room) {
+        size_t room = self->zone_room ? self->zone_room * 2 : 8;
+        Zone *zones = PyMem_Realloc(self->zones, room * sizeof(Zone));
+        if (zones == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        self->zones = zones;
+        self->zone_room = room;
+    }
+    Zone *zone = &self->zones[self->zone_count];
+    memset(zone, 0, sizeof(*zone));
+    zone->apex = PyMem_Malloc((size_t)apex.len);
+    zone->negatives = PyMem_Calloc(2 * (MAX_NAME + 1), sizeof(Negative));
+    if (zone->apex == NULL || zone->negatives == NULL) {
+        PyMem_Free(zone->apex);
+        PyMem_Free(zone->negatives);
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(zone->apex, apex.buf, (size_t)apex.len);
+    zone->apex_len = (size_t)apex.len;
+    zone->nodes = nodes == Py_None ? NULL : Py_NewRef(nodes);
+    zone->ents = Py_NewRef(ents);
+    zone->interrupts = interrupts == Py_None ? NULL : Py_NewRef(interrupts);
+    zone->wildcard = wildcard;
+    self->zone_count++;
+    if (apexes_rebuild(self) < 0) goto done;
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&apex);
+    return result;
+}
+
+static int field_u16(PyObject *entry, Py_ssize_t at, uint16_t *out);
+
+static PyObject *Table_negative(TableObject *self, PyObject *args) {
+    Py_buffer apex;
+    int rcode, at;
+    PyObject *entry;
+    if (!PyArg_ParseTuple(args, "y*iiO!", &apex, &rcode, &at, &PyTuple_Type, &entry))
+        return NULL;
+    PyObject *result = NULL;
+    long z = zone_at(self, apex.buf, (size_t)apex.len);
+    uint16_t flags, an, ns, ar;
+    if (z < 0) {
+        PyErr_SetString(PyExc_KeyError, "no such zone in this table");
+        goto done;
+    }
+    if ((rcode != 0 && rcode != 3) || at < 0 || at > MAX_NAME) {
+        PyErr_SetString(PyExc_ValueError, "a negative answer is NODATA or NXDOMAIN at an offset");
+        goto done;
+    }
+    if (PyTuple_GET_SIZE(entry) != 7 || !PyBytes_CheckExact(PyTuple_GET_ITEM(entry, 4)) ||
+        PyTuple_GET_ITEM(entry, 6) != Py_None) {
+        PyErr_SetString(PyExc_ValueError, "a negative entry has 7 fields, one body and no short one");
+        goto done;
+    }
+    if (field_u16(entry, 0, &flags) || field_u16(entry, 1, &an) || field_u16(entry, 2, &ns) ||
+        field_u16(entry, 3, &ar))
+        goto done;
+    Negative *neg = &self->zones[z].negatives[(rcode ? MAX_NAME + 1 : 0) + at];
+    neg->flags = flags;
+    neg->an = an;
+    neg->ns = ns;
+    neg->ar = ar;
+    Py_XSETREF(neg->body, Py_NewRef(PyTuple_GET_ITEM(entry, 4)));
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&apex);
+    return result;
+}
+
 static int Table_init(TableObject *self, PyObject *args, PyObject *kwds) {
     static char *names[] = {"limit", NULL};
     Py_ssize_t limit;
@@ -109,6 +295,7 @@ static int Table_init(TableObject *self, PyObject *args, PyObject *kwds) {
     size_t capacity = 8;
     while (capacity < (size_t)limit * 2) capacity <<= 1;
     table_empty(self);
+    zones_empty(self);
     PyMem_Free(self->slots);
     self->slots = PyMem_Calloc(capacity, sizeof(Slot));
     if (self->slots == NULL) {
@@ -123,6 +310,7 @@ static int Table_init(TableObject *self, PyObject *args, PyObject *kwds) {
 
 static void Table_dealloc(TableObject *self) {
     table_empty(self);
+    zones_empty(self);
     PyMem_Free(self->slots);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -217,12 +405,166 @@ static Py_ssize_t Table_len(TableObject *self) { return self->count; }
 
 enum { MISS = -1, PLAIN_MISS = -2 };
 
+#define T_CNAME 5
+#define T_DS 43
+#define T_ANY 255
+#define NOERROR 0
+#define NXDOMAIN 3
+
+/* What Python should tell the table after answering a query C handed back: the zone's
+ * negative answer for an RCODE at an offset, when the negative path lacked it. */
+typedef struct {
+    long zone; /* -1: nothing to ask */
+    int rcode;
+    int at;
+} Wanted;
+
+/* Whether a node's records (records.py's encoding: type, class, TTL, length, rdata)
+ * hold `qtype` or a CNAME: then the name has an answer, not NODATA. */
+static int answers_at(PyObject *blob, unsigned qtype) {
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(blob);
+    size_t size = (size_t)PyBytes_GET_SIZE(blob);
+    size_t i = 0;
+    while (i + 10 <= size) {
+        unsigned rtype = (unsigned)b[i] << 8 | b[i + 1];
+        if (rtype == qtype || rtype == T_CNAME) return 1;
+        i += 10 + ((size_t)b[i + 8] << 8 | b[i + 9]);
+    }
+    return i != size; /* malformed: let Python decide */
+}
+
+/* The negative answer answer.py gives `name` (lowercased wire form, `len` bytes) and
+ * `qtype` when its lookup ends at once in NXDOMAIN or NODATA in a zone C knows, or NULL
+ * when Python must answer (then `wanted` may name the negative answer to learn). Only
+ * where it is provably answer.py's answer: the deepest zone (as ZoneIndex.zone_for
+ * finds it), no delegation or DNAME at or above the name within the zone, no wildcard
+ * that could answer a missing name, never DS (the parent's at an apex) nor ANY. */
+static const Negative *negative_for(const TableObject *t, const unsigned char *name,
+                                    size_t len, unsigned qtype, Wanted *wanted) {
+    wanted->zone = -1;
+    if (t->zone_count == 0 || qtype == T_DS || qtype == T_ANY) return NULL;
+    long z = -1;
+    size_t i = 0;
+    for (;;) {
+        z = zone_at(t, name + i, len - i);
+        if (z >= 0 || !name[i]) break;
+        i += name[i] + 1;
+    }
+    if (z < 0) return NULL; /* REFUSED: Python */
+    const Zone *zone = &t->zones[z];
+    if (zone->nodes == NULL) return NULL;
+    PyObject *key = PyBytes_FromStringAndSize((const char *)name, (Py_ssize_t)len);
+    if (key == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    const Negative *found = NULL;
+    int rcode = -1;
+    if (zone->interrupts != NULL) {
+        /* a delegation point or DNAME owner at or above the name: Python */
+        for (size_t at = 0; at + zone->apex_len <= len; at += name[at] + 1) {
+            PyObject *ancestor = at ? PyBytes_FromStringAndSize((const char *)name + at,
+                                                                (Py_ssize_t)(len - at))
+                                    : Py_NewRef(key);
+            if (ancestor == NULL) goto fail;
+            int held = PySet_Contains(zone->interrupts, ancestor);
+            Py_DECREF(ancestor);
+            if (held != 0) goto fail;
+            if (!name[at]) break;
+        }
+    }
+    PyObject *blob = PyDict_GetItemWithError(zone->nodes, key); /* borrowed */
+    if (blob != NULL) {
+        if (!PyBytes_CheckExact(blob) || answers_at(blob, qtype)) goto fail;
+        rcode = NOERROR;
+    } else {
+        if (PyErr_Occurred()) goto fail;
+        int ent = PySet_Contains(zone->ents, key);
+        if (ent < 0) goto fail;
+        if (ent) rcode = NOERROR;
+        else if (zone->wildcard) goto fail;
+        else rcode = NXDOMAIN;
+    }
+    int at = (int)(len - zone->apex_len);
+    found = &zone->negatives[(rcode ? MAX_NAME + 1 : 0) + at];
+    if (found->body == NULL) {
+        wanted->zone = z;
+        wanted->rcode = rcode;
+        wanted->at = at;
+        found = NULL;
+    }
+    Py_DECREF(key);
+    return found;
+fail:
+    PyErr_Clear();
+    Py_DECREF(key);
+    return NULL;
+}
+
+/* answer.py's `_assemble`: the query's ID, RD and CD, its question bytes exactly, the
+ * entry's body (or the short one, or none with TC) to fit the size limit, the OPT. */
+static Py_ssize_t assemble(const unsigned char *q, size_t qend, unsigned qflags, long payload,
+                           int do_bit, unsigned entry_flags, unsigned an, unsigned ns,
+                           unsigned ar, PyObject *body, unsigned short_ar,
+                           PyObject *short_body, unsigned char *out) {
+    long limit = payload < 0 ? PLAIN_UDP_LIMIT
+                 : payload < PLAIN_UDP_LIMIT ? PLAIN_UDP_LIMIT
+                 : payload > SERVER_PAYLOAD ? SERVER_PAYLOAD : payload;
+    size_t qlen = qend - 12;
+    size_t opt = payload < 0 ? 0 : OPT_SIZE;
+    long room = limit - 12 - (long)qlen - (long)opt;
+    unsigned flags = entry_flags | (qflags & F_ECHOED);
+    const char *data = NULL;
+    Py_ssize_t data_len = 0;
+    if (PyBytes_GET_SIZE(body) <= room) {
+        data = PyBytes_AS_STRING(body);
+        data_len = PyBytes_GET_SIZE(body);
+    } else if (short_body != NULL && PyBytes_GET_SIZE(short_body) <= room) {
+        data = PyBytes_AS_STRING(short_body);
+        data_len = PyBytes_GET_SIZE(short_body);
+        ar = short_ar;
+    } else {
+        flags |= F_TC;
+        an = ns = ar = 0;
+    }
+    ar += opt ? 1 : 0;
+    out[0] = q[0];
+    out[1] = q[1];
+    out[2] = (unsigned char)(flags >> 8);
+    out[3] = (unsigned char)flags;
+    out[4] = 0;
+    out[5] = 1;
+    out[6] = (unsigned char)(an >> 8);
+    out[7] = (unsigned char)an;
+    out[8] = (unsigned char)(ns >> 8);
+    out[9] = (unsigned char)ns;
+    out[10] = (unsigned char)(ar >> 8);
+    out[11] = (unsigned char)ar;
+    memcpy(out + 12, q + 12, qlen);
+    size_t n = 12 + qlen;
+    if (data_len) {
+        memcpy(out + n, data, (size_t)data_len);
+        n += (size_t)data_len;
+    }
+    if (opt) {
+        static const unsigned char plain[OPT_SIZE] = {0, 0, T_OPT, SERVER_PAYLOAD >> 8,
+                                                      SERVER_PAYLOAD & 0xFF, 0, 0, 0, 0, 0, 0};
+        memcpy(out + n, plain, OPT_SIZE);
+        if (do_bit) out[n + 7] = 0x80;
+        n += OPT_SIZE;
+    }
+    return (Py_ssize_t)n;
+}
+
 /* Answer `q` from `t` into `out` (room for SERVER_PAYLOAD bytes): the response's length;
- * PLAIN_MISS when the query takes the plain path but `t` lacks its question (its key is
- * then in `key`, `*key_len` bytes); MISS for anything the plain path does not cover. */
+ * PLAIN_MISS when the query takes the plain path but `t` cannot answer it (its key is
+ * then in `key`, `*key_len` bytes, and `wanted` may name a negative answer to learn);
+ * MISS for anything the plain path does not cover. Called with the GIL held. */
 static Py_ssize_t answer_from(const TableObject *t, const unsigned char *q, size_t size,
-                              unsigned char *out, unsigned char *key, size_t *key_len) {
+                              unsigned char *out, unsigned char *key, size_t *key_len,
+                              Wanted *wanted) {
     *key_len = 0;
+    wanted->zone = -1;
     if (size < 12) return MISS;
     unsigned qflags = (unsigned)q[2] << 8 | q[3];
     if (qflags & (F_QR | F_OPCODE)) return MISS;
@@ -265,91 +607,52 @@ static Py_ssize_t answer_from(const TableObject *t, const unsigned char *q, size
     key[qname_len + 1] = q[qend - 3];
     *key_len = qname_len + 2;
     if (t == NULL || t->slots == NULL) return PLAIN_MISS;
-    uint32_t h = key_hash(key, *key_len);
-    const Slot *s = table_find((TableObject *)t, key, *key_len, h);
-    if (s == NULL || !s->hash) return PLAIN_MISS;
-
-    long limit = payload < 0 ? PLAIN_UDP_LIMIT
-                 : payload < PLAIN_UDP_LIMIT ? PLAIN_UDP_LIMIT
-                 : payload > SERVER_PAYLOAD ? SERVER_PAYLOAD : payload;
-    size_t qlen = qend - 12;
-    size_t opt = payload < 0 ? 0 : OPT_SIZE;
-    long room = limit - 12 - (long)qlen - (long)opt;
-    unsigned flags = s->flags | (qflags & F_ECHOED);
-    unsigned an = s->an, ns = s->ns, ar;
-    const char *body = NULL;
-    Py_ssize_t body_len = 0;
-    if (PyBytes_GET_SIZE(s->body) <= room) {
-        body = PyBytes_AS_STRING(s->body);
-        body_len = PyBytes_GET_SIZE(s->body);
-        ar = s->ar;
-    } else if (s->short_body != NULL && PyBytes_GET_SIZE(s->short_body) <= room) {
-        body = PyBytes_AS_STRING(s->short_body);
-        body_len = PyBytes_GET_SIZE(s->short_body);
-        ar = s->short_ar;
-    } else {
-        flags |= F_TC;
-        an = ns = ar = 0;
-    }
-    ar += opt ? 1 : 0;
-    out[0] = q[0];
-    out[1] = q[1];
-    out[2] = (unsigned char)(flags >> 8);
-    out[3] = (unsigned char)flags;
-    out[4] = 0;
-    out[5] = 1;
-    out[6] = (unsigned char)(an >> 8);
-    out[7] = (unsigned char)an;
-    out[8] = (unsigned char)(ns >> 8);
-    out[9] = (unsigned char)ns;
-    out[10] = (unsigned char)(ar >> 8);
-    out[11] = (unsigned char)ar;
-    memcpy(out + 12, q + 12, qlen);
-    size_t n = 12 + qlen;
-    if (body_len) {
-        memcpy(out + n, body, (size_t)body_len);
-        n += (size_t)body_len;
-    }
-    if (opt) {
-        static const unsigned char plain[OPT_SIZE] = {0, 0, T_OPT, SERVER_PAYLOAD >> 8,
-                                                      SERVER_PAYLOAD & 0xFF, 0, 0, 0, 0, 0, 0};
-        memcpy(out + n, plain, OPT_SIZE);
-        if (do_bit) out[n + 7] = 0x80;
-        n += OPT_SIZE;
-    }
-    return (Py_ssize_t)n;
+    const Slot *s = table_find((TableObject *)t, key, *key_len, key_hash(key, *key_len));
+    if (s != NULL && s->hash)
+        return assemble(q, qend, qflags, payload, do_bit, s->flags, s->an, s->ns, s->ar,
+                        s->body, s->short_ar, s->short_body, out);
+    const Negative *neg = negative_for(t, key, qname_len, qtype, wanted);
+    if (neg != NULL)
+        return assemble(q, qend, qflags, payload, do_bit, neg->flags, neg->an, neg->ns,
+                        neg->ar, neg->body, 0, NULL, out);
+    return PLAIN_MISS;
 }
 
-static PyObject *Table_answer(TableObject *self, PyObject *arg) {
+/* The miss tuple's last field: the negative answer Python should hand the table. */
+static PyObject *wanted_tuple(const TableObject *t, const Wanted *wanted) {
+    if (wanted->zone < 0) return Py_NewRef(Py_None);
+    const Zone *zone = &t->zones[wanted->zone];
+    return Py_BuildValue("(y#ii)", (const char *)zone->apex, (Py_ssize_t)zone->apex_len,
+                         wanted->rcode, wanted->at);
+}
+
+static PyObject *Table_ask(TableObject *self, PyObject *arg) {
     Py_buffer query;
     if (PyObject_GetBuffer(arg, &query, PyBUF_SIMPLE) < 0) return NULL;
     unsigned char out[SERVER_PAYLOAD];
     unsigned char key[KEY_MAX];
     size_t key_len;
-    Py_ssize_t n = answer_from(self, query.buf, (size_t)query.len, out, key, &key_len);
+    Wanted wanted;
+    Py_ssize_t n = answer_from(self, query.buf, (size_t)query.len, out, key, &key_len, &wanted);
     PyBuffer_Release(&query);
-    if (n < 0) Py_RETURN_NONE;
-    return PyBytes_FromStringAndSize((const char *)out, n);
-}
-
-static PyObject *fast_key(PyObject *Py_UNUSED(module), PyObject *arg) {
-    Py_buffer query;
-    if (PyObject_GetBuffer(arg, &query, PyBUF_SIMPLE) < 0) return NULL;
-    unsigned char out[SERVER_PAYLOAD];
-    unsigned char key[KEY_MAX];
-    size_t key_len;
-    answer_from(NULL, query.buf, (size_t)query.len, out, key, &key_len);
-    PyBuffer_Release(&query);
-    if (!key_len) Py_RETURN_NONE;
-    return PyBytes_FromStringAndSize((const char *)key, (Py_ssize_t)key_len);
+    if (n >= 0) return Py_BuildValue("(y#OO)", (const char *)out, n, Py_None, Py_None);
+    PyObject *learn = wanted_tuple(self, &wanted);
+    if (learn == NULL) return NULL;
+    return Py_BuildValue("(Oy#N)", Py_None, key_len ? (const char *)key : NULL,
+                         (Py_ssize_t)key_len, learn);
 }
 
 static PyMethodDef Table_methods[] = {
     {"put", (PyCFunction)Table_put, METH_VARARGS,
      "put(key, entry): keep answer.py's entry for the question key."},
-    {"clear", (PyCFunction)Table_clear, METH_NOARGS, "Forget every entry."},
-    {"answer", (PyCFunction)Table_answer, METH_O,
-     "answer(query): the UDP response C gives, or None when Python must answer."},
+    {"clear", (PyCFunction)Table_clear, METH_NOARGS, "Forget every cached answer."},
+    {"zone", (PyCFunction)Table_zone, METH_VARARGS,
+     "zone(apex, nodes, empty_nonterminals, interrupts, wildcard): a served zone."},
+    {"negative", (PyCFunction)Table_negative, METH_VARARGS,
+     "negative(apex, rcode, at, entry): the zone's negative answer at an offset."},
+    {"ask", (PyCFunction)Table_ask, METH_O,
+     "ask(query): (the UDP response C gives, or None; else the question's key and the "
+     "negative answer to learn, or None)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -499,14 +802,20 @@ static PyObject *Pump_drain(PumpObject *self, PyObject *arg) {
         size_t size = self->rx[i].msg_len;
         unsigned char *out = self->out + (size_t)i * SERVER_PAYLOAD;
         size_t key_len;
-        Py_ssize_t n = answer_from(table, q, size, out, key, &key_len);
+        Wanted wanted;
+        Py_ssize_t n = answer_from(table, q, size, out, key, &key_len, &wanted);
         if (n >= 0) {
             queue(self, i, out, (size_t)n, NULL);
             continue;
         }
+        PyObject *learn = wanted_tuple(table, &wanted);
+        if (learn == NULL) {
+            Py_DECREF(misses);
+            return NULL;
+        }
         PyObject *miss = Py_BuildValue(
-            "(Iy#y#)", i, (const char *)q, (Py_ssize_t)size,
-            key_len ? (const char *)key : NULL, (Py_ssize_t)key_len);
+            "(Iy#y#N)", i, (const char *)q, (Py_ssize_t)size,
+            key_len ? (const char *)key : NULL, (Py_ssize_t)key_len, learn);
         if (miss == NULL || PyList_Append(misses, miss) < 0) {
             Py_XDECREF(miss);
             Py_DECREF(misses);
@@ -634,8 +943,6 @@ static PyTypeObject PumpType = {
 };
 
 static PyMethodDef module_methods[] = {
-    {"key", (PyCFunction)fast_key, METH_O,
-     "key(query): the question key when the plain path answers the query, else None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -5,12 +5,25 @@ answering starts: a socket call in, a socket call out, the header checks. The C
 extension ``valis_core.dns._fastpath`` (source ``_fastpath.c``, built by ``setup.py``
 when ``make venv`` installs the package and by ``make build`` in the tree it freezes)
 takes that work for the common case. Its ``Pump`` receives a batch with one
-``recvmmsg``, answers in C every query whose question is in the ``Table`` and takes the
-plain path (class IN, no EDNS options, no TSIG; ``answer``'s module docstring lists the
-rest), hands the others back to ``answer``, and sends the whole batch with one
-``sendmmsg``. The table holds the very entries ``answer`` keeps in the snapshot's
-response cache, copied in after Python answered the question once, and belongs to one
-snapshot: a new snapshot gets an empty table, so a reload never mixes versions.
+``recvmmsg``, answers in C every query the ``Table`` can answer that takes the plain path
+(class IN, at most a bare OPT, no TSIG; ``answer``'s module docstring lists the rest),
+hands the others back to ``answer``, and sends the whole batch with one ``sendmmsg``.
+
+The table answers two kinds of question, each with the very entry ``answer`` keeps:
+
+- one ``answer`` holds in the snapshot's response cache (copied in by ``learn`` after
+  Python answered the question once);
+- a flood's question (a random name, a random type at a name that exists), whose
+  lookup ends at once in NXDOMAIN or NODATA: C reads the zone's own ``nodes`` and
+  empty non-terminals (``table_for`` hands them over), and answers with the zone's
+  prebuilt negative answer (``learn`` copies it in the first time). It does so only where
+  that is provably ``answer``'s answer: never for DS or ANY, never at or beneath a
+  delegation or DNAME (C then hands the question back), never a missing name in a zone
+  with a wildcard.
+
+A table belongs to one snapshot: a new snapshot gets a new table, so a reload never
+mixes versions. It is bounded like the response cache (``CACHE_ENTRIES``; full, it is
+emptied and fills again).
 
 ``answer`` stays the reference: ``tests/property/test_fastpath.py`` checks that what C
 answers is byte for byte what ``answer`` gives. Without the extension (the package
@@ -22,6 +35,14 @@ from __future__ import annotations
 
 import functools
 import logging
+from typing import TYPE_CHECKING
+
+from valis_core.dns import wire
+from valis_core.dns.answer import CACHE_ENTRIES
+
+if TYPE_CHECKING:
+    from valis_core.dns._fastpath import Table, Wanted
+    from valis_core.dns.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -48,3 +69,42 @@ def tell_once() -> None:
         "on the pure-Python path, correct but at more CPU per query; `make venv` (or "
         "`pip install -e .`) builds it"
     )
+
+
+def table_for(snapshot: Snapshot) -> Table:
+    """An empty table for ``snapshot``, knowing its zones (call only when ``COMPILED``)."""
+    from valis_core.dns._fastpath import Table
+
+    table = Table(CACHE_ENTRIES)
+    index = snapshot.index
+    for origin in index.zones:
+        apex = wire.from_text(origin).lower()
+        zone = index.zone_for(apex)
+        if zone is None or zone.apex != apex:
+            continue
+        nodes = zone.nodes if type(zone.nodes) is dict else None
+        ents = zone.empty_nonterminals
+        if type(ents) is not frozenset:
+            nodes, ents = None, frozenset()
+        if not zone.dnames:
+            interrupts = zone.cuts or None
+        elif not zone.cuts:
+            interrupts = zone.dnames
+        else:
+            interrupts = zone.cuts | zone.dnames
+        table.zone(apex, nodes, ents, interrupts, zone.has_wildcard)
+    return table
+
+
+def learn(table: Table, snapshot: Snapshot, key: bytes | None, wanted: Wanted | None) -> None:
+    """After ``answer`` answered a query the table handed back: copy in what ``answer``
+    kept for it, the cached entry of its question or the zone's negative answer."""
+    if key is not None:
+        entry = snapshot.cache.get(key)
+        if entry is not None:
+            table.put(key, entry)
+            return
+    if wanted is not None:
+        negative = snapshot.cache.negatives.get(wanted)
+        if negative is not None:
+            table.negative(*wanted, negative)

@@ -93,21 +93,16 @@ def _fast_path(index: ZoneIndex, query: bytes) -> str:
     """Which path serves UDP; when it is the compiled one, it must give the bytes the
     Python path gives for a cached question, or this build must not serve."""
     from valis_core.dns import fastpath
-    from valis_core.dns.answer import CACHE_ENTRIES, Transport, answer
+    from valis_core.dns.answer import Transport, answer
     from valis_core.dns.snapshot import Snapshot
 
     if not fastpath.COMPILED:
         return fastpath.path_name()
-    from valis_core.dns._fastpath import Table, key
-
     snapshot = Snapshot(index)
+    table = fastpath.table_for(snapshot)
     reference = answer(snapshot, query, transport=Transport.UDP)
-    question = key(query)
-    entry = snapshot.cache.get(question) if question is not None else None
-    if question is None or entry is None:
-        raise ServingCodecUnavailable("the compiled UDP fast path found no cacheable question")
-    table = Table(CACHE_ENTRIES)
-    table.put(question, entry)
-    if table.answer(query) != reference:
+    _, key, wanted = table.ask(query)
+    fastpath.learn(table, snapshot, key, wanted)
+    if table.ask(query)[0] != reference:
         raise ServingCodecUnavailable("the compiled UDP fast path answers unlike the Python path")
     return fastpath.path_name()

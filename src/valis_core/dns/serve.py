@@ -68,7 +68,7 @@ import dns.rcode
 import trio
 
 from valis_core.dns import fastpath
-from valis_core.dns.answer import CACHE_ENTRIES, Transport, answer
+from valis_core.dns.answer import Transport, answer
 from valis_core.dns.records import FORMERR, NOTAUTH
 from valis_core.dns.rrl import RateLimiter
 from valis_core.dns.snapshot import IndexHolder, Snapshot
@@ -346,11 +346,12 @@ async def _serve_udp_compiled(
     """``_serve_udp`` through the compiled pump (``valis_core.dns.fastpath``): a batch in
     with one call, the questions the snapshot's table holds answered in C, the others
     here exactly as ``_serve_udp`` answers them, the batch out with one call. The table
-    is filled from the snapshot's response cache after Python answers a question, and a
-    new snapshot gets a new table. With a rate limiter, a signer or another ``answer_fn``
+    learns what ``answer`` kept after Python answers a question, and a new snapshot gets
+    a new table. With a rate limiter, a signer or another ``answer_fn``
     there is no table: every datagram is answered here (still batched)."""
     from valis_core.dns._fastpath import Pump, Table
 
+    learn = fastpath.learn
     pump = Pump(raw.fileno(), UDP_BATCH)
     drain, reply, flush = pump.drain, pump.reply, pump.flush
     rcodes = counts.udp_rcodes
@@ -362,9 +363,10 @@ async def _serve_udp_compiled(
         snapshot = holder.snapshot
         if snapshot is not served:
             served = snapshot
-            table = Table(CACHE_ENTRIES) if tabled and snapshot.signer is None else None
+            tabled_now = tabled and snapshot.signer is None
+            table = fastpath.table_for(snapshot) if tabled_now else None
         received, misses = drain(table)
-        for slot, query, key in misses:
+        for slot, query, key, wanted in misses:
             try:
                 response = answer_fn(snapshot, query, transport=udp)
             except Exception:
@@ -392,10 +394,8 @@ async def _serve_udp_compiled(
                     counts.udp_rate_slipped += 1
                     response = limited
             reply(slot, response)
-            if key is not None and table is not None:
-                entry = snapshot.cache.get(key)
-                if entry is not None:
-                    table.put(key, entry)
+            if table is not None and (key is not None or wanted is not None):
+                learn(table, snapshot, key, wanted)
         if received:
             truncated, failed = flush(rcodes)
             counts.udp_truncated += truncated
