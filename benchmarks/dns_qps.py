@@ -115,7 +115,11 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args(argv)
     if args.source is not None:
-        results = from_document(json.loads(args.source.read_text()))
+        try:
+            results = from_document(json.loads(args.source.read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise SystemExit(f"{args.source}: not a make bench results document "
+                             f"({type(error).__name__}: {error})") from None
         print(tables(results), end="")
         if args.plot is not None:
             plot(args.source, args.plot)
