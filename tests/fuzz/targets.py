@@ -11,6 +11,11 @@ target is a crash of the reader itself. Both are findings.
   shorter than a header or with QR set; anything else gets a response dnspython parses,
   with QR, the query's ID and opcode, no longer than 512 octets over UDP without EDNS,
   the advertised size (clamped to 512..``SERVER_PAYLOAD``) with it, 65535 over TCP.
+- ``fastpath``: the compiled UDP fast path's table over the same zones, learning as the
+  serve loop does: whatever C answers is byte for byte what ``answer`` gives over UDP;
+  the input also goes, as garbage, to the table's other entry points (``put``, ``zone``,
+  ``negative``), which may refuse it with ``TypeError``, ``ValueError`` or ``KeyError``
+  and must not crash.
 - ``tcp_framer``: ``take_frames`` over a byte stream, whole and in pieces: the frames
   and the leftover rebuild the stream exactly, the leftover holds no complete frame,
   feeding in pieces or taking a few per turn (``limit``) gives the same frames, and
@@ -53,6 +58,8 @@ from valis_core.apply.delivery import (
     apply_delivery,
     assert_delivery_sound,
 )
+from valis_core.dns import fastpath
+from valis_core.dns._fastpath import Table
 from valis_core.dns.answer import SERVER_PAYLOAD, TCP_LIMIT, Transport, answer
 from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.tcp import framed, take_frames
@@ -155,6 +162,39 @@ def run_answer(data: bytes, scratch: Path) -> None:
             raise Broken(f"{transport.value}: response ID {message.id} is not the query's")
         if not message.flags & dns.flags.QR:
             raise Broken(f"{transport.value}: response without QR")
+
+
+# -- the compiled UDP fast path ----------------------------------------------------------
+
+FAST_TABLE = fastpath.table_for(SNAPSHOT)
+"""Learns as the serve loop's table does, input after input."""
+
+
+def run_fastpath(data: bytes, scratch: Path) -> None:
+    del scratch
+    fast, key, wanted = FAST_TABLE.ask(data)
+    if fast is None:
+        answer(SNAPSHOT, data, transport=Transport.UDP)
+        fastpath.learn(FAST_TABLE, SNAPSHOT, key, wanted)
+        fast, key, wanted = FAST_TABLE.ask(data)
+    if fast is not None and fast != answer(SNAPSHOT, data, transport=Transport.UDP):
+        raise Broken("the compiled path's response is not answer()'s")
+    garbage = Table(4)
+    numbers = tuple(int.from_bytes(data[i : i + 3], "big") for i in range(0, 18, 3))
+    calls: list[Callable[[], object]] = [
+        lambda: garbage.put(data[:300], (*numbers[:4], data, numbers[4], None)),
+        lambda: garbage.put(data, (*numbers[:4], data[:1], numbers[5], data[1:])),
+        lambda: garbage.put(data, numbers),
+        lambda: garbage.zone(data, {data: data}, frozenset({data}), None, bool(data[:1])),
+        lambda: garbage.zone(data[:1] + b"\x00", {}, frozenset(), frozenset({data}), False),
+        lambda: garbage.negative(data, numbers[0] % 5, numbers[1] % 300,
+                                 (*numbers[2:6], data, 0, None)),
+        lambda: garbage.ask(data),
+    ]
+    for call in calls:
+        with contextlib.suppress(TypeError, ValueError, KeyError):
+            call()
+    garbage.ask(data)
 
 
 # -- TCP framer ----------------------------------------------------------------------------
@@ -300,6 +340,7 @@ TARGETS: dict[str, Target] = {
     target.name: target
     for target in (
         Target("answer", run_answer, generate.dns_query),
+        Target("fastpath", run_fastpath, generate.dns_query),
         Target("tcp_framer", run_tcp_framer, generate.tcp_stream),
         Target("owner_message", run_owner_message, generate.signed_update),
         Target("delivery", run_delivery, generate.delivery_tarball, (DeliveryError,)),

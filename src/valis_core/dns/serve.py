@@ -144,6 +144,9 @@ class ServeCounts:
     tcp_idle_closed: int
     rate_limited: Mapping[str, int] = attrs.field(factory=dict)
     """UDP responses response rate limiting held back, by action (dropped, slipped)."""
+    compiled: int = 0
+    """UDP responses the compiled fast path built (``valis_core.dns.fastpath``); the
+    others were answered by ``answer``."""
 
     @property
     def responses_total(self) -> int:
@@ -163,6 +166,7 @@ class ServeStats:
         "tcp_refused",
         "tcp_send_failures",
         "udp_answer_errors",
+        "udp_compiled",
         "udp_dropped",
         "udp_rate_dropped",
         "udp_rate_slipped",
@@ -186,6 +190,7 @@ class ServeStats:
         self.tcp_idle_closed = 0
         self.udp_rate_dropped = 0
         self.udp_rate_slipped = 0
+        self.udp_compiled = 0
 
     def snapshot(self) -> ServeCounts:
         responses: dict[tuple[str, str], int] = {}
@@ -205,6 +210,7 @@ class ServeStats:
             tcp_refused=self.tcp_refused,
             tcp_idle_closed=self.tcp_idle_closed,
             rate_limited={"dropped": self.udp_rate_dropped, "slipped": self.udp_rate_slipped},
+            compiled=self.udp_compiled,
         )
 
 
@@ -366,6 +372,7 @@ async def _serve_udp_compiled(
             tabled_now = tabled and snapshot.signer is None
             table = fastpath.table_for(snapshot) if tabled_now else None
         received, misses = drain(table)
+        counts.udp_compiled += received - len(misses)
         for slot, query, key, wanted in misses:
             try:
                 response = answer_fn(snapshot, query, transport=udp)

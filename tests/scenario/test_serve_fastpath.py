@@ -1,0 +1,91 @@
+"""The UDP serve loop on the compiled fast path over real loopback sockets: a question
+asked again is answered by C with the bytes Python gave, a swap is seen at once however
+much C has learnt, a flood of random names is answered and counted, and a build without
+the helper serves on the pure-Python path and says so once."""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+import dns.message
+import dns.rcode
+import pytest
+import trio
+
+from tests.scenario.operator_state_helpers import addresses
+from tests.scenario.test_serve_loops import LIMIT, index_with_www, serving, www_query
+from valis_core.dns import fastpath
+from valis_core.dns.answer import Transport, answer
+
+ROUNDS = 5
+
+
+async def ask_raw(address: tuple[str, int], wires: list[bytes]) -> list[bytes]:
+    """Send ``wires`` from one socket, one at a time, and return the raw responses."""
+    responses = []
+    with trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+        for wire in wires:
+            await client.sendto(wire, address)
+            with trio.fail_after(LIMIT):
+                responses.append(await client.recv(65535))
+    return responses
+
+
+def test_this_build_serves_udp_on_the_compiled_path() -> None:
+    assert fastpath.COMPILED
+
+
+async def test_a_question_asked_again_gets_the_bytes_python_gave() -> None:
+    async with serving() as loop:
+        wires = []
+        for qid in range(ROUNDS):
+            query = dns.message.make_query("WwW.example.com.", "A", use_edns=0)
+            query.id = qid
+            wires.append(query.to_wire())
+        responses = await ask_raw(loop.udp_address, wires)
+        snapshot = loop.holder.snapshot
+        assert responses == [answer(snapshot, wire, transport=Transport.UDP) for wire in wires]
+        assert loop.stats.snapshot().responses == {("udp", "NOERROR"): ROUNDS}
+        assert loop.stats.udp_compiled == ROUNDS - 1
+
+
+async def test_after_a_swap_the_next_answer_comes_from_the_new_index() -> None:
+    async with serving() as loop:
+        for _ in range(ROUNDS):  # learnt by C after the first
+            before = await ask_raw(loop.udp_address, [www_query().to_wire()])
+        loop.holder.swap(index_with_www("198.51.100.80"))
+        after = await ask_raw(loop.udp_address, [www_query().to_wire()])
+    assert addresses(dns.message.from_wire(before[0])) == {"192.0.2.80"}
+    assert addresses(dns.message.from_wire(after[0])) == {"198.51.100.80"}
+
+
+async def test_a_flood_of_random_names_is_answered_nxdomain_and_counted() -> None:
+    names = [f"r{i:x}.example.com." for i in range(4096, 4096 + 40)]
+    async with serving() as loop:
+        wires = [dns.message.make_query(name, "A", use_edns=False).to_wire() for name in names]
+        responses = await ask_raw(loop.udp_address, wires)
+        snapshot = loop.holder.snapshot
+        assert responses == [answer(snapshot, wire, transport=Transport.UDP) for wire in wires]
+        counts = loop.stats.snapshot()
+    assert {dns.message.from_wire(r).rcode() for r in responses} == {dns.rcode.NXDOMAIN}
+    assert counts.responses == {("udp", "NXDOMAIN"): len(names)}
+    assert loop.stats.udp_compiled == len(names) - 1  # one learns the zone's NXDOMAIN
+
+
+async def test_without_the_helper_udp_is_served_on_the_pure_path_and_logged_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(fastpath, "COMPILED", False)
+    fastpath.tell_once.cache_clear()
+    caplog.set_level(logging.WARNING, logger="valis_core.dns.fastpath")
+    try:
+        for _ in range(2):
+            async with serving() as loop:
+                responses = await ask_raw(loop.udp_address, [www_query().to_wire()] * 2)
+                assert addresses(dns.message.from_wire(responses[1])) == {"192.0.2.80"}
+                assert loop.stats.udp_compiled == 0
+    finally:
+        fastpath.tell_once.cache_clear()
+    told = [record for record in caplog.records if "pure-Python path" in record.getMessage()]
+    assert len(told) == 1
