@@ -285,6 +285,15 @@ async def test_a_new_limiter_applies_to_the_next_query_and_none_turns_limiting_o
     assert server.stats.snapshot().rate_limited == {"dropped": FLOOD - RATE, "slipped": 0}
 
 
+def limits_shown(resident: Resident) -> tuple[int, list[str] | None]:
+    """The rate the metrics show, and the exempt list the status shows (None: off)."""
+    metrics = resident.fabric_get("/metrics")[1].decode()
+    rate = next(int(line.split()[1]) for line in metrics.splitlines()
+                if line.startswith("valis_dns_rate_limit "))
+    shown = resident.status()["dns"]["rate_limiting"]
+    return rate, None if shown is None else shown["exempt"]
+
+
 def set_facts(resident: Resident, dsn: str, *facts: str) -> None:
     done = run_as(RUN_USER, [
         "valis", "site-facts", "set", "node-a", *facts,
@@ -301,6 +310,7 @@ def test_the_resident_spares_its_exempt_prefix_and_applies_new_limits_on_a_reloa
     resident = resident_harness.start(make_state_dir(resident_harness.workdir), facts)
     resident.wait_ready()
     assert "exempt 127.0.3.0/24" in resident.stderr()
+    assert limits_shown(resident) == (5, ["127.0.3.0/24"])
     assert resident.port is not None
     # Slip 1: every query gets a reply, limited ones TC. The exempt prefix gets answers.
     exempt = flood(resident.port, EXEMPT, 40, "www.example.test.")
@@ -311,6 +321,7 @@ def test_the_resident_spares_its_exempt_prefix_and_applies_new_limits_on_a_reloa
 
     set_facts(resident, zone_dsn, "VALIS_RRL_RATE=0")
     reload(resident, "reload: response rate limiting: off")
+    assert limits_shown(resident) == (0, None)
     # A prefix with fresh buckets either way, so only the limiter's absence answers all.
     unlimited = flood(resident.port, ("127.0.4.2", "127.0.4.3"), 40, "www.example.test.")
     assert len(answered(unlimited)) == 40
@@ -318,6 +329,7 @@ def test_the_resident_spares_its_exempt_prefix_and_applies_new_limits_on_a_reloa
     set_facts(resident, zone_dsn, "VALIS_RRL_RATE=5", "VALIS_RRL_EXEMPT=127.0.4.0/24")
     reload(resident, "reload: response rate limiting: 5 responses/s")
     assert "exempt 127.0.4.0/24" in resident.stderr()
+    assert limits_shown(resident) == (5, ["127.0.4.0/24"])
     again = flood(resident.port, VICTIMS, 40, "www.example.test.")
     assert len(again) == 40
     assert truncated(again)

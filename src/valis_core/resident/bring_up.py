@@ -529,6 +529,7 @@ async def _serve_dns(boot: Boot) -> Boot:
     await boot.services.start(
         "serve DNS", _dns_service(adopted, udp, need(boot.stats), need(boot.transfers))
     )
+    need(boot.views).rate_limits = lambda: udp.settings
     log.info("%s", describe(settings))
     pair = adopted.adoption
     log.info("serving DNS on udp=%s tcp=%s", pair.dns_udp.address, pair.dns_tcp.address)

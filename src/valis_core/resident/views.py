@@ -23,6 +23,7 @@ from valis_core.dns import wire as names
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.notify_send import NotifyStats
 from valis_core.dns.rollover import ALL_STEPS, step_number
+from valis_core.dns.rrl import RrlSettings
 from valis_core.dns.secondary_progress import SecondaryState
 from valis_core.dns.serve import ServeCounts, ServeStats
 from valis_core.dns.signed_answer import REFRESH, VALIDITY
@@ -137,6 +138,8 @@ class NodeViews:
     """When the edge's certificate expires (UNIX time; None while it has none)."""
     acme: Callable[[], Mapping[str, Any]] | None = None
     """How obtaining and renewing the edge's certificate goes; None without ACME."""
+    rate_limits: Callable[[], RrlSettings | None] | None = None
+    """The UDP loop's rate limits at the moment (None from it: off); None when not wired."""
     started_at: float = attrs.field(factory=time.time)
     """When bring-up made these views (UNIX time): the node's uptime is counted from it."""
 
@@ -245,6 +248,21 @@ class NodeViews:
             "behind_launcher_firewall": reach is not None,
             "reachable_from_outside": None if reach is None else reach.reachable,
             "problem": None if reach is None else reach.problem,
+            "rate_limiting": self.rate_limit_status(),
+        }
+
+    def rate_limit_status(self) -> dict[str, Any] | None:
+        """Response rate limiting as the UDP loop applies it now; None when off."""
+        settings = None if self.rate_limits is None else self.rate_limits()
+        if settings is None:
+            return None
+        return {
+            "rate": settings.rate,
+            "slip": settings.slip,
+            "ipv4_prefix": settings.ipv4_prefix,
+            "ipv6_prefix": settings.ipv6_prefix,
+            "table_size": settings.table_size,
+            "exempt": [str(network) for network in settings.exempt],
         }
 
     def metric_families(self) -> list[Family]:
@@ -520,6 +538,12 @@ class NodeViews:
                     Sample(value, (("action", action),))
                     for action, value in sorted(counts.rate_limited.items())
                 ),
+            ),
+            Family(
+                "valis_dns_rate_limit",
+                "gauge",
+                "UDP responses a second each rate-limit bucket allows; 0: limiting off.",
+                (Sample((self.rate_limit_status() or {}).get("rate", 0)),),
             ),
             Family(
                 "valis_dns_tcp_connections_total",
