@@ -343,14 +343,20 @@ def describe_environment() -> dict[str, object]:
         return (done.stdout + done.stderr).strip()
 
     commit = output("git", "rev-parse", "--short=10", "HEAD")
-    if output("git", "status", "--porcelain", "--", "src"):
+    changed = [line.split(maxsplit=1)[-1] for line in
+               output("git", "status", "--porcelain", "--", "src").splitlines() if line]
+    if changed:
         commit += " with uncommitted changes to src"
+    udp_path = output(sys.executable, "-c", "from valis_core.dns.fastpath import path_name; "
+                      "print(path_name())")
     model = next((line.split(":", 1)[1].strip()
                   for line in Path("/proc/cpuinfo").read_text().splitlines()
                   if line.startswith("model name")), "?")
     return {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "valis": commit,
+        "uncommitted_src": changed,
+        "valis_udp_path": udp_path if "Error" not in udp_path else "?",
         "cpu": model,
         "cores": os.cpu_count(),
         "kernel": platform.release(),
