@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from valis_core.dns.journal import Difference
-from valis_core.dns.notify import answer_to, notify_message
+from valis_core.dns.notify import answer_to, notify_message, rejection
 from valis_core.dns.records import RecordRow
 from valis_core.dns.transfer import (
     Grant,
@@ -252,6 +252,20 @@ def test_a_granted_transfer_is_the_soa_then_the_zone_then_the_soa() -> None:
 def test_a_notify_answer_is_read_from_any_bytes(data: bytes) -> None:
     sent = notify_message(INDEX.served()[0], 4242, KEY.key())
     assert answer_to(sent, data) is None or data[:2] == (4242).to_bytes(2, "big")
+    assert rejection(sent, data) is None or data[:2] == (4242).to_bytes(2, "big")
+
+
+def test_a_notify_rejected_for_the_clocks_says_by_how_much() -> None:
+    sent = notify_message(INDEX.served()[0], 4242, KEY.key())
+    reply = dns.message.make_response(dns.message.from_wire(sent.wire, keyring=False))
+    reply.set_rcode(dns.rcode.NOTAUTH)
+    reply.use_tsig(KEY.key(), tsig_error=dns.rcode.BADTIME,
+                   other_data=(int(time.time()) + 600).to_bytes(6, "big"))
+    said = rejection(sent, reply.to_wire())
+    assert said is not None
+    assert said.startswith("NOTAUTH with TSIG error BADTIME: its clock is +6")
+    assert said.endswith("s from the node's, beyond the 300s fudge: check both clocks")
+    assert answer_to(sent, reply.to_wire()) is None
 
 
 def _row(owner: str, rtype: str, rdata: str) -> RecordRow:

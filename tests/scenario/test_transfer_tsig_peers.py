@@ -2,11 +2,13 @@
 and TSIG key) on loopback, answer every way a transfer request or a secondary's signed
 query can fail alike: the RCODE, the TSIG error, whether the reply is signed, whether it
 carries an OPT. The one difference is chosen: a BADTIME reply is signed, as RFC 8945
-section 5.3.2 asks and Knot and BIND send it (NSD sends it unsigned)."""
+section 5.3.2 asks and Knot and BIND send it (NSD sends it unsigned). A NOTIFY NSD
+rejects for its TSIG is not taken as an answer, and the node's log says what to fix."""
 
 from __future__ import annotations
 
 import base64
+import logging
 import socket
 import struct
 import subprocess
@@ -25,6 +27,7 @@ import pytest
 import trio
 
 from tests.scenario.proving_ground import wait_for
+from valis_core.dns.notify_send import ChangeWatch, NotifySender
 from valis_core.dns.serve import serve_tcp, serve_udp
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.transfer import Listed
@@ -272,3 +275,55 @@ async def test_a_badtime_reply_carries_both_clocks(node: int) -> None:
     tsig = message.tsig[0]
     assert before - 1001 <= tsig.time_signed <= int(time.time()) - 999
     assert before <= int.from_bytes(tsig.other, "big") <= int(time.time())
+
+
+@pytest.mark.parametrize(("key", "said"), [
+    (Listed(ZONE, "127.0.0.1", "nobody.example.", "hmac-sha256", LISTED.secret),
+     "NOTAUTH with TSIG error BADKEY: it does not know key nobody.example.: check the key's "
+     "name and algorithm there"),
+    (Listed(ZONE, "127.0.0.1", LISTED.key_name, "hmac-sha256", bytes(32)),
+     "NOTAUTH with TSIG error BADSIG: its secret for key xfr.example. is not the node's: "
+     "check the secret there"),
+])
+async def test_a_notify_rejected_for_its_tsig_says_why_in_the_log(
+    nsd: int, key: Listed, said: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def current() -> Sequence[Listed]:
+        return (key,)
+
+    sender = NotifySender("127.0.0.1", current, port=nsd, attempts=2, timeout=0.05)
+    holder = ChangeWatch(ZoneIndex.from_zone_text(ZONE_TEXT, ZONE))
+    holder.changed = sender.changed
+    caplog.set_level(logging.INFO, logger="valis.notify")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(sender.run)
+        holder.swap(ZoneIndex.from_zone_text(ZONE_TEXT.replace(" 7 ", " 8 "), ZONE))
+        with trio.fail_after(LIMIT):
+            while sender.stats.answered + sender.stats.unanswered < 1:
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    assert (sender.stats.answered, sender.stats.unanswered) == (0, 1)
+    assert (f"notify: {ZONE} serial 8 to 127.0.0.1: no answer to 2 attempts; it answered "
+            f"{said} (a reply the key does not verify is not taken)") in caplog.text
+
+
+async def test_a_notify_signed_with_a_key_nsd_holds_is_answered(
+    nsd: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """NSD, the zone's primary here, refuses the NOTIFY, signed with the key: an answer."""
+    async def current() -> Sequence[Listed]:
+        return (LISTED,)
+
+    sender = NotifySender("127.0.0.1", current, port=nsd, attempts=2, timeout=0.5)
+    holder = ChangeWatch(ZoneIndex.from_zone_text(ZONE_TEXT, ZONE))
+    holder.changed = sender.changed
+    caplog.set_level(logging.INFO, logger="valis.notify")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(sender.run)
+        holder.swap(ZoneIndex.from_zone_text(ZONE_TEXT.replace(" 7 ", " 8 "), ZONE))
+        with trio.fail_after(LIMIT):
+            while sender.stats.answered + sender.stats.unanswered < 1:
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    assert sender.stats.answered == 1
+    assert f"notify: {ZONE} serial 8 to 127.0.0.1 answered REFUSED" in caplog.text

@@ -5,7 +5,10 @@ The message is opcode NOTIFY with AA set, the zone's SOA as the question and the
 record in the answer section (RFC 1996 section 3.7: a hint of the new serial), signed
 with the secondary's TSIG key when it has one. An answer is a response (QR set) with the
 same ID and opcode; when the NOTIFY was signed, only an answer whose TSIG verifies
-against it counts, so a forged datagram cannot stop the retries.
+against it counts, so a forged datagram cannot stop the retries. A reply carrying a TSIG
+error (the secondary does not know the key, the MAC does not verify with its secret, or
+the clocks differ by more than the fudge: RFC 8945 section 5.2) cannot be verified, so it
+never counts either; ``rejection`` reads it, so the operator learns why no answer came.
 """
 
 from __future__ import annotations
@@ -63,6 +66,39 @@ class Answer:
     """A secondary's answer to a NOTIFY: its RCODE's name."""
 
     rcode: str
+
+
+_REMEDIES = {
+    dns.rcode.BADKEY: ("BADKEY", "it does not know key {key}: check the key's name and "
+                                 "algorithm there"),
+    dns.rcode.BADSIG: ("BADSIG", "its secret for key {key} is not the node's: check the "
+                                 "secret there"),
+    dns.rcode.BADTIME: ("BADTIME", "its clock is {skew:+d}s from the node's, beyond the "
+                                   "{fudge}s fudge: check both clocks"),
+}
+"""Each TSIG error a secondary may answer a NOTIFY with: its name (dnspython names 16
+BADVERS, the RCODE it shares with BADSIG) and what the operator checks."""
+
+
+def rejection(sent: Notify, data: bytes) -> str | None:
+    """What a reply to the signed ``sent`` carrying a TSIG error says is wrong, for the
+    log (``None`` for any other reply). Never raises."""
+    if (sent.key is None or len(data) < 12 or int.from_bytes(data[:2], "big") != sent.id
+            or not data[2] & 0x80):
+        return None
+    try:
+        message = dns.message.from_wire(data, keyring=False)
+    except (dns.exception.DNSException, ValueError, IndexError):
+        return None
+    if message.opcode() != dns.opcode.NOTIFY or message.tsig is None:
+        return None
+    tsig = message.tsig[0]
+    if tsig.error not in _REMEDIES:
+        return None
+    error, remedy = _REMEDIES[tsig.error]
+    skew = int.from_bytes(tsig.other, "big") - tsig.time_signed if len(tsig.other) == 6 else 0
+    said = remedy.format(key=sent.key.name, skew=skew, fudge=tsig.fudge)
+    return f"{dns.rcode.to_text(message.rcode())} with TSIG error {error}: {said}"
 
 
 def answer_to(sent: Notify, data: bytes) -> Answer | None:

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import attrs
 import trio
 
-from valis_core.dns.notify import Notify, answer_to, notify_message
+from valis_core.dns.notify import Notify, answer_to, notify_message, rejection
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.transfer import Listed, zone_serial
 from valis_core.dns.zone import ServedZone, ZoneIndex
@@ -165,6 +165,7 @@ class NotifySender:
                             message.zone, message.serial, address, self._source, exc)
                 return
             wait = self._timeout
+            rejected: str | None = None
             for attempt in range(1, self._attempts + 1):
                 try:
                     await sock.send(message.wire)
@@ -187,11 +188,14 @@ class NotifySender:
                                      message.zone, message.serial, address, answer.rcode,
                                      attempt)
                             return
+                        rejected = rejection(message, data) or rejected
                 wait *= 2
             self.stats.unanswered += 1
-            log.warning("notify: %s serial %d to %s: no answer to %d attempts; it learns of "
+            why = (f"; it answered {rejected} (a reply the key does not verify is not taken)"
+                   if rejected else "")
+            log.warning("notify: %s serial %d to %s: no answer to %d attempts%s; it learns of "
                         "the change at its next SOA refresh", message.zone, message.serial,
-                        address, self._attempts)
+                        address, self._attempts, why)
 
 
 def _source_for(source: str, family: socket.AddressFamily) -> str:
