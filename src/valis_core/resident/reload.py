@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("valis.resident")
 
+RATE_LIMITS_BOUND = 10.0
+"""Seconds a reload waits for the UDP loop to restart under new rate limits."""
+
 _LIVE_KEYS = frozenset({"VALIS_LOG_LEVEL", "VALIS_LOG_FORMAT", "VALIS_SERVED_ZONES"}) | RRL_KEYS
 
 
@@ -182,7 +185,12 @@ class Reloader:
         from valis_core.dns.rrl import describe, settings_from_facts
 
         settings = settings_from_facts(new.facts)
-        await self.rate_limits(settings)
+        with trio.move_on_after(RATE_LIMITS_BOUND) as waited:
+            await self.rate_limits(settings)
+        if waited.cancelled_caught:
+            log.warning("reload: the UDP loop has not restarted within %.0fs (an IXFR over "
+                        "UDP still being read?); the new limits apply once it does",
+                        RATE_LIMITS_BOUND)
         for key in RRL_KEYS:
             if key in new.facts:
                 applied[key] = new.facts[key]
