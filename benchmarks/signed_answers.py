@@ -5,9 +5,11 @@ for the zone unsigned, ``answer()`` is timed over: one hot name (the response ca
 a working set of names seen before (cached, DO=1 signed responses kept per refresh
 window), names seen once each (each a new RRset to sign: a signature made per query) and
 random nonexistent names (compact denial: an NSEC made and signed per query). Reports
-answers per second and CPU microseconds per answer. Run from the repository root:
+answers per second and CPU microseconds per answer. With ``--split`` the zone is also
+signed with a KSK and a ZSK of each algorithm (the ZSK signing every answer timed). Run
+from the repository root:
 
-    .venv/bin/python benchmarks/signed_answers.py [--records N] [--queries N]
+    .venv/bin/python benchmarks/signed_answers.py [--records N] [--queries N] [--split]
 
 These are figures for the docs, not a test: nothing here passes or fails.
 """
@@ -24,7 +26,7 @@ import dns.message
 from valis_core.dns import dnssec, wire
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.records import RecordRow
-from valis_core.dns.signed_answer import Signer
+from valis_core.dns.signed_answer import Signer, ZoneKeys
 from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.zone import ZoneIndex
 
@@ -47,6 +49,16 @@ def queries(names: list[str], *, do: bool) -> list[bytes]:
     ]
 
 
+def signer(algorithm: int, *, split: bool) -> Signer:
+    """A signer for the zone: one CSK, or with ``split`` a KSK and a ZSK."""
+    key = dnssec.ZoneKey(dnssec.generate_key(algorithm))
+    if not split:
+        return Signer({wire.from_text(ZONE): key}, clock=time.time)
+    zsk = dnssec.ZoneKey(dnssec.generate_key(algorithm), dnssec.ZSK_FLAGS)
+    keys = ZoneKeys(signer=zsk, published=(key, zsk), key_signers=(key,), parent=(key,))
+    return Signer({wire.from_text(ZONE): keys}, clock=time.time)
+
+
 def run(snapshot: Snapshot, wires: list[bytes]) -> tuple[float, float]:
     """Answers per second and CPU microseconds per answer."""
     start, cpu = time.perf_counter(), time.process_time()
@@ -60,6 +72,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=20000)
     parser.add_argument("--queries", type=int, default=20000)
+    parser.add_argument("--split", action="store_true",
+                        help="also time each algorithm signed with a KSK and a ZSK")
     args = parser.parse_args()
     index = ZoneIndex.from_records(rows(args.records))
     rng = random.Random(19)
@@ -70,14 +84,17 @@ def main() -> None:
     mixes = {"hot name": hot, "working set": working, "seen once": once,
              "random NXDOMAIN": nxdomain}
     print(f"{args.records} records, {args.queries} queries per mix; answers/s, CPU us/answer")
-    for label, algorithm in (("unsigned", None), ("alg 13", 13), ("alg 15", 15)):
+    kinds: list[tuple[str, int | None, bool]] = [
+        ("unsigned", None, False), ("alg 13", 13, False), ("alg 15", 15, False),
+    ]
+    if args.split:
+        kinds += [("13 split", 13, True), ("15 split", 15, True)]
+    for label, algorithm, split in kinds:
         for mix, names in mixes.items():
             if algorithm is None:
                 snapshot = Snapshot(index)
             else:
-                key = dnssec.ZoneKey(dnssec.generate_key(algorithm))
-                signer = Signer({wire.from_text(ZONE): key}, clock=time.time)
-                snapshot = Snapshot(index, signer=signer)
+                snapshot = Snapshot(index, signer=signer(algorithm, split=split))
             wires = queries(names, do=algorithm is not None)
             rate, cpu = run(snapshot, wires)
             print(f"{label:9} {mix:16} {rate:10.0f} /s {cpu:8.1f} us")
