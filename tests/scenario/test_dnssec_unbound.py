@@ -4,7 +4,10 @@ trust anchor, and Unbound, resolving through the node from its own namespace, fi
 kind of answer secure (AD=1): data, names that do not exist, NODATA, wildcards, CNAME
 and DNAME chains, a secure delegation to a child signed with the other algorithm and the
 proof an insecure one has no DS; a record changed in PostgreSQL is served signed at once; a
-signature altered on the wire is refused; ``delv`` says fully validated."""
+signature altered on the wire is refused; ``delv`` says fully validated. A zone signed with
+the NSEC3 option (``valis zone sign --denial nsec3``) validates the same way, NXDOMAIN
+included, and its AXFR carries it fully signed: ``ldns-verify-zone`` accepts the transfer,
+while a zone denying compactly is refused to its secondary."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import attrs
 import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
+import dns.zone
 import pytest
 
 from tests.conftest import require_root
@@ -34,6 +38,7 @@ from tests.scenario.proving_ground import run, run_in, wait_for
 from tests.scenario.resident_harness import REPO, Resident, harness, site_facts
 from valis_core.dns.dnssec import key_tag
 from valis_core.operator_state.schema import migrate
+from valis_core.operator_state.secondaries import Secondary, add_secondary
 
 NODE_IP = "192.0.2.1"
 RESOLVER_IP = "192.0.2.2"
@@ -53,6 +58,16 @@ SPLIT = "split.test."
 trust anchor (the KSK's DS) in a file like ``ROLLED``'s. Its data lives a second in
 caches, so what Unbound validates at each step is what the zone serves then."""
 SPLIT_EXTRA = 'www 1 IN A 198.51.100.81\n*.wild 1 IN TXT "split"\n'
+CHAINED = "chained.test."
+"""A zone signed with an NSEC3 chain, transferred signed to a secondary."""
+CHAINED_EXTRA = (
+    "www IN A 192.0.2.80\n"
+    "*.wild IN TXT \"wild\"\n"
+    "deep.ent IN A 192.0.2.9\n"
+    f"insecure IN NS ns.insecure\nns.insecure IN A {NODE_IP}\n"
+    f"secure IN NS ns.secure\nns.secure IN A {NODE_IP}\n"
+    "secure IN DS 12345 13 2 " + "ab" * 32 + "\n"
+)
 BOUND = 30.0
 PARENT_EXTRA = (
     "www IN A 192.0.2.80\n"
@@ -177,7 +192,7 @@ def valis(*argv: str) -> str:
     return result.stdout
 
 
-def unbound_conf(directory: Path, anchor: str, tampered: str) -> str:
+def unbound_conf(directory: Path, anchor: str, tampered: str, chained: str) -> str:
     return f"""server:
     interface: {RESOLVER_IP}
     port: 53
@@ -195,6 +210,7 @@ def unbound_conf(directory: Path, anchor: str, tampered: str) -> str:
     module-config: "validator iterator"
     trust-anchor: "{anchor}"
     trust-anchor: "{tampered}"
+    trust-anchor: "{chained}"
     trust-anchor-file: "{directory}/rolled.anchor"
     trust-anchor-file: "{directory}/split.anchor"
     local-zone: "test." nodefault
@@ -202,7 +218,7 @@ def unbound_conf(directory: Path, anchor: str, tampered: str) -> str:
     cache-max-negative-ttl: 1
 """ + "".join(
         f'stub-zone:\n    name: "{zone}"\n    stub-addr: {NODE_IP}@{NODE_PORT}\n'
-        for zone in (PARENT, SECURE, INSECURE, ROLLED)
+        for zone in (PARENT, SECURE, INSECURE, ROLLED, CHAINED)
     ) + f'stub-zone:\n    name: "{TAMPERED}"\n    stub-addr: {NODE_IP}@{PROXY_PORT}\n' + (
         f'stub-zone:\n    name: "{SPLIT}"\n    stub-addr: {NODE_IP}@{NODE_PORT}\n'
     )
@@ -229,6 +245,7 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
     import_zone(pg_cluster, dsn, TAMPERED, extra=CHILD_EXTRA)
     import_zone(pg_cluster, dsn, ROLLED, extra=CHILD_EXTRA)
     import_zone(pg_cluster, dsn, SPLIT, extra=SPLIT_EXTRA)
+    import_zone(pg_cluster, dsn, CHAINED, extra=CHAINED_EXTRA)
     wire = Wire()
     unbound: subprocess.Popen[bytes] | None = None
     proxy: subprocess.Popen[bytes] | None = None
@@ -236,7 +253,7 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
         wire.build()
         with harness() as running:
             facts = site_facts(
-                dsn, zones=",".join((PARENT, SECURE, INSECURE, TAMPERED, ROLLED, SPLIT))
+                dsn, zones=",".join((PARENT, SECURE, INSECURE, TAMPERED, ROLLED, CHAINED, SPLIT))
             )
             node = running.start(state, facts, netns=wire.node, host=NODE_IP,
                                  dns_port=NODE_PORT)
@@ -268,12 +285,16 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
                                           "--dnskey-ttl", "2", "--state-dir", str(state))
             write_anchor(workdir, valis("zone", "ds", SPLIT, "--state-dir", str(state)),
                          "split.anchor")
+            valis("zone", "sign", CHAINED, "--denial", "nsec3", "--state-dir", str(state))
+            chained = valis("zone", "ds", CHAINED, "--state-dir", str(state)).splitlines()[0]
             signed = Signed(wire, node, pg_cluster, dsn, anchor, ds_rdata, workdir, state)
             wait_for(lambda: "RRSIG" in signed.at_node(f"www.{SECURE}", "A")
-                     and "DS" in signed.at_node(SECURE, "DS"), BOUND,
-                     "the node to serve both zones signed", interval=0.1)
+                     and "DS" in signed.at_node(SECURE, "DS")
+                     and "NSEC3PARAM" in signed.at_node(CHAINED, "NSEC3PARAM"), BOUND,
+                     "the node to serve the zones signed", interval=0.1)
             (workdir / "unbound.conf").write_text(unbound_conf(
-                workdir, anchor, tampered.replace(" IN DS ", " DS ")))
+                workdir, anchor, tampered.replace(" IN DS ", " DS "),
+                chained.replace(" IN DS ", " DS ")))
             unbound = subprocess.Popen(
                 ["ip", "netns", "exec", wire.resolver, "unbound", "-d", "-c",
                  str(workdir / "unbound.conf")],
@@ -483,6 +504,7 @@ def test_a_key_rollover_keeps_the_zone_validating_at_every_step(signed: Signed) 
     new = int(re.search(r"to (\d+), step ds-submit", out).group(1))  # type: ignore[union-attr]
     assert f"rolling from key tag {old} to {new}" in out
     validates("ds-submit, the parent's DS set as it was")
+
     def status() -> str:
         return run_in(signed.wire.node, [str(runtime_bin() / "valis"), "status", *state],
                       check=False, timeout=30).stdout
@@ -530,6 +552,80 @@ def test_a_key_rollover_keeps_the_zone_validating_at_every_step(signed: Signed) 
     log = signed.node.stderr()
     for step in ("published", "switched", "ds-retire"):  # the node's own steps
         assert f"zone {ROLLED} rollover from key tag {old} to {new}: step {step}" in log
+
+
+# --- the NSEC3 option ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "rdtype", "status"),
+    [
+        (f"www.{CHAINED}", "A", "NOERROR"),
+        (f"anything.wild.{CHAINED}", "TXT", "NOERROR"),  # a wildcard: the next closer covered
+        (f"nope.{CHAINED}", "A", "NXDOMAIN"),  # the closest encloser proof
+        (f"a.b.nope.{CHAINED}", "AAAA", "NXDOMAIN"),
+        (f"www.{CHAINED}", "TXT", "NOERROR"),  # NODATA: the NSEC3 matching the name
+        (f"ent.{CHAINED}", "A", "NOERROR"),  # an empty non-terminal's NSEC3
+        (f"x.wild.{CHAINED}", "MX", "NOERROR"),  # the wildcard has no MX
+        (f"insecure.{CHAINED}", "DS", "NOERROR"),  # an insecure delegation has no DS
+        (f"secure.{CHAINED}", "DS", "NOERROR"),
+    ],
+)
+def test_an_nsec3_zone_validates_data_wildcards_and_denials(
+    signed: Signed, name: str, rdtype: str, status: str
+) -> None:
+    found = signed.resolve(name, rdtype)
+    assert found.status == status, (found.raw, _log(signed))
+    assert "ad" in found.flags, (found.raw, _log(signed))
+
+
+def _axfr(signed: Signed, zone: str, secondary: Secondary) -> str:
+    return run_in(signed.wire.resolver, [
+        "dig", f"@{NODE_IP}", "-p", str(NODE_PORT), zone, "AXFR", "+time=10", "+tries=1",
+        "-y", f"{secondary.algorithm}:{secondary.key_name}:{secondary.secret_base64}",
+    ], check=False, timeout=30).stdout
+
+
+def test_an_axfr_of_the_nsec3_zone_carries_it_fully_signed(signed: Signed) -> None:
+    secondary = Secondary(CHAINED, RESOLVER_IP, "xfr-chained.", "hmac-sha256",
+                          secrets.token_bytes(32))
+    with signed.pg.connect(signed.dsn) as conn:
+        add_secondary(conn, secondary)
+    text = _axfr(signed, CHAINED, secondary)
+    records = [line for line in text.splitlines()
+               if line and not line.startswith(";") and "\tTSIG\t" not in line]
+    assert records[0] == records[-1], text  # the SOA first and last
+    path = signed.workdir / "chained.axfr"
+    path.write_text("\n".join(records[:-1]) + "\n")
+    zone = dns.zone.from_file(str(path), CHAINED, relativize=False)
+    types = {rdataset.rdtype for _, rdataset in zone.iterate_rdatasets()}
+    assert {dns.rdatatype.NSEC3PARAM, dns.rdatatype.NSEC3, dns.rdatatype.DNSKEY,
+            dns.rdatatype.CDS, dns.rdatatype.RRSIG} <= types, text
+    nsec3 = [name for name, rdataset in zone.iterate_rdatasets()
+             if rdataset.rdtype == dns.rdatatype.NSEC3]
+    # apex, ns1, www, *.wild, wild, deep.ent, ent, insecure, secure; the glue beneath the
+    # delegations has none
+    assert len(nsec3) == 9, text
+    verified = run(["ldns-verify-zone", str(path)], check=False)
+    assert verified.returncode == 0, (verified.stdout, verified.stderr, text)
+    assert "Zone is verified and complete" in verified.stdout
+    # The verifier is not lenient: the same transfer lacking one NSEC3 is refused.
+    (gone,) = [line for line in records if line.split()[3] == "NSEC3"
+               and line.split()[-1] == "NS"]  # the insecure delegation's
+    path.write_text("\n".join(line for line in records[:-1] if line != gone) + "\n")
+    assert run(["ldns-verify-zone", str(path)], check=False).returncode != 0
+
+
+def test_a_zone_denying_compactly_is_refused_to_its_secondary(signed: Signed) -> None:
+    secondary = Secondary(PARENT, RESOLVER_IP, "xfr-parent.", "hmac-sha256",
+                          secrets.token_bytes(32))
+    with signed.pg.connect(signed.dsn) as conn:
+        add_secondary(conn, secondary)
+    text = _axfr(signed, PARENT, secondary)
+    assert "Transfer failed" in text, text
+    assert " IN\tSOA\t" not in text
+    wait_for(lambda: "signed with compact denial, which has no chain" in signed.node.stderr(),
+             BOUND, "the refusal to be logged", interval=0.1)
 
 
 def _split_keys(signed: Signed) -> dict[int, int]:
