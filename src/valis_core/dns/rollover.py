@@ -1,5 +1,5 @@
-"""A zone's CSK rollover as a pure state machine: the steps, what each publishes, and when
-each ends. Everything that decides a rollover's state lives in this table.
+"""A zone's key rollovers as pure state machines: the steps, what each publishes, and when
+each ends. Everything that decides a rollover's state lives in these two tables.
 
 The roll is RFC 7583's Double-DS method (section 3.3.2) for the key's role as the secure
 entry point, with the zone-signing role moved by pre-publication (section 3.2.1), since a
