@@ -11,7 +11,9 @@ in place and is logged once until reads succeed again. Before each read it moves
 its fence standing, every rollover of a served zone whose step's time has come
 (``valis_core.dns.rollover``), and the answers follow the step at once. A ZSK roll ends
 on time, so its end is the resident's too: the old ZSK, no longer published and no
-longer in any signature a resolver may hold, leaves the state directory then.
+longer in any signature a resolver may hold, leaves the state directory then. Once a
+refresh window, it raises the serial of each served NSEC3 zone that no change reached in
+it (``valis_core.operator_state.zone_resign``), so secondaries transfer the new signatures.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import trio
 from valis_core.dns import rollover, wire
 from valis_core.dns.dnssec import DnssecError, ZoneKey
 from valis_core.dns.nsec3 import Nsec3Params
-from valis_core.dns.signed_answer import Signer, ZoneKeys
+from valis_core.dns.signed_answer import REFRESH, Signer, ZoneKeys
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.zone_keys import file_zone, forget_zone_key, load_key_ring
 from valis_core.errors import ValisError
@@ -141,6 +143,8 @@ class SigningFollower:
         self._conn: psycopg.Connection[Any] | None = None
         self._denials: dict[str, Nsec3Params] = {}
         """The zones denying with NSEC3, as the last read found them."""
+        self._resigned: int | None = None
+        """The refresh window whose NSEC3 zones' serials were last looked at."""
         self._keys: tuple[tuple[str, ...], dict[str, dict[int, ZoneKey]]] = ((), {})
 
     def _read(self) -> tuple[dict[str, ZoneSigning], dict[str, dict[int, ZoneKey]]]:
@@ -166,6 +170,7 @@ class SigningFollower:
                              zone, roll.old, roll.new, roll.step)
             rows = signed_zones(self._conn)
             self._denials = zone_denials(self._conn)
+            self._raise_serials()
             self._rolling = any(row.rollover is not None for row in rows.values())
         except psycopg.Error:
             self.close()
@@ -185,6 +190,24 @@ class SigningFollower:
         old = load_key_ring(self.state_dir).get(file_zone(zone), {}).get(roll.old)
         if old is not None:
             forget_zone_key(self.state_dir, zone, old)
+
+    def _raise_serials(self) -> None:
+        """Once per refresh window, at this node's standing, raise the serial of each
+        served NSEC3 zone unchanged since it began (``operator_state.zone_resign``): its
+        secondaries then transfer the signatures made again."""
+        from valis_core.operator_state.zone_resign import raise_unchanged_serials
+
+        window = int(self.clock()) // REFRESH
+        if self.standing is None or not self._denials or window == self._resigned:
+            return
+        assert self._conn is not None
+        zones = sorted(set(self.served) & self._denials.keys())
+        for zone, serial in raise_unchanged_serials(
+            self._conn, self.standing(), zones, since=window * REFRESH, now=self.clock()
+        ):
+            log.info("dnssec: zone %s serial raised to %d: its signatures are made again "
+                     "in a new refresh window, and its secondaries transfer them", zone, serial)
+        self._resigned = window
 
     def close(self) -> None:
         if self._conn is not None:
