@@ -1,9 +1,10 @@
 """Signed answers per second and CPU per signed answer: `valis serve --sign-key` beside
 Knot's mod-onlinesign, under dnsperf with DO=1 on loopback.
 
-Both servers serve the zone `benchmarks/dns_qps.py` generates, signed online with an
-algorithm 13 (ECDSA P-256) combined signing key: valis with a key this script makes
-(`--sign-key`), Knot with the key its policy makes (`single-type-signing`). Each is
+Both servers serve the zone `benchmarks/dns_qps.py` generates, signed online with one
+combined signing key of algorithm 13 (ECDSA P-256; ``--algorithm 15``: Ed25519): valis
+with a key this script makes (`--sign-key`), Knot with the key its policy makes
+(`single-type-signing`). Each is
 pinned to one core and dnsperf (``-D``: DO=1) to another, as in dns_qps. Before anything
 is measured, a sample of answers from each server (data, CNAME, NODATA, nonexistent
 names, the DNSKEY RRset) is validated with dnspython against the DNSKEY the server
@@ -65,7 +66,7 @@ from tests.property.dnssec_check import validate, validate_sections  # noqa: E40
 from valis_core.dns import dnssec  # noqa: E402
 from valis_core.dns.zone_keys import encode_key  # noqa: E402
 
-ALGORITHM = 13
+KNOT_ALGORITHMS = {13: "ecdsap256sha256", 15: "ed25519"}
 UNCACHED_LINES = 1_000_000
 """Random names in the uncached mix: more than the fastest server answers in a run, so
 no name is asked twice."""
@@ -84,6 +85,8 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--rate", type=int, default=None,
                         help="offered rate of pass 2 (default: half the slower saturation)")
     parser.add_argument("--mixes", default="cached,uncached", help="comma-separated subset")
+    parser.add_argument("--algorithm", type=int, choices=sorted(KNOT_ALGORITHMS), default=13,
+                        help="13: ECDSA P-256 (default), 15: Ed25519")
     parser.add_argument("--server-core", default="0")
     parser.add_argument("--client-core", default="1")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -97,8 +100,8 @@ def main(argv: Sequence[str]) -> int:
     try:
         zone_file = work / "bench.example.zone"
         zone_file.write_text(generate_zone(args.names))
-        servers = [valis_server(work, zone_file, free_port()),
-                   knot_server(work, zone_file, free_port())]
+        servers = [valis_server(work, zone_file, free_port(), args.algorithm),
+                   knot_server(work, zone_file, free_port(), args.algorithm)]
         running: list[tuple[Server, int]] = []
         for server in servers:
             process = start(server, args, work)
@@ -108,7 +111,7 @@ def main(argv: Sequence[str]) -> int:
             running.append((server, process.pid))
         print(f"valis at {describe_checkout()}; {which('knotd')} {knot_version()}; load "
               f"average {os.getloadavg()[0]:.2f}", flush=True)
-        print(f"zone {ZONE} with {args.names} names, signed with algorithm {ALGORITHM}; "
+        print(f"zone {ZONE} with {args.names} names, signed with algorithm {args.algorithm}; "
               f"{args.rounds} rounds of {args.duration}s runs; servers on core "
               f"{args.server_core}, dnsperf -D on core {args.client_core}", flush=True)
         results = {mix: measure(running, args, Queries(work, mix, args.names), mix)
@@ -229,9 +232,9 @@ def check_signed(port: int) -> str:
     return f"{checked} RRsets validated under DNSKEY {tags}; " + "; ".join(seen)
 
 
-def valis_server(work: Path, zone_file: Path, port: int) -> Server:
-    key = dnssec.ZoneKey(dnssec.generate_key(ALGORITHM))
-    key_file = work / f"K{ZONE.rstrip('.')}+{ALGORITHM:03d}+{key.tag:05d}.pem"
+def valis_server(work: Path, zone_file: Path, port: int, algorithm: int) -> Server:
+    key = dnssec.ZoneKey(dnssec.generate_key(algorithm))
+    key_file = work / f"K{ZONE.rstrip('.')}+{algorithm:03d}+{key.tag:05d}.pem"
     key_file.write_bytes(encode_key(key))
     key_file.chmod(0o600)
     valis = Path(sys.executable).with_name("valis")
@@ -240,8 +243,8 @@ def valis_server(work: Path, zone_file: Path, port: int) -> Server:
                             "--sign-key", f"{ZONE}={key_file}"], port)
 
 
-def knot_server(work: Path, zone_file: Path, port: int) -> Server:
-    """knotd with mod-onlinesign: the key its policy makes (one CSK, algorithm 13)."""
+def knot_server(work: Path, zone_file: Path, port: int, algorithm: int) -> Server:
+    """knotd with mod-onlinesign: the key its policy makes (one CSK of ``algorithm``)."""
     home = work / "knot"
     home.mkdir()
     conf = home / "knot.conf"
@@ -259,7 +262,7 @@ log:
     any: warning
 policy:
   - id: bench
-    algorithm: ecdsap256sha256
+    algorithm: {KNOT_ALGORITHMS[algorithm]}
     single-type-signing: on
 mod-onlinesign:
   - id: bench
