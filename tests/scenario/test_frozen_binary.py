@@ -197,6 +197,8 @@ def test_frozen_selftest_answers_with_no_python_on_the_host(bundle: Path) -> Non
     done = run_sandboxed([str(bundle / "valis"), "selftest"])
     assert done.returncode == 0, done.stderr
     assert "serving codec answered" in done.stdout
+    # The compiled UDP fast path is in the bundle and answers as the Python path does.
+    assert "UDP fast path: compiled" in done.stdout
     # The sandbox is real: the host's own interpreter cannot start in it.
     host_python = Path(sys.base_prefix) / "bin" / "python3"
     refused = run_sandboxed([str(host_python), "-c", "pass"])

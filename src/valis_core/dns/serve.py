@@ -2,34 +2,48 @@
 whatever zone index the holder has at the moment each query arrives.
 
 Nothing here binds a socket. The resident hands in its inherited :53 pair; ``valis serve``
-hands in a pair it bound on an unprivileged port. Each query is answered from one
-immutable ``Snapshot`` (``valis_core.dns.snapshot``) read once from an ``IndexHolder``;
+hands in a pair it bound on an unprivileged port. Each query is answered wholly from one
+immutable ``Snapshot`` (``valis_core.dns.snapshot``) read from an ``IndexHolder`` (once
+per batch of datagrams over UDP, once per query over TCP);
 swapping the holder's snapshot is the only mutation on the serving path, so a reload
 never mixes two zone versions into one answer. TCP framing and the bounded accept loop,
 which the owner terminus shares, are ``valis_core.dns.tcp``.
 
 UDP is the hot path. Waking trio's scheduler once per datagram caps a Python server far
-below what the kernel can deliver, so ``serve_udp`` drains the socket with non-blocking
-``recvfrom`` calls until it would block, answers and sends each datagram inline, and
-only then parks in ``wait_readable``. Every ``UDP_BATCH`` datagrams it passes a
-checkpoint, so a flood can neither starve other tasks nor delay cancellation. Everything
-runs on the trio thread, so the engine and its response cache are never shared between
-threads. (A loop in a worker thread parked in a blocking ``poll`` spends about a fifth
-less CPU per query at moderate rates, where each wake-up carries only a few datagrams,
-but under load it contends with the trio thread for the GIL at every socket call, so it
-is not used. Figures in docs/performance.md.)
+below what the kernel can deliver, so ``serve_udp`` drains the socket until it would
+block, answers and sends inline, and only then parks in ``wait_readable``. Every
+``UDP_BATCH`` datagrams it passes a checkpoint, so a flood can neither starve other tasks
+nor delay cancellation, and it is never cancelled between reading a query and sending
+its response. Everything runs on the trio thread, so the engine, its response cache and
+the fast path's table are never shared between threads.
+
+The drain has two forms. The compiled fast path (``valis_core.dns.fastpath``, C in
+``_fastpath.c``) takes up to ``UDP_BATCH`` datagrams with one ``recvmmsg``, answers in C
+those its table for the current snapshot can answer (a question ``answer`` cached, or a
+flood's NXDOMAIN or NODATA), hands the rest to ``answer`` here, lets the table learn what
+``answer`` kept, and sends the batch with one ``sendmmsg``; the GIL is released for the
+two system calls. A new snapshot gets a new table, so a reload never mixes versions.
+Without a table (a rate limiter, a signer, or a test's ``answer_fn``) every datagram is
+answered here, still in batches. A build without the helper (``fastpath.COMPILED``
+false) drains with ``recvfrom``/``sendto`` one datagram at a time, says once in the log
+that it is slower, and answers the same bytes: ``answer`` is the reference both forms
+serve, and the property tests hold C to it. (A loop in a worker thread parked in a
+blocking ``poll`` was measured too and not used: under load it contends with the trio
+thread for the GIL at every socket call. Figures in docs/performance.md.)
 
 Response rate limiting (``valis_core.dns.rrl``, when the caller gives ``limiter``)
 applies to UDP only, to each response just before it is sent: it is sent, replaced by a
 minimal truncated reply (slipped), or dropped. TCP is never limited. Without a limiter
-the loop pays one comparison per datagram.
+the loop pays one comparison per datagram; with one, C answers nothing (each response
+must pass the limiter, which is Python), so the limiter sees every response.
 
 Zone transfers (``valis_core.dns.transfer_serve``, when the caller gives ``transfers``):
 an AXFR or IXFR read on a TCP connection is served there by ``transfers.transfer``
 instead of the answer path, and a response the answer path gives with NOTAUTH (a signed
 query: it holds no keys) or, over UDP, FORMERR (an IXFR carries an SOA in its authority
 section) is offered to ``transfers.signed`` first, in case a listed secondary sent it.
-Other queries never reach them. An IXFR over UDP from a secondary behind may need the
+Other queries never reach them (the fast path's C answers, cached answers and negative
+ones, are never either RCODE). An IXFR over UDP from a secondary behind may need the
 zone's journal: ``transfers.datagram`` then gives a job, which the UDP loop runs in a task
 of its own (the transfers bound how many) and whose response it sends when ready.
 
