@@ -215,6 +215,7 @@ def check_signed(port: int) -> str:
     if dnskey is None or sig is None:
         raise SystemExit(f"the server on port {port} publishes no signed DNSKEY RRset")
     now = time.time()
+    name, rdtype = ZONE, "DNSKEY"
     try:
         validate(dnskey, sig, {apex: dnskey}, now=now)
         checked, seen = 1, []
