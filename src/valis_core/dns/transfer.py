@@ -124,6 +124,15 @@ class Listed:
     key_name: str
     algorithm: str
     secret: bytes = attrs.field(repr=False)
+    signs_as: tuple[str, str] = attrs.field(
+        init=False, repr=False, eq=False,
+        default=attrs.Factory(
+            lambda self: (_absolute(self.key_name), self.algorithm.lower().rstrip(".")),
+            takes_self=True,
+        ),
+    )
+    """The key name and algorithm as a TSIG names them (absolute, lowercase), made once:
+    every signed query is matched against every listed secondary's."""
 
     def key(self) -> dns.tsig.Key:
         return dns.tsig.Key(self.key_name, self.secret, self.algorithm)
@@ -255,11 +264,8 @@ def authenticate(
     if not _ttl_is_zero(query, tsig):
         return Refusal(_reply(query, message, FORMERR, None, now),
                        "the TSIG record's TTL is not 0", "malformed")
-    keys = {
-        entry.secret: entry.key() for entry in listed
-        if dns.name.from_text(entry.key_name) == name
-        and dns.name.from_text(entry.algorithm) == tsig.algorithm
-    }
+    wanted = (name.to_text().lower(), tsig.algorithm.to_text().lower().rstrip("."))
+    keys = {entry.secret: entry.key() for entry in listed if entry.signs_as == wanted}
     if not keys:
         return Refusal(_tsig_error(query, message, BADKEY, tcp),
                        f"key {name} ({tsig.algorithm}) is no listed secondary's",
@@ -282,6 +288,11 @@ def authenticate(
         return Refusal(response, f"the TSIG time is {tsig.time_signed - int(now):+d}s from "
                        f"the server's, outside its {tsig.fudge}s fudge", "bad_time")
     return key
+
+
+def _absolute(name: str) -> str:
+    """A key name as dnspython writes it (absolute, here lowercased)."""
+    return name.lower() if name.endswith(".") else name.lower() + "."
 
 
 def _ttl_is_zero(query: bytes, tsig: dns.rdtypes.ANY.TSIG.TSIG) -> bool:
