@@ -22,6 +22,7 @@ from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.zone import ZoneIndex
 from valis_core.edge.doh import (
     MAX_MESSAGE,
+    MAX_RECORDS,
     DnsQuery,
     DohError,
     Route,
@@ -116,6 +117,8 @@ _QUERY = dns.message.make_query("www.example.com.", "A", id=4242).to_wire()
     ("counted records that are not there", _QUERY[:11] + b"\x01" + _QUERY[12:]),
     ("a label type that is not one", _QUERY[:12] + b"\x43" + _QUERY[13:]),
     ("a pointer that points forward", _QUERY[:12] + b"\xc0\x20" + _QUERY[-4:]),
+    ("more records than a query holds", _QUERY[:10] + bytes((0, MAX_RECORDS)) + _QUERY[12:]
+     + b"\x00\x00\x01\x00\x01\x00\x00\x00\x00\x00\x00" * MAX_RECORDS),
 ])
 def test_bytes_that_are_not_a_dns_query_are_400_not_a_dns_error(why: str, wire: bytes) -> None:
     for method in (b"GET", b"POST"):

@@ -36,6 +36,10 @@ MIN_MESSAGE = 12
 """A DNS header's length: anything shorter is no query."""
 MAX_MESSAGE = 65535
 """The largest DNS message (RFC 1035 over TCP, RFC 8484 §6): the body and ``dns=`` bound."""
+MAX_RECORDS = 16
+"""Records (the question included) a DNS query may count: a query holds a question, an
+OPT, perhaps a TSIG; the bound keeps the walk of any body short (at most this many
+names read), where a 64 KiB message of records would cost milliseconds."""
 MAX_TARGET = 2 + len(PATH) + 5 + (MAX_MESSAGE * 4 + 2) // 3
 """The longest request target worth reading: the path and a base64url of the largest
 message."""
@@ -154,13 +158,16 @@ def _checked(wire: bytes) -> bytes:
 
 def query_problem(wire: bytes) -> str | None:
     """Why ``wire`` (at least a header long) is not a DNS query, or ``None``: a walk of
-    the sections its header counts, each name's labels and pointers checked (never
-    followed), so its cost is bounded by its length."""
+    the sections its header counts (at most ``MAX_RECORDS``), each name's labels and
+    pointers checked (never followed)."""
     if wire[2] & 0x80:
         return "it is a response (QR set)"
     qdcount, ancount, nscount, arcount = struct.unpack_from("!HHHH", wire, 4)
     if not qdcount:
         return "it has no question"
+    if qdcount + ancount + nscount + arcount > MAX_RECORDS:
+        return (f"it counts {qdcount + ancount + nscount + arcount} records, more than the "
+                f"{MAX_RECORDS} a query may hold")
     at = 12
     try:
         for _ in range(qdcount):
