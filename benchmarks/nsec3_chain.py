@@ -1,0 +1,132 @@
+"""Time an NSEC3 zone's chain: built whole for a zone version, patched from the previous
+version's when a few owners change (as the zone source swaps versions owner by owner),
+an NXDOMAIN answer proven from it, and the signed AXFR's records.
+
+A zone of ``--owners`` owners (A records, with a sprinkling of delegations and empty
+non-terminals) is indexed; then, timed with the process's CPU clock: the whole chain
+(each name hashed once), a chain patched after one owner is added and one removed
+(``ZoneIndex.with_owners_replaced``, then ``chain_for`` from the previous chain), the
+same after a bulk change of ``--bulk`` owners, NXDOMAIN answers for random names (DO=1,
+signed per query), and with ``--axfr`` the fully signed transfer's records (every RRset
+signed the first time, then again from the signature cache). Run from the repository
+root:
+
+    .venv/bin/python benchmarks/nsec3_chain.py [--owners 100000] [--bulk 1000] [--axfr]
+
+These are figures for the docs, not a test: nothing here passes or fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from collections.abc import Callable, Iterator
+
+import dns.message
+
+from valis_core.dns import dnssec, nsec3, wire
+from valis_core.dns.answer import Transport, answer
+from valis_core.dns.nsec3 import Nsec3Params
+from valis_core.dns.records import RecordRow
+from valis_core.dns.signed_answer import Signer
+from valis_core.dns.signed_transfer import signed_zone_records
+from valis_core.dns.snapshot import Snapshot
+from valis_core.dns.zone import ZoneIndex
+
+ZONE = "bench.example."
+
+
+def rows(count: int) -> Iterator[RecordRow]:
+    soa = f"ns1.{ZONE} hostmaster.{ZONE} 1 7200 3600 1209600 300"
+    yield RecordRow(ZONE, ZONE, "SOA", 3600, soa)
+    yield RecordRow(ZONE, ZONE, "NS", 3600, f"ns1.{ZONE}")
+    yield RecordRow(ZONE, f"ns1.{ZONE}", "A", 3600, "192.0.2.1")
+    for i in range(count):
+        if i % 100 == 0:  # a delegation with glue beneath it
+            yield RecordRow(ZONE, f"sub{i}.{ZONE}", "NS", 3600, f"ns.sub{i}.{ZONE}")
+            yield RecordRow(ZONE, f"ns.sub{i}.{ZONE}", "A", 3600, "192.0.2.2")
+        elif i % 10 == 0:  # an owner beneath an empty non-terminal
+            yield RecordRow(ZONE, f"x.ent{i}.{ZONE}", "A", 300, "192.0.2.3")
+        else:
+            yield RecordRow(ZONE, f"host{i}.{ZONE}", "A", 300,
+                            f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}")
+
+
+def cpu(run: Callable[[], object], repeat: int) -> tuple[float, object]:
+    """The median CPU seconds of ``repeat`` runs, and the last run's result."""
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.process_time()
+        result = run()
+        times.append(time.process_time() - start)
+    return statistics.median(times), result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--owners", type=int, default=100_000)
+    parser.add_argument("--bulk", type=int, default=1000)
+    parser.add_argument("--queries", type=int, default=5000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--axfr", action="store_true")
+    args = parser.parse_args()
+    params = Nsec3Params()
+    index = ZoneIndex.from_records(rows(args.owners))
+    (zone,) = index.served()
+    print(f"zone of {args.owners} owners: {len(zone.nodes)} names with data, "
+          f"{len(zone.empty_nonterminals)} empty non-terminals, {len(zone.cuts)} delegations")
+
+    whole, chain = cpu(lambda: nsec3.chain_for(zone, params), args.repeat)
+    assert isinstance(chain, nsec3.Chain)
+    print(f"whole chain: {len(chain.ring)} NSEC3, {whole * 1000:.0f} ms CPU")
+
+    def patched(count: int) -> tuple[float, float]:
+        rng = random.Random(count)
+        gone = [f"host{i}.{ZONE}" for i in rng.sample(range(1, args.owners, 10), count)]
+        new = [f"new{i}.{ZONE}" for i in range(count)]
+        rows_new = [RecordRow(ZONE, name, "A", 300, "192.0.2.9") for name in new]
+        changed = index.with_owners_replaced(ZONE, [*gone, *new], rows_new)
+        (after,) = changed.served()
+        took, result = cpu(lambda: nsec3.chain_for(after, params, chain), args.repeat)
+        assert isinstance(result, nsec3.Chain)
+        assert result.ring == nsec3.chain_for(after, params).ring
+        patch, _ = cpu(lambda: index.with_owners_replaced(ZONE, [*gone, *new], rows_new), 1)
+        return took, patch
+
+    took, patch = patched(1)
+    print(f"chain after 1 owner added and 1 removed: {took * 1000:.1f} ms CPU "
+          f"(the index patch itself: {patch * 1000:.1f} ms)")
+    took, patch = patched(args.bulk)
+    print(f"chain after {args.bulk} added and {args.bulk} removed: {took * 1000:.1f} ms CPU "
+          f"(the index patch itself: {patch * 1000:.1f} ms)")
+
+    apex = wire.from_text(ZONE)
+    for algorithm in dnssec.ALGORITHMS:
+        key = dnssec.ZoneKey(dnssec.generate_key(algorithm))
+        signer = Signer({apex: key}, clock=time.time, nsec3={apex: params})
+        snapshot = Snapshot(index, signer=signer)
+        signer.chain(zone)
+        rng = random.Random(algorithm)
+        wires = [dns.message.make_query(f"nx{rng.getrandbits(48):x}.{ZONE}", "A",
+                                        want_dnssec=True, use_edns=0).to_wire()
+                 for _ in range(args.queries)]
+        start = time.process_time()
+        for query in wires:
+            answer(snapshot, query, transport=Transport.UDP)
+        per = (time.process_time() - start) / len(wires)
+        print(f"algorithm {algorithm}: NXDOMAIN with NSEC3 proof (3 NSEC3 signed per query): "
+              f"{per * 1e6:.0f} us CPU per answer")
+        if args.axfr:
+            def transfer(signer: Signer = signer, window: int = signer.window()) -> int:
+                return sum(1 for _ in signed_zone_records(zone, signer, window))
+
+            first, records = cpu(transfer, 1)
+            again, _ = cpu(transfer, 1)
+            print(f"algorithm {algorithm}: signed AXFR records: {records}, {first:.1f} s CPU "
+                  f"signing, {again:.2f} s from the signature cache")
+
+
+if __name__ == "__main__":
+    main()
