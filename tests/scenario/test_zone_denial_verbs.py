@@ -1,7 +1,8 @@
 """An operator chooses how a signed zone denies existence: ``valis zone sign --denial
 nsec3`` records an NSEC3 chain's parameters in operator state at the node's fence
 standing, run again with ``--denial compact`` it switches back, a salt that is not hex
-is refused before anything is written, and a superseded node cannot switch."""
+is refused before anything is written, and a superseded node cannot switch. Listing a
+secondary of a zone denying compactly warns that its transfers are refused."""
 
 from __future__ import annotations
 
@@ -72,3 +73,23 @@ def test_a_superseded_node_cannot_switch_the_denial(
     assert status != 0
     assert "superseded" in err
     assert denials(pg_cluster, state_dsn) == {}
+
+
+def test_listing_a_secondary_of_a_compact_zone_warns_its_transfers_are_refused(
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path
+) -> None:
+    import_zone(pg_cluster, state_dsn, ZONE)
+    status, _, err = valis("zone", "sign", ZONE, "--state-dir", str(node_state))
+    assert status == 0, err
+    status, out, err = valis("zone", "secondary", "add", "--dsn", state_dsn, ZONE,
+                             "192.0.2.53", "--key-name", "xfr")
+    assert status == 0, err
+    assert out.startswith(f"zone {ZONE}: secondary 192.0.2.53 added, key xfr.")
+    assert (f"zone {ZONE} is signed with compact denial, which no secondary can serve" in err)
+    assert f"valis zone sign {ZONE} --denial nsec3" in err
+    status, _, err = valis("zone", "sign", ZONE, "--denial", "nsec3",
+                           "--state-dir", str(node_state))
+    assert status == 0, err
+    status, _, err = valis("zone", "secondary", "add", "--dsn", state_dsn, ZONE,
+                           "192.0.2.53", "--key-name", "xfr")
+    assert (status, err) == (0, "")

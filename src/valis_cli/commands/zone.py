@@ -383,10 +383,17 @@ def _secondary_add(args: argparse.Namespace) -> int:
         algorithm=book.algorithm(args.algorithm),
         secret=book.secret(args.secret),
     )
+    from valis_core.operator_state.zone_denial import COMPACT, denial_of
+
     with connect(operator_dsn(args), require_schema=True) as conn:
         new = book.add_secondary(conn, secondary)
+        denial = denial_of(conn, secondary.zone)
     what = "added" if new else "updated"
     print(f"zone {secondary.zone}: secondary {secondary.address} {what}, key {secondary.key_name}")
+    if denial == COMPACT:
+        print(f"warning: zone {secondary.zone} is signed with compact denial, which no "
+              "secondary can serve: the node refuses its transfers until it is signed with "
+              f"NSEC3 (valis zone sign {secondary.zone} --denial nsec3)", file=sys.stderr)
     if args.secret is None:
         sys.stdout.write(secondary.bind_key())
     return 0

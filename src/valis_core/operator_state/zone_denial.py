@@ -65,3 +65,10 @@ def zone_denials(conn: psycopg.Connection[Any]) -> dict[str, Nsec3Params]:
         (NSEC3,),
     ).fetchall()
     return {str(zone): Nsec3Params(int(iterations), bytes(salt)) for zone, iterations, salt in rows}
+
+
+def denial_of(conn: psycopg.Connection[Any], zone: str) -> str | None:
+    """How the signed ``zone`` denies existence (``COMPACT`` or ``NSEC3``); ``None`` when
+    it is not signed."""
+    row = conn.execute("SELECT denial FROM zone_signing WHERE zone = %s", (zone,)).fetchone()
+    return None if row is None else str(row[0])
