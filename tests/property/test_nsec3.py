@@ -2,7 +2,8 @@
 verifier written here from RFC 5155 section 8, hashing with dnspython's ``nsec3_hash``:
 every name asked of any generated zone gets the proof its answer needs, signed; the chain
 holds each authoritative name once and its records cover the hash space exactly once;
-a chain patched owner by owner is the chain built from scratch."""
+a chain patched owner by owner is the chain built from scratch; a signed transfer signs
+every authoritative RRset (never glue or a delegation's NS) and carries the whole chain."""
 
 from __future__ import annotations
 
@@ -19,12 +20,13 @@ import dns.rrset
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tests.property.dnssec_check import validate_sections
+from tests.property.dnssec_check import validate, validate_sections
 from valis_core.dns import dnssec, nsec3, wire
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.nsec3 import Nsec3Params
 from valis_core.dns.records import RecordRow, ZoneError
 from valis_core.dns.signed_answer import Signer
+from valis_core.dns.signed_transfer import signed_zone_records
 from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.zone import ZoneIndex
 
@@ -283,3 +285,45 @@ def test_the_apex_publishes_nsec3param_whatever_the_do_bit() -> None:
         (rrset,) = [r for r in message.answer if r.rdtype == dns.rdatatype.NSEC3PARAM]
         assert next(iter(rrset)).to_text() == "1 0 0 -"
         assert bool(message.ednsflags & dns.flags.DO) == do
+
+
+@settings(max_examples=60)
+@given(records=rows(), algorithm=st.sampled_from(dnssec.ALGORITHMS), params=PARAMS)
+def test_a_signed_transfer_signs_every_authoritative_rrset_and_carries_the_chain(
+    records: list[RecordRow], algorithm: int, params: Nsec3Params
+) -> None:
+    index = index_of(records)
+    assume(index is not None)
+    assert index is not None
+    (zone,) = index.served()
+    key = KEYS[algorithm]
+    snap = signed(index, key, params)
+    assert snap.signer is not None
+    sent = list(signed_zone_records(zone, snap.signer, snap.signer.window()))
+    assert sent[0] == sent[-1]
+    assert sent[0][1] == dns.rdatatype.SOA
+    rrsets: dict[tuple[dns.name.Name, int, int], dns.rrset.RRset] = {}
+    for owner, rtype, ttl, rdata in sent[1:-1]:
+        name = dns.name.from_wire(owner, 0)[0]
+        parsed = dns.rdata.from_wire(dns.rdataclass.IN, rtype, rdata, 0, len(rdata))
+        covers = parsed.covers() if rtype == dns.rdatatype.RRSIG else dns.rdatatype.NONE
+        rrset = rrsets.setdefault((name, rtype, covers),
+                                  dns.rrset.RRset(name, dns.rdataclass.IN, rtype, covers))
+        rrset.add(parsed, ttl)
+    names = authoritative(records)
+    cuts = {dns.name.from_text(r.owner) for r in records if r.rtype == "NS" and r.owner != GEN}
+    for (name, rtype, _), rrset in rrsets.items():
+        if rtype == dns.rdatatype.RRSIG:
+            continue
+        sig = rrsets.get((name, dns.rdatatype.RRSIG, rtype))
+        if rtype == dns.rdatatype.NSEC3 or (name in names and name not in cuts) or (
+            name in cuts and rtype == dns.rdatatype.DS
+        ):
+            assert sig is not None, (name, rtype)
+            validate(rrset, sig, keys(key), now=NOW)
+        else:  # glue, and a delegation's NS, are the child's: never signed
+            assert sig is None, (name, rtype)
+    hashed = {name.labels[0].decode() for (name, rtype, _) in rrsets
+              if rtype == dns.rdatatype.NSEC3}
+    assert hashed == {h(name, params) for name in names}
+    assert (APEX, dns.rdatatype.NSEC3PARAM, 0) in rrsets
