@@ -12,6 +12,7 @@ import time
 
 import dns.flags
 import dns.message
+import dns.opcode
 import dns.rcode
 import dns.rdatatype
 import dns.renderer
@@ -21,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from valis_core.dns.answer import MAX_SIGNED_OTHER, Transport, answer
 from valis_core.dns.journal import Difference
 from valis_core.dns.notify import answer_to, notify_message, rejection
 from valis_core.dns.records import RecordRow
@@ -311,3 +313,29 @@ def test_an_ixfr_over_udp_is_one_datagram_within_the_payload(
         # Only a difference too big for the datagram (or none) is answered TC: each added
         # record takes about 20 bytes, the SOAs, question, OPT and TSIG under 400.
         assert not reaches or added * 21 > limit - 400
+
+
+def test_the_answer_path_reads_a_signed_notify_for_its_tsig_when_it_is_small() -> None:
+    def notify(records: int) -> bytes:
+        query = dns.message.make_query(ZONE, "SOA")
+        query.set_opcode(dns.opcode.NOTIFY)
+        for serial in range(records):
+            query.answer.append(dns.rrset.from_text(
+                ZONE, 300, "IN", "SOA", f"ns1.{ZONE} hostmaster.{ZONE} {serial} 1 2 3 4"))
+        query.use_tsig(KEY.key())
+        return query.to_wire()
+
+    small, large = notify(1), notify(40)
+    assert len(small) <= MAX_SIGNED_OTHER < len(large)
+    for wire, rcode in ((small, dns.rcode.NOTAUTH), (large, dns.rcode.NOTIMP)):
+        response = answer(INDEX, wire, transport=Transport.UDP)
+        assert response is not None
+        assert dns.message.from_wire(response, keyring=False).rcode() == rcode
+    # With the key, the small one is NOTIMP, signed.
+    answered = signed_answer(small, [KEY], lambda q: answer(INDEX, q, transport=Transport.UDP),
+                             now=NOW, tcp=False)
+    assert isinstance(answered, bytes)
+    request_mac = dns.message.from_wire(small, keyring=False).tsig[0].mac
+    response = dns.message.from_wire(answered, keyring={KEY.key().name: KEY.key()},
+                                     request_mac=request_mac)
+    assert response.rcode() == dns.rcode.NOTIMP

@@ -264,6 +264,37 @@ async def test_a_key_listed_for_another_zone_or_address_is_refused_signed(node: 
     assert answered.answer[0][0].serial == 1
 
 
+@pytest.mark.parametrize("tcp", [False, True])
+async def test_a_signed_notify_is_judged_by_its_tsig_before_its_opcode(
+    node: Node, tcp: bool
+) -> None:
+    """The node takes no NOTIFY (NOTIMP), but a signed one's TSIG is judged first (RFC
+    8945 section 5.2): a listed key's NOTIFY is NOTIMP signed with it, another key's
+    BADKEY, as NSD and Knot judge theirs."""
+    def notify(key: dns.tsig.Key | None) -> tuple[dns.message.Message, bytes]:
+        query = dns.message.make_query(ZONE, "SOA")
+        query.set_opcode(dns.opcode.NOTIFY)
+        query.answer.append(dns.rrset.from_text(
+            ZONE, 300, "IN", "SOA", f"ns1.{ZONE} hostmaster.{ZONE} 2 7200 3600 1209600 300"))
+        return query, (signed_at(query, key) if key is not None else query.to_wire())
+
+    port = node.port if tcp else node.udp_port
+    query, wire = notify(keyring()[dns.name.from_text(KEY_NAME)])
+    response = await trio.to_thread.run_sync(lambda: exchange(port, wire, tcp=tcp))
+    assert response.rcode() == dns.rcode.NOTIMP
+    key = keyring()[dns.name.from_text(KEY_NAME)]
+    dns.message.from_wire(response.to_wire(), keyring={key.name: key},
+                          request_mac=query.mac)  # raises unless signed with the key
+    _, wire = notify(dns.tsig.Key("nobody.example.", SECRET, "hmac-sha256"))
+    response = await trio.to_thread.run_sync(lambda: exchange(port, wire, tcp=tcp))
+    assert response.rcode() == dns.rcode.NOTAUTH
+    assert response.tsig is not None
+    assert response.tsig[0].error == dns.rcode.BADKEY
+    _, wire = notify(None)
+    response = await trio.to_thread.run_sync(lambda: exchange(port, wire, tcp=tcp))
+    assert (response.rcode(), response.tsig) == (dns.rcode.NOTIMP, None)
+
+
 async def test_dig_reads_the_tsig_errors_as_it_reads_nsd_s(node: Node) -> None:
     wrong = base64.b64encode(bytes(32)).decode()
     for key, error in ((f"hmac-sha256:{KEY_NAME}:{wrong}", None),

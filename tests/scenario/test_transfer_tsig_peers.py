@@ -18,6 +18,7 @@ from pathlib import Path
 
 import attrs
 import dns.message
+import dns.opcode
 import dns.query
 import dns.rcode
 import dns.renderer
@@ -156,6 +157,7 @@ class Case:
     serial: int | None = None
     source: str = "127.0.0.1"
     tsig_ttl: int = 0
+    notify: bool = False
 
 
 UNKNOWN = dns.tsig.Key("nobody.example.", LISTED.secret, "hmac-sha256")
@@ -196,11 +198,18 @@ CASES = [
          key=ELSEWHERE.key()),
     Case("a name outside the zones over UDP, signed", qname="nope.test.", qtype="A",
          tcp=False),
+    Case("NOTIFY, a key no one listed", qtype="SOA", tcp=False, key=UNKNOWN, notify=True),
+    Case("NOTIFY, a wrong secret", qtype="SOA", tcp=False, key=WRONG, notify=True),
+    Case("NOTIFY, a time outside the fudge", qtype="SOA", tcp=False, skew=1000, notify=True),
 ]
 
 
 def request(case: Case) -> bytes:
     query = dns.message.make_query(case.qname, case.qtype, use_edns=0 if case.edns else False)
+    if case.notify:
+        query.set_opcode(dns.opcode.NOTIFY)
+        query.answer.append(dns.rrset.from_text(
+            case.qname, 300, "IN", "SOA", f"ns1.{ZONE} hostmaster.{ZONE} 8 7200 3600 1209600 300"))
     if case.serial is not None:
         query.authority.append(dns.rrset.from_text(
             case.qname, 300, "IN", "SOA",
@@ -239,7 +248,8 @@ def first_response(port: int, case: Case) -> bytes:
 
 def shape(response: bytes) -> dict[str, object]:
     """What is compared: the RCODE, the TSIG error and whether the reply is signed (a MAC),
-    whether it has an OPT, how many answer records the first message holds."""
+    whether it has an OPT, how many answer records the first message holds. (NSD leaves
+    the question out of a TSIG error; the node echoes it, as Knot does.)"""
     message = dns.message.from_wire(response, keyring=False, one_rr_per_rrset=True)
     tsig = message.tsig[0] if message.tsig is not None else None
     return {

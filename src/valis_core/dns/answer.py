@@ -4,14 +4,17 @@
 behaviour, top to bottom:
 
 - Shorter than a header, or a response (QR=1): dropped (``None``).
-- Opcode other than QUERY: NOTIMP. QDCOUNT other than 1, a question that does not
-  parse, records in the answer or authority section, anything in the additional section
-  but one OPT and a TSIG (last), trailing bytes, a malformed OPT or one with more than
-  ``MAX_OPTIONS`` options: FORMERR, with the question echoed when it parsed. These are
-  decided by a bounded scan, never a full parse, so no message costs much more than a
-  plain query. A TSIG-signed query: NOTAUTH with an unsigned TSIG carrying BADKEY (RFC
-  8945 section 5.2.1; no keys are held), after the OPT if the query had one; a reply
-  that would exceed the size limit leaves the TSIG out and sets TC.
+- Opcode other than QUERY: NOTIMP; one signed (TSIG last, the message at most
+  ``MAX_SIGNED_OTHER`` bytes): BADKEY as below, the TSIG judged before the opcode (RFC
+  8945 section 5.2), as NSD and Knot judge a signed NOTIFY. QDCOUNT other than 1, a
+  question that does not parse, records in the answer or authority section, anything
+  in the additional section but one OPT and a TSIG (last), trailing bytes, a malformed
+  OPT or one with more than ``MAX_OPTIONS`` options: FORMERR, with the question echoed
+  when it parsed. These are decided by a bounded scan, never a full parse, so no
+  message costs much more than a plain query. A TSIG-signed query: NOTAUTH with an
+  unsigned TSIG carrying BADKEY (RFC 8945 section 5.2.1; no keys are held), after the
+  OPT if the query had one; a reply that would exceed the size limit leaves the TSIG
+  out and sets TC.
 - EDNS (RFC 6891): an OPT is answered with an OPT carrying ``SERVER_PAYLOAD`` and the
   query's DO bit; version above 0 gets BADVERS. The UDP size limit is 512 without EDNS,
   otherwise the client's payload clamped to 512..``SERVER_PAYLOAD``; TCP allows 65535.
@@ -70,7 +73,7 @@ wildcard's; CNAME and DNAME chains continue into other served zones (as NSD; Kno
 at the zone edge); ANY picks the lowest-numbered type (as Knot; NSD prefers the SOA at
 an apex); FORMERR echoes the question (as Knot; NSD clears it) and trailing bytes are
 FORMERR (as Knot; NSD ignores them); CH-class and class-ANY questions are REFUSED (both
-answer ``version.bind``); NOTIFY is NOTIMP (NSD: REFUSED, Knot: NOTAUTH); an OPT with
+answer ``version.bind``); an unsigned NOTIFY is NOTIMP (NSD: REFUSED, Knot: NOTAUTH); an OPT with
 more than ``MAX_OPTIONS`` options is FORMERR (both read any number).
 """
 
@@ -144,6 +147,10 @@ MAX_CHAIN = 12
 
 MAX_ADDITIONAL = 2
 """Records a query may carry in its additional section: one OPT and one TSIG, last."""
+
+MAX_SIGNED_OTHER = 1232
+"""Bytes of a message with another opcode (a NOTIFY, an UPDATE) read for its TSIG: enough
+for any NOTIFY, small enough that reading one costs little."""
 
 MAX_OPTIONS = 64
 """EDNS options scanned in one OPT; a query carrying more is FORMERR. Real clients send
@@ -257,7 +264,7 @@ def _answer(
         return None
     qend = _question_end(query, size) if qdcount == 1 else 0
     if qflags & _OPCODE:
-        return _bare(qid, qflags, query[12:qend], NOTIMP)
+        return _other_opcode(query, qid, qflags, qend, arcount, tcp=tcp)
     if not qend:
         return _bare(qid, qflags, b"", FORMERR)
     if ancount or nscount:
@@ -370,6 +377,25 @@ def _assemble(
     if short_body is not None and len(short_body) <= room:
         return _HEADER.pack(qid, flags, 1, an, ns, short_ar + has_opt) + qsec + short_body + opt
     return _HEADER.pack(qid, flags | _TC, 1, 0, 0, has_opt) + qsec + opt
+
+
+def _other_opcode(
+    query: bytes, qid: int, qflags: int, qend: int, arcount: int, *, tcp: bool
+) -> bytes:
+    """NOTIMP for an opcode other than QUERY, or BADKEY when the message is signed (read
+    by dnspython: a NOTIFY carries records a query does not, and this path is rare, so
+    only messages of at most ``MAX_SIGNED_OTHER`` bytes are read; a longer one is NOTIMP)."""
+    if arcount and qend and len(query) <= MAX_SIGNED_OTHER:
+        try:
+            message = dns.message.from_wire(query, keyring=_no_key)
+        except (dns.exception.DNSException, ValueError, IndexError, UnicodeError):
+            message = None
+        signed = _signature(message) if message is not None else None
+        if message is not None and signed is not None:
+            payload = message.payload if message.edns >= 0 else -1
+            opt = b"" if payload < 0 else _OPT_DO if message.ednsflags & _DO else _OPT_PLAIN
+            return _badkey(qid, qflags, query[12:qend], opt, signed, limit=_limit(payload, tcp))
+    return _bare(qid, qflags, query[12:qend], NOTIMP)
 
 
 def _question_end(query: bytes, size: int) -> int:
@@ -519,19 +545,19 @@ def _parse_general(query: bytes) -> int | Additional:
         return FORMERR
     if message.answer or message.authority or message.additional:
         return FORMERR
-    signed: Signature | None = None
-    if message.tsig is not None:
-        rdata = message.tsig[0]
-        signed = Signature(
-            wire.name_wire(message.tsig.name),
-            wire.name_wire(rdata.algorithm),
-            rdata.time_signed,
-            rdata.fudge,
-            rdata.original_id,
-        )
+    signed = _signature(message)
     if message.edns < 0:
         return (-1, 0, 0, signed)
     return (message.payload, message.ednsflags, message.edns, signed)
+
+
+def _signature(message: dns.message.Message) -> Signature | None:
+    """What a BADKEY reply echoes of ``message``'s TSIG, if it has one."""
+    if message.tsig is None:
+        return None
+    rdata = message.tsig[0]
+    return Signature(wire.name_wire(message.tsig.name), wire.name_wire(rdata.algorithm),
+                     rdata.time_signed, rdata.fudge, rdata.original_id)
 
 
 def _no_key(message: dns.message.Message, name: dns.name.Name) -> bool:

@@ -63,10 +63,10 @@ from valis_core.dns import wire
 from valis_core.dns.answer import (  # the answer path's compression, OPT, UDP limit, replies
     _OPT_DO,
     _OPT_PLAIN,
-    Signature,
     _badkey,
     _limit,
     _question_end,
+    _signature,
     _Writer,
 )
 from valis_core.dns.journal import Difference
@@ -591,9 +591,8 @@ def _tsig_error(query: bytes, message: dns.message.Message, error: int, tcp: boo
     qend = _question_end(query, len(query))
     if not qend:
         raise ValueError("the question cannot be echoed")
-    tsig = message.tsig[0]
-    signature = Signature(wire.name_wire(message.tsig.name), wire.name_wire(tsig.algorithm),
-                          tsig.time_signed, tsig.fudge, tsig.original_id)
+    signature = _signature(message)
+    assert signature is not None
     qid, qflags = struct.unpack_from("!HH", query)
     limit = _limit(message.payload if message.edns >= 0 else -1, tcp)
     return _badkey(qid, qflags, query[12:qend], _opt(message), signature, limit=limit,
