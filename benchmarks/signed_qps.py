@@ -1,18 +1,17 @@
 """Signed answers per second and CPU per signed answer: `valis serve --sign-key` beside
 Knot's mod-onlinesign, under dnsperf with DO=1 on loopback.
 
-Both servers serve the zone `benchmarks/dns_qps.py` generates, signed online with one
-combined signing key of algorithm 13 (ECDSA P-256; ``--algorithm 15``: Ed25519): valis
-with a key this script makes (`--sign-key`), Knot with the key its policy makes
-(`single-type-signing`). Each is
-pinned to one core and dnsperf (``-D``: DO=1) to another, as in dns_qps. Before anything
-is measured, a sample of answers from each server (data, CNAME, NODATA, nonexistent
-names, the DNSKEY RRset) is validated with dnspython against the DNSKEY the server
-publishes: every RRset in the answer and authority sections must carry an RRSIG that
-verifies.
+Both servers serve the zone `make bench` uses (``dns_qps_queries``), signed online with
+one combined signing key of algorithm 13 (ECDSA P-256; ``--algorithm 15``: Ed25519):
+valis with a key this script makes (`--sign-key`), Knot with the key its policy makes
+(`single-type-signing`). Each is pinned to one core and dnsperf (``-D``: DO=1) to
+another, as in dns_qps. Before anything is measured, a sample of answers from each
+server (data, CNAME, NODATA, nonexistent names, the DNSKEY RRset) is validated with
+dnspython against the DNSKEY the server publishes: every RRset in the answer and
+authority sections must carry an RRSIG that verifies.
 
-Two mixes: ``cached``, dns_qps's normal mix (10 000 names asked again and again: the
-signatures, and valis's signed responses, are made once and served from memory), and
+Two mixes: ``cached``, dns_qps's normal mix (10 000 names asked again and again: valis
+makes each signature and signed response once and serves it from memory), and
 ``uncached``, a flood of random nonexistent names, each asked once (each answer's denial
 is made and signed for that query: valis's compact denial, Knot's NSEC white lie; every
 run asks names of its own, so valis's signature cache never holds one asked before).
