@@ -579,9 +579,9 @@ def test_an_nsec3_zone_validates_data_wildcards_and_denials(
     assert "ad" in found.flags, (found.raw, _log(signed))
 
 
-def _axfr(signed: Signed, zone: str, secondary: Secondary) -> str:
+def _axfr(signed: Signed, zone: str, secondary: Secondary, kind: str = "AXFR") -> str:
     return run_in(signed.wire.resolver, [
-        "dig", f"@{NODE_IP}", "-p", str(NODE_PORT), zone, "AXFR", "+time=10", "+tries=1",
+        "dig", f"@{NODE_IP}", "-p", str(NODE_PORT), zone, kind, "+time=10", "+tries=1",
         "-y", f"{secondary.algorithm}:{secondary.key_name}:{secondary.secret_base64}",
     ], check=False, timeout=30).stdout
 
@@ -614,6 +614,19 @@ def test_an_axfr_of_the_nsec3_zone_carries_it_fully_signed(signed: Signed) -> No
                and line.split()[-1] == "NS"]  # the insecure delegation's
     path.write_text("\n".join(line for line in records[:-1] if line != gone) + "\n")
     assert run(["ldns-verify-zone", str(path)], check=False).returncode != 0
+    # A change the journal holds: an IXFR of a secondary behind still gets the whole zone
+    # signed, never the journal's unsigned difference; one up to date the SOA alone.
+    serial = int(records[0].split()[6])
+    import_zone(signed.pg, signed.dsn, CHAINED, serial=serial + 1,
+                extra=CHAINED_EXTRA + "fresh IN A 192.0.2.99\n")
+    wait_for(lambda: f" {serial + 1} 7200 " in signed.at_node(CHAINED, "SOA"), BOUND,
+             "the node to serve the change", interval=0.05)
+    behind = _axfr(signed, CHAINED, secondary, f"IXFR={serial}")
+    assert sum(1 for line in behind.splitlines() if line.split()[3:4] == ["NSEC3"]) == 10
+    assert "192.0.2.99" in behind
+    current = _axfr(signed, CHAINED, secondary, f"IXFR={serial + 1}")
+    assert [line.split()[3] for line in current.splitlines()
+            if line and not line.startswith(";")] == ["SOA", "TSIG"], current
 
 
 def test_a_zone_denying_compactly_is_refused_to_its_secondary(signed: Signed) -> None:

@@ -1,7 +1,8 @@
 """A zone signed with NSEC3 has its serial raised once per refresh window when nothing
-else changed it, so its secondaries transfer the signatures made again: the raise is a
-journaled change by the zone's serial policy, a zone changed since the window began or
-denying compactly is left alone, and a node another instance superseded raises nothing."""
+else changed it, and again when its signing changes, so its secondaries transfer it
+signed anew: the raise is a journaled change by the zone's serial policy, a zone changed
+since then or denying compactly is left alone, and a node another instance superseded
+raises nothing."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import pytest
 
 from tests.scenario.operator_state_helpers import import_zone, run_sql
 from tests.scenario.pg import PgCluster
+from valis_core.dns.nsec3 import Nsec3Params
 from valis_core.fence import FencedOut, FenceState
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
+from valis_core.operator_state.zone_denial import set_denial
 from valis_core.operator_state.zone_resign import raise_unchanged_serials
 
 CHAINED = "chained.test."
@@ -59,8 +62,12 @@ def test_an_unchanged_nsec3_zone_is_raised_once_per_window(
         # The raise is a change within the window: the window's next look leaves it.
         assert raise_unchanged_serials(conn, STANDING, [CHAINED, COMPACT], since=since,
                                        now=time.time()) == []
+        # Its signing changes (a new salt, here): raised again within the window.
+        set_denial(conn, STANDING, CHAINED, Nsec3Params(0, b"\x01"))
+        assert raise_unchanged_serials(conn, STANDING, [CHAINED, COMPACT], since=since,
+                                       now=time.time()) == [(CHAINED, 9)]
     assert (serial(pg_cluster, state_dsn, CHAINED), serial(pg_cluster, state_dsn, COMPACT)) \
-        == (8, 7)
+        == (9, 7)
 
 
 def test_a_superseded_node_raises_nothing(pg_cluster: PgCluster, state_dsn: str) -> None:

@@ -11,9 +11,10 @@ in place and is logged once until reads succeed again. Before each read it moves
 its fence standing, every rollover of a served zone whose step's time has come
 (``valis_core.dns.rollover``), and the answers follow the step at once. A ZSK roll ends
 on time, so its end is the resident's too: the old ZSK, no longer published and no
-longer in any signature a resolver may hold, leaves the state directory then. Once a
-refresh window, it raises the serial of each served NSEC3 zone that no change reached in
-it (``valis_core.operator_state.zone_resign``), so secondaries transfer the new signatures.
+longer in any signature a resolver may hold, leaves the state directory then. When a
+refresh window begins or a zone's signing changes, it raises the serial of each served
+NSEC3 zone no change has reached since (``valis_core.operator_state.zone_resign``), so
+secondaries transfer it signed anew.
 """
 
 from __future__ import annotations
@@ -143,8 +144,12 @@ class SigningFollower:
         self._conn: psycopg.Connection[Any] | None = None
         self._denials: dict[str, Nsec3Params] = {}
         """The zones denying with NSEC3, as the last read found them."""
-        self._resigned: int | None = None
-        """The refresh window whose NSEC3 zones' serials were last looked at."""
+        self._applied: dict[str, ZoneSigning] | None = None
+        """The rows the last read found: the next read raises serials for them, once the
+        signer answers by them (a secondary told of a raise transfers what it signs)."""
+        self._resigned: object = None
+        """The refresh window and signing rows the NSEC3 zones' serials were last looked
+        at for."""
         self._keys: tuple[tuple[str, ...], dict[str, dict[int, ZoneKey]]] = ((), {})
 
     def _read(self) -> tuple[dict[str, ZoneSigning], dict[str, dict[int, ZoneKey]]]:
@@ -158,6 +163,8 @@ class SigningFollower:
         if self._conn is None or self._conn.closed:
             self._conn = connect(self.dsn, autocommit=True)
         try:
+            if self._applied is not None:  # what the last read found, answered by now
+                self._raise_serials(self._applied)
             if self.standing is not None and self._rolling:
                 for zone, before, roll in advance_rollovers(
                     self._conn, self.standing(), self.served, self.clock()
@@ -170,7 +177,7 @@ class SigningFollower:
                              zone, roll.old, roll.new, roll.step)
             rows = signed_zones(self._conn)
             self._denials = zone_denials(self._conn)
-            self._raise_serials()
+            self._applied = rows
             self._rolling = any(row.rollover is not None for row in rows.values())
         except psycopg.Error:
             self.close()
@@ -191,23 +198,24 @@ class SigningFollower:
         if old is not None:
             forget_zone_key(self.state_dir, zone, old)
 
-    def _raise_serials(self) -> None:
-        """Once per refresh window, at this node's standing, raise the serial of each
-        served NSEC3 zone unchanged since it began (``operator_state.zone_resign``): its
-        secondaries then transfer the signatures made again."""
+    def _raise_serials(self, rows: dict[str, ZoneSigning]) -> None:
+        """When a refresh window begins or the signing rows change, at this node's
+        standing, raise the serial of each served NSEC3 zone unchanged since
+        (``operator_state.zone_resign``): its secondaries then transfer it signed anew."""
         from valis_core.operator_state.zone_resign import raise_unchanged_serials
 
         window = int(self.clock()) // REFRESH
-        if self.standing is None or not self._denials or window == self._resigned:
+        looked = (window, tuple(sorted(rows.items())), tuple(sorted(self._denials.items())))
+        if self.standing is None or not self._denials or looked == self._resigned:
             return
         assert self._conn is not None
         zones = sorted(set(self.served) & self._denials.keys())
         for zone, serial in raise_unchanged_serials(
             self._conn, self.standing(), zones, since=window * REFRESH, now=self.clock()
         ):
-            log.info("dnssec: zone %s serial raised to %d: its signatures are made again "
-                     "in a new refresh window, and its secondaries transfer them", zone, serial)
-        self._resigned = window
+            log.info("dnssec: zone %s serial raised to %d: signed anew (a new refresh window, "
+                     "or its signing changed), so its secondaries transfer it", zone, serial)
+        self._resigned = looked
 
     def close(self) -> None:
         if self._conn is not None:
