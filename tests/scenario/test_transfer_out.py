@@ -31,10 +31,13 @@ import dns.zone
 import pytest
 import trio
 
+from valis_core.dns import dnssec, wire
 from valis_core.dns.journal import Difference
 from valis_core.dns.notify_send import ChangeWatch, NotifySender
+from valis_core.dns.nsec3 import Nsec3Params
 from valis_core.dns.records import RecordRow
 from valis_core.dns.serve import serve_tcp, serve_udp
+from valis_core.dns.signed_answer import Signer
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.transfer import Listed
 from valis_core.dns.transfer_serve import MAX_DATAGRAMS, Transfers
@@ -681,3 +684,25 @@ async def test_a_zone_left_untouched_by_a_swap_is_not_notified() -> None:
     assert seen == []
     holder.swap(ZoneIndex.from_zone_text(zone_text(2, hosts=1), ZONE))
     assert seen == [[ZONE]]
+
+
+async def test_an_ixfr_over_udp_of_a_signed_zone_is_tc_and_a_compact_zone_is_refused(
+    journal_node: tuple[Node, Journal],
+) -> None:
+    """A zone signed with NSEC3 comes whole over TCP (the journal's difference is unsigned),
+    so its IXFR over UDP is TC even when the difference would fit; a zone denying compactly
+    cannot be sent signed at all, and is REFUSED, signed with the secondary's key."""
+    node, _ = journal_node
+    apex = wire.from_text(ZONE)
+    key = dnssec.ZoneKey(dnssec.generate_key(dnssec.ED25519))
+    node.holder.sign_with(Signer({apex: key}, clock=time.time, nsec3={apex: Nsec3Params()}))
+    chained = await trio.to_thread.run_sync(ask_udp, node, 1, 1232)
+    assert chained.flags & dns.flags.TC
+    assert [rrset.rdtype for rrset in chained.answer] == [dns.rdatatype.SOA]
+    assert node.transfers.stats.completed == 0
+
+    node.holder.sign_with(Signer({apex: key}, clock=time.time))
+    compact = await trio.to_thread.run_sync(ask_udp, node, 1, 1232)  # its TSIG checked
+    assert compact.rcode() == dns.rcode.REFUSED
+    assert not compact.answer
+    assert node.transfers.stats.refused["signed_without_chain"] == 1

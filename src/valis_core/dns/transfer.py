@@ -563,6 +563,16 @@ class _Signer:
         return message[:10] + arcount.to_bytes(2, "big") + message[12:] + record
 
 
+def refused(query: bytes, grant: Grant, *, now: float) -> bytes | None:
+    """REFUSED to a request granted by access but not by the zone's state (a signed zone
+    that cannot be sent signed: ``valis_core.dns.signed_transfer``), signed with the
+    request's key as every response to a verified request is."""
+    try:
+        return _reply(query, grant.query, REFUSED, grant.key, now)
+    except ValueError:
+        return None
+
+
 def _reply(
     query: bytes, message: dns.message.Message, rcode: int, key: dns.tsig.Key | None,
     now: float, *, flags: int = 0,

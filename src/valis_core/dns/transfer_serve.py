@@ -39,7 +39,7 @@ import trio
 
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.journal import Difference
-from valis_core.dns.records import IXFR, REFUSED, SERVFAIL, ZoneError
+from valis_core.dns.records import IXFR, SERVFAIL, ZoneError
 from valis_core.dns.secondary_progress import Progress
 from valis_core.dns.signed_transfer import refusal, signed_zone, signed_zone_records
 from valis_core.dns.snapshot import Snapshot
@@ -54,6 +54,7 @@ from valis_core.dns.transfer import (
     incremental_records,
     ixfr_serial,
     peer_host,
+    refused,
     signed_answer,
     transfer_question,
     transfer_steps,
@@ -156,7 +157,7 @@ class Transfers:
         host = peer_host(peer)
         signed = self._signed(decision, snapshot, f"{peer} (IXFR over UDP)")
         if signed is None:
-            return _error_reply(query, REFUSED)
+            return refused(query, decision, now=self._clock())
         theirs = ixfr_serial(decision.query)
         if theirs is not None:
             self.progress.saw(decision.zone.origin, host, theirs, self._clock())
@@ -206,7 +207,7 @@ class Transfers:
         except Exception as exc:
             log.error("zone transfer for %s: the secondaries cannot be read (%s); answered "
                       "SERVFAIL", peer, " ".join(str(exc).split()))
-            return await self._send(stream, _error_reply(query, SERVFAIL))
+            return await self._send(stream, _servfail(query))
         decision = decide(snapshot.index, query, peer, listed, now=self._clock())
         if not isinstance(decision, Grant):
             self.stats.refused[decision.kind] += 1
@@ -214,7 +215,7 @@ class Transfers:
             return decision.response is None or await self._send(stream, decision.response)
         signed = self._signed(decision, snapshot, peer)
         if signed is None:
-            return await self._send(stream, _error_reply(query, REFUSED))
+            return await self._send(stream, refused(query, decision, now=self._clock()))
         return await self._transfer(stream, await self._incremental(signed), peer)
 
     def _signed(self, grant: Grant, snapshot: Snapshot, peer: str) -> Grant | None:
@@ -328,11 +329,10 @@ class _Refusals:
 _REFUSALS_PER_SECOND = 10
 
 
-def _error_reply(query: bytes, rcode: int) -> bytes | None:
-    """The header alone, unsigned, with ``rcode``; nothing to a response."""
+def _servfail(query: bytes) -> bytes | None:
     if len(query) < 12 or query[2] & 0x80:
         return None
-    flags = 0x8000 | (query[2] << 8 & 0x7900) | rcode
+    flags = 0x8000 | (query[2] << 8 & 0x7900) | SERVFAIL
     return query[:2] + flags.to_bytes(2, "big") + bytes(8)
 
 
