@@ -886,11 +886,15 @@ static PyObject *Pump_flush(PumpObject *self, PyObject *arg) {
     }
     unsigned long long sent[RCODES] = {0};
     unsigned long long truncated = 0, failures = 0;
-    unsigned at = 0;
+    unsigned at = 0, interrupted = 0;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     while (at < self->queued) {
         int n = sendmmsg(self->fd, self->tx + at, self->queued - at, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR && interrupted < self->batch) {
+            interrupted++; /* a signal arrived: send again, as Python's sendto does */
+            continue;
+        }
         if (n <= 0) {
             /* Send buffer full (EAGAIN) or an unroutable peer: UDP may lose it. */
             failures++;
