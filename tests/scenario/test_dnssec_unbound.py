@@ -165,6 +165,8 @@ class Signed:
     workdir: Path
     state: Path
     unbound: list[subprocess.Popen[bytes]] = attrs.field(factory=list)
+    chained_anchor: str = ""
+    """The NSEC3 zone's DS, as its parent would hold it."""
 
     def resolve(self, name: str, rdtype: str = "A", *flags: str) -> Resolved:
         """One question to Unbound, from its namespace (one try, bounded)."""
@@ -287,10 +289,11 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
                          "split.anchor")
             valis("zone", "sign", CHAINED, "--denial", "nsec3", "--state-dir", str(state))
             chained = valis("zone", "ds", CHAINED, "--state-dir", str(state)).splitlines()[0]
-            signed = Signed(wire, node, pg_cluster, dsn, anchor, ds_rdata, workdir, state)
+            signed = Signed(wire, node, pg_cluster, dsn, anchor, ds_rdata, workdir, state,
+                            chained_anchor=chained.replace(" IN DS ", " DS "))
             wait_for(lambda: "RRSIG" in signed.at_node(f"www.{SECURE}", "A")
                      and "DS" in signed.at_node(SECURE, "DS")
-                     and "NSEC3PARAM" in signed.at_node(CHAINED, "NSEC3PARAM"), BOUND,
+                     and "NSEC3PARAM 1 0 0 -" in signed.at_node(CHAINED, "NSEC3PARAM"), BOUND,
                      "the node to serve the zones signed", interval=0.1)
             (workdir / "unbound.conf").write_text(unbound_conf(
                 workdir, anchor, tampered.replace(" IN DS ", " DS "),
@@ -758,3 +761,85 @@ def test_a_split_zones_ksk_rolls_by_double_ds_while_the_zsk_signs_the_data(
     assert f" DS {new} 15 2 " in printed
     assert f" DS {old} " not in printed
     assert f" DS {zsk} " not in printed
+
+
+def test_a_secondary_fed_by_axfr_serves_the_nsec3_zone_signed(signed: Signed) -> None:
+    """NSD, holding no key, serves what the transfer gave it: delv trusting only the
+    zone's DS finds its data, a wildcard answer and a name that does not exist fully
+    validated, asking NSD alone."""
+    if shutil.which("delv") is None:
+        pytest.skip("delv (bind9-dnsutils) is not installed")
+    secondary_ip = "192.0.2.3"
+    run(["ip", "-n", signed.wire.resolver, "addr", "add", f"{secondary_ip}/24", "dev",
+         f"vsr-{signed.wire.tag}"])
+    secondary = Secondary(CHAINED, RESOLVER_IP, "xfr-nsd.", "hmac-sha256",
+                          secrets.token_bytes(32))
+    with signed.pg.connect(signed.dsn) as conn:
+        add_secondary(conn, secondary)
+    directory = signed.workdir / "nsd"
+    directory.mkdir()
+    (directory / "nsd.conf").write_text(f"""server:
+    ip-address: {secondary_ip}
+    port: 53
+    username: ""
+    chroot: ""
+    zonesdir: "{directory}"
+    database: ""
+    zonelistfile: "{directory}/zone.list"
+    xfrdfile: "{directory}/xfrd.state"
+    xfrdir: "{directory}"
+    pidfile: "{directory}/nsd.pid"
+    logfile: "{directory}/nsd.log"
+remote-control:
+    control-enable: no
+key:
+    name: "{secondary.key_name}"
+    algorithm: {secondary.algorithm}
+    secret: "{secondary.secret_base64}"
+zone:
+    name: "{CHAINED}"
+    zonefile: "chained.zone"
+    request-xfr: {NODE_IP}@{NODE_PORT} {secondary.key_name}
+    allow-notify: {NODE_IP} {secondary.key_name}
+    outgoing-interface: {RESOLVER_IP}
+""")
+    nsd = subprocess.Popen(
+        ["ip", "netns", "exec", signed.wire.resolver, "nsd", "-d", "-c",
+         str(directory / "nsd.conf")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        def served() -> bool:
+            out = run_in(signed.wire.resolver, [
+                "dig", f"@{secondary_ip}", CHAINED, "SOA", "+dnssec", "+norecurse",
+                "+time=2", "+tries=1"], check=False, timeout=10).stdout
+            return "status: NOERROR" in out and "RRSIG\tSOA" in out
+
+        try:
+            wait_for(served, BOUND, "NSD to serve the zone signed", interval=0.2)
+        except TimeoutError:
+            log = directory / "nsd.log"
+            raise AssertionError(
+                (log.read_text(errors="replace") if log.exists() else "no NSD log")
+                + signed.node.stderr()[-3000:]
+            ) from None
+        name, _, rest = signed.chained_anchor.partition(" DS ")
+        tag, algorithm, digest_type, digest = rest.split(" ", 3)
+        anchors = signed.workdir / "chained-anchors.conf"
+        anchors.write_text(f'trust-anchors {{ {name} static-ds {tag} {algorithm} '
+                           f'{digest_type} "{digest.replace(" ", "")}"; }};\n')
+        for qname, rdtype in ((f"www.{CHAINED}", "A"), (f"any.wild.{CHAINED}", "TXT"),
+                              (f"nope.{CHAINED}", "A")):
+            out = run_in(signed.wire.resolver, [
+                "delv", f"@{secondary_ip}", "-a", str(anchors), f"+root={CHAINED}",
+                qname, rdtype,
+            ], check=False, timeout=30)
+            assert "fully validated" in out.stdout, (qname, out.stdout + out.stderr)
+    finally:
+        nsd.terminate()
+        try:
+            nsd.wait(10)
+        except subprocess.TimeoutExpired:
+            nsd.kill()
+            nsd.wait()
