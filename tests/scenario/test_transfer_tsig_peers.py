@@ -8,12 +8,13 @@ rejects for its TSIG is not taken as an answer, and the node's log says what to 
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import socket
 import struct
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
 import attrs
@@ -117,13 +118,22 @@ def nsd(tmp_path: Path) -> Iterator[int]:
 
 @pytest.fixture
 async def node(nursery: trio.Nursery) -> AsyncIterator[int]:
+    async with serving(nursery) as port:
+        yield port
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    nursery: trio.Nursery, clock: Callable[[], float] = time.time
+) -> AsyncIterator[int]:
+    """The node's serve loops on a loopback port, its transfers' clock ``clock``."""
     secondaries = (LISTED, ELSEWHERE)
 
     async def current() -> Sequence[Listed]:
         return secondaries
 
     holder = IndexHolder(ZoneIndex.from_zone_text(ZONE_TEXT, ZONE))
-    transfers = Transfers(current, lambda: secondaries)
+    transfers = Transfers(current, lambda: secondaries, clock=clock)
     port = free_port()
     listener = trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     await listener.bind(("127.0.0.1", port))
@@ -337,3 +347,25 @@ async def test_a_notify_signed_with_a_key_nsd_holds_is_answered(
         nursery.cancel_scope.cancel()
     assert sender.stats.answered == 1
     assert f"notify: {ZONE} serial 8 to 127.0.0.1 answered REFUSED" in caplog.text
+
+
+async def test_dig_and_kdig_verify_a_badtime_reply_and_report_the_clocks(
+    nursery: trio.Nursery,
+) -> None:
+    """BIND's and Knot's clients check the signed BADTIME reply's MAC and then tell the
+    user that the clocks differ, rather than that the reply is forged."""
+    secret = base64.b64encode(LISTED.secret).decode()
+    key = f"hmac-sha256:{LISTED.key_name}:{secret}"
+    async with serving(nursery, clock=lambda: time.time() + 1000) as port:
+        for command, said in (
+            (["dig", "@127.0.0.1", "-p", str(port), ZONE, "SOA", "+time=5", "+tries=1",
+              "-y", key], "Couldn't verify signature: clocks are unsynchronized"),
+            (["kdig", "@127.0.0.1", "-p", str(port), ZONE, "SOA", "+timeout=5",
+              "+retry=0", "-y", key], "(TSIG out of time window)"),
+        ):
+            with trio.fail_after(LIMIT):
+                done = await trio.run_process(command, capture_stdout=True,
+                                              capture_stderr=True, check=False)
+            output = (done.stdout + done.stderr).decode()
+            assert said in output, output
+            assert "BADTIME" in output
