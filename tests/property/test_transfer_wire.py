@@ -339,3 +339,28 @@ def test_the_answer_path_reads_a_signed_notify_for_its_tsig_when_it_is_small() -
     response = dns.message.from_wire(answered, keyring={KEY.key().name: KEY.key()},
                                      request_mac=request_mac)
     assert response.rcode() == dns.rcode.NOTIMP
+
+
+def test_a_signed_answer_the_tsig_would_push_past_the_udp_limit_is_tc_signed() -> None:
+    """RFC 8945 section 5.3: the TSIG is never dropped to make room; the answer is."""
+    texts = "".join(f'big TXT "{i:02d} {"x" * 40}"\n' for i in range(8))
+    index = ZoneIndex.from_zone_text(
+        f"$ORIGIN {ZONE}\n$TTL 300\n@ SOA ns1 hostmaster 7 7200 3600 1209600 300\n"
+        f"@ NS ns1\nns1 A 192.0.2.53\n{texts}", ZONE)
+    query = dns.message.make_query(f"big.{ZONE}", "TXT", use_edns=False)
+    unsigned = answer(index, query.to_wire(), transport=Transport.UDP)
+    assert unsigned is not None
+    assert 512 - 100 < len(unsigned) <= 512  # fits alone, not with a TSIG
+    query.use_tsig(KEY.key())
+    for tcp, truncated in ((False, True), (True, False)):
+        transport = Transport.TCP if tcp else Transport.UDP
+        answered = signed_answer(query.to_wire(), [KEY],
+                                 lambda q, t=transport: answer(index, q, transport=t),
+                                 now=NOW, tcp=tcp)
+        assert isinstance(answered, bytes)
+        assert tcp or len(answered) <= 512
+        response = dns.message.from_wire(answered, keyring={KEY.key().name: KEY.key()},
+                                         request_mac=query.mac)
+        assert bool(response.flags & dns.flags.TC) == truncated
+        assert len(response.answer) == (0 if truncated else 1)
+        assert response.flags & dns.flags.AA
