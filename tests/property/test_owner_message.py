@@ -42,7 +42,8 @@ def test_a_correctly_signed_update_is_received_with_its_sections() -> None:
         UpdateRR("old.example.test.", ANY, 16, 0),
     )
     response = dns.message.from_wire(
-        respond(received, dns.rcode.NXRRSET), keyring=SIGNING, request_mac=update.mac
+        respond(received, dns.rcode.NXRRSET, now=time.time()), keyring=SIGNING,
+        request_mac=update.mac,
     )
     assert response.rcode() == dns.rcode.NXRRSET
     assert response.had_tsig

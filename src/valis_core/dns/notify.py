@@ -27,7 +27,8 @@ import dns.rrset
 import dns.tsig
 
 from valis_core.dns.records import SOA, decode_node
-from valis_core.dns.transfer import FUDGE, zone_serial
+from valis_core.dns.transfer import zone_serial
+from valis_core.dns.tsig_verdict import FUDGE
 from valis_core.dns.zone import ServedZone
 
 

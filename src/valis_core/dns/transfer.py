@@ -4,18 +4,18 @@ zone, and the messages that carry it. Bytes and values in, bytes out; no IO.
 Access (``decide``): a transfer is granted only to a secondary listed for the zone (see
 ``valis_core.operator_state.secondaries``) whose address is the peer's and whose TSIG key
 signed the request. A signed request's TSIG is checked first, as RFC 8945 section 5.2
-orders it and NSD and Knot do, against the keys of every listed secondary (``authenticate``):
-a key name and algorithm no secondary has is NOTAUTH with TSIG error BADKEY, a MAC that
-no such key verifies NOTAUTH with BADSIG (both unsigned, MAC empty, section 5.3.2), a time
-signed outside the fudge NOTAUTH with BADTIME, signed, its Other Data the server's time
-(section 5.2.3; its time signed is the request's, as Knot and BIND send it); a TSIG
-record whose TTL is not 0 (section 4.2) is FORMERR, as NSD answers it. Then a name that
-is not a served zone's apex is NOTAUTH (as NSD and Knot answer it); an address not
-listed for the zone, an unsigned request, and a key not listed for that zone at that
-address are REFUSED (as NSD answers an ACL miss; Knot answers NOTAUTH). Each refusal
-names its reason for the log; every response to a request whose TSIG verified is signed
-with its key (section 5.3), and every response to a query with EDNS carries an OPT (RFC
-6891 section 7). A request that does not parse is FORMERR.
+orders it and NSD and Knot do, against the keys of every listed secondary (``authenticate``,
+by ``valis_core.dns.tsig_verdict``): a key name and algorithm no secondary has is NOTAUTH
+with TSIG error BADKEY, a MAC that no such key verifies NOTAUTH with BADSIG (both
+unsigned, MAC empty, section 5.3.2), a time signed outside the fudge NOTAUTH with BADTIME,
+signed, its Other Data the server's time (section 5.2.3; its time signed is the
+request's, as Knot and BIND send it); a TSIG record whose TTL is not 0 (section 4.2) is
+FORMERR, as NSD answers it. Then a name that is not a served zone's apex is NOTAUTH (as
+NSD and Knot answer it); an address not listed for the zone, an unsigned request, and a
+key not listed for that zone at that address are REFUSED (as NSD answers an ACL miss;
+Knot answers NOTAUTH). Each refusal names its reason for the log; every response to a
+request whose TSIG verified is signed with its key (section 5.3), and every response to a
+query with EDNS carries an OPT (RFC 6891 section 7). A request that does not parse is FORMERR.
 
 The messages (``transfer_messages``) come from one ``ServedZone`` (one version: the
 caller takes it once, so a transfer never mixes versions): the SOA first, every other
@@ -51,30 +51,16 @@ from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 import dns.exception
-import dns.flags
 import dns.message
 import dns.name
-import dns.rdataclass
 import dns.rdatatype
-import dns.rdtypes.ANY.TSIG
 import dns.tsig
 
 from valis_core.dns import wire
-from valis_core.dns.answer import (  # the answer path's compression, OPT, UDP limit, replies
-    _OPT_DO,
-    _OPT_PLAIN,
-    _badkey,
-    _limit,
-    _question_end,
-    _signature,
-    _Writer,
-)
+from valis_core.dns.answer import _limit, _Writer  # the answer path's UDP limit, compression
 from valis_core.dns.journal import Difference
 from valis_core.dns.records import (
     AXFR,
-    BADKEY,
-    BADSIG,
-    BADTIME,
     FORMERR,
     IN,
     IXFR,
@@ -82,12 +68,12 @@ from valis_core.dns.records import (
     NOTAUTH,
     REFUSED,
     SOA,
-    TSIG,
     RecordRow,
     ZoneError,
     decode_node,
 )
 from valis_core.dns.serial import serial_gt
+from valis_core.dns.tsig_verdict import Rejection, Signer, opt, reply, signs_as, verify
 from valis_core.dns.zone import ServedZone, ZoneIndex
 from valis_core.dns.zone_build import _rdata_wire as rdata_wire  # the loader's, shared
 
@@ -95,20 +81,15 @@ MESSAGE_SIZE = 16384
 """Bytes of records per message before its TSIG: big enough that a transfer is a few
 messages per thousand records, small enough that a slow reader holds little."""
 
-FUDGE = 300
-"""Seconds of clock difference a signed message allows (RFC 8945's recommended value)."""
-
 PAUSE_EVERY = 64
 """Records written between the points where a transfer lets other work run."""
 
 _HEADER = struct.Struct("!HHHHHH")
-_RR_HEAD = struct.Struct("!HHIH")
 _QR = 0x8000
 _AA = 0x0400
 _OPCODE = 0x7800
 _TC = 0x0200
 _RD = 0x0100
-_CD = 0x0010
 
 
 WireRecord = tuple[bytes, int, int, bytes]
@@ -127,7 +108,7 @@ class Listed:
     signs_as: tuple[str, str] = attrs.field(
         init=False, repr=False, eq=False,
         default=attrs.Factory(
-            lambda self: (_absolute(self.key_name), self.algorithm.lower().rstrip(".")),
+            lambda self: signs_as(self.key_name, self.algorithm),
             takes_self=True,
         ),
     )
@@ -230,7 +211,7 @@ def _decide(
         return key
 
     def refuse(rcode: int, reason: str, kind: str) -> Refusal:
-        return Refusal(_reply(query, message, rcode, key, now), reason, kind)
+        return Refusal(reply(query, message, rcode, key, now), reason, kind)
 
     question = message.question[0]
     apex = wire.name_wire(question.name).lower()
@@ -257,53 +238,14 @@ def authenticate(
     its MAC verified and its time within the fudge (RFC 8945 section 5.2); ``None`` when
     ``query`` (parsed as ``message``) is unsigned; otherwise the refusal, with the
     response the RFC prescribes (see the module docstring)."""
-    if message.tsig is None:
-        return None
-    tsig = message.tsig[0]
-    name = message.tsig.name
-    if not _ttl_is_zero(query, tsig):
-        return Refusal(_reply(query, message, FORMERR, None, now),
-                       "the TSIG record's TTL is not 0", "malformed")
-    wanted = (name.to_text().lower(), tsig.algorithm.to_text().lower().rstrip("."))
-    keys = {entry.secret: entry.key() for entry in listed if entry.signs_as == wanted}
-    if not keys:
-        return Refusal(_tsig_error(query, message, BADKEY, tcp),
-                       f"key {name} ({tsig.algorithm}) is no listed secondary's",
-                       "unknown_key")
-    for key in keys.values():
-        try:
-            dns.message.from_wire(query, keyring={key.name: key})
-        except dns.tsig.BadTime:
-            pass  # the MAC is good; the time is judged below against ``now``
-        except dns.exception.DNSException:
-            continue
-        break
-    else:
-        return Refusal(_tsig_error(query, message, BADSIG, tcp),
-                       f"the TSIG of key {name} does not verify", "bad_signature")
-    if abs(tsig.time_signed - int(now)) > tsig.fudge:
-        unsigned = _reply(query, message, NOTAUTH, None, now)
-        response = _Signer(key, tsig.mac, message.id, tsig.time_signed, error=BADTIME,
-                           other=int(now).to_bytes(6, "big")).sign(unsigned)
-        return Refusal(response, f"the TSIG time is {tsig.time_signed - int(now):+d}s from "
-                       f"the server's, outside its {tsig.fudge}s fudge", "bad_time")
-    return key
-
-
-def _absolute(name: str) -> str:
-    """A key name as dnspython writes it (absolute, here lowercased)."""
-    return name.lower() if name.endswith(".") else name.lower() + "."
-
-
-def _ttl_is_zero(query: bytes, tsig: dns.rdtypes.ANY.TSIG.TSIG) -> bool:
-    """Whether the TSIG record (the last of ``query``, its algorithm name uncompressed
-    as RFC 8945 section 4.2 requires) has TTL 0; false when it cannot be found so."""
-    rdata: bytes | None = tsig.to_wire()
-    size = len(rdata or b"")
-    end = len(query) - size
-    if end < 22 or int.from_bytes(query[end - 2 : end], "big") != size:
-        return False
-    return query[end - 6 : end - 2] == b"\x00\x00\x00\x00"
+    verdict = verify(
+        query, message,
+        lambda wanted: (entry.key() for entry in listed if entry.signs_as == wanted),
+        now=now, tcp=tcp, unknown="no listed secondary's",
+    )
+    if isinstance(verdict, Rejection):
+        return Refusal(verdict.response, verdict.reason, verdict.kind)
+    return verdict
 
 
 def signed_answer(
@@ -330,14 +272,14 @@ def signed_answer(
         response = answer(message.to_wire())
         if response is None:
             return None
-        signer = _Signer(key, mac, message.id, now)
+        signer = Signer(key, mac, message.id, now)
         signed = signer.sign(response)
         limit = _limit(message.payload if message.edns >= 0 else -1, tcp)
         if len(signed) <= limit:
             return signed
-        truncated = _reply(query, message, response[3] & 0x0F, None, now,
-                           flags=_TC | (response[2] << 8 & _AA))
-        return _Signer(key, mac, message.id, now).sign(truncated)
+        truncated = reply(query, message, response[3] & 0x0F, None, now,
+                          flags=_TC | (response[2] << 8 & _AA))
+        return Signer(key, mac, message.id, now).sign(truncated)
     except Exception:  # malformed input must never take a server down
         return None
 
@@ -398,12 +340,12 @@ def _single(
         count += 1
         if limit and len(writer.buf) > limit:
             break
-    opt = _opt(query)
-    writer.buf += opt
+    extra = opt(query)
+    writer.buf += extra
     flags |= _QR | _AA | (query.flags & _RD) | NOERROR
-    _HEADER.pack_into(writer.buf, 0, query.id, flags, 1, count, 0, 1 if opt else 0)
+    _HEADER.pack_into(writer.buf, 0, query.id, flags, 1, count, 0, 1 if extra else 0)
     assert query.tsig is not None
-    return _Signer(grant.key, query.tsig[0].mac, query.id, now).sign(bytes(writer.buf))
+    return Signer(grant.key, query.tsig[0].mac, query.id, now).sign(bytes(writer.buf))
 
 
 def _up_to_date(query: dns.message.Message, zone: ServedZone) -> bool:
@@ -488,20 +430,20 @@ def transfer_steps(
     elif grant.incremental is not None:
         records = iter(grant.incremental)
     assert query.tsig is not None
-    signer = _Signer(grant.key, query.tsig[0].mac, query.id, now)
-    opt = _opt(query)
+    signer = Signer(grant.key, query.tsig[0].mac, query.id, now)
+    extra = opt(query)
     writer = _fresh(qname, qtype)
     count = 0
     for written, (owner, rtype, ttl, rdata) in enumerate(records, 1):
         if count and len(writer.buf) + len(owner) + 10 + len(rdata) > size:
-            yield _finish(writer, query.id, flags, count, signer, opt=opt)
+            yield _finish(writer, query.id, flags, count, signer, opt=extra)
             writer = _fresh(qname, qtype)
             count = 0
         writer.record(owner, rtype, ttl, rdata)
         count += 1
         if written % pause_every == 0:
             yield None
-    yield _finish(writer, query.id, flags, count, signer, opt=opt)
+    yield _finish(writer, query.id, flags, count, signer, opt=extra)
 
 
 def _fresh(qname: bytes, qtype: int) -> _Writer:
@@ -511,7 +453,7 @@ def _fresh(qname: bytes, qtype: int) -> _Writer:
 
 
 def _finish(
-    writer: _Writer, qid: int, flags: int, count: int, signer: _Signer, *, opt: bytes
+    writer: _Writer, qid: int, flags: int, count: int, signer: Signer, *, opt: bytes
 ) -> bytes:
     """One message of a transfer, with the OPT in each when the request had EDNS (RFC 6891
     section 7; Knot does so, NSD only in the first)."""
@@ -520,93 +462,14 @@ def _finish(
     return signer.sign(bytes(buf))
 
 
-def _opt(query: dns.message.Message) -> bytes:
-    """The OPT answering ``query``'s, echoing its DO bit; nothing when it had none."""
-    if query.edns < 0:
-        return b""
-    return _OPT_DO if query.ednsflags & dns.flags.DO else _OPT_PLAIN
-
-
-class _Signer:
-    """Signs the messages of one transfer in order (RFC 8945 section 5.3.1): the first
-    over the request's MAC, each later one over the previous message's. ``now`` is the
-    time signed; ``error`` and ``other`` the TSIG error and Other Data (BADTIME's server
-    time, section 5.2.3)."""
-
-    __slots__ = ("_ctx", "_error", "_key", "_mac", "_now", "_other", "_owner", "_qid")
-
-    def __init__(
-        self, key: dns.tsig.Key, request_mac: bytes, qid: int, now: float, *, error: int = 0,
-        other: bytes = b"",
-    ) -> None:
-        self._key = key
-        self._mac: bytes | None = request_mac
-        self._ctx: object | None = None
-        self._now = int(now)
-        self._owner = wire.name_wire(key.name)
-        self._qid = qid
-        self._error = error
-        self._other = other
-
-    def sign(self, message: bytes) -> bytes:
-        rdata = dns.rdtypes.ANY.TSIG.TSIG(  # type: ignore[no-untyped-call]
-            dns.rdataclass.ANY, dns.rdatatype.TSIG, self._key.algorithm, self._now, FUDGE,
-            b"", self._qid, self._error, self._other,
-        )
-        signed, self._ctx = dns.tsig.sign(  # type: ignore[no-untyped-call]
-            message, self._key, rdata, self._now, self._mac, self._ctx, True
-        )
-        self._mac = None
-        body: bytes = signed.to_wire()
-        record = self._owner + _RR_HEAD.pack(TSIG, dns.rdataclass.ANY, 0, len(body)) + body
-        arcount = int.from_bytes(message[10:12], "big") + 1
-        return message[:10] + arcount.to_bytes(2, "big") + message[12:] + record
-
-
 def refused(query: bytes, grant: Grant, *, now: float) -> bytes | None:
     """REFUSED to a request granted by access but not by the zone's state (a signed zone
     that cannot be sent signed: ``valis_core.dns.signed_transfer``), signed with the
     request's key as every response to a verified request is."""
     try:
-        return _reply(query, grant.query, REFUSED, grant.key, now)
+        return reply(query, grant.query, REFUSED, grant.key, now)
     except ValueError:
         return None
-
-
-def _reply(
-    query: bytes, message: dns.message.Message, rcode: int, key: dns.tsig.Key | None,
-    now: float, *, flags: int = 0,
-) -> bytes:
-    """A response to ``query`` (parsed as ``message``) holding only the question echoed and
-    the OPT when it had EDNS, with ``rcode`` and ``flags``; signed with ``key`` over the
-    query's MAC when given. Raises ``ValueError`` when the question cannot be echoed."""
-    qend = _question_end(query, len(query))
-    if not qend:
-        raise ValueError("the question cannot be echoed")
-    qid, qflags = struct.unpack_from("!HH", query)
-    opt = _opt(message)
-    flags |= _QR | (qflags & (_OPCODE | _RD | _CD)) | rcode
-    response = _HEADER.pack(qid, flags, 1, 0, 0, 1 if opt else 0) + query[12:qend] + opt
-    if key is None:
-        return response
-    assert message.tsig is not None
-    return _Signer(key, message.tsig[0].mac, qid, now).sign(response)
-
-
-def _tsig_error(query: bytes, message: dns.message.Message, error: int, tcp: bool) -> bytes:
-    """NOTAUTH with an unsigned TSIG carrying ``error`` (BADKEY or BADSIG), the answer
-    path's BADKEY reply (RFC 8945 section 5.3.2). Raises ``ValueError`` when the question
-    cannot be echoed."""
-    assert message.tsig is not None
-    qend = _question_end(query, len(query))
-    if not qend:
-        raise ValueError("the question cannot be echoed")
-    signature = _signature(message)
-    assert signature is not None
-    qid, qflags = struct.unpack_from("!HH", query)
-    limit = _limit(message.payload if message.edns >= 0 else -1, tcp)
-    return _badkey(qid, qflags, query[12:qend], _opt(message), signature, limit=limit,
-                   error=error)
 
 
 def _header_only(query: bytes, rcode: int) -> bytes | None:

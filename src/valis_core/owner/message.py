@@ -1,47 +1,44 @@
 """Owner terminus messages: a TSIG-verified UPDATE read into an ``UpdateRequest``, and
-the response to it. dnspython does the wire and the TSIG (RFC 8945); no IO here.
+the response to it. dnspython does the wire; the TSIG is judged, and every response to a
+verified message signed, by ``valis_core.dns.tsig_verdict`` (RFC 8945), as the zone
+transfers judge theirs; no IO here.
 
 What a message gets, in order:
 
 - fewer than 12 bytes, or a response (QR set): nothing, it cannot be answered;
 - bytes that do not parse: FORMERR (header only);
+- a TSIG record whose TTL is not 0: FORMERR;
 - a TSIG naming another key or algorithm: NOTAUTH with TSIG error BADKEY, unsigned;
 - a TSIG whose MAC does not verify: NOTAUTH, BADSIG, unsigned;
-- a TSIG signed outside the time fudge: NOTAUTH, BADTIME, signed (RFC 8945 §5.2.3);
+- a TSIG signed outside the time fudge: NOTAUTH, BADTIME, signed, its time signed the
+  request's and its Other Data the node's time (RFC 8945 section 5.2.3);
 - an opcode other than UPDATE: NOTIMP (signed when the request was);
 - an unsigned UPDATE: REFUSED, as BIND and Knot answer an update their policy does not
   allow — every write must be authenticated;
 - a correctly signed UPDATE: ``Received``, answered later with ``respond`` (signed).
 """
-
 from __future__ import annotations
 
 import struct
 import time
 from collections.abc import Callable
-from typing import cast
 
 import attrs
 import dns.exception
 import dns.message
-import dns.name
 import dns.opcode
-import dns.rcode
-import dns.rdataclass
-import dns.rdatatype
-import dns.rdtypes.ANY.TSIG
 import dns.rrset
 import dns.tsig
 import dns.update
 from dns.rcode import Rcode
 
+from valis_core.dns.tsig_verdict import Rejection, Signer, signs_as, verify
 from valis_core.owner.key import TsigKey
 from valis_core.owner.update import UpdateRequest, UpdateRR
 
 _HEADER = struct.Struct("!HHHHHH")
 _QR = 0x8000
 _OPCODE_MASK = 0x7800
-_FUDGE = 300
 
 
 @attrs.frozen
@@ -50,6 +47,8 @@ class Received:
 
     query: dns.update.UpdateMessage
     request: UpdateRequest
+    key: dns.tsig.Key
+    """The key that signed it, which signs the response."""
 
 
 def _dns_key(key: TsigKey) -> dns.tsig.Key:
@@ -62,51 +61,17 @@ def _header_only(data: bytes, rcode: Rcode) -> bytes:
     return _HEADER.pack(ident, _QR | (flags & _OPCODE_MASK) | int(rcode), 0, 0, 0, 0)
 
 
-def _tsig_rdata(query: dns.message.Message) -> dns.rdtypes.ANY.TSIG.TSIG:
-    assert query.tsig is not None
-    return cast(dns.rdtypes.ANY.TSIG.TSIG, query.tsig[0])
-
-
-def _unsigned_error(query: dns.message.Message, error: int) -> bytes:
-    """NOTAUTH with a TSIG carrying ``error`` and no MAC (BADKEY, BADSIG)."""
-    response = dns.message.make_response(query)
-    response.set_rcode(Rcode.NOTAUTH)
-    theirs = _tsig_rdata(query)
-    assert query.tsig is not None
-    rdata = dns.rdtypes.ANY.TSIG.TSIG(  # type: ignore[no-untyped-call]
-        dns.rdataclass.ANY,
-        dns.rdatatype.TSIG,
-        theirs.algorithm,
-        theirs.time_signed,
-        theirs.fudge,
-        b"",
-        query.id,
-        error,
-        b"",
-    )
-    response.tsig = dns.rrset.from_rdata(query.tsig.name, 0, rdata)
-    return response.to_wire()
-
-
-def _bad_time(query: dns.message.Message, key: TsigKey, now: float) -> bytes:
-    """NOTAUTH, BADTIME, signed, with the server's time in the other data."""
-    response = dns.message.make_response(query)
-    response.set_rcode(Rcode.NOTAUTH)
-    response.request_mac = _tsig_rdata(query).mac
-    response.use_tsig(
-        _dns_key(key),
-        fudge=_FUDGE,
-        original_id=query.id,
-        tsig_error=dns.rcode.BADTIME,
-        other_data=struct.pack("!Q", int(now))[2:],
-    )
-    return response.to_wire()
-
-
-def _plain(query: dns.message.Message, rcode: Rcode) -> bytes:
+def _plain(
+    query: dns.message.Message, rcode: Rcode, key: dns.tsig.Key | None, now: float
+) -> bytes:
+    """The response with ``rcode``, signed with ``key`` over the query's MAC when given."""
     response = dns.message.make_response(query)
     response.set_rcode(rcode)
-    return response.to_wire()
+    unsigned = response.to_wire()
+    if key is None:
+        return unsigned
+    assert query.tsig is not None
+    return Signer(key, query.tsig[0].mac, query.id, now).sign(unsigned)
 
 
 def receive(
@@ -125,38 +90,24 @@ def receive(
         return _header_only(data, Rcode.FORMERR)
 
 
-def _receive(data: bytes, key: TsigKey, clock: Callable[[], float]) -> Received | bytes:
+def _receive(data: bytes, owner: TsigKey, clock: Callable[[], float]) -> Received | bytes:
     try:
         query = dns.message.from_wire(data, keyring=False, one_rr_per_rrset=True)
     except dns.exception.DNSException:
         return _header_only(data, Rcode.FORMERR)
-    if query.had_tsig:
-        theirs = _tsig_rdata(query)
-        assert query.tsig is not None
-        if query.tsig.name != dns.name.from_text(key.name) or theirs.algorithm != (
-            dns.name.from_text(key.algorithm)
-        ):
-            return _unsigned_error(query, dns.rcode.BADKEY)
-        now = clock()
-        try:
-            query = dns.message.from_wire(
-                data, keyring={query.tsig.name: _dns_key(key)}, one_rr_per_rrset=True
-            )
-        except dns.tsig.BadTime:
-            # dnspython checks the MAC first and the time against its own clock; the MAC
-            # is good, and the time is judged below against ``clock``.
-            pass
-        except dns.exception.DNSException:
-            return _unsigned_error(query, dns.rcode.BADSIG)
-        if abs(theirs.time_signed - int(now)) > theirs.fudge:
-            return _bad_time(query, key, now)
+    mine = signs_as(owner.name, owner.algorithm)
+    now = clock()
+    key = verify(data, query, lambda wanted: [_dns_key(owner)] if wanted == mine else [],
+                 now=now, tcp=True)
+    if isinstance(key, Rejection):
+        return key.response
     if query.opcode() != dns.opcode.UPDATE:
-        return _plain(query, Rcode.NOTIMP)
-    if not query.had_tsig:
-        return _plain(query, Rcode.REFUSED)
+        return _plain(query, Rcode.NOTIMP, key, now)
+    if key is None:
+        return _plain(query, Rcode.REFUSED, None, now)
     assert isinstance(query, dns.update.UpdateMessage)
     if len(query.zone) != 1:
-        return _plain(query, Rcode.FORMERR)
+        return _plain(query, Rcode.FORMERR, key, now)
     zone = query.zone[0]
     request = UpdateRequest(
         zone=zone.name.to_text(),
@@ -164,7 +115,7 @@ def _receive(data: bytes, key: TsigKey, clock: Callable[[], float]) -> Received 
         prerequisites=_rrs(query.prerequisite),
         updates=_rrs(query.update),
     )
-    return Received(query=query, request=request)
+    return Received(query=query, request=request, key=key)
 
 
 def _rrs(section: list[dns.rrset.RRset]) -> tuple[UpdateRR, ...]:
@@ -181,6 +132,6 @@ def _rrs(section: list[dns.rrset.RRset]) -> tuple[UpdateRR, ...]:
     return tuple(found)
 
 
-def respond(received: Received, rcode: Rcode) -> bytes:
-    """The signed response to a received UPDATE."""
-    return _plain(received.query, rcode)
+def respond(received: Received, rcode: Rcode, *, now: float) -> bytes:
+    """The response to a received UPDATE, signed at ``now`` with the key that signed it."""
+    return _plain(received.query, rcode, received.key, now)

@@ -190,7 +190,7 @@ class OwnerTerminus:
         except FencedOut as exc:
             self._fenced = exc
             log.error("owner terminus: update of %s from %s: %s", zone, peer, exc)
-            return respond(got, Rcode.SERVFAIL)
+            return respond(got, Rcode.SERVFAIL, now=self._clock())
         except (psycopg.Error, OperatorStateError) as exc:
             self.close()
             text = " ".join(str(exc).split())
@@ -210,7 +210,7 @@ class OwnerTerminus:
             self.refused += 1
             log.info("owner terminus: update of %s from %s refused %s: %s", zone, peer,
                      outcome.rcode.name, outcome.reason)
-        return respond(got, outcome.rcode)
+        return respond(got, outcome.rcode, now=self._clock())
 
     # -- the transaction (worker thread) -----------------------------------------------
 
