@@ -1,0 +1,42 @@
+"""TSIG as a client sees it, for the tests: a message signed at a chosen time, a reply's
+TSIG read unchecked, and a BADTIME reply's MAC checked (dnspython stops at the error)."""
+
+from __future__ import annotations
+
+import dns.message
+import dns.renderer
+import dns.tsig
+
+
+def signed_at(query: dns.message.Message, key: dns.tsig.Key, when: float) -> bytes:
+    """``query`` signed with ``key`` as a client whose clock says ``when`` signs it."""
+    query.use_tsig(key)
+    clock = dns.renderer.time.time  # type: ignore[attr-defined]
+    dns.renderer.time.time = lambda: when  # type: ignore[attr-defined]
+    try:
+        return query.to_wire()
+    finally:
+        dns.renderer.time.time = clock  # type: ignore[attr-defined]
+
+
+def tsig_of(response: bytes) -> tuple[int, int, bytes, bytes]:
+    """The RCODE, TSIG error, MAC and Other Data of a response, its TSIG unchecked."""
+    message = dns.message.from_wire(response, keyring=False)
+    assert message.tsig is not None
+    tsig = message.tsig[0]
+    return message.rcode(), tsig.error, tsig.mac, tsig.other
+
+
+def verifies_as_badtime(response: bytes, query: dns.message.Message, key: dns.tsig.Key) -> bool:
+    """Whether a BADTIME response's MAC covers the request's MAC, the response and its
+    TSIG variables (RFC 8945 section 5.3.2), as Knot and BIND sign one. dnspython stops at
+    the error before the MAC, so the MAC is computed here."""
+    message = dns.message.from_wire(response, keyring=False)
+    assert message.tsig is not None
+    tsig = message.tsig[0]
+    size = len(tsig.to_wire()) + 10 + len(key.name.to_wire())
+    unsigned = (response[:10] + (int.from_bytes(response[10:12], "big") - 1).to_bytes(2, "big")
+                + response[12:-size])
+    expected, _ = dns.tsig.sign(unsigned, key, tsig.replace(mac=b""), tsig.time_signed,
+                                query.mac)
+    return bool(expected.mac == tsig.mac)
