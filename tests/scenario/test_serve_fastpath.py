@@ -1,7 +1,8 @@
 """The UDP serve loop on the compiled fast path over real loopback sockets: a question
 asked again is answered by C with the bytes Python gave, a swap is seen at once however
 much C has learnt, a flood of random names is answered and counted, and a build without
-the helper serves on the pure-Python path and says so once."""
+the helper serves on the pure-Python path and says so once; the metrics say which path
+serves and how many responses C built."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from tests.scenario.operator_state_helpers import addresses
 from tests.scenario.test_serve_loops import LIMIT, index_with_www, serving, www_query
 from valis_core.dns import fastpath
 from valis_core.dns.answer import Transport, answer
+from valis_core.operator_state.zone_source import ZoneSourceStats
+from valis_core.resident.views import NodeViews
 
 ROUNDS = 5
 
@@ -89,3 +92,26 @@ async def test_without_the_helper_udp_is_served_on_the_pure_path_and_logged_once
         fastpath.tell_once.cache_clear()
     told = [record for record in caplog.records if "pure-Python path" in record.getMessage()]
     assert len(told) == 1
+
+
+async def test_the_metrics_say_which_path_serves_udp_and_what_c_answered() -> None:
+    async with serving() as loop:
+        await ask_raw(loop.udp_address, [www_query().to_wire()] * 3)
+        node = NodeViews(
+            node="node-a",
+            location="rack-1",
+            owner_public_key="00" * 32,
+            store_generation=0,
+            zones=("example.com.",),
+            holder=loop.holder,
+            serve_stats=loop.stats,
+            zone_stats=ZoneSourceStats(),
+            fence_generation=lambda: 0,
+            heartbeats=lambda: 1,
+        )
+        samples = {
+            family.name: [sample.value for sample in family.samples]
+            for family in node.metric_families()
+        }
+    assert samples["valis_dns_udp_fast_path"] == [1]
+    assert samples["valis_dns_udp_compiled_total"] == [2]

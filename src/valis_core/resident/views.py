@@ -19,6 +19,7 @@ import dns.message
 import dns.rcode
 import dns.rdatatype
 
+from valis_core.dns import fastpath
 from valis_core.dns import wire as names
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.notify_send import NotifyStats
@@ -544,6 +545,20 @@ class NodeViews:
                 "gauge",
                 "UDP responses a second each rate-limit bucket allows; 0: limiting off.",
                 (Sample((self.rate_limit_status() or {}).get("rate", 0)),),
+            ),
+            Family(
+                "valis_dns_udp_compiled_total",
+                "counter",
+                "UDP responses the compiled fast path built; the rest were answered in "
+                "Python (all of them on a build without it, valis_dns_udp_fast_path 0).",
+                (Sample(counts.compiled),),
+            ),
+            Family(
+                "valis_dns_udp_fast_path",
+                "gauge",
+                "1 when UDP is served through the compiled fast path, 0 on the slower "
+                "pure-Python path (the helper was not built).",
+                (Sample(1 if fastpath.COMPILED else 0),),
             ),
             Family(
                 "valis_dns_tcp_connections_total",
