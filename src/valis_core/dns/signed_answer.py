@@ -2,8 +2,10 @@
 
 A ``Signer`` holds the signed zones' keys and the signatures already made; it outlives
 snapshots (the resident hands it to the ``IndexHolder``), so a zone's change re-signs
-only the RRsets whose contents changed: a signature is kept by signer, owner, type, TTL
-and rdatas, and made again only when a new refresh window starts.
+only the RRsets whose contents changed: a signature is kept by zone, key, owner, type, TTL
+and rdatas (``valis_core.dns.signature_cache``), and made again only when a new refresh
+window starts. A signer built because what is signed changed carries its predecessor's
+signatures by the keys still signing, so one zone's change re-signs no other zone.
 
 What it changes, and only for names in a signed zone:
 
@@ -60,6 +62,7 @@ from valis_core.dns.records import (
     RRset,
     decode_node,
 )
+from valis_core.dns.signature_cache import SignatureCache
 from valis_core.dns.snapshot import ResponseCache
 from valis_core.dns.zone import ServedZone, ZoneIndex
 
@@ -71,8 +74,6 @@ INCEPTION_SKEW = 3600
 """Inception is set an hour before the window starts, for validators with slow clocks."""
 KEY_TTL = 3600
 """The TTL of the apex's DNSKEY, CDS and CDNSKEY."""
-SIGNATURE_ENTRIES = 200_000
-"""Signatures kept; past this many the cache starts again (a flood of NXDOMAIN names)."""
 
 _KEY_TYPES = frozenset({DNSKEY, CDS, CDNSKEY})
 _APEX_TYPES = _KEY_TYPES | {NSEC3PARAM}
@@ -135,15 +136,19 @@ class SignedZone:
 
 class Signer:
     """The signed zones by apex (lowercased wire form), the clock signatures are dated
-    by, and the signatures made so far."""
+    by, and the signatures made so far (``valis_core.dns.signature_cache``)."""
 
     def __init__(
         self,
         zones: Mapping[bytes, ZoneKey | ZoneKeys | None],
         clock: Callable[[], float],
         nsec3: Mapping[bytes, Nsec3Params] | None = None,
+        *,
+        carry: Signer | None = None,
     ) -> None:
-        """``nsec3``: the zones denying with an NSEC3 chain, and its parameters."""
+        """``nsec3``: the zones denying with an NSEC3 chain, and its parameters;
+        ``carry``: the signer this one replaces, whose signatures by keys still signing
+        (and NSEC3 chains, and counts) it goes on with."""
         chains = nsec3 or {}
         self.zones = {
             apex: SignedZone(
@@ -151,15 +156,30 @@ class Signer:
             )
             for apex, key in zones.items()
         }
-        self._chains: dict[bytes, Chain] = {}
         self.lacking = frozenset(apex for apex, key in zones.items() if key is None)
         self._clock = clock
-        self._signatures: dict[tuple[object, ...], bytes] = {}
         self._lock = threading.Lock()
-        self.made = 0
-        self.hits = 0
-        """Signatures served from the cache instead of made (for the metrics)."""
-        self._cached: dict[bytes, int] = {}
+        self._chains: dict[bytes, Chain] = {}
+        self.cache = SignatureCache()
+        if carry is not None:
+            self.cache = carry.cache
+            with carry._lock:
+                self._chains = {apex: chain for apex, chain in carry._chains.items()
+                                if apex in chains}
+        self.cache.retain({
+            apex: frozenset(key.dnskey for key in (zone.keys.signer, *zone.keys.key_signers))
+            for apex, zone in self.zones.items() if zone.keys is not None
+        })
+
+    @property
+    def made(self) -> int:
+        """Signatures made since the node started (for the metrics)."""
+        return sum(self.cache.made.values())
+
+    @property
+    def hits(self) -> int:
+        """Signatures served from a store instead of made (for the metrics)."""
+        return sum(self.cache.hits.values())
 
     def window(self) -> int:
         return int(self._clock()) // REFRESH
@@ -172,29 +192,32 @@ class Signer:
         the zone), made once per refresh window."""
         signing = by or zone.key
         assert signing is not None
-        key = (zone.apex, signing.tag, owner.lower(), rtype, rrset, window)
-        found = self._signatures.get(key)
+        part = (zone.apex, signing.dnskey, window)
+        key = (owner.lower(), rtype, rrset)
+        found = self.cache.get(part, key)
         if found is not None:
-            self.hits += 1
             return found
+        made = self.make(zone, owner, rtype, rrset, window, by=signing)
+        self.cache.put(part, key, made)
+        return made
+
+    def make(
+        self, zone: SignedZone, owner: bytes, rtype: int, rrset: RRset, window: int,
+        *, by: ZoneKey | None = None,
+    ) -> bytes:
+        """A new RRSIG rdata over ``rrset``, valid ``VALIDITY`` from ``window``'s start
+        (kept by the caller; not counted)."""
+        signing = by or zone.key
+        assert signing is not None
         start = window * REFRESH
-        made = dnssec.sign_rrset(
+        return dnssec.sign_rrset(
             signing, zone.apex, owner, rtype, rrset,
             inception=start - INCEPTION_SKEW, expiration=start + VALIDITY,
         )
-        with self._lock:
-            if len(self._signatures) >= SIGNATURE_ENTRIES:
-                self._signatures.clear()
-                self._cached.clear()
-            self._signatures[key] = made
-            self._cached[zone.apex] = self._cached.get(zone.apex, 0) + 1
-            self.made += 1
-        return made
 
     def cached_by_zone(self) -> dict[bytes, int]:
         """How many signatures are kept for each zone (by apex)."""
-        with self._lock:
-            return dict(self._cached)
+        return self.cache.cached_by_zone()
 
     def chain(self, zone: ServedZone) -> Chain:
         """The NSEC3 chain of this version of ``zone`` (an NSEC3 zone), made from the last

@@ -14,7 +14,8 @@ on time, so its end is the resident's too: the old ZSK, no longer published and 
 longer in any signature a resolver may hold, leaves the state directory then. When a
 refresh window begins or a zone's signing changes, it raises the serial of each served
 NSEC3 zone no change has reached since (``valis_core.operator_state.zone_resign``), so
-secondaries transfer it signed anew.
+secondaries transfer it signed anew. Each new signer carries the last one's signatures
+by the keys still signing: one zone's change re-signs no other zone.
 """
 
 from __future__ import annotations
@@ -71,10 +72,14 @@ def signer_for(
     ring: dict[str, dict[int, ZoneKey]],
     served: Sequence[str],
     nsec3: Mapping[str, Nsec3Params] | None = None,
+    *,
+    carry: Signer | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> tuple[Signer | None, list[str]]:
     """The signer for the served zones ``rows`` name (``None`` when none is signed), and
     one log line per signed zone saying how it is answered; ``nsec3`` names the zones
-    denying with an NSEC3 chain (the others deny compactly)."""
+    denying with an NSEC3 chain (the others deny compactly); ``carry``, the signer it
+    replaces, whose signatures by keys still signing it keeps."""
     zones: dict[bytes, ZoneKeys | None] = {}
     chains: dict[bytes, Nsec3Params] = {}
     lines = []
@@ -115,7 +120,7 @@ def signer_for(
             f"dnssec: zone {wire.to_text(apex)} denies existence with NSEC3 (iterations "
             f"{params.iterations}, salt {params.salt.hex() or '-'}, no opt-out)"
         )
-    return Signer(zones, clock=time.time, nsec3=chains), lines
+    return Signer(zones, clock=clock, nsec3=chains, carry=carry), lines
 
 
 class SigningFollower:
@@ -241,7 +246,9 @@ class SigningFollower:
         if seen == self._seen:
             return
         self._seen = seen
-        signer, lines = signer_for(rows, keys, self.served, self._denials)
+        signer, lines = signer_for(
+            rows, keys, self.served, self._denials, carry=holder.signer, clock=self.clock
+        )
         for line in lines:
             (log.warning if "SERVFAIL" in line else log.info)("%s", line)
         holder.sign_with(signer)
