@@ -69,10 +69,15 @@ def mutated(draw: st.DrawFn, wire: bytes) -> bytes:
         version = 1 if kind == "opt-version" else 0
         extended = draw(st.integers(1, 255)) if kind == "opt-extended" else 0
         options = b""
-        if kind == "options":
-            options = struct.pack("!HH", draw(st.sampled_from([3, 8, 10, 12, 65001])), 2) + b"ab"
+        if kind == "options":  # cookies, client subnet, padding...; whole or broken
+            for _ in range(draw(st.sampled_from([1, 2, 3, 64, 65]))):
+                value = draw(st.binary(max_size=8))
+                options += struct.pack("!HH", draw(st.sampled_from([3, 8, 10, 12, 65001])),
+                                       len(value)) + value
+            options = options[: draw(st.sampled_from([len(options), len(options) - 1, 3]))]
+        rdlen = len(options) + draw(st.sampled_from([0, 0, 0, 1, -1]))
         opt = b"\x00" + struct.pack("!HHBBHH", 41, payload, extended, version, flags,
-                                   len(options)) + options
+                                   max(0, rdlen)) + options
         data = bytearray(base[:10] + b"\x00\x01" + base[12:] + opt)
     elif kind == "counts":
         at = draw(st.sampled_from([4, 6, 8, 10]))

@@ -7,8 +7,8 @@
  *   entry tuple answer.py keeps. Python fills it; C reads it. Bounded: at `limit`
  *   entries it is emptied and fills again.
  * - Pump: one UDP socket's batch. `drain` takes up to `batch` datagrams with one
- *   recvmmsg, answers in C each whose question is in the table and needs nothing but
- *   the plain path (no EDNS options, no TSIG, class IN, ...), and hands the rest back;
+ *   recvmmsg, answers in C each the table can answer that takes the plain path (class
+ *   IN, at most one OPT of version 0, no TSIG, ...), and hands the rest back;
  *   `reply` queues Python's responses beside C's; `flush` sends them all with sendmmsg
  *   and counts what was sent.
  *
@@ -36,6 +36,7 @@
 #define SERVER_PAYLOAD 1232
 #define PLAIN_UDP_LIMIT 512
 #define OPT_SIZE 11
+#define MAX_OPTIONS 64 /* answer.py's MAX_OPTIONS */
 #define RCODES 16
 
 #define F_QR 0x8000
@@ -586,10 +587,19 @@ static Py_ssize_t answer_from(const TableObject *t, const unsigned char *q, size
     int do_bit = 0;
     if (arcount == 0 && qend == size) {
         /* no additional section */
-    } else if (arcount == 1 && size == qend + OPT_SIZE) {
+    } else if (arcount == 1 && size >= qend + OPT_SIZE) {
         const unsigned char *tail = q + qend;
-        /* a bare OPT: root owner, type OPT, version 0, no options */
-        if (tail[0] || tail[1] || tail[2] != T_OPT || tail[6] || tail[9] || tail[10]) return MISS;
+        /* one OPT: root owner, version 0, options as answer.py's scan reads them (whole
+         * code-length-value triples filling the rdata, at most MAX_OPTIONS); none of them
+         * changes the answer */
+        if (tail[0] || tail[1] || tail[2] != T_OPT || tail[6]) return MISS;
+        size_t j = qend + OPT_SIZE;
+        if (j + ((size_t)tail[9] << 8 | tail[10]) != size) return MISS;
+        for (unsigned options = 0; j < size; options++) {
+            if (options == MAX_OPTIONS || j + 4 > size) return MISS;
+            j += 4 + ((size_t)q[j + 2] << 8 | q[j + 3]);
+        }
+        if (j != size) return MISS;
         payload = (long)tail[3] << 8 | tail[4];
         do_bit = tail[7] & 0x80;
     } else {
