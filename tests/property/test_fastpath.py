@@ -131,7 +131,7 @@ def test_c_answers_every_plain_query_whose_question_python_cached(data: st.DataO
             assert fast == answer(snapshot, wire, transport=UDP)
             continue
         message = dns.message.from_wire(wire)
-        assert key is not None  # a dnspython query: one question, at most a bare OPT
+        assert key is not None  # a dnspython query: one question, at most one OPT
         assert key == wire[12:12 + len(key) - 2].lower() + struct.pack(
             "!H", message.question[0].rdtype
         )

@@ -6,8 +6,9 @@ extension ``valis_core.dns._fastpath`` (source ``_fastpath.c``, built by ``setup
 when ``make venv`` installs the package and by ``make build`` in the tree it freezes)
 takes that work for the common case. Its ``Pump`` receives a batch with one
 ``recvmmsg``, answers in C every query the ``Table`` can answer that takes the plain path
-(class IN, at most a bare OPT, no TSIG; ``answer``'s module docstring lists the rest),
-hands the others back to ``answer``, and sends the whole batch with one ``sendmmsg``.
+(class IN, at most one OPT of version 0 with whole options, no TSIG, neither AXFR nor
+IXFR), hands the others back to ``answer``, and sends the whole batch with one
+``sendmmsg``.
 
 The table answers two kinds of question, each with the very entry ``answer`` keeps:
 
