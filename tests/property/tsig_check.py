@@ -1,5 +1,6 @@
-"""TSIG as a client sees it, for the tests: a message signed at a chosen time, a reply's
-TSIG read unchecked, and a BADTIME reply's MAC checked (dnspython stops at the error)."""
+"""TSIG as a client sees it, for the tests: a message signed at a chosen time (and its
+TSIG's TTL changed), a reply's TSIG read unchecked, and a BADTIME reply's MAC checked
+(dnspython stops at the error)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,14 @@ def signed_at(query: dns.message.Message, key: dns.tsig.Key, when: float) -> byt
         return query.to_wire()
     finally:
         dns.renderer.time.time = clock  # type: ignore[attr-defined]
+
+
+def with_tsig_ttl(wire: bytes, key: dns.tsig.Key, ttl: int) -> bytes:
+    """``wire`` with its TSIG record's TTL set to ``ttl`` (outside the MAC, RFC 8945 section
+    4.3.2: the message still verifies)."""
+    owner = key.name.to_wire() or b""
+    at = wire.rindex(owner) + len(owner) + 4
+    return wire[:at] + ttl.to_bytes(4, "big") + wire[at + 4 :]
 
 
 def tsig_of(response: bytes) -> tuple[int, int, bytes, bytes]:

@@ -2,13 +2,18 @@
 handed down, the private PostgreSQL cluster, and real clients (dnspython and nsupdate)
 signing with the key ``valis owner key`` prints. Signed updates reach the DNS port;
 anything unsigned, badly signed, for a foreign zone or with a failing prerequisite
-changes nothing; a writer the fence has moved past writes nothing and the resident
-exits non-zero."""
+changes nothing; a key the node does not hold, a wrong secret, a clock outside the fudge
+and a TSIG whose TTL is not 0 are answered as RFC 8945 says (as the zone transfers answer
+them), and nsupdate and knsupdate tell their user which; a writer the fence has moved past writes
+nothing and the resident exits non-zero."""
 
 from __future__ import annotations
 
+import base64
 import os
+import re
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -22,6 +27,7 @@ import dns.tsig
 import dns.update
 import pytest
 
+from tests.property.tsig_check import signed_at, tsig_of, verifies_as_badtime, with_tsig_ttl
 from tests.scenario.pg import PgCluster
 from tests.scenario.resident_harness import (
     Harness,
@@ -162,6 +168,112 @@ def test_unsigned_badly_signed_foreign_and_malformed_updates_change_nothing(
     metrics = resident.fabric_get("/metrics")[1].decode()
     assert 'valis_owner_updates_total{outcome="applied"} 1' in metrics
     assert 'valis_owner_updates_total{outcome="refused"} 4' in metrics
+
+
+def exchange(resident: Resident, wire: bytes) -> bytes:
+    """One message over TCP to the owner port, as sent; the first response."""
+    assert resident.owner_port is not None
+    with socket.create_connection(("127.0.0.1", resident.owner_port), timeout=10) as sock:
+        sock.sendall(struct.pack("!H", len(wire)) + wire)
+        with sock.makefile("rb") as stream:
+            (size,) = struct.unpack("!H", stream.read(2))
+            return bytes(stream.read(size))
+
+
+def test_each_tsig_failure_is_answered_as_rfc_8945_says_and_changes_nothing(
+    resident: Resident, pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    before = records(pg_cluster, zone_dsn)
+    key = keyring(resident)
+
+    def evil() -> dns.update.UpdateMessage:
+        update = dns.update.UpdateMessage(ZONE)
+        update.add("evil", 300, "A", "198.51.100.66")
+        return update
+
+    # A key name or algorithm the node does not hold, a wrong secret: unsigned, MAC empty.
+    for signer, error in (
+        (dns.tsig.Key("nobody.", key.secret, key.algorithm), dns.rcode.BADKEY),
+        (dns.tsig.Key(key.name, key.secret, "hmac-sha512"), dns.rcode.BADKEY),
+        (dns.tsig.Key(key.name, bytes(32), key.algorithm), dns.rcode.BADSIG),
+    ):
+        update = evil()
+        response = exchange(resident, signed_at(update, signer, time.time()))
+        assert tsig_of(response) == (dns.rcode.NOTAUTH, error, b"", b"")
+        assert update.tsig is not None
+        echoed = dns.message.from_wire(response, keyring=False).tsig
+        assert echoed is not None
+        assert echoed[0].time_signed == update.tsig[0].time_signed
+
+    # A clock 1000 s either way: BADTIME, signed, the time signed the request's and the
+    # node's time in Other Data, so the client sees both clocks (section 5.2.3).
+    for skew in (-1000, 1000):
+        update = evil()
+        sent_at = time.time()
+        response = exchange(resident, signed_at(update, key, sent_at + skew))
+        rcode, error, mac, other = tsig_of(response)
+        assert (rcode, error, len(mac)) == (dns.rcode.NOTAUTH, dns.rcode.BADTIME, 32)
+        assert verifies_as_badtime(response, update, key)
+        echoed = dns.message.from_wire(response, keyring=False).tsig
+        assert echoed is not None
+        assert echoed[0].time_signed == int(sent_at + skew)
+        assert int(sent_at) <= int.from_bytes(other, "big") <= int(time.time())
+
+    # A TSIG record whose TTL is not 0 (section 4.2): FORMERR, however good its MAC.
+    wire = with_tsig_ttl(signed_at(evil(), key, time.time()), key, 300)
+    response = exchange(resident, wire)
+    answered = dns.message.from_wire(response, keyring=False)
+    assert (answered.rcode(), answered.tsig) == (dns.rcode.FORMERR, None)
+
+    assert records(pg_cluster, zone_dsn) == before
+    assert answers(resident, "evil.example.test.") == set()
+    assert resident.proc.poll() is None
+    metrics = resident.fabric_get("/metrics")[1].decode()
+    assert 'valis_owner_updates_total{outcome="refused"} 6' in metrics
+
+
+def test_nsupdate_and_knsupdate_say_which_tsig_failure_the_node_answered(
+    resident: Resident, pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    """BIND's nsupdate reads BADKEY and BADSIG; Knot's knsupdate, its clock skewed by
+    faketime (nsupdate does not run under it), checks the BADTIME reply's MAC and then
+    says the clocks differ, the reply showing its own time signed and the node's."""
+    before = records(pg_cluster, zone_dsn)
+    key = keyring(resident)
+    secret = base64.b64encode(key.secret).decode()
+    right = f"hmac-sha256:{key.name}:{secret}"
+    script = (
+        f"server 127.0.0.1 {resident.owner_port}\nzone {ZONE}\n"
+        "update add evil.example.test. 300 A 198.51.100.66\nsend\n"
+    )
+
+    def run(argv: list[str]) -> str:
+        done = subprocess.run(argv, input=script, capture_output=True, text=True, timeout=60,
+                              check=False)
+        assert done.returncode != 0, done.stdout
+        return done.stdout + done.stderr
+
+    for signing, said in (
+        (f"hmac-sha256:nobody.:{secret}", "update failed: NOTAUTH(BADKEY)"),
+        (f"hmac-sha256:{key.name}:{base64.b64encode(bytes(32)).decode()}",
+         "update failed: NOTAUTH(BADSIG)"),
+    ):
+        output = run(["nsupdate", "-v", "-t", "10", "-y", signing])
+        assert said in output, output
+
+    for skew in (-1000, 1000):
+        started = int(time.time())
+        output = run(["faketime", "-f", f"{skew:+d}", "knsupdate", "-v", "-t", "10", "-r", "0",
+                      "-y", right])
+        assert "status: BADTIME" in output, output
+        assert "reply verification (TSIG out of time window)" in output, output
+        found = re.search(r"hmac-sha256\. (\d+) 300 32 \S+ \d+ BADTIME 6 (\d+)", output)
+        assert found is not None, output
+        signed, theirs = int(found[1]), int(found[2])
+        assert started + skew <= signed <= int(time.time()) + skew  # the request's clock
+        assert started <= theirs <= int(time.time())  # the node's
+
+    assert records(pg_cluster, zone_dsn) == before
 
 
 def test_failing_prerequisites_change_nothing(
