@@ -7,9 +7,11 @@ non-terminals) is indexed; then, timed with the process's CPU clock: the whole c
 (each name hashed once), a chain patched after one owner is added and one removed
 (``ZoneIndex.with_owners_replaced``, then ``chain_for`` from the previous chain), the
 same after a bulk change of ``--bulk`` owners, NXDOMAIN answers for random names (DO=1,
-signed per query), and with ``--axfr`` the fully signed transfer's records (every RRset
-signed the first time, then again from the signature cache). Run from the repository
-root:
+signed per query), and with ``--axfr`` the fully signed transfer's records: every RRset
+signed the first time, the same version again (from the signatures kept for transfers),
+and a version with one owner replaced (only what it touched signed); then, traced by
+``tracemalloc``, the memory the signatures kept for transfers take. Run from the
+repository root:
 
     .venv/bin/python benchmarks/nsec3_chain.py [--owners 100000] [--bulk 1000] [--axfr]
 
@@ -22,6 +24,7 @@ import argparse
 import random
 import statistics
 import time
+import tracemalloc
 from collections.abc import Callable, Iterator
 
 import dns.message
@@ -33,7 +36,7 @@ from valis_core.dns.records import RecordRow
 from valis_core.dns.signed_answer import Signer
 from valis_core.dns.signed_transfer import signed_zone_records
 from valis_core.dns.snapshot import Snapshot
-from valis_core.dns.zone import ZoneIndex
+from valis_core.dns.zone import ServedZone, ZoneIndex
 
 ZONE = "bench.example."
 
@@ -119,14 +122,48 @@ def main() -> None:
         print(f"algorithm {algorithm}: NXDOMAIN with NSEC3 proof (3 NSEC3 signed per query): "
               f"{per * 1e6:.0f} us CPU per answer")
         if args.axfr:
-            def transfer(signer: Signer = signer, window: int = signer.window()) -> int:
-                return sum(1 for _ in signed_zone_records(zone, signer, window))
+            axfr(signer, index, zone, args.owners)
 
-            first, records = cpu(transfer, 1)
-            again, _ = cpu(transfer, 1)
-            print(f"algorithm {algorithm}: signed AXFR records: {records}, {first:.1f} s CPU "
-                  f"signing, {again:.2f} s from the signature cache")
 
+def axfr(signer: Signer, index: ZoneIndex, zone: ServedZone, owners: int) -> None:
+    """The signed AXFR's records: signed the first time, the same version again (its
+    signatures kept for transfers), and a version with one owner replaced, with the
+    signatures each made; and the memory keeping a version's signatures takes."""
+    key = signer.zones[zone.apex].key
+    assert key is not None
+    algorithm = key.algorithm
+
+    def transfer(version: ServedZone = zone, window: int = signer.window()) -> int:
+        return sum(1 for _ in signed_zone_records(version, signer, window))
+
+    made = signer.made
+    first, records = cpu(transfer, 1)
+    first_made = signer.made - made
+    made = signer.made
+    again, _ = cpu(transfer, 1)
+    again_made = signer.made - made
+    gone, new = f"host{owners // 2 + 1}.{ZONE}", f"added.{ZONE}"
+    changed = index.with_owners_replaced(
+        ZONE, [gone, new], [RecordRow(ZONE, new, "A", 300, "192.0.2.9")])
+    (after,) = changed.served()
+    made = signer.made
+    patched, _ = cpu(lambda: transfer(after), 1)
+    patched_made = signer.made - made
+    print(f"algorithm {algorithm}: signed AXFR records: {records}; first {first:.1f} s CPU "
+          f"({first_made} signatures made); the same version again {again:.2f} s "
+          f"({again_made} made); after one owner replaced {patched:.2f} s ({patched_made} "
+          "made)")
+    fresh = Signer({zone.apex: key}, clock=time.time,
+                   nsec3={zone.apex: signer.chain(zone).params})
+    fresh.chain(zone)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    sum(1 for _ in signed_zone_records(zone, fresh, fresh.window()))
+    kept = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    count = fresh.cached_by_zone()[zone.apex]
+    print(f"algorithm {algorithm}: the transfer's {count} signatures kept cost "
+          f"{kept / 2**20:.0f} MiB ({kept / count:.0f} bytes each)")
 
 if __name__ == "__main__":
     main()

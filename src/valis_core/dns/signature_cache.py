@@ -16,12 +16,13 @@ served for the data, key and window it was made for:
   exist, each with its own denial).
 - ``TransferSignatures`` (one per NSEC3 zone) holds the signatures of the zone's signed
   AXFR for one refresh window and set of keys, by owner and the owner's encoded records
-  (which versions patched from one another share), and by NSEC3 record. It keeps the
+  (which versions patched from one another share), and by NSEC3 record (its hash and
+  rdata). It keeps the
   signatures the last transferred version used and the ones the version being
   transferred uses, so a second transfer of an unchanged zone signs nothing and a changed
   one signs only the RRsets and NSEC3 records the change touched, while a transfer of a
   large zone never pushes the answer path's hot signatures out. Its size is the zone's:
-  at most two versions' signatures, about 300 bytes each (``docs/dnssec.md``).
+  at most two versions' signatures, about 250 bytes each (``docs/dnssec.md``).
 """
 
 from __future__ import annotations
@@ -34,23 +35,33 @@ SIGNATURE_ENTRIES = 200_000
 
 Partition = tuple[bytes, bytes, int]
 """A zone's apex, a signing key's DNSKEY rdata, and a refresh window."""
-TransferTag = tuple[int, tuple[bytes, ...]]
-"""A refresh window, and the DNSKEY rdatas of the keys signing a transfer."""
+TransferTag = tuple[int, int, tuple[bytes, ...]]
+"""A refresh window, the zone's negative TTL (its NSEC3 records'), and the DNSKEY rdatas
+of the keys signing a transfer."""
 
 
 class TransferSignatures:
     """One NSEC3 zone's transfer signatures for one refresh window and key set (``tag``):
-    those of the version being transferred, and of the one transferred before it."""
+    those of the version being transferred, and of the one transferred before it. An
+    entry's signatures are kept end to end in one string (they are all as long: one
+    signer name, one algorithm), which halves what a signature costs to keep."""
 
-    __slots__ = ("_current", "_previous", "_version", "signatures", "tag")
+    __slots__ = ("_current", "_previous", "_sizes", "_version", "size", "tag")
 
     def __init__(self, tag: TransferTag) -> None:
         self.tag = tag
         self._version: int | None = None
-        self._current: dict[Hashable, tuple[bytes, ...]] = {}
-        self._previous: dict[Hashable, tuple[bytes, ...]] = {}
-        self.signatures = 0
+        self._current: dict[Hashable, bytes] = {}
+        self._previous: dict[Hashable, bytes] = {}
+        self._sizes = [0, 0]
+        """The octets of signatures held in ``_current`` and ``_previous``."""
+        self.size = 0
+        """The length of one signature (0 until one is kept)."""
+
+    @property
+    def signatures(self) -> int:
         """How many signatures are kept (both versions')."""
+        return sum(self._sizes) // self.size if self.size else 0
 
     def begin(self, version: int) -> None:
         """A transfer of ``version`` (the zone object's identity) starts: another version
@@ -59,25 +70,40 @@ class TransferSignatures:
         if version == self._version:
             return
         self._version = version
-        self.signatures -= _count(self._previous)
         self._previous, self._current = self._current, {}
+        self._sizes = [0, self._sizes[0]]
 
-    def get(self, key: Hashable) -> tuple[bytes, ...] | None:
+    def get(self, key: Hashable, count: int) -> tuple[bytes, ...] | None:
+        """The ``count`` signatures kept under ``key``."""
         found = self._current.get(key)
         if found is None:
             found = self._previous.pop(key, None)
-            if found is not None:
-                self._current[key] = found
-        return found
+            if found is None:
+                return None
+            self._current[key] = found
+            self._sizes[0] += len(found)
+            self._sizes[1] -= len(found)
+        if not count:
+            return ()
+        size = self.size
+        if not size or len(found) != count * size:
+            return None
+        return tuple(found[at:at + size] for at in range(0, len(found), size))
 
     def put(self, key: Hashable, signatures: tuple[bytes, ...]) -> None:
-        if key not in self._current:
-            self.signatures += len(signatures)
-        self._current[key] = signatures
-
-
-def _count(kept: dict[Hashable, tuple[bytes, ...]]) -> int:
-    return sum(len(signatures) for signatures in kept.values())
+        if not signatures:
+            joined = b""
+        else:
+            size = len(signatures[0])
+            if self.size != size:
+                if self.size:  # never so in one zone and key set: kept no longer
+                    return
+                self.size = size
+            if any(len(signature) != size for signature in signatures):
+                return
+            joined = b"".join(signatures)
+        self._sizes[0] += len(joined) - len(self._current.get(key, b""))
+        self._current[key] = joined
 
 
 class SignatureCache:
@@ -103,7 +129,7 @@ class SignatureCache:
             for part in [p for p in self._parts if p[1] not in signing.get(p[0], ())]:
                 self._entries -= len(self._parts.pop(part))
             for apex in [a for a, kept in self._transfers.items()
-                         if not set(kept.tag[1]) <= signing.get(a, frozenset())]:
+                         if not set(kept.tag[2]) <= signing.get(a, frozenset())]:
                 del self._transfers[apex]
 
     def get(self, part: Partition, key: Hashable) -> bytes | None:
@@ -134,8 +160,8 @@ class SignatureCache:
             kept[key] = signature
 
     def transfer(self, apex: bytes, tag: TransferTag, version: int) -> TransferSignatures:
-        """``apex``'s transfer store for ``tag`` (a refresh window and the DNSKEY rdatas
-        of the keys signing), begun for ``version``; a new one when the tag changed."""
+        """``apex``'s transfer store for ``tag``, begun for ``version``; a new one when
+        the tag changed."""
         with self._lock:
             kept = self._transfers.get(apex)
             if kept is None or kept.tag != tag:

@@ -67,7 +67,8 @@ def signed_zone_records(zone: ServedZone, signer: Signer, window: int) -> Iterat
     assert signed.keys is not None
     apex = zone.apex
     key_signers = signed.keys.key_signers
-    tag = (window, (signed.keys.signer.dnskey, *(key.dnskey for key in key_signers)))
+    negative = zone.negative_ttl
+    tag = (window, negative, (signed.keys.signer.dnskey, *(key.dnskey for key in key_signers)))
     store = signer.cache.transfer(apex, tag, id(zone))
     apex_sets = decode_node(zone.nodes[apex])
     soa: WireRecord = (apex, SOA, apex_sets[SOA][0], zone.soa)
@@ -89,7 +90,7 @@ def signed_zone_records(zone: ServedZone, signer: Signer, window: int) -> Iterat
                 for rtype, rrset in sorted(sets.items())
                 if not (glue or (cut and rtype != DS))
             ]
-            sigs = store.get(held)
+            sigs = store.get(held, sum(len(keys) for _, _, keys in signed_sets))
             if sigs is None:
                 sigs = tuple(signer.make(signed, owner, rtype, rrset, window, by=key)
                              for rtype, rrset, keys in signed_sets for key in keys)
@@ -108,19 +109,18 @@ def signed_zone_records(zone: ServedZone, signer: Signer, window: int) -> Iterat
                 for sig in by_type.get(rtype, ()):
                     yield owner, RRSIG, ttl, sig
         chain = signer.chain(zone)
-        ttl = zone.negative_ttl
         for digest in chain.ring:
             owner, rdata = chain.record(digest)
-            yield owner, NSEC3, ttl, rdata
-            entry = (digest, ttl, rdata)
-            found = store.get(entry)
+            yield owner, NSEC3, negative, rdata
+            entry = digest + rdata  # a hash is as long as every other
+            found = store.get(entry, 1)
             if found is None:
-                found = (signer.make(signed, owner, NSEC3, (ttl, (rdata,)), window),)
+                found = (signer.make(signed, owner, NSEC3, (negative, (rdata,)), window),)
                 store.put(entry, found)
                 made += 1
             else:
                 hits += 1
-            yield owner, RRSIG, ttl, found[0]
+            yield owner, RRSIG, negative, found[0]
         yield soa
     finally:
         signer.cache.counted(apex, made, hits)
