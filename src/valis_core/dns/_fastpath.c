@@ -73,7 +73,8 @@ typedef struct {
     PyObject *ents;       /* frozenset: the empty non-terminals */
     PyObject *interrupts; /* frozenset: delegation points and DNAME owners, or NULL */
     int wildcard;
-    Negative *negatives;  /* [2][MAX_NAME + 1]: NODATA then NXDOMAIN, by offset */
+    Negative *negatives;  /* [2][MAX_NAME + 1]: NODATA then NXDOMAIN, by offset; NULL
+                             until the zone's first negative answer is learnt */
 } Zone;
 
 typedef struct {
@@ -225,10 +226,7 @@ static PyObject *Table_zone(TableObject *self, PyObject *args) {
     Zone *zone = &self->zones[self->zone_count];
     memset(zone, 0, sizeof(*zone));
     zone->apex = PyMem_Malloc((size_t)apex.len);
-    zone->negatives = PyMem_Calloc(2 * (MAX_NAME + 1), sizeof(Negative));
-    if (zone->apex == NULL || zone->negatives == NULL) {
-        PyMem_Free(zone->apex);
-        PyMem_Free(zone->negatives);
+    if (zone->apex == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -273,7 +271,15 @@ static PyObject *Table_negative(TableObject *self, PyObject *args) {
     if (field_u16(entry, 0, &flags) || field_u16(entry, 1, &an) || field_u16(entry, 2, &ns) ||
         field_u16(entry, 3, &ar))
         goto done;
-    Negative *neg = &self->zones[z].negatives[(rcode ? MAX_NAME + 1 : 0) + at];
+    Zone *zone = &self->zones[z];
+    if (zone->negatives == NULL) { /* made when the zone's first negative is learnt */
+        zone->negatives = PyMem_Calloc(2 * (MAX_NAME + 1), sizeof(Negative));
+        if (zone->negatives == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    Negative *neg = &zone->negatives[(rcode ? MAX_NAME + 1 : 0) + at];
     neg->flags = flags;
     neg->an = an;
     neg->ns = ns;
@@ -487,8 +493,8 @@ static const Negative *negative_for(const TableObject *t, const unsigned char *n
         else rcode = NXDOMAIN;
     }
     int at = (int)(len - zone->apex_len);
-    found = &zone->negatives[(rcode ? MAX_NAME + 1 : 0) + at];
-    if (found->body == NULL) {
+    found = zone->negatives == NULL ? NULL : &zone->negatives[(rcode ? MAX_NAME + 1 : 0) + at];
+    if (found == NULL || found->body == NULL) {
         wanted->zone = z;
         wanted->rcode = rcode;
         wanted->at = at;
