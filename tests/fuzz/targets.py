@@ -166,7 +166,9 @@ def run_answer(data: bytes, scratch: Path) -> None:
 
 # -- the compiled UDP fast path ----------------------------------------------------------
 
-FAST_TABLE = fastpath.table_for(SNAPSHOT)
+_FAST_TABLE = fastpath.table_for(SNAPSHOT)
+assert _FAST_TABLE is not None
+FAST_TABLE: Table = _FAST_TABLE
 """Learns as the serve loop's table does, input after input."""
 
 

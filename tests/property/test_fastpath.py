@@ -29,6 +29,12 @@ def snapshot_of(rows: list[RecordRow]) -> Snapshot:
     return Snapshot(ZoneIndex.from_records(rows))
 
 
+def table_of(snapshot: Snapshot) -> Table:
+    table = fastpath.table_for(snapshot)
+    assert table is not None
+    return table
+
+
 def teach(table: Table, snapshot: Snapshot, query: bytes) -> bytes | None:
     """Ask C, and when it hands the query back answer it in Python and let the table
     learn, as the serve loop does; the response."""
@@ -102,7 +108,7 @@ def without_additional(wire: bytes) -> bytes:
 def test_what_c_answers_is_byte_for_byte_what_answer_gives(data: st.DataObject) -> None:
     rows = data.draw(zones())
     snapshot = snapshot_of(rows)
-    table = fastpath.table_for(snapshot)
+    table = table_of(snapshot)
     asked = data.draw(st.lists(queries(rows), min_size=1, max_size=8))
     plain = [wire for wire, _limit, _transport in asked]
     for wire in plain:
@@ -123,7 +129,7 @@ def test_what_c_answers_is_byte_for_byte_what_answer_gives(data: st.DataObject) 
 def test_c_answers_every_plain_query_whose_question_python_cached(data: st.DataObject) -> None:
     rows = data.draw(zones())
     snapshot = snapshot_of(rows)
-    table = fastpath.table_for(snapshot)
+    table = table_of(snapshot)
     for wire, _limit, _transport in data.draw(st.lists(queries(rows), min_size=1, max_size=8)):
         teach(table, snapshot, wire)
         fast, key, _wanted = table.ask(wire)
@@ -146,7 +152,7 @@ def test_negative_answers_match_answer_wherever_c_gives_them(data: st.DataObject
     and DNAMEs too (where C hands the question back instead)."""
     rows = data.draw(zones())
     snapshot = snapshot_of(rows)
-    table = fastpath.table_for(snapshot)
+    table = table_of(snapshot)
     owners = sorted({row.owner for row in rows})
     apexes = sorted({row.zone for row in rows})
     labels = st.text("abcxyz0*-", min_size=1, max_size=6).filter(lambda label: label != "*")
@@ -165,7 +171,7 @@ def test_negative_answers_match_answer_wherever_c_gives_them(data: st.DataObject
 
 def test_a_flood_inside_a_plain_zone_is_answered_in_c_once_learnt() -> None:
     snapshot = snapshot_of(EXAMPLE_ROWS)
-    table = fastpath.table_for(snapshot)
+    table = table_of(snapshot)
     for name, rtype in (("nothere.example.com.", "A"), ("www.example.com.", "TYPE1234")):
         first = dns.message.make_query(name, rtype).to_wire()
         teach(table, snapshot, first)
@@ -183,7 +189,7 @@ def test_a_flood_inside_a_plain_zone_is_answered_in_c_once_learnt() -> None:
 @given(st.binary(max_size=600))
 def test_garbage_is_handed_to_python_or_answered_as_python_would(garbage: bytes) -> None:
     snapshot = snapshot_of(EXAMPLE_ROWS)
-    table = fastpath.table_for(snapshot)
+    table = table_of(snapshot)
     for name, rtype in (("www.example.com.", "A"), ("example.com.", "SOA"),
                         ("nothere.example.com.", "A"), ("www.example.com.", "TXT")):
         teach(table, snapshot, dns.message.make_query(name, rtype).to_wire())
@@ -236,3 +242,30 @@ def test_the_table_refuses_malformed_entries_with_an_error() -> None:
 def test_the_build_under_test_has_the_compiled_path() -> None:
     assert fastpath.COMPILED
     assert fastpath.path_name() == "compiled"
+
+
+def test_many_zones_each_answer_for_their_own_names() -> None:
+    """Hundreds of zones (the table's zone lookup grows as they are added), a child zone
+    beneath one of them and a name beneath no zone: C finds the deepest zone as
+    ``ZoneIndex.zone_for`` does, or hands the question back."""
+    rows = []
+    for number in range(300):
+        apex = f"z{number}.test."
+        rows.append(RecordRow(apex, apex, "SOA", 3600, f"ns.{apex} h.{apex} 1 2 3 4 {number}"))
+        rows.append(RecordRow(apex, apex, "NS", 3600, f"ns.{apex}"))
+        rows.append(RecordRow(apex, f"www.{apex}", "A", 300, "192.0.2.80"))
+    child = "sub.z7.test."
+    rows.append(RecordRow(child, child, "SOA", 3600, f"ns.{child} h.{child} 1 2 3 4 99"))
+    rows.append(RecordRow(child, child, "NS", 3600, f"ns.{child}"))
+    snapshot = snapshot_of(rows)
+    table = table_of(snapshot)
+    names = [f"nope.z{number}.test." for number in range(0, 300, 7)]
+    names += [f"nope.{child}", "nope.sub.z8.test.", "nope.elsewhere.", "www.z9.test."]
+    for name in names:
+        for rtype in ("A", "TXT"):
+            wire = dns.message.make_query(name, rtype).to_wire()
+            for _twice in range(2):
+                assert teach(table, snapshot, wire) == answer(snapshot, wire, transport=UDP)
+    fast, _key, _wanted = table.ask(dns.message.make_query(f"nope.{child}", "A").to_wire())
+    assert fast is not None
+    assert b"\x03sub\x02z7\x04test\x00" in fast.lower()  # the child's SOA, not the parent's

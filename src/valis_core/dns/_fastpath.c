@@ -237,7 +237,20 @@ static PyObject *Table_zone(TableObject *self, PyObject *args) {
     zone->interrupts = interrupts == Py_None ? NULL : Py_NewRef(interrupts);
     zone->wildcard = wildcard;
     self->zone_count++;
-    if (apexes_rebuild(self) < 0) goto done;
+    if (self->apexes == NULL || self->zone_count * 2 > self->apex_mask + 1) {
+        if (apexes_rebuild(self) < 0) { /* doubled: amortised O(1) a zone */
+            self->zone_count--; /* never a zone C cannot find: it would answer for it */
+            PyMem_Free(zone->apex);
+            Py_CLEAR(zone->nodes);
+            Py_CLEAR(zone->ents);
+            Py_CLEAR(zone->interrupts);
+            goto done;
+        }
+    } else {
+        size_t i = key_hash(zone->apex, zone->apex_len) & self->apex_mask;
+        while (self->apexes[i]) i = (i + 1) & self->apex_mask;
+        self->apexes[i] = (int32_t)(self->zone_count - 1) + 1;
+    }
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&apex);

@@ -72,17 +72,27 @@ def tell_once() -> None:
     )
 
 
-def table_for(snapshot: Snapshot) -> Table:
-    """An empty table for ``snapshot``, knowing its zones (call only when ``COMPILED``)."""
+def table_for(snapshot: Snapshot) -> Table | None:
+    """An empty table for ``snapshot``, knowing every one of its zones (call only when
+    ``COMPILED``); ``None`` if one cannot be made (out of memory): C must never answer
+    from a table missing a zone, so then Python answers everything for this snapshot."""
     from valis_core.dns._fastpath import Table
 
-    table = Table(CACHE_ENTRIES)
+    try:
+        return _filled(Table(CACHE_ENTRIES), snapshot)
+    except MemoryError:
+        log.warning("no memory for the UDP fast path's table: this zone version is "
+                    "answered on the pure-Python path")
+        return None
+
+
+def _filled(table: Table, snapshot: Snapshot) -> Table | None:
     index = snapshot.index
     for origin in index.zones:
         apex = wire.from_text(origin).lower()
         zone = index.zone_for(apex)
         if zone is None or zone.apex != apex:
-            continue
+            return None  # not a zone C could find: no table rather than a wrong one
         nodes = zone.nodes if type(zone.nodes) is dict else None
         ents = zone.empty_nonterminals
         if type(ents) is not frozenset:
@@ -93,6 +103,8 @@ def table_for(snapshot: Snapshot) -> Table:
             interrupts = zone.dnames
         else:
             interrupts = zone.cuts | zone.dnames
+        if interrupts is not None and type(interrupts) is not frozenset:
+            interrupts = frozenset(interrupts)
         table.zone(apex, nodes, ents, interrupts, zone.has_wildcard)
     return table
 

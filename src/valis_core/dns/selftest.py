@@ -100,6 +100,8 @@ def _fast_path(index: ZoneIndex, query: bytes) -> str:
         return fastpath.path_name()
     snapshot = Snapshot(index)
     table = fastpath.table_for(snapshot)
+    if table is None:
+        raise ServingCodecUnavailable("the compiled UDP fast path could not make its table")
     reference = answer(snapshot, query, transport=Transport.UDP)
     _, key, wanted = table.ask(query)
     fastpath.learn(table, snapshot, key, wanted)
