@@ -176,6 +176,12 @@ def test_a_second_transfer_of_an_unchanged_zone_signs_nothing() -> None:
     assert transferred(index, signer) == first
     assert signer.made == made
     assert signer.hits >= made
+    rebuilt = Signer({N_APEX: key}, clock=lambda: NOW, nsec3={N_APEX: Nsec3Params()},
+                     carry=signer)  # as when another zone's signing changes
+    assert transferred(index, rebuilt) == first
+    assert rebuilt.made == made
+    compact = Signer({N_APEX: key}, clock=lambda: NOW, carry=rebuilt)
+    assert compact.cached_by_zone().get(N_APEX, 0) == 0  # no chain: nothing to transfer
 
 
 def test_a_changed_zone_transfers_as_signed_afresh_signing_only_what_changed() -> None:

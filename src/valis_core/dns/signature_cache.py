@@ -120,8 +120,11 @@ class SignatureCache:
         self.made: dict[bytes, int] = {}
         self.hits: dict[bytes, int] = {}
 
-    def retain(self, signing: Mapping[bytes, frozenset[bytes]]) -> None:
-        """Keep only what the keys ``signing`` names per zone (their DNSKEY rdatas) made:
+    def retain(
+        self, signing: Mapping[bytes, frozenset[bytes]], transferred: frozenset[bytes]
+    ) -> None:
+        """Keep only what the keys ``signing`` names per zone (their DNSKEY rdatas) made,
+        and transfer stores only for the ``transferred`` zones (those denying with NSEC3):
         a zone no longer signed, or a key that no longer signs, loses its signatures,
         and a signer still answering with them adds none back."""
         with self._lock:
@@ -129,7 +132,8 @@ class SignatureCache:
             for part in [p for p in self._parts if p[1] not in signing.get(p[0], ())]:
                 self._entries -= len(self._parts.pop(part))
             for apex in [a for a, kept in self._transfers.items()
-                         if not set(kept.tag[2]) <= signing.get(a, frozenset())]:
+                         if a not in transferred
+                         or not set(kept.tag[2]) <= signing.get(a, frozenset())]:
                 del self._transfers[apex]
 
     def get(self, part: Partition, key: Hashable) -> bytes | None:

@@ -169,7 +169,7 @@ class Signer:
         self.cache.retain({
             apex: frozenset(key.dnskey for key in (zone.keys.signer, *zone.keys.key_signers))
             for apex, zone in self.zones.items() if zone.keys is not None
-        })
+        }, frozenset(chains))
 
     @property
     def made(self) -> int:
