@@ -22,7 +22,7 @@ served for the data, key and window it was made for:
   transferred uses, so a second transfer of an unchanged zone signs nothing and a changed
   one signs only the RRsets and NSEC3 records the change touched, while a transfer of a
   large zone never pushes the answer path's hot signatures out. Its size is the zone's:
-  at most two versions' signatures, about 250 bytes each (``docs/dnssec.md``).
+  at most two versions' signatures, about 260 bytes each (``docs/dnssec.md``).
 """
 
 from __future__ import annotations
