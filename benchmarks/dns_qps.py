@@ -74,6 +74,7 @@ SAMPLES = 12  # questions of each workload every server is asked before measurin
 SYSTEM_PYTHON = "/usr/bin/python3"
 DEFAULT_JSON = ROOT / "build" / "bench" / "dns_qps.json"
 MIX_ORDER = ("normal", "random-name", "random-qtype")
+SIGNED_OTHER = "signed.example."
 
 
 @attrs.frozen
@@ -113,6 +114,9 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--from", dest="source", type=Path, metavar="JSON",
                         help="measure nothing: report (and plot) a results document")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--sign", choices=("none", "other", "bench"), default="none",
+                        help="valis signs online (algorithm 13, compact denial) another zone "
+                        f"it also serves ({SIGNED_OTHER}), or the benchmark's zone itself")
     args = parser.parse_args(argv)
     if args.source is not None:
         try:
@@ -162,6 +166,8 @@ def main(argv: Sequence[str]) -> int:
         running: list[tuple[Server, int]] = []
         for name in wanted:
             server = builders[name](work, zone_file, free_port())
+            if name == "valis" and args.sign != "none":
+                server = signing(server, work, args.sign)
             processes.append(start(server, args, work))
             running.append((server, processes[-1].pid))
         check_answers(running, workloads, files)
@@ -173,7 +179,8 @@ def main(argv: Sequence[str]) -> int:
             settings={"names": args.names, "rounds": args.rounds, "duration": args.duration,
                       "kind_duration": args.kind_duration, "rate": args.rate,
                       "outstanding": 100, "query_lines": QUERY_LINES,
-                      "server_core": args.server_core, "client_core": args.client_core},
+                      "server_core": args.server_core, "client_core": args.client_core,
+                      "sign": args.sign},
             environment=environment,
             runs=tuple(measured),
         )
@@ -466,6 +473,25 @@ def valis_server(work: Path, zone_file: Path, port: int) -> Server:
     valis = Path(sys.executable).with_name("valis")
     return Server("valis", [str(valis), "serve", "--zone", f"{ZONE}={zone_file}",
                             "--listen", f"127.0.0.1:{port}"], port)
+
+
+def signing(server: Server, work: Path, sign: str) -> Server:
+    """``server`` (valis) signing a zone with a key made here: ``other``, a small zone it
+    also serves (so the benchmark's zone is answered on a node signing some zones);
+    ``bench``, the benchmark's zone itself."""
+    from valis_core.dns import dnssec
+    from valis_core.dns.zone_keys import encode_key
+
+    zone = SIGNED_OTHER if sign == "other" else ZONE
+    key_file = work / "signing.pem"
+    key_file.write_bytes(encode_key(dnssec.ZoneKey(dnssec.generate_key(13))))
+    extra = ["--sign-key", f"{zone}={key_file}"]
+    if sign == "other":
+        other = work / "signed.zone"
+        other.write_text(f"$ORIGIN {zone}\n$TTL 3600\n@ IN SOA ns1 hostmaster 1 7200 3600 "
+                         "1209600 300\n@ IN NS ns1\nns1 IN A 192.0.2.1\nwww IN A 192.0.2.80\n")
+        extra = ["--zone", f"{zone}={other}", *extra]
+    return attrs.evolve(server, command=[*server.command, *extra])
 
 
 def nsd_server(work: Path, zone_file: Path, port: int) -> Server:

@@ -2,23 +2,31 @@
 wildcards, delegations, DNAMEs, child zones, CNAME chains) and queries (hostile bytes
 too), whatever C answers is byte for byte what ``answer`` gives; C answers every plain
 query whose question ``answer`` keeps in its cache, and a flood's negative answers once
-it has learnt them; everything else is handed to Python."""
+it has learnt them; everything else is handed to Python. On a node signing some of its
+zones (online with compact denial or NSEC3, or without the key here) the same holds with
+the signer, and C hands back every DO=1 question to a signed zone."""
 
 from __future__ import annotations
 
 import struct
 
+import dns.flags
 import dns.message
+import dns.rcode
+import dns.rdatatype
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.property.test_answer_properties import queries, zones
-from valis_core.dns import fastpath
+from valis_core.dns import dnssec, fastpath
 from valis_core.dns._fastpath import Table
 from valis_core.dns.answer import Transport, answer
+from valis_core.dns.nsec3 import Nsec3Params
 from valis_core.dns.records import RecordRow
+from valis_core.dns.signed_answer import Signer
 from valis_core.dns.snapshot import Snapshot
+from valis_core.dns.wire import from_text
 from valis_core.dns.zone import ZoneIndex
 
 UDP = Transport.UDP
@@ -269,3 +277,181 @@ def test_many_zones_each_answer_for_their_own_names() -> None:
     fast, _key, _wanted = table.ask(dns.message.make_query(f"nope.{child}", "A").to_wire())
     assert fast is not None
     assert b"\x03sub\x02z7\x04test\x00" in fast.lower()  # the child's SOA, not the parent's
+
+
+NOW = 1_800_000_000
+SIGNING_KEYS = (dnssec.ZoneKey(dnssec.generate_key(13)), dnssec.ZoneKey(dnssec.generate_key(15)))
+SIGNING_QTYPES = (
+    "DNSKEY", "CDS", "CDNSKEY", "NSEC3PARAM", "RRSIG", "NSEC", "NSEC3", "TYPE128", "DS", "SOA",
+    "A", "TXT", "ANY", "TYPE4321",
+)
+HOW_SIGNED = ("unsigned", "compact", "nsec3", "without its key")
+
+
+@st.composite
+def signed_snapshot(draw: st.DrawFn, rows: list[RecordRow]) -> Snapshot:
+    """The zones of ``rows``, each unsigned, signed online (compact denial or NSEC3), or
+    signed without its key here, as drawn."""
+    keys: dict[bytes, dnssec.ZoneKey | None] = {}
+    chains: dict[bytes, Nsec3Params] = {}
+    for origin in sorted({row.zone for row in rows}):
+        how = draw(st.sampled_from(HOW_SIGNED))
+        apex = from_text(origin).lower()
+        if how != "unsigned":
+            keys[apex] = None if how == "without its key" else draw(st.sampled_from(SIGNING_KEYS))
+        if how == "nsec3":
+            chains[apex] = Nsec3Params(draw(st.sampled_from([0, 1])), draw(st.binary(max_size=4)))
+    signer = Signer(keys, clock=lambda: NOW, nsec3=chains)
+    return Snapshot(ZoneIndex.from_records(rows), signer=signer)
+
+
+@st.composite
+def signing_queries(draw: st.DrawFn, rows: list[RecordRow]) -> bytes:
+    """A query for a served name (an apex often) with a type signing changes or not, with
+    or without EDNS, DO set or not."""
+    owners = sorted({row.owner for row in rows})
+    apexes = sorted({row.zone for row in rows})
+    name = draw(st.one_of(
+        st.sampled_from(apexes), st.sampled_from(owners),
+        st.sampled_from(apexes).map(lambda apex: f"nope.{apex}"),
+    ))
+    edns = draw(st.sampled_from([None, 512, 1232, 4096]))
+    message = dns.message.make_query(
+        name.upper() if draw(st.booleans()) else name, draw(st.sampled_from(SIGNING_QTYPES)),
+        use_edns=edns is not None, payload=edns or 0, want_dnssec=draw(st.booleans()),
+    )
+    message.id = draw(st.integers(0, 0xFFFF))
+    return message.to_wire()
+
+
+def signed_zone_asked(snapshot: Snapshot, query: bytes) -> bool:
+    """Whether ``query`` (a dnspython query) asks a zone the snapshot's signer signs
+    (for DS at an apex, the zone above, as the signer takes it)."""
+    message = dns.message.from_wire(query)
+    question = message.question[0]
+    qname = question.name.to_wire().lower()
+    zone = snapshot.index.zone_for(qname)
+    if zone is None or snapshot.signer is None:
+        return False
+    if question.rdtype == dns.rdatatype.DS and qname == zone.apex:
+        zone = snapshot.index.parent_of(zone) or zone
+    return zone.apex in snapshot.signer.zones
+
+
+@SETTINGS
+@given(st.data())
+def test_with_some_zones_signed_what_c_answers_is_what_answer_gives_with_the_signer(
+    data: st.DataObject,
+) -> None:
+    rows = data.draw(zones())
+    snapshot = data.draw(signed_snapshot(rows))
+    table = table_of(snapshot)
+    asked = [wire for wire, _limit, _transport in data.draw(
+        st.lists(queries(rows), min_size=1, max_size=6))]
+    asked += data.draw(st.lists(signing_queries(rows), min_size=1, max_size=10))
+    for query in asked:
+        assert teach(table, snapshot, query) == answer(snapshot, query, transport=UDP)
+    for query in asked:
+        for sent in (query, data.draw(mutated(query))):
+            fast, _key, _wanted = table.ask(sent)
+            if fast is not None:
+                assert fast == answer(snapshot, sent, transport=UDP), sent.hex()
+        message = dns.message.from_wire(query)
+        if message.ednsflags & dns.flags.DO and signed_zone_asked(snapshot, query):
+            assert table.ask(query)[0] is None, "C answered a DO=1 question to a signed zone"
+
+
+SIGNED = "signed.example."
+PLAIN = "plain.example."
+TWO_ZONES = [
+    RecordRow(origin, name, rtype, 3600, rdata)
+    for origin in (SIGNED, PLAIN)
+    for name, rtype, rdata in (
+        (origin, "SOA", f"ns.{origin} h.{origin} 1 2 3 4 300"),
+        (origin, "NS", f"ns.{origin}"),
+        (f"ns.{origin}", "A", "192.0.2.53"),
+        (f"www.{origin}", "A", "192.0.2.80"),
+    )
+]
+
+
+def two_zones(nsec3: bool = False) -> Snapshot:
+    apex = from_text(SIGNED)
+    signer = Signer({apex: SIGNING_KEYS[0]}, clock=lambda: NOW,
+                    nsec3={apex: Nsec3Params()} if nsec3 else None)
+    return Snapshot(ZoneIndex.from_records(TWO_ZONES), signer=signer)
+
+
+@pytest.mark.parametrize("nsec3", [False, True])
+def test_a_signed_zones_do0_answers_and_floods_are_answered_in_c_once_learnt(nsec3: bool) -> None:
+    snapshot = two_zones(nsec3)
+    table = table_of(snapshot)
+    for name, rtype in ((f"www.{SIGNED}", "A"), (f"nope.{SIGNED}", "A"), (SIGNED, "MX"),
+                        (f"www.{PLAIN}", "A")):
+        for do in (False, True):
+            teach(table, snapshot, dns.message.make_query(name, rtype, want_dnssec=do).to_wire())
+    for name, rtype, do in ((f"www.{SIGNED}", "A", False), (f"nopx.{SIGNED}", "A", False),
+                            (SIGNED, "TXT", False), (f"www.{PLAIN}", "A", True),
+                            (f"www.{PLAIN}", "A", False)):
+        query = dns.message.make_query(name, rtype, want_dnssec=do).to_wire()
+        fast, _key, _wanted = table.ask(query)
+        assert fast is not None, (name, rtype, do)
+        assert fast == answer(snapshot, query, transport=UDP)
+
+
+@pytest.mark.parametrize("rtype", ["DNSKEY", "CDS", "CDNSKEY", "NSEC3PARAM"])
+def test_the_key_records_at_a_signed_apex_are_the_signers_even_with_do0(rtype: str) -> None:
+    snapshot = two_zones(nsec3=True)
+    table = table_of(snapshot)
+    query = dns.message.make_query(SIGNED, rtype, want_dnssec=False).to_wire()
+    for _twice in range(2):
+        assert teach(table, snapshot, query) == answer(snapshot, query, transport=UDP)
+    assert table.ask(query)[0] is None
+    assert dns.message.from_wire(answer(snapshot, query, transport=UDP) or b"").answer
+
+
+def test_a_zone_turned_signed_gets_a_table_that_does_not_answer_its_apex_keys() -> None:
+    """A table is its snapshot's, and a signing change makes a new snapshot: the NODATA
+    C learnt for DNSKEY at the apex while unsigned is not in the new one's table."""
+    unsigned = Snapshot(ZoneIndex.from_records(TWO_ZONES))
+    before = table_of(unsigned)
+    query = dns.message.make_query(SIGNED, "DNSKEY", want_dnssec=False).to_wire()
+    for _twice in range(2):
+        teach(before, unsigned, query)
+    assert before.ask(query)[0] == answer(unsigned, query, transport=UDP)
+    signed = Snapshot(unsigned.index, signer=two_zones().signer)
+    after = table_of(signed)
+    assert after.ask(query)[0] is None
+    assert teach(after, signed, query) != before.ask(query)[0]
+
+
+def test_a_zone_signed_without_its_key_here_is_answered_by_python_only() -> None:
+    snapshot = Snapshot(ZoneIndex.from_records(TWO_ZONES),
+                        signer=Signer({from_text(SIGNED): None}, clock=lambda: NOW))
+    table = table_of(snapshot)
+    for name in (f"www.{SIGNED}", f"nope.{SIGNED}"):
+        query = dns.message.make_query(name, "A", want_dnssec=False).to_wire()
+        for _twice in range(2):
+            response = teach(table, snapshot, query)
+        assert table.ask(query)[0] is None
+        assert response is not None
+        assert response[3] & 0x0F == dns.rcode.SERVFAIL
+
+
+def test_ds_at_a_childs_apex_follows_how_the_parent_is_signed() -> None:
+    """DS at a child zone's apex is the parent's answer: a signed parent's with DO=1 is
+    Python's, though the child is unsigned."""
+    child = "sub.signed.example."
+    rows = [*TWO_ZONES,
+            RecordRow(SIGNED, child, "NS", 3600, f"ns.{child}"),
+            RecordRow(SIGNED, child, "DS", 3600, f"12345 13 2 {'ab' * 32}"),
+            RecordRow(child, child, "SOA", 3600, f"ns.{child} h.{child} 1 2 3 4 300"),
+            RecordRow(child, child, "NS", 3600, f"ns.{child}")]
+    snapshot = Snapshot(ZoneIndex.from_records(rows), signer=two_zones().signer)
+    table = table_of(snapshot)
+    for do, in_c in ((True, False), (False, True)):
+        query = dns.message.make_query(child, "DS", want_dnssec=do).to_wire()
+        for _twice in range(2):
+            assert teach(table, snapshot, query) == answer(snapshot, query, transport=UDP)
+        fast = table.ask(query)[0]
+        assert (fast is not None) is in_c

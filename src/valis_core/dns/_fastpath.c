@@ -14,7 +14,8 @@
  *
  * What C answers is byte for byte what answer.py's `_assemble` builds from the same
  * entry; everything else goes to Python, which stays the reference (the property test
- * tests/property/test_fastpath.py compares the two). The GIL is released around the
+ * tests/property/test_fastpath.py compares the two). On a node signing some zones C
+ * answers only the questions the signer leaves to the unsigned path (`unsigned_path`). The GIL is released around the
  * two system calls only: the table is read and written with the GIL held.
  */
 #define PY_SSIZE_T_CLEAN
@@ -73,6 +74,7 @@ typedef struct {
     PyObject *ents;       /* frozenset: the empty non-terminals */
     PyObject *interrupts; /* frozenset: delegation points and DNAME owners, or NULL */
     int wildcard;
+    int signing;          /* UNSIGNED, SIGNED, or SIGNED_ELSEWHERE (no key here) */
     Negative *negatives;  /* [2][MAX_NAME + 1]: NODATA then NXDOMAIN, by offset; NULL
                              until the zone's first negative answer is learnt */
 } Zone;
@@ -88,7 +90,13 @@ typedef struct {
     size_t zone_room;
     int32_t *apexes; /* open addressing over zones: index + 1, 0 empty */
     size_t apex_mask;
+    int signing; /* some zone is not UNSIGNED: every question's zone is looked up */
 } TableObject;
+
+/* How a zone is signed, as signed_answer.Signer holds it: not at all; online with a key
+ * (DO=1 and the apex's key records are the signer's); or without the key here (the
+ * signer answers it SERVFAIL). */
+enum { UNSIGNED = 0, SIGNED = 1, SIGNED_ELSEWHERE = 2 };
 
 static uint32_t key_hash(const unsigned char *key, size_t len) {
     uint32_t h = 2166136261u;
@@ -141,6 +149,7 @@ static void zones_empty(TableObject *t) {
     t->apexes = NULL;
     t->zone_count = t->zone_room = 0;
     t->apex_mask = 0;
+    t->signing = 0;
 }
 
 /* The zone whose apex is `name` (`len` bytes, lowercased wire form), or -1. */
@@ -190,14 +199,20 @@ static int wire_name(const unsigned char *name, size_t len) {
 static PyObject *Table_zone(TableObject *self, PyObject *args) {
     Py_buffer apex;
     PyObject *nodes, *ents, *interrupts;
-    int wildcard;
+    int wildcard, signing = UNSIGNED;
     if (self->slots == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "the table was not initialised");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*OOOp", &apex, &nodes, &ents, &interrupts, &wildcard))
+    if (!PyArg_ParseTuple(args, "y*OOOp|i", &apex, &nodes, &ents, &interrupts, &wildcard,
+                          &signing))
         return NULL;
     PyObject *result = NULL;
+    if (signing < UNSIGNED || signing > SIGNED_ELSEWHERE) {
+        PyErr_SetString(PyExc_ValueError, "a zone's signing is 0 (unsigned), 1 (signed) or "
+                                          "2 (signed without its key here)");
+        goto done;
+    }
     if (!wire_name(apex.buf, (size_t)apex.len)) {
         PyErr_SetString(PyExc_ValueError, "an apex is a lowercased wire name");
         goto done;
@@ -236,6 +251,7 @@ static PyObject *Table_zone(TableObject *self, PyObject *args) {
     zone->ents = Py_NewRef(ents);
     zone->interrupts = interrupts == Py_None ? NULL : Py_NewRef(interrupts);
     zone->wildcard = wildcard;
+    zone->signing = signing;
     self->zone_count++;
     if (self->apexes == NULL || self->zone_count * 2 > self->apex_mask + 1) {
         if (apexes_rebuild(self) < 0) { /* doubled: amortised O(1) a zone */
@@ -251,6 +267,7 @@ static PyObject *Table_zone(TableObject *self, PyObject *args) {
         while (self->apexes[i]) i = (i + 1) & self->apex_mask;
         self->apexes[i] = (int32_t)(self->zone_count - 1) + 1;
     }
+    if (signing != UNSIGNED) self->signing = 1;
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&apex);
@@ -427,6 +444,10 @@ enum { MISS = -1, PLAIN_MISS = -2 };
 
 #define T_CNAME 5
 #define T_DS 43
+#define T_DNSKEY 48
+#define T_NSEC3PARAM 51
+#define T_CDS 59
+#define T_CDNSKEY 60
 #define T_ANY 255
 #define NOERROR 0
 #define NXDOMAIN 3
@@ -519,6 +540,41 @@ fail:
     PyErr_Clear();
     Py_DECREF(key);
     return NULL;
+}
+
+/* Whether answer.py, given the snapshot's signer, answers `name` (lowercased wire form,
+ * `len` bytes) and `qtype` with this DO bit on the unsigned path, whose entries the table
+ * holds: signed_answer.Signer.entry's choice. It takes the question's zone (as
+ * ZoneIndex.zone_for finds it; for DS at an apex, the nearest zone above, as
+ * ZoneIndex.parent_of finds it) and leaves the unsigned path only a zone signed here
+ * with DO=0, outside DNSKEY, CDS, CDNSKEY and NSEC3PARAM at its apex, or a zone not
+ * signed (whatever the DO bit). */
+static int unsigned_path(const TableObject *t, const unsigned char *name, size_t len,
+                         unsigned qtype, int do_bit) {
+    if (!t->signing) return 1;
+    long z = -1;
+    size_t i = 0;
+    for (;;) {
+        z = zone_at(t, name + i, len - i);
+        if (z >= 0 || !name[i]) break;
+        i += name[i] + 1;
+    }
+    if (z < 0) return 1;
+    if (qtype == T_DS && i == 0) {
+        for (size_t j = 0; name[j];) {
+            j += name[j] + 1;
+            long above = zone_at(t, name + j, len - j);
+            if (above >= 0) {
+                z = above;
+                break;
+            }
+        }
+    }
+    int signing = t->zones[z].signing;
+    if (signing == UNSIGNED) return 1;
+    if (signing != SIGNED || do_bit) return 0;
+    return !(i == 0 && (qtype == T_DNSKEY || qtype == T_CDS || qtype == T_CDNSKEY ||
+                        qtype == T_NSEC3PARAM));
 }
 
 /* answer.py's `_assemble`: the query's ID, RD and CD, its question bytes exactly, the
@@ -636,6 +692,10 @@ static Py_ssize_t answer_from(const TableObject *t, const unsigned char *q, size
     key[qname_len + 1] = q[qend - 3];
     *key_len = qname_len + 2;
     if (t == NULL || t->slots == NULL) return PLAIN_MISS;
+    if (!unsigned_path(t, key, qname_len, qtype, do_bit)) {
+        *key_len = 0; /* the signer's answer: nothing for the table to learn */
+        return MISS;
+    }
     const Slot *s = table_find((TableObject *)t, key, *key_len, key_hash(key, *key_len));
     if (s != NULL && s->hash)
         return assemble(q, qend, qflags, payload, do_bit, s->flags, s->an, s->ns, s->ar,
@@ -676,7 +736,8 @@ static PyMethodDef Table_methods[] = {
      "put(key, entry): keep answer.py's entry for the question key."},
     {"clear", (PyCFunction)Table_clear, METH_NOARGS, "Forget every cached answer."},
     {"zone", (PyCFunction)Table_zone, METH_VARARGS,
-     "zone(apex, nodes, empty_nonterminals, interrupts, wildcard): a served zone."},
+     "zone(apex, nodes, empty_nonterminals, interrupts, wildcard, signing=0): a served "
+     "zone (signing: 0 unsigned, 1 signed, 2 signed without its key here)."},
     {"negative", (PyCFunction)Table_negative, METH_VARARGS,
      "negative(apex, rcode, at, entry): the zone's negative answer at an offset."},
     {"ask", (PyCFunction)Table_ask, METH_O,

@@ -15,6 +15,7 @@ class Table:
         empty_nonterminals: frozenset[bytes],
         interrupts: frozenset[bytes] | None,
         wildcard: bool,
+        signing: int = 0,
         /,
     ) -> None: ...
     def negative(self, apex: bytes, rcode: int, at: int, entry: tuple[object, ...], /) -> None: ...

@@ -22,8 +22,18 @@ The table answers two kinds of question, each with the very entry ``answer`` kee
   delegation or DNAME (C then hands the question back), never a missing name in a zone
   with a wildcard.
 
-A table belongs to one snapshot: a new snapshot gets a new table, so a reload never
-mixes versions. It is bounded like the response cache (``CACHE_ENTRIES``; full, it is
+On a node signing some zones (the snapshot has a signer) the table knows how each zone
+is signed, and C answers only what the signer leaves to the unsigned path, whose bytes
+are the entries it holds (``signed_answer.Signer.entry`` decides): any question to a
+zone not signed, whatever its DO bit, and a question with DO=0 to a zone signed here,
+except DNSKEY, CDS, CDNSKEY and NSEC3PARAM at its apex (the signer's data whatever the
+DO bit). DO=1 to a signed zone, DS at an apex (the parent's zone decides), and every
+question to a zone signed without its key here (SERVFAIL) go to Python.
+
+A table belongs to one snapshot, and so to one signer (a snapshot's signer never
+changes; a signing change makes a new snapshot): a new snapshot gets a new table, so a
+reload or a zone turning signed never leaves C an entry ``answer`` would now give
+otherwise. It is bounded like the response cache (``CACHE_ENTRIES``; full, it is
 emptied and fills again).
 
 ``answer`` stays the reference: ``tests/property/test_fastpath.py`` checks that what C
@@ -46,6 +56,10 @@ if TYPE_CHECKING:
     from valis_core.dns.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
+
+_UNSIGNED, _SIGNED, _SIGNED_ELSEWHERE = 0, 1, 2
+"""How the table is told a zone is signed: not at all, here with its key, or without its
+key here (``_fastpath.c``'s ``signing``)."""
 
 try:
     import valis_core.dns._fastpath  # noqa: F401 - whether it loads is the question
@@ -73,9 +87,10 @@ def tell_once() -> None:
 
 
 def table_for(snapshot: Snapshot) -> Table | None:
-    """An empty table for ``snapshot``, knowing every one of its zones (call only when
-    ``COMPILED``); ``None`` if one cannot be made (out of memory): C must never answer
-    from a table missing a zone, so then Python answers everything for this snapshot."""
+    """An empty table for ``snapshot``, knowing every one of its zones and how its signer
+    signs each (call only when ``COMPILED``); ``None`` if one cannot be made (out of
+    memory): C must never answer from a table missing a zone, so then Python answers
+    everything for this snapshot."""
     from valis_core.dns._fastpath import Table
 
     try:
@@ -88,6 +103,7 @@ def table_for(snapshot: Snapshot) -> Table | None:
 
 def _filled(table: Table, snapshot: Snapshot) -> Table | None:
     index = snapshot.index
+    signer = snapshot.signer
     for origin in index.zones:
         apex = wire.from_text(origin).lower()
         zone = index.zone_for(apex)
@@ -105,7 +121,10 @@ def _filled(table: Table, snapshot: Snapshot) -> Table | None:
             interrupts = zone.cuts | zone.dnames
         if interrupts is not None and type(interrupts) is not frozenset:
             interrupts = frozenset(interrupts)
-        table.zone(apex, nodes, ents, interrupts, zone.has_wildcard)
+        signed = None if signer is None else signer.zones.get(apex)
+        signing = _UNSIGNED if signed is None else _SIGNED_ELSEWHERE if signed.key is None \
+            else _SIGNED
+        table.zone(apex, nodes, ents, interrupts, zone.has_wildcard, signing)
     return table
 
 

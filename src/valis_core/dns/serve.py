@@ -22,11 +22,13 @@ The drain has two forms. The compiled fast path (``valis_core.dns.fastpath``, C 
 those its table for the current snapshot can answer (a question ``answer`` cached, or a
 flood's NXDOMAIN or NODATA), hands the rest to ``answer`` here, lets the table learn what
 ``answer`` kept, and sends the batch with one ``sendmmsg``; the GIL is released for the
-two system calls. A new snapshot gets a new table, so a reload never mixes versions.
-Without a table (a rate limiter, a signer, or a test's ``answer_fn``) every datagram is
-answered here, still in batches. A build without the helper (``fastpath.COMPILED``
-false) drains with ``recvfrom``/``sendto`` one datagram at a time, says once in the log
-that it is slower, and answers the same bytes: ``answer`` is the reference both forms
+two system calls. A new snapshot gets a new table, so a reload never mixes versions, and
+since a signing change makes a new snapshot, a table never outlives its signer (with a
+signer, C answers only what the signer leaves to the unsigned path). Without a table (a
+rate limiter, or a test's ``answer_fn``) every datagram is answered here, still in
+batches. A build without the helper (``fastpath.COMPILED`` false) drains with
+``recvfrom``/``sendto`` one datagram at a time, says once in the log that it is slower,
+and answers the same bytes: ``answer`` is the reference both forms
 serve, and the property tests hold C to it. (A loop in a worker thread parked in a
 blocking ``poll`` was measured too and not used: under load it contends with the trio
 thread for the GIL at every socket call. Figures in docs/performance.md.)
@@ -367,8 +369,8 @@ async def _serve_udp_compiled(
     with one call, the questions the snapshot's table holds answered in C, the others
     here exactly as ``_serve_udp`` answers them, the batch out with one call. The table
     learns what ``answer`` kept after Python answers a question, and a new snapshot gets
-    a new table. With a rate limiter, a signer or another ``answer_fn``
-    there is no table: every datagram is answered here (still batched)."""
+    a new table (and a snapshot's signer is its own). With a rate limiter or another
+    ``answer_fn`` there is no table: every datagram is answered here (still batched)."""
     from valis_core.dns._fastpath import Pump, Table
 
     learn = fastpath.learn
@@ -383,8 +385,7 @@ async def _serve_udp_compiled(
         snapshot = holder.snapshot
         if snapshot is not served:
             served = snapshot
-            tabled_now = tabled and snapshot.signer is None
-            table = fastpath.table_for(snapshot) if tabled_now else None
+            table = fastpath.table_for(snapshot) if tabled else None
         received, misses = drain(table)
         counts.udp_compiled += received - len(misses)
         for slot, query, key, wanted in misses:
