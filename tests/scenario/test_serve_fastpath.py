@@ -2,22 +2,39 @@
 asked again is answered by C with the bytes Python gave, a swap is seen at once however
 much C has learnt, a flood of random names is answered and counted, and a build without
 the helper serves on the pure-Python path and says so once; the metrics say which path
-serves and how many responses C built."""
+serves and how many responses C built. On a node signing one of its zones, C answers the
+other zone and the signed zone's DO=0 questions, and Python the DO=1 ones, which
+validate; a zone turned signed is answered with its keys from the next question on."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import socket
+import time
+from collections.abc import AsyncIterator
 
+import dns.flags
 import dns.message
+import dns.name
 import dns.rcode
+import dns.rdataclass
+import dns.rdatatype
 import pytest
 import trio
 
+from tests.property.dnssec_check import validate_sections
 from tests.scenario.operator_state_helpers import addresses
 from tests.scenario.test_serve_loops import LIMIT, index_with_www, serving, www_query
-from valis_core.dns import fastpath
+from valis_core.dns import dnssec, fastpath
 from valis_core.dns.answer import Transport, answer
+from valis_core.dns.records import RecordRow
+from valis_core.dns.serve import ServeStats, serve_udp
+from valis_core.dns.signed_answer import Signer
+from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.wire import from_text
+from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.resident.views import NodeViews
 
@@ -115,3 +132,100 @@ async def test_the_metrics_say_which_path_serves_udp_and_what_c_answered() -> No
         }
     assert samples["valis_dns_udp_fast_path"] == [1]
     assert samples["valis_dns_udp_compiled_total"] == [2]
+
+
+SIGNED = "signed.example."
+PLAIN = "plain.example."
+TWO_ZONES = [
+    RecordRow(origin, name, rtype, 3600, rdata)
+    for origin in (SIGNED, PLAIN)
+    for name, rtype, rdata in (
+        (origin, "SOA", f"ns.{origin} h.{origin} 1 2 3 4 300"),
+        (origin, "NS", f"ns.{origin}"),
+        (f"ns.{origin}", "A", "192.0.2.53"),
+        (f"www.{origin}", "A", "192.0.2.80"),
+    )
+]
+
+
+def signer_of_one_zone() -> Signer:
+    return Signer({from_text(SIGNED): dnssec.ZoneKey(dnssec.generate_key(13))}, clock=time.time)
+
+
+@contextlib.asynccontextmanager
+async def serving_udp(holder: IndexHolder) -> AsyncIterator[tuple[tuple[str, int], ServeStats]]:
+    """The UDP loop over a fresh loopback socket, serving ``holder``."""
+    stats = ServeStats()
+    with trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        await udp.bind(("127.0.0.1", 0))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(functools.partial(serve_udp, udp, holder, stats=stats))
+            yield udp.getsockname(), stats
+            nursery.cancel_scope.cancel()
+
+
+def queries(name: str, rtype: str, *, do: bool) -> list[bytes]:
+    wires = []
+    for qid in range(ROUNDS):
+        query = dns.message.make_query(name, rtype, want_dnssec=do, use_edns=0)
+        query.id = qid
+        wires.append(query.to_wire())
+    return wires
+
+
+async def test_a_node_signing_one_zone_answers_do0_and_the_other_zone_in_c() -> None:
+    holder = IndexHolder(ZoneIndex.from_records(TWO_ZONES), signer_of_one_zone())
+    async with serving_udp(holder) as (address, stats):
+        # the first of each question teaches C; the same question with the other DO
+        # bit is then C's from the start
+        for name, do, compiled in ((f"www.{SIGNED}", False, ROUNDS - 1),
+                                   (f"www.{PLAIN}", True, ROUNDS - 1),
+                                   (f"www.{PLAIN}", False, ROUNDS),
+                                   (f"nope.{SIGNED}", False, ROUNDS - 1)):
+            before = stats.udp_compiled
+            wires = queries(name, "A", do=do)
+            responses = await ask_raw(address, wires)
+            expected = [answer(holder.snapshot, wire, transport=Transport.UDP) for wire in wires]
+            assert responses == expected
+            assert stats.udp_compiled - before == compiled, (name, do)
+    nxdomain = dns.message.from_wire(responses[-1])
+    assert nxdomain.rcode() == dns.rcode.NXDOMAIN  # DO=0: the unsigned denial
+    assert not nxdomain.authority[1:]
+
+
+async def test_a_signed_zones_do1_answers_are_pythons_and_validate() -> None:
+    holder = IndexHolder(ZoneIndex.from_records(TWO_ZONES), signer_of_one_zone())
+    async with serving_udp(holder) as (address, stats):
+        (keys,) = await ask_raw(address, queries(SIGNED, "DNSKEY", do=True)[:1])
+        dnskey = dns.message.from_wire(keys).find_rrset(
+            dns.message.ANSWER, dns.name.from_text(SIGNED), dns.rdataclass.IN,
+            dns.rdatatype.DNSKEY)
+        names = (f"www.{SIGNED}", f"nope.{SIGNED}", SIGNED)
+        before = stats.udp_compiled
+        for name in names:  # DO=0 first: C learns each question and answers it
+            await ask_raw(address, queries(name, "A", do=False))
+        assert stats.udp_compiled - before == len(names) * (ROUNDS - 1)
+        before = stats.udp_compiled
+        for name in names:
+            for response in await ask_raw(address, queries(name, "A", do=True)):
+                message = dns.message.from_wire(response)
+                assert message.ednsflags & dns.flags.DO
+                checked = validate_sections(message, {dnskey.name: dnskey}, now=time.time())
+                assert checked >= 1
+        assert stats.udp_compiled == before
+
+
+async def test_a_zone_turned_signed_is_answered_with_its_keys_at_once() -> None:
+    holder = IndexHolder(ZoneIndex.from_records(TWO_ZONES))
+    async with serving_udp(holder) as (address, stats):
+        unsigned = await ask_raw(address, queries(SIGNED, "DNSKEY", do=False))
+        assert stats.udp_compiled == ROUNDS - 1  # NODATA, learnt
+        holder.sign_with(signer_of_one_zone())
+        await ask_raw(address, queries(SIGNED, "TXT", do=False))  # the apex's NODATA, C's
+        assert stats.udp_compiled == 2 * (ROUNDS - 1)
+        signed = await ask_raw(address, queries(SIGNED, "DNSKEY", do=False))
+        assert stats.udp_compiled == 2 * (ROUNDS - 1)  # the signer's keys: Python's
+    assert not dns.message.from_wire(unsigned[-1]).answer
+    for response in signed:
+        (rrset,) = dns.message.from_wire(response).answer
+        assert rrset.rdtype == dns.rdatatype.DNSKEY
