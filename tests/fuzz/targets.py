@@ -12,7 +12,8 @@ target is a crash of the reader itself. Both are findings.
   with QR, the query's ID and opcode, no longer than 512 octets over UDP without EDNS,
   the advertised size (clamped to 512..``SERVER_PAYLOAD``) with it, 65535 over TCP.
 - ``fastpath``: the compiled UDP fast path's table over the same zones, learning as the
-  serve loop does: whatever C answers is byte for byte what ``answer`` gives over UDP;
+  serve loop does, and a second one with ``fuzz.example.`` signed: whatever C answers is
+  byte for byte what ``answer`` gives over UDP (with the signer for the second);
   the input also goes, as garbage, to the table's other entry points (``put``, ``zone``,
   ``negative``), which may refuse it with ``TypeError``, ``ValueError`` or ``KeyError``
   and must not crash.
@@ -58,9 +59,10 @@ from valis_core.apply.delivery import (
     apply_delivery,
     assert_delivery_sound,
 )
-from valis_core.dns import fastpath
+from valis_core.dns import dnssec, fastpath
 from valis_core.dns._fastpath import Table
 from valis_core.dns.answer import SERVER_PAYLOAD, TCP_LIMIT, Transport, answer
+from valis_core.dns.signed_answer import Signer
 from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.tcp import framed, take_frames
 from valis_core.dns.zone import ZoneIndex
@@ -171,16 +173,26 @@ assert _FAST_TABLE is not None
 FAST_TABLE: Table = _FAST_TABLE
 """Learns as the serve loop's table does, input after input."""
 
+SIGNED_SNAPSHOT = Snapshot(INDEX, signer=Signer(
+    {b"\x04fuzz\x07example\x00": dnssec.ZoneKey(dnssec.generate_key(13))},
+    clock=lambda: 1_800_000_000,
+))
+"""The same zones on a node signing ``fuzz.example.`` (and not ``example.com.``)."""
+_SIGNED_TABLE = fastpath.table_for(SIGNED_SNAPSHOT)
+assert _SIGNED_TABLE is not None
+SIGNED_TABLE: Table = _SIGNED_TABLE
+
 
 def run_fastpath(data: bytes, scratch: Path) -> None:
     del scratch
-    fast, key, wanted = FAST_TABLE.ask(data)
-    if fast is None:
-        answer(SNAPSHOT, data, transport=Transport.UDP)
-        fastpath.learn(FAST_TABLE, SNAPSHOT, key, wanted)
-        fast, key, wanted = FAST_TABLE.ask(data)
-    if fast is not None and fast != answer(SNAPSHOT, data, transport=Transport.UDP):
-        raise Broken("the compiled path's response is not answer()'s")
+    for snapshot, table in ((SNAPSHOT, FAST_TABLE), (SIGNED_SNAPSHOT, SIGNED_TABLE)):
+        fast, key, wanted = table.ask(data)
+        if fast is None:
+            answer(snapshot, data, transport=Transport.UDP)
+            fastpath.learn(table, snapshot, key, wanted)
+            fast, key, wanted = table.ask(data)
+        if fast is not None and fast != answer(snapshot, data, transport=Transport.UDP):
+            raise Broken("the compiled path's response is not answer()'s")
     garbage = Table(4)
     numbers = tuple(int.from_bytes(data[i : i + 3], "big") for i in range(0, 18, 3))
     calls: list[Callable[[], object]] = [
@@ -188,7 +200,8 @@ def run_fastpath(data: bytes, scratch: Path) -> None:
         lambda: garbage.put(data, (*numbers[:4], data[:1], numbers[5], data[1:])),
         lambda: garbage.put(data, numbers),
         lambda: garbage.zone(data, {data: data}, frozenset({data}), None, bool(data[:1])),
-        lambda: garbage.zone(data[:1] + b"\x00", {}, frozenset(), frozenset({data}), False),
+        lambda: garbage.zone(data[:1] + b"\x00", {}, frozenset(), frozenset({data}), False,
+                             numbers[0] % 5 - 1),
         lambda: garbage.negative(data, numbers[0] % 5, numbers[1] % 300,
                                  (*numbers[2:6], data, 0, None)),
         lambda: garbage.ask(data),
