@@ -15,8 +15,9 @@
  * What C answers is byte for byte what answer.py's `_assemble` builds from the same
  * entry; everything else goes to Python, which stays the reference (the property test
  * tests/property/test_fastpath.py compares the two). On a node signing some zones C
- * answers only the questions the signer leaves to the unsigned path (`unsigned_path`). The GIL is released around the
- * two system calls only: the table is read and written with the GIL held.
+ * answers only the questions the signer leaves to the unsigned path (`unsigned_path`).
+ * The GIL is released around the two system calls only: the table is read and written
+ * with the GIL held.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
