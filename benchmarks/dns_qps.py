@@ -525,10 +525,15 @@ zone:
     return Server("nsd", [which("nsd"), "-d", "-c", str(conf)], port)
 
 
-def knot_server(work: Path, zone_file: Path, port: int) -> Server:
+def knot_server(work: Path, zone_file: Path, port: int, *, sections: str = "",
+                module: str = "") -> Server:
+    """knotd, one worker of each kind, serving ``zone_file`` as it is; ``sections`` are
+    further top-level sections of its configuration and ``module`` the zone's query
+    module (signed_qps's online signing)."""
     home = work / "knot"
     home.mkdir()
     conf = home / "knot.conf"
+    zone_module = f"    module: {module}\n" if module else ""
     conf.write_text(f"""\
 server:
     rundir: "{home}"
@@ -541,12 +546,12 @@ database:
 log:
   - target: stderr
     any: warning
-zone:
+{sections}zone:
   - domain: {ZONE}
     file: "{zone_file}"
     journal-content: none
     zonefile-sync: -1
-""")
+{zone_module}""")
     return Server("knot", [which("knotd"), "-c", str(conf)], port)
 
 

@@ -54,6 +54,7 @@ from dns_qps import (  # beside this script
     tree_cpu_seconds,
     which,
 )
+from dns_qps import knot_server as knot_unsigned
 from dns_qps_queries import ZONE, generate_zone, mix_queries
 from dns_qps_report import Run
 
@@ -245,21 +246,7 @@ def valis_server(work: Path, zone_file: Path, port: int, algorithm: int) -> Serv
 
 def knot_server(work: Path, zone_file: Path, port: int, algorithm: int) -> Server:
     """knotd with mod-onlinesign: the key its policy makes (one CSK of ``algorithm``)."""
-    home = work / "knot"
-    home.mkdir()
-    conf = home / "knot.conf"
-    conf.write_text(f"""\
-server:
-    rundir: "{home}"
-    listen: 127.0.0.1@{port}
-    udp-workers: 1
-    tcp-workers: 1
-    background-workers: 1
-database:
-    storage: "{home}"
-log:
-  - target: stderr
-    any: warning
+    return knot_unsigned(work, zone_file, port, sections=f"""\
 policy:
   - id: bench
     algorithm: {KNOT_ALGORITHMS[algorithm]}
@@ -267,14 +254,7 @@ policy:
 mod-onlinesign:
   - id: bench
     policy: bench
-zone:
-  - domain: {ZONE}
-    file: "{zone_file}"
-    journal-content: none
-    zonefile-sync: -1
-    module: mod-onlinesign/bench
-""")
-    return Server("knot", [which("knotd"), "-c", str(conf)], port)
+""", module="mod-onlinesign/bench")
 
 
 def describe_checkout() -> str:
