@@ -32,6 +32,7 @@ import dns.zone
 import pytest
 
 from tests.conftest import require_root
+from tests.scenario.nsd_conf import nsd_server
 from tests.scenario.operator_state_helpers import import_zone, run_sql
 from tests.scenario.pg import RUN_USER, PgCluster, run_as, runtime_bin
 from tests.scenario.proving_ground import run, run_in, wait_for
@@ -778,20 +779,7 @@ def test_a_secondary_fed_by_axfr_serves_the_nsec3_zone_signed(signed: Signed) ->
         add_secondary(conn, secondary)
     directory = signed.workdir / "nsd"
     directory.mkdir()
-    (directory / "nsd.conf").write_text(f"""server:
-    ip-address: {secondary_ip}
-    port: 53
-    username: ""
-    chroot: ""
-    zonesdir: "{directory}"
-    database: ""
-    zonelistfile: "{directory}/zone.list"
-    xfrdfile: "{directory}/xfrd.state"
-    xfrdir: "{directory}"
-    pidfile: "{directory}/nsd.pid"
-    logfile: "{directory}/nsd.log"
-remote-control:
-    control-enable: no
+    (directory / "nsd.conf").write_text(nsd_server(directory, secondary_ip, "port: 53") + f"""\
 key:
     name: "{secondary.key_name}"
     algorithm: {secondary.algorithm}

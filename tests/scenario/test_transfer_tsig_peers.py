@@ -28,6 +28,7 @@ import dns.tsig
 import pytest
 import trio
 
+from tests.scenario.nsd_conf import nsd_server
 from tests.scenario.proving_ground import wait_for
 from valis_core.dns.notify_send import ChangeWatch, NotifySender
 from valis_core.dns.serve import serve_tcp, serve_udp
@@ -68,20 +69,7 @@ def nsd_conf(directory: Path, port: int) -> str:
     algorithm: {entry.algorithm}
     secret: "{base64.b64encode(entry.secret).decode()}"
 """ for entry in (LISTED, ELSEWHERE))
-    return f"""server:
-    ip-address: 127.0.0.1@{port}
-    server-count: 1
-    username: ""
-    chroot: ""
-    zonesdir: "{directory}"
-    database: ""
-    zonelistfile: "{directory}/zone.list"
-    xfrdfile: "{directory}/xfrd.state"
-    xfrdir: "{directory}"
-    pidfile: "{directory}/nsd.pid"
-    logfile: "{directory}/nsd.log"
-remote-control:
-    control-enable: no
+    return nsd_server(directory, f"127.0.0.1@{port}", "server-count: 1") + f"""\
 {keys}zone:
     name: "{ZONE}"
     zonefile: "{directory}/zone"

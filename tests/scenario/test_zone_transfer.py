@@ -28,6 +28,7 @@ import pytest
 import trio
 
 from tests.conftest import require_root
+from tests.scenario.nsd_conf import nsd_server
 from tests.scenario.operator_state_helpers import EXAMPLE_WWW, import_zone, soa_zone
 from tests.scenario.pg import RUN_USER, PgCluster, run_as, runtime_bin
 from tests.scenario.proving_ground import Ground, dig, run, run_in, sweep_stale, wait_for
@@ -189,21 +190,7 @@ def nsd_conf(directory: Path, secret: str, primaries: tuple[str, ...] = (NODE_IP
     ask = "UDP " if udp else ""
     xfr = "".join(f"    request-xfr: {ask}{ip} {KEY_NAME}\n    allow-notify: {ip} {KEY_NAME}\n"
                   for ip in primaries)
-    return f"""server:
-    ip-address: {SECONDARY_IP}
-    port: 53
-    username: ""
-    chroot: ""
-    zonesdir: "{directory}"
-    database: ""
-    zonelistfile: "{directory}/zone.list"
-    xfrdfile: "{directory}/xfrd.state"
-    xfrdir: "{directory}"
-    pidfile: "{directory}/nsd.pid"
-    logfile: "{directory}/nsd.log"
-    verbosity: 2
-remote-control:
-    control-enable: no
+    return nsd_server(directory, SECONDARY_IP, "port: 53", "verbosity: 2") + f"""\
 key:
     name: "{KEY_NAME}"
     algorithm: hmac-sha256
