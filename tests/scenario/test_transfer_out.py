@@ -31,6 +31,7 @@ import dns.zone
 import pytest
 import trio
 
+from tests.scenario.loopback_serve import serve_loops
 from valis_core.dns import dnssec, wire
 from valis_core.dns.journal import Difference
 from valis_core.dns.notify_send import ChangeWatch, NotifySender
@@ -84,23 +85,8 @@ async def node(nursery: trio.Nursery) -> AsyncIterator[Node]:
 
     holder = IndexHolder(ZoneIndex.from_zone_text(zone_text(1), ZONE))
     transfers = Transfers(current, lambda: tuple(secondaries))
-    listener = trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    await listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    port = listener.getsockname()[1]
-    udp = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    await udp.bind(("127.0.0.1", 0))
-    scope = trio.CancelScope()
-
-    async def serve() -> None:
-        with listener, udp, scope:
-            async with trio.open_nursery() as loops:
-                loops.start_soon(lambda: serve_tcp(listener, holder, transfers=transfers))
-                loops.start_soon(lambda: serve_udp(udp, holder, transfers=transfers))
-
-    nursery.start_soon(serve)
-    yield Node(port, udp.getsockname()[1], holder, transfers, secondaries)
-    scope.cancel()
+    async with serve_loops(nursery, holder, transfers) as (port, udp_port):
+        yield Node(port, udp_port, holder, transfers, secondaries)
 
 
 def keyring(secret: bytes = SECRET) -> dict[dns.name.Name, dns.tsig.Key]:

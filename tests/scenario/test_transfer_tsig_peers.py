@@ -28,10 +28,10 @@ import dns.tsig
 import pytest
 import trio
 
+from tests.scenario.loopback_serve import free_port, serve_loops
 from tests.scenario.nsd_conf import nsd_server
 from tests.scenario.proving_ground import wait_for
 from valis_core.dns.notify_send import ChangeWatch, NotifySender
-from valis_core.dns.serve import serve_tcp, serve_udp
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.transfer import Listed
 from valis_core.dns.transfer_serve import Transfers
@@ -46,21 +46,6 @@ ELSEWHERE = Listed("other.test.", "127.0.0.9", "other.example.", "hmac-sha256",
 """A key both servers hold that is not allowed to transfer ZONE."""
 LISTED_KEY = LISTED.key()
 LIMIT = 10.0
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 for both UDP and TCP when asked."""
-    for _ in range(20):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
-            tcp.bind(("127.0.0.1", 0))
-            port = int(tcp.getsockname()[1])
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-                try:
-                    udp.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-                return port
-    raise RuntimeError("no port free for both UDP and TCP on 127.0.0.1")
 
 
 def nsd_conf(directory: Path, port: int) -> str:
@@ -122,23 +107,8 @@ async def serving(
 
     holder = IndexHolder(ZoneIndex.from_zone_text(ZONE_TEXT, ZONE))
     transfers = Transfers(current, lambda: secondaries, clock=clock)
-    port = free_port()
-    listener = trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    await listener.bind(("127.0.0.1", port))
-    listener.listen(16)
-    udp = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    await udp.bind(("127.0.0.1", port))
-    scope = trio.CancelScope()
-
-    async def serve() -> None:
-        with listener, udp, scope:
-            async with trio.open_nursery() as loops:
-                loops.start_soon(lambda: serve_tcp(listener, holder, transfers=transfers))
-                loops.start_soon(lambda: serve_udp(udp, holder, transfers=transfers))
-
-    nursery.start_soon(serve)
-    yield port
-    scope.cancel()
+    async with serve_loops(nursery, holder, transfers, free_port()) as (port, _):
+        yield port
 
 
 @attrs.frozen
