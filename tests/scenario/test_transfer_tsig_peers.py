@@ -255,6 +255,25 @@ async def test_a_badtime_reply_carries_both_clocks(node: int) -> None:
     assert before <= int.from_bytes(tsig.other, "big") <= int(time.time())
 
 
+async def notify_serial_8(port: int, key: Listed, timeout: float) -> NotifySender:
+    """The zone's change to serial 8 notified to 127.0.0.1 ``port`` as ``key`` lists it,
+    two attempts of ``timeout``; the sender once it is answered or gives up."""
+    async def current() -> Sequence[Listed]:
+        return (key,)
+
+    sender = NotifySender("127.0.0.1", current, port=port, attempts=2, timeout=timeout)
+    holder = ChangeWatch(ZoneIndex.from_zone_text(ZONE_TEXT, ZONE))
+    holder.changed = sender.changed
+    async with trio.open_nursery() as nursery:
+        await nursery.start(sender.run)
+        holder.swap(ZoneIndex.from_zone_text(ZONE_TEXT.replace(" 7 ", " 8 "), ZONE))
+        with trio.fail_after(LIMIT):
+            while sender.stats.answered + sender.stats.unanswered < 1:
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    return sender
+
+
 @pytest.mark.parametrize(("key", "said"), [
     (Listed(ZONE, "127.0.0.1", "nobody.example.", "hmac-sha256", LISTED.secret),
      "NOTAUTH with TSIG error BADKEY: it does not know key nobody.example.: check the key's "
@@ -266,20 +285,8 @@ async def test_a_badtime_reply_carries_both_clocks(node: int) -> None:
 async def test_a_notify_rejected_for_its_tsig_says_why_in_the_log(
     nsd: int, key: Listed, said: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def current() -> Sequence[Listed]:
-        return (key,)
-
-    sender = NotifySender("127.0.0.1", current, port=nsd, attempts=2, timeout=0.05)
-    holder = ChangeWatch(ZoneIndex.from_zone_text(ZONE_TEXT, ZONE))
-    holder.changed = sender.changed
     caplog.set_level(logging.INFO, logger="valis.notify")
-    async with trio.open_nursery() as nursery:
-        await nursery.start(sender.run)
-        holder.swap(ZoneIndex.from_zone_text(ZONE_TEXT.replace(" 7 ", " 8 "), ZONE))
-        with trio.fail_after(LIMIT):
-            while sender.stats.answered + sender.stats.unanswered < 1:
-                await trio.sleep(0.01)
-        nursery.cancel_scope.cancel()
+    sender = await notify_serial_8(nsd, key, timeout=0.05)
     assert (sender.stats.answered, sender.stats.unanswered) == (0, 1)
     assert (f"notify: {ZONE} serial 8 to 127.0.0.1: no answer to 2 attempts; it answered "
             f"{said} (a reply the key does not verify is not taken)") in caplog.text
@@ -289,20 +296,8 @@ async def test_a_notify_signed_with_a_key_nsd_holds_is_answered(
     nsd: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     """NSD, the zone's primary here, refuses the NOTIFY, signed with the key: an answer."""
-    async def current() -> Sequence[Listed]:
-        return (LISTED,)
-
-    sender = NotifySender("127.0.0.1", current, port=nsd, attempts=2, timeout=0.5)
-    holder = ChangeWatch(ZoneIndex.from_zone_text(ZONE_TEXT, ZONE))
-    holder.changed = sender.changed
     caplog.set_level(logging.INFO, logger="valis.notify")
-    async with trio.open_nursery() as nursery:
-        await nursery.start(sender.run)
-        holder.swap(ZoneIndex.from_zone_text(ZONE_TEXT.replace(" 7 ", " 8 "), ZONE))
-        with trio.fail_after(LIMIT):
-            while sender.stats.answered + sender.stats.unanswered < 1:
-                await trio.sleep(0.01)
-        nursery.cancel_scope.cancel()
+    sender = await notify_serial_8(nsd, LISTED, timeout=0.5)
     assert sender.stats.answered == 1
     assert f"notify: {ZONE} serial 8 to 127.0.0.1 answered REFUSED" in caplog.text
 
