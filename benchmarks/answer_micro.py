@@ -22,30 +22,18 @@ import time
 from collections.abc import Iterator, Sequence
 
 import dns.message
+from zone_rows import ZONE, host_address, rows  # beside this script
 
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.records import RecordRow
 from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.zone import ZoneIndex
-
-ZONE = "bench.example."
-
-
-def rows(count: int) -> Iterator[RecordRow]:
-    soa = f"ns1.{ZONE} hostmaster.{ZONE} 1 7200 3600 1209600 300"
-    yield RecordRow(ZONE, ZONE, "SOA", 3600, soa)
-    yield RecordRow(ZONE, ZONE, "NS", 3600, f"ns1.{ZONE}")
-    yield RecordRow(ZONE, f"ns1.{ZONE}", "A", 3600, "192.0.2.1")
-    for i in range(count):
-        address = f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"
-        yield RecordRow(ZONE, f"host{i}.{ZONE}", "A", 300, address)
 
 
 def master_lines(count: int) -> Iterator[str]:
     yield f"$ORIGIN {ZONE}\n$TTL 3600\n@ SOA ns1 hostmaster 1 7200 3600 1209600 300\n"
     yield "@ NS ns1\nns1 A 192.0.2.1\n"
     for i in range(count):
-        yield f"host{i} 300 A 10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}\n"
+        yield f"host{i} 300 A {host_address(i)}\n"
 
 
 def rss_mib() -> float:

@@ -25,9 +25,10 @@ import random
 import statistics
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import dns.message
+from zone_rows import ZONE, rows  # beside this script
 
 from valis_core.dns import dnssec, nsec3, wire
 from valis_core.dns.answer import Transport, answer
@@ -37,24 +38,6 @@ from valis_core.dns.signed_answer import Signer
 from valis_core.dns.signed_transfer import signed_zone_records
 from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.zone import ServedZone, ZoneIndex
-
-ZONE = "bench.example."
-
-
-def rows(count: int) -> Iterator[RecordRow]:
-    soa = f"ns1.{ZONE} hostmaster.{ZONE} 1 7200 3600 1209600 300"
-    yield RecordRow(ZONE, ZONE, "SOA", 3600, soa)
-    yield RecordRow(ZONE, ZONE, "NS", 3600, f"ns1.{ZONE}")
-    yield RecordRow(ZONE, f"ns1.{ZONE}", "A", 3600, "192.0.2.1")
-    for i in range(count):
-        if i % 100 == 0:  # a delegation with glue beneath it
-            yield RecordRow(ZONE, f"sub{i}.{ZONE}", "NS", 3600, f"ns.sub{i}.{ZONE}")
-            yield RecordRow(ZONE, f"ns.sub{i}.{ZONE}", "A", 3600, "192.0.2.2")
-        elif i % 10 == 0:  # an owner beneath an empty non-terminal
-            yield RecordRow(ZONE, f"x.ent{i}.{ZONE}", "A", 300, "192.0.2.3")
-        else:
-            yield RecordRow(ZONE, f"host{i}.{ZONE}", "A", 300,
-                            f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}")
 
 
 def cpu(run: Callable[[], object], repeat: int) -> tuple[float, object]:
@@ -76,7 +59,7 @@ def main() -> None:
     parser.add_argument("--axfr", action="store_true")
     args = parser.parse_args()
     params = Nsec3Params()
-    index = ZoneIndex.from_records(rows(args.owners))
+    index = ZoneIndex.from_records(rows(args.owners, mixed=True))
     (zone,) = index.served()
     print(f"zone of {args.owners} owners: {len(zone.nodes)} names with data, "
           f"{len(zone.empty_nonterminals)} empty non-terminals, {len(zone.cuts)} delegations")

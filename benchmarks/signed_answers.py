@@ -19,27 +19,15 @@ from __future__ import annotations
 import argparse
 import random
 import time
-from collections.abc import Iterator
 
 import dns.message
+from zone_rows import ZONE, rows  # beside this script
 
 from valis_core.dns import dnssec, wire
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.records import RecordRow
 from valis_core.dns.signed_answer import Signer, ZoneKeys
 from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.zone import ZoneIndex
-
-ZONE = "bench.example."
-
-
-def rows(count: int) -> Iterator[RecordRow]:
-    soa = f"ns1.{ZONE} hostmaster.{ZONE} 1 7200 3600 1209600 300"
-    yield RecordRow(ZONE, ZONE, "SOA", 3600, soa)
-    yield RecordRow(ZONE, ZONE, "NS", 3600, f"ns1.{ZONE}")
-    yield RecordRow(ZONE, f"ns1.{ZONE}", "A", 3600, "192.0.2.1")
-    for i in range(count):
-        yield RecordRow(ZONE, f"host{i}.{ZONE}", "A", 300, f"10.{i >> 8 & 255}.{i & 255}.1")
 
 
 def queries(names: list[str], *, do: bool) -> list[bytes]:
