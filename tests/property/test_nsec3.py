@@ -20,7 +20,9 @@ import dns.rrset
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from tests.property import generated_zone
 from tests.property.dnssec_check import validate, validate_sections
+from tests.property.generated_zone import BASE, GEN, zone_rows
 from valis_core.dns import dnssec, nsec3, wire
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.nsec3 import Nsec3Params
@@ -31,38 +33,17 @@ from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.zone import ZoneIndex
 
 NOW = 1_800_000_000
-GEN = "gen.test."
 APEX = dns.name.from_text(GEN)
 KEYS = {alg: dnssec.ZoneKey(dnssec.generate_key(alg)) for alg in dnssec.ALGORITHMS}
-NAMES = [f"{rel}.{GEN}" if rel else GEN for rel in (
-    "", "a", "b", "*", "a.a", "*.a", "x.*.a", "d", "ns.d", "x.d", "m", "e.n.t", "s",
-)]
-RDATA = {
-    "A": st.sampled_from(["192.0.2.1", "198.51.100.7"]),
-    "TXT": st.sampled_from(['"one"', '"Two"']),
-    "MX": st.sampled_from([f"10 A.{GEN}", "20 mail.example.net."]),
-    "NS": st.sampled_from([f"ns.d.{GEN}", "ns.example.net."]),
-    "DS": st.just("12345 13 2 " + "ab" * 32),
-    "CNAME": st.sampled_from([f"a.{GEN}", f"nowhere.{GEN}"]),
-}
-BASE = [
-    RecordRow(GEN, GEN, "SOA", 3600, f"ns1.{GEN} hostmaster.{GEN} 1 7200 3600 1209600 60"),
-    RecordRow(GEN, GEN, "NS", 3600, f"ns1.{GEN}"),
-]
+NAMES = [*generated_zone.NAMES, f"e.n.t.{GEN}", f"s.{GEN}"]
 QNAMES = [*NAMES, f"q.a.{GEN}", f"q.x.d.{GEN}", f"nope.{GEN}", f"q.b.{GEN}", f"y.m.{GEN}",
           f"n.t.{GEN}", f"t.{GEN}", f"z.e.n.t.{GEN}", f"q.s.{GEN}"]
 QTYPES = ["A", "TXT", "MX", "NS", "DS", "CNAME", "DNSKEY", "NSEC3PARAM", "AAAA"]
 PARAMS = st.builds(Nsec3Params, st.sampled_from([0, 1, 5]), st.sampled_from([b"", b"\xab\xcd"]))
 
 
-@st.composite
-def rows(draw: st.DrawFn) -> list[RecordRow]:
-    out = list(BASE)
-    for _ in range(draw(st.integers(0, 10))):
-        owner = draw(st.sampled_from(NAMES[1:]))
-        rtype = draw(st.sampled_from(sorted(RDATA)))
-        out.append(RecordRow(GEN, owner, rtype, 300, draw(RDATA[rtype])))
-    return out
+def rows() -> st.SearchStrategy[list[RecordRow]]:
+    return zone_rows(NAMES)
 
 
 def index_of(records: list[RecordRow]) -> ZoneIndex | None:

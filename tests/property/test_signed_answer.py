@@ -19,6 +19,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from tests.property.dnssec_check import validate_sections
+from tests.property.generated_zone import GEN, NAMES, RDATA, zone_rows
 from valis_core.dns import dnssec, wire
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.records import RecordRow, ZoneError
@@ -233,34 +234,13 @@ def test_signatures_are_made_once_per_window_and_again_in_the_next() -> None:
 
 # --- any zone --------------------------------------------------------------------------
 
-GEN = "gen.test."
-GEN_NAMES = [f"{rel}.{GEN}" if rel else GEN for rel in (
-    "", "a", "b", "*", "a.a", "*.a", "x.*.a", "d", "ns.d", "x.d", "m",
-)]
-GEN_RDATA = {
-    "A": st.sampled_from(["192.0.2.1", "198.51.100.7"]),
-    "TXT": st.sampled_from(['"one"', '"Two"']),
-    "MX": st.sampled_from([f"10 A.{GEN}", "20 mail.example.net."]),
-    "NS": st.sampled_from([f"ns.d.{GEN}", "ns.example.net."]),
-    "DS": st.just("12345 13 2 " + "ab" * 32),
-    "CNAME": st.sampled_from([f"a.{GEN}", f"nowhere.{GEN}"]),
-    "DNAME": st.sampled_from([f"b.{GEN}"]),
-}
-GEN_BASE = [
-    RecordRow(GEN, GEN, "SOA", 3600, f"ns1.{GEN} hostmaster.{GEN} 1 7200 3600 1209600 60"),
-    RecordRow(GEN, GEN, "NS", 3600, f"ns1.{GEN}"),
-]
+GEN_RDATA = {**RDATA, "DNAME": st.sampled_from([f"b.{GEN}"])}
 
 
 @st.composite
 def generated_zone(draw: st.DrawFn) -> ZoneIndex | None:
-    rows = list(GEN_BASE)
-    for _ in range(draw(st.integers(0, 8))):
-        owner = draw(st.sampled_from(GEN_NAMES[1:]))
-        rtype = draw(st.sampled_from(sorted(GEN_RDATA)))
-        rows.append(RecordRow(GEN, owner, rtype, 300, draw(GEN_RDATA[rtype])))
     try:
-        return ZoneIndex.from_records(rows)
+        return ZoneIndex.from_records(draw(zone_rows(NAMES, GEN_RDATA, most=8)))
     except ZoneError:
         return None
 
@@ -268,7 +248,7 @@ def generated_zone(draw: st.DrawFn) -> ZoneIndex | None:
 @given(
     index=generated_zone(),
     algorithm=st.sampled_from(dnssec.ALGORITHMS),
-    qname=st.sampled_from([*GEN_NAMES, f"q.a.{GEN}", f"q.x.d.{GEN}", f"nope.{GEN}",
+    qname=st.sampled_from([*NAMES, f"q.a.{GEN}", f"q.x.d.{GEN}", f"nope.{GEN}",
                            f"q.b.{GEN}", f"y.m.{GEN}"]),
     qtype=st.sampled_from(["A", "TXT", "MX", "NS", "DS", "CNAME", "ANY", "DNSKEY", "NSEC"]),
 )
