@@ -25,11 +25,11 @@ import pytest
 import trio
 
 from tests.property.dnssec_check import validate_sections
+from tests.property.test_fastpath import PLAIN, SIGNED, TWO_ZONES
 from tests.scenario.operator_state_helpers import addresses
 from tests.scenario.test_serve_loops import LIMIT, index_with_www, serving, www_query
 from valis_core.dns import dnssec, fastpath
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.records import RecordRow
 from valis_core.dns.serve import ServeStats, serve_udp
 from valis_core.dns.signed_answer import Signer
 from valis_core.dns.snapshot import IndexHolder
@@ -132,20 +132,6 @@ async def test_the_metrics_say_which_path_serves_udp_and_what_c_answered() -> No
         }
     assert samples["valis_dns_udp_fast_path"] == [1]
     assert samples["valis_dns_udp_compiled_total"] == [2]
-
-
-SIGNED = "signed.example."
-PLAIN = "plain.example."
-TWO_ZONES = [
-    RecordRow(origin, name, rtype, 3600, rdata)
-    for origin in (SIGNED, PLAIN)
-    for name, rtype, rdata in (
-        (origin, "SOA", f"ns.{origin} h.{origin} 1 2 3 4 300"),
-        (origin, "NS", f"ns.{origin}"),
-        (f"ns.{origin}", "A", "192.0.2.53"),
-        (f"www.{origin}", "A", "192.0.2.80"),
-    )
-]
 
 
 def signer_of_one_zone() -> Signer:
