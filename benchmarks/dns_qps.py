@@ -185,12 +185,7 @@ def main(argv: Sequence[str]) -> int:
             runs=tuple(measured),
         )
     finally:
-        for process in processes:
-            stop(process)
-        if args.keep:
-            print(f"work directory kept: {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        stop_all(processes, work, keep=args.keep)
     print()
     print(tables(results), end="")
     args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -467,6 +462,17 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def stop_all(processes: Sequence[subprocess.Popen[bytes]], work: Path, *, keep: bool) -> None:
+    """Stop every server started and remove the work directory, unless it is to be kept
+    for a look at the servers' files."""
+    for process in processes:
+        stop(process)
+    if keep:
+        print(f"work directory kept: {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def valis_server(work: Path, zone_file: Path, port: int) -> Server:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -50,7 +49,7 @@ from dns_qps import (  # beside this script
     free_port,
     parse_dnsperf,
     start,
-    stop,
+    stop_all,
     tree_cpu_seconds,
     which,
 )
@@ -119,12 +118,7 @@ def main(argv: Sequence[str]) -> int:
         for mix, (runs, rate) in results.items():
             report(mix, runs, rate)
     finally:
-        for process in processes:
-            stop(process)
-        if args.keep:
-            print(f"work directory kept: {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        stop_all(processes, work, keep=args.keep)
     return 0
 
 
