@@ -583,6 +583,14 @@ def test_an_nsec3_zone_validates_data_wildcards_and_denials(
     assert "ad" in found.flags, (found.raw, _log(signed))
 
 
+def _listed(signed: Signed, zone: str, key_name: str) -> Secondary:
+    """The resolver's namespace listed as a secondary of ``zone``, with a fresh key."""
+    secondary = Secondary(zone, RESOLVER_IP, key_name, "hmac-sha256", secrets.token_bytes(32))
+    with signed.pg.connect(signed.dsn) as conn:
+        add_secondary(conn, secondary)
+    return secondary
+
+
 def _axfr(signed: Signed, zone: str, secondary: Secondary, kind: str = "AXFR") -> str:
     return run_in(signed.wire.resolver, [
         "dig", f"@{NODE_IP}", "-p", str(NODE_PORT), zone, kind, "+time=10", "+tries=1",
@@ -591,10 +599,7 @@ def _axfr(signed: Signed, zone: str, secondary: Secondary, kind: str = "AXFR") -
 
 
 def test_an_axfr_of_the_nsec3_zone_carries_it_fully_signed(signed: Signed) -> None:
-    secondary = Secondary(CHAINED, RESOLVER_IP, "xfr-chained.", "hmac-sha256",
-                          secrets.token_bytes(32))
-    with signed.pg.connect(signed.dsn) as conn:
-        add_secondary(conn, secondary)
+    secondary = _listed(signed, CHAINED, "xfr-chained.")
     text = _axfr(signed, CHAINED, secondary)
     records = [line for line in text.splitlines()
                if line and not line.startswith(";") and "\tTSIG\t" not in line]
@@ -634,10 +639,7 @@ def test_an_axfr_of_the_nsec3_zone_carries_it_fully_signed(signed: Signed) -> No
 
 
 def test_a_zone_denying_compactly_is_refused_to_its_secondary(signed: Signed) -> None:
-    secondary = Secondary(PARENT, RESOLVER_IP, "xfr-parent.", "hmac-sha256",
-                          secrets.token_bytes(32))
-    with signed.pg.connect(signed.dsn) as conn:
-        add_secondary(conn, secondary)
+    secondary = _listed(signed, PARENT, "xfr-parent.")
     text = _axfr(signed, PARENT, secondary)
     assert "Transfer failed" in text, text
     assert " IN\tSOA\t" not in text
@@ -773,10 +775,7 @@ def test_a_secondary_fed_by_axfr_serves_the_nsec3_zone_signed(signed: Signed) ->
     secondary_ip = "192.0.2.3"
     run(["ip", "-n", signed.wire.resolver, "addr", "add", f"{secondary_ip}/24", "dev",
          f"vsr-{signed.wire.tag}"])
-    secondary = Secondary(CHAINED, RESOLVER_IP, "xfr-nsd.", "hmac-sha256",
-                          secrets.token_bytes(32))
-    with signed.pg.connect(signed.dsn) as conn:
-        add_secondary(conn, secondary)
+    secondary = _listed(signed, CHAINED, "xfr-nsd.")
     directory = signed.workdir / "nsd"
     directory.mkdir()
     (directory / "nsd.conf").write_text(nsd_server(directory, secondary_ip, "port: 53") + f"""\
