@@ -2,41 +2,61 @@
 network locations (unit addresses 198.51.100.10 and 198.51.100.20, each on its own
 ground) sharing ONE operator-state database.
 
-Node A is deployed by ``condense --genesis`` (the library); its backup set is condensed
-onto B by ``valis condense --from-backup --evacuate`` (the operator's command, which then
-supervises B's unit). B answers authoritatively from its client; A's next heartbeat is fenced
-out, so A stops and exits non-zero with the fenced-out reason; restarting A does not take
-the fence back; and B's owner public key is A's. Both units are ``fulcrum launch``
-supervised by ``ProcessUnitController``, as on a host without systemd.
+Node A is deployed by ``condense --genesis`` (the library) and signs its two zones (``valis
+zone sign``: one with compact denial, one with NSEC3); its backup set is condensed onto B by
+``valis condense --from-backup --evacuate`` (the operator's command, which then supervises
+B's unit). B answers authoritatively from its client, signed with A's keys: its DO=1 answers
+validate under the DS ``valis zone ds`` printed on A, and its DNSKEY RRset is A's byte for
+byte. A's next heartbeat is fenced out, so A stops and exits non-zero with the fenced-out
+reason and answers no more; restarting A does not take the fence back, nor can A sign
+anything new; and B's owner public key is A's. Both units are ``fulcrum launch`` supervised
+by ``ProcessUnitController``, as on a host without systemd.
 """
 
 from __future__ import annotations
 
+import io
 import pwd
 import shlex
 import signal
+import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import dns.dnssec
+import dns.message
+import dns.name
+import dns.rcode
+import dns.rdata
+import dns.rdataclass
+import dns.rdatatype
+import dns.rrset
 import pytest
 
 from tests.conftest import require_root
+from tests.property.dnssec_check import validate, validate_sections
+from tests.scenario.operator_state_helpers import EXAMPLE_WWW, import_zone
 from tests.scenario.pg import RUN_USER, PgCluster, connect_as, ensure_system_user
 from tests.scenario.proving_ground import (
     FULCRUM,
     Ground,
     dig,
+    run_in,
     sweep_stale,
     unit_config_text,
+    wait_for,
 )
 from tests.scenario.resident_harness import make_state_dir, resident_runtime, site_facts
+from tests.scenario.test_zone_sign_verbs import valis
 from valis_core.apply.unit_control import ProcessUnitController
 from valis_core.identity.custody import load_or_create_keyfile, public_key_hex
 from valis_core.identity.instance import holder_name, read_instance
 from valis_core.operator_state.fence import read_instance_fence
 from valis_core.operator_state.site_facts_file import write_site_facts
+from valis_core.operator_state.zone_denial import denial_of
 from valis_core.ops.backup import create_backup, verify_backup_set
 from valis_core.ops.condense import CondenseRequest, RequestKind, condense_onto_host
 from valis_core.ops.condense_host import (
@@ -48,11 +68,25 @@ from valis_core.ops.host_readiness import AssessConfig, assess_host
 from valis_core.ops.local_probe import LocalHostProbe
 
 ZONE = "example.test."
+CHAINED = "chained.test."
 ADDRESS_A = "198.51.100.10"
 ADDRESS_B = "198.51.100.20"
 EXIT_TIMEOUT = 60.0
 
-# Asks from a client namespace; prints the response's wire form in hex.
+# Asks questions (NAME/TYPE) from a client namespace with dnspython, DO=1, over TCP when
+# truncated; prints each response's wire form in hex, one a line.
+_ASK = r"""
+import sys
+import dns.message, dns.query
+server = sys.argv[1]
+for question in sys.argv[2:]:
+    name, rdtype = question.split("/")
+    query = dns.message.make_query(name, rdtype, want_dnssec=True, use_edns=0, payload=1232)
+    response, _ = dns.query.udp_with_fallback(query, server, timeout=2)
+    print(response.to_wire().hex())
+"""
+
+
 @pytest.fixture
 def grounds() -> Iterator[tuple[Ground, Ground]]:
     require_root()
@@ -84,7 +118,7 @@ class Node:
     """One location of the node: a ground, a state directory, fulcrum as its unit."""
 
     def __init__(self, workdir: Path, ground: Ground, address: str, cluster: PgCluster, *,
-                 dsn: str, location: str) -> None:
+                 dsn: str, location: str, zones: str = ZONE) -> None:
         account = ensure_system_user(RUN_USER)
         owner = (account.pw_uid, account.pw_gid)
         self.ground = ground
@@ -93,7 +127,7 @@ class Node:
         self.config = config = workdir / f"launcher-{location}.toml"
         config.write_text(unit_config_text(ground, [resident_runtime()], unit_ip=address))
         config.chmod(0o644)
-        self.facts = facts = site_facts(dsn, VALIS_LOCATION=location)
+        self.facts = facts = site_facts(dsn, zones, VALIS_LOCATION=location)
         self.command = command = ["/bin/sh", "-c", 'exec "$@" >>"$UNIT_LOG" 2>&1', "sh",
                                   FULCRUM, "launch", "--config", str(config)]
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "UNIT_LOG": str(self.log),
@@ -116,6 +150,69 @@ class Node:
     def owner_key(self) -> str:
         return public_key_hex(load_or_create_keyfile(self.state_dir))
 
+    def zone_keys(self) -> dict[str, bytes]:
+        """The zone-signing key files, by name, each checked to be the run account's
+        alone."""
+        files = {}
+        for path in (self.state_dir / "dnssec").iterdir():
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+            assert pwd.getpwuid(path.stat().st_uid).pw_name == RUN_USER, path
+            files[path.name] = path.read_bytes()
+        return files
+
+
+# How each signed zone denies a name: compact (NOERROR, one NSEC) or from its NSEC3 chain.
+DENIAL = {ZONE: (dns.rcode.NOERROR, dns.rdatatype.NSEC),
+          CHAINED: (dns.rcode.NXDOMAIN, dns.rdatatype.NSEC3)}
+
+
+def ask_signed(netns: str, server: str, questions: list[tuple[str, str]]
+               ) -> list[dns.message.Message]:
+    """DO=1 questions (name, type) asked from ``netns`` by dnspython, the responses
+    parsed."""
+    asked = run_in(netns, [sys.executable, "-c", _ASK, server,
+                           *(f"{name}/{rdtype}" for name, rdtype in questions)])
+    return [dns.message.from_wire(bytes.fromhex(line)) for line in asked.stdout.split()]
+
+
+def zone_ds(state_dir: Path, zone: str) -> dns.rdata.Rdata:
+    """The DS ``valis zone ds`` prints for ``zone``: what its parent holds."""
+    status, out, err = valis("zone", "ds", zone, "--state-dir", str(state_dir))
+    assert status == 0, err
+    ds_text = out.splitlines()[0].split(" IN DS ")[1]
+    return dns.rdata.from_text(dns.rdataclass.IN, dns.rdatatype.DS, ds_text)
+
+
+def answers_under(netns: str, server: str, ds: dict[str, dns.rdata.Rdata]) -> dict[str, bytes]:
+    """Ask ``server`` each zone's DNSKEY RRset, a name it holds and one it does not (DO=1):
+    the key with the zone's DS must sign the RRset, and every answer must validate under
+    that RRset. Returns each zone's DNSKEY RRset in wire form, to compare servers by."""
+    questions = [(f"{prefix}{zone}", rdtype) for zone in ds
+                 for prefix, rdtype in (("", "DNSKEY"), ("www.", "A"), ("nowhere.", "A"))]
+    responses = iter(ask_signed(netns, server, questions))
+    served = {}
+    for zone, parent_ds in ds.items():
+        apex = dns.name.from_text(zone)
+        response, www, missing = next(responses), next(responses), next(responses)
+        keys = response.find_rrset(response.answer, apex, dns.rdataclass.IN,
+                                   dns.rdatatype.DNSKEY)
+        sig = response.find_rrset(response.answer, apex, dns.rdataclass.IN,
+                                  dns.rdatatype.RRSIG, dns.rdatatype.DNSKEY)
+        (anchor,) = [key for key in keys if dns.dnssec.key_id(key) == parent_ds.key_tag]
+        assert dns.dnssec.make_ds(apex, anchor, parent_ds.digest_type) == parent_ds
+        validate(keys, sig, {apex: dns.rrset.from_rdata(apex, keys.ttl, anchor)},
+                 now=time.time())
+        assert [rdata.to_text() for rdata in www.answer[0]] == ["192.0.2.80"]
+        rcode, denial = DENIAL[zone]
+        assert missing.rcode() == rcode
+        assert denial in {rrset.rdtype for rrset in missing.authority}
+        for signed in (www, missing):
+            assert validate_sections(signed, {apex: keys}, now=time.time()) >= 1
+        wire = io.BytesIO()
+        keys.to_wire(wire)
+        served[zone] = wire.getvalue()
+    return served
+
 
 @pytest.fixture
 def nodes() -> Iterator[list[Node]]:
@@ -125,16 +222,29 @@ def nodes() -> Iterator[list[Node]]:
         node.unit.close()
 
 
-def test_evacuate_moves_the_node_to_b_and_fences_a_out_for_good(
+def test_evacuate_moves_the_node_and_its_signing_keys_to_b_and_fences_a_out_for_good(
     grounds: tuple[Ground, Ground], pg_cluster: PgCluster, zone_dsn: str,
     run_account_dir: Path, nodes: list[Node],
 ) -> None:
     ground_a, ground_b = grounds
+    import_zone(pg_cluster, zone_dsn, CHAINED, extra=EXAMPLE_WWW)
+    zones = f"{ZONE},{CHAINED}"
     a = Node(run_account_dir, ground_a, ADDRESS_A, pg_cluster, dsn=zone_dsn,
-             location="ground-a")
+             location="ground-a", zones=zones)
     nodes.append(a)
-    condense_onto_host(CondenseRequest(RequestKind.GENESIS, [ZONE]), a.host)
+    condense_onto_host(CondenseRequest(RequestKind.GENESIS, [ZONE, CHAINED]), a.host)
     assert dig(ground_a.client, ADDRESS_A, ZONE).authoritative
+
+    # The operator signs both zones on A and gives the parents their DS.
+    for zone, how in ((ZONE, ("--algorithm", "13")),
+                      (CHAINED, ("--algorithm", "15", "--denial", "nsec3"))):
+        status, _, err = valis("zone", "sign", zone, *how, "--state-dir", str(a.state_dir))
+        assert status == 0, err
+    ds = {zone: zone_ds(a.state_dir, zone) for zone in (ZONE, CHAINED)}
+    wait_for(lambda: all(dig(ground_a.client, ADDRESS_A, zone, "DNSKEY").answer
+                         for zone in ds), EXIT_TIMEOUT, "A to serve its zones signed",
+             interval=0.2)
+    served_by_a = answers_under(ground_a.client, ADDRESS_A, ds)
 
     archive = run_account_dir / "a.backup"
     create_backup(a.state_dir, archive)
@@ -142,7 +252,7 @@ def test_evacuate_moves_the_node_to_b_and_fences_a_out_for_good(
 
     # B is condensed by the operator's command, which then supervises B's unit.
     b = Node(run_account_dir, ground_b, ADDRESS_B, pg_cluster, dsn=zone_dsn,
-             location="ground-b")
+             location="ground-b", zones=zones)
     nodes.append(b)
     facts_file = run_account_dir / "site-facts-b.env"
     write_site_facts(facts_file, b.facts)
@@ -169,14 +279,25 @@ def test_evacuate_moves_the_node_to_b_and_fences_a_out_for_good(
 
             answer = dig(ground_b.client, ADDRESS_B, ZONE)
             assert (answer.status, answer.authoritative) == ("NOERROR", True), answer.raw
+            # B signs with A's keys: under the DS the parents hold, the same DNSKEY RRsets.
+            assert answers_under(ground_b.client, ADDRESS_B, ds) == served_by_a
+            assert b.zone_keys() == a.zone_keys()
 
             status = a.unit.wait_exit(EXIT_TIMEOUT)
             assert status not in (0, None), a.log.read_text()
             assert "fenced out" in a.log.read_text()
+            with pytest.raises(RuntimeError, match="no DNS response"):
+                dig(ground_a.client, ADDRESS_A, ZONE, "DNSKEY", timeout=1.0)
 
             a.unit.restart()
             assert not a.unit.wait_up(EXIT_TIMEOUT), a.log.read_text()
+            # Nor can A's operator verbs change what is signed.
+            status, _, err = valis("zone", "sign", ZONE, "--denial", "nsec3",
+                                   "--state-dir", str(a.state_dir))
+            assert status != 0
+            assert "superseded" in err
             with pg_cluster.connect(zone_dsn) as conn:
+                assert denial_of(conn, ZONE) == "compact"
                 fence = read_instance_fence(conn)
             assert fence is not None
             b_holder = holder_name("node-a@ground-b", read_instance(b.state_dir) or "")
