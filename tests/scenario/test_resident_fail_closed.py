@@ -116,6 +116,20 @@ def test_a_fenced_out_generation_refuses_to_start(
     assert "superseded" in resident.last_line()
 
 
+def test_a_signed_zone_whose_key_the_state_directory_lacks_stops_the_boot_saying_why(
+    resident_harness: Harness, pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    # Signed by a node whose backup set this state directory was not condensed from.
+    with pg_cluster.connect(zone_dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO zone_signing (zone, algorithm, key_tag, set_by) "
+                     "VALUES (%s, 13, 1, 'elsewhere')", (ZONE,))
+    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
+                                      site_facts(zone_dsn))
+    assert_failed_closed(resident, "fabric", f"apex SOA of {ZONE}")
+    assert "with a key this node's state directory does not hold" in resident.last_line()
+    assert "backup set of the node that signed it" in resident.last_line()
+
+
 def test_running_as_root_is_refused(resident_harness: Harness, zone_dsn: str) -> None:
     resident = resident_harness.start(
         make_state_dir(resident_harness.workdir), site_facts(zone_dsn), as_root=True

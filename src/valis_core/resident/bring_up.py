@@ -453,6 +453,7 @@ async def _zone_index(boot: Boot) -> Boot:
 
 
 async def _fabric(boot: Boot) -> Boot:
+    from valis_core.dns import wire
     from valis_core.resident.fabric import Fabric
     from valis_core.resident.views import NodeViews
 
@@ -481,7 +482,9 @@ async def _fabric(boot: Boot) -> Boot:
     fabric = Fabric(state_dir, views)
     address: FabricAddress = await boot.services.start("fabric", fabric.serve)
     log.info("fabric: listening on %s (token in %s)", address.url, state_dir)
-    serials = await _check_public_view(address, fabric.token, source.zones)
+    signer = need(boot.holder).signer
+    lacking = () if signer is None else tuple(wire.to_text(apex) for apex in signer.lacking)
+    serials = await _check_public_view(address, fabric.token, source.zones, lacking)
     log.info("fabric: the public view answered every served apex SOA (%s)", serials)
     return attrs.evolve(boot, views=views)
 
@@ -924,10 +927,12 @@ def _fence_final(service: _Service) -> _Service:
 
 
 async def _check_public_view(
-    address: FabricAddress, token: str, zones: Sequence[str]
+    address: FabricAddress, token: str, zones: Sequence[str], lacking: Sequence[str] = ()
 ) -> str:
     """Ask the fabric's public view for every served apex SOA; raise unless each is
-    answered authoritatively. Returns "zone serial N, ..." for the log."""
+    answered authoritatively. ``lacking`` names the signed zones whose key this node
+    lacks (answered SERVFAIL), so the refusal says why and what restores them. Returns
+    "zone serial N, ..." for the log."""
     from valis_core.resident.fabric import fabric_get
 
     shown = []
@@ -938,10 +943,16 @@ async def _check_public_view(
         except ValueError:
             document = {}
         if status != 200 or not isinstance(document, dict) or not document.get("answered"):
+            why = (
+                ": the zone is signed in operator state with a key this node's state "
+                "directory does not hold (the dnssec line above names it); condense the node "
+                "from the backup set of the node that signed it, which carries its keys"
+                if zone.lower() in lacking else ""
+            )
             raise BringUpError(
                 "fabric",
                 f"the public view did not answer the apex SOA of {zone} (HTTP {status}, "
-                f"rcode {document.get('rcode') if isinstance(document, dict) else None})",
+                f"rcode {document.get('rcode') if isinstance(document, dict) else None}){why}",
             )
         shown.append(f"{zone} serial {document.get('serial')}")
     return ", ".join(shown)
