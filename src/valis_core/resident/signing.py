@@ -3,20 +3,21 @@ keys this node holds for them, and the ``Signer`` the serve loop answers with.
 
 A zone signed in operator state (``zone_signing``) is signed with the key its row names
 (algorithm and key tag). A node whose state directory holds no such key, or another one,
-fails closed for that zone alone: it answers the zone SERVFAIL and says so in one log
-line naming the remedy, rather than serving answers every validator holding the parent's
-DS would reject. ``follow`` re-reads the rows every ``POLL_SECONDS`` so ``valis zone
-sign`` takes effect on a running node without a restart; a failed read keeps the signer
-in place and is logged once until reads succeed again. Before each read it moves on, at
-its fence standing, every rollover of a served zone whose step's time has come
-(``valis_core.dns.rollover``), and the answers follow the step at once. A ZSK roll ends
-on time, so its end is the resident's too: the old ZSK, no longer published and no
-longer in any signature a resolver may hold, leaves the state directory then. When a
-refresh window begins or a zone's signing changes, it raises the serial of each served
-NSEC3 zone no change has reached since (``valis_core.operator_state.zone_resign``), so
-secondaries transfer it signed anew. Each new signer carries the last one's signatures
-by the keys still signing: one zone's change re-signs no other zone.
-"""
+answers that zone SERVFAIL and says so in one log line naming the remedy, rather than
+serving answers every validator holding the parent's DS would reject. A running node
+keeps serving its other zones; at boot the fabric's check of every served apex stops the
+whole node instead (fail closed, saying which key is missing). ``follow`` re-reads the
+rows every ``POLL_SECONDS`` so ``valis zone sign`` takes effect on a running node
+without a restart; a failed read keeps the signer in place and is logged once until
+reads succeed again. Before each read it moves on, at its fence standing, every rollover
+of a served zone whose step's time has come (``valis_core.dns.rollover``), and the
+answers follow the step at once. A ZSK roll ends on time, so its end is the resident's
+too: the old ZSK, no longer published and no longer in any signature a resolver may
+hold, leaves the state directory then. When a refresh window begins or a zone's signing
+changes, it raises the serial of each served NSEC3 zone no change has reached since
+(``valis_core.operator_state.zone_resign``), so secondaries transfer it signed anew.
+Each new signer carries the last one's signatures by the keys still signing: one zone's
+change re-signs no other zone. """
 
 from __future__ import annotations
 
