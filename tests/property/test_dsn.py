@@ -9,7 +9,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from valis_core.errors import ValisError
@@ -65,7 +65,13 @@ def test_the_socket_spellings_pass(dsn: str) -> None:
     assert check_socket_dsn(dsn, source="test") == dsn
 
 
+def _conninfo_quoted(value: str) -> str:
+    """A value inside libpq's single quotes: a quote or backslash escaped by a backslash."""
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
 @given(secret=secrets, directory=socket_dirs)
+@example(secret="zq0000", directory="/'")
 def test_a_password_is_refused_in_one_line_without_showing_it(
     secret: str, directory: str
 ) -> None:
@@ -73,7 +79,7 @@ def test_a_password_is_refused_in_one_line_without_showing_it(
         f"postgresql://valis:{quote(secret, safe='')}@/valis_state?host={quote(directory)}",
         f"postgresql://valis@/valis_state?host={quote(directory)}"
         f"&password={quote(secret, safe='')}",
-        f"host='{directory}' dbname=valis_state password='{secret}'",
+        f"host='{_conninfo_quoted(directory)}' dbname=valis_state password='{secret}'",
     ):
         with pytest.raises(DsnRefused) as refused:
             check_socket_dsn(dsn, source="--dsn")
