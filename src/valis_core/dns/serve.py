@@ -331,13 +331,10 @@ async def _serve_udp(
                     continue
                 response = signed or response
             if limiter is not None:
-                limited = limiter.limit(response, peer[0], trio.current_time())
-                if limited is not response:
-                    if limited is None:
-                        counts.udp_rate_dropped += 1
-                        continue
-                    counts.udp_rate_slipped += 1
-                    response = limited
+                limited = _rate_limited(limiter, response, peer[0], counts)
+                if limited is None:
+                    continue
+                response = limited
             try:
                 sendto(response, peer)
             except OSError:
@@ -408,13 +405,10 @@ async def _serve_udp_compiled(
                     continue
                 response = signed or response
             if limiter is not None:
-                limited = limiter.limit(response, pump.peer(slot)[0], trio.current_time())
-                if limited is not response:
-                    if limited is None:
-                        counts.udp_rate_dropped += 1
-                        continue
-                    counts.udp_rate_slipped += 1
-                    response = limited
+                limited = _rate_limited(limiter, response, pump.peer(slot)[0], counts)
+                if limited is None:
+                    continue
+                response = limited
             reply(slot, response)
             if table is not None and (key is not None or wanted is not None):
                 learn(table, snapshot, key, wanted)
@@ -426,6 +420,19 @@ async def _serve_udp_compiled(
             await trio.lowlevel.checkpoint()
         else:
             await trio.lowlevel.wait_readable(sock)
+
+
+def _rate_limited(
+    limiter: RateLimiter, response: bytes, host: str, counts: ServeStats
+) -> bytes | None:
+    """The response as the limiter lets it go (itself, or a slip), or None when it drops
+    it; counted either way. One place for the three UDP send paths."""
+    limited = limiter.limit(response, host, trio.current_time())
+    if limited is None:
+        counts.udp_rate_dropped += 1
+    elif limited is not response:
+        counts.udp_rate_slipped += 1
+    return limited
 
 
 async def _send_later(
@@ -450,13 +457,10 @@ async def _send_later(
         counts.udp_dropped += 1
         return
     if limiter is not None:
-        limited = limiter.limit(response, peer[0], trio.current_time())
+        limited = _rate_limited(limiter, response, peer[0], counts)
         if limited is None:
-            counts.udp_rate_dropped += 1
             return
-        if limited is not response:
-            counts.udp_rate_slipped += 1
-            response = limited
+        response = limited
     try:
         raw.sendto(response, peer)
     except OSError:
