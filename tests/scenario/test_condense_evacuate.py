@@ -122,6 +122,7 @@ class Node:
         account = ensure_system_user(RUN_USER)
         owner = (account.pw_uid, account.pw_gid)
         self.ground = ground
+        self.address = address
         self.state_dir = make_state_dir(workdir)
         self.log = workdir / f"unit-{location}.log"
         self.config = config = workdir / f"launcher-{location}.toml"
@@ -146,6 +147,24 @@ class Node:
             ready_timeout=120.0,
             ask_soa=ask_soa_in_netns(ground.client),
         )
+
+    def condense_evacuate(self, archive: Path, cluster: PgCluster
+                          ) -> tuple[list[str], dict[str, str]]:
+        """The operator's ``valis condense --from-backup ARCHIVE --evacuate`` that makes
+        this node from another's backup set, and its environment (site facts written
+        beside the state directory)."""
+        facts_file = self.state_dir.parent / f"site-facts-{self.facts['VALIS_LOCATION']}.env"
+        write_site_facts(facts_file, self.facts)
+        argv = [
+            str(Path(sys.executable).parent / "valis"), "condense",
+            "--from-backup", str(archive), "--evacuate", "--site-facts", str(facts_file),
+            "--state-dir", str(self.state_dir), "--unit-command", shlex.join(self.command),
+            "--dns-address", f"{self.address}:53", "--ask-in-netns", self.ground.client,
+            "--launcher-config", str(self.config), "--binary", resident_runtime(),
+            "--pg-socket-dir", str(cluster.cluster.socket_dir),
+            "--pg-port", str(cluster.cluster.port),
+        ]  # fmt: skip
+        return argv, {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "UNIT_LOG": str(self.log)}
 
     def owner_key(self) -> str:
         return public_key_hex(load_or_create_keyfile(self.state_dir))
@@ -254,18 +273,7 @@ def test_evacuate_moves_the_node_and_its_signing_keys_to_b_and_fences_a_out_for_
     b = Node(run_account_dir, ground_b, ADDRESS_B, pg_cluster, dsn=zone_dsn,
              location="ground-b", zones=zones)
     nodes.append(b)
-    facts_file = run_account_dir / "site-facts-b.env"
-    write_site_facts(facts_file, b.facts)
-    argv = [
-        str(Path(sys.executable).parent / "valis"), "condense",
-        "--from-backup", str(archive), "--evacuate", "--site-facts", str(facts_file),
-        "--state-dir", str(b.state_dir), "--unit-command", shlex.join(b.command),
-        "--dns-address", f"{ADDRESS_B}:53", "--ask-in-netns", ground_b.client,
-        "--launcher-config", str(b.config), "--binary", resident_runtime(),
-        "--pg-socket-dir", str(pg_cluster.cluster.socket_dir),
-        "--pg-port", str(pg_cluster.cluster.port),
-    ]  # fmt: skip
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "UNIT_LOG": str(b.log)}
+    argv, env = b.condense_evacuate(archive, pg_cluster)
     stderr_path = run_account_dir / "condense-b.stderr"
     with stderr_path.open("w") as stderr, subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env

@@ -14,11 +14,9 @@ import json
 import os
 import pwd
 import secrets
-import shlex
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,7 +46,6 @@ from valis_core.fence import FenceState
 from valis_core.identity.custody import load_keyfile
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
 from valis_core.operator_state.secondaries import Secondary, add_secondary
-from valis_core.operator_state.site_facts_file import write_site_facts
 from valis_core.ops.backup import create_backup
 from valis_core.ops.condense import CondenseRequest, RequestKind, condense_onto_host
 from valis_core.owner.key import derive_owner_tsig
@@ -586,18 +583,7 @@ def test_an_evacuation_by_condense_moves_the_secondary_to_the_successor(
         b = EvacuatedNode(run_account_dir, ground_b, ADDRESS_B, pg_cluster, dsn=zone_dsn,
                           location="ground-b")
         nodes.append(b)
-        facts_file = run_account_dir / "site-facts-b.env"
-        write_site_facts(facts_file, b.facts)
-        argv = [
-            str(Path(sys.executable).parent / "valis"), "condense",
-            "--from-backup", str(archive), "--evacuate", "--site-facts", str(facts_file),
-            "--state-dir", str(b.state_dir), "--unit-command", shlex.join(b.command),
-            "--dns-address", f"{ADDRESS_B}:53", "--ask-in-netns", ground_b.client,
-            "--launcher-config", str(b.config), "--binary", resident_runtime(),
-            "--pg-socket-dir", str(pg_cluster.cluster.socket_dir),
-            "--pg-port", str(pg_cluster.cluster.port),
-        ]  # fmt: skip
-        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "UNIT_LOG": str(b.log)}
+        argv, env = b.condense_evacuate(archive, pg_cluster)
         with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=env) as cli:
             try:
