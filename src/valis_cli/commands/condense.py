@@ -232,15 +232,18 @@ def _condense(args: argparse.Namespace) -> int:
             dist_home=args.dist_home,
         )
         report = condense_onto_host(request, host)
-        print(
-            f"valis: condensed ({request.kind.value}) in {len(report.completed)} steps; "
-            f"serving {', '.join(request.zones)} at {args.dns_address}",
-            flush=True,
-        )
-        if process is None:
-            return 0
-        signal.signal(signal.SIGTERM, _stop_on_term)
+        if process is not None:
+            # Before the line that tells a supervisor the node is up: a SIGTERM sent on
+            # reading it must find the handler, not Python's default (death by signal).
+            signal.signal(signal.SIGTERM, _stop_on_term)
         try:
+            print(
+                f"valis: condensed ({request.kind.value}) in {len(report.completed)} steps; "
+                f"serving {', '.join(request.zones)} at {args.dns_address}",
+                flush=True,
+            )
+            if process is None:
+                return 0
             status = process.wait_exit()
         except KeyboardInterrupt:
             return 0
