@@ -273,36 +273,117 @@ async def serve_udp(
     secondary signed it. ``limiter``, when given, rate-limits the responses.
     """
     counts = stats if stats is not None else ServeStats()
-    failures = _ThrottledLog()
     raw = socket.socket(fileno=os.dup(sock.fileno()))
     try:
         raw.setblocking(False)
         loop = _serve_udp_compiled if fastpath.COMPILED else _serve_udp
         fastpath.tell_once()
         async with trio.open_nursery() as later:
-            await loop(sock, raw, holder=holder, counts=counts, failures=failures,
-                       answer_fn=answer_fn, transfers=transfers, limiter=limiter,
-                       later=later)
+            datagrams = _Datagrams(
+                raw=raw, counts=counts, failures=_ThrottledLog(), answer_fn=answer_fn,
+                transfers=transfers, limiter=limiter, later=later,
+            )
+            await loop(sock, raw, holder, datagrams)
     finally:
         raw.close()
+
+
+_Peer = tuple[str, int] | tuple[str, int, int, int]
+
+
+@attrs.frozen(kw_only=True)
+class _Datagrams:
+    """What both UDP drain loops do with a datagram Python answers, in one place: answer
+    it, offer a refused signed query to the transfers, rate-limit the response, send and
+    count it (now, or when a journal job gives it)."""
+
+    raw: socket.socket
+    counts: ServeStats
+    failures: _ThrottledLog
+    answer_fn: AnswerFn
+    transfers: TransferFn | None
+    limiter: RateLimiter | None
+    later: trio.Nursery
+
+    def respond(
+        self, snapshot: Snapshot, query: bytes, peer_of: Callable[[], _Peer]
+    ) -> bytes | None:
+        """The response to send to the peer (``peer_of()``, asked only when needed), or
+        None when there is none to send now (dropped, failed, limited, or left to a
+        journal job that sends it later)."""
+        counts = self.counts
+        try:
+            response = self.answer_fn(snapshot, query, transport=Transport.UDP)
+        except Exception:
+            counts.udp_answer_errors += 1
+            self.failures.failure(Transport.UDP, query)
+            return None
+        if response is None:
+            counts.udp_dropped += 1
+            return None
+        transfers = self.transfers
+        if transfers is not None and response[3] & 0x0F in _SECONDARIES_RCODES:
+            peer = peer_of()
+            signed = transfers.datagram(snapshot, query, str(peer[0]))
+            if callable(signed):
+                self.later.start_soon(self._send_later, signed, query, peer)
+                return None
+            response = signed or response
+        return self.limited(response, peer_of)
+
+    def limited(self, response: bytes, peer_of: Callable[[], _Peer]) -> bytes | None:
+        """The response as the limiter (if any) lets it go: itself, a slip, or None when
+        it drops it; counted either way."""
+        limiter = self.limiter
+        if limiter is None:
+            return response
+        limited = limiter.limit(response, peer_of()[0], trio.current_time())
+        if limited is None:
+            self.counts.udp_rate_dropped += 1
+        elif limited is not response:
+            self.counts.udp_rate_slipped += 1
+        return limited
+
+    def send(self, response: bytes, peer: _Peer) -> None:
+        """Send one response with ``sendto``, counted (the batched path counts in C)."""
+        counts = self.counts
+        try:
+            self.raw.sendto(response, peer)
+        except OSError:
+            # Send buffer full (EAGAIN) or an unroutable peer: UDP may lose it.
+            counts.udp_send_failures += 1
+            return
+        counts.udp_rcodes[response[3] & 0x0F] += 1
+        if response[2] & 0x02:
+            counts.udp_truncated += 1
+
+    async def _send_later(
+        self, job: Callable[[], Awaitable[bytes | None]], query: bytes, peer: _Peer
+    ) -> None:
+        """Send the response ``job`` gives (an IXFR over UDP answered from the journal)
+        as the drain loop sends one; a job that fails drops the query."""
+        try:
+            response = await job()
+        except Exception:
+            self.counts.udp_answer_errors += 1
+            self.failures.failure(Transport.UDP, query)
+            return
+        if response is None:
+            self.counts.udp_dropped += 1
+            return
+        limited = self.limited(response, lambda: peer)
+        if limited is not None:
+            self.send(limited, peer)
 
 
 async def _serve_udp(
     sock: trio.socket.SocketType,
     raw: socket.socket,
-    *,
     holder: IndexHolder,
-    counts: ServeStats,
-    failures: _ThrottledLog,
-    answer_fn: AnswerFn,
-    transfers: TransferFn | None,
-    limiter: RateLimiter | None,
-    later: trio.Nursery,
+    datagrams: _Datagrams,
 ) -> None:
     recvfrom = raw.recvfrom
-    sendto = raw.sendto
-    rcodes = counts.udp_rcodes
-    udp = Transport.UDP
+    respond, send = datagrams.respond, datagrams.send
     while True:
         handled = 0
         while handled < UDP_BATCH:
@@ -313,54 +394,24 @@ async def _serve_udp(
                 # report) that the failing call consumed: wait for the next datagram.
                 break
             handled += 1
-            try:
-                response = answer_fn(holder.snapshot, query, transport=udp)
-            except Exception:
-                counts.udp_answer_errors += 1
-                failures.failure(udp, query)
-                continue
-            if response is None:
-                counts.udp_dropped += 1
-                continue
-            if transfers is not None and response[3] & 0x0F in _SECONDARIES_RCODES:
-                signed = transfers.datagram(holder.snapshot, query, str(peer[0]))
-                if callable(signed):
-                    later.start_soon(partial(_send_later, signed, query, peer, raw=raw,
-                                             counts=counts, failures=failures,
-                                             limiter=limiter))
-                    continue
-                response = signed or response
-            if limiter is not None:
-                limited = _rate_limited(limiter, response, peer[0], counts)
-                if limited is None:
-                    continue
-                response = limited
-            try:
-                sendto(response, peer)
-            except OSError:
-                # Send buffer full (EAGAIN) or an unroutable peer: UDP may lose it.
-                counts.udp_send_failures += 1
-                continue
-            rcodes[response[3] & 0x0F] += 1
-            if response[2] & 0x02:
-                counts.udp_truncated += 1
+            response = respond(holder.snapshot, query, partial(_itself, peer))
+            if response is not None:
+                send(response, peer)
         if handled == UDP_BATCH:
             await trio.lowlevel.checkpoint()
         else:
             await trio.lowlevel.wait_readable(sock)
 
 
+def _itself(peer: _Peer) -> _Peer:
+    return peer
+
+
 async def _serve_udp_compiled(
     sock: trio.socket.SocketType,
     raw: socket.socket,
-    *,
     holder: IndexHolder,
-    counts: ServeStats,
-    failures: _ThrottledLog,
-    answer_fn: AnswerFn,
-    transfers: TransferFn | None,
-    limiter: RateLimiter | None,
-    later: trio.Nursery,
+    datagrams: _Datagrams,
 ) -> None:
     """``_serve_udp`` through the compiled pump (``valis_core.dns.fastpath``): a batch in
     with one call, the questions the snapshot's table holds answered in C, the others
@@ -372,10 +423,11 @@ async def _serve_udp_compiled(
 
     learn = fastpath.learn
     pump = Pump(raw.fileno(), UDP_BATCH)
-    drain, reply, flush = pump.drain, pump.reply, pump.flush
+    drain, reply, flush, peer_of = pump.drain, pump.reply, pump.flush, pump.peer
+    respond = datagrams.respond
+    counts = datagrams.counts
     rcodes = counts.udp_rcodes
-    udp = Transport.UDP
-    tabled = answer_fn is answer and limiter is None
+    tabled = datagrams.answer_fn is answer and datagrams.limiter is None
     served: Snapshot | None = None
     table: Table | None = None
     while True:
@@ -386,29 +438,9 @@ async def _serve_udp_compiled(
         received, misses = drain(table)
         counts.udp_compiled += received - len(misses)
         for slot, query, key, wanted in misses:
-            try:
-                response = answer_fn(snapshot, query, transport=udp)
-            except Exception:
-                counts.udp_answer_errors += 1
-                failures.failure(udp, query)
-                continue
+            response = respond(snapshot, query, partial(peer_of, slot))
             if response is None:
-                counts.udp_dropped += 1
                 continue
-            if transfers is not None and response[3] & 0x0F in _SECONDARIES_RCODES:
-                peer = pump.peer(slot)
-                signed = transfers.datagram(snapshot, query, str(peer[0]))
-                if callable(signed):
-                    later.start_soon(partial(_send_later, signed, query, peer, raw=raw,
-                                             counts=counts, failures=failures,
-                                             limiter=limiter))
-                    continue
-                response = signed or response
-            if limiter is not None:
-                limited = _rate_limited(limiter, response, pump.peer(slot)[0], counts)
-                if limited is None:
-                    continue
-                response = limited
             reply(slot, response)
             if table is not None and (key is not None or wanted is not None):
                 learn(table, snapshot, key, wanted)
@@ -420,55 +452,6 @@ async def _serve_udp_compiled(
             await trio.lowlevel.checkpoint()
         else:
             await trio.lowlevel.wait_readable(sock)
-
-
-def _rate_limited(
-    limiter: RateLimiter, response: bytes, host: str, counts: ServeStats
-) -> bytes | None:
-    """The response as the limiter lets it go (itself, or a slip), or None when it drops
-    it; counted either way. One place for the three UDP send paths."""
-    limited = limiter.limit(response, host, trio.current_time())
-    if limited is None:
-        counts.udp_rate_dropped += 1
-    elif limited is not response:
-        counts.udp_rate_slipped += 1
-    return limited
-
-
-async def _send_later(
-    job: Callable[[], Awaitable[bytes | None]],
-    query: bytes,
-    peer: tuple[str, int] | tuple[str, int, int, int],
-    *,
-    raw: socket.socket,
-    counts: ServeStats,
-    failures: _ThrottledLog,
-    limiter: RateLimiter | None,
-) -> None:
-    """Send the response ``job`` gives (an IXFR over UDP answered from the journal) as the
-    drain loop sends one: rate limited, counted; a job that fails drops the query."""
-    try:
-        response = await job()
-    except Exception:
-        counts.udp_answer_errors += 1
-        failures.failure(Transport.UDP, query)
-        return
-    if response is None:
-        counts.udp_dropped += 1
-        return
-    if limiter is not None:
-        limited = _rate_limited(limiter, response, peer[0], counts)
-        if limited is None:
-            return
-        response = limited
-    try:
-        raw.sendto(response, peer)
-    except OSError:
-        counts.udp_send_failures += 1
-        return
-    counts.udp_rcodes[response[3] & 0x0F] += 1
-    if response[2] & 0x02:
-        counts.udp_truncated += 1
 
 
 async def serve_tcp(
