@@ -120,6 +120,7 @@ from valis_core.dns.records import (
     A,
     RRset,
     decode_node,
+    header_only,
 )
 from valis_core.dns.snapshot import ResponseCache, Snapshot
 from valis_core.dns.zone import ServedZone, ZoneIndex
@@ -224,7 +225,7 @@ def answer(source: Snapshot | ZoneIndex, query: bytes, *, transport: Transport) 
         assert isinstance(source, ZoneIndex)
         return _answer(source, ResponseCache(), query, transport is _TCP, False)
     except Exception:  # malformed input must never take a server down
-        return _last_resort(query)
+        return header_only(query, FORMERR)
 
 
 def answer_general(
@@ -240,7 +241,7 @@ def answer_general(
             index, cache = source, ResponseCache()
         return _answer(index, cache, query, transport is Transport.TCP, True, signer=signer)
     except Exception:
-        return _last_resort(query)
+        return header_only(query, FORMERR)
 
 
 def _answer(
@@ -620,14 +621,6 @@ def _bare(qid: int, qflags: int, qsec: bytes, rcode: int, extra: bytes = b"") ->
     flags = _QR | (qflags & (_OPCODE | _ECHOED)) | rcode
     header = _HEADER.pack(qid, flags, 1 if qsec else 0, 0, 0, 1 if extra else 0)
     return header + qsec + extra
-
-
-def _last_resort(query: bytes) -> bytes | None:
-    """FORMERR echoing only the header, for input that made the answer path fail."""
-    if len(query) < 12 or query[2] & 0x80:
-        return None
-    flags = bytes((0x80 | (query[2] & 0x79), (query[3] & 0x10) | FORMERR))
-    return query[:2] + flags + bytes(8)
 
 
 # --- resolution -----------------------------------------------------------------------

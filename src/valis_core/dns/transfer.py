@@ -71,6 +71,7 @@ from valis_core.dns.records import (
     RecordRow,
     ZoneError,
     decode_node,
+    header_only,
 )
 from valis_core.dns.serial import serial_gt
 from valis_core.dns.tsig_verdict import Rejection, Signer, opt, reply, signs_as, verify
@@ -87,7 +88,6 @@ PAUSE_EVERY = 64
 _HEADER = struct.Struct("!HHHHHH")
 _QR = 0x8000
 _AA = 0x0400
-_OPCODE = 0x7800
 _TC = 0x0200
 _RD = 0x0100
 
@@ -193,7 +193,7 @@ def decide(
         return _decide(index, query, peer_host(peer), listed, now=now, tcp=tcp)
     except Exception as exc:  # malformed input must never take a server down
         return Refusal(
-            _header_only(query, FORMERR), f"unreadable request ({type(exc).__name__})",
+            header_only(query, FORMERR), f"unreadable request ({type(exc).__name__})",
             "malformed",
         )
 
@@ -205,7 +205,7 @@ def _decide(
     try:
         message = dns.message.from_wire(query, keyring=False)
     except dns.exception.DNSException as exc:
-        return Refusal(_header_only(query, FORMERR), f"unreadable request ({exc})", "malformed")
+        return Refusal(header_only(query, FORMERR), f"unreadable request ({exc})", "malformed")
     key = authenticate(query, message, listed, now=now, tcp=tcp)
     if isinstance(key, Refusal):
         return key
@@ -470,10 +470,3 @@ def refused(query: bytes, grant: Grant, *, now: float) -> bytes | None:
         return reply(query, grant.query, REFUSED, grant.key, now)
     except ValueError:
         return None
-
-
-def _header_only(query: bytes, rcode: int) -> bytes | None:
-    if len(query) < 12 or query[2] & 0x80:
-        return None
-    qid, flags = struct.unpack_from("!HH", query)
-    return _HEADER.pack(qid, _QR | (flags & (_OPCODE | _RD)) | rcode, 0, 0, 0, 0)

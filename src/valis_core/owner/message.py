@@ -19,7 +19,6 @@ What a message gets, in order:
 """
 from __future__ import annotations
 
-import struct
 import time
 from collections.abc import Callable
 
@@ -32,13 +31,10 @@ import dns.tsig
 import dns.update
 from dns.rcode import Rcode
 
+from valis_core.dns.records import FORMERR, header_only
 from valis_core.dns.tsig_verdict import Rejection, Signer, signs_as, verify
 from valis_core.owner.key import TsigKey
 from valis_core.owner.update import UpdateRequest, UpdateRR
-
-_HEADER = struct.Struct("!HHHHHH")
-_QR = 0x8000
-_OPCODE_MASK = 0x7800
 
 
 @attrs.frozen
@@ -53,12 +49,6 @@ class Received:
 
 def _dns_key(key: TsigKey) -> dns.tsig.Key:
     return dns.tsig.Key(key.name, key.secret, key.algorithm)
-
-
-def _header_only(data: bytes, rcode: Rcode) -> bytes:
-    """A response of only a header, for a query too broken to parse."""
-    ident, flags = _HEADER.unpack_from(data)[:2]
-    return _HEADER.pack(ident, _QR | (flags & _OPCODE_MASK) | int(rcode), 0, 0, 0, 0)
 
 
 def _plain(
@@ -82,19 +72,21 @@ def receive(
 
     ``clock`` is the time the signature's time is judged against (RFC 8945 section
     5.2.3), so a test moves time instead of waiting for it."""
-    if len(data) < _HEADER.size or data[2] & 0x80:
+    if len(data) < 12 or data[2] & 0x80:  # no query: nothing to answer
         return None
     try:
         return _receive(data, key, clock)
     except Exception:
-        return _header_only(data, Rcode.FORMERR)
+        return header_only(data, FORMERR)
 
 
-def _receive(data: bytes, owner: TsigKey, clock: Callable[[], float]) -> Received | bytes:
+def _receive(
+    data: bytes, owner: TsigKey, clock: Callable[[], float]
+) -> Received | bytes | None:
     try:
         query = dns.message.from_wire(data, keyring=False, one_rr_per_rrset=True)
     except dns.exception.DNSException:
-        return _header_only(data, Rcode.FORMERR)
+        return header_only(data, FORMERR)
     mine = signs_as(owner.name, owner.algorithm)
     now = clock()
     key = verify(data, query, lambda wanted: [_dns_key(owner)] if wanted == mine else [],
