@@ -62,16 +62,6 @@ BADKEY = 17
 BADTIME = 18
 """RFC 8945 TSIG error BADTIME (the time signed is outside the fudge)."""
 
-def header_only(query: bytes, rcode: int) -> bytes | None:
-    """A response of only the header, for a query too broken to answer otherwise: its ID,
-    opcode, RD and CD echoed (RFC 1035 section 4.1.1, RFC 6840 section 5.9), no section.
-    None for what is no query (shorter than a header, or a response itself)."""
-    if len(query) < 12 or query[2] & 0x80:
-        return None
-    flags = bytes((0x80 | (query[2] & 0x79), (query[3] & 0x10) | rcode))
-    return query[:2] + flags + bytes(8)
-
-
 MAX_TTL = 2**31 - 1
 """RFC 2181 section 8: a TTL is an unsigned 31-bit number of seconds."""
 
@@ -80,6 +70,16 @@ RR_HEAD = struct.Struct("!HHIH")
 
 RRset = tuple[int, tuple[bytes, ...]]
 """The TTL and the rdatas (uncompressed wire form) of one owner's records of one type."""
+
+
+def header_only(query: bytes, rcode: int) -> bytes | None:
+    """A response of only the header, for a query too broken to answer otherwise: its ID,
+    opcode, RD and CD echoed (RFC 1035 section 4.1.1, RFC 6840 section 5.9), no section.
+    None for what is no query (shorter than a header, or a response itself)."""
+    if len(query) < 12 or query[2] & 0x80:
+        return None
+    flags = bytes((0x80 | (query[2] & 0x79), (query[3] & 0x10) | rcode))
+    return query[:2] + flags + bytes(8)
 
 
 @attrs.frozen
