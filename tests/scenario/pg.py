@@ -120,6 +120,13 @@ def run_as(
     )
 
 
+def valis(*argv: str, input_text: str | None = None) -> tuple[int, str, str]:
+    """The ``valis`` CLI run as the run account, as an operator would with ``sudo -u``:
+    its exit status, stdout and stderr."""
+    result = run_as(RUN_USER, [str(runtime_bin() / "valis"), *argv], input_text=input_text)
+    return result.returncode, result.stdout, result.stderr
+
+
 @attrs.frozen
 class PgCluster:
     """The session's cluster: role ``valis`` owning database ``valis_state``."""

@@ -39,7 +39,7 @@ import pytest
 from tests.conftest import require_root
 from tests.property.dnssec_check import validate, validate_sections
 from tests.scenario.operator_state_helpers import EXAMPLE_WWW, import_zone
-from tests.scenario.pg import RUN_USER, PgCluster, connect_as, ensure_system_user
+from tests.scenario.pg import RUN_USER, PgCluster, connect_as, ensure_system_user, valis
 from tests.scenario.proving_ground import (
     FULCRUM,
     Ground,
@@ -50,7 +50,6 @@ from tests.scenario.proving_ground import (
     wait_for,
 )
 from tests.scenario.resident_harness import make_state_dir, resident_runtime, site_facts
-from tests.scenario.test_zone_sign_verbs import valis
 from valis_core.apply.unit_control import ProcessUnitController
 from valis_core.identity.custody import load_or_create_keyfile, public_key_hex
 from valis_core.identity.instance import holder_name, read_instance

@@ -34,7 +34,7 @@ import pytest
 from tests.conftest import require_root
 from tests.scenario.nsd_conf import nsd_server
 from tests.scenario.operator_state_helpers import import_zone, run_sql
-from tests.scenario.pg import RUN_USER, PgCluster, run_as, runtime_bin
+from tests.scenario.pg import RUN_USER, PgCluster, runtime_bin, valis
 from tests.scenario.proving_ground import run, run_in, wait_for
 from tests.scenario.resident_harness import REPO, Resident, harness, site_facts
 from valis_core.dns.dnssec import key_tag
@@ -189,10 +189,10 @@ class Signed:
         ], check=False, timeout=10).stdout
 
 
-def valis(*argv: str) -> str:
-    result = run_as(RUN_USER, [str(runtime_bin() / "valis"), *argv])
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+def valis_ok(*argv: str) -> str:
+    status, out, err = valis(*argv)
+    assert status == 0, err
+    return out
 
 
 def unbound_conf(directory: Path, anchor: str, tampered: str, chained: str) -> str:
@@ -263,17 +263,17 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
             node.wait_ready()
             # The operator signs both zones (each algorithm once) and gives the parent
             # the child's DS.
-            assert "key tag" in valis("zone", "sign", PARENT, "--algorithm", "13",
+            assert "key tag" in valis_ok("zone", "sign", PARENT, "--algorithm", "13",
                                       "--state-dir", str(state))
-            valis("zone", "sign", SECURE, "--algorithm", "15", "--state-dir", str(state))
-            child_ds = valis("zone", "ds", SECURE, "--state-dir", str(state)).splitlines()[0]
+            valis_ok("zone", "sign", SECURE, "--algorithm", "15", "--state-dir", str(state))
+            child_ds = valis_ok("zone", "ds", SECURE, "--state-dir", str(state)).splitlines()[0]
             ds_rdata = child_ds.split(" IN DS ")[1]
             import_zone(pg_cluster, dsn, PARENT, serial=2,
                         extra=PARENT_EXTRA + f"secure IN DS {ds_rdata}\n")
-            anchor = valis("zone", "ds", PARENT, "--state-dir", str(state)).splitlines()[0]
+            anchor = valis_ok("zone", "ds", PARENT, "--state-dir", str(state)).splitlines()[0]
             anchor = anchor.replace(" IN DS ", " DS ")
-            valis("zone", "sign", TAMPERED, "--state-dir", str(state))
-            tampered = valis("zone", "ds", TAMPERED, "--state-dir", str(state)).splitlines()[0]
+            valis_ok("zone", "sign", TAMPERED, "--state-dir", str(state))
+            tampered = valis_ok("zone", "ds", TAMPERED, "--state-dir", str(state)).splitlines()[0]
             proxy = subprocess.Popen(
                 ["ip", "netns", "exec", wire.node, str(REPO / ".venv" / "bin" / "python"),
                  "-c", _TAMPER, NODE_IP, str(PROXY_PORT), str(NODE_PORT)],
@@ -282,14 +282,14 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
             )
             # Served with a DNSKEY TTL of seconds from the start, so its roll (which waits
             # out the longer of the old and the new DNSKEY TTL) runs in seconds.
-            valis("zone", "sign", ROLLED, "--dnskey-ttl", "2", "--state-dir", str(state))
-            write_anchor(workdir, valis("zone", "ds", ROLLED, "--state-dir", str(state)))
-            assert "KSK key tag" in valis("zone", "sign", SPLIT, "--split", "--algorithm", "15",
+            valis_ok("zone", "sign", ROLLED, "--dnskey-ttl", "2", "--state-dir", str(state))
+            write_anchor(workdir, valis_ok("zone", "ds", ROLLED, "--state-dir", str(state)))
+            assert "KSK key tag" in valis_ok("zone", "sign", SPLIT, "--split", "--algorithm", "15",
                                           "--dnskey-ttl", "2", "--state-dir", str(state))
-            write_anchor(workdir, valis("zone", "ds", SPLIT, "--state-dir", str(state)),
+            write_anchor(workdir, valis_ok("zone", "ds", SPLIT, "--state-dir", str(state)),
                          "split.anchor")
-            valis("zone", "sign", CHAINED, "--denial", "nsec3", "--state-dir", str(state))
-            chained = valis("zone", "ds", CHAINED, "--state-dir", str(state)).splitlines()[0]
+            valis_ok("zone", "sign", CHAINED, "--denial", "nsec3", "--state-dir", str(state))
+            chained = valis_ok("zone", "ds", CHAINED, "--state-dir", str(state)).splitlines()[0]
             signed = Signed(wire, node, pg_cluster, dsn, anchor, ds_rdata, workdir, state,
                             chained_anchor=chained.replace(" IN DS ", " DS "))
             wait_for(lambda: "RRSIG" in signed.at_node(f"www.{SECURE}", "A")
@@ -497,12 +497,12 @@ def test_a_key_rollover_keeps_the_zone_validating_at_every_step(signed: Signed) 
 
     def parent_publishes() -> None:
         """The parent takes the DS set now printed: Unbound reloads its anchor."""
-        write_anchor(signed.workdir, valis("zone", "ds", ROLLED, *state))
+        write_anchor(signed.workdir, valis_ok("zone", "ds", ROLLED, *state))
         signed.unbound[0].send_signal(signal.SIGHUP)
         wait_for(lambda: _answers(signed), BOUND, "unbound to reload", interval=0.2)
 
     old = _rrsig_tag(signed.at_node(f"www.{ROLLED}", "A"), "A")
-    out = valis("zone", "rollover", ROLLED, *state, "--dnskey-ttl", "2", "--ds-ttl", "1",
+    out = valis_ok("zone", "rollover", ROLLED, *state, "--dnskey-ttl", "2", "--ds-ttl", "1",
                 "--max-zone-ttl", "3", "--propagation-delay", "1",
                 "--parent-propagation-delay", "1")
     new = int(re.search(r"to (\d+), step ds-submit", out).group(1))  # type: ignore[union-attr]
@@ -529,11 +529,11 @@ def test_a_key_rollover_keeps_the_zone_validating_at_every_step(signed: Signed) 
     assert re.search(rf'valis_dnssec_signatures_cached{{zone="{re.escape(ROLLED)}"}} [1-9]',
                      metrics), metrics
     assert re.search(r'valis_dnssec_signature_cache_total{outcome="miss"} [1-9]', metrics)
-    assert len([line for line in valis("zone", "ds", ROLLED, *state).splitlines()
+    assert len([line for line in valis_ok("zone", "ds", ROLLED, *state).splitlines()
                 if " IN DS " in line]) == 2
     parent_publishes()
     validates("ds-submit, the parent holding both DS")
-    assert "ds-propagating" in valis("zone", "rollover", ROLLED, *state, "--ds-published")
+    assert "ds-propagating" in valis_ok("zone", "rollover", ROLLED, *state, "--ds-published")
     validates("ds-propagating")
     wait_for(lambda: _dnskey_tags(signed) == {old, new}, BOUND, "the new key published",
              interval=0.1)
@@ -547,9 +547,9 @@ def test_a_key_rollover_keeps_the_zone_validating_at_every_step(signed: Signed) 
     validates("ds-retire, the parent still holding both DS")
     parent_publishes()
     validates("ds-retire, the parent holding the new DS alone")
-    assert "rollover done" in valis("zone", "rollover", ROLLED, *state, "--ds-published")
+    assert "rollover done" in valis_ok("zone", "rollover", ROLLED, *state, "--ds-published")
     validates("done")
-    printed = valis("zone", "ds", ROLLED, *state)
+    printed = valis_ok("zone", "ds", ROLLED, *state)
     assert f" DS {new} " in printed
     assert f" DS {old} " not in printed
     assert not list((signed.state / "dnssec").glob(f"Krolled.test+*+{old:05d}.pem"))
@@ -691,12 +691,12 @@ def test_a_split_zone_validates_and_its_zsk_rolls_by_pre_publication(signed: Sig
     (ksk,) = [tag for tag, flags in keys.items() if flags == 257]
     (old,) = [tag for tag, flags in keys.items() if flags == 256]
     assert _split_signers(signed) == (old, {ksk})
-    ds = valis("zone", "ds", SPLIT, *state)
+    ds = valis_ok("zone", "ds", SPLIT, *state)
     assert f" DS {ksk} 15 2 " in ds
     assert f" DS {old} " not in ds
     _split_validates(signed, "signed", asked)
 
-    out = valis("zone", "rollover", SPLIT, "--zsk", *state, "--dnskey-ttl", "2",
+    out = valis_ok("zone", "rollover", SPLIT, "--zsk", *state, "--dnskey-ttl", "2",
                 "--max-zone-ttl", "3", "--propagation-delay", "1")
     found = re.search(rf"ZSK from key tag {old} to (\d+), step zsk-published", out)
     assert found is not None, out
@@ -713,7 +713,7 @@ def test_a_split_zone_validates_and_its_zsk_rolls_by_pre_publication(signed: Sig
              interval=0.1)
     assert _split_signers(signed) == (new, {ksk})
     _split_validates(signed, "done", asked)
-    assert valis("zone", "ds", SPLIT, *state) == ds
+    assert valis_ok("zone", "ds", SPLIT, *state) == ds
     assert not list((signed.state / "dnssec").glob(f"Ksplit.test+015+{old:05d}.pem"))
     log = signed.node.stderr()
     assert f"zone {SPLIT} rollover from key tag {old} to {new}: step zsk-switched" in log
@@ -733,11 +733,11 @@ def test_a_split_zones_ksk_rolls_by_double_ds_while_the_zsk_signs_the_data(
     (zsk,) = [tag for tag, flags in keys.items() if flags == 256]
 
     def parent_publishes() -> None:
-        write_anchor(signed.workdir, valis("zone", "ds", SPLIT, *state), "split.anchor")
+        write_anchor(signed.workdir, valis_ok("zone", "ds", SPLIT, *state), "split.anchor")
         signed.unbound[0].send_signal(signal.SIGHUP)
         wait_for(lambda: _answers(signed), BOUND, "unbound to reload", interval=0.2)
 
-    out = valis("zone", "rollover", SPLIT, *state, "--dnskey-ttl", "2", "--ds-ttl", "1",
+    out = valis_ok("zone", "rollover", SPLIT, *state, "--dnskey-ttl", "2", "--ds-ttl", "1",
                 "--max-zone-ttl", "3", "--propagation-delay", "1",
                 "--parent-propagation-delay", "1")
     found = re.search(rf"its KSK from key tag {old} to (\d+), step ds-submit", out)
@@ -746,7 +746,7 @@ def test_a_split_zones_ksk_rolls_by_double_ds_while_the_zsk_signs_the_data(
     _split_validates(signed, "ds-submit, the parent's DS set as it was", asked)
     parent_publishes()
     _split_validates(signed, "ds-submit, the parent holding both DS", asked)
-    assert "ds-propagating" in valis("zone", "rollover", SPLIT, *state, "--ds-published")
+    assert "ds-propagating" in valis_ok("zone", "rollover", SPLIT, *state, "--ds-published")
     _split_validates(signed, "ds-propagating", asked)
     wait_for(lambda: set(_split_keys(signed)) == {old, new, zsk}, BOUND,
              "the new KSK published", interval=0.1)
@@ -758,9 +758,9 @@ def test_a_split_zones_ksk_rolls_by_double_ds_while_the_zsk_signs_the_data(
     _split_validates(signed, "ds-retire, the parent still holding both DS", asked)
     parent_publishes()
     _split_validates(signed, "ds-retire, the parent holding the new DS alone", asked)
-    assert "rollover done" in valis("zone", "rollover", SPLIT, *state, "--ds-published")
+    assert "rollover done" in valis_ok("zone", "rollover", SPLIT, *state, "--ds-published")
     _split_validates(signed, "done", asked)
-    printed = valis("zone", "ds", SPLIT, *state)
+    printed = valis_ok("zone", "ds", SPLIT, *state)
     assert f" DS {new} 15 2 " in printed
     assert f" DS {old} " not in printed
     assert f" DS {zsk} " not in printed

@@ -20,7 +20,7 @@ import pytest
 import trio
 
 from tests.scenario.operator_state_helpers import soa_zone
-from tests.scenario.pg import PgCluster, run_as, runtime_bin
+from tests.scenario.pg import PgCluster, run_as, runtime_bin, valis
 from valis_core.dns.zone_build import parse_zone_text
 from valis_core.operator_state.connection import OperatorStateError
 from valis_core.operator_state.schema import MIGRATION_LOCK_KEY, migrate, shipped_migrations
@@ -48,12 +48,6 @@ FULL_FACTS = {
     "VALIS_SERVED_ZONES": "example.org.,example.net.",
     "VALIS_LOG_LEVEL": "info",
 }
-
-
-def valis(*argv: str, input_text: str | None = None) -> tuple[int, str, str]:
-    """Run the ``valis`` CLI as the run account, the way an operator would with sudo -u."""
-    result = run_as("valis", [str(runtime_bin() / "valis"), *argv], input_text=input_text)
-    return result.returncode, result.stdout, result.stderr
 
 
 def recorded_versions(pg_cluster: PgCluster, dsn: str) -> list[int]:

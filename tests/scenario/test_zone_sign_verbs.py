@@ -15,7 +15,7 @@ import attrs
 import pytest
 
 from tests.scenario.operator_state_helpers import import_zone
-from tests.scenario.pg import RUN_USER, PgCluster, run_as, runtime_bin
+from tests.scenario.pg import RUN_USER, PgCluster, valis
 from valis_core.dns import wire
 from valis_core.dns.dnssec import ds_rdata
 from valis_core.dns.zone_keys import load_key_ring, load_zone_keys
@@ -29,11 +29,6 @@ from valis_core.store.manifest import Manifest, dumps
 ZONE = "example.test."
 TOKEN = "0123456789abcdef"
 HOLDER = f"node-a@loopback#{TOKEN}"
-
-
-def valis(*argv: str) -> tuple[int, str, str]:
-    result = run_as(RUN_USER, [str(runtime_bin() / "valis"), *argv])
-    return result.returncode, result.stdout, result.stderr
 
 
 @pytest.fixture

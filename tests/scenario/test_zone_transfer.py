@@ -28,7 +28,7 @@ import trio
 from tests.conftest import require_root
 from tests.scenario.nsd_conf import nsd_server
 from tests.scenario.operator_state_helpers import EXAMPLE_WWW, import_zone, soa_zone
-from tests.scenario.pg import RUN_USER, PgCluster, run_as, runtime_bin
+from tests.scenario.pg import RUN_USER, PgCluster, valis
 from tests.scenario.proving_ground import Ground, dig, run, run_in, sweep_stale, wait_for
 from tests.scenario.resident_harness import (
     REPO,
@@ -53,11 +53,6 @@ from valis_core.resident.secondaries import SecondaryReader
 
 ZONE = "example.test."
 SECRET = base64.b64encode(bytes(range(32))).decode()
-
-
-def valis(*argv: str) -> tuple[int, str, str]:
-    result = run_as("valis", [str(runtime_bin() / "valis"), *argv])
-    return result.returncode, result.stdout, result.stderr
 
 
 def test_an_operator_lists_adds_and_removes_secondaries_with_their_keys(

@@ -9,16 +9,11 @@ import json
 from pathlib import Path
 
 from tests.scenario.operator_state_helpers import soa_zone
-from tests.scenario.pg import PgCluster, run_as, runtime_bin
+from tests.scenario.pg import PgCluster, valis
 from valis_core.operator_state.site_facts_rows import set_site_facts
 from valis_core.operator_state.zones import export_zone_text, list_zones
 
 ZONE = "example.net."
-
-
-def valis(*argv: str) -> tuple[int, str, str]:
-    result = run_as("valis", [str(runtime_bin() / "valis"), *argv])
-    return result.returncode, result.stdout, result.stderr
 
 
 def zone_file(directory: Path, text: str, name: str = "example.net.zone") -> Path:

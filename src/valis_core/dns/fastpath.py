@@ -34,7 +34,9 @@ A table belongs to one snapshot, and so to one signer (a snapshot's signer never
 changes; a signing change makes a new snapshot): a new snapshot gets a new table, so a
 reload or a zone turning signed never leaves C an entry ``answer`` would now give
 otherwise. It is bounded like the response cache (``CACHE_ENTRIES``; full, it is
-emptied and fills again).
+emptied and fills again). The UDP loops serving one snapshot (a socket each: IPv4, IPv6,
+each address) share its table (``shared_table``), so it is made once per snapshot and what
+one socket's queries taught it answers the others'.
 
 ``answer`` stays the reference: ``tests/property/test_fastpath.py`` checks that what C
 answers is byte for byte what ``answer`` gives. Without the extension (the package
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import weakref
 from typing import TYPE_CHECKING
 
 from valis_core.dns import wire
@@ -99,6 +102,20 @@ def table_for(snapshot: Snapshot) -> Table | None:
         log.warning("no memory for the UDP fast path's table: this zone version is "
                     "answered on the pure-Python path")
         return None
+
+
+_SHARED: weakref.WeakKeyDictionary[Snapshot, Table | None] = weakref.WeakKeyDictionary()
+"""The table of each snapshot still served (a snapshot is hashed by identity)."""
+
+
+def shared_table(snapshot: Snapshot) -> Table | None:
+    """``table_for(snapshot)``, made by the first UDP loop that serves ``snapshot`` and
+    shared by the others (all on the trio thread); gone with the snapshot."""
+    try:
+        return _SHARED[snapshot]
+    except KeyError:
+        table = _SHARED[snapshot] = table_for(snapshot)
+        return table
 
 
 def _filled(table: Table, snapshot: Snapshot) -> Table | None:

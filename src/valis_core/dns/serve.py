@@ -434,7 +434,7 @@ async def _serve_udp_compiled(
         snapshot = holder.snapshot
         if snapshot is not served:
             served = snapshot
-            table = fastpath.table_for(snapshot) if tabled else None
+            table = fastpath.shared_table(snapshot) if tabled else None
         received, misses = drain(table)
         counts.udp_compiled += received - len(misses)
         for slot, query, key, wanted in misses:
