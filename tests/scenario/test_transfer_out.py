@@ -621,7 +621,7 @@ async def notify_run(
     async def current() -> Sequence[Listed]:
         return (listed(),)
 
-    sender = NotifySender("127.0.0.1", current, port=port, attempts=attempts, timeout=0.05)
+    sender = NotifySender("127.0.0.1", current, port=port, attempts=attempts, timeout=0.2)
     holder = ChangeWatch(ZoneIndex.from_zone_text(zone_text(1, hosts=1), ZONE))
     holder.changed = sender.changed
     with trio.move_on_after(LIMIT):
