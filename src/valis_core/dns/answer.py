@@ -795,7 +795,9 @@ def _step(
         return None
     if kind == _DNAME:
         ttl, (dname_target,) = sets[DNAME]
-        draft.answer.append((owner, DNAME, ttl, dname_target))
+        if (owner, DNAME) not in draft.listed:  # a chain through it again: once (RFC 2181 5)
+            draft.listed.add((owner, DNAME))
+            draft.answer.append((owner, DNAME, ttl, dname_target))
         synthesized = name[: len(name) - len(owner)] + dname_target
         if len(synthesized) > wire.MAX_NAME:
             draft.rcode = YXDOMAIN
