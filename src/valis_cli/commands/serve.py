@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from valis_core.dns.signed_answer import Signer
     from valis_core.dns.zone import ZoneIndex
 
-DEFAULT_LISTEN = "127.0.0.1:5353"
+DEFAULT_LISTEN = "127.0.0.1:5310"
+"""Not 5353: that is multicast DNS, which a desktop's avahi or resolver already holds."""
 
 _EPILOG = f"""\
 zone origin, for each --zone:
@@ -39,7 +40,7 @@ zone origin, for each --zone:
 
 listening:
   --listen ADDRESS:PORT binds UDP and TCP on the same port (default {DEFAULT_LISTEN});
-  IPv6 as [::1]:5353; repeat --listen for several addresses. Port 0 picks a free port;
+  IPv6 as [::1]:5310; repeat --listen for several addresses. Port 0 picks a free port;
   privileged ports (below 1024) are refused: valis never binds :53 itself.
 
 signing:
@@ -54,8 +55,8 @@ signals:
                    file that no longer loads leaves the zones being served unchanged.
 
 try it:
-  valis serve --zone example.com=example.com.zone --listen 127.0.0.1:5353
-  dig @127.0.0.1 -p 5353 example.com SOA
+  valis serve --zone example.com=example.com.zone --listen 127.0.0.1:5310
+  dig @127.0.0.1 -p 5310 example.com SOA
 """
 
 
@@ -175,10 +176,10 @@ def parse_zone_argument(text: str) -> ZoneFile:
 
 
 def parse_listen(text: str) -> ListenAddress:
-    """``127.0.0.1:5353`` or ``[::1]:5353``: a literal address and a port."""
+    """``127.0.0.1:5310`` or ``[::1]:5310``: a literal address and a port."""
     from valis_core.dns.listen import PRIVILEGED_PORT_LIMIT
 
-    remedy = f"give --listen as ADDRESS:PORT with a literal IP, e.g. {DEFAULT_LISTEN} or [::1]:5353"
+    remedy = f"give --listen as ADDRESS:PORT with a literal IP, e.g. {DEFAULT_LISTEN} or [::1]:5310"
     host, sep, port_text = text.rpartition(":")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
