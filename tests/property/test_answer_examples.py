@@ -562,6 +562,29 @@ def test_an_opcode_other_than_query_is_notimp() -> None:
         assert response.opcode() == opcode
 
 
+def test_an_opcode_other_than_query_carrying_an_opt_is_answered_with_one() -> None:
+    # RFC 6891 section 7: a responder answers an OPT with an OPT, NOTIMP included (as
+    # Knot does); the DO bit is echoed. A NOTIFY's SOA in the answer section is skipped
+    # to find it, and so is an UPDATE's zone section of a type dnspython cannot read.
+    notify = dns.message.make_query("example.com.", "SOA", use_edns=0, want_dnssec=True)
+    notify.set_opcode(dns.opcode.NOTIFY)
+    notify.answer.append(dns.rrset.from_text("example.com.", 300, "IN", "SOA", COM_SOA.split(" SOA ")[1]))
+    response = send(notify.to_wire(), plain=False)
+    assert response.rcode() == dns.rcode.NOTIMP
+    assert response.edns == 0
+    assert response.ednsflags & dns.flags.DO
+    update = dns.message.make_query("example.com.", "NS", use_edns=0)
+    update.set_opcode(dns.opcode.UPDATE)
+    reply = answer(INDEX, update.to_wire(), transport=Transport.UDP)
+    assert reply is not None
+    assert reply[3] & 0xF == dns.rcode.NOTIMP
+    assert reply[10:12] == b"\x00\x01"
+    assert reply[-11:-8] == b"\x00\x00\x29"
+    plain = dns.message.make_query("example.com.", "SOA")
+    plain.set_opcode(dns.opcode.STATUS)
+    assert send(plain.to_wire(), plain=False).edns < 0
+
+
 def test_a_class_other_than_in_is_refused() -> None:
     for rdclass in ("CH", "HS", "ANY"):
         response = ask("version.bind.", "TXT", rdclass=rdclass)

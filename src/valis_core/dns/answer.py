@@ -4,7 +4,8 @@
 behaviour, top to bottom:
 
 - Shorter than a header, or a response (QR=1): dropped (``None``).
-- Opcode other than QUERY: NOTIMP; one signed (TSIG last, the message at most
+- Opcode other than QUERY: NOTIMP, with an OPT if the message (of at most
+  ``MAX_SIGNED_OTHER`` bytes) carries a well-formed one (RFC 6891 section 7); one signed (TSIG last, the message at most
   ``MAX_SIGNED_OTHER`` bytes): BADKEY as below, the TSIG judged before the opcode (RFC
   8945 section 5.2), as NSD and Knot judge a signed NOTIFY. QDCOUNT other than 1, a
   question that does not parse, records in the answer or authority section, anything
@@ -265,7 +266,7 @@ def _answer(
         return None
     qend = _question_end(query, size) if qdcount == 1 else 0
     if qflags & _OPCODE:
-        return _other_opcode(query, qid, qflags, qend, arcount, tcp=tcp)
+        return _other_opcode(query, qid, qflags, qend, ancount + nscount, arcount, tcp=tcp)
     if not qend:
         return _bare(qid, qflags, b"", FORMERR)
     if ancount or nscount:
@@ -381,11 +382,13 @@ def _assemble(
 
 
 def _other_opcode(
-    query: bytes, qid: int, qflags: int, qend: int, arcount: int, *, tcp: bool
+    query: bytes, qid: int, qflags: int, qend: int, records: int, arcount: int, *, tcp: bool
 ) -> bytes:
-    """NOTIMP for an opcode other than QUERY, or BADKEY when the message is signed (read
-    by dnspython: a NOTIFY carries records a query does not, and this path is rare, so
-    only messages of at most ``MAX_SIGNED_OTHER`` bytes are read; a longer one is NOTIMP)."""
+    """NOTIMP for an opcode other than QUERY, with an OPT when the message carries one
+    (RFC 6891 section 7, as Knot answers), or BADKEY when the message is signed (read by
+    dnspython: a NOTIFY carries records a query does not, and this path is rare, so only
+    messages of at most ``MAX_SIGNED_OTHER`` bytes are read; a longer one is NOTIMP)."""
+    opt = b""
     if arcount and qend and len(query) <= MAX_SIGNED_OTHER:
         try:
             message = dns.message.from_wire(query, keyring=_no_key)
@@ -396,7 +399,25 @@ def _other_opcode(
             payload = message.payload if message.edns >= 0 else -1
             opt = b"" if payload < 0 else _OPT_DO if message.ednsflags & _DO else _OPT_PLAIN
             return _badkey(qid, qflags, query[12:qend], opt, signed, limit=_limit(payload, tcp))
-    return _bare(qid, qflags, query[12:qend], NOTIMP)
+        opt = _opt_of(query, qend, records, arcount)
+    return _bare(qid, qflags, query[12:qend], NOTIMP, opt)
+
+
+def _opt_of(query: bytes, qend: int, records: int, arcount: int) -> bytes:
+    """The OPT to answer a message of another opcode with: the records after its question
+    skipped (a NOTIFY's SOA, an UPDATE's prerequisites and updates), its additional section
+    scanned as a query's; none when it has no OPT or is malformed."""
+    size = len(query)
+    i = qend
+    for _ in range(records):  # each record is at least 11 octets: bounded by the size
+        owner = _read_name(query, i, size)
+        if owner is None or owner[1] + 10 > size:
+            return b""
+        i = owner[1] + 10 + (query[owner[1] + 8] << 8 | query[owner[1] + 9])
+    extra = _scan_additional(query, i, size, arcount) if i <= size else FORMERR
+    if isinstance(extra, int) or extra[0] < 0:
+        return b""
+    return _OPT_DO if extra[1] & _DO else _OPT_PLAIN
 
 
 def _question_end(query: bytes, size: int) -> int:
