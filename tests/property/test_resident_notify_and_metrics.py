@@ -109,6 +109,11 @@ def test_the_docs_stage_table_is_the_residents_own() -> None:
     assert names[:3] == ["launch argv", "privilege", "adopt"]
 
 
+def test_the_docs_teardown_order_is_the_residents_own() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "resident.md").read_text()
+    assert f"(the log line says the order: {bring_up.teardown_order()})" in " ".join(doc.split())
+
+
 def test_teardown_is_bring_up_reversed() -> None:
     order = bring_up.teardown_order().split(", then ")
     stopping = [stage.stops for stage in bring_up.STAGES if stage.stops is not None]
