@@ -2,8 +2,9 @@
 
 The exit status is 0 for a stop carried out (SIGTERM/SIGINT forwarded and obeyed),
 otherwise the resident's own (``128 + n`` for a death by signal ``n``), and 1 when a
-bring-up stage fails. ``VALIS_*`` variables, ``NOTIFY_SOCKET`` and systemd's unit
-directories in fulcrum's environment are passed on to the resident; nothing else is. An
+bring-up stage fails. ``VALIS_*`` variables, ``NOTIFY_SOCKET``, systemd's unit
+directories and ``REQUESTS_CA_BUNDLE`` in fulcrum's environment are passed on to the
+resident, with a fixed ``PATH``; nothing else is. An
 operator-state DSN among them that names a TCP host or carries a password is refused
 before anything is set up (``valis_core.operator_state.dsn``), as the resident would.
 """
