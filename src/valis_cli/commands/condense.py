@@ -42,7 +42,9 @@ class CondenseInputError(ValisError):
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
-        "condense", help="deploy, evacuate or restore a node onto this host (one ordered plan)"
+        "condense", help="deploy, evacuate or restore a node onto this host (one ordered plan)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     start = parser.add_mutually_exclusive_group(required=True)
     start.add_argument("--genesis", action="store_true", help="deploy from nothing")
