@@ -565,10 +565,12 @@ def test_an_opcode_other_than_query_is_notimp() -> None:
 def test_an_opcode_other_than_query_carrying_an_opt_is_answered_with_one() -> None:
     # RFC 6891 section 7: a responder answers an OPT with an OPT, NOTIMP included (as
     # Knot does); the DO bit is echoed. A NOTIFY's SOA in the answer section is skipped
-    # to find it, and so is an UPDATE's zone section of a type dnspython cannot read.
+    # to find it, and so is an UPDATE's zone section of a type dnspython cannot read. An
+    # EDNS version above 0 is BADVERS whatever the opcode (section 6.1.3; as Knot).
     notify = dns.message.make_query("example.com.", "SOA", use_edns=0, want_dnssec=True)
     notify.set_opcode(dns.opcode.NOTIFY)
-    notify.answer.append(dns.rrset.from_text("example.com.", 300, "IN", "SOA", COM_SOA.split(" SOA ")[1]))
+    soa = COM_SOA.split(" SOA ")[1]
+    notify.answer.append(dns.rrset.from_text("example.com.", 300, "IN", "SOA", soa))
     response = send(notify.to_wire(), plain=False)
     assert response.rcode() == dns.rcode.NOTIMP
     assert response.edns == 0
@@ -583,6 +585,12 @@ def test_an_opcode_other_than_query_carrying_an_opt_is_answered_with_one() -> No
     plain = dns.message.make_query("example.com.", "SOA")
     plain.set_opcode(dns.opcode.STATUS)
     assert send(plain.to_wire(), plain=False).edns < 0
+    later = dns.message.make_query("example.com.", "SOA", use_edns=1)
+    later.set_opcode(dns.opcode.NOTIFY)
+    response = send(later.to_wire(), plain=False)
+    assert response.rcode() == dns.rcode.BADVERS
+    assert response.opcode() == dns.opcode.NOTIFY
+    assert response.edns == 0
 
 
 def test_a_class_other_than_in_is_refused() -> None:

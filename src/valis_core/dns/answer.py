@@ -5,7 +5,8 @@ behaviour, top to bottom:
 
 - Shorter than a header, or a response (QR=1): dropped (``None``).
 - Opcode other than QUERY: NOTIMP, with an OPT if the message (of at most
-  ``MAX_SIGNED_OTHER`` bytes) carries a well-formed one (RFC 6891 section 7); one signed (TSIG last, the message at most
+  ``MAX_SIGNED_OTHER`` bytes) carries a well-formed one (RFC 6891 section 7), BADVERS if
+  that OPT's version is above 0 (section 6.1.3; as Knot); one signed (TSIG last, the message at most
   ``MAX_SIGNED_OTHER`` bytes): BADKEY as below, the TSIG judged before the opcode (RFC
   8945 section 5.2), as NSD and Knot judge a signed NOTIFY. QDCOUNT other than 1, a
   question that does not parse, records in the answer or authority section, anything
@@ -180,6 +181,7 @@ _DO = 0x8000
 _HEADER = struct.Struct("!HHHHHH")
 _RR_HEAD = struct.Struct("!HHIH")
 _QTAIL = struct.Struct("!HH")
+_QID_FLAGS = struct.Struct("!HH")
 _OPT_PLAIN = b"\x00" + _RR_HEAD.pack(OPT, SERVER_PAYLOAD, 0, 0)
 _OPT_DO = b"\x00" + _RR_HEAD.pack(OPT, SERVER_PAYLOAD, _DO, 0)
 
@@ -266,7 +268,7 @@ def _answer(
         return None
     qend = _question_end(query, size) if qdcount == 1 else 0
     if qflags & _OPCODE:
-        return _other_opcode(query, qid, qflags, qend, ancount + nscount, arcount, tcp=tcp)
+        return _other_opcode(query, qend, ancount + nscount, arcount, tcp=tcp)
     if not qend:
         return _bare(qid, qflags, b"", FORMERR)
     if ancount or nscount:
@@ -381,13 +383,13 @@ def _assemble(
     return _HEADER.pack(qid, flags | _TC, 1, 0, 0, has_opt) + qsec + opt
 
 
-def _other_opcode(
-    query: bytes, qid: int, qflags: int, qend: int, records: int, arcount: int, *, tcp: bool
-) -> bytes:
+def _other_opcode(query: bytes, qend: int, records: int, arcount: int, *, tcp: bool) -> bytes:
     """NOTIMP for an opcode other than QUERY, with an OPT when the message carries one
-    (RFC 6891 section 7, as Knot answers), or BADKEY when the message is signed (read by
-    dnspython: a NOTIFY carries records a query does not, and this path is rare, so only
-    messages of at most ``MAX_SIGNED_OTHER`` bytes are read; a longer one is NOTIMP)."""
+    (RFC 6891 section 7, as Knot answers; BADVERS for a version above 0), or BADKEY when
+    the message is signed (read by dnspython: a NOTIFY carries records a query does not,
+    and this path is rare, so only messages of at most ``MAX_SIGNED_OTHER`` bytes are
+    read; a longer one is NOTIMP without an OPT)."""
+    qid, qflags = _QID_FLAGS.unpack_from(query)
     opt = b""
     if arcount and qend and len(query) <= MAX_SIGNED_OTHER:
         try:
@@ -399,25 +401,27 @@ def _other_opcode(
             payload = message.payload if message.edns >= 0 else -1
             opt = b"" if payload < 0 else _OPT_DO if message.ednsflags & _DO else _OPT_PLAIN
             return _badkey(qid, qflags, query[12:qend], opt, signed, limit=_limit(payload, tcp))
-        opt = _opt_of(query, qend, records, arcount)
+        extra = _other_additional(query, qend, records, arcount)
+        if extra is not None and extra[0] >= 0:
+            if extra[2]:
+                return _badvers(qid, qflags, query[12:qend], extra[1])
+            opt = _OPT_DO if extra[1] & _DO else _OPT_PLAIN
     return _bare(qid, qflags, query[12:qend], NOTIMP, opt)
 
 
-def _opt_of(query: bytes, qend: int, records: int, arcount: int) -> bytes:
-    """The OPT to answer a message of another opcode with: the records after its question
-    skipped (a NOTIFY's SOA, an UPDATE's prerequisites and updates), its additional section
-    scanned as a query's; none when it has no OPT or is malformed."""
+def _other_additional(query: bytes, qend: int, records: int, arcount: int) -> Additional | None:
+    """The additional section of a message of another opcode, read as a query's once the
+    records after its question are skipped (a NOTIFY's SOA, an UPDATE's prerequisites and
+    updates); ``None`` when it is malformed."""
     size = len(query)
     i = qend
     for _ in range(records):  # each record is at least 11 octets: bounded by the size
         owner = _read_name(query, i, size)
         if owner is None or owner[1] + 10 > size:
-            return b""
+            return None
         i = owner[1] + 10 + (query[owner[1] + 8] << 8 | query[owner[1] + 9])
     extra = _scan_additional(query, i, size, arcount) if i <= size else FORMERR
-    if isinstance(extra, int) or extra[0] < 0:
-        return b""
-    return _OPT_DO if extra[1] & _DO else _OPT_PLAIN
+    return None if isinstance(extra, int) else extra
 
 
 def _question_end(query: bytes, size: int) -> int:
