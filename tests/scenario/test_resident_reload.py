@@ -8,7 +8,10 @@ import json
 import signal
 
 import dns.flags
+import dns.message
+import dns.query
 import dns.rcode
+import dns.rdatatype
 
 from tests.scenario.operator_state_helpers import import_zone
 from tests.scenario.pg import RUN_USER, PgCluster, run_as
@@ -67,6 +70,30 @@ def test_a_zone_added_with_site_facts_set_is_served_after_a_reload(
     import_zone(pg_cluster, zone_dsn, NEW, serial=2)
     until(lambda: resident.status()["zones"][NEW]["serial"] == 2, "the new serial served")
     assert resident.proc.poll() is None
+
+
+def test_a_signed_zone_added_by_a_reload_is_answered_signed_from_its_first_query(
+    resident_harness: Harness, pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
+                                      site_facts(zone_dsn))
+    resident.wait_ready()
+    import_zone(pg_cluster, zone_dsn, NEW)
+    signed = run_as(RUN_USER, ["valis", "zone", "sign", NEW, "--state-dir",
+                               str(resident.state_dir), "--dsn", zone_dsn])
+    assert signed.returncode == 0, signed.stderr
+
+    set_served_zones(resident, zone_dsn, f"{ZONE},{NEW}")
+    reload(resident, "reload: now serving")
+
+    assert resident.port is not None
+    for rtype in ("SOA", "DNSKEY"):
+        query = dns.message.make_query(NEW, rtype, want_dnssec=True)
+        reply = dns.query.udp(query, "127.0.0.1", port=resident.port, timeout=5)
+        assert reply.rcode() == dns.rcode.NOERROR
+        assert {rrset.rdtype for rrset in reply.answer} == {
+            dns.rdatatype.from_text(rtype), dns.rdatatype.RRSIG}
+    assert f"dnssec: zone {NEW} signed online" in resident.stderr()
 
 
 def test_a_zone_that_cannot_be_served_is_refused_and_the_node_stays_as_it_was(

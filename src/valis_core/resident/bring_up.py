@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from valis_core.operator_state.zone_source import PgZoneSource
     from valis_core.reachability import DnsReachability
     from valis_core.resident.fabric import FabricAddress
+    from valis_core.resident.signing import SigningFollower
     from valis_core.resident.views import NodeViews
     from valis_core.store.manifest import Manifest
 
@@ -286,6 +287,7 @@ class Boot:
     source: PgZoneSource | None = None
     follower: ZoneFollower | None = None
     holder: ChangeWatch | None = None
+    signing: SigningFollower | None = None
     stats: ServeStats | None = None
     views: NodeViews | None = None
     transfers: Transfers | None = None
@@ -448,7 +450,8 @@ async def _zone_index(boot: Boot) -> Boot:
     await signing.load(holder)
     await boot.services.start("signing", partial(signing.follow, holder))
     return attrs.evolve(
-        boot, source=source, follower=follower, holder=holder, stats=ServeStats()
+        boot, source=source, follower=follower, holder=holder, signing=signing,
+        stats=ServeStats(),
     )
 
 
@@ -884,6 +887,7 @@ def reloader(boot: Boot) -> Reloader:
         configure_logging=partial(_log_as, boot),
         make_source=PgZoneSource.from_dsn,
         rate_limits=need(boot.udp).replace,
+        signing=boot.signing,
     )
 
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from valis_core.dns.zone import ZoneIndex
     from valis_core.fence import FenceState
     from valis_core.operator_state.zone_source import PgZoneSource
+    from valis_core.resident.signing import SigningFollower
     from valis_core.resident.views import NodeViews
 
 log = logging.getLogger("valis.resident")
@@ -131,6 +132,9 @@ class Reloader:
     configure_logging: Callable[[str, str], None]
     make_source: Callable[..., PgZoneSource]
     rate_limits: Callable[[RrlSettings | None], Awaitable[None]]
+    signing: SigningFollower | None = None
+    """Told the new served zones before they are answered, so an added zone that
+    operator state says is signed is served signed."""
     reloads: int = 0
     refused: int = 0
 
@@ -212,6 +216,8 @@ class Reloader:
                 raise ValueError(
                     f"the public view does not answer the apex SOA of {', '.join(unanswered)}"
                 )
+            if self.signing is not None:
+                await self.signing.serve(source.zones, self.follower.holder)
         except Exception as exc:
             source.close()
             log.error(

@@ -157,6 +157,8 @@ class SigningFollower:
         """The refresh window and signing rows the NSEC3 zones' serials were last looked
         at for."""
         self._keys: tuple[tuple[str, ...], dict[str, dict[int, ZoneKey]]] = ((), {})
+        self._reading = trio.Lock()
+        """One read at a time: the poll and a reload's ``serve`` share the connection."""
 
     def _read(self) -> tuple[dict[str, ZoneSigning], dict[str, dict[int, ZoneKey]]]:
         """The rows, over one connection kept open (made again after a failure), after
@@ -230,8 +232,24 @@ class SigningFollower:
 
     async def load(self, holder: IndexHolder) -> None:
         """Read once and sign with the result (a failure here fails the bring-up)."""
-        rows, keys = await trio.to_thread.run_sync(self._read)
-        self._apply(holder, rows, keys)
+        async with self._reading:
+            rows, keys = await trio.to_thread.run_sync(self._read)
+            self._apply(holder, rows, keys)
+
+    async def serve(self, zones: Sequence[str], holder: IndexHolder) -> None:
+        """Sign for ``zones`` from now on: a reload changed the served zones, and a zone
+        it adds must be answered signed from its first query, its rollovers moved on and
+        its NSEC3 serial raised like the others'. On a failed read the zones stay as they
+        were and the error reaches the reload, which then keeps the node as it was."""
+        async with self._reading:
+            before, self.served = self.served, tuple(zones)
+            try:
+                rows, keys = await trio.to_thread.run_sync(self._read)
+            except BaseException:
+                self.served = before
+                raise
+            self._seen = None
+            self._apply(holder, rows, keys)
 
     def _apply(
         self,
@@ -264,13 +282,14 @@ class SigningFollower:
         task_status.started()
         while True:
             await trio.sleep(POLL_SECONDS)
-            try:
-                rows, keys = await trio.to_thread.run_sync(self._read)
-            except (ValisError, DnssecError, OSError, psycopg.Error) as exc:
-                if not self._failing:
-                    log.warning("dnssec: cannot read the signed zones (%s); signing as before",
-                                " ".join(str(exc).split()))
-                self._failing = True
-                continue
-            self._failing = False
-            self._apply(holder, rows, keys)
+            async with self._reading:
+                try:
+                    rows, keys = await trio.to_thread.run_sync(self._read)
+                except (ValisError, DnssecError, OSError, psycopg.Error) as exc:
+                    if not self._failing:
+                        log.warning("dnssec: cannot read the signed zones (%s); signing as "
+                                    "before", " ".join(str(exc).split()))
+                    self._failing = True
+                    continue
+                self._failing = False
+                self._apply(holder, rows, keys)
