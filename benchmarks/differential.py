@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import attrs
@@ -199,9 +199,17 @@ class Server:
     port: int
 
 
+VALIS_SRC: Path | None = None
+"""Another source tree whose ``valis`` to run (``--valis-src``), for a before and after."""
+
+
 def valis_server(home: Path, zones: Sequence[tuple[str, Path]], port: int) -> Server:
-    valis = Path(sys.executable).with_name("valis")
-    args = [str(valis), "serve", "--listen", f"127.0.0.1:{port}"]
+    if VALIS_SRC is None:
+        command = [str(Path(sys.executable).with_name("valis"))]
+    else:
+        command = [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(VALIS_SRC)!r}); "
+                   "sys.argv[0] = 'valis'; from valis_cli.main import main; sys.exit(main())"]
+    args = [*command, "serve", "--listen", f"127.0.0.1:{port}"]
     for origin, path in zones:
         args += ["--zone", f"{origin}={path}"]
     return Server("valis", args, port)
@@ -667,6 +675,10 @@ def _like(server: str, model: str, when: Callable[[Answers], bool] = lambda a: T
     return even
 
 
+def _flags(lines: tuple[str, ...]) -> list[str]:
+    return next((line[6:].split() for line in lines if line.startswith("flags=")), [])
+
+
 def _error(lines: tuple[str, ...]) -> bool:
     return bool(lines) and lines[0] in ERRORS
 
@@ -739,8 +751,14 @@ def _chain_prefix(q: Query, a: Answers) -> Answers:
 
 
 CLASSES: list[Rule] = [
+    Rule("CD cleared by NSD and Knot; RFC 4035 section 3.1.6 copies it (valis does)", QUIRK,
+         _tagged("cd"), _each(_flags_without("CD"))),
     Rule("the same record more than once in a section (a DNAME met again down its own "
-         "chain); RFC 2181 section 5", VALIS_WRONG, _has_duplicates, _dedupe),
+         "chain; over UDP the repeats truncated the answer); RFC 2181 section 5", VALIS_WRONG,
+         lambda q, a: _has_duplicates(q, a) or (
+             ".dnself." in q.text.lower() and "TC" in _flags(a["valis"])),
+         lambda q, a: dict.fromkeys(a, ("(chain through a DNAME below itself)",))
+         if ".dnself." in q.text.lower() else _dedupe(q, a)),
     Rule("NOTIMP to another opcode without an OPT though the query had one; RFC 6891 "
          "section 7 (Knot answers with one)", VALIS_WRONG,
          lambda q, a: _tagged("opcode:")(q, a) and not any(
@@ -754,8 +772,13 @@ CLASSES: list[Rule] = [
          lambda q, a: dict.fromkeys(a, ("(version above 0)",))),
     Rule("UPDATE: Knot implements dynamic update (FORMERR for a zone section not of type "
          "SOA); valis and NSD answer NOTIMP (valis takes updates only on its owner port)",
-         CHOICE, _tagged("opcode:UPDATE"), _like("knot", "valis",
-                                                 lambda a: a["valis"] != ("no answer",))),
+         CHOICE, lambda q, a: _tagged("opcode:UPDATE")(q, a) and _error(a["nsd"]),
+         lambda q, a: dict.fromkeys(a, ("(update refused)",))),
+    Rule("another opcode with an OPT of version above 0: NSD answers NOTIMP without "
+         "reading the OPT; RFC 6891 section 6.1.3 says BADVERS (valis and Knot)", QUIRK,
+         lambda q, a: _tagged("opcode:")(q, a) and _tagged("edns-version")(q, a)
+         and a["nsd"][:1] == ("rcode=NOTIMP",) and a["valis"] == a["knot"],
+         _like("nsd", "valis")),
     Rule("unsigned NOTIFY: NOTIMP from valis (it is nobody's secondary), NOTAUTH from "
          "Knot, NXDOMAIN or REFUSED from NSD (documented in answer.py)", CHOICE,
          _tagged("opcode:NOTIFY"), lambda q, a: dict.fromkeys(a, ("(notify refused)",))),
@@ -766,8 +789,6 @@ CLASSES: list[Rule] = [
          "section 4.1.1), as Knot wherever it answers", QUIRK,
          lambda q, a: _tagged("malformed:qd")(q, a) and a["nsd"][:1] == ("rcode=FORMERR",),
          _each(_flags_without("RD"))),
-    Rule("CD cleared by NSD and Knot; RFC 4035 section 3.1.6 copies it (valis does)", QUIRK,
-         _tagged("cd"), _each(_flags_without("CD"))),
     Rule("flags of the query (AA, TC, RA) copied by NSD into an error response", QUIRK,
          lambda q, a: _tagged("aa-ra-set", "tc-set")(q, a) and _error(a["nsd"]),
          _each(lambda s, line: _flags_without("AA", "TC", "RA")(s, line) if s == "nsd"
@@ -791,16 +812,20 @@ CLASSES: list[Rule] = [
     Rule("another class (CH, HS, ANY, NONE, unassigned): valis refuses it; NSD and Knot "
          "answer class ANY from IN data (documented in answer.py)", CHOICE,
          _tagged("class:"), lambda q, a: dict.fromkeys(a, ("(another class)",))),
-    Rule("malformed message dropped by Knot; valis answers FORMERR, as NSD", CHOICE,
+    Rule("malformed message dropped by Knot (and by NSD over TCP); valis answers FORMERR, "
+         "as NSD over UDP", CHOICE,
          lambda q, a: a["knot"] == ("no answer",) and a["valis"][:1] == ("rcode=FORMERR",),
-         _like("knot", "valis")),
+         lambda q, a: {s: a["valis"] if lines == ("no answer",) else lines
+                       for s, lines in a.items()}),
     Rule("trailing bytes after the message: FORMERR from valis and Knot; NSD ignores them "
          "(documented in answer.py)", CHOICE, _tagged("malformed:trailing"),
          _like("nsd", "valis", lambda a: a["valis"] == a["knot"])),
-    Rule("records in a query's answer, authority or additional section: FORMERR from "
-         "valis and NSD; Knot answers as if they were not there", CHOICE,
+    Rule("records in a query's answer, authority or additional section, or an OPT not "
+         "owned by the root: FORMERR from valis and NSD (NSD judges a transfer's access "
+         "first); Knot answers as if they were not there", CHOICE,
          _tagged("records:", "malformed:an-count", "malformed:opt-not-root"),
-         _like("knot", "valis", lambda a: a["valis"][:1] == ("rcode=FORMERR",))),
+         lambda q, a: dict.fromkeys(a, a["valis"]) if a["valis"][:1] == ("rcode=FORMERR",)
+         else a),
     Rule("TYPE0 NOTIMP and TKEY FORMERR from Knot; valis answers them as data, as NSD",
          QUIRK, _tagged("type:TYPE0", "type:TKEY"),
          _like("knot", "valis", lambda a: a["valis"] == a["nsd"])),
@@ -816,10 +841,17 @@ CLASSES: list[Rule] = [
          "adds only authoritative data, as NSD", CHOICE,
          lambda q, a: q.text.lower().startswith("mxdeleg.") and a["valis"] == a["nsd"],
          _like("knot", "valis")),
-    Rule("NAPTR additional data (RFC 3403 section 4.2): valis adds the replacement's SRV "
-         "or addresses; NSD and Knot add none", CHOICE,
-         lambda q, a: q.text.lower().startswith("naptr") and a["nsd"] == a["knot"],
+    Rule("NAPTR, SVCB and HTTPS additional data (RFC 3403 section 4.2, RFC 9460 section "
+         "4.1): valis adds the targets' records; NSD and Knot add none", CHOICE,
+         lambda q, a: q.text.lower().startswith(("naptr", "svc", "alias"))
+         and a["nsd"] == a["knot"],
          lambda q, a: {**a, "valis": a["nsd"]}),
+    Rule("RRSIG or NSEC3 asked at a CNAME in an unsigned zone: valis follows the CNAME "
+         "(RFC 1034 section 3.6.2); Knot answers RRSIG and NSD answers NSEC3 from the "
+         "node itself (NODATA)", CHOICE,
+         lambda q, a: _tagged("type:RRSIG", "type:NSEC3", "type:NSEC")(q, a)
+         and a["valis"] in (a["nsd"], a["knot"]),
+         lambda q, a: dict.fromkeys(a, a["valis"])),
     Rule("CNAME or DNAME chain length: valis follows 12 links, Knot 5 and more, NSD "
          "stops after one synthesis (RFC 1034 lets a server stop anywhere)", CHOICE,
          lambda q, a: True, _chain_prefix),
@@ -873,38 +905,21 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--seconds", type=float, default=600.0, help="stop asking after this")
     parser.add_argument("--examples", type=int, default=2, help="examples shown per class")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--valis-src", type=Path, metavar="DIR",
+                        help="run the valis of another source tree (its src directory)")
     args = parser.parse_args(argv)
+    global VALIS_SRC  # noqa: PLW0603 - set once, before any server starts
+    VALIS_SRC = args.valis_src
     if args.zones < 1 or args.queries < 1:
         parser.error("--zones and --queries must be at least 1")
     rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix="valis-differential-"))
-    processes: list[subprocess.Popen[bytes]] = []
     try:
-        files: list[tuple[str, Path]] = []
-        zones: list[tuple[str, list[str]]] = []
-        for i in range(args.zones):
-            text, owners = zone_text(i, args.zones, rng)
-            path = work / f"{zone_name(i)}zone"
-            path.write_text(text)
-            files.append((zone_name(i), path))
-            zones.append((zone_name(i), owners))
-        if args.zones > 1:
-            path = work / "child.zone"
-            path.write_text(child_text())
-            files.append((f"child.{zone_name(0)}", path))
-        work.chmod(0o755)
-        servers = []
-        for name in SERVERS:
-            home = work / name
-            home.mkdir()
-            server = BUILDERS[name](home, files, free_port())
-            processes.append(start(server, home, zone_name(0)))
-            servers.append(server)
-        differences, asked = run(rng, zones, servers, args.queries, args.seconds)
+        with serving(work, args.zones, rng) as (servers, zones):
+            queries = (make_query(rng, zones) for _ in range(args.queries))
+            differences, asked = run(queries, servers, args.seconds)
         report(differences, asked, args.examples)
     finally:
-        for process in processes:
-            stop(process)
         if args.keep:
             print(f"work directory kept: {work}")
         else:
@@ -912,19 +927,57 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
+Zones = list[tuple[str, list[str]]]
+"""Each zone's origin and the owner names (relative) worth asking about."""
+
+
+@contextlib.contextmanager
+def serving(
+    work: Path, count: int, rng: random.Random, names: Sequence[str] = SERVERS,
+) -> Iterator[tuple[list[Server], Zones]]:
+    """``count`` zones generated under ``work`` (with a child zone of the first when
+    there are two or more) and served by each of ``names``, stopped on the way out."""
+    files: list[tuple[str, Path]] = []
+    zones: Zones = []
+    for i in range(count):
+        text, owners = zone_text(i, count, rng)
+        path = work / f"{zone_name(i)}zone"
+        path.write_text(text)
+        files.append((zone_name(i), path))
+        zones.append((zone_name(i), owners))
+    if count > 1:
+        path = work / "child.zone"
+        path.write_text(child_text())
+        files.append((f"child.{zone_name(0)}", path))
+    work.chmod(0o755)
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        servers = []
+        for name in names:
+            home = work / name
+            home.mkdir()
+            server = BUILDERS[name](home, files, free_port())
+            processes.append(start(server, home, zone_name(0)))
+            servers.append(server)
+        yield servers, zones
+    finally:
+        for process in processes:
+            stop(process)
+
+
 def run(
-    rng: random.Random, zones: Sequence[tuple[str, list[str]]], servers: Sequence[Server],
-    count: int, seconds: float,
+    queries: Iterable[Query], servers: Sequence[Server], seconds: float,
 ) -> tuple[list[Difference], int]:
+    """Ask every server each query over UDP and TCP until the queries or ``seconds`` run
+    out: the exchanges whose answers differ, and how many queries were asked."""
     deadline = time.monotonic() + seconds
     differences: list[Difference] = []
     asked = 0
     ports = [s.port for s in servers]
-    for _ in range(count):
+    for query in queries:
         if time.monotonic() > deadline:
             print(f"stopped at --seconds after {asked} queries", flush=True)
             break
-        query = make_query(rng, zones)
         udp = ask_udp(query.wire, ports)
         tcp = [ask_tcp(query.wire, port) for port in ports]
         asked += 1
