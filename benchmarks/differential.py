@@ -58,6 +58,7 @@ import dns.rcode
 import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
+import dns.tsigkeyring
 from dns_qps import free_port, stop, which  # beside this script
 
 UDP_TIMEOUT = 0.6
@@ -70,6 +71,8 @@ TYPES = (
     "ANY", "TYPE65280", "TYPE0", "TYPE65535", "HINFO", "AXFR", "IXFR", "MAILB", "OPT",
     "TSIG", "TKEY", "NULL",
 )
+KEY_NAME = "unknown-key.example."
+KEYRING = dns.tsigkeyring.from_text({KEY_NAME: "c2VjcmV0c2VjcmV0c2VjcmV0"})
 COMMON_TYPES = ("A", "AAAA", "MX", "TXT", "NS", "SOA", "CNAME", "DS", "ANY")
 
 
@@ -359,9 +362,13 @@ def make_query(rng: random.Random, zones: Sequence[tuple[str, list[str]]]) -> Qu
         payload = rng.choice([0, 1, 511, 512, 513, 1220, 1400, 4096, 65535])
         edns = {"use_edns": 0, "payload": payload}
         tags.append(f"payload:{payload}")
-    elif edns_roll < 0.85:
+    elif edns_roll < 0.82:
         edns = {"use_edns": rng.choice([1, 2, 255]), "payload": 1232}
         tags.append("edns-version")
+    elif edns_roll < 0.85:
+        edns = {"use_edns": 0, "payload": 1232,
+                "ednsflags": rng.choice([0x0001, 0x4000, 0x7FFF, 0xFFFF])}
+        tags.append("edns-z")
     else:
         option = rng.choice([
             ("cookie", dns.edns.GenericOption(10, bytes(rng.randrange(256) for _ in range(8)))),
@@ -408,6 +415,9 @@ def make_query(rng: random.Random, zones: Sequence[tuple[str, list[str]]]) -> Qu
             message.question[0].name, dns.rdataclass.from_text(rdclass),
             message.question[0].rdtype)
         tags.append(f"class:{rdclass}")
+    if rng.random() < 0.04:  # signed with a key no server holds
+        message.use_tsig(KEYRING, keyname=KEY_NAME)
+        tags.append("tsig")
     text = f"{name} {rdclass} {rtype} " + " ".join(t for t in tags[2:] if t != "rd")
     wire = message.to_wire()
     roll = rng.random()
@@ -554,8 +564,8 @@ def normal(reply: bytes | None) -> tuple[str, ...]:
         return (f"short reply of {len(reply)} octets",)
     flags = reply[2] << 8 | reply[3]
     try:
-        message = dns.message.from_wire(reply, question_only=False, ignore_trailing=False,
-                                        one_rr_per_rrset=True)
+        message = dns.message.from_wire(reply, ignore_trailing=False, one_rr_per_rrset=True,
+                                        keyring=_no_key)
     except Exception as error:  # a reply dnspython cannot read is compared by its header
         return (f"rcode={dns.rcode.to_text(flags & 0xF)}",
                 f"unparsed reply: {type(error).__name__}", f"flags={_flag_text(flags)}",
@@ -570,11 +580,16 @@ def normal(reply: bytes | None) -> tuple[str, ...]:
         lines += [f"{section}: {item}" for item in items]
     if message.edns >= 0:
         options = sorted(str(option.otype) for option in message.options)
-        lines.append(f"opt: version={message.edns} do={bool(message.ednsflags & 0x8000)} "
+        lines.append(f"opt: version={message.edns} flags={message.ednsflags:#06x} "
                      f"payload={message.payload} options={','.join(options) or '-'}")
     if message.tsig is not None:
         lines.append(f"tsig: error={message.tsig[0].error}")
     return tuple(lines)
+
+
+def _no_key(message: dns.message.Message, name: dns.name.Name) -> bool:
+    """A keyring that knows no key: dnspython then reads a TSIG without checking it."""
+    return False
 
 
 def _flag_text(flags: int) -> str:
@@ -852,6 +867,23 @@ CLASSES: list[Rule] = [
          lambda q, a: _tagged("type:RRSIG", "type:NSEC3", "type:NSEC")(q, a)
          and a["valis"] in (a["nsd"], a["knot"]),
          lambda q, a: dict.fromkeys(a, a["valis"])),
+    Rule("signed (TSIG) query under an unknown key for a name outside every zone: Knot "
+         "REFUSED before judging the key; valis NOTAUTH with BADKEY, as NSD (RFC 8945 "
+         "section 5.2 judges the TSIG first)", CHOICE,
+         lambda q, a: _tagged("tsig")(q, a) and a["knot"][:1] == ("rcode=REFUSED",)
+         and a["valis"][:1] == ("rcode=NOTAUTH",),
+         _like("knot", "valis")),
+    Rule("signed message of an opcode neither implements (IQUERY, STATUS, unassigned): "
+         "NSD and Knot NOTIMP; valis judges the TSIG first for every opcode (NOTAUTH, "
+         "BADKEY), as both do for NOTIFY", CHOICE,
+         lambda q, a: _tagged("tsig")(q, a) and _tagged("opcode:")(q, a)
+         and a["valis"][:1] == ("rcode=NOTAUTH",),
+         lambda q, a: dict.fromkeys(a, ("(signed, another opcode)",))),
+    Rule("signed query under an unknown key with an EDNS version above 0: valis judges "
+         "the key (NOTAUTH, BADKEY), Knot the version (BADVERS, unsigned), NSD both at "
+         "once (extended RCODE 25); neither RFC orders the two checks", CHOICE,
+         lambda q, a: _tagged("tsig")(q, a) and _tagged("edns-version")(q, a),
+         lambda q, a: dict.fromkeys(a, ("(signed, version above 0)",))),
     Rule("CNAME or DNAME chain length: valis follows 12 links, Knot 5 and more, NSD "
          "stops after one synthesis (RFC 1034 lets a server stop anywhere)", CHOICE,
          lambda q, a: True, _chain_prefix),
