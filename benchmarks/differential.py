@@ -816,6 +816,13 @@ CLASSES: list[Rule] = [
     Rule("question left out of error responses by NSD; valis echoes it, as Knot", CHOICE,
          _question_dropped,
          _each(lambda s, line: None if line.startswith("question:") else line)),
+    Rule("signed transfer request under an unknown key: Knot answers it unsigned, without "
+         "the TSIG carrying BADKEY that RFC 8945 section 5.2.1 asks for (NOTIMP for AXFR "
+         "over UDP); valis and NSD answer NOTAUTH with BADKEY", QUIRK,
+         lambda q, a: _tagged("tsig")(q, a) and _tagged("type:AXFR", "type:IXFR")(q, a)
+         and not any(line.startswith("tsig:") for line in a["knot"])
+         and a["valis"][:1] == ("rcode=NOTAUTH",),
+         _like("knot", "valis")),
     Rule("zone transfer refused: NOTAUTH from NSD and Knot, REFUSED from valis (NOTIMP "
          "for AXFR over UDP); RFC 5936 leaves the refusal's RCODE open", CHOICE,
          _tagged("type:AXFR", "type:IXFR"), _each(_transfer_rcode)),
