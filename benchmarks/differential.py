@@ -785,6 +785,12 @@ CLASSES: list[Rule] = [
          lambda q, a: _tagged("opcode:")(q, a) and _tagged("edns-version")(q, a)
          and a["valis"][:1] == ("rcode=NOTIMP",) and a["knot"][:1] == ("rcode=BADVERS",),
          lambda q, a: dict.fromkeys(a, ("(version above 0)",))),
+    Rule("NOTIMP or BADVERS to another opcode without an OPT from NSD though the query "
+         "had one; RFC 6891 section 7 asks for one (valis and Knot answer with it)", QUIRK,
+         lambda q, a: _tagged("opcode:")(q, a) and any(
+             line.startswith("opt:") for line in a["valis"]) and not any(
+             line.startswith("opt:") for line in a["nsd"]),
+         _each(lambda s, line: None if line.startswith("opt:") else line)),
     Rule("UPDATE: Knot implements dynamic update (FORMERR for a zone section not of type "
          "SOA); valis and NSD answer NOTIMP (valis takes updates only on its owner port)",
          CHOICE, lambda q, a: _tagged("opcode:UPDATE")(q, a) and _error(a["nsd"]),
@@ -856,8 +862,8 @@ CLASSES: list[Rule] = [
          _like("nsd", "valis", lambda a: a["valis"] == a["knot"])),
     Rule("MX/SRV target addresses in additional: valis adds them, as Knot; NSD with "
          "minimal-responses leaves them out", CHOICE,
-         lambda q, a: all(
-             line in a["valis"] for line in a["nsd"]) and a["valis"] == a["knot"],
+         lambda q, a: a["valis"] == a["knot"] and set(a["nsd"]) <= set(a["valis"])
+         and all(line.startswith("additional:") for line in set(a["valis"]) - set(a["nsd"])),
          _like("nsd", "valis")),
     Rule("addresses of an MX target beneath a delegation (glue): Knot adds them; valis "
          "adds only authoritative data, as NSD", CHOICE,
