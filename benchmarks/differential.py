@@ -172,6 +172,11 @@ def zone_text(i: int, zones: int, rng: random.Random) -> tuple[str, list[str]]:
         "caa IN CAA 0 issue \"ca.example.net\"",
         "hinfo IN HINFO \"PC\" \"Linux\"",
         "fakesig IN TXT \"no signature here\"",
+        # occluded data: beneath a delegation and beneath a DNAME
+        "occluded.deleg IN A 192.0.2.120",
+        "*.deleg IN A 192.0.2.121",
+        "cocc IN CNAME occluded.deleg",
+        "*.dnwild IN DNAME target.example.net.",
     ]
     for host in hosts:
         lines.append(f"{host} IN A 192.0.2.{rng.randint(1, 254)}")
@@ -856,7 +861,12 @@ CLASSES: list[Rule] = [
          else a),
     Rule("TYPE0 NOTIMP and TKEY FORMERR from Knot; valis answers them as data, as NSD",
          QUIRK, _tagged("type:TYPE0", "type:TKEY"),
-         _like("knot", "valis", lambda a: a["valis"] == a["nsd"])),
+         _like("knot", "valis", lambda a: a["knot"][:1] in (("rcode=NOTIMP",), ("rcode=FORMERR",))
+               and (a["valis"] == a["nsd"] or not _error(a["valis"])))),
+    Rule("DNAME owned by a wildcard name: Knot gives it the query's name as owner; valis "
+         "and NSD its own, the DNAME being an ordinary record there (RFC 4592 section 4.4)",
+         QUIRK, lambda q, a: ".dnwild." in q.text.lower() and a["valis"] == a["nsd"],
+         _like("knot", "valis")),
     Rule("ANY: valis answers the lowest-numbered type, as Knot; NSD prefers the SOA at an "
          "apex (RFC 8482 lets the server pick)", CHOICE, _tagged("type:ANY"),
          _like("nsd", "valis", lambda a: a["valis"] == a["knot"])),
