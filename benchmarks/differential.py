@@ -831,12 +831,14 @@ CLASSES: list[Rule] = [
          "the TSIG carrying BADKEY that RFC 8945 section 5.2.1 asks for (NOTIMP for AXFR "
          "over UDP); valis and NSD answer NOTAUTH with BADKEY", QUIRK,
          lambda q, a: _tagged("tsig")(q, a) and _tagged("type:AXFR", "type:IXFR")(q, a)
+         and not _tagged("opcode:")(q, a)
          and not any(line.startswith("tsig:") for line in a["knot"])
          and a["valis"][:1] == ("rcode=NOTAUTH",),
          _like("knot", "valis")),
     Rule("zone transfer refused: NOTAUTH from NSD and Knot, REFUSED from valis (NOTIMP "
          "for AXFR over UDP); RFC 5936 leaves the refusal's RCODE open", CHOICE,
-         _tagged("type:AXFR", "type:IXFR"), _each(_transfer_rcode)),
+         lambda q, a: _tagged("type:AXFR", "type:IXFR")(q, a) and not _tagged("opcode:")(q, a),
+         _each(_transfer_rcode)),
     Rule("chain into another served zone followed by valis and NSD; Knot stops at the "
          "zone's edge (documented in answer.py)", CHOICE,
          lambda q, a: q.text.split(".")[0].lower() in ("cother", "dnin", "cdn")
