@@ -36,6 +36,7 @@ from tests.scenario.resident_harness import Harness, Resident, make_state_dir, s
 from tests.scenario.test_resident_reload import reload
 from tests.scenario.test_serve_wire import ZONE_FILE, start_server, stop_server, valis_command
 from valis_core.dns.limited_udp import LimitedUdp
+from valis_core.dns.listen import bind_dns_pair
 from valis_core.dns.rrl import RateLimiter, RrlSettings
 from valis_core.dns.serve import ServeStats, serve_tcp, serve_udp
 from valis_core.dns.snapshot import IndexHolder
@@ -62,14 +63,14 @@ async def serving(slip: int) -> AsyncIterator[Server]:
     holder = IndexHolder(ZoneIndex.from_zone_text(ZONE_TEXT, "example.com."))
     stats = ServeStats()
     limiter = RateLimiter(RrlSettings(rate=RATE, slip=slip, table_size=4096), bytes(16))
+    # One port for both, chosen so that neither is taken (an ephemeral UDP port may be
+    # some client's TCP port at that moment).
+    pair = bind_dns_pair(socket.AF_INET, "127.0.0.1", 0)
     with (
-        trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp,
-        trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp,
+        trio.socket.from_stdlib_socket(pair[0]) as udp,
+        trio.socket.from_stdlib_socket(pair[1]) as tcp,
     ):
-        await udp.bind(("127.0.0.1", 0))
         port = udp.getsockname()[1]
-        await tcp.bind(("127.0.0.1", port))
-        tcp.listen(16)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(
                 functools.partial(serve_udp, udp, holder, stats=stats, limiter=limiter)
