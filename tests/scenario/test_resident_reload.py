@@ -18,7 +18,7 @@ from tests.scenario.pg import RUN_USER, PgCluster, run_as
 from tests.scenario.resident_harness import Harness, Resident, make_state_dir, site_facts
 from tests.scenario.test_outage import until
 from valis_core.resident.config_store import HOW_TO_CHANGE
-from valis_core.state_layout import config_store_path
+from valis_core.state_layout import config_store_path, signing_keys_dir
 
 ZONE = "example.test."
 NEW = "example.org."
@@ -94,6 +94,33 @@ def test_a_signed_zone_added_by_a_reload_is_answered_signed_from_its_first_query
         assert {rrset.rdtype for rrset in reply.answer} == {
             dns.rdatatype.from_text(rtype), dns.rdatatype.RRSIG}
     assert f"dnssec: zone {NEW} signed online" in resident.stderr()
+
+
+def test_a_signed_zone_whose_key_is_not_here_is_refused_by_the_reload_as_at_boot(
+    resident_harness: Harness, pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
+                                      site_facts(zone_dsn))
+    resident.wait_ready()
+    import_zone(pg_cluster, zone_dsn, NEW)
+    signed = run_as(RUN_USER, ["valis", "zone", "sign", NEW, "--state-dir",
+                               str(resident.state_dir), "--dsn", zone_dsn])
+    assert signed.returncode == 0, signed.stderr
+    keys = list(signing_keys_dir(resident.state_dir).glob(f"K{NEW.rstrip('.')}+*.pem"))
+    assert keys
+    for key in keys:  # signed in operator state, its key lost on this node
+        key.unlink()
+
+    set_served_zones(resident, zone_dsn, f"{ZONE},{NEW}")
+    reload(resident, "refused")
+
+    log = resident.stderr()
+    assert f"does not answer the apex SOA of {NEW}" in log
+    assert f"still serving {ZONE}" in log
+    assert resident.proc.poll() is None
+    assert set(resident.status()["zones"]) == {ZONE}
+    assert resident.ask(ZONE, "SOA").rcode() == dns.rcode.NOERROR
+    assert resident.ask(NEW, "SOA").rcode() == dns.rcode.REFUSED
 
 
 def test_a_zone_that_cannot_be_served_is_refused_and_the_node_stays_as_it_was(

@@ -33,6 +33,7 @@ from valis_core.resident.config_store import ConfigStore, read_config_store
 
 if TYPE_CHECKING:
     from valis_core.dns.rrl import RrlSettings
+    from valis_core.dns.signed_answer import Signer
     from valis_core.dns.snapshot import IndexHolder
     from valis_core.dns.zone import ZoneIndex
     from valis_core.fence import FenceState
@@ -210,14 +211,22 @@ class Reloader:
         source = self.make_source(self.config.dsn, zones, standing=self.standing)
         try:
             index = await source.load()
-            trial = IndexHolder(index)
-            unanswered = [zone for zone in source.zones if not public_soa(trial, zone).answered]
-            if unanswered:
-                raise ValueError(
-                    f"the public view does not answer the apex SOA of {', '.join(unanswered)}"
-                )
-            if self.signing is not None:
-                await self.signing.serve(source.zones, self.follower.holder)
+
+            def check(signer: Signer | None) -> None:
+                """Every apex answered as it would be served, signed where it is signed
+                (a zone whose key is not here answers SERVFAIL: refused, as at boot)."""
+                trial = IndexHolder(index, signer)
+                unanswered = [z for z in source.zones if not public_soa(trial, z).answered]
+                if unanswered:
+                    raise ValueError(
+                        "the public view does not answer the apex SOA of "
+                        f"{', '.join(unanswered)}"
+                    )
+
+            if self.signing is None:
+                check(None)
+            else:
+                await self.signing.serve(source.zones, self.follower.holder, check)
         except Exception as exc:
             source.close()
             log.error(

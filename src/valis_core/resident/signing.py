@@ -6,7 +6,8 @@ A zone signed in operator state (``zone_signing``) is signed with the key its ro
 answers that zone SERVFAIL and says so in one log line naming the remedy, rather than
 serving answers every validator holding the parent's DS would reject. A running node
 keeps serving its other zones; at boot the fabric's check of every served apex stops the
-whole node instead (fail closed, saying which key is missing). ``follow`` re-reads the
+whole node instead (fail closed, saying which key is missing), and a reload that would
+add such a zone is refused, the node serving on as it was. ``follow`` re-reads the
 rows every ``POLL_SECONDS`` so ``valis zone sign`` takes effect on a running node
 without a restart; a failed read keeps the signer in place and is logged once until
 reads succeed again. Before each read it moves on, at its fence standing, every rollover
@@ -236,15 +237,25 @@ class SigningFollower:
             rows, keys = await trio.to_thread.run_sync(self._read)
             self._apply(holder, rows, keys)
 
-    async def serve(self, zones: Sequence[str], holder: IndexHolder) -> None:
+    async def serve(
+        self,
+        zones: Sequence[str],
+        holder: IndexHolder,
+        check: Callable[[Signer | None], None],
+    ) -> None:
         """Sign for ``zones`` from now on: a reload changed the served zones, and a zone
         it adds must be answered signed from its first query, its rollovers moved on and
-        its NSEC3 serial raised like the others'. On a failed read the zones stay as they
-        were and the error reaches the reload, which then keeps the node as it was."""
+        its NSEC3 serial raised like the others'. ``check`` is given the signer the zones
+        would be answered with before anything changes (the reload's trial of every apex,
+        so a zone signed without its key here is refused as a boot refuses it); when it
+        raises, or the read fails, the zones and the signer stay as they were and the
+        error reaches the reload, which then keeps the node as it was."""
         async with self._reading:
             before, self.served = self.served, tuple(zones)
             try:
                 rows, keys = await trio.to_thread.run_sync(self._read)
+                check(signer_for(rows, keys, self.served, self._denials,
+                                 carry=holder.signer, clock=self.clock)[0])
             except BaseException:
                 self.served = before
                 raise
