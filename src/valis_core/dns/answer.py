@@ -8,8 +8,8 @@ behaviour, top to bottom:
   ``MAX_SIGNED_OTHER`` bytes) carries a well-formed one (RFC 6891 section 7), BADVERS if
   that OPT's version is above 0 (section 6.1.3; as Knot); one signed (TSIG last, the
   message at most ``MAX_SIGNED_OTHER`` bytes): BADKEY as below, the TSIG judged before
-  the opcode (RFC 8945 section 5.2), as NSD and Knot judge a signed NOTIFY. QDCOUNT other than 1, a
-  question that does not parse, records in the answer or authority section, anything
+  the opcode (RFC 8945 section 5.2), as NSD and Knot judge a signed NOTIFY.
+- QDCOUNT other than 1, a question that does not parse, records in the answer or authority section, anything
   in the additional section but one OPT and a TSIG (last), trailing bytes, a malformed
   OPT or one with more than ``MAX_OPTIONS`` options: FORMERR, with the question echoed
   when it parsed. These are decided by a bounded scan, never a full parse, so no
