@@ -59,7 +59,7 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 import dns.tsigkeyring
-from dns_qps import free_port, stop, which  # beside this script
+from dns_qps import free_port, nsd_conf, stop, which  # beside this script
 
 UDP_TIMEOUT = 0.6
 TCP_TIMEOUT = 1.5
@@ -226,31 +226,7 @@ def valis_server(home: Path, zones: Sequence[tuple[str, Path]], port: int) -> Se
 def nsd_server(home: Path, zones: Sequence[tuple[str, Path]], port: int) -> Server:
     """NSD with minimal responses (no NS in a positive answer's authority) and no rate
     limit, as ``make bench`` runs it."""
-    conf = home / "nsd.conf"
-    body = "".join(f"zone:\n    name: {origin}\n    zonefile: \"{path}\"\n"
-                   for origin, path in zones)
-    conf.write_text(f"""\
-server:
-    ip-address: 127.0.0.1@{port}
-    port: {port}
-    server-count: 1
-    username: ""
-    chroot: ""
-    zonesdir: "{home}"
-    database: ""
-    pidfile: "{home}/nsd.pid"
-    xfrdfile: "{home}/xfrd.state"
-    xfrdir: "{home}"
-    zonelistfile: "{home}/zone.list"
-    logfile: "{home}/nsd.log"
-    verbosity: 0
-    hide-version: yes
-    hide-identity: yes
-    rrl-ratelimit: 0
-    minimal-responses: yes
-remote-control:
-    control-enable: no
-{body}""")
+    conf = nsd_conf(home, port, zones, "minimal-responses: yes", "hide-identity: yes")
     return Server("nsd", [which("nsd"), "-d", "-c", str(conf)], port)
 
 

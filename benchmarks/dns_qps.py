@@ -500,16 +500,21 @@ def signing(server: Server, work: Path, sign: str) -> Server:
     return attrs.evolve(server, command=[*server.command, *extra])
 
 
-def nsd_server(work: Path, zone_file: Path, port: int) -> Server:
-    home = work / "nsd"
-    home.mkdir()
+def nsd_conf(home: Path, port: int, zones: Sequence[tuple[str, Path]], *extra: str) -> Path:
+    """``home/nsd.conf`` for NSD on 127.0.0.1 ``port`` as the benchmarks run it: one
+    server process, run as the caller, every file under ``home``, no rate limit, no
+    control channel, serving ``zones`` (origin, file); ``extra`` are further ``server:``
+    lines."""
+    more = "".join(f"    {line}\n" for line in extra)
+    body = "".join(f"zone:\n    name: {origin}\n    zonefile: \"{path}\"\n"
+                   for origin, path in zones)
     conf = home / "nsd.conf"
     conf.write_text(f"""\
 server:
     ip-address: 127.0.0.1@{port}
     port: {port}
     server-count: 1
-    username: ""
+{more}    username: ""
     chroot: ""
     zonesdir: "{home}"
     database: ""
@@ -521,13 +526,16 @@ server:
     verbosity: 0
     hide-version: yes
     rrl-ratelimit: 0
-    minimal-responses: yes
 remote-control:
     control-enable: no
-zone:
-    name: {ZONE}
-    zonefile: "{zone_file}"
-""")
+{body}""")
+    return conf
+
+
+def nsd_server(work: Path, zone_file: Path, port: int) -> Server:
+    home = work / "nsd"
+    home.mkdir()
+    conf = nsd_conf(home, port, [(ZONE, zone_file)], "minimal-responses: yes")
     return Server("nsd", [which("nsd"), "-d", "-c", str(conf)], port)
 
 

@@ -55,7 +55,7 @@ from pathlib import Path
 import attrs
 import dns.message
 import dns.rcode
-from dns_qps import free_port, tree_cpu_seconds, which  # beside this script
+from dns_qps import free_port, nsd_conf, tree_cpu_seconds, which  # beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 ZONE = "example.com."
@@ -146,31 +146,7 @@ def valis_server(port: int, src: Path | None) -> Server:
 def nsd_server(work: Path, port: int) -> Server:
     home = work / "nsd"
     home.mkdir()
-    conf = home / "nsd.conf"
-    conf.write_text(f"""\
-server:
-    ip-address: 127.0.0.1@{port}
-    port: {port}
-    server-count: 1
-    tcp-count: 128
-    username: ""
-    chroot: ""
-    zonesdir: "{home}"
-    database: ""
-    pidfile: "{home}/nsd.pid"
-    xfrdfile: "{home}/xfrd.state"
-    xfrdir: "{home}"
-    zonelistfile: "{home}/zone.list"
-    logfile: "{home}/nsd.log"
-    verbosity: 0
-    hide-version: yes
-    rrl-ratelimit: 0
-remote-control:
-    control-enable: no
-zone:
-    name: {ZONE}
-    zonefile: "{ZONE_FILE}"
-""")
+    conf = nsd_conf(home, port, [(ZONE, ZONE_FILE)], "tcp-count: 128")
     return Server("nsd", [which("nsd"), "-d", "-c", str(conf)], port)
 
 
