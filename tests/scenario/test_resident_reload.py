@@ -40,6 +40,18 @@ def reload(resident: Resident, done_when: str) -> None:
     until(lambda: resident.stderr().count(done_when) > seen, f"{done_when!r} logged")
 
 
+def with_new_zone_signed(harness: Harness, pg_cluster: PgCluster, zone_dsn: str) -> Resident:
+    """A running node serving ``ZONE``, and ``NEW`` in operator state, signed with a key
+    in the node's state directory but not served yet."""
+    resident = harness.start(make_state_dir(harness.workdir), site_facts(zone_dsn))
+    resident.wait_ready()
+    import_zone(pg_cluster, zone_dsn, NEW)
+    signed = run_as(RUN_USER, ["valis", "zone", "sign", NEW, "--state-dir",
+                               str(resident.state_dir), "--dsn", zone_dsn])
+    assert signed.returncode == 0, signed.stderr
+    return resident
+
+
 def test_a_zone_added_with_site_facts_set_is_served_after_a_reload(
     resident_harness: Harness, pg_cluster: PgCluster, zone_dsn: str
 ) -> None:
@@ -75,13 +87,7 @@ def test_a_zone_added_with_site_facts_set_is_served_after_a_reload(
 def test_a_signed_zone_added_by_a_reload_is_answered_signed_from_its_first_query(
     resident_harness: Harness, pg_cluster: PgCluster, zone_dsn: str
 ) -> None:
-    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
-                                      site_facts(zone_dsn))
-    resident.wait_ready()
-    import_zone(pg_cluster, zone_dsn, NEW)
-    signed = run_as(RUN_USER, ["valis", "zone", "sign", NEW, "--state-dir",
-                               str(resident.state_dir), "--dsn", zone_dsn])
-    assert signed.returncode == 0, signed.stderr
+    resident = with_new_zone_signed(resident_harness, pg_cluster, zone_dsn)
 
     set_served_zones(resident, zone_dsn, f"{ZONE},{NEW}")
     reload(resident, "reload: now serving")
@@ -99,13 +105,7 @@ def test_a_signed_zone_added_by_a_reload_is_answered_signed_from_its_first_query
 def test_a_signed_zone_whose_key_is_not_here_is_refused_by_the_reload_as_at_boot(
     resident_harness: Harness, pg_cluster: PgCluster, zone_dsn: str
 ) -> None:
-    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
-                                      site_facts(zone_dsn))
-    resident.wait_ready()
-    import_zone(pg_cluster, zone_dsn, NEW)
-    signed = run_as(RUN_USER, ["valis", "zone", "sign", NEW, "--state-dir",
-                               str(resident.state_dir), "--dsn", zone_dsn])
-    assert signed.returncode == 0, signed.stderr
+    resident = with_new_zone_signed(resident_harness, pg_cluster, zone_dsn)
     keys = list(signing_keys_dir(resident.state_dir).glob(f"K{NEW.rstrip('.')}+*.pem"))
     assert keys
     for key in keys:  # signed in operator state, its key lost on this node
