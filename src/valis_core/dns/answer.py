@@ -9,14 +9,14 @@ behaviour, top to bottom:
   that OPT's version is above 0 (section 6.1.3; as Knot); one signed (TSIG last, the
   message at most ``MAX_SIGNED_OTHER`` bytes): BADKEY as below, the TSIG judged before
   the opcode (RFC 8945 section 5.2), as NSD and Knot judge a signed NOTIFY.
-- QDCOUNT other than 1, a question that does not parse, records in the answer or authority section, anything
-  in the additional section but one OPT and a TSIG (last), trailing bytes, a malformed
-  OPT or one with more than ``MAX_OPTIONS`` options: FORMERR, with the question echoed
-  when it parsed. These are decided by a bounded scan, never a full parse, so no
-  message costs much more than a plain query. A TSIG-signed query: NOTAUTH with an
-  unsigned TSIG carrying BADKEY (RFC 8945 section 5.2.1; no keys are held), after the
-  OPT if the query had one; a reply that would exceed the size limit leaves the TSIG
-  out and sets TC.
+- QDCOUNT other than 1, a question that does not parse, records in the answer or
+  authority section, anything in the additional section but one OPT and a TSIG (last),
+  trailing bytes, a malformed OPT or one with more than ``MAX_OPTIONS`` options:
+  FORMERR, with the question echoed when it parsed. These are decided by a bounded
+  scan, never a full parse, so no message costs much more than a plain query.
+- A TSIG-signed query: NOTAUTH with an unsigned TSIG carrying BADKEY (RFC 8945 section
+  5.2.1; no keys are held), after the OPT if the query had one; a reply that would
+  exceed the size limit leaves the TSIG out and sets TC.
 - EDNS (RFC 6891): an OPT is answered with an OPT carrying ``SERVER_PAYLOAD`` and the
   query's DO bit; version above 0 gets BADVERS. The UDP size limit is 512 without EDNS,
   otherwise the client's payload clamped to 512..``SERVER_PAYLOAD``; TCP allows 65535.
