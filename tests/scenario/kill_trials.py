@@ -41,11 +41,12 @@ import attrs
 
 from tests.scenario import kill_targets
 from tests.scenario.kill_targets import FACTS_NEW, FACTS_OLD
+from tests.scenario.loopback_serve import free_port
 from tests.scenario.module_dist import HELLO, HELLO_ENTRY, HELLO_SOURCE, pin_of, publish
 from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import PgCluster, runtime_bin
 from tests.scenario.resident_harness import resident_runtime, site_facts
-from tests.scenario.test_condense_restore import LAUNCHER, free_port
+from tests.scenario.test_condense_restore import LAUNCHER
 from valis_cli.main import COMMAND_MODULES
 from valis_core.apply.delivery import (
     CURRENT_LINK,

@@ -4,8 +4,10 @@ sockets without standing up a resident."""
 from __future__ import annotations
 
 import contextlib
+import random
 import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import trio
 
@@ -13,20 +15,28 @@ from valis_core.dns.serve import serve_tcp, serve_udp
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.transfer_serve import Transfers
 
+_EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
 
 def free_port() -> int:
-    """A port free on 127.0.0.1 for both UDP and TCP when asked, for a server that
-    listens on one port for both."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
-            tcp.bind(("127.0.0.1", 0))
-            port = int(tcp.getsockname()[1])
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-                try:
-                    udp.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-                return port
+    """A port free on 127.0.0.1 for both UDP and TCP when asked, for a server another
+    process binds later on one port for both. Drawn below the kernel's ephemeral range,
+    so no client connection (nor any bind to port 0) can take it in the meantime; only
+    another such draw could, and the draws are random."""
+    low = int(_EPHEMERAL.read_text().split()[0]) if _EPHEMERAL.exists() else 32768
+    draw = random.SystemRandom()
+    for _ in range(200):
+        port = draw.randrange(10000, max(low, 10001))
+        with (
+            socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp,
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp,
+        ):
+            try:
+                tcp.bind(("127.0.0.1", port))
+                udp.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     raise RuntimeError("no port free for both UDP and TCP on 127.0.0.1")
 
 

@@ -15,7 +15,6 @@ import os
 import pwd
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ import dns.rdatatype
 import pytest
 
 from tests.conftest import require_root
+from tests.scenario.loopback_serve import free_port
 from tests.scenario.module_dist import HELLO, hello_wheel, pin_of, publish
 from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import RUN_USER, PgCluster, connect_as
@@ -83,13 +83,6 @@ argv = resident_argv([runtime], udp.fileno(), tcp.fileno(), int(port), Path(stat
 os.execvp("setpriv", ["setpriv", "--reuid=" + uid, "--regid=" + gid, "--init-groups", "--",
                       *argv])
 """
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def run_account() -> tuple[int, int]:

@@ -26,6 +26,7 @@ import dns.rcode
 import pytest
 
 from tests.conftest import require_root
+from tests.scenario.loopback_serve import free_port
 from tests.scenario.pg import RUN_USER, ensure_system_user
 from tests.scenario.resident_harness import (
     REPO,
@@ -44,14 +45,6 @@ $TTL 300
 ns1  IN A   198.51.100.1
 www  IN A   203.0.113.80
 """
-
-
-def free_port() -> int:
-    udp, tcp = bind_dns_pair()
-    port = int(udp.getsockname()[1])
-    udp.close()
-    tcp.close()
-    return port
 
 
 def read_until(proc: subprocess.Popen[bytes], marker: str, timeout: float) -> str:
