@@ -59,7 +59,7 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 import dns.tsigkeyring
-from dns_qps import free_port, nsd_conf, stop, which  # beside this script
+from dns_qps import free_port, knot_conf, nsd_conf, stop, which  # beside this script
 
 UDP_TIMEOUT = 0.6
 TCP_TIMEOUT = 1.5
@@ -232,23 +232,7 @@ def nsd_server(home: Path, zones: Sequence[tuple[str, Path]], port: int) -> Serv
 
 def knot_server(home: Path, zones: Sequence[tuple[str, Path]], port: int) -> Server:
     """knotd with its defaults, serving the files as they are."""
-    conf = home / "knot.conf"
-    body = "".join(f"  - domain: {origin}\n    file: \"{path}\"\n    journal-content: none\n"
-                   "    zonefile-sync: -1\n" for origin, path in zones)
-    conf.write_text(f"""\
-server:
-    rundir: "{home}"
-    listen: 127.0.0.1@{port}
-    udp-workers: 1
-    tcp-workers: 1
-    background-workers: 1
-database:
-    storage: "{home}"
-log:
-  - target: stderr
-    any: warning
-zone:
-{body}""")
+    conf = knot_conf(home, port, zones)
     return Server("knot", [which("knotd"), "-c", str(conf)], port)
 
 

@@ -539,15 +539,16 @@ def nsd_server(work: Path, zone_file: Path, port: int) -> Server:
     return Server("nsd", [which("nsd"), "-d", "-c", str(conf)], port)
 
 
-def knot_server(work: Path, zone_file: Path, port: int, *, sections: str = "",
-                module: str = "") -> Server:
-    """knotd, one worker of each kind, serving ``zone_file`` as it is; ``sections`` are
-    further top-level sections of its configuration and ``module`` the zone's query
-    module (signed_qps's online signing)."""
-    home = work / "knot"
-    home.mkdir()
-    conf = home / "knot.conf"
+def knot_conf(home: Path, port: int, zones: Sequence[tuple[str, Path]], *,
+              sections: str = "", module: str = "") -> Path:
+    """``home/knot.conf`` for knotd on 127.0.0.1 ``port`` as the benchmarks run it: one
+    worker of each kind, storage under ``home``, serving ``zones`` (origin, file) as they
+    are; ``sections`` are further top-level sections and ``module`` each zone's query
+    module."""
     zone_module = f"    module: {module}\n" if module else ""
+    body = "".join(f"  - domain: {origin}\n    file: \"{path}\"\n    journal-content: none\n"
+                   f"    zonefile-sync: -1\n{zone_module}" for origin, path in zones)
+    conf = home / "knot.conf"
     conf.write_text(f"""\
 server:
     rundir: "{home}"
@@ -561,11 +562,17 @@ log:
   - target: stderr
     any: warning
 {sections}zone:
-  - domain: {ZONE}
-    file: "{zone_file}"
-    journal-content: none
-    zonefile-sync: -1
-{zone_module}""")
+{body}""")
+    return conf
+
+
+def knot_server(work: Path, zone_file: Path, port: int, *, sections: str = "",
+                module: str = "") -> Server:
+    """knotd serving ``zone_file`` (``knot_conf``; ``module`` is signed_qps's online
+    signing)."""
+    home = work / "knot"
+    home.mkdir()
+    conf = knot_conf(home, port, [(ZONE, zone_file)], sections=sections, module=module)
     return Server("knot", [which("knotd"), "-c", str(conf)], port)
 
 

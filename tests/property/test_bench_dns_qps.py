@@ -6,9 +6,7 @@ counts right."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 from types import ModuleType
@@ -21,19 +19,14 @@ import dns.rdatatype
 import dns.zone
 import pytest
 
+from tests.script_module import load_script
+
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def _load(name: str) -> ModuleType:
-    """A module beside ``benchmarks/dns_qps.py``, loaded from its file (benchmarks/ is
-    scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCHMARKS / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    """A module beside ``benchmarks/dns_qps.py`` (benchmarks/ is scripts, not a package)."""
+    return load_script(BENCHMARKS / f"{name}.py", f"bench_{name}")
 
 
 queries = _load("dns_qps_queries")

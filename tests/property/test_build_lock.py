@@ -5,7 +5,6 @@ here, not by a build that freezes something unpinned)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import tomllib
 from pathlib import Path
@@ -14,18 +13,13 @@ from types import ModuleType
 from packaging.requirements import Requirement
 from packaging.version import Version
 
+from tests.script_module import load_script
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _lock_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "valis_build_lock", REPO / "packaging" / "frozen" / "lock.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "packaging" / "frozen" / "lock.py", "valis_build_lock")
 
 
 LOCK = _lock_module()

@@ -16,6 +16,7 @@ from fulcrum.errors import LauncherError
 from fulcrum.exec_chain import CONTROL_SOCKET_DIR, RUN_ACCOUNT
 from fulcrum.pushed import NamespaceId, PushedSocket, judge_push
 from tests.property.test_systemd_units import FULCRUM_UNIT, UNITS, only, parse_unit
+from tests.script_module import load_script
 
 SOCKET_UNIT = UNITS / "fulcrum-valis-control.socket"
 UNIT_NETNS = NamespaceId(4, 4026532000)
@@ -36,15 +37,7 @@ def test_the_socket_unit_makes_the_control_socket_for_the_run_account_alone() ->
 
 
 def test_the_delivery_ships_the_socket_unit_beside_the_service() -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "dist", UNITS.parents[0] / "frozen" / "dist.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    dist = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(dist)
+    dist = load_script(UNITS.parents[0] / "frozen" / "dist.py", "valis_packaging_dist")
     shipped = dist.unit_files()
     assert f"lib/systemd/system/{SOCKET_UNIT.name}" in shipped
     assert f"lib/systemd/system/{FULCRUM_UNIT.name}" in shipped

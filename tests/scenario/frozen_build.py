@@ -26,7 +26,6 @@ scenarios that apply one delivery over another.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import shlex
 import shutil
@@ -40,6 +39,8 @@ from pathlib import Path
 
 import attrs
 import pytest
+
+from tests.script_module import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_TIMEOUT = 600
@@ -75,13 +76,8 @@ def delivery_of(bundle: Path, version: str, out: Path,
     with the files ``replace`` names (path in the delivery: content) in place of its own."""
     from valis_core.apply.delivery import build_delivery
 
-    spec = importlib.util.spec_from_file_location(
-        "valis_packaging_dist", REPO / "packaging" / "frozen" / "dist.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    packaging_dist = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(packaging_dist)
+    packaging_dist = load_script(REPO / "packaging" / "frozen" / "dist.py",
+                                 "valis_packaging_dist")
 
     steer = bundle.parent / Path(packaging_dist.STEER_OBJECT).name
     files = {**packaging_dist.bundle_files(bundle), **packaging_dist.steer_files(steer),

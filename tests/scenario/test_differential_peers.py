@@ -9,40 +9,25 @@ the queries here all get an answer from every server."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import dns.flags
 import dns.message
 import dns.opcode
 import pytest
 
+from tests.script_module import load_script
+
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 SEED = 20261203
 QUERIES = 150
 
 
-def _load() -> ModuleType:
-    """benchmarks/differential.py, loaded from its file (it imports dns_qps beside it)."""
-    if str(BENCHMARKS) not in sys.path:
-        sys.path.insert(0, str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location("bench_differential",
-                                                  BENCHMARKS / "differential.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-differential = _load()
+differential = load_script(BENCHMARKS / "differential.py", "bench_differential")
 
 
 @pytest.fixture
