@@ -254,13 +254,13 @@ class SigningFollower:
             before, self.served = self.served, tuple(zones)
             try:
                 rows, keys = await trio.to_thread.run_sync(self._read)
-                check(signer_for(rows, keys, self.served, self._denials,
-                                 carry=holder.signer, clock=self.clock)[0])
+                made = self._signer(holder, rows, keys)
+                check(made[0])
             except BaseException:
                 self.served = before
                 raise
-            self._seen = None
-            self._apply(holder, rows, keys)
+            self._seen = self._looked(rows, keys)
+            self._sign_with(holder, *made)
 
     def _apply(
         self,
@@ -268,17 +268,34 @@ class SigningFollower:
         rows: dict[str, ZoneSigning],
         keys: dict[str, dict[int, ZoneKey]],
     ) -> None:
-        seen = (
+        seen = self._looked(rows, keys)
+        if seen == self._seen:
+            return
+        self._seen = seen
+        self._sign_with(holder, *self._signer(holder, rows, keys))
+
+    def _looked(
+        self, rows: dict[str, ZoneSigning], keys: dict[str, dict[int, ZoneKey]]
+    ) -> tuple[object, ...]:
+        """What a signer is made from, to make one only when it changed."""
+        return (
             tuple(sorted(rows.items())),
             tuple(sorted((zone, tuple(sorted(tags))) for zone, tags in keys.items())),
             tuple(sorted(self._denials.items())),
         )
-        if seen == self._seen:
-            return
-        self._seen = seen
-        signer, lines = signer_for(
+
+    def _signer(
+        self,
+        holder: IndexHolder,
+        rows: dict[str, ZoneSigning],
+        keys: dict[str, dict[int, ZoneKey]],
+    ) -> tuple[Signer | None, list[str]]:
+        return signer_for(
             rows, keys, self.served, self._denials, carry=holder.signer, clock=self.clock
         )
+
+    @staticmethod
+    def _sign_with(holder: IndexHolder, signer: Signer | None, lines: list[str]) -> None:
         for line in lines:
             (log.warning if "SERVFAIL" in line else log.info)("%s", line)
         holder.sign_with(signer)
