@@ -181,7 +181,6 @@ _DO = 0x8000
 _HEADER = struct.Struct("!HHHHHH")
 _RR_HEAD = struct.Struct("!HHIH")
 _QTAIL = struct.Struct("!HH")
-_QID_FLAGS = struct.Struct("!HH")
 _OPT_PLAIN = b"\x00" + _RR_HEAD.pack(OPT, SERVER_PAYLOAD, 0, 0)
 _OPT_DO = b"\x00" + _RR_HEAD.pack(OPT, SERVER_PAYLOAD, _DO, 0)
 
@@ -268,7 +267,8 @@ def _answer(
         return None
     qend = _question_end(query, size) if qdcount == 1 else 0
     if qflags & _OPCODE:
-        return _other_opcode(query, qend, ancount + nscount, arcount, tcp=tcp)
+        return _other_opcode(query, qend, ancount + nscount, arcount,
+                             qid=qid, qflags=qflags, tcp=tcp)
     if not qend:
         return _bare(qid, qflags, b"", FORMERR)
     if ancount or nscount:
@@ -383,13 +383,14 @@ def _assemble(
     return _HEADER.pack(qid, flags | _TC, 1, 0, 0, has_opt) + qsec + opt
 
 
-def _other_opcode(query: bytes, qend: int, records: int, arcount: int, *, tcp: bool) -> bytes:
+def _other_opcode(
+    query: bytes, qend: int, records: int, arcount: int, *, qid: int, qflags: int, tcp: bool
+) -> bytes:
     """NOTIMP for an opcode other than QUERY, with an OPT when the message carries one
     (RFC 6891 section 7, as Knot answers; BADVERS for a version above 0), or BADKEY when
     the message is signed (read by dnspython: a NOTIFY carries records a query does not,
     and this path is rare, so only messages of at most ``MAX_SIGNED_OTHER`` bytes are
     read; a longer one is NOTIMP without an OPT)."""
-    qid, qflags = _QID_FLAGS.unpack_from(query)
     opt = b""
     if arcount and qend and len(query) <= MAX_SIGNED_OTHER:
         try:
