@@ -319,3 +319,114 @@ def test_evacuate_moves_the_node_and_its_signing_keys_to_b_and_fences_a_out_for_
         finally:
             if cli.poll() is None:
                 cli.kill()
+
+
+def key_tags(node: Node, zone: str) -> set[int]:
+    """The key tags ``node``'s state directory holds for ``zone`` (from the key files'
+    names, ``K<zone>+<algorithm>+<tag>.pem``)."""
+    prefix = f"K{zone.rstrip('.')}+"
+    return {int(name.removesuffix(".pem").rsplit("+", 1)[1])
+            for name in node.zone_keys() if name.startswith(prefix)}
+
+
+def test_an_evacuation_from_a_backup_lacking_a_signing_key_is_refused_before_the_claim(
+    grounds: tuple[Ground, Ground], pg_cluster: PgCluster, zone_dsn: str,
+    run_account_dir: Path, nodes: list[Node],
+) -> None:
+    """A's backup sets are taken as its operator changes its signing: OLD before
+    example.test. was signed, MID before chained.test.'s rollover began. Condensing B
+    from either is refused at the step that proves the zones servable, naming the zone
+    and the key its state directory lacks: the fence never moves, so A is not fenced
+    out and serves on, and B's unit is never started. From a backup taken after both,
+    the same condense into the same state directory finishes, and only then is A
+    fenced out."""
+    ground_a, ground_b = grounds
+    import_zone(pg_cluster, zone_dsn, CHAINED, extra=EXAMPLE_WWW)
+    zones = f"{ZONE},{CHAINED}"
+    a = Node(run_account_dir, ground_a, ADDRESS_A, pg_cluster, dsn=zone_dsn,
+             location="ground-a", zones=zones)
+    nodes.append(a)
+    condense_onto_host(CondenseRequest(RequestKind.GENESIS, [ZONE, CHAINED]), a.host)
+    status, _, err = valis("zone", "sign", CHAINED, "--algorithm", "13",
+                           "--state-dir", str(a.state_dir))
+    assert status == 0, err
+
+    old = run_account_dir / "old.backup"
+    create_backup(a.state_dir, old)
+    status, _, err = valis("zone", "sign", ZONE, "--algorithm", "13",
+                           "--state-dir", str(a.state_dir))
+    assert status == 0, err
+    (signed_key,) = key_tags(a, ZONE)
+    mid = run_account_dir / "mid.backup"
+    create_backup(a.state_dir, mid)
+    (chained_old,) = key_tags(a, CHAINED)
+    status, out, err = valis("zone", "rollover", CHAINED, "--state-dir", str(a.state_dir))
+    assert status == 0, err
+    (chained_new,) = key_tags(a, CHAINED) - {chained_old}
+    assert f"to {chained_new}, step ds-submit" in out, out
+    wait_for(lambda: all(dig(ground_a.client, ADDRESS_A, zone, "DNSKEY").answer
+                         for zone in (ZONE, CHAINED)), EXIT_TIMEOUT,
+             "A to serve both zones signed", interval=0.2)
+    with pg_cluster.connect(zone_dsn) as conn:
+        fence_before = read_instance_fence(conn)
+
+    b = Node(run_account_dir, ground_b, ADDRESS_B, pg_cluster, dsn=zone_dsn,
+             location="ground-b", zones=zones)
+    nodes.append(b)
+    refusals = (
+        (old, ZONE, [signed_key]),
+        (mid, CHAINED, [chained_new]),
+    )
+    for archive, zone, missing in refusals:
+        argv, env = b.condense_evacuate(archive, pg_cluster)
+        refused = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300,
+                                 check=False)
+        assert refused.returncode != 0, refused.stdout
+        reason = " ".join(refused.stderr.split())
+        assert f"(prove zone servable {zone}) failed" in reason, reason
+        assert (f"the state directory lacks key tag {', '.join(map(str, missing))}"
+                in reason), reason
+        assert f"zone {zone} is signed in operator state" in reason, reason
+        assert "the unit was not started" in reason, reason
+        with pg_cluster.connect(zone_dsn) as conn:
+            assert read_instance_fence(conn) == fence_before
+        assert not b.log.exists(), b.log.read_text()
+        # A was never fenced out: it answers both zones signed, and its heartbeat, which
+        # a fenced-out node's next beat ends on, keeps it up.
+        assert a.unit.is_up(), a.log.read_text()
+        for served in (ZONE, CHAINED):
+            answer = dig(ground_a.client, ADDRESS_A, served, "DNSKEY")
+            assert (answer.status, answer.authoritative) == ("NOERROR", True), answer.raw
+    assert "fenced out" not in a.log.read_text()
+
+    # The operator takes a backup that holds every key, and runs the condense again.
+    new = run_account_dir / "new.backup"
+    create_backup(a.state_dir, new)
+    generation = verify_backup_set(new).generation
+    argv, env = b.condense_evacuate(new, pg_cluster)
+    stderr_path = run_account_dir / "condense-b.stderr"
+    with stderr_path.open("w") as stderr, subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env
+    ) as cli:
+        try:
+            assert cli.stdout is not None
+            line = cli.stdout.readline()
+            assert line.startswith("valis: condensed (evacuate)"), (
+                line, stderr_path.read_text(), b.log.read_text() if b.log.exists() else ""
+            )
+            for served in (ZONE, CHAINED):
+                answer = dig(ground_b.client, ADDRESS_B, served, "DNSKEY")
+                assert (answer.status, answer.authoritative) == ("NOERROR", True), answer.raw
+            assert b.zone_keys() == a.zone_keys()
+            assert a.unit.wait_exit(EXIT_TIMEOUT) not in (0, None), a.log.read_text()
+            assert "fenced out" in a.log.read_text()
+            with pg_cluster.connect(zone_dsn) as conn:
+                fence = read_instance_fence(conn)
+            assert fence is not None
+            b_holder = holder_name("node-a@ground-b", read_instance(b.state_dir) or "")
+            assert (fence.generation, fence.holder) == (generation + 1, b_holder)
+            cli.send_signal(signal.SIGTERM)
+            assert cli.wait(60) == 0, stderr_path.read_text()
+        finally:
+            if cli.poll() is None:
+                cli.kill()

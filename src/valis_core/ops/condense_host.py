@@ -34,6 +34,8 @@ from pyroute2 import netns as pyroute2_netns
 from valis_core.acting_as import acting_as
 from valis_core.apply.unit_control import ProcessUnitController, UnitController
 from valis_core.atomic import write_atomic
+from valis_core.dns.zone_keys import file_zone, load_key_ring
+from valis_core.dns.zone_servable import missing_keys
 from valis_core.identity.instance import holder_name, load_or_mint_instance, read_instance
 from valis_core.operator_state.connection import connect
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
@@ -42,6 +44,7 @@ from valis_core.operator_state.site_facts import (
     parse_site_facts,
 )
 from valis_core.operator_state.site_facts_file import write_site_facts
+from valis_core.operator_state.zone_signing import signed_zones
 from valis_core.operator_state.zone_source import PgZoneSource
 from valis_core.ops.backup import read_backup_set, restore_backup
 from valis_core.ops.condense import CondenseError, Step, parse_module_requirement
@@ -60,7 +63,7 @@ from valis_core.resident.config_store import (
     open_config_store,
     store_path,
 )
-from valis_core.state_layout import CONFIG_STORE
+from valis_core.state_layout import CONFIG_STORE, signing_keys_dir
 from valis_core.store.head import HEAD_MODE, head_path, materialise_genesis, read_store_head
 from valis_core.store.manifest import dumps, normalize_name
 
@@ -240,12 +243,31 @@ class LocalCondenseHost:
         open_config_store(self.state_dir, {})
 
     def prove_zone_servable(self, step: Step) -> None:
+        # Before the fence is claimed (the predecessor fenced out), whatever the
+        # resident's bring-up would refuse the zone for: its rows, and for a zone signed
+        # in operator state every key its signing and its roll need, held in this state
+        # directory (decided by ``zone_servable``, as the resident decides it).
         assert step.zone is not None
         source = PgZoneSource(self.connect, [step.zone])
         try:
             trio.run(source.load)
         finally:
             source.close()
+        with self.connect() as conn:
+            row = signed_zones(conn).get(step.zone)
+        if row is None:
+            return
+        with acting_as(self.run_account):
+            held = load_key_ring(self.state_dir).get(file_zone(step.zone), {})
+        shortfall = missing_keys(row, held)
+        if shortfall is not None:
+            raise CondenseHostError(
+                f"{shortfall.describe()} in {signing_keys_dir(self.state_dir)}, so the "
+                "resident would answer it SERVFAIL and stop at bring-up; the fence was not "
+                "claimed and the node that holds the fence serves on. The backup set was "
+                "taken before the zone was signed or its rollover began: make a new one on "
+                "the node that signed it (valis backup create) and condense from that"
+            )
 
     def seed_fence(self, step: Step) -> None:
         holder = self.fence_holder()

@@ -37,6 +37,7 @@ from valis_core.dns.nsec3 import Nsec3Params
 from valis_core.dns.signed_answer import REFRESH, Signer, ZoneKeys
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.zone_keys import file_zone, forget_zone_key, load_key_ring
+from valis_core.dns.zone_servable import missing_keys, needed_tags
 from valis_core.errors import ValisError
 from valis_core.fence import FenceState
 from valis_core.operator_state.zone_signing import ZoneSigning, signed_zones
@@ -51,11 +52,11 @@ answered signed within this (plus the read)."""
 
 def zone_keys_for(row: ZoneSigning, held: dict[int, ZoneKey]) -> ZoneKeys | None:
     """The keys ``row`` (and its roll's step) has the zone publish and sign with, from
-    those this node holds; ``None`` when it lacks one of them."""
-    keying = rollover.zone_keying(row.key_tag, row.zsk_tag, row.rollover)
-    wanted = {*keying.published, *keying.parent_ds, keying.zone_signer}
-    if any(tag not in held or held[tag].algorithm != row.algorithm for tag in wanted):
+    those this node holds; ``None`` when it lacks one of them (``zone_servable``
+    decides, as condense does before it claims the fence)."""
+    if missing_keys(row, held) is not None:
         return None
+    keying = rollover.zone_keying(row.key_tag, row.zsk_tag, row.rollover)
     return ZoneKeys(
         signer=held[keying.zone_signer],
         published=tuple(held[tag] for tag in keying.published),
@@ -106,9 +107,7 @@ def signer_for(
             )
             continue
         have = "none" if not held else "key tag " + ", ".join(str(t) for t in sorted(held))
-        keying = rollover.zone_keying(row.key_tag, row.zsk_tag, row.rollover)
-        tags = sorted({*keying.published, *keying.parent_ds, keying.zone_signer})
-        want = " and ".join(str(tag) for tag in tags)
+        want = " and ".join(str(tag) for tag in needed_tags(row))
         lines.append(
             f"dnssec: zone {zone} is signed in operator state with algorithm "
             f"{row.algorithm} key tag {want}, but this node's state directory holds "
