@@ -32,11 +32,12 @@ zone_names = st.lists(
 def requests(draw: st.DrawFn) -> CondenseRequest:
     kind = draw(st.sampled_from(RequestKind))
     zones = draw(zone_names)
+    edge = draw(st.booleans())
     if kind is RequestKind.GENESIS:
-        return CondenseRequest(kind, zones)
+        return CondenseRequest(kind, zones, edge=edge)
     generation = draw(st.integers(min_value=0, max_value=2**40))
     return CondenseRequest(
-        kind, zones, backup="/var/backups/valis.tar", backup_generation=generation
+        kind, zones, backup="/var/backups/valis.tar", backup_generation=generation, edge=edge
     )
 
 
@@ -59,6 +60,7 @@ def test_the_order_constraints_hold_for_every_request(request: CondenseRequest) 
     modules = _one(plan, StepKind.CONDENSE_MODULES)
     facts = _one(plan, StepKind.RENDER_SITE_FACTS)
     proofs = _at(plan, StepKind.PROVE_ZONE_SERVABLE)
+    edge_proofs = _at(plan, StepKind.PROVE_EDGE_SERVABLE)
     fences = _at(plan, StepKind.SEED_FENCE) + _at(plan, StepKind.CLAIM_FENCE)
     started = _one(plan, StepKind.START_UNIT)
     ready = _one(plan, StepKind.READ_BACK_READY)
@@ -69,8 +71,11 @@ def test_the_order_constraints_hold_for_every_request(request: CondenseRequest) 
     assert all(facts < proof for proof in proofs)
     assert len(fences) == 1
     fence = fences[0]
-    # The fence moves only once the successor is known able to serve.
+    # The fence moves only once the successor is known able to serve: its zones, and
+    # the elected edge's certificate.
     assert all(proof < fence for proof in proofs)
+    assert len(edge_proofs) == (1 if request.edge else 0)
+    assert all(facts < proof < fence for proof in edge_proofs)
     assert materialised < fence < started
     # The unit never starts before its zones are proven or its durable state exists.
     assert all(proof < started for proof in proofs)
@@ -79,7 +84,7 @@ def test_the_order_constraints_hold_for_every_request(request: CondenseRequest) 
     assert all(ready < soa for soa in soas)
     assert [plan[i].zone for i in proofs] == list(request.zones)
     assert [plan[i].zone for i in soas] == list(request.zones)
-    assert len(plan) == 7 + 2 * len(request.zones)
+    assert len(plan) == 7 + 2 * len(request.zones) + len(edge_proofs)
 
 
 @given(requests())
@@ -150,6 +155,9 @@ class RecordingHost:
 
     def prove_zone_servable(self, step: Step) -> None:
         self._run("prove_zone_servable", step)
+
+    def prove_edge_servable(self, step: Step) -> None:
+        self._run("prove_edge_servable", step)
 
     def seed_fence(self, step: Step) -> None:
         self._run("seed_fence", step)

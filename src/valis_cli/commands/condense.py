@@ -149,14 +149,30 @@ def _run_account(text: str) -> tuple[int, int]:
     return account.pw_uid, account.pw_gid
 
 
+def _edge_elected(args: argparse.Namespace) -> bool:
+    """Whether the launcher config elects the edge (``edge-port``). Unsupervised, or with
+    a launcher config that cannot be read, no: assessing the host (the plan's first
+    step) reports a launcher config it cannot read."""
+    from valis_core.launcher_config import LauncherConfigError, parse_launcher_config
+
+    if args.unsupervised:
+        return False
+    try:
+        text = Path(args.launcher_config).read_text("utf-8")
+        return parse_launcher_config(text).edge_port is not None
+    except (OSError, UnicodeDecodeError, LauncherConfigError):
+        return False
+
+
 def _request(args: argparse.Namespace, zones: tuple[str, ...]) -> CondenseRequest:
     from valis_core.ops.backup import verify_backup_set
     from valis_core.ops.condense import CondenseRequest, RequestKind
 
+    edge = _edge_elected(args)
     if args.genesis:
         if args.evacuate:
             raise CondenseInputError("condense: --evacuate needs --from-backup FILE")
-        return CondenseRequest(RequestKind.GENESIS, zones, modules=args.module)
+        return CondenseRequest(RequestKind.GENESIS, zones, modules=args.module, edge=edge)
     if args.module:
         raise CondenseInputError(
             "condense: --module is for --genesis; evacuate and restore run the modules "
@@ -165,7 +181,8 @@ def _request(args: argparse.Namespace, zones: tuple[str, ...]) -> CondenseReques
     verified = verify_backup_set(args.from_backup)
     kind = RequestKind.EVACUATE if args.evacuate else RequestKind.RESTORE
     return CondenseRequest(
-        kind, zones, backup=str(args.from_backup), backup_generation=verified.generation
+        kind, zones, backup=str(args.from_backup), backup_generation=verified.generation,
+        edge=edge,
     )
 
 

@@ -13,7 +13,11 @@ that fails stops the plan: no later step runs. The ordering is the whole point:
    from the node's registered private dist (for genesis, the modules the request names,
    pinned to the wheels the dist offers now and recorded in the genesis head);
 4. site facts rendered (for evacuate, the new location's);
-5. every served zone proven servable from operator state, one step per zone;
+5. every served zone proven servable, one step per zone: its rows in operator state, and
+   when operator state says it is signed, every key its signing and its roll need held
+   in the state directory (``valis_core.dns.zone_servable``, as the resident decides);
+   then, when the edge is elected, its certificate (``valis_core.edge.boot_certificate``,
+   as the resident's edge stage decides);
 6. the fence: seeded at generation 0 for genesis, or claimed at the backup head's
    generation + 1 for evacuate and restore, and that generation recorded as the store's;
 7. the unit started;
@@ -21,7 +25,10 @@ that fails stops the plan: no later step runs. The ordering is the whole point:
 
 So a zone the node cannot serve, or durable state that was never materialised, never
 reaches the start; and the fence is only claimed (fencing the predecessor out) once the
-successor is known able to serve. A claim the fence refuses (the fence already moved past
+successor is known able to serve: every refusal the resident's bring-up would make that
+the state directory and operator state decide on their own is made before the claim
+(what only the running node can find — a CA refusing an ACME order, a module failing to
+import — is not). A claim the fence refuses (the fence already moved past
 this backup's head) stops the plan before the start, as any failure does.
 
 Recovery is re-run (contract §6): every step is idempotent against the state directory a
@@ -61,6 +68,7 @@ class StepKind(enum.Enum):
     CONDENSE_MODULES = "condense_modules"
     RENDER_SITE_FACTS = "render_site_facts"
     PROVE_ZONE_SERVABLE = "prove_zone_servable"
+    PROVE_EDGE_SERVABLE = "prove_edge_servable"
     SEED_FENCE = "seed_fence"
     CLAIM_FENCE = "claim_fence"
     START_UNIT = "start_unit"
@@ -111,7 +119,8 @@ def _modules(
 @attrs.frozen
 class CondenseRequest:
     """What to condense: the starting point, the zones the node serves, and for evacuate
-    and restore the verified backup set (its path and store generation)."""
+    and restore the verified backup set (its path and store generation); ``edge``: the
+    launcher config elects the edge (``edge-port``), so its certificate is proved too."""
 
     kind: RequestKind
     zones: tuple[str, ...] = attrs.field(converter=_as_tuple, validator=_zones)
@@ -120,6 +129,7 @@ class CondenseRequest:
     modules: tuple[str, ...] = attrs.field(
         default=(), converter=_as_tuple, validator=_modules
     )
+    edge: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.modules and self.kind is not RequestKind.GENESIS:
@@ -191,6 +201,7 @@ def plan_condense(request: CondenseRequest) -> Plan:
         Step(StepKind.CONDENSE_MODULES, modules=request.modules),
         Step(StepKind.RENDER_SITE_FACTS),
         *(Step(StepKind.PROVE_ZONE_SERVABLE, zone=zone) for zone in request.zones),
+        *((Step(StepKind.PROVE_EDGE_SERVABLE),) if request.edge else ()),
         fence,
         Step(StepKind.START_UNIT),
         Step(StepKind.READ_BACK_READY),
@@ -206,6 +217,7 @@ class CondenseHost(Protocol):
     def condense_modules(self, step: Step) -> None: ...
     def render_site_facts(self, step: Step) -> None: ...
     def prove_zone_servable(self, step: Step) -> None: ...
+    def prove_edge_servable(self, step: Step) -> None: ...
     def seed_fence(self, step: Step) -> None: ...
     def claim_fence(self, step: Step) -> None: ...
     def start_unit(self, step: Step) -> None: ...
@@ -219,6 +231,7 @@ _RUN: dict[StepKind, Callable[[CondenseHost, Step], None]] = {
     StepKind.CONDENSE_MODULES: lambda host, step: host.condense_modules(step),
     StepKind.RENDER_SITE_FACTS: lambda host, step: host.render_site_facts(step),
     StepKind.PROVE_ZONE_SERVABLE: lambda host, step: host.prove_zone_servable(step),
+    StepKind.PROVE_EDGE_SERVABLE: lambda host, step: host.prove_edge_servable(step),
     StepKind.SEED_FENCE: lambda host, step: host.seed_fence(step),
     StepKind.CLAIM_FENCE: lambda host, step: host.claim_fence(step),
     StepKind.START_UNIT: lambda host, step: host.start_unit(step),

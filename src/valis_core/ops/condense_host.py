@@ -4,7 +4,9 @@ operator-state database and one serving unit.
 ``LocalCondenseHost`` does each step of ``valis_core.ops.condense`` for real, reusing the
 pieces that own each concern: ``materialise_genesis`` and ``restore_backup`` for durable
 state, the configuration store's file for site facts, ``PgZoneSource.load`` to prove a
-zone servable exactly as the resident will load it, the SQL fence (seed or claim), a
+zone servable exactly as the resident will load it and ``zone_servable`` that the state
+directory holds every signing key operator state names for it, ``boot_certificate`` for
+an elected edge's certificate, the SQL fence (seed or claim), a
 ``UnitController`` to start the unit, and a DNS query to the served address for the
 read-back. Everything written into the state directory is written as the run account
 (``acting_as``): the resident (never root) must read it, and root must not follow what
@@ -36,6 +38,7 @@ from valis_core.apply.unit_control import ProcessUnitController, UnitController
 from valis_core.atomic import write_atomic
 from valis_core.dns.zone_keys import file_zone, load_key_ring
 from valis_core.dns.zone_servable import missing_keys
+from valis_core.edge.boot_certificate import boot_certificate
 from valis_core.identity.instance import holder_name, load_or_mint_instance, read_instance
 from valis_core.operator_state.connection import connect
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
@@ -56,6 +59,7 @@ from valis_core.plugin.install import (
     install_checked,
     resolve_pin,
 )
+from valis_core.plugin.installed import modules_dir
 from valis_core.resident.config_store import (
     DIR_MODE,
     STORE_FILE,
@@ -63,6 +67,7 @@ from valis_core.resident.config_store import (
     open_config_store,
     store_path,
 )
+from valis_core.resident.modules import check_installed
 from valis_core.state_layout import CONFIG_STORE, signing_keys_dir
 from valis_core.store.head import HEAD_MODE, head_path, materialise_genesis, read_store_head
 from valis_core.store.manifest import dumps, normalize_name
@@ -230,6 +235,9 @@ class LocalCondenseHost:
             path = head_path(self.state_dir)
             with acting_as(self.run_account):
                 write_atomic(path, dumps(head), mode=HEAD_MODE)
+        # Read back as the resident will at boot: the installed modules are the pinned.
+        with acting_as(self.run_account):
+            check_installed(modules_dir(self.state_dir), head.modules)
 
     def render_site_facts(self, step: Step) -> None:
         path = store_path(self.state_dir)
@@ -267,6 +275,16 @@ class LocalCondenseHost:
                 "claimed and the node that holds the fence serves on. The backup set was "
                 "taken before the zone was signed or its rollover began: make a new one on "
                 "the node that signed it (valis backup create) and condense from that"
+            )
+
+    def prove_edge_servable(self, step: Step) -> None:
+        # The elected edge's certificate, as the resident's edge stage will find it: the
+        # site facts say whether the node obtains one over ACME or waits for one.
+        config = open_config_store(self.state_dir, {})
+        with acting_as(self.run_account):
+            boot_certificate(
+                self.state_dir, acme=config.obtains_certificate,
+                on_demand=config.edge_on_demand,
             )
 
     def seed_fence(self, step: Step) -> None:

@@ -621,7 +621,8 @@ async def _acme(boot: Boot) -> Boot:
 
 
 async def _edge(boot: Boot) -> Boot:
-    from valis_core.edge.certificate import CertificateSlot, load_edge_certificate
+    from valis_core.edge.boot_certificate import boot_certificate
+    from valis_core.edge.certificate import CertificateSlot
     from valis_core.edge.certificate_files import follow_certificate_files
     from valis_core.edge.server import serve_edge
     from valis_core.edge.stats import EdgeStats
@@ -630,15 +631,12 @@ async def _edge(boot: Boot) -> Boot:
     state_dir, config = need(boot.state_dir), need(boot.config)
     slot = boot.certificates
     if slot is None:
-        slot = CertificateSlot(load_edge_certificate(state_dir))
-    certificate = slot.current()
-    if certificate is None and not config.edge_on_demand:
-        raise BringUpError(
-            "edge",
-            f"no certificate at {edge_certificate_path(state_dir)} (and its key): the "
-            "elected edge serves only with one; obtain it (ACME) or restore the backup "
-            "set, or set VALIS_EDGE_CERT=on-demand to serve DNS meanwhile",
+        # No ACME: the state directory decides, as condense decided before its claim.
+        slot = CertificateSlot(
+            boot_certificate(state_dir, acme=False, on_demand=config.edge_on_demand)
         )
+    certificate = slot.current()
+    # With ACME, the acme stage ended with a certificate, or with none only on demand.
     stats = EdgeStats()
     await boot.services.start("edge certificate", partial(follow_certificate_files,
                                                            state_dir, slot))
@@ -676,8 +674,7 @@ def _edge_elected(boot: Boot) -> bool:
 
 
 def _acme_elected(boot: Boot) -> bool:
-    config = need(boot.config)
-    return _edge_elected(boot) and bool(config.served_domain and config.acme_directory_url)
+    return _edge_elected(boot) and need(boot.config).obtains_certificate
 
 
 STAGES: tuple[Stage, ...] = (

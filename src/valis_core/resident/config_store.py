@@ -93,6 +93,12 @@ class ConfigStore:
         return self.facts.get(ACME_DIRECTORY_KEY)
 
     @property
+    def obtains_certificate(self) -> bool:
+        """Whether an elected edge obtains its certificate over ACME (the served domain
+        and the CA named)."""
+        return bool(self.served_domain and self.acme_directory_url)
+
+    @property
     def log_level(self) -> str:
         return self.facts.get("VALIS_LOG_LEVEL", "info")
 

@@ -61,7 +61,9 @@ class LoadedModule:
     lifecycle: Lifecycle
 
 
-def _check_installed(directory: Path, pins: Sequence[ModulePin]) -> None:
+def check_installed(directory: Path, pins: Sequence[ModulePin]) -> None:
+    """Refuse unless ``directory`` holds exactly the modules ``pins`` names, as recorded
+    at install (the resident's check at boot, and condense's before it claims)."""
     record = directory / INSTALLED_RECORD
     try:
         found = record.read_bytes()
@@ -84,7 +86,7 @@ def load_modules(
     if not pins:
         return ()
     directory = modules_dir(context.state_dir)
-    _check_installed(directory, pins)
+    check_installed(directory, pins)
     if str(directory) not in sys.path:
         sys.path.append(str(directory))
     importlib.invalidate_caches()
