@@ -7,7 +7,9 @@ answers that zone SERVFAIL and says so in one log line naming the remedy, rather
 serving answers every validator holding the parent's DS would reject. A running node
 keeps serving its other zones; at boot the fabric's check of every served apex stops the
 whole node instead (fail closed, saying which key is missing), and a reload that would
-add such a zone is refused, the node serving on as it was. ``follow`` re-reads the
+add such a zone is refused, the node serving on as it was. Which keys a zone needs is
+``valis_core.dns.zone_servable``'s to say, and condense asks it too, before it claims the
+fence for a state directory. ``follow`` re-reads the
 rows every ``POLL_SECONDS`` so ``valis zone sign`` takes effect on a running node
 without a restart; a failed read keeps the signer in place and is logged once until
 reads succeed again. Before each read it moves on, at its fence standing, every rollover
