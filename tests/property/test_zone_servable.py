@@ -117,3 +117,13 @@ def test_the_resident_signs_a_zone_exactly_when_condense_would_claim_for_it(
 @given(rows())
 def test_a_zone_not_served_is_never_refused(row: ZoneSigning) -> None:
     assert unservable({Z: row}, {}, ["other.test."]) == ()
+
+
+@given(rows())
+def test_a_node_answering_a_rolls_step_holds_every_key_the_rest_of_the_roll_needs(
+    row: ZoneSigning,
+) -> None:
+    """The resident at boot and condense before its claim ask the same of a rolling zone:
+    the keys of the step it is at are all its later steps need, so the roll moving on by
+    itself after the claim never finds a key missing."""
+    assert set(needed_tags(row)) == _answered_with(row)

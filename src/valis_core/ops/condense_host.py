@@ -39,6 +39,7 @@ from valis_core.atomic import write_atomic
 from valis_core.dns.zone_keys import file_zone, load_key_ring
 from valis_core.dns.zone_servable import missing_keys
 from valis_core.edge.boot_certificate import boot_certificate
+from valis_core.identity.custody import load_keyfile
 from valis_core.identity.instance import holder_name, load_or_mint_instance, read_instance
 from valis_core.operator_state.connection import connect
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
@@ -182,6 +183,10 @@ class LocalCondenseHost:
             )
         with acting_as(self.run_account):
             load_or_mint_instance(self.state_dir)
+            if step.backup is not None:
+                # The owner seed the backup carried, loaded as the resident's identity
+                # stage loads it (genesis mints none here: the resident does).
+                load_keyfile(self.state_dir)
 
     def fence_holder(self) -> str:
         """This state directory's holder at the fence: ``holder`` and its instance token."""

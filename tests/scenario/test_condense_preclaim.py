@@ -1,7 +1,8 @@
-"""Condense proves an elected edge's certificate before it claims the fence, as the
-resident's edge stage will find it in the state directory: a successor whose edge would
-stop its boot is refused while its predecessor still holds the fence. The step reads
-only the state directory (its configuration store and edge files)."""
+"""What condense proves from the state directory alone before it claims the fence, each
+as the resident's bring-up will find it, so a successor that would stop at boot is
+refused while its predecessor still holds the fence: an elected edge's certificate (its
+configuration store and edge files), and a restored owner seed (the signing keys are
+proven on the proving ground, tests/scenario/test_condense_evacuate.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ import pytest
 from tests.scenario.edge_ca import install, make_test_ca
 from tests.scenario.resident_harness import site_facts
 from valis_core.errors import ValisError
+from valis_core.identity.custody import keyfile_path, load_or_create_keyfile
+from valis_core.ops.backup import create_backup, verify_backup_set
 from valis_core.ops.condense import Step, StepKind
 from valis_core.ops.condense_host import LocalCondenseHost
 from valis_core.state_layout import edge_certificate_path, edge_key_path
+from valis_core.store.head import materialise_genesis
 
 DSN = "postgresql://valis@/valis_state?host=/var/run/postgresql"
 DOMAIN = "example.test"
@@ -127,3 +131,24 @@ def test_valis_condense_proves_the_edge_exactly_when_the_launcher_config_elects_
     plan = plan_condense(_request(args, ("example.test.",)))
     proofs = [step for step in plan if step.kind is StepKind.PROVE_EDGE_SERVABLE]
     assert len(proofs) == (1 if elected else 0)
+
+
+def test_a_restored_owner_seed_the_resident_would_refuse_stops_condense_before_the_claim(
+    tmp_path: Path,
+) -> None:
+    """A re-run of a restore finds its owner seed opened to other accounts: the
+    resident's identity stage would refuse it, so condense refuses it at the durable
+    state step, before any fence step."""
+    origin = tmp_path / "origin"
+    origin.mkdir(mode=0o700)
+    materialise_genesis(origin)
+    load_or_create_keyfile(origin)
+    archive = tmp_path / "origin.backup"
+    create_backup(origin, archive)
+    step = Step(StepKind.MATERIALISE_DURABLE_STATE, backup=str(archive),
+                generation=verify_backup_set(archive).generation)
+    host, state_dir = _state(tmp_path)
+    host.materialise_durable_state(step)
+    keyfile_path(state_dir).chmod(0o644)
+    with pytest.raises(ValisError, match="open to other accounts"):
+        host.materialise_durable_state(step)
