@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from valis_core.dns import dnssec, rollover
 from valis_core.dns.dnssec import ZoneKey
 from valis_core.dns.rollover import Rollover, Timing
-from valis_core.dns.zone_servable import missing_keys, needed_tags, unservable
+from valis_core.dns.zone_servable import missing_keys, needed_tags
 from valis_core.operator_state.zone_signing import ZoneSigning
 from valis_core.resident.signing import zone_keys_for
 
@@ -110,13 +110,6 @@ def test_the_resident_signs_a_zone_exactly_when_condense_would_claim_for_it(
     row: ZoneSigning, held: dict[int, ZoneKey]
 ) -> None:
     assert (zone_keys_for(row, held) is None) == (missing_keys(row, held) is not None)
-    refused = unservable({Z: row}, {Z.rstrip("."): held}, [Z])
-    assert refused == (() if missing_keys(row, held) is None else (missing_keys(row, held),))
-
-
-@given(rows())
-def test_a_zone_not_served_is_never_refused(row: ZoneSigning) -> None:
-    assert unservable({Z: row}, {}, ["other.test."]) == ()
 
 
 @given(rows())

@@ -7,7 +7,7 @@ step the roll is at and every step after it (a roll moves on by itself once its 
 time has come, so a node must hold what the later steps sign with too). A node lacking
 one of them (or holding it with another algorithm) cannot answer the zone at all: the
 resident answers it SERVFAIL, refuses it at bring-up and on a reload, and condense
-refuses to claim the fence for a state directory that lacks one (``unservable``).
+refuses to claim the fence for a state directory that lacks one.
 
 This is the one place that decides it: the resident's signer
 (``valis_core.resident.signing``) and condense's proof that a zone is servable
@@ -16,14 +16,13 @@ This is the one place that decides it: the resident's signer
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import attrs
 
 from valis_core.dns import rollover
 from valis_core.dns.dnssec import ZoneKey
-from valis_core.dns.zone_keys import file_zone
 
 if TYPE_CHECKING:
     from valis_core.operator_state.zone_signing import ZoneSigning
@@ -93,17 +92,3 @@ def missing_keys(row: ZoneSigning, held: Mapping[int, ZoneKey]) -> MissingKeys |
         step=None if row.rollover is None else row.rollover.step,
     )
 
-
-def unservable(
-    rows: Mapping[str, ZoneSigning],
-    ring: Mapping[str, Mapping[int, ZoneKey]],
-    served: Iterable[str],
-) -> tuple[MissingKeys, ...]:
-    """Every served zone signed in ``rows`` whose keys ``ring`` (by ``file_zone``, then
-    tag) lacks, in zone order; empty when the keys serve every one."""
-    found = []
-    for zone in sorted(set(served) & rows.keys()):
-        shortfall = missing_keys(rows[zone], ring.get(file_zone(zone), {}))
-        if shortfall is not None:
-            found.append(shortfall)
-    return tuple(found)

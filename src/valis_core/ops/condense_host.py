@@ -276,10 +276,11 @@ class LocalCondenseHost:
         if shortfall is not None:
             raise CondenseHostError(
                 f"{shortfall.describe()} in {signing_keys_dir(self.state_dir)}, so the "
-                "resident would answer it SERVFAIL and stop at bring-up; the fence was not "
-                "claimed and the node that holds the fence serves on. The backup set was "
-                "taken before the zone was signed or its rollover began: make a new one on "
-                "the node that signed it (valis backup create) and condense from that"
+                "resident would answer it SERVFAIL and stop at bring-up; nothing was "
+                "claimed at the fence, so the node holding it serves on. A backup set taken "
+                "before the zone was signed or its rollover began lacks the key: make a new "
+                "one on the node holding the fence (valis backup create) and condense from "
+                "that"
             )
 
     def prove_edge_servable(self, step: Step) -> None:
