@@ -397,7 +397,8 @@ def _site_facts(request: ProvisionRequest, host: ProvisionHost) -> None:
 def _private_dist(request: ProvisionRequest, host: ProvisionHost) -> None:
     if request.dist_url is not None:
         _parent(host.dist_home / "registration")
-        register_dist(host.dist_home, request.dist_url)
+        register_dist(host.dist_home, request.dist_url,
+                      allow_insecure=request.allow_insecure_dist)
 
 
 def _unit(request: ProvisionRequest, host: ProvisionHost) -> None:
