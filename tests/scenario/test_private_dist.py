@@ -4,16 +4,21 @@ measuring a dist's whole catalogue."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import os
 import re
+import ssl
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
 
+from tests.scenario.edge_ca import make_test_ca
 from tests.scenario.module_dist import HELLO, hello_wheel, pin_of, publish, served_over_http
 from valis_core.plugin.dist_home import (
     ALLOW_INSECURE,
@@ -427,3 +432,63 @@ def test_a_plain_http_dist_is_registered_only_when_allowed(tmp_path: Path) -> No
     )
     assert allowed.returncode == 0, allowed.stderr
     assert read_registration(home) == url
+
+
+class _Redirecting(http.server.BaseHTTPRequestHandler):
+    """Over https: every GET sent on to ``target`` (plain http); over http: a page."""
+
+    target = ""
+
+    def do_GET(self) -> None:
+        if self.target:
+            self.send_response(302)
+            self.send_header("Location", self.target + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = b"<html>served over plain http</html>"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _serving(server: http.server.ThreadingHTTPServer) -> Iterator[int]:
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        thread.join(30)
+        server.server_close()
+
+
+def test_a_redirect_from_https_to_plain_http_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An https dist that sends its bytes on over plain http loses what https gave:
+    the fetch is refused, naming both URLs."""
+    ca = make_test_ca()
+    leaf = ca.issue(("localhost",))
+    (tmp_path / "root.pem").write_bytes(ca.root_pem)
+    (tmp_path / "leaf.pem").write_bytes(leaf.chain_pem + leaf.key_pem)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "root.pem"))
+    plain = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Redirecting)
+    with _serving(plain) as plain_port:
+        handler = type("ToPlain", (_Redirecting,), {"target": f"http://127.0.0.1:{plain_port}"})
+        secure = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(tmp_path / "leaf.pem")
+        secure.socket = context.wrap_socket(secure.socket, server_side=True)
+        with _serving(secure) as secure_port:
+            url = f"https://127.0.0.1:{secure_port}/simple/valis-hello/"
+            with pytest.raises(DistError, match=rf"redirected {re.escape(url)} to plain http"):
+                fetch_url(url)
+            # Only the downgrade is refused here; a plain-http URL asked for as such is
+            # held to the allowance where a pin would trust it (resolve_pin).
+            assert fetch_url(f"http://127.0.0.1:{plain_port}/simple/").startswith(b"<html>")
