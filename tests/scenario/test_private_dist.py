@@ -492,3 +492,16 @@ def test_a_redirect_from_https_to_plain_http_is_refused(
             # Only the downgrade is refused here; a plain-http URL asked for as such is
             # held to the allowance where a pin would trust it (resolve_pin).
             assert fetch_url(f"http://127.0.0.1:{plain_port}/simple/").startswith(b"<html>")
+
+
+def test_provision_refuses_a_plain_http_dist_before_looking_at_the_host() -> None:
+    argv = [VALIS, "provision", "--plan", "--node", "n", "--location", "198.51.100.1",
+            "--served-zone", "example.test.", "--interface", "lo",
+            "--dist", "http://dist.example.test/simple/"]
+    refused = subprocess.run(argv, capture_output=True, text=True, check=False, cwd="/")
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("valis: private dist 'http://dist.example.test/simple/' "
+                                     "is plain http"), refused.stderr
+    allowed = subprocess.run([*argv, ALLOW_INSECURE], capture_output=True, text=True,
+                             check=False, cwd="/")
+    assert "plain http" not in allowed.stderr

@@ -179,6 +179,9 @@ def _request(args: argparse.Namespace) -> ProvisionRequest:
     from valis_core.ops.provision import ProvisionRequest
     from valis_core.plugin.dist_home import check_index_url
 
+    # Checked first: a refused URL is named before anything on the host is looked at.
+    dist_url = None if args.dist is None else check_index_url(
+        args.dist, allow_insecure=args.allow_insecure_dist)
     facts = {
         "VALIS_NODE_NAME": args.node,
         "VALIS_LOCATION": args.location,
@@ -200,8 +203,7 @@ def _request(args: argparse.Namespace) -> ProvisionRequest:
         site_facts=facts,
         unit_name=args.unit,
         delivery=None if args.delivery is None else str(args.delivery.resolve()),
-        dist_url=None if args.dist is None else check_index_url(
-            args.dist, allow_insecure=args.allow_insecure_dist),
+        dist_url=dist_url,
         allow_insecure_dist=args.allow_insecure_dist,
         pg_port=args.pg_port,
         run_group=_run_group(args),
