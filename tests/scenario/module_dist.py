@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from valis_core.plugin.wheel import make_wheel, sha256_hex
@@ -52,3 +57,26 @@ def publish(wheelhouse: Path, *wheels: tuple[str, bytes]) -> str:
 
 def pin_of(name: str, version: str, wheel: tuple[str, bytes]) -> ModulePin:
     return ModulePin(name=name, version=version, sha256=sha256_hex(wheel[1]))
+
+
+@contextlib.contextmanager
+def served_over_http(wheelhouse: Path) -> Iterator[str]:
+    """``wheelhouse`` published by a static web server on loopback, over plain http; the
+    index URL (``http://127.0.0.1:PORT/simple/``)."""
+    wheelhouse.mkdir(mode=0o755, parents=True, exist_ok=True)
+    server = subprocess.Popen(
+        [sys.executable, "-u", "-m", "http.server", "--bind", "127.0.0.1",
+         "--directory", str(wheelhouse), "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        assert server.stdout is not None
+        banner = server.stdout.readline()
+        port = re.search(r"port (\d+)", banner)
+        assert port is not None, banner
+        yield f"http://127.0.0.1:{port.group(1)}/{SIMPLE}/"
+    finally:
+        server.kill()
+        server.wait(10)
+        if server.stdout is not None:
+            server.stdout.close()

@@ -6,10 +6,12 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -311,3 +313,96 @@ def test_the_cli_verifies_a_good_set_and_names_the_file_in_a_bad_one(
     assert refused.returncode == 1
     assert refused.stderr.startswith("valis: backup set: edge/leaf.key ")
     assert len(refused.stderr.splitlines()) == 1
+
+
+SECRET = b"root's own secret, outside the state directory\n"
+
+
+@pytest.mark.parametrize("directory", ["edge", "store", "dnssec"])
+def test_a_link_in_place_of_a_directory_of_the_set_is_refused_not_followed(
+    state_dir: Path, tmp_path: Path, directory: str
+) -> None:
+    """A directory of the set swapped for a symlink (one the walk never sees as a file)
+    is refused by name; what lies where the link points never reaches an archive."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (state_dir / "dnssec").mkdir(mode=0o700, exist_ok=True)
+    for name in [*(p.name for p in (state_dir / directory).iterdir()), "manifest.json"]:
+        (elsewhere / name).write_bytes(SECRET)
+    shutil.rmtree(state_dir / directory)
+    (state_dir / directory).symlink_to(elsewhere, target_is_directory=True)
+    out = tmp_path / "b.tar"
+    with pytest.raises(BackupError, match=rf"{directory} is (a symlink|not a directory)"):
+        create_backup(state_dir, out)
+    assert list(tmp_path.glob("b.tar*")) == []
+
+
+def test_a_directory_swapped_for_a_link_after_it_was_listed_is_not_followed(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race made deterministic: right after ``dnssec/`` is listed, the run account
+    moves it aside and puts a link to another directory (holding files of the same names)
+    in its place. The archive holds the listed directory's keys, never the link's."""
+    keys = state_dir / "dnssec"
+    keys.mkdir(mode=0o700)
+    (keys / "Kexample.test+013+00001.pem").write_bytes(b"the node's own key\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (elsewhere / "Kexample.test+013+00001.pem").write_bytes(SECRET)
+    real_scandir = os.scandir
+    swapped: list[bool] = []
+
+    class Listed(list[os.DirEntry[str]]):
+        def __enter__(self) -> Listed:
+            return self
+
+        def __exit__(self, *_: object) -> None:
+            pass
+
+    def listed(path: Any = ".") -> Any:
+        where = os.readlink(f"/proc/self/fd/{path}") if isinstance(path, int) else str(path)
+        if where != str(keys) or swapped:
+            return real_scandir(path)
+        with real_scandir(path) as entries:
+            listing = Listed(entries)
+        swapped.append(True)
+        keys.rename(tmp_path / "moved-aside")
+        keys.symlink_to(elsewhere, target_is_directory=True)
+        return listing
+
+    monkeypatch.setattr(os, "scandir", listed)
+    out = tmp_path / "b.tar"
+    create_backup(state_dir, out)
+    monkeypatch.undo()
+    assert swapped
+    with tarfile.open(out) as archive:
+        member = archive.extractfile("dnssec/Kexample.test+013+00001.pem")
+        assert member is not None
+        assert member.read() == b"the node's own key\n"
+    assert SECRET not in out.read_bytes()
+
+
+def test_as_root_a_file_the_run_account_could_not_read_is_not_backed_up(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    """Run as root over the run account's state directory, every read is the account's:
+    a hard link to a root-only file, put where a key of the set should be, is refused."""
+    require_root()
+    account = ensure_system_user(RUN_USER)
+    for path in [state_dir, *state_dir.rglob("*")]:
+        os.lchown(path, account.pw_uid, account.pw_gid)
+    secret = tmp_path / "root-only"
+    secret.write_bytes(SECRET)
+    secret.chmod(0o600)
+    own = (state_dir / "edge" / "leaf.key").read_bytes()
+    (state_dir / "edge" / "leaf.key").unlink()
+    os.link(secret, state_dir / "edge" / "leaf.key")
+    out = tmp_path / "b.tar"
+    with pytest.raises(BackupError, match=r"cannot read .*edge/leaf\.key.*run account"):
+        create_backup(state_dir, out)
+    assert list(tmp_path.glob("b.tar*")) == []
+    (state_dir / "edge" / "leaf.key").unlink()
+    (state_dir / "edge" / "leaf.key").write_bytes(own)
+    os.chown(state_dir / "edge" / "leaf.key", account.pw_uid, account.pw_gid)
+    create_backup(state_dir, out)  # the account's own files back up as before
+    assert verify_backup_set(out).owner_public_key == _owner_key(state_dir)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.scenario.module_dist import HELLO, hello_wheel, pin_of, publish
+from tests.scenario.module_dist import HELLO, hello_wheel, pin_of, publish, served_over_http
 from valis_core.atomic import write_atomic
 from valis_core.ops.condense import Step, StepKind
 from valis_core.ops.condense_host import CondenseHostError, LocalCondenseHost
-from valis_core.plugin.dist_home import DistHomeError, register_dist
+from valis_core.plugin.dist_home import ALLOW_INSECURE, DistHomeError, register_dist
 from valis_core.plugin.installed import modules_dir
 from valis_core.plugin.simple_index import DistError
 from valis_core.store.head import head_path, read_store_head
@@ -25,7 +25,10 @@ from valis_core.store.manifest import (
 )
 
 
-def _host(state_dir: Path, *, home: Path | None = None) -> LocalCondenseHost:
+def _host(
+    state_dir: Path, *, home: Path | None = None, insecure: bool = False,
+    said: list[str] | None = None,
+) -> LocalCondenseHost:
     def never(*_: object) -> object:
         raise AssertionError("the modules step touches nothing but the state directory")
 
@@ -38,6 +41,8 @@ def _host(state_dir: Path, *, home: Path | None = None) -> LocalCondenseHost:
         dns_address=("127.0.0.1", 53),
         assess=lambda: None,
         dist_home=home if home is not None else state_dir / "no-dist-home",
+        allow_insecure_dist=insecure,
+        say=(said if said is not None else []).append,
     )
 
 
@@ -103,3 +108,43 @@ def test_a_genesis_module_the_dist_lacks_leaves_the_head_and_directory_as_they_w
 def test_no_head_at_all_stops_the_modules_step(tmp_path: Path) -> None:
     with pytest.raises(CondenseHostError, match="never materialised"):
         _host(tmp_path).condense_modules(Step(StepKind.CONDENSE_MODULES))
+
+
+def test_a_genesis_pins_from_a_plain_http_dist_only_when_allowed_and_says_each_pin(
+    tmp_path: Path,
+) -> None:
+    """Over plain http the genesis pin would trust whatever the path served: refused
+    (head and directory as they were) unless the operator allows it, and then every pin
+    made is told with its sha256 to compare with the wheel published."""
+    wheel = hello_wheel()
+    with served_over_http(tmp_path / "wh") as url:
+        publish(tmp_path / "wh", wheel)
+        register_dist(tmp_path / "home", url, allow_insecure=True)
+        state = tmp_path / "state"
+        _write_head(state, make_default_manifest())
+        before = head_path(state).read_bytes()
+        step = Step(StepKind.CONDENSE_MODULES, modules=("valis-hello==1.0",))
+        with pytest.raises(DistError, match=rf"plain http.*{ALLOW_INSECURE}"):
+            _host(state, home=tmp_path / "home").condense_modules(step)
+        assert head_path(state).read_bytes() == before
+        assert sorted(os.listdir(state)) == ["store"]
+        said: list[str] = []
+        _host(state, home=tmp_path / "home", insecure=True, said=said).condense_modules(step)
+    pin = pin_of(HELLO, "1.0", wheel)
+    assert read_store_head(state) == Manifest(generation=0, modules=(pin,))
+    assert said == [
+        f"valis: pinned valis-hello==1.0 to sha256 {pin.sha256}, as {url} serves it; "
+        "compare it with the wheel you published"
+    ]
+
+
+def test_a_genesis_from_a_file_dist_says_each_pin_it_makes(tmp_path: Path) -> None:
+    wheel = hello_wheel()
+    url = publish(tmp_path / "wh", wheel)
+    register_dist(tmp_path / "home", url)
+    state = tmp_path / "state"
+    _write_head(state, make_default_manifest())
+    said: list[str] = []
+    step = Step(StepKind.CONDENSE_MODULES, modules=("valis-hello==1.0",))
+    _host(state, home=tmp_path / "home", said=said).condense_modules(step)
+    assert [pin_of(HELLO, "1.0", wheel).sha256 in line for line in said] == [True]

@@ -279,12 +279,16 @@ def test_valis_condense_genesis_deploys_with_a_module_serves_and_stops_the_unit_
     write_site_facts(facts_file, site_facts(zone_dsn))
     port = free_port()
     home = workdir / "dist-home"
-    register_dist(home, publish(workdir / "wheelhouse", hello_wheel()))
+    wheel = hello_wheel()
+    register_dist(home, publish(workdir / "wheelhouse", wheel))
     argv = condense_argv(
         pg_cluster, state_dir, port, ["--genesis", "--site-facts", str(facts_file),
                                       "--module", "valis-hello==1.0", "--dist-home", str(home)]
     )
     with condensing(argv, workdir / "condense.stderr", "genesis") as cli:
+        # The pin made is told, to compare with the wheel the operator published.
+        pinned = f"pinned valis-hello==1.0 to sha256 {pin_of(HELLO, '1.0', wheel).sha256}"
+        assert pinned in (workdir / "condense.stderr").read_text()
         assert ask_soa(port).flags & dns.flags.AA
         wait_for((state_dir / "hello.started").exists, 30.0, "the module to start")
         cli.send_signal(signal.SIGTERM)

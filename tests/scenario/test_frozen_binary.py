@@ -49,7 +49,12 @@ from tests.scenario.proving_ground import UNIT_IP, Ground, dig, netns_names, uni
 from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
 from valis_cli.commands.apply import DEFAULT_ROOT
 from valis_core.acting_as import acting_as
-from valis_core.apply.delivery import CURRENT_LINK, assert_delivery_sound
+from valis_core.apply.delivery import (
+    CURRENT_LINK,
+    assert_delivery_sound,
+    stage_delivery,
+    switch_current,
+)
 from valis_core.atomic import write_atomic
 from valis_core.operator_state.schema import migrate
 from valis_core.plugin.install import condense_modules
@@ -361,6 +366,29 @@ def test_module_loading_needs_no_sources_on_the_host_and_the_control_fails_it(
     assert control.returncode != 0
     refusal = "module reach (valis_reach:make) cannot be loaded: No module named "
     assert refusal + "'cryptography.fernet'" in control.stderr, control.stderr
+
+
+def test_an_installed_delivery_proves_it_can_take_a_module_and_the_control_cannot(
+    delivery: Path, control_bundle: Path, build_root: Path
+) -> None:
+    """The module-load probe is the operator's command: the delivery installed as apply
+    installs it, its own ``valis selftest --modules`` run where no sources exist installs,
+    loads, starts and drains a module; the control, frozen without its subsystems, is
+    refused with the reason."""
+    root = Path(tempfile.mkdtemp(prefix="installed-", dir=build_root))
+    root.chmod(0o755)
+    stage_delivery(delivery, root)
+    switch_current(root, VERSION)
+    installed = root / CURRENT_LINK / "bin" / "valis"
+    frozen = run_sandboxed([str(installed), "selftest", "--modules"])
+    assert frozen.returncode == 0, frozen.stderr
+    assert "valis: module-load probe: valis_load_probe-1.0-py3-none-any.whl installed, " \
+        "loaded, started and drained; it reached cryptography.fernet" in frozen.stdout
+    control = run_sandboxed([str(control_bundle / "valis"), "selftest", "--modules"])
+    assert control.returncode == 1, control.stdout + control.stderr
+    assert control.stderr.startswith(
+        "valis: module-load probe: this binary cannot take a module ("), control.stderr
+    assert "rebuild it with make build" in control.stderr
 
 
 def test_module_requirements_are_met_by_the_frozen_runtime_and_not_by_the_control(

@@ -4,18 +4,24 @@ measuring a dist's whole catalogue."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import os
 import re
+import ssl
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
 
-from tests.scenario.module_dist import HELLO, hello_wheel, pin_of, publish
+from tests.scenario.edge_ca import make_test_ca
+from tests.scenario.module_dist import HELLO, hello_wheel, pin_of, publish, served_over_http
 from valis_core.plugin.dist_home import (
+    ALLOW_INSECURE,
     DistHomeError,
     Registered,
     read_registration,
@@ -23,7 +29,7 @@ from valis_core.plugin.dist_home import (
     registration_path,
 )
 from valis_core.plugin.dist_probe import probe_dist
-from valis_core.plugin.install import condense_modules, fetch_url, resolve_pin
+from valis_core.plugin.install import condense_modules, fetch_modules, fetch_url, resolve_pin
 from valis_core.plugin.installed import INSTALLED_RECORD, modules_dir
 from valis_core.plugin.simple_index import DistError
 from valis_core.plugin.wheel import WheelError, make_wheel
@@ -245,23 +251,8 @@ def test_resolving_a_genesis_module_pins_the_wheel_the_dist_offers(tmp_path: Pat
 def http_dist(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """The wheelhouse published by a static web server on loopback."""
     wheelhouse = tmp_path / "http-wh"
-    wheelhouse.mkdir()
-    server = subprocess.Popen(
-        [sys.executable, "-u", "-m", "http.server", "--bind", "127.0.0.1",
-         "--directory", str(wheelhouse), "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    try:
-        assert server.stdout is not None
-        banner = server.stdout.readline()
-        port = re.search(r"port (\d+)", banner)
-        assert port is not None, banner
-        yield f"http://127.0.0.1:{port.group(1)}/simple/", wheelhouse
-    finally:
-        server.kill()
-        server.wait(10)
-        if server.stdout is not None:
-            server.stdout.close()
+    with served_over_http(wheelhouse) as url:
+        yield url, wheelhouse
 
 
 def test_modules_install_from_a_dist_served_over_http(
@@ -380,3 +371,137 @@ def test_valis_modules_check_loads_the_pins_and_names_a_mismatch(
     assert bad.returncode == 1
     assert "not the ones the store head pins" in bad.stderr
     assert not (state_dir / "hello.started").exists()
+
+
+def test_modules_pinned_already_install_from_a_plain_http_dist_without_an_allowance(
+    http_dist: tuple[str, Path], state_dir: Path
+) -> None:
+    """A restore or evacuation installs what the head pins: the sha256 vouches for the
+    bytes whatever carried them, so plain http needs no allowance there."""
+    url, wheelhouse = http_dist
+    wheel = hello_wheel()
+    publish(wheelhouse, wheel)
+    assert fetch_modules([pin_of(HELLO, "1.0", wheel)], url)[0].version == "1.0"
+
+
+def test_a_genesis_pin_is_never_taken_over_plain_http_unless_allowed(
+    http_dist: tuple[str, Path],
+) -> None:
+    url, wheelhouse = http_dist
+    wheel = hello_wheel()
+    publish(wheelhouse, wheel)
+    with pytest.raises(DistError, match=rf"pinning valis-hello==1\.0: http://.* {ALLOW_INSECURE}"):
+        resolve_pin(url, "valis-hello", "1.0")
+    pin, _ = resolve_pin(url, "valis-hello", "1.0", allow_insecure=True)
+    assert pin == pin_of(HELLO, "1.0", wheel)
+
+
+def test_an_https_index_linking_its_wheels_over_plain_http_is_refused_at_genesis(
+    tmp_path: Path,
+) -> None:
+    """The index URL is not the only one fetched: a page on https that sends the wheel
+    over plain http would have the pin trust the plain-http bytes."""
+    wheel = hello_wheel()
+    digest = pin_of(HELLO, "1.0", wheel).sha256
+    page = f'<a href="http://wheels.example.test/{wheel[0]}#sha256={digest}">{wheel[0]}</a>'.encode()
+    fetched: list[str] = []
+
+    def fetch(url: str) -> bytes:
+        fetched.append(url)
+        return page if url.endswith("/valis-hello/") else wheel[1]
+
+    with pytest.raises(DistError, match=r"http://wheels\.example\.test/.* is plain http"):
+        resolve_pin("https://dist.example.test/simple/", "valis-hello", "1.0", fetch=fetch)
+    assert fetched == ["https://dist.example.test/simple/valis-hello/"]
+
+
+def test_a_plain_http_dist_is_registered_only_when_allowed(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    url = "http://dist.example.test/simple/"
+    with pytest.raises(DistHomeError, match=rf"plain http.*{ALLOW_INSECURE}"):
+        register_dist(home, url)
+    assert not registration_path(home).exists()
+    refused = subprocess.run([VALIS, "dist", "register", "--dist-home", str(home), url],
+                             capture_output=True, text=True, check=False)
+    assert refused.returncode == 1
+    assert ALLOW_INSECURE in refused.stderr
+    assert not registration_path(home).exists()
+    allowed = subprocess.run(
+        [VALIS, "dist", "register", "--dist-home", str(home), ALLOW_INSECURE, url],
+        capture_output=True, text=True, check=False,
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    assert read_registration(home) == url
+
+
+class _Redirecting(http.server.BaseHTTPRequestHandler):
+    """Over https: every GET sent on to ``target`` (plain http); over http: a page."""
+
+    target = ""
+
+    def do_GET(self) -> None:
+        if self.target:
+            self.send_response(302)
+            self.send_header("Location", self.target + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = b"<html>served over plain http</html>"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _serving(server: http.server.ThreadingHTTPServer) -> Iterator[int]:
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        thread.join(30)
+        server.server_close()
+
+
+def test_a_redirect_from_https_to_plain_http_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An https dist that sends its bytes on over plain http loses what https gave:
+    the fetch is refused, naming both URLs."""
+    ca = make_test_ca()
+    leaf = ca.issue(("localhost",))
+    (tmp_path / "root.pem").write_bytes(ca.root_pem)
+    (tmp_path / "leaf.pem").write_bytes(leaf.chain_pem + leaf.key_pem)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "root.pem"))
+    plain = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Redirecting)
+    with _serving(plain) as plain_port:
+        handler = type("ToPlain", (_Redirecting,), {"target": f"http://127.0.0.1:{plain_port}"})
+        secure = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(tmp_path / "leaf.pem")
+        secure.socket = context.wrap_socket(secure.socket, server_side=True)
+        with _serving(secure) as secure_port:
+            url = f"https://127.0.0.1:{secure_port}/simple/valis-hello/"
+            with pytest.raises(DistError, match=rf"redirected {re.escape(url)} to plain http"):
+                fetch_url(url)
+            # Only the downgrade is refused here; a plain-http URL asked for as such is
+            # held to the allowance where a pin would trust it (resolve_pin).
+            assert fetch_url(f"http://127.0.0.1:{plain_port}/simple/").startswith(b"<html>")
+
+
+def test_provision_refuses_a_plain_http_dist_before_looking_at_the_host() -> None:
+    argv = [VALIS, "provision", "--plan", "--node", "n", "--location", "198.51.100.1",
+            "--served-zone", "example.test.", "--interface", "lo",
+            "--dist", "http://dist.example.test/simple/"]
+    refused = subprocess.run(argv, capture_output=True, text=True, check=False, cwd="/")
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("valis: private dist 'http://dist.example.test/simple/' "
+                                     "is plain http"), refused.stderr
+    allowed = subprocess.run([*argv, ALLOW_INSECURE], capture_output=True, text=True,
+                             check=False, cwd="/")
+    assert "plain http" not in allowed.stderr

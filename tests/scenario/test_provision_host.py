@@ -65,20 +65,21 @@ def server() -> Iterator[tuple[LocalCluster, ServerAccess]]:
 
 
 def _provision_access(access: ServerAccess) -> None:
-    """What the role, database, ident and hba steps do, in their order."""
+    """What provision's role, database, ident and hba steps do, in their order
+    (``provision_host._role`` … ``_hba``, without the Debian cluster listing)."""
     with host_cluster.superuser(access) as conn:
         state = host_cluster.read_state(conn, ACCESS)
         if not state.role_exists:
             host_cluster.create_role(conn, ACCESS)
         if not state.database_exists:
             host_cluster.create_database(conn, ACCESS)
-        for path, held, edit in ((state.ident_file, state.ident_text, with_ident_line),
-                                 (state.hba_file, state.hba_text, with_hba_line)):
-            text = edit(held, ACCESS)
-            if text != held:
-                host_cluster.rewrite_conf(path, text)
-                host_cluster.check_hba(conn, state.hba_file)
-                host_cluster.reload(conn)
+        ident = with_ident_line(state.ident_text, ACCESS)
+        if ident != state.ident_text:
+            host_cluster.rewrite_conf(state.ident_file, ident)
+            host_cluster.reload(conn)
+        hba = with_hba_line(state.hba_text, ACCESS)
+        if hba != state.hba_text:
+            host_cluster.install_hba(conn, state.hba_file, hba)
 
 
 def _dsn(cluster: LocalCluster) -> str:
@@ -221,3 +222,45 @@ def test_a_pg_hba_the_server_cannot_load_is_named_by_its_line(
         host_cluster.HostClusterError, match=r"pg_hba.conf line 5: .*nosuchmethod"
     ):
         host_cluster.check_hba(conn, hba)
+
+
+BROKEN = "local  all  all  nosuchmethod\n"
+
+
+def test_a_provision_over_a_pg_hba_the_server_could_not_load_leaves_it_as_it_was(
+    server: tuple[LocalCluster, ServerAccess],
+) -> None:
+    """A line edited into pg_hba.conf and never reloaded (the server runs on its old
+    rules): provision names it and refuses before touching the file, rather than writing
+    its own line into a file the server would not start with."""
+    cluster, access = server
+    hba = cluster.data_dir / "pg_hba.conf"
+    host_cluster.rewrite_conf(hba, DEBIAN_LIKE_HBA + BROKEN)
+    before = (os.stat(hba).st_ino, hba.read_bytes())
+    with pytest.raises(host_cluster.HostClusterError, match=r"pg_hba.conf line 5: .*nosuch"):
+        _provision_access(access)
+    assert (os.stat(hba).st_ino, hba.read_bytes()) == before
+    assert ACCESS.hba_line not in hba.read_text()
+    hba.write_text(DEBIAN_LIKE_HBA)  # the operator fixes the line; provision goes on
+    _provision_access(access)
+    with connect_as(RUN_USER, _dsn(cluster)) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (ACCESS.role,)
+
+
+def test_new_pg_hba_text_the_server_cannot_load_is_put_back_and_the_server_restarts(
+    server: tuple[LocalCluster, ServerAccess],
+) -> None:
+    cluster, access = server
+    hba = cluster.data_dir / "pg_hba.conf"
+    os.chmod(hba, 0o640)
+    held = hba.read_bytes()
+    with host_cluster.superuser(access) as conn, pytest.raises(
+        host_cluster.HostClusterError, match=r"line 5: .*nosuchmethod.*left as it was"
+    ):
+        host_cluster.install_hba(conn, hba, DEBIAN_LIKE_HBA + BROKEN)
+    assert hba.read_bytes() == held
+    assert stat.S_IMODE(os.stat(hba).st_mode) == 0o640
+    cluster.stop()
+    cluster.start()  # would fail on a pg_hba.conf it cannot load
+    with host_cluster.superuser(access) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)

@@ -29,7 +29,7 @@ from valis_core.node_defaults import (
     DEFAULT_RUN_ACCOUNT,
     DEFAULT_STATE_DIR,
 )
-from valis_core.plugin.dist_home import DEFAULT_DIST_HOME
+from valis_core.plugin.dist_home import ALLOW_INSECURE, DEFAULT_DIST_HOME
 
 if TYPE_CHECKING:
     from valis_core.apply.unit_control import ProcessUnitController, UnitController
@@ -58,6 +58,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--dist-home", type=Path, default=DEFAULT_DIST_HOME,
                         help="where this host's private dist is registered "
                         "(default: %(default)s)")
+    parser.add_argument(ALLOW_INSECURE, action="store_true",
+                        help="with --genesis and --module: pin modules from a private dist "
+                        "served over plain http (the pins then trust whatever the network "
+                        "path served; each pin's sha256 is printed to compare)")
     parser.add_argument("--evacuate", action="store_true",
                         help="with --from-backup: the new location's --site-facts apply")
     parser.add_argument("--state-dir", type=Path, default=Path(DEFAULT_STATE_DIR),
@@ -249,6 +253,8 @@ def _condense(args: argparse.Namespace) -> int:
             facts=facts,
             ask_soa=ask_soa_in_netns(args.ask_in_netns) if args.ask_in_netns else ask_soa_udp,
             dist_home=args.dist_home,
+            allow_insecure_dist=args.allow_insecure_dist,
+            say=lambda line: print(line, file=sys.stderr, flush=True),
         )
         report = condense_onto_host(request, host)
         if process is not None:

@@ -6,7 +6,12 @@ import argparse
 import os
 from pathlib import Path
 
-from valis_core.plugin.dist_home import DEFAULT_DIST_HOME, read_registration, register_dist
+from valis_core.plugin.dist_home import (
+    ALLOW_INSECURE,
+    DEFAULT_DIST_HOME,
+    read_registration,
+    register_dist,
+)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,7 +24,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                       help="where the node records its dist (default: %(default)s)")
     reg = verbs.add_parser("register", parents=[home],
                            help="record URL as this node's one private dist (idempotent)")
-    reg.add_argument("url", metavar="URL", help="the simple index (http, https or file URL)")
+    reg.add_argument("url", metavar="URL", help="the simple index (https or file URL)")
+    reg.add_argument(ALLOW_INSECURE, action="store_true",
+                     help="accept a plain-http URL (a genesis pinning from it must say so "
+                     "again)")
     reg.set_defaults(handler=_register)
     show = verbs.add_parser("show", parents=[home], help="print the registered dist")
     show.set_defaults(handler=_show)
@@ -36,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _register(args: argparse.Namespace) -> int:
-    outcome = register_dist(args.dist_home, args.url)
+    outcome = register_dist(args.dist_home, args.url,
+                            allow_insecure=args.allow_insecure_dist)
     print(f"valis: private dist {read_registration(args.dist_home)} {outcome.value} "
           f"in {args.dist_home}")
     return 0

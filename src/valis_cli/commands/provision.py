@@ -38,7 +38,7 @@ from valis_core.node_defaults import (
     DEFAULT_SITE_FACTS,
     DEFAULT_STATE_DIR,
 )
-from valis_core.plugin.dist_home import DEFAULT_DIST_HOME
+from valis_core.plugin.dist_home import ALLOW_INSECURE, DEFAULT_DIST_HOME
 
 if TYPE_CHECKING:
     from valis_core.launcher_config import LauncherConfig
@@ -91,7 +91,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="default: %(default)s")
     parser.add_argument("--pg-port", type=int, default=DEFAULT_PG_PORT,
                         help="default: %(default)s")
-    parser.add_argument("--dist", metavar="URL", help="register this private dist")
+    parser.add_argument("--dist", metavar="URL",
+                        help="register this private dist (https or file URL)")
+    parser.add_argument(ALLOW_INSECURE, action="store_true",
+                        help="with --dist: accept a plain-http URL")
     parser.add_argument("--dist-home", type=Path, default=DEFAULT_DIST_HOME,
                         help="default: %(default)s")
     parser.add_argument("--unit", default=DEFAULT_UNIT, help="default: %(default)s")
@@ -176,6 +179,9 @@ def _request(args: argparse.Namespace) -> ProvisionRequest:
     from valis_core.ops.provision import ProvisionRequest
     from valis_core.plugin.dist_home import check_index_url
 
+    # Checked first: a refused URL is named before anything on the host is looked at.
+    dist_url = None if args.dist is None else check_index_url(
+        args.dist, allow_insecure=args.allow_insecure_dist)
     facts = {
         "VALIS_NODE_NAME": args.node,
         "VALIS_LOCATION": args.location,
@@ -197,7 +203,8 @@ def _request(args: argparse.Namespace) -> ProvisionRequest:
         site_facts=facts,
         unit_name=args.unit,
         delivery=None if args.delivery is None else str(args.delivery.resolve()),
-        dist_url=None if args.dist is None else check_index_url(args.dist),
+        dist_url=dist_url,
+        allow_insecure_dist=args.allow_insecure_dist,
         pg_port=args.pg_port,
         run_group=_run_group(args),
         role=DEFAULT_ROLE,

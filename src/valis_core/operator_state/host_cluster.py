@@ -195,8 +195,51 @@ def check_hba(conn: psycopg.Connection[Any], path: Path) -> None:
     if row is not None:
         raise HostClusterError(
             f"postgresql: {path} line {row[0]}: {row[1]}; the server keeps its old rules "
-            "until that line is fixed"
+            "until that line is fixed (and would not start with it)"
         )
+
+
+def install_hba(conn: psycopg.Connection[Any], path: Path, text: str) -> None:
+    """Put ``text`` in place as ``path`` (the server's pg_hba.conf) and reload, only ever
+    leaving on disk a file the server can load.
+
+    The file as it stands is checked first: one the server could not load already (a
+    line edited in and never reloaded) is refused untouched, its line named. Then the
+    new text is written (atomically, owner and mode kept) and checked; refused, the old
+    bytes are put back before the error is raised, so a refused provision leaves the
+    server able to restart with the rules it had.
+    """
+    check_hba(conn, path)
+    try:
+        with path.open("rb") as handle:
+            held = handle.read(_MAX_CONF_BYTES + 1)
+    except OSError as exc:
+        raise HostClusterError(
+            f"postgresql: cannot read {path}: {exc.strerror or exc}; run as root"
+        ) from None
+    if len(held) > _MAX_CONF_BYTES:
+        raise HostClusterError(
+            f"postgresql: {path} is larger than {_MAX_CONF_BYTES} bytes, more than provision "
+            "edits; add the node's peer line to it by hand"
+        )
+    rewrite_conf(path, text)
+    try:
+        check_hba(conn, path)
+    except HostClusterError as refused:
+        _put_back(path, held)
+        raise HostClusterError(f"{refused}; {path} is left as it was") from None
+    reload(conn)
+
+
+def _put_back(path: Path, held: bytes) -> None:
+    try:
+        now = os.stat(path)
+        write_atomic(path, held, mode=now.st_mode & 0o7777, owner=(now.st_uid, now.st_gid))
+    except OSError as exc:
+        raise HostClusterError(
+            f"postgresql: {path} holds rules the server cannot load and putting the old "
+            f"file back failed ({exc.strerror or exc}); fix it before the server restarts"
+        ) from None
 
 
 def reload(conn: psycopg.Connection[Any]) -> None:

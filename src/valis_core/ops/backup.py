@@ -24,6 +24,7 @@ lives in the operator-state database.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -107,56 +108,161 @@ class VerifiedBackup:
 # -- creating --------------------------------------------------------------------------
 
 
-def _read_regular(path: Path, label: str) -> bytes:
-    """The bytes of a regular file, never following a symlink."""
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_MAX_DEPTH = 8
+
+
+def _refusal(shown: Path, parent: int, name: str, exc: OSError, what: str) -> BackupError:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        linked = stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+    except OSError:
+        linked = False
+    if linked:
+        return BackupError(
+            f"backup: {shown} is a symlink; the backup set is read only from the state "
+            "directory's own files and directories, never through a link (replace it with "
+            f"the {what} itself)"
+        )
+    if isinstance(exc, NotADirectoryError) and what == "directory":
+        return BackupError(f"backup: {shown} is not a directory")
+    return BackupError(
+        f"backup: cannot read {shown}: {exc.strerror or exc}; everything in the backup set "
+        "must be readable by the state directory's owner (the run account), as the resident "
+        "reads it"
+    )
+
+
+def _open_dir(parent: int, name: str, shown: Path) -> int | None:
+    """A descriptor of directory ``name`` beneath ``parent``, never through a symlink;
+    None when there is none."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except FileNotFoundError:
+        return None
     except OSError as exc:
-        if path.is_symlink():
-            raise BackupError(
-                f"backup: {label} at {path} is a symlink; the backup set holds files only"
-            ) from exc
-        raise BackupError(f"backup: cannot read {label} at {path}: {exc.strerror or exc}") from exc
+        raise _refusal(shown, parent, name, exc, "directory") from exc
+
+
+def _read_file(parent: int, name: str, shown: Path) -> bytes | None:
+    """The bytes of regular file ``name`` beneath ``parent``, never through a symlink;
+    None when there is none."""
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=parent)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _refusal(shown, parent, name, exc, "file") from exc
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise BackupError(f"backup: {label} at {path} is not a regular file")
+            raise BackupError(f"backup: {shown} is not a regular file")
         with os.fdopen(fd, "rb", closefd=False) as handle:
             return handle.read(MAX_ARCHIVE_BYTES + 1)
     finally:
         os.close(fd)
 
 
-def _config_files(state_dir: Path, directory: str = CONFIG_STORE) -> Iterator[str]:
-    root = state_dir / directory
-    if not root.exists() and not root.is_symlink():
+def _read_beneath(root: int, state_dir: Path, path: str) -> bytes | None:
+    """The bytes of ``path`` (relative) under the directory open as ``root``, every
+    component opened relative to the one before it and none through a symlink, so a
+    directory swapped for a link between any two steps is refused, never followed."""
+    *directories, name = path.split("/")
+    fds: list[int] = []
+    try:
+        parent = root
+        for depth, directory in enumerate(directories):
+            fd = _open_dir(parent, directory, state_dir.joinpath(*directories[: depth + 1]))
+            if fd is None:
+                return None
+            fds.append(fd)
+            parent = fd
+        return _read_file(parent, name, state_dir / path)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _read_tree(
+    parent: int, state_dir: Path, directory: str, out: dict[str, bytes], depth: int = 0
+) -> None:
+    """Every file beneath ``directory`` (under ``parent``) into ``out`` by relative path,
+    listed and read through the same directory descriptors: what is read is what was
+    listed, never a link's target."""
+    shown = state_dir / directory
+    fd = _open_dir(parent, directory.rsplit("/", 1)[-1], shown)
+    if fd is None:
         return
-    if root.is_symlink() or not root.is_dir():
-        what = "signing keys" if directory == SIGNING_KEYS else "configuration store"
-        raise BackupError(f"backup: the {what} {root} is not a directory")
-    for path in sorted(root.rglob("*")):
-        if path.is_dir() and not path.is_symlink():
-            continue
-        yield str(path.relative_to(state_dir))
+    try:
+        if depth > _MAX_DEPTH:
+            raise BackupError(f"backup: {shown} is nested deeper than {_MAX_DEPTH} directories")
+        with os.scandir(fd) as entries:
+            names = sorted(
+                (entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries
+            )
+        for name, is_dir in names:
+            if len(out) > MAX_FILES:
+                raise BackupError(f"backup: the set under {state_dir} exceeds {MAX_FILES} files")
+            relative = f"{directory}/{name}"
+            if is_dir:
+                _read_tree(fd, state_dir, relative, out, depth + 1)
+                continue
+            data = _read_file(fd, name, state_dir / relative)
+            if data is not None:
+                out[relative] = data
+    finally:
+        os.close(fd)
 
 
-def backup_set_paths(state_dir: Path) -> tuple[str, ...]:
-    """The backup-critical files present under ``state_dir``, relative, sorted.
+@contextlib.contextmanager
+def _opened(state_dir: Path) -> Iterator[int]:
+    """A descriptor of the state directory itself (the path the operator named)."""
+    try:
+        root = os.open(state_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BackupError(
+            f"backup: cannot open the state directory {state_dir}: {exc.strerror or exc}"
+        ) from exc
+    try:
+        yield root
+    finally:
+        os.close(root)
+
+
+def _owner(fd: int) -> tuple[int, int] | None:
+    """The account that owns the state directory open as ``fd``, when it is not root."""
+    info = os.fstat(fd)
+    return None if info.st_uid == 0 else (info.st_uid, info.st_gid)
+
+
+def read_backup_files(state_dir: Path) -> dict[str, bytes]:
+    """The backup-critical files present under ``state_dir``, by relative path.
 
     The owner seed and the store head are required; the configuration store and the
-    edge's keys and certificate and the zone-signing keys are taken when present.
+    edge's keys and certificate and the zone-signing keys are taken when present. Every
+    file is opened relative to its directory's descriptor and nothing through a symlink
+    (a link in place of a file or directory refuses the backup), and when this is root
+    every read is done as the state directory's owner (``acting_as``): no file outside
+    the state directory, and none its owner could not read, reaches the archive.
     """
-    for required in (KEYFILE_NAME, STORE_HEAD):
-        if not (state_dir / required).exists() and not (state_dir / required).is_symlink():
-            raise BackupError(
-                f"backup: {state_dir / required} is missing; a state directory without its "
-                f"{'owner seed' if required == KEYFILE_NAME else 'store head'} is not a node "
-                "to back up (was it condensed and booted?)"
-            )
-    optional = [path for path in EDGE_BACKED_UP if (state_dir / path).exists()]
-    keys = _config_files(state_dir, SIGNING_KEYS)
-    return tuple(
-        sorted({KEYFILE_NAME, STORE_HEAD, *_config_files(state_dir), *keys, *optional})
-    )
+    contents: dict[str, bytes] = {}
+    with _opened(state_dir) as root, acting_as(_owner(root)):
+        for required in (KEYFILE_NAME, STORE_HEAD):
+            data = _read_beneath(root, state_dir, required)
+            if data is None:
+                raise BackupError(
+                    f"backup: {state_dir / required} is missing; a state directory "
+                    "without its "
+                    f"{'owner seed' if required == KEYFILE_NAME else 'store head'} is "
+                    "not a node to back up (was it condensed and booted?)"
+                )
+            contents[required] = data
+        for optional in EDGE_BACKED_UP:
+            data = _read_beneath(root, state_dir, optional)
+            if data is not None:
+                contents[optional] = data
+        for directory in (CONFIG_STORE, SIGNING_KEYS):
+            _read_tree(root, state_dir, directory, contents)
+    return dict(sorted(contents.items()))
 
 
 def _seed_key(seed: bytes, where: str) -> Ed25519PrivateKey:
@@ -180,9 +286,7 @@ def render_manifest(manifest: BackupManifest) -> bytes:
 
 def build_backup_bytes(state_dir: Path) -> tuple[bytes, BackupManifest]:
     """The archive bytes of ``state_dir``'s backup set and the manifest they carry."""
-    contents = {
-        path: _read_regular(state_dir / path, path) for path in backup_set_paths(state_dir)
-    }
+    contents = read_backup_files(state_dir)
     if sum(len(data) for data in contents.values()) > MAX_ARCHIVE_BYTES:
         raise BackupError(f"backup: the set under {state_dir} exceeds {MAX_ARCHIVE_BYTES} bytes")
     key = _seed_key(contents[KEYFILE_NAME], f"at {state_dir / KEYFILE_NAME}")
@@ -443,11 +547,12 @@ def _resumable(contents: dict[str, bytes], state_dir: Path) -> set[str]:
     name that differs — another owner seed above all — is another node's state.
     """
     done: set[str] = set()
+    with _opened(state_dir) as root:
+        existing_files = {path: _read_beneath(root, state_dir, path) for path in contents}
     for path, data in sorted(contents.items()):
-        target = state_dir / path
-        if not target.exists() and not target.is_symlink():
+        existing = existing_files[path]
+        if existing is None:
             continue
-        existing = _read_regular(target, path)
         if existing == data or (path == STORE_HEAD and _claimed_head(existing, data)):
             done.add(path)
             continue

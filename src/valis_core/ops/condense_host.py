@@ -122,6 +122,10 @@ def ask_soa_in_netns(netns: str) -> AskSoa:
     return ask
 
 
+def _quiet(_: str) -> None:
+    pass
+
+
 @attrs.define
 class LocalCondenseHost:
     """Condense onto this machine.
@@ -134,7 +138,9 @@ class LocalCondenseHost:
     ``dns_address`` is where the unit serves, for the apex SOA read-back; ``ask_soa``
     asks it (from another namespace when the served address is not reachable from this
     one). ``dist_home`` holds the registration of the private dist modules are installed
-    from; ``fetch`` reads from it.
+    from; ``fetch`` reads from it. A genesis pins its modules only over https or file
+    unless ``allow_insecure_dist``, and ``say`` tells the operator each pin made (name,
+    version, sha256, where from) to compare with the wheel published.
     """
 
     state_dir: Path
@@ -150,6 +156,8 @@ class LocalCondenseHost:
     ask_soa: AskSoa = ask_soa_udp
     dist_home: Path = DEFAULT_DIST_HOME
     fetch: Fetch = fetch_url
+    allow_insecure_dist: bool = False
+    say: Callable[[str], None] = _quiet
 
     def assess_host(self, step: Step) -> None:
         self.assess()
@@ -227,9 +235,15 @@ class LocalCondenseHost:
             step = attrs.evolve(step, modules=())
         if step.modules:
             resolved = [
-                resolve_pin(index_url, *parse_module_requirement(text), fetch=self.fetch)
+                resolve_pin(index_url, *parse_module_requirement(text), fetch=self.fetch,
+                            allow_insecure=self.allow_insecure_dist)
                 for text in step.modules
             ]
+            for pin, _ in resolved:
+                self.say(
+                    f"valis: pinned {pin.name}=={pin.version} to sha256 {pin.sha256}, as "
+                    f"{index_url} serves it; compare it with the wheel you published"
+                )
             try:
                 head = attrs.evolve(head, modules=(*head.modules, *(pin for pin, _ in resolved)))
             except ValueError as exc:

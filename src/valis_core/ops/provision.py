@@ -165,7 +165,8 @@ class HostFacts:
 @attrs.frozen
 class ProvisionRequest:
     """What the operator asked for. ``delivery`` is the tarball to stage when
-    ``version`` is not yet under ``root``; ``dist_url`` the private dist, if any."""
+    ``version`` is not yet under ``root``; ``dist_url`` the private dist, if any (plain
+    http only with ``allow_insecure_dist``)."""
 
     account: str
     version: str
@@ -180,6 +181,7 @@ class ProvisionRequest:
     socket_unit_name: str = CONTROL_SOCKET_UNIT
     delivery: str | None = None
     dist_url: str | None = None
+    allow_insecure_dist: bool = False
     pg_port: int = 5432
     run_group: str = DEFAULT_ACCOUNT
     role: str = "valis"

@@ -354,9 +354,7 @@ def _hba(request: ProvisionRequest, host: ProvisionHost) -> None:
         state = host_cluster.read_state(conn, request.access)
         text = with_hba_line(state.hba_text, request.access)
         if text != state.hba_text:
-            host_cluster.rewrite_conf(state.hba_file, text)
-            host_cluster.check_hba(conn, state.hba_file)
-            host_cluster.reload(conn)
+            host_cluster.install_hba(conn, state.hba_file, text)
 
 
 def _schema(request: ProvisionRequest, host: ProvisionHost) -> None:
@@ -399,7 +397,8 @@ def _site_facts(request: ProvisionRequest, host: ProvisionHost) -> None:
 def _private_dist(request: ProvisionRequest, host: ProvisionHost) -> None:
     if request.dist_url is not None:
         _parent(host.dist_home / "registration")
-        register_dist(host.dist_home, request.dist_url)
+        register_dist(host.dist_home, request.dist_url,
+                      allow_insecure=request.allow_insecure_dist)
 
 
 def _unit(request: ProvisionRequest, host: ProvisionHost) -> None:

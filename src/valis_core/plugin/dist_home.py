@@ -4,6 +4,10 @@ Registering is a provisioning act, like creating the run account, and idempotent
 any number of runs the node has exactly one registration. Registering the same index
 again changes nothing; registering another replaces the record (atomically: the node
 always has the old registration or the new one, never none and never two).
+
+A plain ``http:`` index is refused unless the operator allows it (``ALLOW_INSECURE``):
+the pins a genesis deploy makes trust whatever the dist serves, and over plain http
+that is whatever anyone on the path serves. https and file URLs need no allowance.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from valis_core.errors import ValisError
 
 DEFAULT_DIST_HOME = Path("/etc/valis/dist")
 REGISTRATION = "registration.json"
+ALLOW_INSECURE = "--allow-insecure-dist"
+"""The flag that accepts a plain-http private dist (``valis dist register``, ``valis
+provision --dist``, and ``valis condense --genesis`` pinning modules from one)."""
 _MAX_BYTES = 64 << 10
 
 
@@ -31,9 +38,14 @@ class Registered(enum.Enum):
     REPLACED = "replaced"
 
 
-def check_index_url(url: str) -> str:
-    """``url`` if it can name a PEP 503 simple index: http, https or file, no query or
-    fragment; the canonical form ends in one slash."""
+def is_plain_http(url: str) -> bool:
+    """Whether ``url`` is fetched over plain (unauthenticated, unencrypted) http."""
+    return urlsplit(url).scheme.lower() == "http"
+
+
+def check_index_url(url: str, *, allow_insecure: bool = False) -> str:
+    """``url`` if it can name a PEP 503 simple index: https or file (plain http only with
+    ``allow_insecure``), no query or fragment; the canonical form ends in one slash."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https", "file"):
         raise DistHomeError(
@@ -45,6 +57,12 @@ def check_index_url(url: str) -> str:
         raise DistHomeError(f"private dist {url!r} names no host")
     if parts.scheme == "file" and not parts.path.startswith("/"):
         raise DistHomeError(f"private dist {url!r} is not an absolute file URL")
+    if parts.scheme == "http" and not allow_insecure:
+        raise DistHomeError(
+            f"private dist {url!r} is plain http: the module pins a genesis deploy makes "
+            "would trust whatever anyone on the path serves; publish it over https (or as "
+            f"a file URL), or pass {ALLOW_INSECURE} to accept that"
+        )
     return url.rstrip("/") + "/"
 
 
@@ -72,7 +90,8 @@ def read_registration(home: Path) -> str | None:
             "index_url"
         }:
             raise ValueError("not a registration record")
-        return check_index_url(str(value["index_url"]))
+        # Recorded once it was accepted (a plain-http one with the allowance then).
+        return check_index_url(str(value["index_url"]), allow_insecure=True)
     except (ValueError, UnicodeDecodeError, DistHomeError) as exc:
         raise DistHomeError(
             f"dist registration {path} is damaged ({exc}); register the dist again with "
@@ -80,9 +99,10 @@ def read_registration(home: Path) -> str | None:
         ) from exc
 
 
-def register_dist(home: Path, url: str) -> Registered:
-    """Record ``url`` as the node's one private dist."""
-    canonical = check_index_url(url)
+def register_dist(home: Path, url: str, *, allow_insecure: bool = False) -> Registered:
+    """Record ``url`` as the node's one private dist (plain http only with
+    ``allow_insecure``)."""
+    canonical = check_index_url(url, allow_insecure=allow_insecure)
     before = read_registration(home)
     if before == canonical:
         return Registered.UNCHANGED

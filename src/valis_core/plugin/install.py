@@ -12,6 +12,7 @@ compares with its head at boot. A refusal leaves the state directory as it was.
 
 from __future__ import annotations
 
+import http.client
 import importlib.metadata
 import importlib.util
 import os
@@ -21,6 +22,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 from packaging.tags import Tag, sys_tags
 from packaging.version import InvalidVersion, Version
@@ -28,6 +30,7 @@ from packaging.version import InvalidVersion, Version
 from valis_core.acting_as import acting_as
 from valis_core.atomic import fsync_dir
 from valis_core.errors import ValisError
+from valis_core.plugin.dist_home import ALLOW_INSECURE, is_plain_http
 from valis_core.plugin.installed import (
     INSTALLED_RECORD,
     MODULES_DIR,
@@ -59,13 +62,33 @@ class DistMissing(DistError):
     """The private dist has nothing at a URL (HTTP 404 or 410, or no such file)."""
 
 
+class _NoDowngrade(urllib.request.HTTPRedirectHandler):
+    """Redirects followed, except from https to plain http: an https dist that sends its
+    bytes over http would lose what https gave."""
+
+    def redirect_request(  # noqa: PLR0917 (urllib's own signature)
+        self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+        headers: http.client.HTTPMessage, newurl: str,
+    ) -> urllib.request.Request | None:
+        if not is_plain_http(req.full_url) and is_plain_http(newurl):
+            raise DistError(
+                f"the private dist redirected {req.full_url} to plain http ({newurl}); "
+                "refusing the downgrade: publish every file over https"
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_NoDowngrade)
+
+
 def fetch_url(url: str, *, timeout: float = 30.0) -> bytes:
-    """GET ``url`` (http, https or file), at most ``MAX_FETCH`` bytes. A file URL of a
-    directory reads its ``index.html``, as a static web server publishing it would."""
+    """GET ``url`` (http, https or file), at most ``MAX_FETCH`` bytes; a redirect from
+    https to plain http is refused. A file URL of a directory reads its ``index.html``,
+    as a static web server publishing it would."""
     if url.startswith("file:") and url.endswith("/"):
         url += "index.html"
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+        with _OPENER.open(url, timeout=timeout) as response:
             data: bytes = response.read(MAX_FETCH + 1)
     except urllib.error.HTTPError as exc:
         kind = DistMissing if exc.code in (404, 410) else DistError
@@ -99,15 +122,29 @@ def _candidates(
     return choose_wheels(files, name, version, supported, index_url=index_url, sha256=sha256)
 
 
+def _refuse_plain_http(url: str, name: str, version: str) -> None:
+    if is_plain_http(url):
+        raise DistError(
+            f"pinning {name}=={version}: {url} is plain http, so the pin would record "
+            "whatever anyone on the path served; publish the dist over https (or as a file "
+            f"URL), or pass {ALLOW_INSECURE} to accept that"
+        )
+
+
 def resolve_pin(
     index_url: str, name: str, version: str, *, fetch: Fetch = fetch_url,
-    supported: Sequence[Tag] | None = None,
+    supported: Sequence[Tag] | None = None, allow_insecure: bool = False,
 ) -> tuple[ModulePin, WheelContents]:
     """Pin ``name==version`` to the wheel the dist offers for it now, checked whole (a
     genesis deploy's modules; from then on the pin, not the dist, says which bytes the
-    node runs)."""
+    node runs). Neither its page nor its wheel is taken over plain http unless
+    ``allow_insecure``: nothing else vouches for the bytes pinned."""
+    if not allow_insecure:
+        _refuse_plain_http(project_url(index_url, name), name, version)
     tags = list(sys_tags()) if supported is None else supported
     file = _candidates(index_url, name, version, sha256=None, fetch=fetch, supported=tags)[0]
+    if not allow_insecure:
+        _refuse_plain_http(file.url, name, version)
     data = fetch(file.url)
     pin = ModulePin(name=name, version=version, sha256=sha256_hex(data))
     if file.sha256 is not None and file.sha256 != pin.sha256:
