@@ -175,7 +175,7 @@ def _stop_on_term(signum: int, frame: FrameType | None) -> None:
 
 def _condense(args: argparse.Namespace) -> int:
     from valis_core.apply.unit_control import ProcessUnitController, SystemdUnitController
-    from valis_core.operator_state.dsn import check_socket_dsn
+    from valis_core.operator_state.dsn import check_operator_dsn
     from valis_core.operator_state.site_facts import DSN_KEY, served_zones
     from valis_core.ops.condense import condense_onto_host
     from valis_core.ops.condense_host import (
@@ -194,7 +194,7 @@ def _condense(args: argparse.Namespace) -> int:
     run_account = _run_account(args.run_account)
     facts = _facts(args)
     effective = facts if facts is not None else backup_site_facts(args.from_backup)
-    check_socket_dsn(
+    check_operator_dsn(
         effective[DSN_KEY],
         source=f"{DSN_KEY} in {args.site_facts or f'the backup set {args.from_backup}'}",
     )
