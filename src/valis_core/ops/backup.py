@@ -5,7 +5,9 @@ store head (``store/manifest.json``), the configuration store, and the edge's AC
 account and leaf keys and the leaf's certificate chain when the node serves the edge
 (``edge/acme-account.key``, ``edge/leaf.key``, ``edge/leaf.crt``: a restored node serves
 the same certificate without asking its CA again), and the zone-signing keys under
-``dnssec/`` when it signs (a restored node's signatures validate under the same DS).
+``dnssec/`` when it signs (a restored node's signatures validate under the same DS), and
+the client certificate under ``operator-state-tls/`` when it reaches operator state on a
+database host (the successor of an evacuation connects with it).
 ``create_backup`` writes them into one tar archive, atomically and mode 0600, with
 ``BACKUP-MANIFEST.json`` (every file's sha256 and size, the owner public key, the store
 generation) and ``BACKUP-MANIFEST.sig`` (the owner key's Ed25519 signature over the
@@ -50,7 +52,13 @@ from valis_core.errors import ValisError
 from valis_core.fence import MAX_GENERATION
 from valis_core.identity.custody import SEED_SIZE, public_key_hex
 from valis_core.safe_tar import TarDefect
-from valis_core.state_layout import CONFIG_STORE, EDGE_BACKED_UP, SIGNING_KEYS, STORE_HEAD
+from valis_core.state_layout import (
+    CONFIG_STORE,
+    EDGE_BACKED_UP,
+    OPERATOR_STATE_TLS,
+    SIGNING_KEYS,
+    STORE_HEAD,
+)
 from valis_core.state_layout import KEYFILE as KEYFILE_NAME
 from valis_core.store.manifest import ManifestError
 from valis_core.store.manifest import loads as load_manifest
@@ -131,7 +139,8 @@ def _config_files(state_dir: Path, directory: str = CONFIG_STORE) -> Iterator[st
     if not root.exists() and not root.is_symlink():
         return
     if root.is_symlink() or not root.is_dir():
-        what = "signing keys" if directory == SIGNING_KEYS else "configuration store"
+        what = {SIGNING_KEYS: "signing keys", OPERATOR_STATE_TLS: "operator-state client "
+                "certificate directory"}.get(directory, "configuration store")
         raise BackupError(f"backup: the {what} {root} is not a directory")
     for path in sorted(root.rglob("*")):
         if path.is_dir() and not path.is_symlink():
@@ -142,8 +151,9 @@ def _config_files(state_dir: Path, directory: str = CONFIG_STORE) -> Iterator[st
 def backup_set_paths(state_dir: Path) -> tuple[str, ...]:
     """The backup-critical files present under ``state_dir``, relative, sorted.
 
-    The owner seed and the store head are required; the configuration store and the
-    edge's keys and certificate and the zone-signing keys are taken when present.
+    The owner seed and the store head are required; the configuration store, the
+    edge's keys and certificate, the zone-signing keys and the operator-state client
+    certificate (a node that reaches a database host) are taken when present.
     """
     for required in (KEYFILE_NAME, STORE_HEAD):
         if not (state_dir / required).exists() and not (state_dir / required).is_symlink():
@@ -154,8 +164,9 @@ def backup_set_paths(state_dir: Path) -> tuple[str, ...]:
             )
     optional = [path for path in EDGE_BACKED_UP if (state_dir / path).exists()]
     keys = _config_files(state_dir, SIGNING_KEYS)
+    tls = _config_files(state_dir, OPERATOR_STATE_TLS)
     return tuple(
-        sorted({KEYFILE_NAME, STORE_HEAD, *_config_files(state_dir), *keys, *optional})
+        sorted({KEYFILE_NAME, STORE_HEAD, *_config_files(state_dir), *keys, *tls, *optional})
     )
 
 
