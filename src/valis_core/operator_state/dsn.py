@@ -116,6 +116,32 @@ def dsn_problem(params: Mapping[str, str]) -> str | None:
     return None
 
 
+@attrs.frozen
+class DatabaseHost:
+    """Where a certificate DSN reaches operator state: the host (or address) dialled, the
+    port, the role the client certificate must name (None: libpq's default, the OS
+    account connecting), and the certificate files."""
+
+    host: str
+    port: int
+    role: str | None
+    files: CertificateFiles
+
+
+def database_host(params: Mapping[str, str]) -> DatabaseHost | None:
+    """The database host a certificate DSN (one ``dsn_problem`` accepts) reaches; None
+    for a socket DSN. The first host of a list is the one named (libpq tries them in
+    order)."""
+    files = certificate_files(params)
+    if files is None:
+        return None
+    tcp, _ = _tcp_hosts(params)
+    host = tcp[0] if tcp else params["hostaddr"].split(",")[0]
+    port_text = params.get("port", "").split(",")[0]
+    return DatabaseHost(host, int(port_text) if port_text.isdigit() else 5432,
+                        params.get("user") or None, files)
+
+
 def certificate_files(params: Mapping[str, str]) -> CertificateFiles | None:
     """The files of a certificate DSN (one ``dsn_problem`` accepts); None for a socket DSN."""
     tcp, _ = _tcp_hosts(params)
