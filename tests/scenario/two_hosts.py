@@ -79,7 +79,8 @@ def place_client_bundle(state_dir: Path, ca_pem: bytes, client: Issued) -> None:
 @attrs.frozen
 class DatabaseHost:
     """A database host on ``ground``: ``netns`` at ``DATABASE_ADDRESS``, ``pg`` its
-    cluster (administered over the socket), ``ca`` the CA of both its certificates."""
+    cluster (administered over the socket; its ``valis_state`` migrated, the one database
+    nodes are admitted to), ``ca`` the CA of both its certificates."""
 
     ground: Ground
     netns: str
@@ -91,13 +92,6 @@ class DatabaseHost:
         place_client_bundle(state_dir, self.ca.cert_pem,
                             issue_client(self.ca, RUN_USER, node, now()))
         return certificate_dsn(state_dir)
-
-    def new_database(self, prefix: str = "t") -> tuple[str, str]:
-        """A fresh migrated database: (its socket DSN for the test, its name)."""
-        socket_dsn = self.pg.new_database(prefix)
-        with self.pg.connect(socket_dsn) as conn:
-            migrate(conn)
-        return socket_dsn, socket_dsn.partition("?")[0].rsplit("/", 1)[1]
 
 
 @contextlib.contextmanager
@@ -136,3 +130,81 @@ def ground_with_database() -> Iterator[DatabaseHost]:
             yield host
     finally:
         ground.cleanup()
+
+
+@attrs.frozen
+class HostNode:
+    """One location of a node on its own host: ``host`` (a netns on the ground's
+    internet made by ``Ground.add_host``) holding the node's dedicated ``nic``, where the
+    operator's ``valis condense`` runs and, under it, fulcrum; the unit's own netns is
+    ``unit_netns`` at ``address``. ``label`` names the host (``a``, ``b``)."""
+
+    ground: Ground
+    label: str
+    host: str
+    nic: str
+    address: str
+    state_dir: Path
+    workdir: Path
+
+    @classmethod
+    def on(cls, ground: Ground, label: str, host_address: str, address: str,
+           workdir: Path) -> HostNode:
+        """A host ``label`` on ``ground`` with its NIC and a fresh state directory."""
+        from tests.scenario.resident_harness import make_state_dir
+
+        host = ground.add_host(label, host_address)
+        return cls(ground, label, host, ground.add_nic(label, host), address,
+                   make_state_dir(workdir), workdir)
+
+    @property
+    def location(self) -> str:
+        return f"host-{self.label}"
+
+    @property
+    def unit_netns(self) -> str:
+        return f"vlu{self.label}-{self.ground.tag}"
+
+    @property
+    def config(self) -> Path:
+        return self.workdir / f"launcher-{self.location}.toml"
+
+    @property
+    def facts_file(self) -> Path:
+        return self.workdir / f"site-facts-{self.location}.env"
+
+    @property
+    def log(self) -> Path:
+        return self.workdir / f"unit-{self.location}.log"
+
+    def write_files(self, dsn: str, zones: str) -> None:
+        """The host's launcher config and the site facts naming ``dsn``."""
+        from tests.scenario.proving_ground import unit_config_text
+        from tests.scenario.resident_harness import resident_runtime, site_facts
+        from valis_core.operator_state.site_facts_file import write_site_facts
+
+        self.config.write_text(unit_config_text(
+            self.ground, [resident_runtime()], unit_ip=self.address,
+            netns_name=self.unit_netns, public_interface=self.nic))
+        self.config.chmod(0o644)
+        write_site_facts(self.facts_file, site_facts(dsn, zones, VALIS_LOCATION=self.location))
+
+    def condense_argv(self, *how: str) -> list[str]:
+        """``valis condense HOW...`` as the operator runs it on this host, supervising
+        the unit (fulcrum, its output appended to ``log``)."""
+        import shlex
+        import sys
+
+        from tests.scenario.proving_ground import FULCRUM
+        from tests.scenario.resident_harness import resident_runtime
+
+        unit = ["/bin/sh", "-c", f'exec "$@" >>{shlex.quote(str(self.log))} 2>&1', "sh",
+                FULCRUM, "launch", "--config", str(self.config)]
+        return [
+            "ip", "netns", "exec", self.host,
+            str(Path(sys.executable).parent / "valis"), "condense", *how,
+            "--site-facts", str(self.facts_file), "--state-dir", str(self.state_dir),
+            "--unit-command", shlex.join(unit), "--dns-address", f"{self.address}:53",
+            "--ask-in-netns", self.ground.client, "--launcher-config", str(self.config),
+            "--binary", resident_runtime(),
+        ]  # fmt: skip
