@@ -19,7 +19,14 @@ from collections.abc import Mapping
 import attrs
 
 from valis_core.errors import ValisError
-from valis_core.operator_state.peer_access import DEFAULT_DATABASE, DEFAULT_ROLE
+from valis_core.operator_state.peer_access import (
+    DEFAULT_DATABASE,
+    DEFAULT_ROLE,
+    Matcher,
+    admits_first,
+    list_may_hold,
+    with_line_first,
+)
 
 HBA_COMMENT = "# valis: nodes on other hosts, by client certificate over TLS only"
 _IDENTIFIER_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -59,6 +66,34 @@ class TlsAccess:
     @property
     def hba_line(self) -> str:
         return f"hostssl  {self.database}  {self.role}  {self.clients}  cert"
+
+
+_HOST_KINDS = frozenset({"host", "hostssl", "hostnossl", "hostgssenc", "hostnogssenc"})
+
+
+def _matches(access: TlsAccess) -> Matcher:
+    """Whether an active TCP line could match a node's connection (its address is not
+    judged: any TCP line for the database and role is taken as a match, to be safe)."""
+    def matches(fields: list[str]) -> bool:
+        return (
+            len(fields) >= 4
+            and fields[0] in _HOST_KINDS
+            and list_may_hold(fields[1], access.database, database=True)
+            and list_may_hold(fields[2], access.role, database=False)
+        )
+    return matches
+
+
+def hba_admits(text: str, access: TlsAccess) -> bool:
+    """Whether ``text`` admits nodes by certificate with its own line, ahead of any other
+    TCP line for the database and role (which PostgreSQL would take first)."""
+    return admits_first(text, access.hba_line, _matches(access))
+
+
+def with_hba_line(text: str, access: TlsAccess) -> str:
+    """``text`` with the certificate line ahead of every TCP line that could match first;
+    unchanged when it already is."""
+    return with_line_first(text, access.hba_line, HBA_COMMENT, _matches(access))
 
 
 def _literal(text: str) -> str:
