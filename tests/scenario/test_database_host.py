@@ -11,23 +11,37 @@ certificate shape are all refused, the last by valis before any packet is sent.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import require_root
-from tests.scenario.pg import RUN_USER, run_as, runtime_bin
+from tests.scenario.pg import RUN_USER, ensure_system_user, run_as, runtime_bin
+from tests.scenario.proving_ground import Ground, sweep_stale
 from tests.scenario.resident_harness import make_state_dir
 from tests.scenario.two_hosts import (
     DATABASE_ADDRESS,
+    SERVER_USER,
     DatabaseHost,
     certificate_dsn,
     ground_with_database,
     now,
     place_client_bundle,
 )
-from valis_core.operator_state.tls_material import issue_client, make_ca
+from valis_core.operator_state.database_host import (
+    HostOutcome,
+    HostRequest,
+    client_bundle,
+    read_client_bundle,
+    serve_database_host,
+)
+from valis_core.operator_state.host_cluster import ServerAccess
+from valis_core.operator_state.local_cluster import LocalCluster
+from valis_core.operator_state.tls_access import TlsAccess
+from valis_core.operator_state.tls_material import Issued, issue_client, make_ca
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +111,56 @@ def test_a_tcp_dsn_without_a_client_certificate_is_refused_before_connecting(
     assert status != 0
     assert "DSN refused" in out, out
     assert "only sslmode=verify-full" in out, out
+
+
+@pytest.fixture
+def plain_server() -> Iterator[tuple[Ground, LocalCluster]]:
+    """A host's own PostgreSQL before ``valis db host``: on its socket only, its
+    superuser by peer, running in a database host's netns on a fresh ground."""
+    require_root()
+    sweep_stale()
+    ensure_system_user(RUN_USER)
+    ground = Ground().build()
+    root = Path(tempfile.mkdtemp(prefix="valis-pghost-", dir="/tmp"))
+    try:
+        cluster = LocalCluster(root=root, server_user=SERVER_USER,
+                               netns=ground.add_host("db", DATABASE_ADDRESS))
+        cluster.initialize({}, durable=False)
+        cluster.start()
+        try:
+            yield ground, cluster
+        finally:
+            cluster.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        ground.cleanup()
+
+
+def test_valis_db_host_makes_a_servers_own_postgresql_admit_nodes_by_certificate(
+    plain_server: tuple[Ground, LocalCluster], open_base: Path
+) -> None:
+    ground, cluster = plain_server
+    server = ServerAccess(str(cluster.socket_dir), cluster.port, SERVER_USER)
+    ca_dir = open_base / "operator-state-ca"
+    request = HostRequest((DATABASE_ADDRESS,), DATABASE_ADDRESS,
+                          TlsAccess("198.51.100.0/24"), ca_dir)
+    first = serve_database_host(server, request, now())
+    assert first.restart_needed  # a new listen address takes a restart
+    assert any("hostssl  valis_state  valis  198.51.100.0/24  cert" in line
+               for line in first.changed), first.changed
+    cluster.stop()
+    cluster.start()
+    assert serve_database_host(server, request, now()) == HostOutcome((), False)
+
+    # A node host, given a bundle, migrates the schema and reads it over TLS.
+    node_host = ground.add_host("a", "198.51.100.31")
+    state_dir = make_state_dir(open_base)
+    bundle = read_client_bundle(client_bundle(ca_dir, RUN_USER, "origin-1", now()),
+                                source="origin-1.pem")
+    place_client_bundle(state_dir, bundle.ca_pem, Issued(bundle.cert_pem, bundle.key_pem))
+    dsn = certificate_dsn(state_dir)
+    migrated = run_as(RUN_USER, [str(runtime_bin() / "valis"), "db", "migrate", "--dsn", dsn],
+                      netns=node_host, timeout=60)
+    assert migrated.returncode == 0, migrated.stderr
+    status, out = zone_list(node_host, dsn)
+    assert status == 0, out

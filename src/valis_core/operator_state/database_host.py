@@ -21,6 +21,7 @@ import datetime
 import os
 import pwd
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -165,11 +166,30 @@ def serve_database_host(server: ServerAccess, request: HostRequest,
             if _show(conn, name) != literal.strip("'").replace("''", "'"):
                 conn.execute(f"ALTER SYSTEM SET {name} = {literal}")
                 changed.append(f"set {name} = {literal}")
+        # A hostssl line is refused while TLS is off: TLS is on before the line goes in.
+        host_cluster.reload(conn)
+        _await_setting(conn, "ssl", "on")
         _admit(conn, access, changed)
         host_cluster.reload(conn)
         restart = conn.execute(
             "SELECT bool_or(pending_restart) FROM pg_settings").fetchone()
     return HostOutcome(tuple(changed), bool(restart and restart[0]))
+
+
+_RELOAD_WAIT_S = 10.0
+
+
+def _await_setting(conn: psycopg.Connection[Any], name: str, value: str) -> None:
+    """Wait (bounded) until this session has taken a reloaded setting (a backend reads
+    the configuration again between statements, after the postmaster's signal)."""
+    deadline = time.monotonic() + _RELOAD_WAIT_S
+    while _show(conn, name) != value:
+        if time.monotonic() > deadline:
+            raise DatabaseHostError(
+                f"database host: the server did not take {name} = {value} on reload within "
+                f"{_RELOAD_WAIT_S:g} s; see its log (a certificate or key it cannot read?)"
+            )
+        time.sleep(0.05)
 
 
 def _admit(conn: psycopg.Connection[Any], access: TlsAccess, changed: list[str]) -> None:
