@@ -20,11 +20,15 @@ from valis_core.operator_state.dsn import (
     EXAMPLE_DSN,
     EXAMPLE_TLS_DSN,
     CertificateFiles,
+    DatabaseHost,
     DsnRefused,
     certificate_files,
     check_operator_dsn,
+    database_host,
     dsn_certificate_files,
     dsn_problem,
+    parse_dsn,
+    render_certificate_dsn,
 )
 from valis_core.operator_state.local_cluster import socket_dsn
 from valis_core.operator_state.site_facts import render_site_facts
@@ -179,6 +183,10 @@ def test_a_certificate_dsn_passes_and_names_its_three_files(
     dsn = tls_dsn(host, port, files)
     assert check_operator_dsn(dsn, source="test") == dsn
     assert dsn_certificate_files(dsn, source="test") == CertificateFiles(*files)
+    rendered = render_certificate_dsn(host, port, CertificateFiles(*files))
+    assert dsn_certificate_files(rendered, source="test") == CertificateFiles(*files)
+    assert database_host(parse_dsn(rendered, source="test")) == DatabaseHost(
+        host, port, "valis", CertificateFiles(*files))
 
 
 def test_the_example_certificate_dsn_passes_and_a_socket_dsn_names_no_files() -> None:

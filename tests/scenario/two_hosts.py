@@ -22,12 +22,12 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote
 
 import attrs
 
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
 from tests.scenario.proving_ground import Ground, sweep_stale
+from valis_core.operator_state.dsn import CertificateFiles, render_certificate_dsn
 from valis_core.operator_state.local_cluster import ClusterTls, LocalCluster
 from valis_core.operator_state.schema import migrate
 from valis_core.operator_state.tls_access import TlsAccess
@@ -48,17 +48,14 @@ def now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def certificate_dsn(state_dir: Path, *, host: str = DATABASE_ADDRESS,
-                    port: int = DATABASE_PORT, database: str = "valis_state",
-                    sslmode: str = "verify-full") -> str:
-    """The certificate DSN naming the client certificate under ``state_dir``."""
+def certificate_dsn(state_dir: Path, *, database: str = "valis_state") -> str:
+    """The certificate DSN naming the client certificate under ``state_dir``, as
+    ``valis provision --database-host`` writes it."""
     tls = operator_state_tls_dir(state_dir)
-    query = "&".join(f"{key}={quote(str(value), safe='/')}" for key, value in (
-        ("sslmode", sslmode), ("sslrootcert", tls / TLS_CA),
-        ("sslcert", tls / TLS_CLIENT_CERT), ("sslkey", tls / TLS_CLIENT_KEY),
-        ("connect_timeout", 10),
-    ))
-    return f"postgresql://{RUN_USER}@{host}:{port}/{database}?{query}"
+    files = CertificateFiles(*(str(tls / name) for name in (TLS_CA, TLS_CLIENT_CERT,
+                                                            TLS_CLIENT_KEY)))
+    return render_certificate_dsn(DATABASE_ADDRESS, DATABASE_PORT, files, role=RUN_USER,
+                                  database=database)
 
 
 def place_client_bundle(state_dir: Path, ca_pem: bytes, client: Issued) -> None:

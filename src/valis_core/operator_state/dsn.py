@@ -41,6 +41,7 @@ EXAMPLE_TLS_DSN = (
 )
 
 _PASSWORD_KEYS = ("password", "passfile", "sslpassword")
+CONNECT_TIMEOUT_S = 10
 #: the files a certificate DSN must name, libpq's keywords in the order they are checked
 CERTIFICATE_KEYS = ("sslrootcert", "sslcert", "sslkey")
 REMEDY = (
@@ -148,6 +149,22 @@ def certificate_files(params: Mapping[str, str]) -> CertificateFiles | None:
     if not tcp and "hostaddr" not in params:
         return None
     return CertificateFiles(*(params[key] for key in CERTIFICATE_KEYS))
+
+
+def render_certificate_dsn(host: str, port: int, files: CertificateFiles, *,
+                           role: str = "valis", database: str = "valis_state") -> str:
+    """The certificate DSN for ``role`` on ``database`` at ``host``:``port`` with
+    ``files``: what ``valis provision --database-host`` writes into the site facts. A
+    connection attempt gives up after ``connect_timeout`` seconds (libpq's default is to
+    wait as long as TCP does, minutes, on a host that drops packets)."""
+    from urllib.parse import quote
+
+    authority = f"[{host}]" if ":" in host else host
+    query = "&".join(f"{key}={quote(value, safe='/')}" for key, value in (
+        ("sslmode", "verify-full"), *zip(CERTIFICATE_KEYS, files.all, strict=True),
+        ("connect_timeout", str(CONNECT_TIMEOUT_S))))
+    return (f"postgresql://{quote(role, safe='')}@{authority}:{port}/"
+            f"{quote(database, safe='')}?{query}")
 
 
 def parse_dsn(dsn: str, *, source: str) -> dict[str, str]:
