@@ -79,16 +79,16 @@ def find_dsn(
 ) -> str | None:
     """The DSN from ``--dsn``, the environment or the first site-facts file naming one;
     refused (``DsnRefused``) unless it is a socket DSN under peer authentication."""
-    from valis_core.operator_state.dsn import check_socket_dsn
+    from valis_core.operator_state.dsn import check_operator_dsn
 
     if given is not None:
-        return check_socket_dsn(given, source="--dsn")
+        return check_operator_dsn(given, source="--dsn")
     if environ.get(DSN_KEY):
-        return check_socket_dsn(environ[DSN_KEY], source=f"${DSN_KEY}")
+        return check_operator_dsn(environ[DSN_KEY], source=f"${DSN_KEY}")
     for path in files:
         found = dsn_from_site_facts(path)
         if found:
-            return check_socket_dsn(found, source=f"{DSN_KEY} in the site facts {path}")
+            return check_operator_dsn(found, source=f"{DSN_KEY} in the site facts {path}")
     return None
 
 
@@ -105,9 +105,9 @@ def operator_dsn(args: argparse.Namespace) -> str:
         except EOFError:
             answer = ""
         if answer:
-            from valis_core.operator_state.dsn import check_socket_dsn
+            from valis_core.operator_state.dsn import check_operator_dsn
 
-            return check_socket_dsn(answer, source="the DSN given")
+            return check_operator_dsn(answer, source="the DSN given")
     raise DsnNotFound(
         f"no operator-state DSN: give --dsn, set ${DSN_KEY}, or run on a node whose site "
         f"facts name it ({where}, or --state-dir DIR)"

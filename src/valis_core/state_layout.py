@@ -6,8 +6,8 @@ and so a capability that adds durable state (the edge's ACME keys, zone-signing 
 gets its place here first. Pure: it joins paths and never touches the disk.
 
 The backup-critical set (``ops.backup``) is the owner seed, the store head, the
-configuration store, the edge's keys and the zone-signing keys; everything else here is
-made again by condense or by the resident.
+configuration store, the edge's keys, the zone-signing keys and the operator-state client
+certificate; everything else here is made again by condense or by the resident.
 """
 
 from __future__ import annotations
@@ -45,6 +45,20 @@ EDGE_BACKED_UP: tuple[str, ...] = (*EDGE_KEYS, EDGE_CERTIFICATE)
 
 SIGNING_KEYS = "dnssec"
 """The directory of the zone-signing keys, when the node signs its zones. Backed up."""
+
+OPERATOR_STATE_TLS = "operator-state-tls"
+"""The client certificate a node reaches a database host with (a certificate DSN names
+these files: ``docs/operator-state.md``, "Two hosts"), when operator state is not on this
+host's socket. Backed up: the successor of an evacuation reaches the database with it."""
+
+TLS_CA = "ca.crt"
+"""Under ``OPERATOR_STATE_TLS``: the CA that issued the database host's certificate."""
+
+TLS_CLIENT_CERT = "client.crt"
+"""Under ``OPERATOR_STATE_TLS``: the node's client certificate (its subject is the role)."""
+
+TLS_CLIENT_KEY = "client.key"
+"""Under ``OPERATOR_STATE_TLS``: the client certificate's private key (0600)."""
 
 INSTANCE = "instance"
 """This condensed state directory's instance token (the fence holder's suffix). Never
@@ -94,6 +108,10 @@ def acme_account_key_path(state_dir: Path) -> Path:
 
 def signing_keys_dir(state_dir: Path) -> Path:
     return state_dir / SIGNING_KEYS
+
+
+def operator_state_tls_dir(state_dir: Path) -> Path:
+    return state_dir / OPERATOR_STATE_TLS
 
 
 def instance_path(state_dir: Path) -> Path:

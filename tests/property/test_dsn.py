@@ -1,6 +1,8 @@
 """The operator-state DSN: a socket under peer authentication passes, however it is
-spelled; a TCP host, a TCP address or a password is refused in one line that never
-shows the password."""
+spelled, and so does a database host over TLS with a client certificate
+(sslmode=verify-full, sslrootcert, sslcert, sslkey); a TCP host or address without the
+whole certificate shape, or a password, is refused in one line that never shows the
+password."""
 
 from __future__ import annotations
 
@@ -14,10 +16,19 @@ from hypothesis import strategies as st
 
 from valis_core.errors import ValisError
 from valis_core.operator_state.dsn import (
+    CERTIFICATE_KEYS,
     EXAMPLE_DSN,
+    EXAMPLE_TLS_DSN,
+    CertificateFiles,
+    DatabaseHost,
     DsnRefused,
-    check_socket_dsn,
-    socket_dsn_problem,
+    certificate_files,
+    check_operator_dsn,
+    database_host,
+    dsn_certificate_files,
+    dsn_problem,
+    parse_dsn,
+    render_certificate_dsn,
 )
 from valis_core.operator_state.local_cluster import socket_dsn
 from valis_core.operator_state.site_facts import render_site_facts
@@ -43,7 +54,7 @@ tcp_hosts = st.one_of(
 @given(directory=socket_dirs, role=names, database=names, port=st.integers(1, 65535))
 def test_every_socket_dsn_passes(directory: str, role: str, database: str, port: int) -> None:
     dsn = socket_dsn(directory, role=role, database=database, port=port)
-    assert check_socket_dsn(dsn, source="test") == dsn
+    assert check_operator_dsn(dsn, source="test") == dsn
 
 
 @pytest.mark.parametrize(
@@ -62,7 +73,7 @@ def test_every_socket_dsn_passes(directory: str, role: str, database: str, port:
     ],
 )
 def test_the_socket_spellings_pass(dsn: str) -> None:
-    assert check_socket_dsn(dsn, source="test") == dsn
+    assert check_operator_dsn(dsn, source="test") == dsn
 
 
 def _conninfo_quoted(value: str) -> str:
@@ -82,7 +93,7 @@ def test_a_password_is_refused_in_one_line_without_showing_it(
         f"host='{_conninfo_quoted(directory)}' dbname=valis_state password='{secret}'",
     ):
         with pytest.raises(DsnRefused) as refused:
-            check_socket_dsn(dsn, source="--dsn")
+            check_operator_dsn(dsn, source="--dsn")
         message = str(refused.value)
         assert message.startswith("--dsn: DSN refused: it carries a password (password)")
         assert secret not in message
@@ -91,7 +102,7 @@ def test_a_password_is_refused_in_one_line_without_showing_it(
 
 def test_a_passfile_is_refused() -> None:
     with pytest.raises(DsnRefused, match=r"carries a password \(passfile\)"):
-        check_socket_dsn(f"{EXAMPLE_DSN}&passfile=/root/.pgpass", source="test")
+        check_operator_dsn(f"{EXAMPLE_DSN}&passfile=/root/.pgpass", source="test")
 
 
 @given(host=tcp_hosts, port=st.integers(1, 65535))
@@ -103,7 +114,7 @@ def test_a_tcp_host_is_refused_however_it_is_given(host: str, port: int) -> None
         f"host=/var/run/postgresql,{host} dbname=valis_state",
     ):
         with pytest.raises(DsnRefused, match=re.escape(f"names the TCP host '{host}'")):
-            check_socket_dsn(dsn, source="test")
+            check_operator_dsn(dsn, source="test")
 
 
 @pytest.mark.parametrize(
@@ -119,16 +130,16 @@ def test_a_tcp_host_is_refused_however_it_is_given(host: str, port: int) -> None
 )
 def test_tcp_addresses_services_and_garbage_are_refused(dsn: str, reason: str) -> None:
     with pytest.raises(DsnRefused, match=reason) as refused:
-        check_socket_dsn(dsn, source="site facts")
+        check_operator_dsn(dsn, source="site facts")
     assert str(refused.value).startswith("site facts: ")
     assert EXAMPLE_DSN in str(refused.value)  # the remedy shows the seam's shape
 
 
 def test_the_judge_reads_libpqs_keywords() -> None:
-    assert socket_dsn_problem({}) is None
-    assert socket_dsn_problem({"host": "/run/postgresql", "port": "5433"}) is None
-    assert socket_dsn_problem({"host": "db"}) is not None
-    assert socket_dsn_problem({"password": ""}) is not None
+    assert dsn_problem({}) is None
+    assert dsn_problem({"host": "/run/postgresql", "port": "5433"}) is None
+    assert dsn_problem({"host": "db"}) is not None
+    assert dsn_problem({"password": ""}) is not None
     assert issubclass(DsnRefused, ValisError)
 
 
@@ -151,3 +162,78 @@ def test_the_resident_refuses_a_tcp_or_password_dsn_from_its_environment_or_its_
     )
     with pytest.raises(DsnRefused, match=r"names the TCP host 'db\.example'"):
         open_config_store(tmp_path, {**facts, "VALIS_OPERATOR_STATE_DSN": EXAMPLE_DSN})
+
+
+absolute_paths = st.lists(st.from_regex(r"[A-Za-z0-9._-]{1,10}", fullmatch=True),
+                          min_size=1, max_size=4).map(lambda parts: "/" + "/".join(parts))
+
+
+def tls_dsn(server: str, port: int, files: tuple[str, str, str], **extra: str) -> str:
+    query = {"sslmode": "verify-full", **dict(zip(CERTIFICATE_KEYS, files, strict=True)),
+             **extra}
+    return (f"postgresql://valis@{server}:{port}/valis_state?"
+            + "&".join(f"{key}={quote(value, safe='/')}" for key, value in query.items()))
+
+
+@given(host=tcp_hosts, port=st.integers(1, 65535),
+       files=st.tuples(absolute_paths, absolute_paths, absolute_paths))
+def test_a_certificate_dsn_passes_and_names_its_three_files(
+    host: str, port: int, files: tuple[str, str, str]
+) -> None:
+    dsn = tls_dsn(host, port, files)
+    assert check_operator_dsn(dsn, source="test") == dsn
+    assert dsn_certificate_files(dsn, source="test") == CertificateFiles(*files)
+    rendered = render_certificate_dsn(host, port, CertificateFiles(*files))
+    assert dsn_certificate_files(rendered, source="test") == CertificateFiles(*files)
+    assert database_host(parse_dsn(rendered, source="test")) == DatabaseHost(
+        host, port, "valis", CertificateFiles(*files))
+
+
+def test_the_example_certificate_dsn_passes_and_a_socket_dsn_names_no_files() -> None:
+    assert check_operator_dsn(EXAMPLE_TLS_DSN, source="test") == EXAMPLE_TLS_DSN
+    assert dsn_certificate_files(EXAMPLE_DSN, source="test") is None
+    assert certificate_files({"host": "/run/postgresql"}) is None
+
+
+@given(host=tcp_hosts, mode=st.sampled_from(
+    ["disable", "allow", "prefer", "require", "verify-ca"]))
+def test_tcp_without_verify_full_is_refused_naming_the_mode(host: str, mode: str) -> None:
+    files = ("/s/ca.crt", "/s/client.crt", "/s/client.key")
+    with pytest.raises(DsnRefused, match=f"names the TCP host '{re.escape(host)}' with "
+                       f"sslmode={mode}; over TCP only sslmode=verify-full"):
+        check_operator_dsn(tls_dsn(host, 5432, files, sslmode=mode), source="test")
+
+
+@pytest.mark.parametrize("missing", CERTIFICATE_KEYS)
+def test_tcp_without_one_of_the_certificate_files_is_refused_naming_it(missing: str) -> None:
+    query = {"sslmode": "verify-full", "sslrootcert": "/s/ca.crt",
+             "sslcert": "/s/client.crt", "sslkey": "/s/client.key"}
+    del query[missing]
+    dsn = "host=db.example dbname=valis_state " + " ".join(f"{k}={v}" for k, v in query.items())
+    with pytest.raises(DsnRefused, match=f"names the TCP host 'db.example' without {missing}"):
+        check_operator_dsn(dsn, source="test")
+
+
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [
+        ({"sslkey": "client.key"}, "sslkey='client.key', not an absolute path"),
+        ({"sslpassword": "zqsecret"}, r"carries a password \(sslpassword\)"),
+        ({"password": "zqsecret"}, r"carries a password \(password\)"),
+        ({"host": "/run/postgresql,db.example"},
+         "names the TCP host 'db.example' beside the socket directory '/run/postgresql'"),
+    ],
+)
+def test_a_certificate_dsn_with_a_password_a_relative_file_or_a_socket_is_refused(
+    extra: dict[str, str], reason: str
+) -> None:
+    files = ("/s/ca.crt", "/s/client.crt", "/s/client.key")
+    dsn = tls_dsn("db.example", 5432, files, **extra)
+    with pytest.raises(DsnRefused, match=reason) as refused:
+        check_operator_dsn(dsn, source="test")
+    assert "zqsecret" not in str(refused.value)
+
+
+def test_a_tcp_address_with_the_certificate_shape_passes() -> None:
+    dsn = (EXAMPLE_TLS_DSN + "&hostaddr=192.0.2.5")
+    assert check_operator_dsn(dsn, source="test") == dsn

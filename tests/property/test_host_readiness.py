@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 
 import attrs
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from valis_core.operator_state.dsn import CertificateFiles, DatabaseHost
+from valis_core.operator_state.tls_material import issue_client, make_ca
 from valis_core.ops.host_readiness import (
     CLAUSE_NAMES,
     Account,
@@ -64,6 +68,8 @@ class MemoryHost:
     scripts: tuple[tuple[str, str], ...] = ()
     self_test_outcome: SelfTestOutcome = PASSING_SELF_TEST
     accepting: frozenset[str] = frozenset({PG_SOCKET})
+    tcp_open: frozenset[tuple[str, int]] = frozenset()
+    clock: datetime.datetime = datetime.datetime(2026, 12, 4, tzinfo=datetime.UTC)
     self_tests: list[tuple[str, ...]] = attrs.field(factory=list, eq=False)
     loads: list[str] = attrs.field(factory=list, eq=False)
 
@@ -104,6 +110,12 @@ class MemoryHost:
 
     def unix_socket_accepts(self, path: str) -> bool:
         return path in self.accepting
+
+    def tcp_accepts(self, host: str, port: int) -> bool:
+        return (host, port) in self.tcp_open
+
+    def now(self) -> datetime.datetime:
+        return self.clock
 
     def with_stat(self, path: str, value: PathStat | None) -> MemoryHost:
         stats = {**dict(self.stats), path: value}
@@ -439,3 +451,82 @@ def test_without_an_edge_the_steer_object_is_not_loaded() -> None:
     assert clause.ok
     assert "no edge-port is elected" in clause.detail
     assert host.loads == []
+
+
+# -- a node whose operator state is on a database host (a certificate DSN) ---------------
+
+TLS_DIR = "/var/lib/valis-dns/operator-state-tls"
+TLS_FILES = CertificateFiles(f"{TLS_DIR}/ca.crt", f"{TLS_DIR}/client.crt",
+                             f"{TLS_DIR}/client.key")
+TLS_CONFIG = attrs.evolve(CONFIG, database_host=DatabaseHost("db.example", 5432, "valis",
+                                                             TLS_FILES))
+_NOW = HEALTHY.clock
+_CA = make_ca("test", _NOW)
+_CLIENT = issue_client(_CA, "valis", "origin-1", _NOW)
+
+
+def _tls_host(client_pem: bytes = _CLIENT.cert_pem) -> MemoryHost:
+    return (
+        attrs.evolve(HEALTHY, accepting=frozenset(), tcp_open=frozenset({("db.example", 5432)}))
+        .with_stat(PG_SOCKET, None)
+        .with_file(TLS_FILES.root, _CA.cert_pem.decode())
+        .with_file(TLS_FILES.cert, client_pem.decode())
+        .with_stat(TLS_FILES.key, PathStat("file", VALIS_UID, VALIS_UID, 0o600))
+    )
+
+
+def test_a_node_on_a_database_host_passes_with_no_local_socket() -> None:
+    assessment = assess_host(_tls_host(), TLS_CONFIG)
+    assert assessment.ok, render_table(assessment.failed)
+    assert "not used" in assessment.clause("postgresql-socket").detail
+    tls = assessment.clause("postgresql-tls")
+    assert "db.example port 5432 accepts TCP" in tls.detail
+    assert tls.warning is None
+
+
+def test_a_node_on_its_own_socket_does_not_use_the_tls_clause() -> None:
+    clause = assess_host(HEALTHY, CONFIG).clause("postgresql-tls")
+    assert clause.ok
+    assert "not used" in clause.detail
+
+
+@pytest.mark.parametrize(
+    ("defect", "found"),
+    [
+        (lambda h: h.with_stat(TLS_FILES.key, None), "client.key is absent"),
+        (lambda h: h.with_stat(TLS_FILES.key, PathStat("file", VALIS_UID, VALIS_UID, 0o640)),
+         "mode 0600"),
+        (lambda h: h.with_stat(TLS_FILES.key, PathStat("file", 0, 0, 0o600)), "valis's alone"),
+        (lambda h: h.with_file(TLS_FILES.root, None), "ca.crt is absent"),
+        (lambda h: h.with_file(TLS_FILES.cert, "not a certificate"), "not a PEM certificate"),
+        (lambda h: h.with_file(TLS_FILES.cert, issue_client(
+            _CA, "postgres", "x", _NOW).cert_pem.decode()), "issued for postgres, not the role"),
+        (lambda h: attrs.evolve(h, clock=_NOW + datetime.timedelta(days=900)), "expired on"),
+        (lambda h: attrs.evolve(h, tcp_open=frozenset()), "does not accept TCP"),
+    ],
+)
+def test_each_defect_of_a_database_host_fails_the_tls_clause_alone(
+    defect: Callable[[MemoryHost], MemoryHost], found: str
+) -> None:
+    assessment = assess_host(defect(_tls_host()), TLS_CONFIG)
+    assert [clause.name for clause in assessment.failed] == ["postgresql-tls"]
+    assert found in assessment.clause("postgresql-tls").detail
+    assert assessment.clause("postgresql-tls").remedy
+
+
+def test_a_client_certificate_near_its_end_passes_with_a_warning() -> None:
+    host = attrs.evolve(_tls_host(), clock=_NOW + datetime.timedelta(days=810))
+    clause = assess_host(host, TLS_CONFIG).clause("postgresql-tls")
+    assert clause.ok
+    assert clause.warning is not None
+    assert "client.crt expires on" in clause.warning
+
+
+def test_certificate_files_a_condense_restores_from_a_backup_set_are_not_missing() -> None:
+    host = (_tls_host().with_stat(TLS_FILES.key, None).with_file(TLS_FILES.cert, None)
+            .with_file(TLS_FILES.root, None))
+    assert not assess_host(host, TLS_CONFIG).clause("postgresql-tls").ok
+    restoring = attrs.evolve(TLS_CONFIG, restoring=frozenset(TLS_FILES.all))
+    assert assess_host(host, restoring).clause("postgresql-tls").ok
+    unreachable = attrs.evolve(host, tcp_open=frozenset())
+    assert not assess_host(unreachable, restoring).clause("postgresql-tls").ok

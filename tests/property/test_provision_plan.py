@@ -19,6 +19,7 @@ from valis_core.ops.provision import (
     HostFacts,
     Plan,
     ProvisionRequest,
+    RemoteDatabase,
     Status,
     StepName,
     UnitFacts,
@@ -44,6 +45,8 @@ FACTS = {
     "VALIS_SERVED_ZONES": "example.test.",
     "VALIS_OPERATOR_STATE_DSN": "postgresql://valis@/valis_state?host=/var/run/postgresql",
 }
+REMOTE = RemoteDatabase("db.example", 5432, {"ca.crt": b"CA", "client.crt": b"CERT",
+                                              "client.key": b"KEY"})
 VERSION = "0.1.0"
 SERVICE = "fulcrum-valis.service"
 UNIT_DIR = "/opt/valis/current/lib/systemd/system/"
@@ -63,6 +66,7 @@ requests = st.builds(
     unit_name=st.just(SERVICE),
     delivery=st.sampled_from([None, "/root/valis-serving-0.1.0.tar.gz"]),
     dist_url=st.sampled_from([None, "file:///srv/wheelhouse/simple/"]),
+    database_host=st.sampled_from([None, REMOTE]),
 )
 modes = st.sampled_from([None, 0o755, 0o700, 0o750])
 texts = st.sampled_from(["", "local all all peer\n", "other\n",
@@ -120,6 +124,12 @@ host_facts = st.builds(
                                        "https://old.example.net/simple/"]),
     systemd=st.booleans(),
     units=held_units,
+    database_client=st.lists(st.tuples(
+        st.sampled_from(sorted(REMOTE.files)),
+        st.builds(FileFacts, text=st.sampled_from(["CA", "CERT", "KEY", "old"]),
+                  uid=st.sampled_from([0, 999]), mode=st.sampled_from([0o600, 0o644]))),
+        max_size=3, unique_by=lambda pair: pair[0]).map(tuple),
+    remote_schema_current=st.booleans(),
 )
 
 
@@ -192,6 +202,7 @@ def test_a_step_already_done_is_still_done_after_the_others_ran(
 def test_no_local_cluster_blocks_and_names_what_the_dba_must_do(
     request: ProvisionRequest, facts: HostFacts
 ) -> None:
+    request = attrs.evolve(request, database_host=None)
     plan = plan_provision(request, attrs.evolve(facts, cluster=None))
     step = _step(plan, StepName.POSTGRESQL_CLUSTER)
     assert step.status is Status.BLOCKED
@@ -279,3 +290,39 @@ def test_the_unit_step_places_the_service_and_its_control_socket_both_linked_and
             others = tuple(held for held in after.units if held.name != placement.name)
             again = attrs.evolve(after, units=(*others, broken))
             assert _step(plan_provision(request, again), StepName.UNIT).status is Status.TO_DO
+
+
+@given(requests, host_facts)
+def test_operator_state_on_a_database_host_needs_no_local_cluster(
+    request: ProvisionRequest, facts: HostFacts
+) -> None:
+    request = attrs.evolve(request, database_host=REMOTE)
+    plan = plan_provision(request, attrs.evolve(facts, cluster=None))
+    for name in (StepName.POSTGRESQL_CLUSTER, StepName.POSTGRESQL_ROLE,
+                 StepName.POSTGRESQL_DATABASE, StepName.PEER_IDENT, StepName.PEER_HBA):
+        step = _step(plan, name)
+        assert step.status is Status.DONE
+        assert "the database host db.example port 5432" in step.description
+    assert _step(plan, StepName.SCHEMA).status is (
+        Status.DONE if facts.remote_schema_current else Status.TO_DO)
+    client = _step(plan, StepName.DATABASE_CLIENT)
+    assert "/var/lib/valis-dns/operator-state-tls" in client.description
+
+
+@given(requests, host_facts)
+def test_the_bundle_is_placed_until_every_file_is_the_run_accounts_alone(
+    request: ProvisionRequest, facts: HostFacts
+) -> None:
+    request, facts = unblocked(attrs.evolve(request, database_host=REMOTE), facts)
+    placed = settled(request, facts)
+    assert _step(plan_provision(request, placed), StepName.DATABASE_CLIENT).status is \
+        Status.DONE
+    held = dict(placed.database_client)
+    for name in REMOTE.files:
+        for spoiled in (attrs.evolve(held[name], mode=0o644),
+                        attrs.evolve(held[name], text="old"),
+                        attrs.evolve(held[name], uid=0)):
+            worse = attrs.evolve(placed, database_client=tuple(
+                {**held, name: spoiled}.items()))
+            assert _step(plan_provision(request, worse), StepName.DATABASE_CLIENT).status \
+                is Status.TO_DO

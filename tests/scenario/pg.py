@@ -92,9 +92,11 @@ def connect_as(user: str, dsn: str, **kwargs: Any) -> psycopg.Connection[Any]:
 
 
 def run_as(
-    user: str, argv: Sequence[str], *, input_text: str | None = None, timeout: float = 120
+    user: str, argv: Sequence[str], *, input_text: str | None = None, timeout: float = 120,
+    netns: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``argv`` as the real OS account ``user`` (setpriv), capturing its output."""
+    """Run ``argv`` as the real OS account ``user`` (setpriv), capturing its output; in
+    the network namespace ``netns`` when one is named."""
     account = pwd.getpwnam(user)
     env = {
         "PATH": f"{runtime_bin()}:/usr/local/bin:/usr/bin:/bin",
@@ -103,6 +105,7 @@ def run_as(
     }
     return subprocess.run(
         [
+            *(["ip", "netns", "exec", netns] if netns else []),
             "setpriv",
             f"--reuid={account.pw_uid}",
             f"--regid={account.pw_gid}",

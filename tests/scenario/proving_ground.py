@@ -251,22 +251,52 @@ class Ground:
         run(["ip", "-n", cli, "link", "set", "eth0", "up"])
         run(["ip", "-n", cli, "route", "add", "default", "via", GATEWAY])
 
+    def add_host(self, label: str, address: str) -> str:
+        """Another host on this ground's internet: netns ``vlh<label>-<tag>`` whose
+        ``eth0`` holds ``address``/24 on the bridge, default route via the gateway (a
+        database host, or a node's host whose fulcrum runs in it). Returns its name."""
+        netns = f"vlh{label}-{self.tag}"
+        run(["ip", "netns", "add", netns])
+        run(["ip", "-n", netns, "link", "set", "lo", "up"])
+        run(["ip", "-n", netns, "link", "add", "eth0", "type", "veth", "peer", "name",
+             f"h{label}-peer", "netns", self.internet])
+        run(["ip", "-n", self.internet, "link", "set", f"h{label}-peer", "master", "br0",
+             "up"])
+        run(["ip", "-n", netns, "addr", "add", f"{address}/{PREFIX}", "dev", "eth0"])
+        run(["ip", "-n", netns, "link", "set", "eth0", "up"])
+        run(["ip", "-n", netns, "route", "add", "default", "via", GATEWAY])
+        return netns
+
+    def add_nic(self, label: str, netns: str) -> str:
+        """Another dedicated NIC on this ground's bridge, its end placed in ``netns`` (a
+        host made by ``add_host``) for the fulcrum that runs there. Returns its name."""
+        nic = f"vln{label}-{self.tag}"
+        run(["ip", "link", "add", nic, "type", "veth", "peer", "name", f"n{label}-peer",
+             "netns", self.internet])
+        run(["ip", "-n", self.internet, "link", "set", f"n{label}-peer", "master", "br0",
+             "up"])
+        run(["ip", "link", "set", nic, "netns", netns])
+        return nic
+
     def cleanup(self) -> None:
         """Remove everything this ground (and a unit launched on it) left; idempotent."""
         cleanup_tag(self.tag)
 
 
 def cleanup_tag(tag: str) -> None:
-    ground = Ground(tag)
+    """Every netns and host link named for ``tag`` removed, the processes in each netns
+    killed first (units, then hosts and the ground's own)."""
     names = netns_names()
-    if ground.unit_netns in names:
-        _kill_processes_in(ground.unit_netns)
-        run(["ip", "netns", "del", ground.unit_netns], check=False)
-    for ns in (ground.client, ground.internet):
-        if ns in names:
-            run(["ip", "netns", "del", ns], check=False)
-    if host_has_link(ground.nic):
-        run(["ip", "link", "del", ground.nic], check=False)
+    tagged = sorted((name for name in names if name.endswith(f"-{tag}")),
+                    key=lambda name: not name.startswith("vlu"))
+    for ns in tagged:
+        _kill_processes_in(ns)
+    for ns in tagged:
+        run(["ip", "netns", "del", ns], check=False)
+    for link in ip_json(["link", "show"]):
+        name = link.get("ifname", "")
+        if name.endswith(f"-{tag}") and name.startswith("vl"):
+            run(["ip", "link", "del", name], check=False)
     with contextlib.suppress(FileNotFoundError):
         (STATE_DIR / tag).unlink()
 

@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from fulcrum.launch import STOP_TIMEOUT, launch
     from fulcrum.provisioning import load_launcher_config
-    from valis_core.operator_state.dsn import check_socket_dsn
+    from valis_core.operator_state.dsn import check_operator_dsn
     from valis_core.operator_state.site_facts import DSN_KEY
 
     handler = logging.StreamHandler(sys.stderr)
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     if DSN_KEY in os.environ:
-        check_socket_dsn(os.environ[DSN_KEY], source=f"${DSN_KEY} in fulcrum's environment")
+        check_operator_dsn(os.environ[DSN_KEY], source=f"${DSN_KEY} in fulcrum's environment")
     cfg = load_launcher_config(args.config)
     return launch(
         cfg,

@@ -70,13 +70,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=_assess)
 
 
-def assess_config(args: argparse.Namespace, site_facts: Sequence[str]) -> AssessConfig:
+def assess_config(args: argparse.Namespace, site_facts: Sequence[str],
+                  dsn: str | None = None) -> AssessConfig:
     """The assessment the host options name (``valis assess``'s own, which ``valis
-    condense`` shares), searching ``site_facts`` for a development listener."""
+    condense`` shares), searching ``site_facts`` for a development listener; a
+    certificate ``dsn`` is assessed as the node's database host (else the socket is)."""
+    from valis_core.operator_state.dsn import database_host, parse_dsn
     from valis_core.ops.host_readiness import AssessConfig
     from valis_core.ops.local_probe import node_environment_files
 
     return AssessConfig(
+        database_host=None if dsn is None else database_host(parse_dsn(dsn, source="the DSN")),
         state_dir=str(args.state_dir),
         run_account=args.run_account,
         binary=tuple(shlex.split(args.binary)) if args.binary else None,
@@ -105,6 +109,20 @@ def _public_network_clause(
     return Clause("public-network", True, detail, None), derived
 
 
+def _node_dsn(files: Sequence[str]) -> str | None:
+    """The DSN the node's site facts (or configuration store) name, if one can be read:
+    a certificate DSN makes the database host the one assessed."""
+    import os
+
+    from valis_cli.operator_dsn import find_dsn
+    from valis_core.errors import ValisError
+
+    try:
+        return find_dsn(None, os.environ, [Path(path) for path in files])
+    except ValisError:
+        return None
+
+
 def _assess(args: argparse.Namespace) -> int:
     import cattrs
 
@@ -113,9 +131,8 @@ def _assess(args: argparse.Namespace) -> int:
     from valis_core.resident.config_store import store_path
 
     probe = LocalHostProbe()
-    config = assess_config(
-        args, [*(args.site_facts or [DEFAULT_SITE_FACTS]), str(store_path(Path(args.state_dir)))]
-    )
+    files = [*(args.site_facts or [DEFAULT_SITE_FACTS]), str(store_path(Path(args.state_dir)))]
+    config = assess_config(args, files, _node_dsn(files))
     clauses = list(assess_host(probe, config).clauses)
     derived = None
     if args.interface:

@@ -195,8 +195,10 @@ def _stop_on_term(signum: int, frame: FrameType | None) -> None:
 
 
 def _condense(args: argparse.Namespace) -> int:
+    import attrs
+
     from valis_core.apply.unit_control import ProcessUnitController, SystemdUnitController
-    from valis_core.operator_state.dsn import check_socket_dsn
+    from valis_core.operator_state.dsn import check_operator_dsn
     from valis_core.operator_state.site_facts import DSN_KEY, served_zones
     from valis_core.ops.condense import condense_onto_host
     from valis_core.ops.condense_host import (
@@ -204,6 +206,7 @@ def _condense(args: argparse.Namespace) -> int:
         LocalCondenseHost,
         ask_soa_in_netns,
         ask_soa_udp,
+        backup_paths,
         backup_site_facts,
         connect_as_account,
         let_unit_notify,
@@ -215,12 +218,18 @@ def _condense(args: argparse.Namespace) -> int:
     run_account = _run_account(args.run_account)
     facts = _facts(args)
     effective = facts if facts is not None else backup_site_facts(args.from_backup)
-    check_socket_dsn(
+    check_operator_dsn(
         effective[DSN_KEY],
         source=f"{DSN_KEY} in {args.site_facts or f'the backup set {args.from_backup}'}",
     )
     request = _request(args, served_zones(effective))
-    config = assess_config(args, [str(args.site_facts)] if args.site_facts else [])
+    config = assess_config(args, [str(args.site_facts)] if args.site_facts else [],
+                           effective[DSN_KEY])
+    if args.from_backup is not None:
+        # Files the backup set brings (the client certificate a database host admits)
+        # are not missing from a state directory this condense is about to restore.
+        config = attrs.evolve(config, restoring=frozenset(
+            str(Path(args.state_dir) / path) for path in backup_paths(args.from_backup)))
 
     def assess() -> None:
         failed = assess_host(LocalHostProbe(), config).failed

@@ -12,7 +12,10 @@ and the ``current`` switch apply uses, staged from ``--delivery`` (the tarball t
 was unpacked from) when this version is not there yet; the state directory; on the
 host's PostgreSQL, the role, the database, the ident map and the pg_hba.conf line that
 let exactly the run account in by peer authentication over the socket, then the schema
-(no password anywhere; a host without a cluster is told what the DBA must do); the
+(no password anywhere; a host without a cluster is told what the DBA must do) — or, with
+``--database-host`` and ``--database-bundle``, operator state on a database host (the
+two-host topology: ``valis db host`` there, docs/operator-state.md), the bundle's client
+certificate placed in the state directory and the schema migrated over TLS; the
 launcher config (as ``fulcrum config produce`` writes it, its network derived from
 ``--interface`` as ``valis assess --interface`` does); the site facts; the private dist
 when one is named; the systemd unit and its control socket unit linked and enabled.
@@ -42,7 +45,7 @@ from valis_core.plugin.dist_home import ALLOW_INSECURE, DEFAULT_DIST_HOME
 
 if TYPE_CHECKING:
     from valis_core.launcher_config import LauncherConfig
-    from valis_core.ops.provision import ProvisionRequest
+    from valis_core.ops.provision import ProvisionRequest, RemoteDatabase
 
 DEFAULT_ROOT = "/opt/valis"
 DEFAULT_UNIT = "fulcrum-valis.service"
@@ -91,6 +94,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="default: %(default)s")
     parser.add_argument("--pg-port", type=int, default=DEFAULT_PG_PORT,
                         help="default: %(default)s")
+    parser.add_argument("--database-host", metavar="HOST[:PORT]",
+                        help="operator state on this database host (a name or address its "
+                        "server certificate names; valis db host there), reached over TLS by "
+                        "the client certificate of --database-bundle; default: this host's "
+                        "PostgreSQL over its socket")
+    parser.add_argument("--database-bundle", type=Path, metavar="FILE",
+                        help="the client bundle valis db client-bundle issued for this node")
     parser.add_argument("--dist", metavar="URL",
                         help="register this private dist (https or file URL)")
     parser.add_argument(ALLOW_INSECURE, action="store_true",
@@ -182,13 +192,15 @@ def _request(args: argparse.Namespace) -> ProvisionRequest:
     # Checked first: a refused URL is named before anything on the host is looked at.
     dist_url = None if args.dist is None else check_index_url(
         args.dist, allow_insecure=args.allow_insecure_dist)
+    remote = _remote_database(args)
+    dsn = socket_dsn(
+        args.pg_socket_dir, role=DEFAULT_ROLE, database=DEFAULT_DATABASE, port=args.pg_port
+    ) if remote is None else _remote_dsn(args, remote)
     facts = {
         "VALIS_NODE_NAME": args.node,
         "VALIS_LOCATION": args.location,
         "VALIS_SERVED_ZONES": ",".join(args.served_zone),
-        "VALIS_OPERATOR_STATE_DSN": socket_dsn(
-            args.pg_socket_dir, role=DEFAULT_ROLE, database=DEFAULT_DATABASE, port=args.pg_port
-        ),
+        "VALIS_OPERATOR_STATE_DSN": dsn,
     }
     check_site_facts(facts)
     return ProvisionRequest(
@@ -209,7 +221,58 @@ def _request(args: argparse.Namespace) -> ProvisionRequest:
         run_group=_run_group(args),
         role=DEFAULT_ROLE,
         database=DEFAULT_DATABASE,
+        database_host=remote,
     )
+
+
+def _remote_database(args: argparse.Namespace) -> RemoteDatabase | None:
+    """``--database-host`` and ``--database-bundle`` read (both or neither)."""
+    from valis_core.operator_state.database_host import read_client_bundle
+    from valis_core.ops.provision import RemoteDatabase
+    from valis_core.state_layout import TLS_CA, TLS_CLIENT_CERT, TLS_CLIENT_KEY
+
+    if args.database_host is None and args.database_bundle is None:
+        return None
+    if args.database_host is None or args.database_bundle is None:
+        raise ProvisionRefused(
+            "provision: --database-host and --database-bundle go together: the database "
+            "host nodes dial and the client bundle valis db client-bundle issued there"
+        )
+    host, port = _host_port(args.database_host)
+    try:
+        data = args.database_bundle.read_bytes()
+    except OSError as exc:
+        raise ProvisionRefused(
+            f"provision: cannot read --database-bundle {args.database_bundle}: "
+            f"{exc.strerror or exc}") from None
+    bundle = read_client_bundle(data, source=str(args.database_bundle))
+    return RemoteDatabase(host, port, {TLS_CA: bundle.ca_pem, TLS_CLIENT_CERT: bundle.cert_pem,
+                                       TLS_CLIENT_KEY: bundle.key_pem})
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    """``HOST``, ``HOST:PORT`` or ``[V6]:PORT``; the port defaults to PostgreSQL's."""
+    host, port = text, str(DEFAULT_PG_PORT)
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest.removeprefix(":") or port
+    elif text.count(":") == 1:
+        host, _, port = text.partition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ProvisionRefused(f"provision: --database-host {text!r} is not HOST[:PORT]")
+    return host, int(port)
+
+
+def _remote_dsn(args: argparse.Namespace, remote: RemoteDatabase) -> str:
+    from valis_core.operator_state.dsn import CertificateFiles, render_certificate_dsn
+    from valis_core.operator_state.peer_access import DEFAULT_DATABASE, DEFAULT_ROLE
+    from valis_core.state_layout import OPERATOR_STATE_TLS, TLS_CA, TLS_CLIENT_CERT, TLS_CLIENT_KEY
+
+    where = Path(args.state_dir) / OPERATOR_STATE_TLS
+    files = CertificateFiles(*(str(where / name)
+                               for name in (TLS_CA, TLS_CLIENT_CERT, TLS_CLIENT_KEY)))
+    return render_certificate_dsn(remote.host, remote.port, files, role=DEFAULT_ROLE,
+                                  database=DEFAULT_DATABASE)
 
 
 def _provision(args: argparse.Namespace) -> int:

@@ -1,8 +1,10 @@
 """Connecting to the operator-state database, with a failure an operator can act on.
 
-The DSN names a UNIX socket and a role; under peer authentication the role is reached
-only by running as the OS account mapped to it, so the remedy for a refusal is about
-*who* runs the command, not about a password.
+The DSN names a UNIX socket and a role, or a database host and a client certificate
+(``valis_core.operator_state.dsn``). Under peer authentication the role is reached only
+by running as the OS account mapped to it, so the remedy for a refusal is about *who*
+runs the command; under certificate authentication it is about the host, its name and
+the certificate files. Never about a password.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 import psycopg
 
 from valis_core.errors import ValisError
-from valis_core.operator_state.dsn import EXAMPLE_DSN, check_socket_dsn
+from valis_core.operator_state.dsn import EXAMPLE_DSN, dsn_certificate_files
 
 
 class OperatorStateError(ValisError):
@@ -35,14 +37,20 @@ def connect(
         raise OperatorStateError(
             f"operator state: the DSN is empty; give a libpq URI such as {EXAMPLE_DSN}"
         )
-    check_socket_dsn(dsn, source="operator state")
+    files = dsn_certificate_files(dsn, source="operator state")
     try:
         conn = psycopg.connect(dsn, autocommit=autocommit)
     except psycopg.OperationalError as exc:
         detail = " ".join(str(exc).split())
+        hint = (
+            "is PostgreSQL running with its socket there, and is this the OS account its "
+            "role maps to?" if files is None else
+            "is the database host reachable from here, its certificate issued for that "
+            f"name by the CA in {files.root}, and {files.cert} a client certificate its "
+            f"pg_hba.conf admits, with {files.key} readable by this account only?"
+        )
         raise OperatorStateError(
-            f"operator state: cannot connect with {redact(dsn)}: {detail} (is PostgreSQL "
-            "running with its socket there, and is this the OS account its role maps to?)"
+            f"operator state: cannot connect with {redact(dsn)}: {detail} ({hint})"
         ) from exc
     except psycopg.ProgrammingError as exc:
         raise OperatorStateError(

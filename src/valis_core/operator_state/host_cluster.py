@@ -87,6 +87,12 @@ def start_cluster(cluster: ListedCluster) -> None:
          f"start cluster {cluster.version}/{cluster.name}")
 
 
+def restart_cluster(cluster: ListedCluster) -> None:
+    """Restart a Debian cluster (a new ``listen_addresses`` takes a restart)."""
+    _run(["pg_ctlcluster", cluster.version, cluster.name, "restart"],
+         f"restart cluster {cluster.version}/{cluster.name}")
+
+
 def _run(argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=_COMMAND_TIMEOUT,
@@ -145,7 +151,7 @@ def read_state(conn: psycopg.Connection[Any], access: PeerAccess) -> ServerState
     hba_file = Path(_show(conn, "hba_file"))
     ident_file = Path(_show(conn, "ident_file"))
     return ServerState(role is not None, database is not None, hba_file, ident_file,
-                       _read_conf(hba_file), _read_conf(ident_file))
+                       read_conf(hba_file), read_conf(ident_file))
 
 
 def _show(conn: psycopg.Connection[Any], setting: str) -> str:
@@ -154,7 +160,7 @@ def _show(conn: psycopg.Connection[Any], setting: str) -> str:
     return str(row[0])
 
 
-def _read_conf(path: Path) -> str:
+def read_conf(path: Path) -> str:
     try:
         with path.open("rb") as handle:
             data = handle.read(_MAX_CONF_BYTES)

@@ -14,6 +14,11 @@ It is the operator-state seam (contract §2) in miniature, for the scenario test
 
 The kernel proves the connecting uid, so a role is reached by *being* its account and
 there is no password anywhere.
+
+With ``tls`` it is also a database host in miniature (the two-host topology,
+``operator_state.tls_access``): a TLS listener on the given address that admits the
+role by client certificate only, started inside ``netns`` when one is named, so nodes in
+other namespaces reach it as they would another host.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ from urllib.parse import quote
 import attrs
 
 from valis_core.errors import ValisError
+from valis_core.operator_state.tls_access import HBA_COMMENT as TLS_HBA_COMMENT
+from valis_core.operator_state.tls_access import TlsAccess, tls_settings
+from valis_core.operator_state.tls_material import Issued
 
 DEFAULT_PORT = 5432
 DEFAULT_ROLE = "valis"
@@ -104,18 +112,36 @@ def _sql_literal(text: str) -> str:
 
 
 @attrs.frozen
+class ClusterTls:
+    """A TLS listener on ``listen`` presenting ``server`` (issued by the CA ``ca_pem``)
+    and admitting ``access`` by client certificates of that CA."""
+
+    listen: str
+    server: Issued
+    ca_pem: bytes
+    access: TlsAccess
+
+
+_TLS_FILES = ("server.crt", "server.key", "root.crt")
+
+
+@attrs.frozen
 class LocalCluster:
     """A cluster under ``root``: ``data/`` (PGDATA), ``socket/`` and ``server.log``.
 
     ``server_user`` is the OS account the server runs as; its same-named role is the
     cluster's superuser. When this process is root the server programs run under that
-    account; otherwise ``server_user`` must be the current user.
+    account; otherwise ``server_user`` must be the current user. ``tls`` adds a TLS
+    listener admitting client certificates; ``netns`` runs the server in that network
+    namespace (root only).
     """
 
     root: Path
     server_user: str
     port: int = DEFAULT_PORT
     bindir: Path = attrs.field(factory=find_server_bindir)
+    tls: ClusterTls | None = None
+    netns: str | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -328,6 +354,8 @@ class LocalCluster:
             env.update(HOME=account.pw_dir, USER=account.pw_name, LOGNAME=account.pw_name)
         env.pop("PGDATA", None)
         env["LC_ALL"] = "C"
+        if self.netns is not None:
+            prefix = ["ip", "netns", "exec", self.netns, *prefix]
         result = subprocess.run(
             prefix + argv,
             cwd=self.root,
@@ -363,7 +391,8 @@ class LocalCluster:
             for role in roles
         ]
         hba = (
-            "# Peer authentication over the UNIX socket only; no TCP (written by valis).\n"
+            "# Peer authentication over the UNIX socket"
+            + ("" if self.tls else " only; no TCP") + " (written by valis).\n"
             f"local  all  all  peer  map={IDENT_MAP}\n"
         )
         settings = {
@@ -377,15 +406,25 @@ class LocalCluster:
         }
         if not durable:
             settings.update(fsync="off", synchronous_commit="off", full_page_writes="off")
+        tls_files: dict[str, bytes] = {}
+        if self.tls is not None:
+            cert, key, ca = (str(self.data_dir / name) for name in _TLS_FILES)
+            settings.update(tls_settings(listen=self.tls.listen, cert_file=cert,
+                                         key_file=key, ca_file=ca))
+            hba += f"{TLS_HBA_COMMENT}\n{self.tls.access.hba_line}\n"
+            tls_files = dict(zip(_TLS_FILES, (self.tls.server.cert_pem,
+                                              self.tls.server.key_pem, self.tls.ca_pem),
+                                 strict=True))
         conf = "".join(f"{key} = {value}\n" for key, value in settings.items())
         files = {
-            "pg_hba.conf": hba,
-            "pg_ident.conf": "\n".join(ident_lines) + "\n",
-            _CONF_NAME: "# Written by valis for a private local cluster.\n" + conf,
+            "pg_hba.conf": hba.encode(),
+            "pg_ident.conf": ("\n".join(ident_lines) + "\n").encode(),
+            _CONF_NAME: ("# Written by valis for a private local cluster.\n" + conf).encode(),
+            **tls_files,
         }
-        for name, text in files.items():
+        for name, data in files.items():
             path = self.data_dir / name
-            path.write_text(text)
+            path.write_bytes(data)
             os.chmod(path, 0o600)
             self._give(path, account)
         main_conf = self.data_dir / "postgresql.conf"

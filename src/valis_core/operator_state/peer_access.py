@@ -12,6 +12,7 @@ give the SQL and the lines a DBA runs by hand when the server is on another host
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import attrs
 
@@ -67,11 +68,12 @@ class PeerAccess:
         return f"CREATE DATABASE {self.database} OWNER {self.role};"
 
 
-def _fields(line: str) -> list[str]:
+def hba_fields(line: str) -> list[str]:
+    """A ``pg_hba.conf`` line's fields, its comment left out."""
     return line.split("#", 1)[0].split()
 
 
-def _list_may_hold(field: str, name: str, *, database: bool) -> bool:
+def list_may_hold(field: str, name: str, *, database: bool) -> bool:
     """Whether a pg_hba database or user field could match ``name``: ``all``, the name, a
     group (``+``) or a file (``@``) we cannot see into, or a quoted or regular-expression
     form taken as a match to be safe."""
@@ -83,51 +85,62 @@ def _list_may_hold(field: str, name: str, *, database: bool) -> bool:
     return False
 
 
-def _matches(fields: list[str], access: PeerAccess) -> bool:
+Matcher = Callable[[list[str]], bool]
+"""Whether a pg_hba line's fields would match the connections a line is written for."""
+
+
+def admits_first(text: str, line: str, matches: Matcher) -> bool:
+    """Whether ``text`` holds ``line`` ahead of every other line ``matches`` finds."""
+    ours = hba_fields(line)
+    for held in text.splitlines():
+        fields = hba_fields(held)
+        if fields == ours:
+            return True
+        if matches(fields):
+            return False
+    return False
+
+
+def with_line_first(text: str, line: str, comment: str, matches: Matcher) -> str:
+    """``text`` with ``comment`` and ``line`` before the first line ``matches`` finds (an
+    out-of-place copy of the line moves there); unchanged when it already comes first."""
+    if admits_first(text, line, matches):
+        return text
+    ours = hba_fields(line)
+    lines = [held for held in text.splitlines()
+             if hba_fields(held) != ours and held != comment]
+    at = next((index for index, held in enumerate(lines) if matches(hba_fields(held))),
+              len(lines))
+    lines[at:at] = [comment, line]
+    return "\n".join(lines) + "\n"
+
+
+def _matches(access: PeerAccess) -> Matcher:
     """Whether an active ``local`` line would match the node's connections."""
-    return (
-        len(fields) >= 4
-        and fields[0] == "local"
-        and _list_may_hold(fields[1], access.database, database=True)
-        and _list_may_hold(fields[2], access.role, database=False)
-    )
-
-
-def _is_ours(fields: list[str], access: PeerAccess) -> bool:
-    return fields == _fields(access.hba_line)
+    def matches(fields: list[str]) -> bool:
+        return (
+            len(fields) >= 4
+            and fields[0] == "local"
+            and list_may_hold(fields[1], access.database, database=True)
+            and list_may_hold(fields[2], access.role, database=False)
+        )
+    return matches
 
 
 def hba_admits(text: str, access: PeerAccess) -> bool:
     """Whether ``text`` lets the account in by its own line, ahead of any broader line."""
-    for line in text.splitlines():
-        fields = _fields(line)
-        if _is_ours(fields, access):
-            return True
-        if _matches(fields, access):
-            return False
-    return False
+    return admits_first(text, access.hba_line, _matches(access))
 
 
 def with_hba_line(text: str, access: PeerAccess) -> str:
     """``text`` with the node's line before the first line that would match it first
     (an out-of-place copy of the line moves there); unchanged when it already admits."""
-    if hba_admits(text, access):
-        return text
-    lines = [
-        line for line in text.splitlines()
-        if not _is_ours(_fields(line), access) and line != HBA_COMMENT
-    ]
-    at = next(
-        (index for index, line in enumerate(lines) if _matches(_fields(line), access)),
-        len(lines),
-    )
-    lines[at:at] = [HBA_COMMENT, access.hba_line]
-    return "\n".join(lines) + "\n"
+    return with_line_first(text, access.hba_line, HBA_COMMENT, _matches(access))
 
 
 def ident_maps(text: str, access: PeerAccess) -> bool:
     """Whether ``text``'s ident map takes the account to the role."""
-    return any(_fields(line) == _fields(access.ident_line) for line in text.splitlines())
+    return any(hba_fields(line) == hba_fields(access.ident_line) for line in text.splitlines())
 
 
 def with_ident_line(text: str, access: PeerAccess) -> str:

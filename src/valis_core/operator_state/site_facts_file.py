@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from valis_core.atomic import write_atomic
-from valis_core.operator_state.dsn import check_socket_dsn
+from valis_core.operator_state.dsn import check_operator_dsn
 from valis_core.operator_state.site_facts import (
     DSN_KEY,
     HEADER,
@@ -24,7 +24,7 @@ def write_site_facts(
 ) -> None:
     """Render ``facts`` and write them to ``path`` atomically; refuse before touching disk."""
     data = render_site_facts(facts, header).encode("utf-8")
-    check_socket_dsn(facts[DSN_KEY], source=f"site facts: {DSN_KEY}")
+    check_operator_dsn(facts[DSN_KEY], source=f"site facts: {DSN_KEY}")
     try:
         write_atomic(path, data, mode=mode)
     except OSError as exc:

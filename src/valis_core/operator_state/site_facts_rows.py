@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 
 from valis_core.operator_state.connection import OperatorStateError
-from valis_core.operator_state.dsn import check_socket_dsn
+from valis_core.operator_state.dsn import check_operator_dsn
 from valis_core.operator_state.site_facts import DSN_KEY, SiteFactsError
 from valis_core.operator_state.site_facts_file import write_site_facts
 
@@ -34,7 +34,7 @@ def set_site_facts(
     peer authentication is refused before anything is stored.
     """
     if DSN_KEY in facts:
-        check_socket_dsn(facts[DSN_KEY], source=f"site facts for node {node!r}: {DSN_KEY}")
+        check_operator_dsn(facts[DSN_KEY], source=f"site facts for node {node!r}: {DSN_KEY}")
     try:
         with conn.transaction(), conn.cursor() as cur:
             if replace:

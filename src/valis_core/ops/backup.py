@@ -5,7 +5,9 @@ store head (``store/manifest.json``), the configuration store, and the edge's AC
 account and leaf keys and the leaf's certificate chain when the node serves the edge
 (``edge/acme-account.key``, ``edge/leaf.key``, ``edge/leaf.crt``: a restored node serves
 the same certificate without asking its CA again), and the zone-signing keys under
-``dnssec/`` when it signs (a restored node's signatures validate under the same DS).
+``dnssec/`` when it signs (a restored node's signatures validate under the same DS), and
+the client certificate under ``operator-state-tls/`` when it reaches operator state on a
+database host (the successor of an evacuation connects with it).
 ``create_backup`` writes them into one tar archive, atomically and mode 0600, with
 ``BACKUP-MANIFEST.json`` (every file's sha256 and size, the owner public key, the store
 generation) and ``BACKUP-MANIFEST.sig`` (the owner key's Ed25519 signature over the
@@ -51,7 +53,13 @@ from valis_core.errors import ValisError
 from valis_core.fence import MAX_GENERATION
 from valis_core.identity.custody import SEED_SIZE, public_key_hex
 from valis_core.safe_tar import TarDefect
-from valis_core.state_layout import CONFIG_STORE, EDGE_BACKED_UP, SIGNING_KEYS, STORE_HEAD
+from valis_core.state_layout import (
+    CONFIG_STORE,
+    EDGE_BACKED_UP,
+    OPERATOR_STATE_TLS,
+    SIGNING_KEYS,
+    STORE_HEAD,
+)
 from valis_core.state_layout import KEYFILE as KEYFILE_NAME
 from valis_core.store.manifest import ManifestError
 from valis_core.store.manifest import loads as load_manifest
@@ -237,8 +245,9 @@ def _owner(fd: int) -> tuple[int, int] | None:
 def read_backup_files(state_dir: Path) -> dict[str, bytes]:
     """The backup-critical files present under ``state_dir``, by relative path.
 
-    The owner seed and the store head are required; the configuration store and the
-    edge's keys and certificate and the zone-signing keys are taken when present. Every
+    The owner seed and the store head are required; the configuration store, the
+    edge's keys and certificate, the zone-signing keys and the operator-state client
+    certificate (a node that reaches a database host) are taken when present. Every
     file is opened relative to its directory's descriptor and nothing through a symlink
     (a link in place of a file or directory refuses the backup), and when this is root
     every read is done as the state directory's owner (``acting_as``): no file outside
@@ -260,7 +269,7 @@ def read_backup_files(state_dir: Path) -> dict[str, bytes]:
             data = _read_beneath(root, state_dir, optional)
             if data is not None:
                 contents[optional] = data
-        for directory in (CONFIG_STORE, SIGNING_KEYS):
+        for directory in (CONFIG_STORE, SIGNING_KEYS, OPERATOR_STATE_TLS):
             _read_tree(root, state_dir, directory, contents)
     return dict(sorted(contents.items()))
 

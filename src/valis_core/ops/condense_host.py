@@ -402,6 +402,12 @@ def connect_as_account(dsn: str, run_account: tuple[int, int]) -> Connect:
     return open_connection
 
 
+def backup_paths(archive: Path) -> frozenset[str]:
+    """The paths (under a state directory) of the files a backup set holds."""
+    _, contents = read_backup_set(archive.read_bytes())
+    return frozenset(contents)
+
+
 def backup_site_facts(archive: Path) -> dict[str, str]:
     """The site facts in a backup set's configuration store (restore keeps them)."""
     _, contents = read_backup_set(archive.read_bytes())

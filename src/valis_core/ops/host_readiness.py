@@ -11,14 +11,20 @@ are independent where the host lets them be: a missing run account fails the cla
 that are judged *for* that account (state-directory ownership, the binary's traversal
 chain) because nothing can be said about them without it.
 
-The PostgreSQL clause is deliberately narrow: it proves a server accepts connections on
-its local socket, never that the run account can authenticate. A probe that connected
-would connect as whoever runs the assessment, and that uid's success says nothing about
-the account the resident drops to; the resident settles it by connecting as itself.
+The PostgreSQL clauses are deliberately narrow: they prove a server accepts connections
+on its local socket (``postgresql-socket``) or, for a node whose operator state is on a
+database host (a certificate DSN, ``postgresql-tls``), that the certificate files are
+there, the key the run account's alone, both certificates valid now and the client's
+issued for the role, and that the host accepts TCP; never that the run account can
+authenticate. A probe that connected would connect as whoever runs the assessment, and
+that uid's success says nothing about the account the resident drops to; the resident
+settles it by connecting as itself. Whichever seam the node does not use passes as "not
+used".
 """
 
 from __future__ import annotations
 
+import datetime
 import posixpath
 import re
 import stat
@@ -26,6 +32,8 @@ from collections.abc import Callable, Iterable
 from typing import Literal, Protocol
 
 import attrs
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 
 from valis_core.launcher_config import (
     DEFAULT_PATH,
@@ -42,6 +50,7 @@ from valis_core.node_defaults import (
     DEFAULT_RUN_ACCOUNT,
     DEFAULT_STATE_DIR,
 )
+from valis_core.operator_state.dsn import DatabaseHost
 from valis_core.operator_state.site_facts import DEVELOPMENT_LISTENER_KEY
 
 PathKind = Literal["dir", "file", "socket", "symlink", "other"]
@@ -60,6 +69,7 @@ CLAUSE_NAMES: tuple[str, ...] = (
     "binary-traversable",
     "binary-serving-capable",
     "postgresql-socket",
+    "postgresql-tls",
     "launcher-config",
     "no-development-listener",
 )
@@ -146,6 +156,13 @@ class HostProbe(Protocol):
     def unix_socket_accepts(self, path: str) -> bool:
         """A stream ``connect(2)`` to the UNIX socket at ``path`` succeeds (nothing sent)."""
 
+    def tcp_accepts(self, host: str, port: int) -> bool:
+        """A TCP connection to ``host`` (name or address) port ``port`` is accepted within a
+        few seconds (nothing sent)."""
+
+    def now(self) -> datetime.datetime:
+        """The host's wall clock, in UTC (certificates are judged by it)."""
+
 
 # -- what assessment reports -----------------------------------------------------------
 
@@ -205,6 +222,12 @@ class AssessConfig:
     pg_socket_dir: str = DEFAULT_PG_SOCKET_DIR
     pg_port: int = DEFAULT_PG_PORT
     environment_files: tuple[str, ...] = ()
+    database_host: DatabaseHost | None = None
+    """Where operator state is when the node's DSN is a certificate DSN; None: this host's
+    socket."""
+    restoring: frozenset[str] = frozenset()
+    """Files a condense is about to restore from a backup set: absent, they are not
+    missing (the client certificate of a node evacuated onto this host)."""
 
 
 def pg_socket_path(config: AssessConfig) -> str:
@@ -253,6 +276,7 @@ def assess_host(probe: HostProbe, config: AssessConfig) -> Assessment:
         _binary_traversable(probe, command, run),
         _binary_serving_capable(probe, command),
         _postgresql_socket(probe, config, run),
+        _postgresql_tls(probe, config, run),
         _launcher_config_clause(probe, config, launcher),
         _no_development_listener(probe, config),
     )
@@ -596,6 +620,10 @@ def _last_line(text: str) -> str:
 
 def _postgresql_socket(probe: HostProbe, config: AssessConfig, run: _RunAccount) -> Clause:
     name = "postgresql-socket"
+    if config.database_host is not None:
+        where = config.database_host
+        return _pass(name, f"not used: operator state is on the database host {where.host} "
+                     f"port {where.port} (a certificate DSN; see postgresql-tls)")
     path = pg_socket_path(config)
     caveat = (
         f"a precondition only: this does not prove the run account {run.name} can "
@@ -617,6 +645,85 @@ def _postgresql_socket(probe: HostProbe, config: AssessConfig, run: _RunAccount)
             "start or restart PostgreSQL (systemctl restart postgresql)",
         )
     return _pass(name, f"PostgreSQL accepts connections on {path} ({caveat})")
+
+
+#: a certificate this close to its end passes with a warning
+EXPIRY_WARNING = datetime.timedelta(days=30)
+
+
+def _certificate(probe: HostProbe, path: str, what: str) -> x509.Certificate | str:
+    """The PEM certificate at ``path``, or why it cannot be read as one."""
+    text = probe.read_text(path)
+    if text is None:
+        return f"{what} {path} is absent or unreadable"
+    try:
+        return x509.load_pem_x509_certificate(text.encode("ascii", errors="replace"))
+    except ValueError:
+        return f"{what} {path} is not a PEM certificate"
+
+
+def _validity(cert: x509.Certificate, path: str, what: str, now: datetime.datetime
+              ) -> tuple[str | None, str | None]:
+    """(why it is not valid now, a warning that it soon will not be)."""
+    if now < cert.not_valid_before_utc:
+        return f"{what} {path} is not valid before {cert.not_valid_before_utc:%Y-%m-%d}", None
+    if now > cert.not_valid_after_utc:
+        return f"{what} {path} expired on {cert.not_valid_after_utc:%Y-%m-%d}", None
+    if cert.not_valid_after_utc - now < EXPIRY_WARNING:
+        return None, f"{what} {path} expires on {cert.not_valid_after_utc:%Y-%m-%d}"
+    return None, None
+
+
+def _postgresql_tls(probe: HostProbe, config: AssessConfig, run: _RunAccount) -> Clause:
+    name = "postgresql-tls"
+    where = config.database_host
+    if where is None:
+        return _pass(name, "not used: operator state is on this host's socket")
+    files = where.files
+    remedy = ("issue the node a client bundle on the database host (valis db client-bundle) "
+              "and place it with valis provision --database-host; docs/operator-state.md")
+    account = run.account
+    problems: list[str] = []
+    warnings: list[str] = []
+    key = probe.stat(files.key)
+    if key is None and files.key in config.restoring:
+        pass
+    elif key is None or key.kind != "file":
+        problems.append(f"the client key {files.key} is absent or not a file")
+    elif account is not None and (key.uid != account.uid or key.mode & 0o077):
+        problems.append(f"the client key {files.key} must be {run.name}'s alone, mode 0600 "
+                        f"(it is uid {key.uid}, mode {key.mode:04o}); libpq refuses it else")
+    role = where.role or run.name
+    now = probe.now()
+    for path, what in ((files.root, "the CA certificate"), (files.cert, "the client certificate")):
+        if probe.stat(path) is None and path in config.restoring:
+            continue
+        cert = _certificate(probe, path, what)
+        if isinstance(cert, str):
+            problems.append(cert)
+            continue
+        invalid, soon = _validity(cert, path, what, now)
+        problems.extend([invalid] if invalid else [])
+        warnings.extend([soon] if soon else [])
+        if path == files.cert:
+            names = [str(attr.value) for attr in
+                     cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+            if names != [role]:
+                problems.append(f"the client certificate {path} is issued for "
+                                f"{', '.join(names) or 'no CN'}, not the role {role}")
+    if problems:
+        return _fail(name, "; ".join(problems), remedy)
+    if not probe.tcp_accepts(where.host, where.port):
+        return _fail(name, f"the database host {where.host} port {where.port} does not accept "
+                     "TCP from this host", "start PostgreSQL there with listen_addresses "
+                     "naming the address nodes dial, and let this host reach it")
+    clause = _pass(name, f"{files.cert} (CN {role}) and its key are in place, and "
+                   f"{where.host} port {where.port} accepts TCP (a precondition only: the "
+                   "resident proves the certificate by connecting as itself)")
+    if warnings:
+        clause = attrs.evolve(clause, warning="; ".join(warnings) +
+                              ": issue a new client bundle before then")
+    return clause
 
 
 def _read_launcher(probe: HostProbe, config: AssessConfig) -> _Launcher:

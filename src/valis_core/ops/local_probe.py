@@ -9,6 +9,7 @@ never authenticates as anyone.
 
 from __future__ import annotations
 
+import datetime
 import errno
 import glob
 import grp
@@ -186,6 +187,16 @@ class LocalHostProbe:
             except OSError:
                 return False
         return True
+
+    def tcp_accepts(self, host: str, port: int) -> bool:
+        try:
+            with socket.create_connection((host, port), timeout=SOCKET_TIMEOUT):
+                return True
+        except OSError:
+            return False
+
+    def now(self) -> datetime.datetime:
+        return datetime.datetime.now(datetime.UTC)
 
     # -- NetworkProbe ----------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from valis_core.operator_state.peer_access import (
     with_ident_line,
 )
 from valis_core.operator_state.site_facts import SITE_FACTS_MODE, render_site_facts
+from valis_core.state_layout import OPERATOR_STATE_TLS
 
 DEFAULT_ACCOUNT = "valis"
 NOLOGIN_SHELL = "/usr/sbin/nologin"
@@ -50,6 +51,7 @@ class StepName(Enum):
     FHS_LAYOUT = "fhs-layout"
     DELIVERY = "delivery"
     STATE_DIRECTORY = "state-directory"
+    DATABASE_CLIENT = "database-client"
     POSTGRESQL_CLUSTER = "postgresql-cluster"
     POSTGRESQL_ROLE = "postgresql-role"
     POSTGRESQL_DATABASE = "postgresql-database"
@@ -141,6 +143,17 @@ class UnitPlacement:
 
 
 @attrs.frozen
+class RemoteDatabase:
+    """Operator state on a database host (the two-host topology): where it is, and the
+    client bundle's files by name under the state directory's ``operator-state-tls``
+    (``state_layout``: the CA, the client certificate and its key)."""
+
+    host: str
+    port: int
+    files: Mapping[str, bytes]
+
+
+@attrs.frozen
 class HostFacts:
     """What the host holds of everything provision makes (None: absent)."""
 
@@ -156,6 +169,10 @@ class HostFacts:
     dist_registration: str | None
     systemd: bool
     units: tuple[UnitFacts, ...] = ()
+    database_client: tuple[tuple[str, FileFacts], ...] = ()
+    """The client bundle's files held under the state directory, by name."""
+    remote_schema_current: bool = False
+    """The schema on the database host is current, as the run account reads it."""
 
     def unit(self, name: str) -> UnitFacts:
         """The unit ``name`` as held; one the host has nothing of is all absent."""
@@ -186,6 +203,8 @@ class ProvisionRequest:
     run_group: str = DEFAULT_ACCOUNT
     role: str = "valis"
     database: str = "valis_state"
+    database_host: RemoteDatabase | None = None
+    """None: operator state on this host's PostgreSQL, by peer over its socket."""
 
     @property
     def creates_account(self) -> bool:
@@ -269,6 +288,7 @@ def plan_provision(request: ProvisionRequest, facts: HostFacts) -> Plan:
         _layout(request, facts),
         _delivery(request, facts),
         _state_directory(request, facts),
+        _database_client(request, facts),
         *_postgresql(request, facts),
         _file_step(StepName.LAUNCHER_CONFIG, request.launcher_config_path,
                    request.launcher_config_text, LAUNCHER_CONFIG_MODE, facts.launcher_config,
@@ -330,12 +350,54 @@ def _state_directory(request: ProvisionRequest, facts: HostFacts) -> Step:
     return _to_do(name, f"make {path} owned by {request.account}, mode 0700")
 
 
+TLS_FILE_MODE = 0o600
+
+
+def tls_dir(request: ProvisionRequest) -> str:
+    return posixpath.join(request.state_dir, OPERATOR_STATE_TLS)
+
+
+def _database_client(request: ProvisionRequest, facts: HostFacts) -> Step:
+    name, remote = StepName.DATABASE_CLIENT, request.database_host
+    if remote is None:
+        return _done(name, "none: operator state is on this host's PostgreSQL")
+    where = tls_dir(request)
+    account = facts.account
+    held = dict(facts.database_client)
+    if account is not None and set(held) >= set(remote.files) and all(
+        (held[file].text, held[file].uid, held[file].mode)
+        == (data.decode("ascii", errors="replace"), account.uid, TLS_FILE_MODE)
+        for file, data in remote.files.items()
+    ):
+        return _done(name, f"{where} holds the client bundle for {remote.host} port "
+                     f"{remote.port}, {request.account}'s, mode 0600")
+    return _to_do(name, f"place the client bundle ({', '.join(sorted(remote.files))}) in "
+                  f"{where}, {request.account}'s alone, mode 0600 (it joins the backup set)")
+
+
+def _remote_postgresql(request: ProvisionRequest, facts: HostFacts,
+                       names: tuple[StepName, ...]) -> tuple[Step, ...]:
+    remote = request.database_host
+    assert remote is not None
+    there = f"the database host {remote.host} port {remote.port}"
+    return (
+        _done(names[0], f"not here: operator state is on {there} (valis db host there)"),
+        *(_done(step, f"{there}'s (valis db host made it)") for step in names[1:5]),
+        _done(names[5], f"the operator-state schema on {there} is current")
+        if facts.remote_schema_current else
+        _to_do(names[5], f"valis db migrate on {there}, as {request.account}, by its client "
+               "certificate"),
+    )
+
+
 def _postgresql(request: ProvisionRequest, facts: HostFacts) -> tuple[Step, ...]:
     access = request.access
     cluster = facts.cluster
     names = (StepName.POSTGRESQL_CLUSTER, StepName.POSTGRESQL_ROLE,
              StepName.POSTGRESQL_DATABASE, StepName.PEER_IDENT, StepName.PEER_HBA,
              StepName.SCHEMA)
+    if request.database_host is not None:
+        return _remote_postgresql(request, facts, names)
     if cluster is None:
         text = (f"no PostgreSQL cluster on this host listens on port {request.pg_port} "
                 "(pg_lsclusters); install postgresql here, or have the DBA do this:\n"
@@ -446,6 +508,11 @@ def settled(request: ProvisionRequest, facts: HostFacts) -> HostFacts:
         if facts.version_staged or request.delivery is not None else facts.current,
         state_dir=FileFacts("", account.uid, STATE_MODE),
         cluster=cluster,
+        database_client=facts.database_client if request.database_host is None else tuple(
+            (file, FileFacts(data.decode("ascii", errors="replace"), account.uid,
+                             TLS_FILE_MODE, account.gid))
+            for file, data in request.database_host.files.items()),
+        remote_schema_current=request.database_host is not None,
         launcher_config=FileFacts(request.launcher_config_text, 0, LAUNCHER_CONFIG_MODE),
         site_facts=FileFacts(request.site_facts_text, 0, SITE_FACTS_MODE, account.gid),
         dist_registration=request.dist_url or facts.dist_registration,

@@ -40,6 +40,7 @@ from valis_core.ops.provision import (
     LAYOUT_MODE,
     NOLOGIN_SHELL,
     STATE_MODE,
+    TLS_FILE_MODE,
     AccountFacts,
     ClusterFacts,
     FileFacts,
@@ -48,6 +49,7 @@ from valis_core.ops.provision import (
     Step,
     StepName,
     UnitFacts,
+    tls_dir,
 )
 from valis_core.plugin.dist_home import DistHomeError, read_registration, register_dist
 
@@ -88,13 +90,24 @@ def observe(request: ProvisionRequest, host: ProvisionHost) -> HostFacts:
         version_staged=staged.is_dir() and not staged.is_symlink(),
         current=current_version(root),
         state_dir=_state_dir(Path(request.state_dir)),
-        cluster=_cluster(request, account),
+        cluster=None if request.database_host is not None else _cluster(request, account),
         launcher_config=_file(Path(request.launcher_config_path)),
         site_facts=_file(Path(request.site_facts_path)),
         dist_registration=_registration(host.dist_home),
         systemd=os.path.isdir("/run/systemd/system"),
         units=tuple(_unit_facts(placement.name) for placement in request.units),
+        database_client=_database_client_facts(request),
+        remote_schema_current=request.database_host is not None and account is not None
+        and _schema_current(request, account),
     )
+
+
+def _database_client_facts(request: ProvisionRequest) -> tuple[tuple[str, FileFacts], ...]:
+    if request.database_host is None:
+        return ()
+    held = ((name, _file(Path(tls_dir(request)) / name))
+            for name in request.database_host.files)
+    return tuple((name, facts) for name, facts in held if facts is not None)
 
 
 def _account(request: ProvisionRequest, host: ProvisionHost) -> AccountFacts | None:
@@ -357,6 +370,17 @@ def _hba(request: ProvisionRequest, host: ProvisionHost) -> None:
             host_cluster.install_hba(conn, state.hba_file, text)
 
 
+def _database_client(request: ProvisionRequest, host: ProvisionHost) -> None:
+    """The client bundle under the state directory, the run account's alone."""
+    assert request.database_host is not None
+    entry = _resolved_account(request)
+    owner = (entry.pw_uid, entry.pw_gid)
+    where = Path(tls_dir(request))
+    make_directory(where, 0o700, owner)
+    for name, data in request.database_host.files.items():
+        write_atomic(where / name, data, mode=TLS_FILE_MODE, owner=owner)
+
+
 def _schema(request: ProvisionRequest, host: ProvisionHost) -> None:
     """``valis db migrate`` as the run account (setpriv), by the staged binary: the
     account's own peer identity, and proof it can run what the unit will run."""
@@ -430,6 +454,7 @@ _ACTIONS: dict[StepName, Callable[[ProvisionRequest, ProvisionHost], None]] = {
     StepName.FHS_LAYOUT: _layout,
     StepName.DELIVERY: _delivery,
     StepName.STATE_DIRECTORY: _state_directory,
+    StepName.DATABASE_CLIENT: _database_client,
     StepName.POSTGRESQL_CLUSTER: _start_cluster,
     StepName.POSTGRESQL_ROLE: _role,
     StepName.POSTGRESQL_DATABASE: _database,

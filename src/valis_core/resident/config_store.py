@@ -27,7 +27,7 @@ from types import MappingProxyType
 
 import attrs
 
-from valis_core.operator_state.dsn import check_socket_dsn
+from valis_core.operator_state.dsn import check_operator_dsn
 from valis_core.operator_state.site_facts import (
     ACME_DIRECTORY_KEY,
     DSN_KEY,
@@ -164,7 +164,7 @@ def open_config_store(state_dir: Path, environ: Mapping[str, str]) -> ConfigStor
         raise SiteFactsError(
             f"configuration store {path} is damaged ({exc}); restore it from the backup set"
         ) from exc
-    check_socket_dsn(facts[DSN_KEY], source=f"configuration store {path}: {DSN_KEY}")
+    check_operator_dsn(facts[DSN_KEY], source=f"configuration store {path}: {DSN_KEY}")
     return ConfigStore(
         path=path, facts=facts, first_boot=False, ignored=differing_keys(facts, environ)
     )
@@ -179,7 +179,7 @@ def _first_boot(path: Path, environ: Mapping[str, str]) -> ConfigStore:
             f"first boot: the environment does not carry the node's site facts ({exc}); "
             "stage the rendered site-facts file as the unit's EnvironmentFile"
         ) from exc
-    check_socket_dsn(facts[DSN_KEY], source=f"first boot: {DSN_KEY} in the environment")
+    check_operator_dsn(facts[DSN_KEY], source=f"first boot: {DSN_KEY} in the environment")
     try:
         path.parent.mkdir(mode=DIR_MODE, exist_ok=True)
     except OSError as exc:
