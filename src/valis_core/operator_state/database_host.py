@@ -199,12 +199,7 @@ def _admit(conn: psycopg.Connection[Any], access: TlsAccess, changed: list[str])
     text = host_cluster.read_conf(path)
     if hba_admits(text, access):
         return
-    host_cluster.rewrite_conf(path, with_hba_line(text, access))
-    try:
-        host_cluster.check_hba(conn, path)
-    except host_cluster.HostClusterError:
-        host_cluster.rewrite_conf(path, text)
-        raise
+    host_cluster.install_hba(conn, path, with_hba_line(text, access))
     changed.append(f"added to {path}: {access.hba_line}")
 
 
