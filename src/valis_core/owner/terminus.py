@@ -77,8 +77,9 @@ _MAX_READ = 65535 + 2
 
 
 class OwnerTerminus:
-    """Serve DNS UPDATE on ``listener`` for ``zones``, writing as ``standing`` (the
-    instance's generation and fence holder)."""
+    """Serve DNS UPDATE on ``listener`` for the zones of the index ``holder`` serves (so
+    a zone a reload adds or removes is updatable from the swap that serves it, or no
+    longer), writing as ``standing`` (the instance's generation and fence holder)."""
 
     def __init__(
         self,
@@ -87,7 +88,6 @@ class OwnerTerminus:
         key: TsigKey,
         dsn: str,
         standing: FenceState,
-        zones: Sequence[str],
         holder: IndexHolder,
         max_connections: int = 16,
         idle_timeout: float = 10.0,
@@ -98,7 +98,6 @@ class OwnerTerminus:
         self._key = key
         self._dsn = dsn
         self._standing = standing
-        self._zones = tuple(zones)
         self._holder = holder
         self._max_connections = max_connections
         self._idle_timeout = idle_timeout
@@ -190,12 +189,13 @@ class OwnerTerminus:
         replayed = self._replayed(got, peer)
         if replayed is not None:
             return replayed
-        zone = target_zone(got.request, self._zones)
+        served = self._holder.current.zones
+        zone = target_zone(got.request, served)
         if isinstance(zone, UpdateOutcome):
             return self._answer(got, zone, got.request.zone, peer)
         try:
             async with self._db:
-                outcome = await trio.to_thread.run_sync(self._transact, got, zone)
+                outcome = await trio.to_thread.run_sync(self._transact, got, zone, served)
         except FencedOut as exc:
             self._fenced = exc
             log.error("owner terminus: update of %s from %s: %s", zone, peer, exc)
@@ -259,7 +259,7 @@ class OwnerTerminus:
             self._conn = conn
         return self._conn
 
-    def _transact(self, got: Received, zone: str) -> UpdateOutcome:
+    def _transact(self, got: Received, zone: str, served: Sequence[str]) -> UpdateOutcome:
         conn = self._reconnect()
         request = got.request
         with fenced_transaction(conn, self._standing) as cur:
@@ -269,7 +269,7 @@ class OwnerTerminus:
                 )
             rows = owner_rows(cur, zone, owners_to_read(request, zone))
             outcome = apply_update(
-                request, zone, rows, served=self._zones, check=self._check(zone),
+                request, zone, rows, served=served, check=self._check(zone),
                 policy=serial_policy(cur, zone), now=self._clock(),
             )
             if outcome.changed:
