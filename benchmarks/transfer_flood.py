@@ -230,7 +230,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=1000.0, help="AXFRs a second, in all")
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--strangers", type=int, default=8, help="stranger addresses")
+    parser.add_argument("--strangers", type=int, default=16, help="stranger addresses")
     parser.add_argument("--probes", type=int, default=2000)
     args = parser.parse_args()
     with private_cluster("postgres") as pg:
