@@ -15,7 +15,8 @@ secondary's address and ``--strangers`` more. Measured, in turn:
    by RCODE, the probe's p50/p99 and the p99 over the idle one; and the database's work
    during the flood: the scans of ``zone_secondaries`` (``pg_stat_user_tables``) and the
    transactions committed in the node's database (``pg_stat_database``), besides what
-   the resident's own refresh of its secondaries (every 10 s) makes.
+   the resident's own refresh of its secondaries (every 10 s) makes; and the node's CPU
+   time over the flood (its process tree, from /proc).
 
 Needs root. Every loop is bounded in count and time. Figures for docs/transfers.md, not
 a test: nothing here passes or fails.
@@ -40,6 +41,7 @@ from pathlib import Path
 
 import dns.message
 import dns.tsigkeyring
+from dns_qps import tree_cpu_seconds  # beside this script
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -192,6 +194,7 @@ def run(pg: PgCluster, args: argparse.Namespace) -> None:
         idle = probe(wire.secondary, args.probes)
         time.sleep(STATS_SETTLE)
         scans0, commits0 = database_work(pg, dsn)
+        cpu0 = tree_cpu_seconds(node.proc.pid)
         started = time.monotonic()
         workers = flood(wire, strangers, args.rate, args.seconds)
         flooded = probe(wire.secondary, args.probes)
@@ -202,6 +205,7 @@ def run(pg: PgCluster, args: argparse.Namespace) -> None:
                 counts[key] = max(counts.get(key, 0), value) if key == "elapsed" else \
                     counts.get(key, 0) + value
         elapsed = time.monotonic() - started
+        cpu = tree_cpu_seconds(node.proc.pid) - cpu0
         time.sleep(STATS_SETTLE)
         scans1, commits1 = database_work(pg, dsn)
         asked = sum(value for key, value in counts.items() if key != "elapsed")
@@ -209,7 +213,9 @@ def run(pg: PgCluster, args: argparse.Namespace) -> None:
         print(f"{args.strangers} stranger addresses, {asked:.0f} AXFRs in "
               f"{counts['elapsed']:.1f}s ({asked / counts['elapsed']:.0f}/s asked for "
               f"{args.rate:.0f}/s): {refused:.0f} REFUSED, others "
-              f"{ {k: v for k, v in counts.items() if k not in ('5', 'elapsed')} }")
+              f"{ {k: v for k, v in counts.items() if k not in ('5', 'elapsed')} }; the "
+              f"node's CPU {cpu:.1f}s ({cpu / max(asked, 1) * 1e6:.0f} us an AXFR, the probe's "
+              "queries included)")
         print(f"database during the flood ({elapsed:.1f}s, the resident's refresh every 10 s "
               f"included, and this script's own reads of the statistics): "
               f"{scans1 - scans0} scans of zone_secondaries, {commits1 - commits0} "
