@@ -9,9 +9,12 @@ import dns.renderer
 import dns.tsig
 
 
-def signed_at(query: dns.message.Message, key: dns.tsig.Key, when: float) -> bytes:
-    """``query`` signed with ``key`` as a client whose clock says ``when`` signs it."""
-    query.use_tsig(key)
+def signed_at(
+    query: dns.message.Message, key: dns.tsig.Key, when: float, fudge: int = 300
+) -> bytes:
+    """``query`` signed with ``key`` as a client whose clock says ``when`` signs it, with
+    the time fudge it asks for."""
+    query.use_tsig(key, fudge=fudge)
     clock = dns.renderer.time.time  # type: ignore[attr-defined]
     dns.renderer.time.time = lambda: when  # type: ignore[attr-defined]
     try:

@@ -588,6 +588,13 @@ def _listed(signed: Signed, zone: str, key_name: str) -> Secondary:
     secondary = Secondary(zone, RESOLVER_IP, key_name, "hmac-sha256", secrets.token_bytes(32))
     with signed.pg.connect(signed.dsn) as conn:
         add_secondary(conn, secondary)
+    # The node learns of it when the change is announced (within milliseconds): until
+    # then a query signed with its key is BADKEY.
+    key = f"{secondary.algorithm}:{secondary.key_name}:{secondary.secret_base64}"
+    wait_for(lambda: "status: NOERROR" in run_in(signed.wire.resolver, [
+        "dig", f"@{NODE_IP}", "-p", str(NODE_PORT), zone, "SOA", "+time=2", "+tries=1",
+        "-y", key], check=False, timeout=30).stdout, BOUND, f"the node to know {key_name}",
+        interval=0.05)
     return secondary
 
 

@@ -299,6 +299,52 @@ def test_failing_prerequisites_change_nothing(
     assert answers(resident, "www.example.test.") == {"192.0.2.80"}
 
 
+def test_a_captured_update_sent_again_is_refused_and_changes_nothing(
+    resident: Resident, pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    """An attacker who captured the owner's signed UPDATE sends it again, after the owner
+    undid it: the replay verifies (same key, time within the fudge) but is REFUSED, and
+    the record stays removed."""
+    key = keyring(resident)
+    add = dns.update.UpdateMessage(ZONE)
+    add.add("captured", 300, "A", "192.0.2.70")
+    captured = signed_at(add, key, time.time())
+    assert tsig_of(exchange(resident, captured))[0] == dns.rcode.NOERROR
+    wait_for_answer(resident, "captured.example.test.", {"192.0.2.70"})
+    remove = dns.update.UpdateMessage(ZONE, keyring=key)
+    remove.delete("captured")
+    assert send(resident, remove).rcode() == dns.rcode.NOERROR
+    wait_for_answer(resident, "captured.example.test.", set())
+    before = records(pg_cluster, zone_dsn)
+
+    replayed = exchange(resident, captured)
+    assert tsig_of(replayed)[0] == dns.rcode.REFUSED
+    dns.message.from_wire(replayed, keyring={key.name: key},
+                          request_mac=add.mac)  # signed by the node: raises unless
+    assert records(pg_cluster, zone_dsn) == before
+    assert answers(resident, "captured.example.test.") == set()
+    assert ("(key valis-owner., signed at "
+            f"{dns.message.from_wire(captured, keyring=False).tsig[0].time_signed}) refused "
+            "REFUSED: it is a replay of an update already received") in resident.stderr()
+
+
+def test_a_fudge_the_signer_stretched_past_300_s_is_judged_as_300_s(
+    resident: Resident, pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    """A signer cannot make its messages good for longer by asking a wider fudge: a clock
+    1000 s off with a fudge of an hour is BADTIME, as BIND and Knot answer it."""
+    before = records(pg_cluster, zone_dsn)
+    key = keyring(resident)
+    for skew in (-1000, 1000):
+        update = dns.update.UpdateMessage(ZONE)
+        update.add("stretched", 300, "A", "192.0.2.71")
+        response = exchange(resident, signed_at(update, key, time.time() + skew, 3600))
+        rcode, error, _, _ = tsig_of(response)
+        assert (rcode, error) == (dns.rcode.NOTAUTH, dns.rcode.BADTIME)
+    assert records(pg_cluster, zone_dsn) == before
+    assert answers(resident, "stretched.example.test.") == set()
+
+
 def _terminus_backend(pg_cluster: PgCluster, dsn: str) -> int:
     """The owner terminus's database session (of this test's database: an earlier test's
     resident may have a backend still exiting)."""

@@ -12,11 +12,15 @@ import dns.message
 import dns.query
 import dns.rcode
 import dns.rdatatype
+import dns.tsig
+import dns.update
 
 from tests.scenario.operator_state_helpers import import_zone
 from tests.scenario.pg import RUN_USER, PgCluster, run_as
 from tests.scenario.resident_harness import Harness, Resident, make_state_dir, site_facts
 from tests.scenario.test_outage import until
+from valis_core.identity.custody import load_keyfile
+from valis_core.owner.key import derive_owner_tsig
 from valis_core.resident.config_store import HOW_TO_CHANGE
 from valis_core.state_layout import config_store_path, signing_keys_dir
 
@@ -82,6 +86,38 @@ def test_a_zone_added_with_site_facts_set_is_served_after_a_reload(
     import_zone(pg_cluster, zone_dsn, NEW, serial=2)
     until(lambda: resident.status()["zones"][NEW]["serial"] == 2, "the new serial served")
     assert resident.proc.poll() is None
+
+
+def test_the_owner_terminus_takes_updates_for_the_zones_a_reload_serves(
+    resident_harness: Harness, pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    """A zone a reload adds takes signed updates as soon as it is answered; a zone a
+    reload removes takes none (NOTAUTH), like any zone the node does not serve."""
+    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
+                                      site_facts(zone_dsn), owner=True)
+    resident.wait_ready()
+    key = derive_owner_tsig(load_keyfile(resident.state_dir))
+    signer = dns.tsig.Key(key.name, key.secret, key.algorithm)
+    assert resident.owner_port is not None
+
+    def update(zone: str, name: str) -> int:
+        message = dns.update.UpdateMessage(zone, keyring=signer)
+        message.add(name, 300, "A", "192.0.2.90")
+        return dns.query.tcp(message, "127.0.0.1", port=resident.owner_port,
+                             timeout=10).rcode()
+
+    assert update(NEW, f"before.{NEW}") == dns.rcode.NOTAUTH  # not served yet
+    import_zone(pg_cluster, zone_dsn, NEW)
+    set_served_zones(resident, zone_dsn, NEW)
+    reload(resident, "reload: now serving")
+    assert f"added {NEW}; removed {ZONE}" in resident.stderr()
+
+    assert update(NEW, f"after.{NEW}") == dns.rcode.NOERROR
+    until(lambda: bool(resident.ask(f"after.{NEW}", "A").answer), "the update answered")
+    assert update(ZONE, f"after.{ZONE}") == dns.rcode.NOTAUTH
+    assert f"update of {ZONE} from 127.0.0.1:" in resident.stderr()
+    assert "not served by this node" in resident.stderr()
+    assert resident.ask(f"after.{ZONE}", "A").rcode() == dns.rcode.REFUSED
 
 
 def test_a_signed_zone_added_by_a_reload_is_answered_signed_from_its_first_query(

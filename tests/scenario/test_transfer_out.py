@@ -159,6 +159,61 @@ async def test_anyone_else_is_refused_and_counted(node: Node, case: str) -> None
     assert node.transfers.stats.completed == 0
 
 
+async def test_a_stranger_is_refused_from_the_list_in_memory_while_the_database_hangs(
+    nursery: trio.Nursery,
+) -> None:
+    """Access is decided against the secondaries held in memory: an unlisted address, an
+    unsigned request and a key that does not verify are refused without the database
+    being asked, so they are answered even while it does not answer at all."""
+    asked = 0
+
+    async def hung() -> Sequence[Listed]:
+        nonlocal asked
+        asked += 1
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    holder = IndexHolder(ZoneIndex.from_zone_text(zone_text(1, hosts=10), ZONE))
+    transfers = Transfers(hung, lambda: (listed("192.0.2.99"),))
+    async with serve_loops(nursery, holder, transfers) as (port, _):
+        for secret in (SECRET, None):
+            with trio.fail_after(LIMIT), pytest.raises(dns.xfr.TransferError) as refused:
+                await trio.to_thread.run_sync(axfr, port, secret)
+            assert refused.value.rcode == dns.rcode.REFUSED
+        wrong = signed_at(dns.message.make_query(ZONE, "AXFR"),
+                          dns.tsig.Key(KEY_NAME, bytes(32), "hmac-sha256"))
+        with trio.fail_after(LIMIT):
+            response = await trio.to_thread.run_sync(lambda: exchange(port, wrong, tcp=True))
+        assert response.rcode() == dns.rcode.NOTAUTH
+    assert asked == 0
+    assert transfers.stats.refused["unlisted"] == 2
+    assert transfers.stats.refused["bad_signature"] == 1
+
+
+async def test_a_secondary_removed_from_the_database_is_refused_before_the_next_refresh(
+    nursery: trio.Nursery,
+) -> None:
+    """A request the list in memory grants is decided again against the database: a
+    secondary the operator removed since that list was read (here: its key now listed at
+    another address) is refused."""
+    asked = 0
+
+    async def removed() -> Sequence[Listed]:
+        nonlocal asked
+        asked += 1
+        return (listed("192.0.2.99"),)
+
+    holder = IndexHolder(ZoneIndex.from_zone_text(zone_text(1, hosts=10), ZONE))
+    transfers = Transfers(removed, lambda: (listed(),))
+    async with serve_loops(nursery, holder, transfers) as (port, _):
+        with pytest.raises(dns.xfr.TransferError) as refused:
+            await trio.to_thread.run_sync(axfr, port)
+    assert refused.value.rcode == dns.rcode.REFUSED
+    assert asked == 1
+    assert transfers.stats.refused["unlisted"] == 1
+    assert transfers.stats.completed == 0
+
+
 def signed_at(query: dns.message.Message, key: dns.tsig.Key, skew: float = 0) -> bytes:
     """``query`` signed with ``key`` by a client whose clock is ``skew`` seconds off."""
     query.use_tsig(key)

@@ -45,7 +45,11 @@ from valis_core.dns.zone import ZoneIndex
 from valis_core.fence import FenceState
 from valis_core.identity.custody import load_keyfile
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
-from valis_core.operator_state.secondaries import Secondary, add_secondary
+from valis_core.operator_state.secondaries import (
+    Secondary,
+    add_secondary,
+    remove_secondary,
+)
 from valis_core.ops.backup import create_backup
 from valis_core.ops.condense import CondenseRequest, RequestKind, condense_onto_host
 from valis_core.owner.key import derive_owner_tsig
@@ -487,6 +491,36 @@ async def test_a_node_another_instance_has_superseded_notifies_no_one(
     # The transfers' reader still lists them (a superseded node stops on its heartbeat).
     assert [s.address for s in await reader.listed()] == ["127.0.0.1"]
     reader.close()
+
+
+async def test_a_secondary_added_or_removed_is_known_at_once_without_waiting_for_the_refresh(
+    pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    """The list in memory that decides who may transfer follows ``valis zone secondary
+    add`` and ``remove`` when they commit (they announce the change), not only at the
+    periodic refresh, here made an hour so that nothing else could bring it."""
+    reader = SecondaryReader(lambda: pg_cluster.connect(zone_dsn, autocommit=True),
+                             refresh=3600.0)
+    added = Secondary(ZONE, "192.0.2.44", KEY_NAME, "hmac-sha256", bytes(32))
+
+    async def until_known(addresses: list[str]) -> None:
+        with trio.fail_after(BOUND):
+            while [s.address for s in reader.known()] != addresses:
+                await trio.sleep(0.01)
+
+    try:
+        assert await reader.listed() == ()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(reader.follow)  # started once it listens
+            with pg_cluster.connect(zone_dsn) as conn:
+                add_secondary(conn, added)
+            await until_known(["192.0.2.44"])
+            with pg_cluster.connect(zone_dsn) as conn:
+                assert remove_secondary(conn, ZONE, "192.0.2.44")
+            await until_known([])
+            nursery.cancel_scope.cancel()
+    finally:
+        reader.close()
 
 
 # --- evacuation through the real condense ----------------------------------------------

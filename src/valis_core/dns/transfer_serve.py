@@ -1,12 +1,17 @@
 """Zone transfers on the DNS TCP loop: the trio shell around ``valis_core.dns.transfer``.
 
 The TCP serve loop hands every AXFR or IXFR it reads to ``Transfers.transfer`` (instead
-of the answer path), inside the connection's own task, with the snapshot being served at that
-moment: the whole transfer comes from that one version. The listed secondaries are
-asked for once per request (``Secondaries``: the resident reads them from operator
-state), so a secondary added or removed applies to the next request. Both serve loops hand
-``Transfers.signed`` a signed query the answer path refused, in case a listed secondary
-signed it; that check runs on the serving thread, against the secondaries read last.
+of the answer path), inside the connection's own task, with the snapshot being served at
+that moment: the whole transfer comes from that one version. Access is decided first
+against the secondaries held in memory (``known``: the resident's reader reads them
+again when the operator's change is announced, every 10 s, and whenever it reads them
+for a NOTIFY), so a request from an address not listed, or not signed with a listed key,
+costs the database nothing, and is refused even while the database does not answer. Only
+a request that passes is decided again against the secondaries read afresh
+(``Secondaries``: from operator state), so a secondary removed is refused from its next
+request, even one removed by plain SQL. Both serve loops hand ``Transfers.signed`` a
+signed query the answer path refused, in case a listed secondary signed it; that check
+runs on the serving thread, against the secondaries read last.
 
 An IXFR over UDP (``Transfers.datagram``) is decided the same way and answered in one
 datagram: the SOA alone at once when the secondary is up to date; when it is behind, the
@@ -202,13 +207,17 @@ class Transfers:
         """Answer one transfer request on ``stream``; whether the connection may go on
         (not after a transfer cut short)."""
         peer = _peer(stream)
-        try:
-            listed = await self._secondaries()
-        except Exception as exc:
-            log.error("zone transfer for %s: the secondaries cannot be read (%s); answered "
-                      "SERVFAIL", peer, " ".join(str(exc).split()))
-            return await self._send(stream, _servfail(query))
-        decision = decide(snapshot.index, query, peer, listed, now=self._clock())
+        decision = decide(snapshot.index, query, peer, self._known(), now=self._clock())
+        if isinstance(decision, Grant):
+            # Listed, with its key verified, by the list in memory: only now is the
+            # database asked, so a secondary removed since that list was read is refused.
+            try:
+                listed = await self._secondaries()
+            except Exception as exc:
+                log.error("zone transfer for %s: the secondaries cannot be read (%s); "
+                          "answered SERVFAIL", peer, " ".join(str(exc).split()))
+                return await self._send(stream, _servfail(query))
+            decision = decide(snapshot.index, query, peer, listed, now=self._clock())
         if not isinstance(decision, Grant):
             self.stats.refused[decision.kind] += 1
             self._refusals.say(f"{peer}: {decision.reason}")

@@ -10,7 +10,8 @@ Bytes, keys and the time in; a verdict and bytes out; no IO.
   MAC empty (sections 5.2.1 and 5.3.2);
 - a MAC no key held under that name and algorithm verifies: NOTAUTH with BADSIG, unsigned
   (section 5.2.2);
-- a time signed more than the request's fudge from the server's clock: NOTAUTH with
+- a time signed more than the request's fudge (``FUDGE``, 300 s, at most) from the
+  server's clock: NOTAUTH with
   BADTIME, signed with the key over the request's MAC, its time signed the request's and
   its Other Data the server's time (section 5.2.3), as Knot and BIND send it, so the
   client sees both clocks and can check the reply is the server's;
@@ -48,7 +49,10 @@ from valis_core.dns.answer import (  # the answer path's OPT, UDP limit and BADK
 from valis_core.dns.records import BADKEY, BADSIG, BADTIME, FORMERR, NOTAUTH, TSIG
 
 FUDGE = 300
-"""Seconds of clock difference a signed response allows (RFC 8945's recommended value)."""
+"""Seconds of clock difference a signed response allows (RFC 8945's recommended value),
+and the most a request's fudge is taken for: a request asking more is judged with 300 s,
+as BIND and Knot judge it, so a captured message is not valid for as long as its signer
+chose."""
 
 _HEADER = struct.Struct("!HHHHHH")
 _RR_HEAD = struct.Struct("!HHIH")
@@ -117,12 +121,14 @@ def verify(
     else:
         return Rejection(_tsig_error(query, message, BADSIG, tcp),
                          f"the TSIG of key {name} does not verify", "bad_signature")
-    if abs(tsig.time_signed - int(now)) > tsig.fudge:
+    fudge = min(tsig.fudge, FUDGE)
+    if abs(tsig.time_signed - int(now)) > fudge:
         unsigned = reply(query, message, NOTAUTH, None, now)
         response = Signer(key, tsig.mac, message.id, tsig.time_signed, error=BADTIME,
                           other=int(now).to_bytes(6, "big")).sign(unsigned)
+        capped = f" (it asked {tsig.fudge}s; {FUDGE}s at most)" if fudge < tsig.fudge else ""
         return Rejection(response, f"the TSIG time is {tsig.time_signed - int(now):+d}s from "
-                         f"the server's, outside its {tsig.fudge}s fudge", "bad_time")
+                         f"the server's, outside its {fudge}s fudge{capped}", "bad_time")
     return key
 
 

@@ -4,8 +4,9 @@ is sent a NOTIFY when it changes, each with its TSIG key (migration 0005).
 A secondary is one address (a host, IPv4 or IPv6) and the key its requests are signed
 with. Keys are kept in the database beside the zone, so whatever restores the database
 (``pg_dump``, a standby) restores them too. The operator adds and removes secondaries
-(``valis zone secondary``); the resident reads them when a transfer is asked for or a
-NOTIFY is due, so a change applies to the next request without a restart.
+(``valis zone secondary``); each change is announced on ``CHANNEL`` (``pg_notify`` in
+its transaction, so on commit), and the resident, which keeps the list in memory, reads
+it again at once (and every 10 s besides, so a change made by plain SQL applies too).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ DEFAULT_ALGORITHM = ALGORITHMS[0]
 GENERATED_SECRET_SIZE = 32
 MIN_SECRET_SIZE = 16
 MAX_SECRET_SIZE = 512
+CHANNEL = "valis_secondaries_changed"
+"""Where a change of the secondaries is announced (payload: the zone)."""
 
 
 class SecondaryError(ValisError):
@@ -124,6 +127,7 @@ def add_secondary(conn: psycopg.Connection[Any], secondary: Secondary) -> bool:
             (zone, secondary.address, secondary.key_name, secondary.algorithm,
              secondary.secret),
         ).fetchone()
+        _announce(conn, zone)
     return bool(row and row[0])
 
 
@@ -134,7 +138,14 @@ def remove_secondary(conn: psycopg.Connection[Any], zone: str, address: str) -> 
             "DELETE FROM zone_secondaries WHERE zone = %s AND address = %s",
             (canonical_zone_name(zone), host_address(address)),
         )
+        if cur.rowcount:
+            _announce(conn, canonical_zone_name(zone))
         return cur.rowcount == 1
+
+
+def _announce(conn: psycopg.Connection[Any], zone: str) -> None:
+    """Tell listening residents, on commit, that ``zone``'s secondaries changed."""
+    conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, zone))
 
 
 def list_secondaries(

@@ -9,7 +9,11 @@ that cannot be written within ``write_timeout`` ends the connection. Messages on
 connection are handled in order; a message is at most 65535 bytes by its framing.
 
 ``valis_core.owner.message`` decides what a message is (only a correctly signed UPDATE
-goes further) and ``valis_core.owner.update`` what it does. Updates run one at a time on
+goes further) and ``valis_core.owner.update`` what it does. A correctly signed UPDATE
+whose (key, time signed, MAC) the terminus has received before is a replay and is
+REFUSED, logged (``valis_core.owner.replay``: every one received within the 300 s window
+is remembered, and nothing signed before the terminus started is taken, since what a
+previous run received is not remembered). Updates run one at a time on
 one database connection, in a worker thread (psycopg is blocking), each as:
 
 1. ``fenced_transaction``: the fence check, its lock held until commit;
@@ -54,6 +58,7 @@ from valis_core.operator_state.record_writes import (
 )
 from valis_core.owner.key import TsigKey
 from valis_core.owner.message import Received, receive, respond
+from valis_core.owner.replay import ReplayCache
 from valis_core.owner.update import (
     Check,
     UpdateOutcome,
@@ -72,8 +77,9 @@ _MAX_READ = 65535 + 2
 
 
 class OwnerTerminus:
-    """Serve DNS UPDATE on ``listener`` for ``zones``, writing as ``standing`` (the
-    instance's generation and fence holder)."""
+    """Serve DNS UPDATE on ``listener`` for the zones of the index ``holder`` serves (so
+    a zone a reload adds or removes is updatable from the swap that serves it, or no
+    longer), writing as ``standing`` (the instance's generation and fence holder)."""
 
     def __init__(
         self,
@@ -82,7 +88,6 @@ class OwnerTerminus:
         key: TsigKey,
         dsn: str,
         standing: FenceState,
-        zones: Sequence[str],
         holder: IndexHolder,
         max_connections: int = 16,
         idle_timeout: float = 10.0,
@@ -93,12 +98,12 @@ class OwnerTerminus:
         self._key = key
         self._dsn = dsn
         self._standing = standing
-        self._zones = tuple(zones)
         self._holder = holder
         self._max_connections = max_connections
         self._idle_timeout = idle_timeout
         self._write_timeout = write_timeout
         self._clock = clock
+        self._replays = ReplayCache(since=int(clock()))
         self._conn: psycopg.Connection[Any] | None = None
         self._db = trio.Lock()
         self._active = 0
@@ -181,12 +186,16 @@ class OwnerTerminus:
                 self.refused += 1
                 log.info("owner terminus: refused a message from %s (%s)", peer, _rcode(got))
             return got
-        zone = target_zone(got.request, self._zones)
+        replayed = self._replayed(got, peer)
+        if replayed is not None:
+            return replayed
+        served = self._holder.current.zones
+        zone = target_zone(got.request, served)
         if isinstance(zone, UpdateOutcome):
             return self._answer(got, zone, got.request.zone, peer)
         try:
             async with self._db:
-                outcome = await trio.to_thread.run_sync(self._transact, got, zone)
+                outcome = await trio.to_thread.run_sync(self._transact, got, zone, served)
         except FencedOut as exc:
             self._fenced = exc
             log.error("owner terminus: update of %s from %s: %s", zone, peer, exc)
@@ -199,6 +208,25 @@ class OwnerTerminus:
             log.exception("owner terminus: update of %s from %s failed", zone, peer)
             outcome = UpdateOutcome(rcode=Rcode.SERVFAIL, reason=type(exc).__name__)
         return self._answer(got, outcome, zone, peer)
+
+    def _replayed(self, got: Received, peer: str) -> bytes | None:
+        """REFUSED, signed, for an UPDATE whose (key, time signed, MAC) was accepted
+        before (``valis_core.owner.replay``), or signed before what is remembered; ``None``
+        for one not seen, which is remembered from now on."""
+        assert got.query.tsig is not None  # a ``Received`` is always signed
+        tsig = got.query.tsig[0]
+        verdict = self._replays.admit(got.key.name.to_text(), tsig.time_signed, tsig.mac,
+                                      now=self._clock())
+        if verdict == "fresh":
+            return None
+        self.refused += 1
+        why = ("it is a replay of an update already received" if verdict == "replay" else
+               "it was signed before the oldest update the node remembers (its start, or "
+               "one pushed out by many since), so it cannot be told from a replay; sign it "
+               "again")
+        log.warning("owner terminus: update of %s from %s (key %s, signed at %d) refused "
+                    "REFUSED: %s", got.request.zone, peer, got.key.name, tsig.time_signed, why)
+        return respond(got, Rcode.REFUSED, now=self._clock())
 
     def _answer(self, got: Received, outcome: UpdateOutcome, zone: str, peer: str) -> bytes:
         if outcome.rcode == Rcode.NOERROR:
@@ -231,7 +259,7 @@ class OwnerTerminus:
             self._conn = conn
         return self._conn
 
-    def _transact(self, got: Received, zone: str) -> UpdateOutcome:
+    def _transact(self, got: Received, zone: str, served: Sequence[str]) -> UpdateOutcome:
         conn = self._reconnect()
         request = got.request
         with fenced_transaction(conn, self._standing) as cur:
@@ -241,7 +269,7 @@ class OwnerTerminus:
                 )
             rows = owner_rows(cur, zone, owners_to_read(request, zone))
             outcome = apply_update(
-                request, zone, rows, served=self._zones, check=self._check(zone),
+                request, zone, rows, served=served, check=self._check(zone),
                 policy=serial_policy(cur, zone), now=self._clock(),
             )
             if outcome.changed:

@@ -552,7 +552,6 @@ async def _owner_terminus(boot: Boot) -> Boot:
         key=derive_owner_tsig(need(boot.identity)),
         dsn=need(boot.config).dsn,
         standing=need(boot.watch).standing,
-        zones=need(boot.source).zones,
         holder=need(boot.holder),
     )
     boot.services.stack.callback(terminus.close)

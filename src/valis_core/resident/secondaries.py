@@ -2,9 +2,14 @@
 zone transfers and NOTIFY.
 
 One database session of its own, used from a worker thread under a lock and reopened
-when it is lost. Transfers read through ``listed``: when the database cannot be reached
-the last list read stands (secondaries keep transferring the zone served meanwhile), and
-before any list has been read every transfer is refused. NOTIFY reads through
+when it is lost. ``follow`` keeps ``known``, the list in memory that decides who may
+transfer, up to date: it reads the secondaries every ``REFRESH`` seconds and at once
+when a change is announced on ``CHANNEL`` (``valis zone secondary add|remove``), which
+it listens on over a second session (reopened at the next refresh when it is lost).
+Transfers the list in memory grants are confirmed through ``listed``: when the database
+cannot be reached the last list read stands (secondaries keep transferring the zone
+served meanwhile), and before any list has been read every transfer is refused. NOTIFY
+reads through
 ``listed_fenced``, which also reads the fence after the secondaries and raises
 ``FencedOut`` unless it is still this instance's: a superseded node notifies no one.
 """
@@ -23,7 +28,7 @@ from valis_core.dns.transfer import Listed
 from valis_core.fence import FenceState, assert_fence_touch
 from valis_core.operator_state.connection import OperatorStateError, connect, kept_session
 from valis_core.operator_state.fence import UnseededFence, read_instance_fence
-from valis_core.operator_state.secondaries import list_secondaries
+from valis_core.operator_state.secondaries import CHANNEL, list_secondaries
 
 log = logging.getLogger("valis.secondaries")
 
@@ -37,10 +42,13 @@ class SecondaryReader:
     ``connect`` opens (``from_dsn``: the usual one)."""
 
     def __init__(
-        self, connect: Callable[[], psycopg.Connection[Any]], standing: FenceState | None = None
+        self, connect: Callable[[], psycopg.Connection[Any]], standing: FenceState | None = None,
+        *, refresh: float = REFRESH,
     ) -> None:
         self._connect = connect
         self._standing = standing
+        self._refresh = refresh
+        self._listen: psycopg.Connection[Any] | None = None
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = trio.Lock()
         self._last: tuple[Listed, ...] = ()
@@ -68,12 +76,44 @@ class SecondaryReader:
     async def follow(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Read the secondaries every ``REFRESH`` seconds until cancelled, so ``known``
-        follows the operator's changes between transfers."""
-        task_status.started()
-        while True:
-            await trio.sleep(REFRESH)
-            await self.listed()
+        """Read the secondaries when a change is announced and every ``refresh`` seconds
+        until cancelled, so ``known`` follows the operator's changes. Started once it
+        listens (or has tried to)."""
+        try:
+            await self._open_listen()
+            task_status.started()
+            while True:
+                if self._listen is None:
+                    await self._open_listen()
+                with trio.move_on_after(self._refresh):
+                    if self._listen is None:
+                        await trio.sleep_forever()
+                    await trio.lowlevel.wait_readable(self._listen.fileno())
+                    if not _announced(self._listen):
+                        self._close_listen()
+                await self.listed()
+        finally:
+            self._close_listen()
+
+    async def _open_listen(self) -> None:
+        try:
+            conn = await trio.to_thread.run_sync(self._connect, abandon_on_cancel=True)
+        except (psycopg.Error, OperatorStateError):
+            return  # the refresh goes on; the next round tries again
+        try:
+            await trio.to_thread.run_sync(conn.execute, f"LISTEN {CHANNEL}",
+                                          abandon_on_cancel=True)
+        except psycopg.Error:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+            return
+        self._listen = conn
+
+    def _close_listen(self) -> None:
+        conn, self._listen = self._listen, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
 
     async def listed_fenced(self) -> tuple[Listed, ...]:
         """The secondaries now, read while the fence is this instance's; raises
@@ -81,6 +121,7 @@ class SecondaryReader:
         return await self._read(fenced=True)
 
     def close(self) -> None:
+        self._close_listen()
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(psycopg.Error):
@@ -115,3 +156,18 @@ class SecondaryReader:
     def _connection(self) -> psycopg.Connection[Any]:
         self._conn = kept_session(self._conn, self._connect, STATEMENT_TIMEOUT_MS)
         return self._conn
+
+
+def _announced(listen: psycopg.Connection[Any]) -> bool:
+    """Take what the listening session's socket holds (announcements); false when the
+    session is gone."""
+    pgconn = listen.pgconn
+    try:
+        pgconn.consume_input()
+    except psycopg.Error:
+        return False
+    if pgconn.status != psycopg.pq.ConnStatus.OK:
+        return False
+    while pgconn.notifies() is not None:
+        pass
+    return True
