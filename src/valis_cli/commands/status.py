@@ -5,8 +5,10 @@ the state directory, so run it on the node, as root or the run account, from the
 network namespace (``ip netns exec NAME valis status`` behind fulcrum). A summary for
 people, ``--json`` for tools. The exit status is 0 when the node is ready and serves every
 zone, 1 when it is up but not ready (the reasons are printed) or cannot be asked: usable
-as a monitoring check as it is. A DNS port the launcher's firewall drops is printed as a
-warning: the node serves, but nothing outside reaches it.
+as a monitoring check as it is. A node that stopped because it was fenced out (evacuated or
+restored elsewhere) is said to be, with the holder and generation that fenced it out. A
+DNS port the launcher's firewall drops is printed as a warning: the node serves, but
+nothing outside reaches it.
 """
 
 from __future__ import annotations
@@ -159,10 +161,31 @@ def _pinned_modules(state_dir: Path) -> list[str]:
     return [] if head is None else [f"{pin.name}=={pin.version}" for pin in head.modules]
 
 
-def _status(args: argparse.Namespace) -> int:
-    from valis_core.resident.node_status import read_node_status
+def _fenced_out(state_dir: Path) -> str | None:
+    """What the fenced-out verdict left in ``state_dir`` says, if one holds for its store."""
+    from valis_core.resident.fence_verdict import read_verdict
+    from valis_core.store.head import read_store_head
+    from valis_core.store.manifest import ManifestError
 
-    document = read_node_status(args.state_dir)
+    try:
+        head = read_store_head(state_dir)
+    except (ManifestError, OSError):
+        return None
+    verdict = read_verdict(state_dir, None if head is None else head.generation)
+    return None if verdict is None else verdict.describe()
+
+
+def _status(args: argparse.Namespace) -> int:
+    from valis_core.resident.fence_verdict import NodeFencedOut
+    from valis_core.resident.node_status import NodeNotRunning, read_node_status
+
+    try:
+        document = read_node_status(args.state_dir)
+    except NodeNotRunning:
+        fenced = _fenced_out(args.state_dir)
+        if fenced is not None:
+            raise NodeFencedOut(fenced) from None
+        raise
     if not document.get("modules"):
         document["modules"] = _pinned_modules(args.state_dir)
     ready = not not_ready_reasons(document)
