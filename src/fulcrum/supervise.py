@@ -5,7 +5,9 @@ the stop bound; later ones are forwarded too). SIGHUP (the unit's ``ExecReload=`
 passed through to the resident as a reload, never a stop; one that arrives before the
 resident runs is dropped (there is nothing yet to reload). A resident still running when
 the bound runs out is killed. A resident that exits on its own is a crash as far as fulcrum is
-concerned and is reported with its status. Either way fulcrum's caller gets a
+concerned and is reported with its status, which becomes fulcrum's own: a fenced-out
+resident's ``FENCED_OUT_EXIT_STATUS`` reaches systemd unchanged, so the unit's
+``RestartPreventExitStatus=`` keeps it stopped. Either way fulcrum's caller gets a
 ``ResidentExit`` and tears the unit down.
 
 A stop signal that arrives while the unit is still being prepared is caught by a
@@ -23,6 +25,8 @@ from types import FrameType, TracebackType
 
 import attrs
 import trio
+
+from valis_core.fence import FENCED_OUT_EXIT_STATUS
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
 RELOAD_SIGNAL = signal.SIGHUP
@@ -62,6 +66,9 @@ class ResidentExit:
             return f"resident ignored {_signame(self.stop_signal)} past the stop bound and {how}"
         if self.stop_signal is not None:
             return f"resident stopped on {_signame(self.stop_signal)}: it {how}"
+        if rc == FENCED_OUT_EXIT_STATUS:
+            return (f"resident {how}: it was fenced out (another instance holds the fence), "
+                    "so fulcrum exits with the same status and the unit is not restarted")
         return f"resident {how} without being asked to stop"
 
 

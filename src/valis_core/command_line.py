@@ -39,13 +39,14 @@ def dispatch(parser: argparse.ArgumentParser, argv: Sequence[str]) -> int:
 
 
 def run_reported(prog: str, run: Callable[[Sequence[str]], int], argv: Sequence[str]) -> int:
-    """``run(argv)``'s exit status; a ``ValisError`` is one stderr line, status 1 (a
-    message quoting a library's multi-line text is folded onto that line)."""
+    """``run(argv)``'s exit status; a ``ValisError`` is one stderr line and its
+    ``exit_status`` (1 unless the error says otherwise; a message quoting a library's
+    multi-line text is folded onto that line)."""
     try:
         return run(argv)
     except ValisError as exc:
         print(f"{prog}: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 1
+        return exc.exit_status
     except KeyboardInterrupt:
         return 130
 

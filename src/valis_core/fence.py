@@ -39,6 +39,12 @@ GENESIS_GENERATION = 0
 #: Generations are stored as PostgreSQL bigint.
 MAX_GENERATION = 2**63 - 1
 
+#: The exit status of a resident that stops because it is fenced out, passed through by
+#: fulcrum as its own: the shipped unit's ``RestartPreventExitStatus=`` names it, so systemd
+#: never restarts a node that may not write (a restart would be fenced out again). 77 is
+#: sysexits' EX_NOPERM: the fence denies this instance permission to write.
+FENCED_OUT_EXIT_STATUS = 77
+
 _REMEDY = "only condense (evacuate/restore) claims the fence; a restart never takes it back"
 
 

@@ -76,6 +76,11 @@ FABRIC_TOKEN = "fabric.token"
 FABRIC_INFO = "fabric.json"
 """Where the fabric listens (its address and port), written at every boot."""
 
+FENCED_OUT = "fenced-out.json"
+"""The verdict a resident left when it stopped fenced out: who holds the fence at which
+generation, and the store generation it was refused at. Removed when an instance of this
+directory next passes the fence; never backed up."""
+
 
 def keyfile_path(state_dir: Path) -> Path:
     return state_dir / KEYFILE
@@ -128,3 +133,7 @@ def fabric_token_path(state_dir: Path) -> Path:
 
 def fabric_info_path(state_dir: Path) -> Path:
     return state_dir / FABRIC_INFO
+
+
+def fenced_out_path(state_dir: Path) -> Path:
+    return state_dir / FENCED_OUT

@@ -8,8 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fulcrum.supervise import ResidentExit
+from valis_core.fence import FENCED_OUT_EXIT_STATUS
 
-statuses = st.integers(0, 255)
+statuses = st.integers(0, 255).filter(lambda status: status != FENCED_OUT_EXIT_STATUS)
 signals = st.sampled_from([s for s in signal.Signals if s not in (signal.SIGKILL,)])
 stop_signals = st.sampled_from([signal.SIGTERM, signal.SIGINT])
 
@@ -19,6 +20,13 @@ def test_an_unasked_exit_passes_its_status_through(status: int) -> None:
     outcome = ResidentExit(status)
     assert outcome.exit_status == status
     assert outcome.describe() == f"resident exited with status {status} without being asked to stop"
+
+
+def test_a_fenced_out_resident_s_status_is_fulcrums_own_and_said_to_be_fenced_out() -> None:
+    outcome = ResidentExit(FENCED_OUT_EXIT_STATUS)
+    assert outcome.exit_status == FENCED_OUT_EXIT_STATUS
+    assert "fenced out" in outcome.describe()
+    assert "not restarted" in outcome.describe()
 
 
 @given(signals)

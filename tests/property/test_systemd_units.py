@@ -9,6 +9,7 @@ import pytest
 
 from fulcrum.exec_chain import RUN_ACCOUNT
 from fulcrum.launch import STOP_TIMEOUT
+from valis_core.fence import FENCED_OUT_EXIT_STATUS
 from valis_core.launcher_config import DEFAULT_PATH
 from valis_core.operator_state.site_facts import DEVELOPMENT_LISTENER_KEY
 
@@ -84,6 +85,10 @@ def test_unit_restarts_on_failure_with_a_start_limit_of_five(unit: dict) -> None
     assert only(unit, "Service", "Restart") == "on-failure"
     assert only(unit, "Unit", "StartLimitBurst") == "5"
     assert seconds(only(unit, "Unit", "StartLimitIntervalSec")) > 0
+
+
+def test_a_fenced_out_exit_is_never_restarted(unit: dict) -> None:
+    assert only(unit, "Service", "RestartPreventExitStatus") == str(FENCED_OUT_EXIT_STATUS)
 
 
 def test_stop_signal_reaches_fulcrum_alone_and_outlasts_its_stop_bound(unit: dict) -> None:

@@ -20,6 +20,7 @@ from tests.conftest import require_root
 from tests.scenario.edge_ca import make_test_ca
 from tests.scenario.pg import RUN_USER, ensure_system_user
 from valis_core import safe_tar
+from valis_core.fence import FencedOut, FenceState
 from valis_core.identity.custody import load_or_create_keyfile, public_key_hex
 from valis_core.operator_state.site_facts_file import write_site_facts
 from valis_core.ops.backup import (
@@ -33,6 +34,7 @@ from valis_core.ops.backup import (
     restore_backup,
     verify_backup_set,
 )
+from valis_core.resident.fence_verdict import record_verdict
 from valis_core.store.manifest import Manifest, dumps
 
 VALIS = Path(sys.executable).parent / "valis"
@@ -406,3 +408,31 @@ def test_as_root_a_file_the_run_account_could_not_read_is_not_backed_up(
     os.chown(state_dir / "edge" / "leaf.key", account.pw_uid, account.pw_gid)
     create_backup(state_dir, out)  # the account's own files back up as before
     assert verify_backup_set(out).owner_public_key == _owner_key(state_dir)
+
+
+def test_the_cli_names_the_fence_generation_a_set_is_taken_at(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    created = subprocess.run(
+        [VALIS, "backup", "create", "--state-dir", state_dir,
+         "--out", tmp_path / "origin-a-g{generation}.tar"],
+        capture_output=True, text=True, check=False,
+    )
+    assert created.returncode == 0, created.stderr
+    archive = tmp_path / "origin-a-g3.tar"
+    assert verify_backup_set(archive).generation == 3
+    assert f"to {archive} " in created.stdout
+    assert "taken at fence generation 3" in created.stdout
+    assert "back up again after every evacuate or restore" in created.stdout
+
+
+def test_a_fenced_out_state_directory_is_not_backed_up(state_dir: Path, tmp_path: Path) -> None:
+    """The old host after an evacuation: its set is older than the fence."""
+    successor = FenceState(4, "origin-a@elsewhere#0123456789abcdef")
+    record_verdict(state_dir, FencedOut(successor, FenceState(3, "origin-a@here#fedcba9876543210")))
+    archive = tmp_path / "old.tar"
+    with pytest.raises(BackupError, match=(
+        f"fenced out by {successor.holder} at generation 4 .* could never be restored; take "
+        "the backup on the node that holds the fence")):
+        create_backup(state_dir, archive)
+    assert not archive.exists()

@@ -15,7 +15,7 @@ import pytest
 from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import RUN_USER, PgCluster, run_as
 from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
-from valis_cli.commands.status import not_ready_reasons, render_status
+from valis_cli.commands.status import not_ready_reasons, not_serving_reasons, render_status
 from valis_cli.operator_dsn import DSN_KEY, find_dsn
 from valis_core import __version__
 from valis_core.dns.zone_build import parse_zone_text
@@ -88,6 +88,13 @@ def test_a_node_not_ready_says_each_reason_and_a_dropped_port_only_warns() -> No
     serving = {**document, "ready": True, "zones": {ZONE: {"serial": 7, "rcode": "NOERROR"}},
                "database": {"connected": True, "since": 100.0}}
     assert not_ready_reasons(serving) == []
+    # A database outage under a node that answers every zone: not ready, but serving.
+    outage = {**serving, "database": {"connected": False, "since": 100.0}}
+    assert not_ready_reasons(outage) == ["the operator-state database is not connected"]
+    assert not_serving_reasons(outage) == []
+    assert render_status(outage, now=3700.0).startswith(
+        "node node-a@lab: serving every zone, but NOT READY: the operator-state database")
+    assert not_serving_reasons(document) == not_ready_reasons(document)[:2]
 
 
 def test_status_of_a_node_that_is_not_running_is_one_line_and_not_ready(

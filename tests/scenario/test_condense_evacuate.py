@@ -51,6 +51,7 @@ from tests.scenario.proving_ground import (
 )
 from tests.scenario.resident_harness import make_state_dir, resident_runtime, site_facts
 from valis_core.apply.unit_control import ProcessUnitController
+from valis_core.fence import FENCED_OUT_EXIT_STATUS
 from valis_core.identity.custody import load_or_create_keyfile, public_key_hex
 from valis_core.identity.instance import holder_name, read_instance
 from valis_core.operator_state.fence import read_instance_fence
@@ -290,8 +291,9 @@ def test_evacuate_moves_the_node_and_its_signing_keys_to_b_and_fences_a_out_for_
             assert answers_under(ground_b.client, ADDRESS_B, ds) == served_by_a
             assert b.zone_keys() == a.zone_keys()
 
+            # fulcrum passes the fenced-out resident's status through as its own.
             status = a.unit.wait_exit(EXIT_TIMEOUT)
-            assert status not in (0, None), a.log.read_text()
+            assert status == FENCED_OUT_EXIT_STATUS, a.log.read_text()
             assert "fenced out" in a.log.read_text()
             with pytest.raises(RuntimeError, match="no DNS response"):
                 dig(ground_a.client, ADDRESS_A, ZONE, "DNSKEY", timeout=1.0)
@@ -309,6 +311,15 @@ def test_evacuate_moves_the_node_and_its_signing_keys_to_b_and_fences_a_out_for_
             assert fence is not None
             b_holder = holder_name("node-a@ground-b", read_instance(b.state_dir) or "")
             assert (fence.generation, fence.holder) == (generation + 1, b_holder)
+            # A's own status says who fenced it out; a backup taken there is refused.
+            status, _, err = valis("status", "--state-dir", str(a.state_dir))
+            assert status == 1
+            assert err.startswith(
+                f"valis: fenced out by {b_holder} at generation {generation + 1}: "), err
+            status, _, err = valis("backup", "create", "--state-dir", str(a.state_dir),
+                                   "--out", str(a.state_dir.parent / "a-after.tar"))
+            assert status == 1
+            assert "could never be restored" in err, err
             assert cli.poll() is None, "B's unit stopped"
             assert dig(ground_b.client, ADDRESS_B, ZONE).authoritative
             assert b.owner_key() == a.owner_key()

@@ -518,9 +518,20 @@ def test_a_second_restore_of_one_backup_is_refused_at_the_fence(
     # may not re-claim the first one's generation as if it were its own.
     second = Node(workdir, pg_cluster, seeded_dsn, facts=True)
     nodes.append(second)
-    with pytest.raises(CondenseFailed, match="already held by") as failed:
+    with pytest.raises(CondenseFailed) as failed:
         condense_onto_host(request, second.host)
     assert failed.value.step.kind is StepKind.CLAIM_FENCE
+    # Running it again could never finish it: the message says the set is older than the
+    # fence, which backup to use instead, and how to clear the directory it restored into.
+    message = str(failed.value)
+    holder = holder_name(HOLDER, read_instance(first.state_dir) or "")
+    assert ("the backup set is older than the fence: it was taken at generation 0, and the "
+            f"fence has since moved to generation 1, held by {holder}") in message
+    assert f"restore from a backup set taken at generation 1 on the holder ({holder}" in message
+    assert f"mv {second.state_dir} {second.state_dir}.older-" in message
+    assert f"install -d -o {RUN_USER} -g {RUN_USER} -m 0700 {second.state_dir}" in message
+    assert "run the same condense again" not in message
+    assert "running it again cannot finish it" in message
     assert second.unit.pid is None
     with pg_cluster.connect(seeded_dsn) as conn:
         fence = read_instance_fence(conn)

@@ -1,6 +1,8 @@
 """What the operator sees while the database is down under a serving node: one line when
 it goes, a short line per retry, one when it is back; ``/status`` and ``valis status`` say
-the last good snapshot is served and since when; the metrics say the database is down."""
+the last good snapshot is served and since when (``valis status`` exits 1 for alerting,
+``valis status --serving`` 0 for a load balancer: the node answers); the metrics say the
+database is down."""
 
 from __future__ import annotations
 
@@ -38,6 +40,15 @@ def test_a_database_outage_is_one_line_down_short_retries_and_one_line_back(
     assert database["serving"].startswith("serving the last good snapshot since ")
     shown = run_as(RUN_USER, ["valis", "status", "--state-dir", str(resident.state_dir)])
     assert "serving the last good snapshot since " in shown.stdout
+    assert shown.stdout.startswith(
+        "node node-a@loopback: serving every zone, but NOT READY: the operator-state "
+        "database is not connected\n"), shown.stdout
+    assert shown.returncode == 1  # for alerting: the database is gone
+    # For a load balancer: the node answers, so it stays in the pool.
+    serving = run_as(RUN_USER, ["valis", "status", "--serving", "--state-dir",
+                                str(resident.state_dir)])
+    assert serving.returncode == 0, serving.stdout + serving.stderr
+    assert serving.stdout.splitlines()[0] == shown.stdout.splitlines()[0]
     _code, body = resident.fabric_get("/metrics")
     assert metric(body.decode(), "valis_database_up") == "0"
     assert int(metric(body.decode(), "valis_fence_heartbeats_failed_total")) >= 2
@@ -51,5 +62,7 @@ def test_a_database_outage_is_one_line_down_short_retries_and_one_line_back(
     assert all("failed; next in" in line for line in retries)
     assert all(len(line) < 120 for line in retries)
     assert resident.status()["database"]["connected"] is True
+    shown = run_as(RUN_USER, ["valis", "status", "--state-dir", str(resident.state_dir)])
+    assert shown.returncode == 0, shown.stdout
     _code, body = resident.fabric_get("/metrics")
     assert metric(body.decode(), "valis_database_up") == "1"

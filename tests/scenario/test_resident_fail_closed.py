@@ -1,11 +1,13 @@
 """Every stage of the resident's bring-up fails closed: a non-zero exit, one line naming
 the stage and the cause, no READY, and nothing left behind — no listener on the handed
 descriptors, no fabric, no process in the resident's session. And a running resident
-that is superseded at the fence stops serving and exits non-zero."""
+that is superseded at the fence stops serving and exits non-zero. A fenced-out instance,
+at boot or while serving, exits with the status its unit never restarts, and
+``valis status`` then says who fenced it out at which generation."""
 
 from __future__ import annotations
 
-from tests.scenario.pg import PgCluster
+from tests.scenario.pg import RUN_USER, PgCluster, run_as
 from tests.scenario.resident_harness import (
     Harness,
     Resident,
@@ -14,14 +16,19 @@ from tests.scenario.resident_harness import (
     session_processes,
     site_facts,
 )
+from valis_core.fence import FENCED_OUT_EXIT_STATUS
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
 
 ZONE = "example.test."
 
 
-def assert_failed_closed(resident: Resident, stage: str, cause: str) -> None:
-    status = resident.wait_exit()
-    assert status != 0, resident.stderr()
+def assert_failed_closed(
+    resident: Resident, stage: str, cause: str, *, status: int | None = None
+) -> None:
+    exited = resident.wait_exit()
+    assert exited != 0, resident.stderr()
+    if status is not None:
+        assert exited == status, resident.stderr()
     line = resident.last_line()
     assert line.startswith(f"valis: {stage}: "), resident.stderr()
     assert cause in line
@@ -112,8 +119,19 @@ def test_a_fenced_out_generation_refuses_to_start(
         claim_instance_fence(conn, 3, "node-a@new-location")
     resident = resident_harness.start(make_state_dir(resident_harness.workdir),
                                       site_facts(zone_dsn))
-    assert_failed_closed(resident, "operator state", "fenced out")
+    assert_failed_closed(resident, "operator state", "fenced out",
+                         status=FENCED_OUT_EXIT_STATUS)
     assert "superseded" in resident.last_line()
+    assert_status_says_fenced_out(resident, "node-a@new-location", 3)
+
+
+def assert_status_says_fenced_out(resident: Resident, holder: str, generation: int) -> None:
+    """``valis status`` on the stopped node names who fenced it out, at which generation."""
+    shown = run_as(RUN_USER, ["valis", "status", "--state-dir", str(resident.state_dir)])
+    assert shown.returncode == 1, shown.stdout + shown.stderr
+    assert shown.stderr.startswith(
+        f"valis: fenced out by {holder} at generation {generation}: "), shown.stderr
+    assert "systemctl disable --now fulcrum-valis.service" in shown.stderr
 
 
 def test_a_signed_zone_whose_key_the_state_directory_lacks_stops_the_boot_saying_why(
@@ -146,7 +164,7 @@ def test_a_running_resident_superseded_at_the_fence_stops_serving_and_exits_non_
     with pg_cluster.connect(zone_dsn, autocommit=True) as conn:
         claim_instance_fence(conn, 1, "node-a@successor")
     status = resident.wait_exit()
-    assert status != 0
+    assert status == FENCED_OUT_EXIT_STATUS, resident.stderr()
     line = resident.last_line()
     assert line.startswith("valis: fence: "), resident.stderr()
     assert "fenced out" in line
@@ -154,3 +172,4 @@ def test_a_running_resident_superseded_at_the_fence_stops_serving_and_exits_non_
     assert resident.port is not None
     assert port_is_free(resident.port)
     assert session_processes(resident.pid) == []
+    assert_status_says_fenced_out(resident, "node-a@successor", 1)

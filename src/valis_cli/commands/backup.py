@@ -19,7 +19,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     create.add_argument("--state-dir", type=Path, default=Path(DEFAULT_STATE_DIR),
                         help="the node's state directory (default: %(default)s)")
-    create.add_argument("--out", type=Path, required=True, metavar="FILE")
+    create.add_argument(
+        "--out", type=Path, required=True, metavar="FILE",
+        help="the archive; '{generation}' in its name is replaced by the fence generation "
+        "the set is taken at (node-a-g{generation}.tar)",
+    )
     create.set_defaults(handler=_create)
     verify = verbs.add_parser(
         "verify", help="restore into a scratch root and prove bytes, hashes and identity"
@@ -29,12 +33,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _create(args: argparse.Namespace) -> int:
-    from valis_core.ops.backup import create_backup
+    from valis_core.ops.backup import backup_path, create_backup
 
     manifest = create_backup(args.state_dir, args.out)
+    generation = manifest.generation
     print(
-        f"valis: backed up {len(manifest.files)} files of {args.state_dir} to {args.out} "
-        f"(owner key {manifest.owner_public_key}, generation {manifest.generation})"
+        f"valis: backed up {len(manifest.files)} files of {args.state_dir} to "
+        f"{backup_path(args.out, generation)} (owner key {manifest.owner_public_key}, "
+        f"generation {generation}); taken at fence generation {generation}: it restores "
+        f"only while the fence stands at {generation}, so back up again after every "
+        "evacuate or restore"
     )
     return 0
 

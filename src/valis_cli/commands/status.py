@@ -5,8 +5,13 @@ the state directory, so run it on the node, as root or the run account, from the
 network namespace (``ip netns exec NAME valis status`` behind fulcrum). A summary for
 people, ``--json`` for tools. The exit status is 0 when the node is ready and serves every
 zone, 1 when it is up but not ready (the reasons are printed) or cannot be asked: usable
-as a monitoring check as it is. A DNS port the launcher's firewall drops is printed as a
-warning: the node serves, but nothing outside reaches it.
+as a monitoring check as it is. With ``--serving`` it is 0 whenever the node answers every
+served zone, from its last good snapshot too while the database is out of reach: the
+check for a load balancer or an anycast health check, which must not pull a node that is
+answering. A node that stopped because it was fenced out (evacuated or
+restored elsewhere) is said to be, with the holder and generation that fenced it out. A
+DNS port the launcher's firewall drops is printed as a warning: the node serves, but
+nothing outside reaches it.
 """
 
 from __future__ import annotations
@@ -32,17 +37,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--state-dir", type=Path, default=Path(DEFAULT_STATE_DIR),
                         help="the node's state directory (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--serving", action="store_true",
+        help="exit 0 whenever the node answers every served zone, even from its last "
+        "snapshot while the database is out of reach (for a load balancer's health "
+        "check); without it, 0 only when it is also ready in every respect (for alerting)",
+    )
     parser.set_defaults(handler=_status)
 
 
-def not_ready_reasons(document: Mapping[str, Any]) -> list[str]:
-    """Why the node is not fit to serve, from its status document (empty: it is)."""
+def not_serving_reasons(document: Mapping[str, Any]) -> list[str]:
+    """Why the node does not answer every served zone, from its status document (empty:
+    it answers each, from its last good snapshot too while the database is away)."""
     reasons = []
     if not document.get("ready"):
         reasons.append("bring-up has not finished (the resident's log says which stage)")
     for zone, view in sorted((document.get("zones") or {}).items()):
         if view.get("rcode") != "NOERROR" or view.get("serial") is None:
             reasons.append(f"zone {zone} answers {view.get('rcode')}, not its SOA")
+    return reasons
+
+
+def not_ready_reasons(document: Mapping[str, Any]) -> list[str]:
+    """Why the node is not fit to serve, from its status document (empty: it is): every
+    reason it does not serve, and a lost database session."""
+    reasons = not_serving_reasons(document)
     database = document.get("database")
     if isinstance(database, Mapping) and database.get("connected") is False:
         reasons.append("the operator-state database is not connected")
@@ -115,6 +134,8 @@ def render_status(document: Mapping[str, Any], now: float) -> str:
     """The status as a few lines for a person."""
     reasons = not_ready_reasons(document)
     head = "ready" if not reasons else "NOT READY: " + "; ".join(reasons)
+    if reasons and not not_serving_reasons(document):
+        head = "serving every zone, but " + head
     lines = [f"node {document.get('node')}@{document.get('location')}: {head}"]
     holder = document.get("fence_holder") or "(holder not reported)"
     lines.append(
@@ -159,13 +180,35 @@ def _pinned_modules(state_dir: Path) -> list[str]:
     return [] if head is None else [f"{pin.name}=={pin.version}" for pin in head.modules]
 
 
-def _status(args: argparse.Namespace) -> int:
-    from valis_core.resident.node_status import read_node_status
+def _fenced_out(state_dir: Path) -> str | None:
+    """What the fenced-out verdict left in ``state_dir`` says, if one holds for its store."""
+    from valis_core.resident.fence_verdict import read_verdict
+    from valis_core.store.head import read_store_head
+    from valis_core.store.manifest import ManifestError
 
-    document = read_node_status(args.state_dir)
+    try:
+        head = read_store_head(state_dir)
+    except (ManifestError, OSError):
+        return None
+    verdict = read_verdict(state_dir, None if head is None else head.generation)
+    return None if verdict is None else verdict.describe()
+
+
+def _status(args: argparse.Namespace) -> int:
+    from valis_core.resident.fence_verdict import NodeFencedOut
+    from valis_core.resident.node_status import NodeNotRunning, read_node_status
+
+    try:
+        document = read_node_status(args.state_dir)
+    except NodeNotRunning:
+        fenced = _fenced_out(args.state_dir)
+        if fenced is not None:
+            raise NodeFencedOut(fenced) from None
+        raise
     if not document.get("modules"):
         document["modules"] = _pinned_modules(args.state_dir)
-    ready = not not_ready_reasons(document)
+    reasons = not_serving_reasons if args.serving else not_ready_reasons
+    ready = not reasons(document)
     if args.json:
         json.dump(document, sys.stdout, indent=1, sort_keys=True)
         sys.stdout.write("\n")

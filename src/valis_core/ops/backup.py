@@ -52,6 +52,7 @@ from valis_core.edge.acme_store import backed_up_problem
 from valis_core.errors import ValisError
 from valis_core.fence import MAX_GENERATION
 from valis_core.identity.custody import SEED_SIZE, public_key_hex
+from valis_core.resident.fence_verdict import read_verdict
 from valis_core.safe_tar import TarDefect
 from valis_core.state_layout import (
     CONFIG_STORE,
@@ -327,9 +328,31 @@ def build_backup_bytes(state_dir: Path) -> tuple[bytes, BackupManifest]:
     return raw.getvalue(), manifest
 
 
+GENERATION_FIELD = "{generation}"
+"""In an archive's name, replaced by the generation the set is taken at."""
+
+
+def backup_path(out: Path, generation: int) -> Path:
+    """Where a set taken at ``generation`` is written: ``out`` with ``{generation}`` in its
+    name replaced by it (``node-a-g{generation}.tar``), so the file says which fence
+    generation it can restore after."""
+    return out.with_name(out.name.replace(GENERATION_FIELD, str(generation)))
+
+
 def create_backup(state_dir: Path, out: Path) -> BackupManifest:
-    """Write ``state_dir``'s backup set to ``out`` (atomically, mode 0600)."""
+    """Write ``state_dir``'s backup set to ``out`` (atomically, mode 0600; named by
+    ``backup_path``). A state directory whose instance was fenced out is refused: its set
+    is older than the fence, and could never be restored."""
     data, manifest = build_backup_bytes(state_dir)
+    verdict = read_verdict(state_dir, manifest.generation)
+    if verdict is not None:
+        raise BackupError(
+            f"backup: {state_dir} was fenced out by {verdict.fence.holder} at generation "
+            f"{verdict.fence.generation} (its store is at generation {manifest.generation}), "
+            "so a backup of it could never be restored; take the backup on the node that "
+            "holds the fence"
+        )
+    out = backup_path(out, manifest.generation)
     try:
         write_atomic(out, data, mode=ARCHIVE_MODE)
     except OSError as exc:

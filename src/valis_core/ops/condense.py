@@ -45,7 +45,7 @@ from typing import Protocol
 import attrs
 
 from valis_core.errors import ValisError
-from valis_core.fence import GENESIS_GENERATION, MAX_GENERATION
+from valis_core.fence import GENESIS_GENERATION, MAX_GENERATION, FenceState
 from valis_core.store.manifest import normalize_name
 
 
@@ -241,6 +241,27 @@ _RUN: dict[StepKind, Callable[[CondenseHost, Step], None]] = {
 """Which ``CondenseHost`` method runs each step kind."""
 
 
+class BackupOlderThanFence(CondenseError):
+    """The fence moved past the backup set's head after it was taken (an evacuate or a
+    restore since): restoring it would claim a generation another instance holds, so no
+    run of this condense can finish; only a newer backup set can."""
+
+    def __init__(self, backup_generation: int, fence: FenceState, clear_state: str) -> None:
+        self.backup_generation = backup_generation
+        self.fence = fence
+        super().__init__(
+            f"the backup set is older than the fence: it was taken at generation "
+            f"{backup_generation}, and the fence has since moved to generation "
+            f"{fence.generation}, held by {fence.holder} (this node was evacuated or "
+            f"restored after the backup was taken), so restoring it would claim generation "
+            f"{backup_generation + 1}, which is no longer free; restore from a backup set "
+            f"taken at generation {fence.generation} on the holder ({fence.holder}; "
+            "`valis backup create` there names the generation it is taken at, and "
+            "`valis backup verify FILE` a set's), after clearing this state directory, "
+            f"which now holds this older set: {clear_state}"
+        )
+
+
 class CondenseFailed(CondenseError):
     """A plan stopped at ``step``; ``completed`` ran before it, nothing after it ran."""
 
@@ -254,10 +275,15 @@ class CondenseFailed(CondenseError):
             if started
             else "the unit was not started"
         )
+        remedy = (
+            "running it again cannot finish it: condense from the newer backup set"
+            if isinstance(cause, BackupOlderThanFence)
+            else "once the cause is mended, run the same condense again against the same "
+            "state directory to finish"
+        )
         super().__init__(
             f"condense: step {number}/{len(plan)} ({step.describe()}) failed: {cause}; "
-            f"no later step ran and {consequence}; once the cause is mended, run the same "
-            "condense again against the same state directory to finish"
+            f"no later step ran and {consequence}; {remedy}"
         )
 
 

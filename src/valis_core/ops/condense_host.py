@@ -15,7 +15,9 @@ that account's directory holds.
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -39,6 +41,7 @@ from valis_core.atomic import write_atomic
 from valis_core.dns.zone_keys import file_zone, load_key_ring
 from valis_core.dns.zone_servable import missing_keys
 from valis_core.edge.boot_certificate import boot_certificate
+from valis_core.fence import StaleClaim
 from valis_core.identity.custody import load_keyfile
 from valis_core.identity.instance import holder_name, load_or_mint_instance, read_instance
 from valis_core.operator_state.connection import connect
@@ -51,7 +54,12 @@ from valis_core.operator_state.site_facts_file import write_site_facts
 from valis_core.operator_state.zone_signing import signed_zones
 from valis_core.operator_state.zone_source import PgZoneSource
 from valis_core.ops.backup import read_backup_set, restore_backup
-from valis_core.ops.condense import CondenseError, Step, parse_module_requirement
+from valis_core.ops.condense import (
+    BackupOlderThanFence,
+    CondenseError,
+    Step,
+    parse_module_requirement,
+)
 from valis_core.plugin.dist_home import DEFAULT_DIST_HOME, registered_dist
 from valis_core.plugin.install import (
     Fetch,
@@ -326,7 +334,12 @@ class LocalCondenseHost:
         assert step.generation is not None
         holder = self.fence_holder()
         with self.connect() as conn:
-            claim_instance_fence(conn, step.generation, holder)
+            try:
+                claim_instance_fence(conn, step.generation, holder)
+            except StaleClaim as exc:
+                raise BackupOlderThanFence(
+                    step.generation - 1, exc.current, self.clear_state_command()
+                ) from exc
         manifest = read_store_head(self.state_dir)
         if manifest is None:
             raise CondenseHostError(f"no store head in {self.state_dir} to record the claim")
@@ -336,6 +349,25 @@ class LocalCondenseHost:
         with acting_as(self.run_account):
             write_atomic(path, dumps(attrs.evolve(manifest, generation=step.generation)),
                          mode=HEAD_MODE)
+
+    def clear_state_command(self) -> str:
+        """The commands that move this state directory aside and make it again, empty and
+        the run account's: what a restore from another backup set needs first."""
+        uid, gid = self.run_account
+        try:
+            owner = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            owner = str(uid)
+        try:
+            group = grp.getgrgid(gid).gr_name
+        except KeyError:
+            group = str(gid)
+        aside = f"{self.state_dir}.older-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+        return (
+            f"mv {self.state_dir} {aside} && install -d -o {owner} -g {group} -m 0700 "
+            f"{self.state_dir} (keep {aside} until the new restore serves: it holds the "
+            "owner seed)"
+        )
 
     def start_unit(self, step: Step) -> None:
         self.unit.restart()

@@ -13,7 +13,10 @@ unwinding the exit stack stops things in reverse bring-up order. The same unwind
 whether the boot failed at some stage, a long-lived task failed later (a fenced-out
 heartbeat or owner update among them), or SIGINT/SIGTERM arrived (``STOPPING=1``
 first). Each step of it is bounded in time. A failure ends the process with one line
-``valis: <stage>: <cause>`` and a non-zero status; a signal with status 0.
+``valis: <stage>: <cause>`` and status 1; a signal with status 0. A fenced-out instance
+(refused at the fence at boot, or superseded while serving) ends with
+``FENCED_OUT_EXIT_STATUS`` instead, which the unit never restarts, after leaving its
+verdict in the state directory for ``valis status`` (``resident.fence_verdict``).
 
 Nothing of the serving stack is imported before the ``codec`` stage has checked it, so
 a build without it fails closed with the codec's own message rather than a traceback.
@@ -38,19 +41,20 @@ import attrs
 import trio
 
 from valis_core.errors import ValisError
-from valis_core.fence import FencedOut
+from valis_core.fence import FENCED_OUT_EXIT_STATUS, FencedOut
 from valis_core.identity.custody import keyfile_path, load_or_create_keyfile, public_key_hex
 from valis_core.identity.instance import holder_name, instance_token
 from valis_core.launch import LaunchRecord, parse_launch_argv
 from valis_core.resident.adopt import adopted_dns_reachability, format_address
 from valis_core.resident.config_store import HOW_TO_CHANGE, ConfigStore, open_config_store
 from valis_core.resident.descriptors import AdoptedSockets, adopt_descriptors
+from valis_core.resident.fence_verdict import clear_verdict, record_verdict
 from valis_core.resident.fence_watch import FenceWatch
 from valis_core.resident.log_format import configure_logging, log_format_argument
 from valis_core.resident.modules import ModuleContext, load_modules
 from valis_core.resident.reload import Reloader, ZoneFollower
 from valis_core.resident.sd_notify import Notifier
-from valis_core.resident.state_dir import check_state_dir, resolve_state_dir
+from valis_core.resident.state_dir import StateDirError, check_state_dir, resolve_state_dir
 from valis_core.store.head import materialise_genesis
 
 if TYPE_CHECKING:
@@ -88,6 +92,17 @@ class BringUpError(ValisError):
         super().__init__(f"{stage}: {cause}")
 
 
+class FencedOutStop(BringUpError):
+    """The instance was fenced out, at boot or while serving: it stops for good, with a
+    status its unit does not restart (``FENCED_OUT_EXIT_STATUS``)."""
+
+    exit_status = FENCED_OUT_EXIT_STATUS
+
+    def __init__(self, stage: str, fenced: FencedOut) -> None:
+        self.fenced = fenced
+        super().__init__(stage, describe(stage, fenced))
+
+
 def _leaves(exc: BaseException) -> Iterator[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
@@ -97,10 +112,11 @@ def _leaves(exc: BaseException) -> Iterator[BaseException]:
 
 
 def _first_failure(exc: BaseException) -> BaseException:
-    """The failure to report from a (possibly grouped) exception: a stage failure first,
-    then any operator error, then anything but a cancellation."""
+    """The failure to report from a (possibly grouped) exception: a fenced-out verdict
+    first (it decides how the process ends), then a stage failure, then any operator
+    error, then anything but a cancellation."""
     leaves = list(_leaves(exc))
-    for kind in (BringUpError, ValisError, Exception):
+    for kind in (FencedOutStop, FencedOut, BringUpError, ValisError, Exception):
         for leaf in leaves:
             if isinstance(leaf, kind):
                 return leaf
@@ -124,6 +140,8 @@ def _as_stage_failure(stage: str, exc: BaseException) -> BringUpError:
     failure = _first_failure(exc)
     if isinstance(failure, BringUpError):
         return failure
+    if isinstance(failure, FencedOut):
+        return FencedOutStop(stage, failure)
     return BringUpError(stage, describe(stage, failure))
 
 
@@ -220,9 +238,20 @@ def run_resident(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise
         failure = exc if isinstance(exc, BringUpError) else _as_stage_failure("resident", exc)
+        if isinstance(failure, FencedOutStop):
+            _leave_verdict(argv, env, failure.fenced)
         notifier.notify(STOPPING="1", STATUS=f"failed: {failure}")
         raise failure from None
     return 0
+
+
+def _leave_verdict(argv: Sequence[str], environ: Mapping[str, str], fenced: FencedOut) -> None:
+    """Leave the fenced-out verdict for ``valis status``; a state directory that cannot
+    take it is logged, never a reason to end otherwise."""
+    try:
+        record_verdict(resolve_state_dir(argv, environ), fenced)
+    except (OSError, StateDirError) as exc:
+        log.warning("fence: could not leave the fenced-out verdict for valis status: %s", exc)
 
 
 async def _resident(argv: tuple[str, ...], environ: dict[str, str], notifier: Notifier) -> None:
@@ -415,6 +444,7 @@ async def _operator_state(boot: Boot) -> Boot:
     )
     boot.services.stack.callback(watch.close)
     fence = await trio.to_thread.run_sync(watch.open)
+    clear_verdict(state_dir)
     log.info(
         "operator state: fence at generation %d held by %s; this instance writes at "
         "generation %d", fence.generation, fence.holder, generation,
@@ -921,7 +951,7 @@ def _fence_final(service: _Service) -> _Service:
         try:
             await service(task_status=task_status)
         except FencedOut as exc:
-            raise BringUpError("fence", describe("fence", exc)) from exc
+            raise FencedOutStop("fence", exc) from exc
 
     return run
 
