@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from valis_cli.operator_dsn import add_dsn_arguments, operator_dsn
+from valis_cli.operator_dsn import add_dsn_arguments, operator_connection
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -21,10 +21,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from valis_core.operator_state.connection import connect
     from valis_core.operator_state.schema import migrate, shipped_migrations
 
-    with connect(operator_dsn(args)) as conn:
+    with operator_connection(args, require_schema=False) as conn:
         applied = migrate(conn)
     latest = shipped_migrations()[-1].version
     if applied:
