@@ -757,7 +757,8 @@ CLASSES: list[Rule] = [
              line.startswith("opt:") for line in a["nsd"]),
          _each(lambda s, line: None if line.startswith("opt:") else line)),
     Rule("UPDATE: Knot implements dynamic update (FORMERR for a zone section not of type "
-         "SOA); valis and NSD answer NOTIMP (valis takes updates only on its owner port)",
+         "SOA); valis and NSD answer NOTIMP (valis takes updates only on its owner port: NOTIMP "
+         "signed or not, with an Extended DNS Error saying so when the query has EDNS)",
          CHOICE, lambda q, a: _tagged("opcode:UPDATE")(q, a) and _error(a["nsd"]),
          lambda q, a: dict.fromkeys(a, ("(update refused)",))),
     Rule("another opcode with an OPT of version above 0: NSD answers NOTIMP without "
@@ -859,8 +860,8 @@ CLASSES: list[Rule] = [
          and a["valis"][:1] == ("rcode=NOTAUTH",),
          _like("knot", "valis")),
     Rule("signed message of an opcode neither implements (IQUERY, STATUS, unassigned): "
-         "NSD and Knot NOTIMP; valis judges the TSIG first for every opcode (NOTAUTH, "
-         "BADKEY), as both do for NOTIFY", CHOICE,
+         "NSD and Knot NOTIMP; valis judges the TSIG first for every opcode but UPDATE "
+         "(NOTAUTH, BADKEY), as both do for NOTIFY", CHOICE,
          lambda q, a: _tagged("tsig")(q, a) and _tagged("opcode:")(q, a)
          and a["valis"][:1] == ("rcode=NOTAUTH",),
          lambda q, a: dict.fromkeys(a, ("(signed, another opcode)",))),

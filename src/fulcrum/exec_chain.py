@@ -14,7 +14,10 @@ The resident's environment (``resident_environment``) is built, not inherited: e
 ``VALIS_*`` variable in fulcrum's own environment (the site facts, among them the
 operator-state DSN — a socket path under peer authentication, no password), systemd's
 ``NOTIFY_SOCKET`` (the unit is ``NotifyAccess=all``, so the resident's ``READY=1``
-reaches systemd directly) and the unit directories systemd sets (``STATE_DIRECTORY``
+reaches systemd directly), ``JOURNAL_STREAM`` (fulcrum hands the resident its own
+stderr, the journal's stream, so the resident's lines carry their syslog priority —
+without it every line, warnings and errors too, lands at priority 6) and the unit
+directories systemd sets (``STATE_DIRECTORY``
 and its siblings), ``REQUESTS_CA_BUNDLE`` (the trust anchors of a private ACME CA, named
 in the unit's environment), plus a fixed ``PATH``. Nothing else of root's environment
 crosses the privilege drop.
@@ -32,12 +35,14 @@ from valis_core.launcher_config import LauncherConfig
 
 RUN_ACCOUNT = "valis"
 RESIDENT_PATH = "/usr/local/bin:/usr/bin:/bin"
-#: Variables systemd sets for the unit that the resident reads as its own, and the
+#: Variables systemd sets for the unit that the resident reads as its own (the resident
+#: inherits fulcrum's stderr, so ``JOURNAL_STREAM`` still names it), and the
 #: private ACME CA's roots the operator names in the unit's environment (docs/edge.md).
 PASSED_THROUGH: frozenset[str] = frozenset(
     {
         "REQUESTS_CA_BUNDLE",
         "NOTIFY_SOCKET",
+        "JOURNAL_STREAM",
         "STATE_DIRECTORY",
         "RUNTIME_DIRECTORY",
         "CACHE_DIRECTORY",

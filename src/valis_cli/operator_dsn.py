@@ -6,20 +6,38 @@ is given, else ``/etc/valis/site-facts.env``, then the default state directory's
 Failing all of them, a terminal is asked; anything else is told what to give. Whichever
 way it came, a DSN that names a TCP host or carries a password is refused, naming where it
 came from (``valis_core.operator_state.dsn``).
+
+Run as root, a verb connects as the node's run account (``operator_connection``): peer
+authentication maps that account, never root, to the DSN's role, so root takes the
+account's effective ids for the connect only (``acting_as``, as restore does) and keeps
+its own for everything else (reading a zone file only root may read, say). The account
+is the one the launcher config pins (``valis-uid``/``valis-gid``), else the owner of the
+state directory, else ``valis`` by name; when there is none, the refusal says in one
+line to run the verb as the run account.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import pwd
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from valis_core.errors import ValisError
-from valis_core.node_defaults import DEFAULT_SITE_FACTS, DEFAULT_STATE_DIR
+from valis_core.node_defaults import (
+    DEFAULT_LAUNCHER_CONFIG,
+    DEFAULT_RUN_ACCOUNT,
+    DEFAULT_SITE_FACTS,
+    DEFAULT_STATE_DIR,
+)
 from valis_core.operator_state.site_facts import DSN_KEY
 from valis_core.state_layout import config_store_path
+
+if TYPE_CHECKING:
+    import psycopg
 
 _MAX_FILE = 1 << 20
 
@@ -112,3 +130,71 @@ def operator_dsn(args: argparse.Namespace) -> str:
         f"no operator-state DSN: give --dsn, set ${DSN_KEY}, or run on a node whose site "
         f"facts name it ({where}, or --state-dir DIR)"
     )
+
+
+def node_run_account(
+    launcher_config: Path = DEFAULT_LAUNCHER_CONFIG,
+    state_dir: Path = Path(DEFAULT_STATE_DIR),
+    lookup: Callable[[str], pwd.struct_passwd] = pwd.getpwnam,
+) -> tuple[int, int] | None:
+    """(uid, gid) of this node's run account: the launcher config's pinned ids, else the
+    state directory's owner (never root), else ``valis`` by name; ``None`` when none is
+    found. Only what is there is read: a missing or unreadable file is passed over."""
+    from valis_core.launcher_config import LauncherConfigError, parse_launcher_config
+
+    try:
+        cfg = parse_launcher_config(launcher_config.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, LauncherConfigError):
+        cfg = None
+    if cfg is not None and cfg.valis_uid is not None and cfg.valis_gid is not None:
+        return cfg.valis_uid, cfg.valis_gid
+    try:
+        held = state_dir.stat()
+    except OSError:
+        held = None
+    if held is not None and held.st_uid != 0:
+        return held.st_uid, held.st_gid
+    try:
+        account = lookup(DEFAULT_RUN_ACCOUNT)
+    except KeyError:
+        return None
+    return account.pw_uid, account.pw_gid
+
+
+def operator_connection(
+    args: argparse.Namespace, *, require_schema: bool = True
+) -> psycopg.Connection[Any]:
+    """The connection to the database this invocation means (``operator_dsn``), made
+    as the node's run account when this is root (``node_run_account``)."""
+    from valis_core.acting_as import acting_as
+    from valis_core.operator_state.connection import OperatorStateError, connect
+
+    dsn = operator_dsn(args)
+    if os.geteuid() != 0:
+        return connect(dsn, require_schema=require_schema)
+    state_dir = args.state_dir if args.state_dir is not None else Path(DEFAULT_STATE_DIR)
+    account = node_run_account(state_dir=state_dir)
+    if account is None:
+        raise OperatorStateError(
+            f"operator state: run as root, this verb connects as the node's run account, "
+            f"and this host has none (no {DEFAULT_RUN_ACCOUNT!r} account, no pinned ids in "
+            f"{DEFAULT_LAUNCHER_CONFIG}); run it as the account the DSN's role maps to "
+            "(setpriv --reuid=ACCOUNT --regid=ACCOUNT --init-groups -- valis ...)"
+        )
+    try:
+        with acting_as(account):
+            return connect(dsn, require_schema=require_schema)
+    except OperatorStateError as exc:
+        raise OperatorStateError(
+            f"{exc} (run as root, this verb connected as the run account "
+            f"{_account_name(account[0])}: the launcher config's valis-uid, else the owner "
+            f"of {state_dir}, else {DEFAULT_RUN_ACCOUNT!r})"
+        ) from exc
+
+
+def _account_name(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+

@@ -33,6 +33,19 @@ from valis_core.reachability import (
 
 DEFAULT_PATH = DEFAULT_LAUNCHER_CONFIG
 
+RESTART_TO_APPLY = (
+    "fulcrum reads the launcher config only when it starts: `systemctl restart "
+    "fulcrum-valis` applies a changed one to a running unit (a reload does not)"
+)
+"""Said wherever a launcher config is rewritten (``fulcrum config produce``, provision)."""
+
+
+def owner_terminus(cfg: LauncherConfig) -> str:
+    """Where DNS UPDATE goes, in a few words (the DNS port answers it NOTIMP)."""
+    if cfg.owner_port is None:
+        return "owner terminus closed (no owner-port: DNS UPDATE has nowhere to go)"
+    return f"owner terminus (DNS UPDATE, TCP) on port {cfg.owner_port}"
+
 Mode = Literal["dedicated", "macvlan", "ipvlan"]
 MODES: tuple[Mode, ...] = ("dedicated", "macvlan", "ipvlan")
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address

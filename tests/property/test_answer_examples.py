@@ -10,6 +10,7 @@ import importlib
 import struct
 from typing import Any
 
+import dns.edns
 import dns.flags
 import dns.message
 import dns.name
@@ -18,9 +19,16 @@ import dns.rcode
 import dns.rdatatype
 import dns.rrset
 import dns.tsigkeyring
+import dns.update
 import pytest
 
-from valis_core.dns.answer import SERVER_PAYLOAD, Transport, answer, answer_general
+from valis_core.dns.answer import (
+    SERVER_PAYLOAD,
+    UPDATE_ELSEWHERE,
+    Transport,
+    answer,
+    answer_general,
+)
 from valis_core.dns.snapshot import IndexHolder, Snapshot
 from valis_core.dns.zone import ZoneIndex
 
@@ -581,7 +589,7 @@ def test_an_opcode_other_than_query_carrying_an_opt_is_answered_with_one() -> No
     assert reply is not None
     assert reply[3] & 0xF == dns.rcode.NOTIMP
     assert reply[10:12] == b"\x00\x01"
-    assert reply[-11:-8] == b"\x00\x00\x29"
+    assert reply[-len(UPDATE_ELSEWHERE) - 17:-len(UPDATE_ELSEWHERE) - 14] == b"\x00\x00\x29"
     plain = dns.message.make_query("example.com.", "SOA")
     plain.set_opcode(dns.opcode.STATUS)
     assert send(plain.to_wire(), plain=False).edns < 0
@@ -591,6 +599,33 @@ def test_an_opcode_other_than_query_carrying_an_opt_is_answered_with_one() -> No
     assert response.rcode() == dns.rcode.BADVERS
     assert response.opcode() == dns.opcode.NOTIFY
     assert response.edns == 0
+
+
+def test_an_update_on_the_query_port_is_notimp_even_signed_with_a_right_key() -> None:
+    """nsupdate sent to :53 with the owner key heard NOTAUTH(BADKEY), as though the key
+    were wrong: the query port takes no updates, so it says NOTIMP (unsigned; its TSIG
+    is not judged), and to a client speaking EDNS where updates go (RFC 8914)."""
+    keyring = dns.tsigkeyring.from_text({"owner.": "c2VjcmV0c2VjcmV0c2VjcmV0"})
+    for edns in (-1, 0):
+        update = dns.update.UpdateMessage("example.com.", keyring=keyring, keyname="owner.")
+        update.add("new", 300, "A", "192.0.2.9")
+        update.use_edns(edns)
+        for transport in Transport:
+            raw = answer(INDEX, update.to_wire(), transport=transport)
+            assert raw is not None
+            reply = dns.message.from_wire(raw)
+            assert (reply.opcode(), reply.rcode()) == (dns.opcode.UPDATE, dns.rcode.NOTIMP)
+            assert reply.id == update.id
+            assert reply.tsig is None
+            assert reply.edns == edns
+            if edns < 0:
+                continue
+            (option,) = reply.options
+            assert isinstance(option, dns.edns.EDEOption)
+            assert option.code == dns.edns.EDECode.NOT_SUPPORTED
+            assert option.text == UPDATE_ELSEWHERE
+            assert "owner terminus" in option.text
+            assert "owner-port" in option.text
 
 
 def test_a_class_other_than_in_is_refused() -> None:

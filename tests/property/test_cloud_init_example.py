@@ -30,9 +30,25 @@ def test_first_boot_is_provision_then_condense_from_genesis() -> None:
     provision = parser.parse_args(commands[0][1:])
     assert provision.delivery is not None
     assert not provision.plan
+    # The owner terminus is open: without it nsupdate has nowhere to send (:53 answers
+    # an UPDATE NOTIMP).
+    assert provision.owner_port == "8053"
     condense = parser.parse_args(commands[1][1:])
     assert condense.genesis
     assert str(condense.site_facts) == provision.site_facts
     # The unpacked delivery provisions; the installed one condenses.
     assert commands[0][0].startswith("/root/")
     assert commands[1][0] == "/opt/valis/current/bin/valis"
+
+
+def test_the_readme_and_the_verbs_doc_provision_with_the_owner_port() -> None:
+    """The first-boot command lines the operator copies open the owner terminus, as the
+    cloud-init example does."""
+    root = EXAMPLE.parents[2]
+    for doc in (root / "README.md", root / "docs" / "operator-verbs.md"):
+        text = doc.read_text()
+        start = text.index("/root/valis-serving/bin/valis provision")
+        command = text[start:text.index("\n#", start)].replace("\\\n", " ")
+        parser = build_parser("valis", "", COMMAND_MODULES, __version__)
+        provision = parser.parse_args(command.split()[1:])
+        assert provision.owner_port == "8053", (doc, command)

@@ -129,6 +129,13 @@ def test_resident_environment_keeps_site_facts_and_systemd_hand_offs_only(
     assert set(chosen) - {"PATH"} <= set(environ)
 
 
+def test_the_journal_stream_systemd_names_crosses_the_privilege_drop() -> None:
+    """The resident inherits fulcrum's stderr; told it is the journal's, it puts each
+    line's syslog priority in front (docs/resident.md)."""
+    chosen = resident_environment({"JOURNAL_STREAM": "8:41221", "HOME": "/root"})
+    assert chosen == {"JOURNAL_STREAM": "8:41221", "PATH": RESIDENT_PATH}
+
+
 @settings(max_examples=20)
 @given(configs(program=no_nul.map(lambda s: "/opt/" + s + "=x")), fds, fds)
 def test_a_program_path_env_would_read_as_an_assignment_is_refused(

@@ -326,3 +326,24 @@ def test_the_bundle_is_placed_until_every_file_is_the_run_accounts_alone(
                 {**held, name: spoiled}.items()))
             assert _step(plan_provision(request, worse), StepName.DATABASE_CLIENT).status \
                 is Status.TO_DO
+
+
+@given(requests, host_facts)
+def test_a_changed_launcher_config_says_a_restart_applies_it_and_where_updates_go(
+    request: ProvisionRequest, facts: HostFacts
+) -> None:
+    """fulcrum reads its config when it starts: an operator who reruns provision with
+    another --owner-port is told the running unit needs a restart, and where DNS UPDATE
+    goes now; a first write, or a mode fixed alone, changes nothing that runs."""
+    opened = attrs.evolve(request, launcher_config=attrs.evolve(CONFIG, owner_port=8053))
+    held = FileFacts(render_launcher_config(CONFIG), 0, 0o644)
+    for facts_held, changed in ((held, True), (None, False),
+                                (FileFacts(opened.launcher_config_text, 0, 0o600), False)):
+        step = _step(plan_provision(opened, attrs.evolve(facts, launcher_config=facts_held)),
+                     StepName.LAUNCHER_CONFIG)
+        assert step.status is Status.TO_DO
+        assert ("`systemctl restart fulcrum-valis`" in step.description) is changed
+        assert "owner terminus (DNS UPDATE, TCP) on port 8053" in step.description
+    closed = _step(plan_provision(request, attrs.evolve(facts, launcher_config=held)),
+                   StepName.LAUNCHER_CONFIG)
+    assert "owner terminus closed" in closed.description

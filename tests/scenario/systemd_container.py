@@ -490,10 +490,12 @@ class SystemdContainer:
             now = self.show(unit, "ActiveState", "SubState", "Result", "NRestarts")
             raise TimeoutError(f"{exc}; it is {now}; its journal:\n{self.journal(unit)}") from None
 
-    def journal(self, unit: str, *, output: str = "cat") -> str:
-        """What the unit logged, as journald keeps it (``journalctl -u UNIT -o OUTPUT``)."""
+    def journal(self, unit: str, *, output: str = "cat", priority: str | None = None) -> str:
+        """What the unit logged, as journald keeps it (``journalctl -u UNIT -o OUTPUT``;
+        with ``priority``, only lines at it or more urgent: ``-p PRIORITY``)."""
         self.run("journalctl", "--sync", check=False)
-        return self.run("journalctl", "--no-pager", "-u", unit, "-o", output,
+        chosen = ("-p", priority) if priority is not None else ()
+        return self.run("journalctl", "--no-pager", "-u", unit, "-o", output, *chosen,
                         check=False).stdout
 
     def unmask(self, *units: str) -> None:

@@ -6,20 +6,24 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import require_root
 from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import RUN_USER, PgCluster, run_as
 from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
 from valis_cli.commands.status import not_ready_reasons, not_serving_reasons, render_status
-from valis_cli.operator_dsn import DSN_KEY, find_dsn
+from valis_cli.operator_dsn import DSN_KEY, find_dsn, node_run_account
 from valis_core import __version__
 from valis_core.dns.zone_build import parse_zone_text
+from valis_core.launcher_config import launcher_config_from_mapping, render_launcher_config
 from valis_core.operator_state.site_facts import render_site_facts
+from valis_core.operator_state.site_facts_rows import set_site_facts
 from valis_core.operator_state.zones import replace_zone
 from valis_core.state_layout import config_store_path
 
@@ -134,6 +138,84 @@ def test_zone_list_finds_the_database_in_the_nodes_state_directory(
     assert json.loads(listed.stdout) == [
         {"zone": ZONE, "records": 3, "serial": 3, "served_by": [], "serial_policy": None}
     ]
+
+
+def test_verbs_run_as_root_reach_the_database_as_the_run_account(
+    pg_cluster: PgCluster, state_dsn: str, run_account_dir: Path, tmp_path: Path
+) -> None:
+    """``valis site-facts show`` as root was refused (peer authentication failed for
+    user "valis"): as root, a verb that reaches the database connects as the node's run
+    account (the state directory's owner, else ``valis``), and keeps root's own rights
+    for the rest, so it imports a zone file only root may read."""
+    require_root()
+    with pg_cluster.connect(state_dsn) as conn:
+        set_site_facts(conn, "node-a", site_facts(state_dsn))
+    shown = run("valis", "site-facts", "show", "node-a", "--dsn", state_dsn)
+    assert shown.returncode == 0, shown.stderr
+    assert f"VALIS_OPERATOR_STATE_DSN={state_dsn}" in shown.stdout.splitlines()
+
+    private = tmp_path / "private" / "example.test.zone"
+    private.parent.mkdir(mode=0o700)
+    private.write_text(soa_zone(ZONE, serial=5))
+    private.chmod(0o600)
+    imported = run("valis", "zone", "import", str(private), "--dsn", state_dsn)
+    assert imported.returncode == 0, imported.stderr
+
+    store = config_store_path(run_account_dir)
+    store.parent.mkdir(mode=0o700)
+    store.write_text(render_site_facts(site_facts(state_dsn)))
+    listed = run("valis", "zone", "list", "--json", "--state-dir", str(run_account_dir))
+    assert listed.returncode == 0, listed.stderr
+    assert [(z["zone"], z["serial"]) for z in json.loads(listed.stdout)] == [(ZONE, 5)]
+
+
+def test_as_root_the_account_a_verb_connects_as_is_named_when_refused(
+    state_dsn: str, tmp_path: Path
+) -> None:
+    """A state directory whose owner is not the DSN's role's account: the refusal says
+    which account root connected as and where that account came from."""
+    require_root()
+    owned = tmp_path / "state"
+    owned.mkdir()
+    os.chown(owned, 65534, 65534)
+    refused = run("valis", "zone", "list", "--dsn", state_dsn, "--state-dir", str(owned))
+    assert refused.returncode == 1
+    assert "Peer authentication failed" in refused.stderr
+    assert "connected as the run account nobody (uid 65534)" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+def test_the_run_account_root_acts_as_is_the_pinned_one_the_state_owner_then_valis(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "launcher.toml"
+    state = tmp_path / "state"
+    state.mkdir()
+    owner = state.stat()
+
+    def valis_account(name: str) -> pwd.struct_passwd:
+        assert name == "valis"
+        return pwd.struct_passwd(("valis", "x", 999, 995, "", "/", "/usr/sbin/nologin"))
+
+    def none(name: str) -> pwd.struct_passwd:
+        raise KeyError(name)
+
+    found = node_run_account(config, state, valis_account)
+    if owner.st_uid != 0:  # a state directory owned by an account names it
+        assert found == (owner.st_uid, owner.st_gid)
+    else:  # root's own is passed over
+        assert found == (999, 995)
+        assert node_run_account(config, state, none) is None
+    assert node_run_account(config, tmp_path / "absent", valis_account) == (999, 995)
+    pinned = launcher_config_from_mapping({
+        "netns-name": "valis", "unit-ip": "203.0.113.10", "unit-cidr": 24,
+        "public-interface": "ens7", "public-gateway": "203.0.113.1", "mode": "dedicated",
+        "designated-port": 53, "catchall-object-path": "/opt/valis/current/lib/x.bpf.o",
+        "valis-command": ["/opt/valis/current/bin/valis"], "valis-uid": 1234,
+        "valis-gid": 4321,
+    })
+    config.write_text(render_launcher_config(pinned))
+    assert node_run_account(config, state, none) == (1234, 4321)
 
 
 def test_on_a_terminal_a_verb_with_no_dsn_asks_for_one(tmp_path: Path) -> None:

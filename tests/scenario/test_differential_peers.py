@@ -18,6 +18,7 @@ from pathlib import Path
 import dns.flags
 import dns.message
 import dns.opcode
+import dns.update
 import pytest
 
 from tests.script_module import load_script
@@ -56,6 +57,14 @@ def _fixed(zones: list[tuple[str, list[str]]]) -> list[object]:
         tags = (f"opcode:{dns.opcode.to_text(opcode)}", "type:SOA", "do",
                 *(("edns-version",) if version else ()))
         out.append(differential.Query(message.to_wire(), tags, f"{origin} SOA {tags[0]}"))
+    # An UPDATE signed with a key (the owner key sent to :53): NOTIMP from valis, with an
+    # Extended DNS Error naming the owner terminus; NSD and Knot judge the key first.
+    update = dns.update.UpdateMessage(origin, keyring=differential.KEYRING,
+                                      keyname=differential.KEY_NAME)
+    update.use_edns(0)
+    update.add(f"new.{origin}", 300, "A", "192.0.2.9")
+    tags = ("opcode:UPDATE", "tsig", "type:SOA")
+    out.append(differential.Query(update.to_wire(), tags, f"{origin} SOA opcode:UPDATE tsig"))
     return out
 
 

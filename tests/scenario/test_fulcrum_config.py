@@ -83,6 +83,25 @@ def test_produce_replaces_an_earlier_config_whole(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["launcher.toml"]
 
 
+def test_produce_says_where_updates_go_and_that_a_change_needs_a_restart(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "launcher.toml"
+    first = fulcrum(*produce_args(out))
+    assert first.returncode == 0, first.stderr
+    assert "owner terminus closed (no owner-port" in first.stdout
+    assert "systemctl restart" not in first.stdout  # nothing ran on the old one
+    opened = fulcrum(*produce_args(out, owner_port="8053"))
+    assert opened.returncode == 0, opened.stderr
+    assert "owner terminus (DNS UPDATE, TCP) on port 8053" in opened.stdout
+    assert "changed: fulcrum reads the launcher config only when it starts: " \
+        "`systemctl restart fulcrum-valis` applies" in opened.stdout
+    again = fulcrum(*produce_args(out, owner_port="8053"))
+    assert again.returncode == 0, again.stderr
+    assert "systemctl restart" not in again.stdout
+    assert "8053" in fulcrum("config", "verify", str(out)).stdout
+
+
 def test_produced_files_are_root_owned_on_the_node(tmp_path: Path, as_root: None) -> None:
     out = tmp_path / "launcher.toml"
     assert fulcrum(*produce_args(out)).returncode == 0

@@ -276,6 +276,32 @@ def test_nsupdate_and_knsupdate_say_which_tsig_failure_the_node_answered(
     assert records(pg_cluster, zone_dsn) == before
 
 
+def test_nsupdate_sent_to_the_dns_port_with_the_right_key_hears_notimp_not_badkey(
+    resident: Resident, pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    """The operator who forgets the owner port and sends to :53 (the DNS pair) with the
+    key ``valis owner key`` printed is told the port takes no updates, not that the key
+    is wrong; the same script to the owner port is applied."""
+    before = records(pg_cluster, zone_dsn)
+    key = keyring(resident)
+    signing = f"hmac-sha256:{key.name}:{base64.b64encode(key.secret).decode()}"
+    update = f"zone {ZONE}\nupdate add moved.example.test. 300 A 192.0.2.77\nsend\n"
+    for tcp in ([], ["-v"]):
+        done = subprocess.run(["nsupdate", *tcp, "-t", "10", "-y", signing],
+                              input=f"server 127.0.0.1 {resident.port}\n{update}",
+                              capture_output=True, text=True, timeout=60, check=False)
+        said = done.stdout + done.stderr
+        assert done.returncode != 0, said
+        assert "update failed: NOTIMP" in said, said
+        assert "BADKEY" not in said, said
+    assert records(pg_cluster, zone_dsn) == before
+    done = subprocess.run(["nsupdate", "-v", "-t", "10", "-y", signing],
+                          input=f"server 127.0.0.1 {resident.owner_port}\n{update}",
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    wait_for_answer(resident, "moved.example.test.", {"192.0.2.77"})
+
+
 def test_failing_prerequisites_change_nothing(
     resident: Resident, pg_cluster: PgCluster, zone_dsn: str
 ) -> None:

@@ -38,7 +38,8 @@ from tests.scenario.proving_ground import UNIT_IP, Ground, dig, unit_config_text
 from tests.scenario.proving_ground import sweep_stale as sweep_stale_grounds
 from tests.scenario.systemd_container import Bind, SystemdContainer, sweep_stale
 from valis_core.operator_state.schema import migrate
-from valis_core.operator_state.site_facts import render_site_facts
+from valis_core.operator_state.site_facts import parse_site_facts, render_site_facts
+from valis_core.state_layout import CONFIG_FILE, CONFIG_STORE
 
 UNIT = "fulcrum-valis.service"
 SOCKET_UNIT = "fulcrum-valis-control.socket"
@@ -54,6 +55,8 @@ NEWER_DESCRIPTION = f"valis {NEWER} (fulcrum-launched resident)"
 UP_TIMEOUT = 90.0
 APPLY_TIMEOUT = 240.0
 MISSING_CONFIG = "fulcrum: launcher config: "
+ABSENT_ZONE = "absent.test."
+UNCHANGED = "reload: the store is unchanged"
 SERVING = re.compile(r"serving example\.test\. on udp=\S+ tcp=\S+ at generation (\d+)")
 
 
@@ -242,6 +245,37 @@ def test_apply_of_a_delivery_whose_resident_fails_switches_back(node: Node) -> N
     exe = node.box.run("readlink", f"/proc/{main}/exe").stdout.strip()
     assert exe == f"{ROOT}/versions/{NEWER}/bin/fulcrum"
     node.assert_answers()
+
+
+def test_the_residents_warnings_and_errors_reach_the_journal_at_their_priority(
+    node: Node,
+) -> None:
+    """A reload asking for a zone operator state does not hold is refused: that error is
+    in ``journalctl -p warning``, the resident's routine lines are not (they are info)."""
+    store = f"{STATE_DIRECTORY}/{CONFIG_STORE}/{CONFIG_FILE}"
+    kept = node.box.read_text(store)
+    facts = parse_site_facts(kept)
+    asked = {**facts, "VALIS_SERVED_ZONES": f"{EXAMPLE_ZONE},{ABSENT_ZONE}"}
+    node.box.put_text(store, render_site_facts(asked), mode=0o600, owner=RUN_USER)
+    try:
+        node.box.systemctl("reload", UNIT)
+
+        def refused() -> str | None:
+            urgent = node.box.journal(UNIT, priority="warning")
+            return urgent if "reload: served zones" in urgent else None
+
+        urgent = node.box.wait_for(refused, UP_TIMEOUT, "the refused reload in the journal")
+        assert ABSENT_ZONE in urgent, urgent
+        assert "valis resident: error: reload: served zones" in urgent, urgent
+        assert "valis resident: info:" not in urgent, urgent
+        assert "adopting DNS descriptor pair" in node.box.journal(UNIT)  # info is kept too
+        node.assert_answers()
+    finally:
+        unchanged = node.box.journal(UNIT).count(UNCHANGED)
+        node.box.put_text(store, kept, mode=0o600, owner=RUN_USER)
+        node.box.systemctl("reload", UNIT)
+        node.box.wait_for(lambda: node.box.journal(UNIT).count(UNCHANGED) > unchanged,
+                          UP_TIMEOUT, "the reload of the kept store")
 
 
 def test_systemctl_stop_tears_the_netns_down_and_leaves_no_process(node: Node) -> None:

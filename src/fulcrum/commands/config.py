@@ -9,8 +9,10 @@ from typing import Any
 from valis_core.launcher_config import (
     DEFAULT_PATH,
     FIELDS,
+    RESTART_TO_APPLY,
     LauncherConfig,
     firewall_accept_set,
+    owner_terminus,
     served_dns_reachability,
 )
 from valis_core.reachability import render_endpoints
@@ -25,7 +27,8 @@ _HELP = {
     "designated-port": "the port the DNS pair is bound on in the netns (53); naming it "
     "opens nothing",
     "edge-port": "elects the public TLS edge on this port (omit: no edge)",
-    "owner-port": "opens the owner terminus on this port (omit: closed)",
+    "owner-port": "opens the owner terminus (DNS UPDATE over TCP) on this port (omit: "
+    "closed; the DNS port answers UPDATE with NOTIMP)",
     "catchall-object-path": "absolute path of the sk_lookup object (existence not checked)",
     "valis-command": "the resident's command line as one shell-quoted string, "
     "e.g. '/opt/valis/current/bin/valis'",
@@ -63,10 +66,21 @@ def _produce(args: argparse.Namespace) -> int:
     from fulcrum.provisioning import config_from_options, produce_config
 
     cfg = config_from_options({key: getattr(args, _dest(key)) for key in FIELDS})
+    before = _held(args.out)
     produce_config(cfg, args.out)
     print(f"wrote {args.out}; {_summary(cfg)}")
     _warn_unreachable_dns(cfg)
+    if before is not None and before != args.out.read_bytes():
+        print(f"changed: {RESTART_TO_APPLY}")
     return 0
+
+
+def _held(path: Path) -> bytes | None:
+    """What ``path`` holds before it is rewritten (``None``: nothing readable)."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -82,7 +96,8 @@ def _summary(cfg: LauncherConfig) -> str:
     return (
         f"netns {cfg.netns_name}, unit {cfg.unit_ip}/{cfg.unit_cidr} on "
         f"{cfg.public_interface} ({cfg.mode}), DNS bound on port {cfg.designated_port}, "
-        f"firewall accepts {render_endpoints(firewall_accept_set(cfg))}"
+        f"firewall accepts {render_endpoints(firewall_accept_set(cfg))}, "
+        f"{owner_terminus(cfg)}"
     )
 
 

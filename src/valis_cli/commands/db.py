@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from valis_cli.operator_dsn import add_dsn_arguments, operator_dsn
+from valis_cli.operator_dsn import add_dsn_arguments, operator_connection
 from valis_core.node_defaults import DEFAULT_PG_PORT, DEFAULT_PG_SOCKET_DIR
 
 DEFAULT_CA_DIR = "/etc/valis/operator-state-ca"
@@ -129,10 +129,9 @@ def _client_bundle(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from valis_core.operator_state.connection import connect
     from valis_core.operator_state.schema import migrate, shipped_migrations
 
-    with connect(operator_dsn(args)) as conn:
+    with operator_connection(args, require_schema=False) as conn:
         applied = migrate(conn)
     latest = shipped_migrations()[-1].version
     if applied:

@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from valis_cli.operator_dsn import add_dsn_arguments, operator_dsn
+from valis_cli.operator_dsn import add_dsn_arguments, operator_connection
 from valis_core.errors import ValisError
 
 
@@ -79,17 +79,15 @@ def parse_assignments(items: list[str]) -> dict[str, str]:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from valis_core.operator_state.connection import connect
     from valis_core.operator_state.site_facts_rows import render_node_site_facts
 
-    with connect(operator_dsn(args), require_schema=True) as conn:
+    with operator_connection(args) as conn:
         render_node_site_facts(conn, args.node, args.out)
     print(f"wrote site facts for node {args.node} to {args.out}")
     return 0
 
 
 def _set(args: argparse.Namespace) -> int:
-    from valis_core.operator_state.connection import connect
     from valis_core.operator_state.site_facts import check_site_facts
     from valis_core.operator_state.site_facts_rows import set_site_facts
     from valis_core.resident.config_store import read_config_store, write_config_store
@@ -104,7 +102,7 @@ def _set(args: argparse.Namespace) -> int:
                 f"{store_facts.get('VALIS_NODE_NAME')!r}'s store, not {args.node!r}"
             )
         check_site_facts(store_facts)
-    with connect(operator_dsn(args), require_schema=True) as conn, conn.transaction():
+    with operator_connection(args) as conn, conn.transaction():
         set_site_facts(conn, args.node, changes)
         if store_facts is not None:
             # Inside the rows' transaction: a store that cannot be written rolls them back.
@@ -121,11 +119,10 @@ def _set(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from valis_core.operator_state.connection import connect
     from valis_core.operator_state.site_facts_rows import read_site_facts
     from valis_core.resident.config_store import read_config_store
 
-    with connect(operator_dsn(args), require_schema=True) as conn:
+    with operator_connection(args) as conn:
         rows = read_site_facts(conn, args.node)
     store = None if args.state_dir is None else dict(read_config_store(args.state_dir).facts)
     if not rows and store is None:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from valis_cli.operator_dsn import add_dsn_arguments, operator_dsn
+from valis_cli.operator_dsn import add_dsn_arguments, operator_connection
 from valis_core.errors import ValisError
 
 if TYPE_CHECKING:
@@ -192,7 +192,6 @@ def _where(label: str, line: int | None) -> str:
 def _import(args: argparse.Namespace) -> int:
     from valis_core.dns.serial import policy_named
     from valis_core.dns.zone_build import parse_zone_text
-    from valis_core.operator_state.connection import connect
     from valis_core.operator_state.zones import import_zone
 
     if args.serial_policy is not None:
@@ -202,7 +201,7 @@ def _import(args: argparse.Namespace) -> int:
         progress.say(f"checking {args.file}")
         text, result = _checked(args)
         rows = parse_zone_text(text, result.zone, progress=progress.parsed)
-        with connect(operator_dsn(args), require_schema=True) as conn:
+        with operator_connection(args) as conn:
             outcome = import_zone(
                 conn,
                 rows,
@@ -226,31 +225,28 @@ def _import(args: argparse.Namespace) -> int:
 
 def _diff(args: argparse.Namespace) -> int:
     from valis_core.dns.zone_build import parse_zone_text
-    from valis_core.operator_state.connection import connect
     from valis_core.operator_state.zones import import_zone
 
     text, result = _checked(args)
     rows = parse_zone_text(text, result.zone)
-    with connect(operator_dsn(args), require_schema=True) as conn:
+    with operator_connection(args) as conn:
         outcome = import_zone(conn, rows, policy="keep", now=time.time(), dry_run=True)
     print("\n".join(outcome.diff.lines()))
     return 0
 
 
 def _export(args: argparse.Namespace) -> int:
-    from valis_core.operator_state.connection import connect
     from valis_core.operator_state.zones import export_zone_text
 
-    with connect(operator_dsn(args), require_schema=True) as conn:
+    with operator_connection(args) as conn:
         sys.stdout.write(export_zone_text(conn, args.zone))
     return 0
 
 
 def _list(args: argparse.Namespace) -> int:
-    from valis_core.operator_state.connection import connect
     from valis_core.operator_state.zones import list_zones, serial_policies, served_zones
 
-    with connect(operator_dsn(args), require_schema=True) as conn:
+    with operator_connection(args) as conn:
         zones = list_zones(conn)
         served = served_zones(conn)
         policies = serial_policies(conn)
@@ -283,11 +279,11 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    from valis_core.operator_state.connection import OperatorStateError, connect
+    from valis_core.operator_state.connection import OperatorStateError
     from valis_core.operator_state.zones import canonical_zone_name, delete_zone, served_zones
 
     zone = canonical_zone_name(args.zone)
-    with connect(operator_dsn(args), require_schema=True) as conn:
+    with operator_connection(args) as conn:
         nodes = served_zones(conn).get(zone, ())
         if nodes and not args.force:
             raise OperatorStateError(
@@ -306,12 +302,12 @@ def _delete(args: argparse.Namespace) -> int:
 
 def _policy(args: argparse.Namespace) -> int:
     from valis_core.dns.serial import policy_named
-    from valis_core.operator_state.connection import OperatorStateError, connect
+    from valis_core.operator_state.connection import OperatorStateError
     from valis_core.operator_state.zones import canonical_zone_name, set_serial_policy
 
     zone = canonical_zone_name(args.zone)
     policy = policy_named(args.policy)
-    with connect(operator_dsn(args), require_schema=True) as conn:
+    with operator_connection(args) as conn:
         if not set_serial_policy(conn, zone, policy):
             raise OperatorStateError(
                 f"zone {zone} is not in the operator-state database; import it first"
@@ -373,7 +369,6 @@ def _register_secondary(actions: argparse._SubParsersAction[Any]) -> None:
 
 def _secondary_add(args: argparse.Namespace) -> int:
     from valis_core.operator_state import secondaries as book
-    from valis_core.operator_state.connection import connect
     from valis_core.operator_state.zones import canonical_zone_name
 
     secondary = book.Secondary(
@@ -385,7 +380,7 @@ def _secondary_add(args: argparse.Namespace) -> int:
     )
     from valis_core.operator_state.zone_denial import COMPACT, denial_of
 
-    with connect(operator_dsn(args), require_schema=True) as conn:
+    with operator_connection(args) as conn:
         new = book.add_secondary(conn, secondary)
         denial = denial_of(conn, secondary.zone)
     what = "added" if new else "updated"
@@ -401,12 +396,11 @@ def _secondary_add(args: argparse.Namespace) -> int:
 
 def _secondary_remove(args: argparse.Namespace) -> int:
     from valis_core.operator_state import secondaries as book
-    from valis_core.operator_state.connection import connect
     from valis_core.operator_state.zones import canonical_zone_name
 
     zone = canonical_zone_name(args.zone)
     address = book.host_address(args.address)
-    with connect(operator_dsn(args), require_schema=True) as conn:
+    with operator_connection(args) as conn:
         if not book.remove_secondary(conn, zone, address):
             raise book.SecondaryError(
                 f"zone {zone} has no secondary at {address} (valis zone secondary list "
@@ -418,9 +412,8 @@ def _secondary_remove(args: argparse.Namespace) -> int:
 
 def _secondary_list(args: argparse.Namespace) -> int:
     from valis_core.operator_state import secondaries as book
-    from valis_core.operator_state.connection import connect
 
-    with connect(operator_dsn(args), require_schema=True) as conn:
+    with operator_connection(args) as conn:
         found = book.list_secondaries(conn, args.zone)
     if args.json:
         document = []

@@ -23,7 +23,7 @@ from valis_cli.commands.zone_denial import (
     denial_asked,
     set_asked_denial,
 )
-from valis_cli.operator_dsn import add_dsn_arguments, operator_dsn
+from valis_cli.operator_dsn import add_dsn_arguments, operator_connection
 from valis_core.dns.rollover import Timing
 from valis_core.errors import ValisError
 from valis_core.fence import FenceState
@@ -138,7 +138,6 @@ def node_standing(state_dir: Path) -> FenceState:
 
 def _sign(args: argparse.Namespace) -> int:
     from valis_core.dns.zone_keys import ensure_signing_keys, forget_zone_key
-    from valis_core.operator_state.connection import connect
     from valis_core.operator_state.zone_rollover import set_timing
     from valis_core.operator_state.zone_signing import ZoneSigning, enable_signing, signed_zones
     from valis_core.operator_state.zones import canonical_zone_name
@@ -147,8 +146,7 @@ def _sign(args: argparse.Namespace) -> int:
     state_dir = args.state_dir or Path(DEFAULT_STATE_DIR)
     asked = denial_asked(args)
     standing = node_standing(state_dir)
-    dsn = operator_dsn(args)
-    with connect(dsn, require_schema=True) as conn:
+    with operator_connection(args) as conn:
         keys, made = ensure_signing_keys(state_dir, zone, args.algorithm, split=args.split)
         key = keys[0]
         zsk_tag = keys[1].tag if len(keys) > 1 else None
@@ -183,13 +181,12 @@ def _ds(args: argparse.Namespace) -> int:
 
     from valis_core.dns import rollover, wire
     from valis_core.dns.zone_keys import file_zone, load_key_ring
-    from valis_core.operator_state.connection import connect
     from valis_core.operator_state.zone_rollover import zone_key
     from valis_core.operator_state.zones import canonical_zone_name
 
     zone = canonical_zone_name(args.zone)
     state_dir = args.state_dir or Path(DEFAULT_STATE_DIR)
-    with connect(operator_dsn(args), require_schema=True) as conn:
+    with operator_connection(args) as conn:
         _algorithm, tag, zsk_tag, roll = zone_key(conn, zone)
     held = load_key_ring(state_dir).get(file_zone(zone), {})
     parent = rollover.zone_keying(tag, zsk_tag, roll).parent_ds
@@ -234,7 +231,6 @@ def _rollover(args: argparse.Namespace) -> int:
         load_key_ring,
         make_zone_key,
     )
-    from valis_core.operator_state.connection import connect
     from valis_core.operator_state.zone_rollover import begin_rollover, confirm_ds, zone_key
     from valis_core.operator_state.zone_signing import signed_zones
     from valis_core.operator_state.zones import canonical_zone_name
@@ -242,7 +238,7 @@ def _rollover(args: argparse.Namespace) -> int:
     zone = canonical_zone_name(args.zone)
     state_dir = args.state_dir or Path(DEFAULT_STATE_DIR)
     standing = node_standing(state_dir)
-    with connect(operator_dsn(args), require_schema=True) as conn:
+    with operator_connection(args) as conn:
         if args.ds_published:
             before, after = confirm_ds(conn, standing, zone, time.time())
             if after is None:

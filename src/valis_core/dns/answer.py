@@ -4,7 +4,11 @@
 behaviour, top to bottom:
 
 - Shorter than a header, or a response (QR=1): dropped (``None``).
-- Opcode other than QUERY: NOTIMP, with an OPT if the message (of at most
+- UPDATE (opcode 5): NOTIMP, signed or not (this port takes no updates; the TSIG is not
+  judged, so a right key is never told BADKEY), with an OPT if the message carries one,
+  and in it an Extended DNS Error (RFC 8914) 21 "Not Supported" whose EXTRA-TEXT says
+  updates go to the owner terminus (``UPDATE_ELSEWHERE``).
+- Another opcode other than QUERY: NOTIMP, with an OPT if the message (of at most
   ``MAX_SIGNED_OTHER`` bytes) carries a well-formed one (RFC 6891 section 7), BADVERS if
   that OPT's version is above 0 (section 6.1.3; as Knot); one signed (TSIG last, the
   message at most ``MAX_SIGNED_OTHER`` bytes): BADKEY as below, the TSIG judged before
@@ -75,7 +79,9 @@ wildcard's; CNAME and DNAME chains continue into other served zones (as NSD; Kno
 at the zone edge); ANY picks the lowest-numbered type (as Knot; NSD prefers the SOA at
 an apex); FORMERR echoes the question (as Knot; NSD clears it) and trailing bytes are
 FORMERR (as Knot; NSD ignores them); CH-class and class-ANY questions are REFUSED (both
-answer ``version.bind``); an unsigned NOTIFY is NOTIMP (NSD: REFUSED, Knot: NOTAUTH); an OPT with
+answer ``version.bind``); an unsigned NOTIFY is NOTIMP (NSD: REFUSED, Knot: NOTAUTH); a
+signed UPDATE is NOTIMP (both judge its TSIG first: NOTAUTH with BADKEY, which told an
+operator with the right key that it was wrong); an OPT with
 more than ``MAX_OPTIONS`` options is FORMERR (both read any number).
 """
 
@@ -155,6 +161,15 @@ MAX_SIGNED_OTHER = 1232
 """Bytes of a message with another opcode (a NOTIFY, an UPDATE) read for its TSIG: enough
 for any NOTIFY, small enough that reading one costs little."""
 
+EDE_NOT_SUPPORTED = 21
+"""Extended DNS Error (RFC 8914 section 4.22) an UPDATE on the query port carries."""
+
+UPDATE_ELSEWHERE = (
+    "this port answers queries only: DNS UPDATE goes to the node's owner terminus, on the "
+    "launcher config's owner-port (closed when it has none)"
+)
+"""The EXTRA-TEXT of that error: where the operator sends updates instead."""
+
 MAX_OPTIONS = 64
 """EDNS options scanned in one OPT; a query carrying more is FORMERR. Real clients send
 a few (a cookie, a client subnet, padding); the bound keeps every query's cost small."""
@@ -181,6 +196,7 @@ _DO = 0x8000
 _HEADER = struct.Struct("!HHHHHH")
 _RR_HEAD = struct.Struct("!HHIH")
 _QTAIL = struct.Struct("!HH")
+_UPDATE = 5 << 11
 _OPT_PLAIN = b"\x00" + _RR_HEAD.pack(OPT, SERVER_PAYLOAD, 0, 0)
 _OPT_DO = b"\x00" + _RR_HEAD.pack(OPT, SERVER_PAYLOAD, _DO, 0)
 
@@ -390,7 +406,9 @@ def _other_opcode(
     (RFC 6891 section 7, as Knot answers; BADVERS for a version above 0), or BADKEY when
     the message is signed (read by dnspython: a NOTIFY carries records a query does not,
     and this path is rare, so only messages of at most ``MAX_SIGNED_OTHER`` bytes are
-    read; a longer one is NOTIMP without an OPT)."""
+    read; a longer one is NOTIMP without an OPT). An UPDATE is ``_update_elsewhere``'s."""
+    if qflags & _OPCODE == _UPDATE:
+        return _update_elsewhere(query, qend, records, arcount, qid=qid, qflags=qflags)
     opt = b""
     if arcount and qend and len(query) <= MAX_SIGNED_OTHER:
         try:
@@ -408,6 +426,24 @@ def _other_opcode(
                 return _badvers(qid, qflags, query[12:qend], extra[1])
             opt = _OPT_DO if extra[1] & _DO else _OPT_PLAIN
     return _bare(qid, qflags, query[12:qend], NOTIMP, opt)
+
+
+def _update_elsewhere(
+    query: bytes, qend: int, records: int, arcount: int, *, qid: int, qflags: int
+) -> bytes:
+    """NOTIMP to an UPDATE, its TSIG (if any) left unjudged: the query port holds no
+    keys and takes no updates, so the client hears that, not that its key is bad. With
+    EDNS the OPT carries an Extended DNS Error saying where updates go (RFC 8914)."""
+    qsec = query[12:qend]
+    extra = _other_additional(query, qend, records, arcount) if arcount and qend else None
+    if extra is None or extra[0] < 0:
+        return _bare(qid, qflags, qsec, NOTIMP)
+    if extra[2]:
+        return _badvers(qid, qflags, qsec, extra[1])
+    text = UPDATE_ELSEWHERE.encode()
+    option = struct.pack("!HHH", 15, 2 + len(text), EDE_NOT_SUPPORTED) + text
+    opt = b"\x00" + _RR_HEAD.pack(OPT, SERVER_PAYLOAD, extra[1] & _DO, len(option)) + option
+    return _bare(qid, qflags, qsec, NOTIMP, opt)
 
 
 def _other_additional(query: bytes, qend: int, records: int, arcount: int) -> Additional | None:

@@ -20,7 +20,12 @@ from enum import Enum
 
 import attrs
 
-from valis_core.launcher_config import LauncherConfig, render_launcher_config
+from valis_core.launcher_config import (
+    RESTART_TO_APPLY,
+    LauncherConfig,
+    owner_terminus,
+    render_launcher_config,
+)
 from valis_core.operator_state.peer_access import (
     PeerAccess,
     dba_instructions,
@@ -292,7 +297,9 @@ def plan_provision(request: ProvisionRequest, facts: HostFacts) -> Plan:
         *_postgresql(request, facts),
         _file_step(StepName.LAUNCHER_CONFIG, request.launcher_config_path,
                    request.launcher_config_text, LAUNCHER_CONFIG_MODE, facts.launcher_config,
-                   what="the launcher config (fulcrum config produce)", group=0),
+                   what=f"the launcher config (fulcrum config produce), "
+                        f"{owner_terminus(request.launcher_config)}",
+                   group=0, changed_note=RESTART_TO_APPLY),
         _site_facts(request, facts),
         _private_dist(request, facts),
         _unit(request, facts),
@@ -432,12 +439,16 @@ def _postgresql(request: ProvisionRequest, facts: HostFacts) -> tuple[Step, ...]
 
 
 def _file_step(name: StepName, path: str, text: str, mode: int, held: FileFacts | None, *,
-               what: str, group: int, group_name: str = "root") -> Step:
+               what: str, group: int, group_name: str = "root",
+               changed_note: str | None = None) -> Step:
+    """Write (or rewrite) the file unless it holds ``text`` as it should; ``changed_note``
+    is said when its content changes (what the change needs before it takes effect)."""
     owned = f"owned by root:{group_name}, mode {mode:04o}"
     if held is not None and (held.text, held.uid, held.gid, held.mode) == (text, 0, group, mode):
         return _done(name, f"{path} holds {what}, {owned}")
     verb = "write" if held is None else "rewrite"
-    return _to_do(name, f"{verb} {path}: {what}, {owned}")
+    note = f"; {changed_note}" if held is not None and held.text != text and changed_note else ""
+    return _to_do(name, f"{verb} {path}: {what}, {owned}{note}")
 
 
 def _site_facts_group(facts: HostFacts) -> int:

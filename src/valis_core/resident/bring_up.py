@@ -387,7 +387,11 @@ async def _adopt(boot: Boot) -> Boot:
         # Never a refusal (the contract allows the port); said wherever it can be read.
         log.warning("adopt: %s", reachability.problem)
     if pair.owner is not None:
-        log.info("adopting owner descriptor %s", pair.owner.address)
+        log.info("adopting owner descriptor %s (the owner terminus: DNS UPDATE goes there)",
+                 pair.owner.address)
+    else:
+        log.info("owner terminus closed (no owner-port in the launcher config): DNS UPDATE "
+                 "on the DNS port is answered NOTIMP")
     if pair.edge is not None:
         log.info("adopting edge descriptor %s (served by the edge stage)", pair.edge.address)
     return attrs.evolve(

@@ -5,7 +5,9 @@ names the stream stderr is) the journal stamps the time itself and reads the lev
 a ``<N>`` syslog prefix, so a line carries that prefix and no timestamp; anywhere else it
 starts with an ISO 8601 UTC timestamp. ``json`` is one object per line (``level``,
 ``logger``, ``message``, and ``time`` when not under journald) for collectors such as
-Loki; ``json.dumps`` escapes line breaks, so a message can never split a line.
+Loki; ``json.dumps`` escapes line breaks, so a message can never split a line. Under
+journald a JSON line carries the ``<N>`` prefix too (the journal strips it, keeping the
+priority, and stores the object alone as the message).
 
 The format comes from ``--log-format`` on the resident's argv, else the site fact
 ``VALIS_LOG_FORMAT``, else text.
@@ -55,6 +57,10 @@ def under_journald(environ: Mapping[str, str], stream_fd: int = 2) -> bool:
     return f"{st.st_dev}:{st.st_ino}" == f"{device}:{inode}"
 
 
+def _priority(record: logging.LogRecord) -> int:
+    return _PRIORITY.get(record.levelname, 6)
+
+
 def _timestamp(record: logging.LogRecord) -> str:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
     return f"{stamp}.{int(record.msecs):03d}Z"
@@ -72,7 +78,7 @@ class TextFormatter(logging.Formatter):
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
         if self.journald:
-            return f"<{_PRIORITY.get(record.levelname, 6)}>{text}"
+            return f"<{_priority(record)}>{text}"
         return f"{_timestamp(record)} {text}"
 
 
@@ -92,7 +98,10 @@ class JsonFormatter(logging.Formatter):
         document["message"] = record.getMessage()
         if record.exc_info:
             document["exception"] = self.formatException(record.exc_info)
-        return json.dumps(document, ensure_ascii=False)
+        line = json.dumps(document, ensure_ascii=False)
+        if self.journald:
+            return f"<{_priority(record)}>{line}"
+        return line
 
 
 def make_formatter(fmt: str, *, journald: bool) -> logging.Formatter:
