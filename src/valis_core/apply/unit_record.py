@@ -133,7 +133,9 @@ def record_of(pid: int, command: Sequence[str]) -> UnitRecord | None:
 
 
 def write_record(path: Path, record: UnitRecord) -> None:
-    data = json.dumps(attrs.asdict(record, retain_collection_types=False), sort_keys=True)
+    fields = {"pid": record.pid, "start": record.start, "pidns": record.pidns,
+              "command": list(record.command)}
+    data = json.dumps(fields, sort_keys=True)
     write_atomic(path, data.encode() + b"\n", mode=RECORD_MODE)
 
 
