@@ -85,6 +85,11 @@ class MadeNetns:
         info = os.fstat(fd)
         return cls(name, fd, NamespaceId(info.st_dev, info.st_ino))
 
+    @property
+    def fd_path(self) -> str:
+        """A path that opens this netns while it is held (not its name)."""
+        return f"/proc/{os.getpid()}/fd/{self.fd}"
+
     def is_at_its_name(self) -> bool:
         """Whether ``/run/netns/NAME`` still names this netns."""
         return _identity_at(netns_path(self.name)) == self.identity
@@ -153,17 +158,19 @@ def bring_up(cfg: LauncherConfig) -> PublicSurface:
 
 
 def tear_down(made: MadeNetns) -> None:
-    """Empty and delete the netns this fulcrum made; one already gone is done.
+    """Empty the netns this fulcrum made, and delete its name when it still names it.
 
-    A name that now names another netns (deleted and made again by hand) is left as it
-    is, with a warning: it is not this fulcrum's to empty. Idempotent.
+    The netns is reached through the descriptor held since it was made, never by its
+    name: a name that now names another netns (deleted and made again by hand) is left
+    as it is, with a warning, and what it holds is not touched. Idempotent.
     """
-    if not made.is_at_its_name():
-        if netns_exists(made.name):
-            log.warning("netns %s is no longer the one this fulcrum made; leaving it as it "
-                        "is", made.name)
-        return
-    _empty_and_delete(made.name, made.identity)
+    _evict_processes(made.name, made.identity)
+    _return_links(made.name, made.fd_path)
+    if made.is_at_its_name():
+        _delete_name(made.name)
+    elif netns_exists(made.name):
+        log.warning("netns %s is no longer the one this fulcrum made; leaving it as it is",
+                    made.name)
 
 
 def reclaim(name: str) -> None:
@@ -174,14 +181,15 @@ def reclaim(name: str) -> None:
     path = netns_path(name)
     if not path.exists():
         return
-    identity = _identity_at(path) if _is_namespace(path) else None
-    _empty_and_delete(name, identity)
+    if _is_namespace(path):
+        identity = _identity_at(path)
+        if identity is not None:
+            _evict_processes(name, identity)
+        _return_links(name, name)
+    _delete_name(name)
 
 
-def _empty_and_delete(name: str, identity: NamespaceId | None) -> None:
-    if identity is not None:
-        _evict_processes(name, identity)
-        _return_links(name)
+def _delete_name(name: str) -> None:
     remedy = f"remove it by hand: ip netns delete {name}"
     with _stage(f"deleting netns {name}", remedy), suppress(FileNotFoundError):
         pr_netns.remove(name)
@@ -343,10 +351,12 @@ def _await_exits(pidfds: list[int], deadline: float) -> None:
         waiting = [fd for fd in waiting if fd not in done]
 
 
-def _return_links(name: str) -> None:
+def _return_links(name: str, target: str) -> None:
+    """Delete the child links of netns ``name`` (opened as ``target``: its name, or a
+    path) and return every other link to the host namespace."""
     host_fd = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     try:
-        with _in_netns(name) as ns:
+        with _in_netns(name, target) as ns:
             for link in ns.link("dump"):
                 ifname = link.get_attr("IFLA_IFNAME")
                 index = int(link["index"])
@@ -386,10 +396,11 @@ def _is_namespace(path: Path) -> bool:
 
 
 @contextmanager
-def _in_netns(name: str) -> Iterator[Any]:
-    """An RTNL socket inside an existing netns (never creating one)."""
+def _in_netns(name: str, target: str | None = None) -> Iterator[Any]:
+    """An RTNL socket inside an existing netns (never creating one): the netns named
+    ``name``, or the one ``target`` opens (a name, or a path)."""
     with _stage(f"opening netns {name}"):
-        ns = IPRoute(netns=name, flags=0)
+        ns = IPRoute(netns=target or name, flags=0)
     try:
         yield ns
     finally:
