@@ -194,11 +194,6 @@ class ProcessUnitController:
     def pid(self) -> int | None:
         return None if self._process is None else self._process.pid
 
-    @property
-    def recorded(self) -> unit_record.UnitRecord | None:
-        """The unit an earlier supervisor of the command recorded, until it is stopped."""
-        return self._recorded
-
     def _take_supervision(self, record_dir: Path) -> HeldLock:
         unit_record.ensure_record_dir(record_dir)
         key = unit_record.unit_key(self.command)
