@@ -296,6 +296,26 @@ def test_second_launch_after_a_killed_fulcrum_reclaims_the_stale_netns(
     assert_torn_down(ground, report["pid"])
 
 
+def test_of_two_launches_racing_for_one_netns_one_serves_and_the_other_touches_nothing(
+    ground: Ground, launch: Any
+) -> None:
+    units = [launch(), launch()]
+    wait_for(lambda: any(u.fulcrum.process.poll() is not None for u in units),
+             REPORT_TIMEOUT, "one of the two launches to be refused")
+    [loser] = [u for u in units if u.fulcrum.process.poll() is not None]
+    [winner] = [u for u in units if u is not loser]
+    assert loser.fulcrum.wait() == 1
+    assert (
+        f"netns {ground.unit_netns} is already run by fulcrum pid {winner.fulcrum.process.pid}"
+        in loser.fulcrum.stderr
+    ), loser.fulcrum.stderr
+    assert not loser.report_path.exists()
+    pid = winner.report()["pid"]
+    assert udp_exchange(ground.client, UNIT_IP, 53, "one")["reply"] == "echo:one"
+    assert winner.fulcrum.stop() == 0
+    assert_torn_down(ground, pid)
+
+
 def test_teardown_leaves_alone_a_netns_of_its_name_it_did_not_make(
     ground: Ground, launch: Any
 ) -> None:
