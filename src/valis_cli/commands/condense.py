@@ -22,7 +22,7 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from valis_cli.commands.assess import assess_config
 from valis_core.errors import ValisError
@@ -219,6 +219,7 @@ def _condense(args: argparse.Namespace) -> int:
             )
 
     process: ProcessUnitController | None = None
+    previous: dict[int, Any] = {}
     unit: UnitController
     if args.unit_command:
         # As systemd's StateDirectory= would: the unit is told the state directory
@@ -229,8 +230,7 @@ def _condense(args: argparse.Namespace) -> int:
         )
         # From here a stop stops the unit too, whichever step it comes at: the unit
         # runs in a session of its own, so it would outlive this command unsupervised.
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, _stop_on_term)
+        previous = {signum: signal.signal(signum, _stop_on_term) for signum in STOP_SIGNALS}
         unit = process
     else:
         unit = SystemdUnitController(args.systemd_unit)
@@ -267,4 +267,8 @@ def _condense(args: argparse.Namespace) -> int:
         if process is not None:
             for signum in STOP_SIGNALS:  # the stop, once begun, runs to its end
                 signal.signal(signum, signal.SIG_IGN)
-            process.close()
+            try:
+                process.close()
+            finally:
+                for caught, handler in previous.items():
+                    signal.signal(caught, handler)
