@@ -1,7 +1,11 @@
 """``fulcrum launch``: prepare the unit, exec the resident, supervise it, tear down.
 
-Bring-up, in order: the netns with its public surface (a stale one from a killed run is
-reclaimed first), the default-deny firewall, the privileged binds (the DNS pair, the owner
+First the unit's lock (``/run/fulcrum/<netns-name>.lock``, ``valis_core.life_lock``), taken
+before anything is touched and held until teardown is done: one fulcrum per netns, by
+construction. A second fulcrum for the netns refuses, naming the holder's pid, and
+touches nothing; a fulcrum that died released its lock with its life, so the next one
+starts. Bring-up, in order: the netns with its public surface (a stale one from a dead
+run is reclaimed first), the default-deny firewall, the privileged binds (the DNS pair, the owner
 port), when ``edge-port`` is elected the sk_lookup steer attached to the netns, and the
 control socket (``fulcrum.control``). The edge port is never bound: its traffic is
 steered to the listening socket the resident pushes over the control socket. Then the
@@ -9,7 +13,9 @@ resident is started across the exec chain holding exactly the bound descriptors,
 supervised while the control socket is served beside it. Teardown is the same list in
 reverse — the control socket closed, the steer's link removed, sockets closed, firewall
 table removed, NIC returned or child link deleted, netns deleted — and it runs whether
-the resident was stopped, crashed, or a bring-up stage failed.
+the resident was stopped, crashed, or a bring-up stage failed. It acts on what this
+fulcrum made: the netns it created (held open, so known by identity, not by name) and
+the processes in it.
 """
 
 from __future__ import annotations
@@ -22,20 +28,20 @@ import shutil
 from collections.abc import Mapping
 from contextlib import ExitStack
 from functools import partial
+from pathlib import Path
 
 from fulcrum import firewall, netns
 from fulcrum.bind import UnitSockets, bind_unit_sockets
 from fulcrum.control import PushGate, open_control_socket, serve_control
 from fulcrum.errors import LauncherError
 from fulcrum.exec_chain import (
+    CONTROL_SOCKET_DIR,
     RUN_ACCOUNT,
     build_resident_argv,
     control_socket_path,
     launch_record,
     resident_environment,
 )
-from fulcrum.netns import netns_path
-from fulcrum.pushed import namespace_of_path
 from fulcrum.steer import Steer
 from fulcrum.supervise import StopLatch, run_resident
 from valis_core.launch import LaunchRecord
@@ -44,12 +50,16 @@ from valis_core.launcher_config import (
     firewall_accept_set,
     served_dns_reachability,
 )
+from valis_core.life_lock import HeldLock, LockHeld, hold
 
 log = logging.getLogger(__name__)
 
 #: How long the resident gets to stop after the forwarded signal before SIGKILL.
 STOP_TIMEOUT = 20.0
 REQUIRED_TOOLS: tuple[str, ...] = ("ip", "setpriv", "env", "nsenter", "nft")
+#: Where the units' locks live: beside the control sockets, root's (0755).
+LOCK_DIR = CONTROL_SOCKET_DIR
+LOCK_DIR_MODE = 0o755
 
 
 def launch(
@@ -57,9 +67,11 @@ def launch(
 ) -> int:
     """Run one unit from bring-up to teardown; return fulcrum's exit status."""
     preflight(cfg)
-    with StopLatch() as latch, ExitStack() as undo:
-        netns.bring_up(cfg)
-        undo.callback(netns.tear_down, cfg.netns_name)
+    with StopLatch() as latch, hold_unit_lock(cfg), ExitStack() as undo:
+        surface = netns.bring_up(cfg)
+        made = surface.netns
+        undo.callback(made.close)
+        undo.callback(netns.tear_down, made)
         firewall.apply_ruleset(cfg.netns_name, firewall_accept_set(cfg))
         undo.callback(firewall.remove_ruleset, cfg.netns_name)
         sockets = bind_unit_sockets(
@@ -69,7 +81,7 @@ def launch(
             owner_port=cfg.owner_port,
         )
         undo.callback(sockets.close)
-        steer = attach_steer(cfg)
+        steer = attach_steer(cfg, made)
         if steer is not None:
             undo.callback(steer.close)
         uid, gid = run_ids(cfg)
@@ -77,7 +89,7 @@ def launch(
         undo.callback(control.close)
         gate = PushGate(
             run_uid=uid,
-            unit_netns=namespace_of_path(str(netns_path(cfg.netns_name))),
+            unit_netns=made.identity,
             elected=frozenset() if cfg.edge_port is None else frozenset({cfg.edge_port}),
             assign=None if steer is None else steer.assign,
         )
@@ -113,25 +125,44 @@ def launch(
     return status
 
 
-def attach_steer(cfg: LauncherConfig) -> Steer | None:
-    """The sk_lookup steer for the elected edge port, attached; None with no edge elected.
+def unit_lock_path(cfg: LauncherConfig) -> Path:
+    """The lock one fulcrum of the unit holds for its life."""
+    return Path(LOCK_DIR) / f"{cfg.netns_name}.lock"
+
+
+def hold_unit_lock(cfg: LauncherConfig) -> HeldLock:
+    """The unit's lock, taken now; a live fulcrum holding it is refused by name."""
+    path = unit_lock_path(cfg)
+    try:
+        os.makedirs(path.parent, mode=LOCK_DIR_MODE, exist_ok=True)
+        return hold(path)
+    except LockHeld as held:
+        holder = f"fulcrum pid {held.holder}" if held.holder else "another fulcrum"
+        stop = (f"kill -TERM {held.holder}" if held.holder
+                else f"the process holding {path}")
+        raise LauncherError(
+            f"netns {cfg.netns_name} is already run by {holder} (it holds {path}); a "
+            "second fulcrum would tear the first's unit down, so this one touches "
+            f"nothing: stop that unit first (systemctl stop, or {stop})"
+        ) from None
+    except OSError as exc:
+        raise LauncherError(
+            f"cannot take the unit lock {path}: {exc.strerror or exc}; {LOCK_DIR} must be "
+            "a directory root can write"
+        ) from None
+
+
+def attach_steer(cfg: LauncherConfig, made: netns.MadeNetns) -> Steer | None:
+    """The sk_lookup steer for the elected edge port, attached to the netns this fulcrum
+    made; None with no edge elected.
 
     Loaded here, while fulcrum is still privileged: the resident can neither load nor
     attach it. A wrong ``catchall-object-path`` fails here, naming the path.
     """
     if cfg.edge_port is None:
         return None
-    path = netns_path(cfg.netns_name)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise LauncherError(f"opening netns {cfg.netns_name} ({path}): {exc.strerror}") from None
-    try:
-        return Steer.attach(
-            cfg.catchall_object_path, fd, cfg.unit_ip, frozenset({cfg.edge_port})
-        )
-    finally:
-        os.close(fd)
+    return Steer.attach(cfg.catchall_object_path, made.fd, cfg.unit_ip,
+                        frozenset({cfg.edge_port}))
 
 
 def preflight(cfg: LauncherConfig) -> None:

@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import require_root
 from tests.scenario.pg import RUN_USER, ensure_system_user
+from tests.scenario.proving_ground import process_gone
 from valis_cli.commands.apply import reachable_by
 from valis_core.apply.delivery import (
     DeliveryError,
@@ -31,10 +32,15 @@ from valis_core.apply.unit_control import ProcessUnitController, SystemdUnitCont
 UP_TIMEOUT = 20.0
 
 # The unit a delivery carries: says READY=1 with its version, then serves until SIGTERM.
+# Given a path, it writes its pid there, and on SIGTERM its pid to PATH.stopped.
 GOOD_UNIT = b"""\
 import os, pathlib, signal, socket, sys, time
 version = (pathlib.Path(__file__).resolve().parent.parent / "VERSION").read_text().strip()
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+def stop(*_):
+    if len(sys.argv) > 1:
+        pathlib.Path(sys.argv[1] + ".stopped").write_text(str(os.getpid()))
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
 if len(sys.argv) > 1:
     pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))
 with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
@@ -249,31 +255,105 @@ def test_the_systemd_controller_restarts_and_reads_active_state_through_systemct
     ]
 
 
-def test_valis_apply_supervises_the_unit_and_forwards_sigterm_to_it(
-    tmp_path: Path, open_base: Path
-) -> None:
-    root = open_base / "opt-valis"  # where the run account, when there is one, reaches it
-    marker = tmp_path / "serving"
-    tarball = _delivery(tmp_path, "1.0.0")
-    unit = f"{sys.executable} {root}/current/bin/unit {marker}"
-    valis_bin = Path(sys.executable).parent / "valis"
-    with subprocess.Popen(
-        [valis_bin, "apply", "--delivery", tarball, "--root", root, "--supervise", unit],
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as cli:
+@contextlib.contextmanager
+def supervising(argv: list[str]) -> Iterator[subprocess.Popen[str]]:
+    """``valis apply --supervise`` running, past the line saying the unit is serving;
+    killed on the way out if still running."""
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as cli:
         try:
             assert cli.stdout is not None
             line = cli.stdout.readline()  # printed once the unit said READY
-            assert line.strip() == "valis: 1.0.0 is serving (previous: none)"
-            unit_pid = int(marker.read_text())
-            cli.send_signal(signal.SIGTERM)
-            assert cli.wait(UP_TIMEOUT) == 0
+            assert line.startswith("valis: 1.0.0 is serving"), line
+            yield cli
         finally:
             if cli.poll() is None:
                 cli.kill()
+
+
+def apply_argv(tmp_path: Path, root: Path, marker: Path) -> list[str]:
+    tarball = _delivery(tmp_path, "1.0.0")
+    unit = f"{sys.executable} {root}/current/bin/unit {marker}"
+    valis_bin = Path(sys.executable).parent / "valis"
+    return [str(valis_bin), "apply", "--delivery", str(tarball), "--root", str(root),
+            "--supervise", unit]
+
+
+@contextlib.contextmanager
+def no_unit_left(marker: Path) -> Iterator[set[int]]:
+    """Every unit seen (the pids added to the set) and the last to write its pid to
+    ``marker`` are gone afterwards: SIGKILLed if not, so a failing test leaves nothing
+    running."""
+    seen: set[int] = set()
+    try:
+        yield seen
+    finally:
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            seen.add(int(marker.read_text()))
+        for pid in seen:
+            if not process_gone(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_valis_apply_supervises_the_unit_and_a_stop_signal_stops_it_cleanly(
+    tmp_path: Path, open_base: Path, stop: signal.Signals
+) -> None:
+    # SIGHUP is the operator's terminal gone: the unit runs in a session of its own and
+    # would outlive an apply that died of it, unsupervised.
+    root = open_base / "opt-valis"  # where the run account, when there is one, reaches it
+    marker = tmp_path / "serving"
+    with no_unit_left(marker), supervising(apply_argv(tmp_path, root, marker)) as cli:
+        unit_pid = int(marker.read_text())
+        cli.send_signal(stop)
+        assert cli.wait(UP_TIMEOUT) == 0
     assert current_version(root) == "1.0.0"
     assert not Path(f"/proc/{unit_pid}").exists()
+    assert Path(f"{marker}.stopped").read_text() == str(unit_pid), "not stopped by SIGTERM"
+
+
+def test_a_rerun_of_a_lost_apply_stops_the_unit_it_left_then_supervises_its_own(
+    tmp_path: Path, open_base: Path
+) -> None:
+    root = open_base / "opt-valis"
+    marker = tmp_path / "serving"
+    argv = apply_argv(tmp_path, root, marker)
+    with no_unit_left(marker) as seen:
+        with supervising(argv) as lost:
+            left = int(marker.read_text())
+            seen.add(left)
+            lost.kill()  # the supervisor lost; its unit, in its own session, runs on
+            lost.wait(UP_TIMEOUT)
+        assert Path(f"/proc/{left}").exists()
+        with supervising(argv) as rerun:
+            assert Path(f"{marker}.stopped").read_text() == str(left), (
+                "the unit the lost apply left was not stopped by SIGTERM"
+            )
+            assert process_gone(left)  # its reaper is whoever adopted it; a zombie is gone
+            mine = int(marker.read_text())
+            assert mine != left
+            rerun.send_signal(signal.SIGTERM)
+            assert rerun.wait(UP_TIMEOUT) == 0
+        assert not Path(f"/proc/{mine}").exists()
+
+
+def test_a_second_supervisor_of_a_supervised_unit_is_refused_naming_the_first(
+    tmp_path: Path, open_base: Path
+) -> None:
+    root = open_base / "opt-valis"
+    marker = tmp_path / "serving"
+    argv = apply_argv(tmp_path, root, marker)
+    with no_unit_left(marker) as seen, supervising(argv) as first:
+        unit_pid = int(marker.read_text())
+        seen.add(unit_pid)
+        second = subprocess.run(argv, capture_output=True, text=True, timeout=UP_TIMEOUT,
+                                check=False)
+        assert second.returncode == 1
+        assert f"is already supervised by pid {first.pid}" in second.stderr, second.stderr
+        assert int(marker.read_text()) == unit_pid, "the second started a unit"
+        assert first.poll() is None
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(UP_TIMEOUT) == 0
 
 
 # -- what the run account can reach ------------------------------------------------------

@@ -34,7 +34,12 @@ from tests.scenario.module_dist import HELLO, hello_wheel, pin_of, publish
 from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import RUN_USER, PgCluster, connect_as
 from tests.scenario.proving_ground import wait_for
-from tests.scenario.resident_harness import make_state_dir, resident_runtime, site_facts
+from tests.scenario.resident_harness import (
+    make_state_dir,
+    resident_runtime,
+    session_processes,
+    site_facts,
+)
 from valis_core.acting_as import acting_as
 from valis_core.apply.unit_control import ProcessUnitController
 from valis_core.dns.zone_build import parse_zone_text
@@ -271,9 +276,32 @@ def condense_argv(
     ]
 
 
+def unit_session(cli: subprocess.Popen[str]) -> int:
+    """The session of the unit ``valis condense`` started (its only child leads one)."""
+    children = Path(f"/proc/{cli.pid}/task/{cli.pid}/children").read_text().split()
+    assert len(children) == 1, children
+    return int(children[0])
+
+
+@contextlib.contextmanager
+def no_session_left(sessions: list[int]) -> Iterator[None]:
+    """Every process of the sessions listed is SIGKILLed on the way out, so a failing
+    test leaves no unit running."""
+    try:
+        yield
+    finally:
+        for sid in sessions:
+            for pid in session_processes(sid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_valis_condense_genesis_deploys_with_a_module_serves_and_stops_the_unit_with_it(
-    pg_cluster: PgCluster, zone_dsn: str, workdir: Path
+    pg_cluster: PgCluster, zone_dsn: str, workdir: Path, stop: signal.Signals
 ) -> None:
+    # SIGHUP is the operator's terminal gone: the unit runs in a session of its own and
+    # would outlive a condense that died of it, unsupervised.
     state_dir = make_state_dir(workdir)
     facts_file = workdir / "site-facts.env"
     write_site_facts(facts_file, site_facts(zone_dsn))
@@ -285,17 +313,52 @@ def test_valis_condense_genesis_deploys_with_a_module_serves_and_stops_the_unit_
         pg_cluster, state_dir, port, ["--genesis", "--site-facts", str(facts_file),
                                       "--module", "valis-hello==1.0", "--dist-home", str(home)]
     )
-    with condensing(argv, workdir / "condense.stderr", "genesis") as cli:
+    sessions: list[int] = []
+    with no_session_left(sessions), condensing(argv, workdir / "condense.stderr",
+                                               "genesis") as cli:
+        sessions.append(unit_session(cli))
         # The pin made is told, to compare with the wheel the operator published.
         pinned = f"pinned valis-hello==1.0 to sha256 {pin_of(HELLO, '1.0', wheel).sha256}"
         assert pinned in (workdir / "condense.stderr").read_text()
         assert ask_soa(port).flags & dns.flags.AA
         wait_for((state_dir / "hello.started").exists, 30.0, "the module to start")
-        cli.send_signal(signal.SIGTERM)
+        cli.send_signal(stop)
         assert cli.wait(30) == 0
         assert (state_dir / "hello.drained").exists()
         with pytest.raises(dns.exception.Timeout):
             ask_soa(port, timeout=1)
+        assert session_processes(sessions[0]) == []
+
+
+def test_a_rerun_of_a_lost_condense_stops_the_unit_it_left_then_serves_its_own(
+    pg_cluster: PgCluster, zone_dsn: str, workdir: Path
+) -> None:
+    state_dir = make_state_dir(workdir)
+    facts_file = workdir / "site-facts.env"
+    write_site_facts(facts_file, site_facts(zone_dsn))
+    port = free_port()
+    argv = condense_argv(pg_cluster, state_dir, port,
+                         ["--genesis", "--site-facts", str(facts_file)])
+    lost_log = workdir / "lost.stderr"
+    sessions: list[int] = []
+    with no_session_left(sessions):
+        with condensing(argv, lost_log, "genesis") as lost:
+            sessions.append(unit_session(lost))
+            assert ask_soa(port).flags & dns.flags.AA
+            lost.kill()  # the supervisor lost; its unit, in its own session, serves on
+            lost.wait(30)
+        assert ask_soa(port).flags & dns.flags.AA
+        with condensing(argv, workdir / "rerun.stderr", "genesis") as rerun:
+            sessions.append(unit_session(rerun))
+            assert session_processes(sessions[0]) == [], "the lost condense's unit runs on"
+            # It was stopped, not killed: the resident's own stop, logged where it wrote.
+            left = lost_log.read_text()
+            assert "stopping on SIGTERM" in left, left
+            assert left.rstrip().endswith("stopped"), left
+            assert ask_soa(port).flags & dns.flags.AA
+            rerun.send_signal(signal.SIGTERM)
+            assert rerun.wait(30) == 0
+        assert session_processes(sessions[1]) == []
 
 
 def test_valis_condense_from_backup_restores_with_the_backups_site_facts(

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ import attrs
 import pytest
 
 from fulcrum.exec_chain import RESIDENT_PATH, control_socket_path
+from fulcrum.launch import unit_lock_path
 from tests.conftest import require_root
 from tests.scenario.pg import RUN_USER, ensure_system_user
 from tests.scenario.proving_ground import (
@@ -281,6 +283,8 @@ def test_second_launch_after_a_killed_fulcrum_reclaims_the_stale_netns(
     first.fulcrum.wait()
     assert ground.unit_netns in netns_names()
     assert not host_has_link(ground.nic), "the NIC is still inside the stale netns"
+    lock = unit_lock_path(parse_launcher_config(first.config_path.read_text()))
+    assert lock.exists(), "the killed fulcrum's lock file should be left (unheld)"
 
     second = launch()
     report = second.report()
@@ -290,6 +294,53 @@ def test_second_launch_after_a_killed_fulcrum_reclaims_the_stale_netns(
 
     assert second.fulcrum.stop() == 0
     assert_torn_down(ground, report["pid"])
+
+
+def test_of_two_launches_racing_for_one_netns_one_serves_and_the_other_touches_nothing(
+    ground: Ground, launch: Any
+) -> None:
+    units = [launch(), launch()]
+    wait_for(lambda: any(u.fulcrum.process.poll() is not None for u in units),
+             REPORT_TIMEOUT, "one of the two launches to be refused")
+    [loser] = [u for u in units if u.fulcrum.process.poll() is not None]
+    [winner] = [u for u in units if u is not loser]
+    assert loser.fulcrum.wait() == 1
+    assert (
+        f"netns {ground.unit_netns} is already run by fulcrum pid {winner.fulcrum.process.pid}"
+        in loser.fulcrum.stderr
+    ), loser.fulcrum.stderr
+    assert not loser.report_path.exists()
+    pid = winner.report()["pid"]
+    assert udp_exchange(ground.client, UNIT_IP, 53, "one")["reply"] == "echo:one"
+    assert winner.fulcrum.stop() == 0
+    assert_torn_down(ground, pid)
+
+
+def test_teardown_leaves_alone_a_netns_of_its_name_it_did_not_make(
+    ground: Ground, launch: Any
+) -> None:
+    unit = launch()
+    pid = unit.report()["pid"]
+    # By hand, while the unit runs: its netns's name deleted, and another netns made under
+    # it with a process of someone else's inside.
+    run(["ip", "netns", "del", ground.unit_netns])
+    run(["ip", "netns", "add", ground.unit_netns])
+    bystander = subprocess.Popen(["ip", "netns", "exec", ground.unit_netns, "sleep", "120"])
+    try:
+        wait_for(lambda: run_in_pid(bystander.pid, ["true"], check=False).returncode == 0,
+                 REPORT_TIMEOUT, "the bystander in the other netns")
+        assert unit.fulcrum.stop() == 0
+        assert process_gone(pid)
+        assert bystander.poll() is None, "teardown killed a process of a netns it never made"
+        assert ground.unit_netns in netns_names(), "teardown deleted a netns it never made"
+        # The NIC came back from the netns fulcrum made, reached through its descriptor.
+        assert host_has_link(ground.nic)
+        assert f"netns {ground.unit_netns} is no longer the one this fulcrum made" in (
+            unit.fulcrum.stderr
+        )
+    finally:
+        bystander.kill()
+        bystander.wait()
 
 
 def test_macvlan_unit_gets_a_child_of_the_parent_which_stays_on_the_host(

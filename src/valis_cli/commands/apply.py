@@ -2,8 +2,12 @@
 
 ``--unit NAME`` drives a systemd unit. ``--supervise CMD`` is for hosts without systemd as
 PID 1: this process starts CMD itself, reads its READY over a NOTIFY_SOCKET it owns, and
-then stays in the foreground supervising it (SIGTERM and SIGINT are forwarded) until the
-unit exits, returning its exit status. A signal before the unit came up stops the unit.
+then stays in the foreground supervising it (SIGTERM and SIGINT are forwarded; SIGHUP,
+the terminal gone, stops it as SIGTERM does) until the unit exits, returning its exit
+status. A signal before the unit came up stops the unit. It is CMD's one supervisor:
+another ``apply --supervise`` or ``condense --unit-command`` still supervising CMD is
+refused, naming its pid, and a unit that a lost supervisor of CMD recorded and left
+running is stopped cleanly before this one's starts (``valis_core.apply.unit_record``).
 Run as root, it lets the run account (``--run-account``) reach that NOTIFY_SOCKET: the
 resident says READY=1 itself, behind a launcher that dropped privilege to it.
 
@@ -21,7 +25,7 @@ import shlex
 import signal
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from valis_core.node_defaults import DEFAULT_RUN_ACCOUNT
 
@@ -95,8 +99,12 @@ def reachable_by(name: str | None) -> Reachable | None:
     return reachable
 
 
+#: What stops a supervising apply, and its unit with it: SIGHUP is the terminal gone.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 class _Interrupted(Exception):
-    """SIGTERM or SIGINT before the unit came up: unwind, stopping whatever started."""
+    """A stop signal before the unit came up: unwind, stopping whatever started."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
@@ -106,6 +114,7 @@ class _Interrupted(Exception):
 def _apply(args: argparse.Namespace) -> int:
     from valis_core.apply.delivery import DEFAULT_UP_TIMEOUT, apply_delivery
     from valis_core.apply.unit_control import ProcessUnitController, SystemdUnitController
+    from valis_core.apply.unit_record import record_dir
     from valis_core.ops.condense_host import let_unit_notify
 
     timeout = DEFAULT_UP_TIMEOUT if args.timeout is None else args.timeout
@@ -117,33 +126,41 @@ def _apply(args: argparse.Namespace) -> int:
         )
         print(f"valis: {applied.version} is serving (previous: {applied.previous or 'none'})")
         return 0
-    with ProcessUnitController(shlex.split(args.supervise)) as unit:
-        account = _run_account(args.run_account)
-        if account is not None:
-            let_unit_notify(unit, account)
-        forwarding = False
+    previous: dict[int, Any] = {}
+    try:
+        with ProcessUnitController(
+            shlex.split(args.supervise), record_dir=record_dir()
+        ) as unit:
+            account = _run_account(args.run_account)
+            if account is not None:
+                let_unit_notify(unit, account)
+            forwarding = False
 
-        def on_signal(signum: int, _frame: FrameType | None) -> None:
-            if not forwarding:
-                raise _Interrupted(signum)
-            unit.signal(signum)
+            def on_signal(signum: int, _frame: FrameType | None) -> None:
+                if not forwarding:
+                    raise _Interrupted(signum)
+                # SIGHUP would be the unit's reload (fulcrum passes it on): a stop is asked.
+                unit.signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
 
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            applied = apply_delivery(
-                args.delivery, args.root, unit, timeout=timeout, reachable=reachable
-            )
-            forwarding = True
-            print(
-                f"valis: {applied.version} is serving (previous: {applied.previous or 'none'})",
-                flush=True,
-            )
-            status = unit.wait_exit()
-        except _Interrupted as interrupted:
-            return 128 + interrupted.signum
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            previous.update({sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS})
+            try:
+                applied = apply_delivery(
+                    args.delivery, args.root, unit, timeout=timeout, reachable=reachable
+                )
+                forwarding = True
+                print(
+                    f"valis: {applied.version} is serving "
+                    f"(previous: {applied.previous or 'none'})",
+                    flush=True,
+                )
+                status = unit.wait_exit()
+            except _Interrupted as interrupted:
+                return 128 + interrupted.signum
+            finally:
+                forwarding = True  # the unit is stopped on the way out; a signal repeats it
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if status is None:
         return 1
     return 128 - status if status < 0 else status

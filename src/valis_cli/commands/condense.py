@@ -5,7 +5,11 @@ The unit is started either through systemd (``--systemd-unit``) or by supervisin
 command directly (``--unit-command``, e.g. ``fulcrum launch --config ...``, run with
 ``STATE_DIRECTORY`` set to ``--state-dir``); in the second case this command keeps
 supervising the unit after the read-back, until the unit exits (its exit status is
-returned) or this command is stopped (the unit stops too).
+returned) or this command is stopped (the unit stops too): by SIGTERM, SIGINT or SIGHUP
+(its terminal gone), at any step. It is the command's one supervisor: another
+``condense`` or ``apply --supervise`` still supervising it is refused, naming its pid,
+and a unit that a lost supervisor of the command recorded and left running is stopped
+cleanly before this one's starts (``valis_core.apply.unit_record``).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from valis_cli.commands.assess import assess_config
 from valis_core.errors import ValisError
@@ -190,6 +194,10 @@ def _request(args: argparse.Namespace, zones: tuple[str, ...]) -> CondenseReques
     )
 
 
+#: What stops a supervising condense, and its unit with it: SIGHUP is the terminal gone.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 def _stop_on_term(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -198,6 +206,7 @@ def _condense(args: argparse.Namespace) -> int:
     import attrs
 
     from valis_core.apply.unit_control import ProcessUnitController, SystemdUnitController
+    from valis_core.apply.unit_record import record_dir
     from valis_core.operator_state.dsn import check_operator_dsn
     from valis_core.operator_state.site_facts import DSN_KEY, served_zones
     from valis_core.ops.condense import condense_onto_host
@@ -240,17 +249,24 @@ def _condense(args: argparse.Namespace) -> int:
             )
 
     process: ProcessUnitController | None = None
+    previous: dict[int, Any] = {}
     unit: UnitController
     if args.unit_command:
         # As systemd's StateDirectory= would: the unit is told the state directory
         # this plan materialises.
         env = {**os.environ, "STATE_DIRECTORY": str(args.state_dir)}
-        process = ProcessUnitController(shlex.split(args.unit_command), env=env)
-        let_unit_notify(process, run_account)
+        process = ProcessUnitController(
+            shlex.split(args.unit_command), env=env, record_dir=record_dir()
+        )
+        # From here a stop stops the unit too, whichever step it comes at: the unit
+        # runs in a session of its own, so it would outlive this command unsupervised.
+        previous = {signum: signal.signal(signum, _stop_on_term) for signum in STOP_SIGNALS}
         unit = process
     else:
         unit = SystemdUnitController(args.systemd_unit)
     try:
+        if process is not None:
+            let_unit_notify(process, run_account)
         host = LocalCondenseHost(
             state_dir=args.state_dir,
             run_account=run_account,
@@ -266,10 +282,6 @@ def _condense(args: argparse.Namespace) -> int:
             say=lambda line: print(line, file=sys.stderr, flush=True),
         )
         report = condense_onto_host(request, host)
-        if process is not None:
-            # Before the line that tells a supervisor the node is up: a SIGTERM sent on
-            # reading it must find the handler, not Python's default (death by signal).
-            signal.signal(signal.SIGTERM, _stop_on_term)
         try:
             print(
                 f"valis: condensed ({request.kind.value}) in {len(report.completed)} steps; "
@@ -285,4 +297,10 @@ def _condense(args: argparse.Namespace) -> int:
         return 0 if status == 0 else 1
     finally:
         if process is not None:
-            process.close()
+            for signum in STOP_SIGNALS:  # the stop, once begun, runs to its end
+                signal.signal(signum, signal.SIG_IGN)
+            try:
+                process.close()
+            finally:
+                for caught, handler in previous.items():
+                    signal.signal(caught, handler)

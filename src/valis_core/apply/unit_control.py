@@ -8,6 +8,11 @@ itself and is its own ``NOTIFY_SOCKET`` listener).
 "Came up" means what systemd means by it for a ``Type=notify`` unit: the process said
 ``READY=1`` over the sd_notify datagram protocol. A process that is merely alive has not
 come up.
+
+A ``ProcessUnitController`` given a ``record_dir`` is the one supervisor of its command
+(``valis_core.apply.unit_record``): it takes the command's supervisor lock when made,
+records every unit it starts, and its first start stops a unit a lost supervisor of the
+same command recorded and left running.
 """
 
 from __future__ import annotations
@@ -21,10 +26,13 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Protocol
 
+from valis_core.apply import unit_record
 from valis_core.errors import ValisError
+from valis_core.life_lock import HeldLock, LockHeld, hold
 
 NOTIFY_DATAGRAM_MAX = 4096
 _POLL_INTERVAL = 0.1
@@ -131,6 +139,10 @@ class ProcessUnitController:
     directory this controller owns, so any process of the unit may notify, as under
     ``NotifyAccess=all``. Stopping sends SIGTERM, waits ``stop_timeout``, then SIGKILL.
     Use as a context manager, or call ``close()``, to stop the unit and remove the socket.
+
+    With ``record_dir`` the controller is the command's one supervisor: another live
+    supervisor of it is refused here, naming its pid; the unit each ``restart`` starts is
+    recorded there, and the first ``restart`` stops a unit a lost supervisor recorded.
     """
 
     def __init__(
@@ -140,6 +152,7 @@ class ProcessUnitController:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stop_timeout: float = 10.0,
+        record_dir: Path | None = None,
     ) -> None:
         if not command:
             raise UnitControlError("unit command is empty; name the program to supervise")
@@ -147,7 +160,17 @@ class ProcessUnitController:
         self.env = dict(os.environ if env is None else env)
         self.cwd = cwd
         self.stop_timeout = stop_timeout
-        self._dir = tempfile.mkdtemp(prefix="valis-notify-")
+        self._lock: HeldLock | None = None
+        self.record_path: Path | None = None
+        self._recorded: unit_record.UnitRecord | None = None
+        """A unit an earlier supervisor recorded; the first start stops it."""
+        if record_dir is not None:
+            self._lock = self._take_supervision(record_dir)
+        try:
+            self._dir = tempfile.mkdtemp(prefix="valis-notify-")
+        except BaseException:
+            self._release()
+            raise
         self.notify_path = os.path.join(self._dir, "notify")
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._socket.bind(self.notify_path)
@@ -171,8 +194,48 @@ class ProcessUnitController:
     def pid(self) -> int | None:
         return None if self._process is None else self._process.pid
 
+    def _take_supervision(self, record_dir: Path) -> HeldLock:
+        unit_record.ensure_record_dir(record_dir)
+        key = unit_record.unit_key(self.command)
+        lock_path = record_dir / f"{key}.lock"
+        try:
+            lock = hold(lock_path)
+        except LockHeld as held:
+            who = f"pid {held.holder}" if held.holder else "another process"
+            raise UnitControlError(
+                f"unit {' '.join(self.command)} is already supervised by {who} (it holds "
+                f"{lock_path}); one supervisor per unit: stop that one first (SIGTERM or "
+                "SIGHUP stops it and its unit)"
+            ) from None
+        except OSError as exc:
+            raise UnitControlError(
+                f"cannot take the supervisor lock {lock_path}: {exc.strerror or exc}"
+            ) from None
+        self.record_path = record_dir / f"{key}.json"
+        try:
+            self._recorded = unit_record.read_record(self.record_path)
+        except BaseException:
+            lock.release()
+            raise
+        return lock
+
+    def _stop_recorded(self) -> None:
+        recorded = self._recorded
+        if recorded is None:
+            return
+        unit_record.stop_recorded(recorded, self.stop_timeout)
+        self._recorded = None
+        self._forget()
+
+    def _forget(self) -> None:
+        """Remove this supervisor's record (only when it names no earlier unit)."""
+        if self.record_path is not None and self._recorded is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.record_path)
+
     def restart(self) -> None:
         self.stop()
+        self._stop_recorded()
         self._drain()
         self._ready = False
         self.status = None
@@ -189,6 +252,10 @@ class ProcessUnitController:
             raise UnitControlError(
                 f"unit {self.command[0]}: cannot start: {exc.strerror or exc}"
             ) from exc
+        if self.record_path is not None:
+            record = unit_record.record_of(self._process.pid, self.command)
+            if record is not None:
+                unit_record.write_record(self.record_path, record)
 
     def wait_up(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -244,11 +311,19 @@ class ProcessUnitController:
         # Whatever the unit left in its process group goes with it.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
+        self._forget()
 
     def close(self) -> None:
-        self.stop()
-        self._socket.close()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        try:
+            self.stop()
+        finally:
+            self._socket.close()
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._release()
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
 
     def _take(self, datagram: bytes) -> None:
         fields = parse_notify(datagram)
