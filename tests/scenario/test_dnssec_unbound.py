@@ -358,6 +358,8 @@ def secure(signed: Signed, name: str, rdtype: str = "A") -> Resolved:
         (PARENT, "DNSKEY", "DNSKEY"),
         (f"alias.{PARENT}", "A", "192.0.2.80"),
         (f"anything.wild.{PARENT}", "TXT", '"wild"'),
+        (f"deep.er.wild.{PARENT}", "TXT", '"wild"'),  # the NSEC covers er.wild, not the name
+        (f"deep.er.wild.{SPLIT}", "TXT", '"split"'),  # a split zone, algorithm 15
         (f"x.d.{PARENT}", "TXT", '"wild"'),  # DNAME, its CNAME, then the wildcard
         (f"www.{SECURE}", "A", "198.51.100.80"),
         (SECURE, "DS", "DS"),

@@ -16,7 +16,10 @@ What it changes, and only for names in a signed zone:
   additional RRset the zone holds with authority (never glue, never a referral's NS);
   a CNAME synthesized from a DNAME is left unsigned (RFC 6672 section 5.3.1); an answer
   from a wildcard carries the wildcard's signature (Labels says so) and an NSEC covering
-  the name asked, which proves the name itself absent (RFC 4035 section 3.1.3.3).
+  the next closer name (the closest encloser's child on the way to the name asked), which
+  proves no nearer name matches (RFC 4035 sections 3.1.3.3 and 5.3.4): both its ends are
+  siblings of that child, so the closest encloser a validator reads from them is the
+  wildcard's parent, however many labels the name asked has beneath it.
 - Denial of existence is compact (RFC 9824) by default, made and signed per query:
   NODATA with an NSEC at the name asked whose next name is its immediate successor and
   whose bitmap is the name's types, or for a name that does not exist RRSIG, NSEC and
@@ -368,8 +371,9 @@ class Signer:
                     chain.covering(nsec3.hash_name(nearer, chain.params))
                 )
                 continue
-            before = dnssec.predecessor(name, zone.apex)
-            rdata = dnssec.nsec_rdata(dnssec.next_sibling(name), ())
+            nearer = _next_closer(name, draft.wildcards[name][2:])
+            before = dnssec.predecessor(nearer, zone.apex)
+            rdata = dnssec.nsec_rdata(dnssec.next_sibling(nearer), ())
             start = len(draft.authority)
             draft.authority.append((before, NSEC, zone.negative_ttl, rdata))
             draft.spans.append((draft.authority, start, start + 1, zone))
@@ -464,6 +468,15 @@ def _denial(chain: Chain, name: bytes) -> tuple[bytes, ...]:
         chain.covering(nsec3.hash_name(nearer, chain.params)),
         wildcard,
     )
+
+
+def _next_closer(name: bytes, encloser: bytes) -> bytes:
+    """The next closer name (RFC 5155 section 1.3): the ancestor of ``name`` (or
+    ``name`` itself) one label beneath its closest encloser ``encloser``."""
+    for offset in reversed(wire.label_offsets(name)):
+        if len(name) - offset > len(encloser):
+            return name[offset:]
+    return name  # pragma: no cover - the encloser is always a proper ancestor
 
 
 def _wildcard_source(zone: ServedZone, name: bytes) -> bytes:
