@@ -19,7 +19,24 @@ import dns.rrset
 dns._features.force("dnssec", True)
 importlib.reload(dns.dnssec)
 
-validate = dns.dnssec.validate
+
+
+def validate(
+    rrset: dns.rrset.RRset, sigs: dns.rrset.RRset,
+    keys: dict[dns.name.Name, dns.rrset.RRset], *, now: float,
+) -> None:
+    """dnspython's ``validate``, but for an owner whose first label is a literal ``*``
+    answered from a wildcard above it (``*.a`` from ``*``), which dnspython refuses ("wild
+    owner name has wrong label length") where RFC 4035 section 5.3.2 has the validator
+    reconstruct the wildcard from the RRSIG's Labels, as Unbound does: checked at that
+    reconstructed name."""
+    name = rrset.name
+    labels = min(rdata.labels for rdata in sigs)  # type: ignore[attr-defined]
+    if name.is_wild() and labels < len(name) - 2:
+        source = dns.name.from_text("*", dns.name.Name(name.labels[-(labels + 1):]))
+        dns.dnssec.validate((source, rrset), (source, sigs), keys, now=now)
+        return
+    dns.dnssec.validate(rrset, sigs, keys, now=now)
 
 
 def validate_sections(
@@ -71,8 +88,8 @@ def wildcard_answers_proven(message: dns.message.Message) -> int:
             continue
         labels = min(rdata.labels for rdata in sig)
         owner = sig.name
-        if labels >= len(owner) - 1:
-            continue
+        if labels >= len(owner) - 1 or owner.is_wild():
+            continue  # not synthesized: the name's own data, or the wildcard asked itself
         parent = dns.name.Name(owner.labels[-(labels + 1):])
         nearer = dns.name.Name(owner.labels[-(labels + 2):])
         proofs = [nsec for nsec in nsecs if _covers(nsec, nearer) and _covers(nsec, owner)

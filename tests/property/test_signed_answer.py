@@ -18,7 +18,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from tests.property.dnssec_check import validate_sections, wildcard_answers_proven
+from tests.property.dnssec_check import validate, validate_sections, wildcard_answers_proven
 from tests.property.generated_zone import GEN, NAMES, RDATA, zone_rows
 from valis_core.dns import dnssec, wire
 from valis_core.dns.answer import Transport, answer
@@ -342,4 +342,66 @@ def test_every_wildcard_answer_at_any_depth_validates(
     if any(r.rdtype == dns.rdatatype.NS and r.name != name for r in message.authority):
         judged.flags &= ~dns.flags.AA  # a chain into a referral: its NS is the child's
     validate_sections(judged, {name: dnskeys}, now=NOW)
+    wildcard_answers_proven(message)
+
+
+def test_a_question_for_rrsig_gets_the_signatures_at_the_name() -> None:
+    snap = snapshot(13)
+    message = ask(snap, f"www.{Z}", "RRSIG", do=True)
+    assert message.rcode() == dns.rcode.NOERROR
+    assert {r.covers for r in message.answer} == {dns.rdatatype.A, dns.rdatatype.AAAA}
+    assert all(r.rdtype == dns.rdatatype.RRSIG for r in message.answer)
+    assert not [r for r in message.authority if r.rdtype == dns.rdatatype.NSEC]
+    apex = ask(snap, Z, "RRSIG", do=True)
+    assert {dns.rdatatype.SOA, dns.rdatatype.NS, dns.rdatatype.DNSKEY, dns.rdatatype.CDS,
+            dns.rdatatype.CDNSKEY} <= {r.covers for r in apex.answer}
+
+
+def _signatures_verify(
+    snap: Snapshot, message: dns.message.Message, keys: dict[dns.name.Name, dns.rrset.RRset]
+) -> int:
+    """Each RRSIG RRset in the answer verifies over the RRset its owner answers for the
+    type it covers (NSEC: the NSEC made for the name); return how many."""
+    checked = 0
+    for sigs in message.answer:
+        if sigs.rdtype != dns.rdatatype.RRSIG:
+            continue
+        covered = ask(snap, sigs.name.to_text(), dns.rdatatype.to_text(sigs.covers), do=True)
+        rrset = covered.get_rrset(covered.answer, sigs.name, dns.rdataclass.IN, sigs.covers)
+        assert rrset is not None, (message, covered)
+        validate(rrset, sigs, keys, now=NOW)
+        checked += 1
+    return checked
+
+
+@given(
+    index=generated_zone(),
+    algorithm=st.sampled_from(dnssec.ALGORITHMS),
+    qname=st.sampled_from([*NAMES, f"q.a.{GEN}", f"q.x.d.{GEN}", f"nope.{GEN}",
+                           f"q.b.{GEN}", f"y.m.{GEN}", f"a.b.{GEN}"]),
+)
+def test_a_question_for_rrsig_is_never_denied_by_a_bitmap_listing_rrsig(
+    index: ZoneIndex | None, algorithm: int, qname: str
+) -> None:
+    """Compact denial's every NSEC lists RRSIG, so no denial can prove RRSIG absent:
+    any name of the zone answers with its signatures (over its RRsets, or over the NSEC
+    made for it), each verifying over the RRset it covers; only a referral, or a DNAME
+    whose name grows too long, answers otherwise."""
+    assume(index is not None)
+    assert index is not None
+    key = KEYS[algorithm]
+    snap = Snapshot(index, signer=Signer({wire.from_text(GEN): key}, clock=lambda: NOW))
+    message = ask(snap, qname, "RRSIG", do=True)
+    name = dns.name.from_text(GEN)
+    rdata = dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.DNSKEY, key.dnskey, 0,
+                                len(key.dnskey))
+    keys = {name: dns.rrset.from_text_list(name, 3600, "IN", "DNSKEY", [rdata.to_text()])}
+    referral = any(r.rdtype == dns.rdatatype.NS and r.name != name for r in message.authority)
+    if referral or message.rcode() == dns.rcode.YXDOMAIN:
+        return
+    assert message.rcode() == dns.rcode.NOERROR, message
+    assert _signatures_verify(snap, message, keys) > 0, message
+    for nsec in message.authority:
+        if nsec.rdtype == dns.rdatatype.NSEC:
+            assert nsec.name != dns.name.from_text(qname), message
     wildcard_answers_proven(message)
