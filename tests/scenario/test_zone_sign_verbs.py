@@ -84,6 +84,34 @@ def test_sign_makes_the_key_records_it_fenced_and_ds_prints_it(
     assert key_line.startswith(f"{ZONE} IN DNSKEY 257 3 15 ")
 
 
+@pytest.mark.parametrize("split", [False, True])
+def test_sign_again_without_algorithm_keeps_the_zones_algorithm_and_kind(
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path, split: bool
+) -> None:
+    """A zone signed with algorithm 15 (a CSK, or a KSK and a ZSK), signed again to change
+    only its timings or its denial, keeps its keys: the default algorithm is for a zone
+    signed anew, not a change of the one it has. Naming another is refused."""
+    import_zone(pg_cluster, state_dsn, ZONE)
+    state = ["--state-dir", str(node_state)]
+    kind = ["--split"] if split else []
+    status, _, err = valis("zone", "sign", ZONE, "--algorithm", "15", *kind, *state)
+    assert status == 0, err
+    keys = {tag: key.dnskey for tag, key in load_key_ring(node_state)["example.test"].items()}
+    status, out, err = valis("zone", "sign", ZONE, "--denial", "nsec3", "--dnskey-ttl", "600",
+                             *state)
+    assert status == 0, err
+    assert f"zone {ZONE}: signed with algorithm 15, " in out
+    assert "(kept); denial of existence: NSEC3" in out
+    assert {tag: key.dnskey for tag, key in load_key_ring(node_state)["example.test"].items()
+            } == keys
+    with pg_cluster.connect(state_dsn) as conn:
+        row = signed_zones(conn)[ZONE]
+    assert (row.algorithm, row.timing.dnskey_ttl) == (15, 600)
+    status, _, err = valis("zone", "sign", ZONE, "--algorithm", "13", *kind, *state)
+    assert status != 0
+    assert "already signs with algorithm 15" in err
+
+
 def test_a_superseded_node_cannot_turn_signing_on(
     pg_cluster: PgCluster, state_dsn: str, node_state: Path
 ) -> None:

@@ -48,14 +48,16 @@ def register(actions: argparse._SubParsersAction[Any]) -> None:
     add_dsn_arguments(run)
     run.add_argument("zone", metavar="ZONE")
     run.add_argument(
-        "--algorithm", type=int, choices=(13, 15), default=13,
-        help="13: ECDSA P-256 with SHA-256 (default), 15: Ed25519",
+        "--algorithm", type=int, choices=(13, 15),
+        help="13: ECDSA P-256 with SHA-256, 15: Ed25519; a signed zone keeps its own "
+        "unless this names one (another is refused), a zone signed for the first time "
+        "gets 13 unless it names 15",
     )
     run.add_argument(
-        "--split", action="store_true",
+        "--split", action="store_true", default=None,
         help="a KSK (flags 257: signs the DNSKEY RRset, its DS at the parent) and a ZSK "
         "(flags 256: signs the rest, rolled with 'valis zone rollover --zsk') instead of "
-        "one CSK",
+        "one CSK; a signed zone keeps the kind it was signed with",
     )
     add_timing_arguments(run)
     add_denial_arguments(run)
@@ -149,7 +151,11 @@ def _sign(args: argparse.Namespace) -> int:
     standing = node_standing(state_dir)
     dsn = operator_dsn(args)
     with connect(dsn, require_schema=True) as conn:
-        keys, made = ensure_signing_keys(state_dir, zone, args.algorithm, split=args.split)
+        recorded = signed_zones(conn).get(zone)
+        algorithm = args.algorithm
+        if algorithm is None and recorded is not None:  # none held here: made as recorded
+            algorithm = recorded.algorithm
+        keys, made = ensure_signing_keys(state_dir, zone, algorithm, split=args.split)
         key = keys[0]
         zsk_tag = keys[1].tag if len(keys) > 1 else None
         try:

@@ -33,6 +33,8 @@ from valis_core.errors import ValisError
 ECDSAP256SHA256 = 13
 ED25519 = 15
 ALGORITHMS = (ECDSAP256SHA256, ED25519)
+DEFAULT_ALGORITHM = ECDSAP256SHA256
+"""The algorithm a zone signed for the first time gets unless another is named."""
 
 DNSKEY = int(dns.rdatatype.DNSKEY)
 CDS = int(dns.rdatatype.CDS)
