@@ -141,7 +141,7 @@ def node_standing(state_dir: Path) -> FenceState:
 def _sign(args: argparse.Namespace) -> int:
     from valis_core.dns.zone_keys import ensure_signing_keys, forget_zone_key
     from valis_core.operator_state.connection import connect
-    from valis_core.operator_state.zone_rollover import set_timing
+    from valis_core.operator_state.zone_rollover import set_timing, ttl_shortfall
     from valis_core.operator_state.zone_signing import ZoneSigning, enable_signing, signed_zones
     from valis_core.operator_state.zones import canonical_zone_name
 
@@ -173,6 +173,7 @@ def _sign(args: argparse.Namespace) -> int:
         timing = _timing(args, signed_zones(conn)[zone].timing)
         if timing is not None:
             set_timing(conn, standing, zone, timing)
+            _warn(ttl_shortfall(conn, zone, timing))
         said = set_asked_denial(conn, standing, zone, asked)
     tags = f"key tag {key.tag}" if zsk_tag is None else (
         f"KSK key tag {key.tag} and ZSK key tag {zsk_tag}"
@@ -229,6 +230,15 @@ def _timing(args: argparse.Namespace, held: Timing) -> Timing | None:
     return attrs.evolve(held, **given) if given else None
 
 
+def _warn(problem: str | None) -> None:
+    """Say on stderr what is wrong with the zone's timings, if anything: they are kept
+    (an operator may shorten them on purpose, with resolvers' caches bounded)."""
+    if problem is not None:
+        import sys
+
+        print(f"warning: {problem}", file=sys.stderr)
+
+
 def _rollover(args: argparse.Namespace) -> int:
     import time
 
@@ -241,7 +251,12 @@ def _rollover(args: argparse.Namespace) -> int:
         make_zone_key,
     )
     from valis_core.operator_state.connection import connect
-    from valis_core.operator_state.zone_rollover import begin_rollover, confirm_ds, zone_key
+    from valis_core.operator_state.zone_rollover import (
+        begin_rollover,
+        confirm_ds,
+        ttl_shortfall,
+        zone_key,
+    )
     from valis_core.operator_state.zone_signing import signed_zones
     from valis_core.operator_state.zones import canonical_zone_name
 
@@ -264,7 +279,9 @@ def _rollover(args: argparse.Namespace) -> int:
         algorithm, tag, zsk_tag, roll = zone_key(conn, zone)
         kind = rollover.kind_for(split=zsk_tag is not None, zsk=args.zsk)
         old_tag = zsk_tag if kind == rollover.ZSK and zsk_tag is not None else tag
-        timing = _timing(args, signed_zones(conn)[zone].timing)
+        zone_timing = signed_zones(conn)[zone].timing
+        timing = _timing(args, zone_timing)
+        _warn(ttl_shortfall(conn, zone, timing or zone_timing))
         held = load_key_ring(state_dir).get(file_zone(zone), {})
         if old_tag not in held:
             raise SigningVerbError(
