@@ -23,7 +23,7 @@ importlib.reload(dns.dnssec)
 
 def validate(
     rrset: dns.rrset.RRset, sigs: dns.rrset.RRset,
-    keys: dict[dns.name.Name, dns.rrset.RRset], *, now: float,
+    keys: dict[dns.name.Name, dns.rrset.RRset], *, now: float | None = None,
 ) -> None:
     """dnspython's ``validate``, but for an owner whose first label is a literal ``*``
     answered from a wildcard above it (``*.a`` from ``*``), which dnspython refuses ("wild

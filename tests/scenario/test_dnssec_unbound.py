@@ -380,6 +380,7 @@ def test_data_wildcards_chains_and_a_secure_delegation_validate(
         (f"www.{PARENT}", "TXT"),  # exists, not this type
         (f"wild.{PARENT}", "A"),  # an empty non-terminal
         (f"x.wild.{PARENT}", "MX"),  # the wildcard has no MX
+        (f"deep.er.wild.{PARENT}", "MX"),  # nor two labels down: the NSEC at the name
         (INSECURE, "DS"),  # an insecure delegation proves it has no DS
         (f"nope.{SECURE}", "A"),
     ],
