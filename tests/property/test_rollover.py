@@ -221,3 +221,45 @@ def test_a_timing_out_of_range_or_an_unchanged_key_is_refused() -> None:
         Timing(ds_ttl=-1)
     with pytest.raises(RolloverError, match="another key tag"):
         rollover.start(OLD, OLD, Timing(), T0)
+
+
+# --- max-zone-ttl against the zone's TTLs ----------------------------------------------
+
+ZONE = "example.test."
+CUT = "child.example.test."
+OWNERS = [ZONE, f"www.{ZONE}", CUT, f"ns.{CUT}", f"deep.ns.{CUT}", f"childish.{ZONE}"]
+
+
+@given(
+    records=st.lists(st.tuples(st.sampled_from(OWNERS), st.sampled_from(["A", "NS", "DS",
+                                                                         "TXT", "SOA"]),
+                               st.integers(0, 200)), max_size=12),
+    max_zone_ttl=st.integers(0, 200),
+)
+def test_a_max_zone_ttl_below_a_signed_records_ttl_is_said_with_the_largest(
+    records: list[tuple[str, str, int]], max_zone_ttl: int
+) -> None:
+    """The warning names the largest TTL of the records the zone signs, and is given
+    exactly when it exceeds max-zone-ttl: a delegation's NS and what lies beneath it
+    (glue) are the child's, never signed, and never count; its DS does."""
+    timing = Timing(max_zone_ttl=max_zone_ttl)
+    signed = [ttl for owner, rtype, ttl in records
+              if not owner.endswith(f".{CUT}") and not (owner == CUT and rtype != "DS")]
+    said = rollover.ttl_shortfall(timing, ZONE, records, [CUT])
+    if not signed or max(signed) <= max_zone_ttl:
+        assert said is None
+    else:
+        assert said is not None
+        assert f"largest signed TTL, {max(signed)} (" in said
+        assert f"give --max-zone-ttl {max(signed)} or more" in said
+
+
+def test_a_max_zone_ttl_covering_every_signed_ttl_is_not_questioned() -> None:
+    records = [(ZONE, "SOA", 3600), (f"www.{ZONE}", "A", 300), (CUT, "NS", 172800),
+               (f"ns.{CUT}", "A", 172800), (CUT, "DS", 3600)]
+    assert rollover.ttl_shortfall(Timing(max_zone_ttl=3600), ZONE, records, [CUT]) is None
+    said = rollover.ttl_shortfall(Timing(max_zone_ttl=60), ZONE, records, [CUT])
+    assert said is not None
+    assert said.startswith(
+        f"max-zone-ttl 60 is below zone {ZONE}'s largest signed TTL, 3600 ({ZONE} SOA)"
+    )

@@ -18,12 +18,12 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from tests.property.dnssec_check import validate_sections
+from tests.property.dnssec_check import validate, validate_sections, wildcard_answers_proven
 from tests.property.generated_zone import GEN, NAMES, RDATA, zone_rows
 from valis_core.dns import dnssec, wire
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.records import RecordRow, ZoneError
-from valis_core.dns.signed_answer import REFRESH, Signer
+from valis_core.dns.signed_answer import REFRESH, Signer, ZoneKeys
 from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.zone import ZoneIndex
 
@@ -178,6 +178,20 @@ def test_a_wildcard_answer_proves_the_name_absent() -> None:
     )
 
 
+@pytest.mark.parametrize("algorithm", dnssec.ALGORITHMS)
+@pytest.mark.parametrize("qname", [f"x.wild.{Z}", f"a.b.wild.{Z}", f"deep.er.x.wild.{Z}"])
+def test_a_wildcard_answer_at_any_depth_proves_its_next_closer_name_absent(
+    algorithm: int, qname: str
+) -> None:
+    """The NSEC covers the wildcard parent's child on the way to the name (``b.wild``
+    for ``a.b.wild``), not the name asked: its ends are that child's siblings, so the
+    closest encloser a validator reads from them is ``wild``, the wildcard's parent."""
+    message = ask(snapshot(algorithm), qname, "TXT", do=True)
+    assert wildcard_answers_proven(message) == 1, message
+    (cover,) = [r for r in message.authority if r.rdtype == dns.rdatatype.NSEC]
+    assert cover.name.parent() == dns.name.from_text(f"wild.{Z}")
+
+
 def test_an_insecure_delegation_proves_it_has_no_ds() -> None:
     message = ask(snapshot(13), f"x.insecure.{Z}", "A", do=True)
     assert not message.flags & dns.flags.AA
@@ -269,3 +283,125 @@ def test_any_zones_signed_answers_verify_and_deny_compactly(
     if not message.answer:  # a denial always carries its NSEC (or a referral, its proof)
         assert any(r.rdtype in (dns.rdatatype.NSEC, dns.rdatatype.DS)
                    for r in message.authority), message
+
+
+SPLIT_KEYS = {
+    alg: (dnssec.ZoneKey(dnssec.generate_key(alg)),
+          dnssec.ZoneKey(dnssec.generate_key(alg), dnssec.ZSK_FLAGS))
+    for alg in dnssec.ALGORITHMS
+}
+WILDCARDS = [
+    RecordRow(GEN, f"*.{GEN}", "TXT", 300, '"apex wildcard"'),
+    RecordRow(GEN, f"*.a.{GEN}", "A", 300, "192.0.2.42"),
+]
+DEEP = [
+    f"{below}{above}{GEN}"
+    for above in ("", "a.", "x.a.", "m.", "b.", "d.")
+    for below in ("q.", "p.q.", "o.p.q.", "deep.er.w.")
+]
+"""Names one to four labels beneath the drawn zone's names (and its two wildcards)."""
+
+
+@st.composite
+def wildcard_zone(draw: st.DrawFn) -> ZoneIndex | None:
+    try:
+        return ZoneIndex.from_records(
+            draw(zone_rows(NAMES, GEN_RDATA, most=8)) + WILDCARDS
+        )
+    except ZoneError:
+        return None
+
+
+@given(
+    index=wildcard_zone(),
+    algorithm=st.sampled_from(dnssec.ALGORITHMS),
+    split=st.booleans(),
+    qname=st.sampled_from(DEEP),
+    qtype=st.sampled_from(["A", "TXT", "MX", "CNAME", "ANY"]),
+)
+def test_every_wildcard_answer_at_any_depth_validates(
+    index: ZoneIndex | None, algorithm: int, split: bool, qname: str, qtype: str
+) -> None:
+    """Whatever the zone, the depth of the name beneath its wildcard, the algorithm and
+    the keys (a CSK, or a KSK and a ZSK), an answer made from a wildcard verifies and
+    proves its next closer name absent as a validator requires."""
+    assume(index is not None)
+    assert index is not None
+    ksk, zsk = SPLIT_KEYS[algorithm]
+    keys = ZoneKeys(zsk, (ksk, zsk), (ksk,), (ksk,)) if split else ZoneKeys.single(ksk)
+    apex = wire.from_text(GEN)
+    snap = Snapshot(index, signer=Signer({apex: keys}, clock=lambda: NOW))
+    message = ask(snap, qname, qtype, do=True)
+    name = dns.name.from_text(GEN)
+    dnskeys = dns.rrset.from_text_list(name, 3600, "IN", "DNSKEY", [
+        dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.DNSKEY, key.dnskey, 0,
+                            len(key.dnskey)).to_text()
+        for key in keys.published
+    ])
+    judged = dns.message.from_wire(message.to_wire())
+    if any(r.rdtype == dns.rdatatype.NS and r.name != name for r in message.authority):
+        judged.flags &= ~dns.flags.AA  # a chain into a referral: its NS is the child's
+    validate_sections(judged, {name: dnskeys}, now=NOW)
+    wildcard_answers_proven(message)
+
+
+def test_a_question_for_rrsig_gets_the_signatures_at_the_name() -> None:
+    snap = snapshot(13)
+    message = ask(snap, f"www.{Z}", "RRSIG", do=True)
+    assert message.rcode() == dns.rcode.NOERROR
+    assert {r.covers for r in message.answer} == {dns.rdatatype.A, dns.rdatatype.AAAA}
+    assert all(r.rdtype == dns.rdatatype.RRSIG for r in message.answer)
+    assert not [r for r in message.authority if r.rdtype == dns.rdatatype.NSEC]
+    apex = ask(snap, Z, "RRSIG", do=True)
+    assert {dns.rdatatype.SOA, dns.rdatatype.NS, dns.rdatatype.DNSKEY, dns.rdatatype.CDS,
+            dns.rdatatype.CDNSKEY} <= {r.covers for r in apex.answer}
+
+
+def _signatures_verify(
+    snap: Snapshot, message: dns.message.Message, keys: dict[dns.name.Name, dns.rrset.RRset]
+) -> int:
+    """Each RRSIG RRset in the answer verifies over the RRset its owner answers for the
+    type it covers (NSEC: the NSEC made for the name); return how many."""
+    checked = 0
+    for sigs in message.answer:
+        if sigs.rdtype != dns.rdatatype.RRSIG:
+            continue
+        covered = ask(snap, sigs.name.to_text(), dns.rdatatype.to_text(sigs.covers), do=True)
+        rrset = covered.get_rrset(covered.answer, sigs.name, dns.rdataclass.IN, sigs.covers)
+        assert rrset is not None, (message, covered)
+        validate(rrset, sigs, keys, now=NOW)
+        checked += 1
+    return checked
+
+
+@given(
+    index=generated_zone(),
+    algorithm=st.sampled_from(dnssec.ALGORITHMS),
+    qname=st.sampled_from([*NAMES, f"q.a.{GEN}", f"q.x.d.{GEN}", f"nope.{GEN}",
+                           f"q.b.{GEN}", f"y.m.{GEN}", f"a.b.{GEN}"]),
+)
+def test_a_question_for_rrsig_is_never_denied_by_a_bitmap_listing_rrsig(
+    index: ZoneIndex | None, algorithm: int, qname: str
+) -> None:
+    """Compact denial's every NSEC lists RRSIG, so no denial can prove RRSIG absent:
+    any name of the zone answers with its signatures (over its RRsets, or over the NSEC
+    made for it), each verifying over the RRset it covers; only a referral, or a DNAME
+    whose name grows too long, answers otherwise."""
+    assume(index is not None)
+    assert index is not None
+    key = KEYS[algorithm]
+    snap = Snapshot(index, signer=Signer({wire.from_text(GEN): key}, clock=lambda: NOW))
+    message = ask(snap, qname, "RRSIG", do=True)
+    name = dns.name.from_text(GEN)
+    rdata = dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.DNSKEY, key.dnskey, 0,
+                                len(key.dnskey))
+    keys = {name: dns.rrset.from_text_list(name, 3600, "IN", "DNSKEY", [rdata.to_text()])}
+    referral = any(r.rdtype == dns.rdatatype.NS and r.name != name for r in message.authority)
+    if referral or message.rcode() == dns.rcode.YXDOMAIN:
+        return
+    assert message.rcode() == dns.rcode.NOERROR, message
+    assert _signatures_verify(snap, message, keys) > 0, message
+    for nsec in message.authority:
+        if nsec.rdtype == dns.rdatatype.NSEC:
+            assert nsec.name != dns.name.from_text(qname), message
+    wildcard_answers_proven(message)

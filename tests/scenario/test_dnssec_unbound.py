@@ -358,6 +358,8 @@ def secure(signed: Signed, name: str, rdtype: str = "A") -> Resolved:
         (PARENT, "DNSKEY", "DNSKEY"),
         (f"alias.{PARENT}", "A", "192.0.2.80"),
         (f"anything.wild.{PARENT}", "TXT", '"wild"'),
+        (f"deep.er.wild.{PARENT}", "TXT", '"wild"'),  # the NSEC covers er.wild, not the name
+        (f"deep.er.wild.{SPLIT}", "TXT", '"split"'),  # a split zone, algorithm 15
         (f"x.d.{PARENT}", "TXT", '"wild"'),  # DNAME, its CNAME, then the wildcard
         (f"www.{SECURE}", "A", "198.51.100.80"),
         (SECURE, "DS", "DS"),
@@ -378,6 +380,7 @@ def test_data_wildcards_chains_and_a_secure_delegation_validate(
         (f"www.{PARENT}", "TXT"),  # exists, not this type
         (f"wild.{PARENT}", "A"),  # an empty non-terminal
         (f"x.wild.{PARENT}", "MX"),  # the wildcard has no MX
+        (f"deep.er.wild.{PARENT}", "MX"),  # nor two labels down: the NSEC at the name
         (INSECURE, "DS"),  # an insecure delegation proves it has no DS
         (f"nope.{SECURE}", "A"),
     ],
@@ -385,6 +388,32 @@ def test_data_wildcards_chains_and_a_secure_delegation_validate(
 def test_denials_validate(signed: Signed, name: str, rdtype: str) -> None:
     found = secure(signed, name, rdtype)
     assert not [line for line in found.answer if f"\tIN\t{rdtype}\t" in line], found.raw
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "secure"),
+    [
+        (f"www.{PARENT}", "NOERROR", False),  # the signatures over its A and AAAA
+        (f"anything.wild.{PARENT}", "NOERROR", False),  # the wildcard's, as it answers
+        (f"wild.{PARENT}", "NOERROR", False),  # an empty non-terminal: its NSEC's
+        (f"nope.{PARENT}", "NOERROR", False),  # compact denial's NSEC at the name
+        (f"www.{CHAINED}", "NOERROR", False),
+        (f"ent.{CHAINED}", "NOERROR", True),  # NODATA: its NSEC3 lists no RRSIG
+        (f"nope.{CHAINED}", "NXDOMAIN", True),
+    ],
+)
+def test_a_question_for_rrsig_is_answered_not_servfail_at_the_resolver(
+    signed: Signed, name: str, status: str, secure: bool
+) -> None:
+    """A question for RRSIG gets the signatures at the name (a validator passes them on
+    unvalidated: there are no signatures over signatures), or a denial that proves it;
+    never a NODATA whose own bitmap lists RRSIG, which is bogus (SERVFAIL)."""
+    found = signed.resolve(name, "RRSIG")
+    assert found.status == status, (found.raw, _log(signed))
+    if secure:
+        assert "ad" in found.flags, (found.raw, _log(signed))
+    else:
+        assert any("\tRRSIG\t" in line for line in found.answer), found.raw
 
 
 def test_an_insecure_delegation_resolves_without_ad(signed: Signed) -> None:

@@ -53,6 +53,20 @@ def test_another_algorithm_for_a_signed_zone_is_refused(state_dir: Path) -> None
         ensure_zone_key(state_dir, "example.test.", 15)
 
 
+@pytest.mark.parametrize("split", [False, True])
+def test_keys_held_keep_their_algorithm_and_kind_where_none_is_named(
+    state_dir: Path, split: bool
+) -> None:
+    made, _ = ensure_signing_keys(state_dir, "example.test.", 15, split=split)
+    kept, made_again = ensure_signing_keys(state_dir, "example.test.", None, split=None)
+    assert not made_again
+    assert [key.dnskey for key in kept] == [key.dnskey for key in made]
+    assert {key.algorithm for key in kept} == {15}
+    fresh, made_fresh = ensure_signing_keys(state_dir, "other.test.", None, split=None)
+    assert made_fresh
+    assert [key.algorithm for key in fresh] == [13]  # a zone signed anew: the default
+
+
 def test_a_key_file_renamed_to_another_tag_is_refused(state_dir: Path) -> None:
     key, _ = ensure_zone_key(state_dir, "example.test.", 15)
     path = state_dir / "dnssec" / key_file_name("example.test.", key)

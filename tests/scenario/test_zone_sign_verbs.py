@@ -84,6 +84,67 @@ def test_sign_makes_the_key_records_it_fenced_and_ds_prints_it(
     assert key_line.startswith(f"{ZONE} IN DNSKEY 257 3 15 ")
 
 
+@pytest.mark.parametrize("split", [False, True])
+def test_sign_again_without_algorithm_keeps_the_zones_algorithm_and_kind(
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path, split: bool
+) -> None:
+    """A zone signed with algorithm 15 (a CSK, or a KSK and a ZSK), signed again to change
+    only its timings or its denial, keeps its keys: the default algorithm is for a zone
+    signed anew, not a change of the one it has. Naming another is refused."""
+    import_zone(pg_cluster, state_dsn, ZONE)
+    state = ["--state-dir", str(node_state)]
+    kind = ["--split"] if split else []
+    status, _, err = valis("zone", "sign", ZONE, "--algorithm", "15", *kind, *state)
+    assert status == 0, err
+    keys = {tag: key.dnskey for tag, key in load_key_ring(node_state)["example.test"].items()}
+    status, out, err = valis("zone", "sign", ZONE, "--denial", "nsec3", "--dnskey-ttl", "600",
+                             *state)
+    assert status == 0, err
+    assert f"zone {ZONE}: signed with algorithm 15, " in out
+    assert "(kept); denial of existence: NSEC3" in out
+    assert {tag: key.dnskey for tag, key in load_key_ring(node_state)["example.test"].items()
+            } == keys
+    with pg_cluster.connect(state_dsn) as conn:
+        row = signed_zones(conn)[ZONE]
+    assert (row.algorithm, row.timing.dnskey_ttl) == (15, 600)
+    status, _, err = valis("zone", "sign", ZONE, "--algorithm", "13", *kind, *state)
+    assert status != 0
+    assert "already signs with algorithm 15" in err
+
+
+def test_a_max_zone_ttl_below_the_zones_ttls_is_warned_naming_the_largest(
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path
+) -> None:
+    """A roll's switched step waits max-zone-ttl for the old key's signatures to leave
+    caches: given below a TTL the zone signs (here a TXT of 7200; the delegation's NS and
+    glue of two days are the child's, unsigned), ``sign`` and ``rollover`` say so on
+    stderr, naming the largest, and keep the value; one covering it is not questioned."""
+    import_zone(pg_cluster, state_dsn, ZONE, extra=(
+        "long 7200 IN TXT \"kept two hours\"\n"
+        "child 172800 IN NS ns.child\nns.child 172800 IN A 192.0.2.7\n"
+    ))
+    state = ["--state-dir", str(node_state)]
+    status, _, err = valis("zone", "sign", ZONE, "--max-zone-ttl", "600", *state)
+    assert status == 0, err
+    warning = (f"warning: max-zone-ttl 600 is below zone {ZONE}'s largest signed TTL, "
+               f"7200 (long.{ZONE} TXT)")
+    assert warning in err
+    assert "give --max-zone-ttl 7200 or more" in err
+    with pg_cluster.connect(state_dsn) as conn:
+        assert signed_zones(conn)[ZONE].timing.max_zone_ttl == 600
+    status, _, err = valis("zone", "sign", ZONE, "--max-zone-ttl", "7200", *state)
+    assert status == 0, err
+    assert "warning" not in err
+    status, out, err = valis("zone", "rollover", ZONE, "--max-zone-ttl", "600", *state)
+    assert status == 0, err
+    assert warning in err
+    assert "rolling from key tag" in out
+    with pg_cluster.connect(state_dsn) as conn:
+        roll = signed_zones(conn)[ZONE].rollover
+    assert roll is not None
+    assert roll.timing.max_zone_ttl == 600
+
+
 def test_a_superseded_node_cannot_turn_signing_on(
     pg_cluster: PgCluster, state_dsn: str, node_state: Path
 ) -> None:

@@ -48,14 +48,16 @@ def register(actions: argparse._SubParsersAction[Any]) -> None:
     add_dsn_arguments(run)
     run.add_argument("zone", metavar="ZONE")
     run.add_argument(
-        "--algorithm", type=int, choices=(13, 15), default=13,
-        help="13: ECDSA P-256 with SHA-256 (default), 15: Ed25519",
+        "--algorithm", type=int, choices=(13, 15),
+        help="13: ECDSA P-256 with SHA-256, 15: Ed25519; a signed zone keeps its own "
+        "unless this names one (another is refused), a zone signed for the first time "
+        "gets 13 unless it names 15",
     )
     run.add_argument(
-        "--split", action="store_true",
+        "--split", action="store_true", default=None,
         help="a KSK (flags 257: signs the DNSKEY RRset, its DS at the parent) and a ZSK "
         "(flags 256: signs the rest, rolled with 'valis zone rollover --zsk') instead of "
-        "one CSK",
+        "one CSK; a signed zone keeps the kind it was signed with",
     )
     add_timing_arguments(run)
     add_denial_arguments(run)
@@ -138,7 +140,7 @@ def node_standing(state_dir: Path) -> FenceState:
 
 def _sign(args: argparse.Namespace) -> int:
     from valis_core.dns.zone_keys import ensure_signing_keys, forget_zone_key
-    from valis_core.operator_state.zone_rollover import set_timing
+    from valis_core.operator_state.zone_rollover import set_timing, ttl_shortfall
     from valis_core.operator_state.zone_signing import ZoneSigning, enable_signing, signed_zones
     from valis_core.operator_state.zones import canonical_zone_name
 
@@ -147,7 +149,11 @@ def _sign(args: argparse.Namespace) -> int:
     asked = denial_asked(args)
     standing = node_standing(state_dir)
     with operator_connection(args) as conn:
-        keys, made = ensure_signing_keys(state_dir, zone, args.algorithm, split=args.split)
+        recorded = signed_zones(conn).get(zone)
+        algorithm = args.algorithm
+        if algorithm is None and recorded is not None:  # none held here: made as recorded
+            algorithm = recorded.algorithm
+        keys, made = ensure_signing_keys(state_dir, zone, algorithm, split=args.split)
         key = keys[0]
         zsk_tag = keys[1].tag if len(keys) > 1 else None
         try:
@@ -165,6 +171,7 @@ def _sign(args: argparse.Namespace) -> int:
         timing = _timing(args, signed_zones(conn)[zone].timing)
         if timing is not None:
             set_timing(conn, standing, zone, timing)
+            _warn(ttl_shortfall(conn, zone, timing))
         said = set_asked_denial(conn, standing, zone, asked)
     tags = f"key tag {key.tag}" if zsk_tag is None else (
         f"KSK key tag {key.tag} and ZSK key tag {zsk_tag}"
@@ -220,6 +227,15 @@ def _timing(args: argparse.Namespace, held: Timing) -> Timing | None:
     return attrs.evolve(held, **given) if given else None
 
 
+def _warn(problem: str | None) -> None:
+    """Say on stderr what is wrong with the zone's timings, if anything: they are kept
+    (an operator may shorten them on purpose, with resolvers' caches bounded)."""
+    if problem is not None:
+        import sys
+
+        print(f"warning: {problem}", file=sys.stderr)
+
+
 def _rollover(args: argparse.Namespace) -> int:
     import time
 
@@ -231,7 +247,12 @@ def _rollover(args: argparse.Namespace) -> int:
         load_key_ring,
         make_zone_key,
     )
-    from valis_core.operator_state.zone_rollover import begin_rollover, confirm_ds, zone_key
+    from valis_core.operator_state.zone_rollover import (
+        begin_rollover,
+        confirm_ds,
+        ttl_shortfall,
+        zone_key,
+    )
     from valis_core.operator_state.zone_signing import signed_zones
     from valis_core.operator_state.zones import canonical_zone_name
 
@@ -254,7 +275,9 @@ def _rollover(args: argparse.Namespace) -> int:
         algorithm, tag, zsk_tag, roll = zone_key(conn, zone)
         kind = rollover.kind_for(split=zsk_tag is not None, zsk=args.zsk)
         old_tag = zsk_tag if kind == rollover.ZSK and zsk_tag is not None else tag
-        timing = _timing(args, signed_zones(conn)[zone].timing)
+        zone_timing = signed_zones(conn)[zone].timing
+        timing = _timing(args, zone_timing)
+        _warn(ttl_shortfall(conn, zone, timing or zone_timing))
         held = load_key_ring(state_dir).get(file_zone(zone), {})
         if old_tag not in held:
             raise SigningVerbError(

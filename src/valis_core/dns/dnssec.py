@@ -33,6 +33,8 @@ from valis_core.errors import ValisError
 ECDSAP256SHA256 = 13
 ED25519 = 15
 ALGORITHMS = (ECDSAP256SHA256, ED25519)
+DEFAULT_ALGORITHM = ECDSAP256SHA256
+"""The algorithm a zone signed for the first time gets unless another is named."""
 
 DNSKEY = int(dns.rdatatype.DNSKEY)
 CDS = int(dns.rdatatype.CDS)
@@ -245,9 +247,10 @@ def successor(name: bytes) -> bytes:
 
 def next_sibling(name: bytes) -> bytes:
     """The first name after ``name`` and all its descendants in canonical order: its
-    first label with a zero octet appended. An NSEC covering a name for a wildcard
-    answer ends here, not beneath the name: validators take the closest encloser from
-    the NSEC's names, and it must be the wildcard's parent (RFC 4035 section 5.3.4)."""
+    first label with a zero octet appended. The NSEC covering a wildcard answer's next
+    closer name ends here, not beneath that name: validators take the closest encloser
+    from the NSEC's names, and it must be the wildcard's parent (RFC 4035 section
+    5.3.4)."""
     size = name[0]
     if size < wire.MAX_LABEL and len(name) < wire.MAX_NAME:
         return bytes((size + 1,)) + name[1 : 1 + size] + b"\x00" + name[1 + size :]

@@ -43,6 +43,8 @@ puts a zone's keys and its roll together into what it publishes and signs with.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import attrs
 
 from valis_core.errors import ValisError
@@ -265,3 +267,39 @@ def confirm(roll: Rollover, now: float) -> Rollover | None:
     if following == DONE:
         return None
     return attrs.evolve(roll, step=following, since=now)
+
+
+def ttl_shortfall(
+    timing: Timing, zone: str, above: Iterable[tuple[str, str, int]], cuts: Iterable[str]
+) -> str | None:
+    """Why ``timing.max_zone_ttl`` is too short for ``zone``, whose records with a longer
+    TTL are ``above`` (owner, type, TTL) and whose delegation points are ``cuts``: the
+    largest TTL of a record it signs (neither a delegation's NS nor anything beneath a
+    cut, which are never signed), and what waiting less does; ``None`` when no signed
+    record's TTL exceeds it. The zone's negative TTL (the lower of the SOA's TTL and its
+    MINIMUM, which its NSEC and NSEC3 records are served with) is never above its SOA's
+    TTL, so the records cover it. A roll's switched step waits ``max_zone_ttl`` for
+    signatures by the old key to leave caches; a resolver still holding one when the old
+    key leaves the DNSKEY RRset finds the answer bogus."""
+    delegations = {cut.lower().rstrip(".") for cut in cuts}
+    apex = zone.lower().rstrip(".")
+    largest: tuple[int, str, str] | None = None
+    for owner, rtype, ttl in above:
+        name = owner.lower().rstrip(".")
+        labels = name.split(".")
+        ancestors = {".".join(labels[i:]) for i in range(1, len(labels))}
+        beneath = bool(ancestors & delegations)
+        if beneath or (name in delegations and name != apex and rtype != "DS"):
+            continue  # a delegation's NS and glue: the child's, never signed here
+        if ttl > timing.max_zone_ttl and (largest is None or ttl > largest[0]):
+            largest = (ttl, owner, rtype)
+    if largest is None:
+        return None
+    ttl, owner, rtype = largest
+    return (
+        f"max-zone-ttl {timing.max_zone_ttl} is below zone {zone}'s largest signed TTL, "
+        f"{ttl} ({owner} {rtype}): a roll's switched step waits only {timing.max_zone_ttl} "
+        "s for signatures by the old key to leave resolvers' caches, and one holding such "
+        f"a signature when the old key is withdrawn finds the zone bogus; give "
+        f"--max-zone-ttl {ttl} or more, or lower that TTL"
+    )

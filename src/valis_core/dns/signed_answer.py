@@ -16,7 +16,10 @@ What it changes, and only for names in a signed zone:
   additional RRset the zone holds with authority (never glue, never a referral's NS);
   a CNAME synthesized from a DNAME is left unsigned (RFC 6672 section 5.3.1); an answer
   from a wildcard carries the wildcard's signature (Labels says so) and an NSEC covering
-  the name asked, which proves the name itself absent (RFC 4035 section 3.1.3.3).
+  the next closer name (the closest encloser's child on the way to the name asked), which
+  proves no nearer name matches (RFC 4035 sections 3.1.3.3 and 5.3.4): both its ends are
+  siblings of that child, so the closest encloser a validator reads from them is the
+  wildcard's parent, however many labels the name asked has beneath it.
 - Denial of existence is compact (RFC 9824) by default, made and signed per query:
   NODATA with an NSEC at the name asked whose next name is its immediate successor and
   whose bitmap is the name's types, or for a name that does not exist RRSIG, NSEC and
@@ -24,6 +27,12 @@ What it changes, and only for names in a signed zone:
   the cut (NS set, no DS). An explicit NXNAME question is FORMERR (RFC 9824 section
   3.5); a question for NSEC itself is answered with the NSEC made for the name (its
   bitmap says NSEC exists, so it cannot stand as a proof that NSEC does not).
+- A question for RRSIG (DO=1) is answered with the signatures at the name, over each of
+  its RRsets (a CNAME's too, never followed; a wildcard's with its proof), or, at a name
+  compact denial holds nothing at, over the NSEC made for it: every bitmap a denial could
+  carry lists RRSIG, so a NODATA would be bogus, and a validator passes a positive RRSIG
+  answer through unvalidated (Unbound: "no sigs on sigs"). Knot's online signer
+  refuses the question instead, which a resolver turns into SERVFAIL.
 - A zone signed with NSEC3 (``valis_core.dns.nsec3``) denies from its chain, made once
   per zone version (``Signer.chain``) instead: NXDOMAIN with the closest encloser proof
   and the wildcard's absence (RFC 5155 section 7.2.2), NODATA with the NSEC3 matching
@@ -50,6 +59,7 @@ from valis_core.dns import dnssec, nsec3, wire
 from valis_core.dns.dnssec import CDNSKEY, CDS, DNSKEY, NXNAME, ZoneKey
 from valis_core.dns.nsec3 import NSEC3, NSEC3PARAM, Chain, Nsec3Params
 from valis_core.dns.records import (
+    ANY,
     CNAME,
     DS,
     FORMERR,
@@ -291,6 +301,11 @@ class Signer:
         for link in range(plain.MAX_CHAIN):
             if link and qtype == DS and name == zone.apex:
                 zone = index.parent_of(zone) or zone
+            if qtype == RRSIG:
+                exists = self._signatures_at(zone, name, draft, window)
+                if exists is not None:
+                    keep = keep and exists
+                    break
             found = plain._find(zone, name, qtype)
             marks = draft.marks()
             kind, owner, sets = found
@@ -322,6 +337,44 @@ class Signer:
             zone, name = link_to
         return self._finish(qname, draft, do, window), keep
 
+    def _signatures_at(
+        self, zone: ServedZone, name: bytes, draft: _SignedDraft, window: int
+    ) -> bool | None:
+        """Answer a question for RRSIG at ``name`` with the signatures there, as a
+        validator cannot be shown that a type every signed name has is absent: those
+        over each of the name's RRsets (the apex's keys included; a CNAME's, never
+        followed), or in a zone denying compactly, at a name with none (an empty
+        non-terminal, a name that does not exist), the one over the NSEC made for it.
+        Return whether the name exists; ``None`` where the usual answer stands: a
+        referral, a DNAME's CNAME, a zone not signed here, and an NSEC3 zone's denial
+        (an empty non-terminal's NSEC3 lists no RRSIG, NXDOMAIN proves no name)."""
+        signed = self.zones.get(zone.apex)
+        if signed is None or signed.keys is None:
+            return None
+        kind, owner, sets = plain._find(zone, name, ANY)
+        if kind == plain._DATA and sets is not None:
+            source = name
+            if name not in zone.nodes:  # from a wildcard: with its proof, as its data
+                source = draft.wildcards[name] = _wildcard_source(zone, name)
+                draft.covers.append((zone, name))
+            if name == zone.apex:
+                sets = {**sets, **signed.apex_sets}
+            for rtype, rrset in sorted(sets.items()):
+                signers: tuple[ZoneKey | None, ...] = (None,)
+                if rtype in _KEY_TYPES and name == zone.apex:
+                    signers = signed.keys.key_signers
+                for by in signers:
+                    sig = self.rrsig(signed, source, rtype, rrset, window, by=by)
+                    draft.answer.append((name, RRSIG, rrset[0], sig))
+            return True
+        if kind is not None or signed.nsec3 is not None:
+            return None
+        exists = bool(owner)
+        rdata = _compact_nsec(zone, name, _types_at(zone, name) if exists else None)
+        sig = self.rrsig(signed, name, NSEC, (zone.negative_ttl, (rdata,)), window)
+        draft.answer.append((name, RRSIG, zone.negative_ttl, sig))
+        return exists
+
     def _compact(self, zone: ServedZone) -> bool:
         signed = self.zones.get(zone.apex)
         return signed is None or signed.nsec3 is None
@@ -351,10 +404,7 @@ class Signer:
                     _denial(self.chain(zone), name)
                 )
                 continue
-            types = frozenset({NXNAME}) if held is None else held
-            if name == zone.apex:
-                types |= _KEY_TYPES
-            rdata = dnssec.nsec_rdata(dnssec.successor(name), types)
+            rdata = _compact_nsec(zone, name, held)
             into = draft.answer if draft.nsec_answer else draft.authority
             start = len(into)
             into.append((name, NSEC, zone.negative_ttl, rdata))
@@ -368,8 +418,9 @@ class Signer:
                     chain.covering(nsec3.hash_name(nearer, chain.params))
                 )
                 continue
-            before = dnssec.predecessor(name, zone.apex)
-            rdata = dnssec.nsec_rdata(dnssec.next_sibling(name), ())
+            nearer = _next_closer(name, draft.wildcards[name][2:])
+            before = dnssec.predecessor(nearer, zone.apex)
+            rdata = dnssec.nsec_rdata(dnssec.next_sibling(nearer), ())
             start = len(draft.authority)
             draft.authority.append((before, NSEC, zone.negative_ttl, rdata))
             draft.spans.append((draft.authority, start, start + 1, zone))
@@ -464,6 +515,25 @@ def _denial(chain: Chain, name: bytes) -> tuple[bytes, ...]:
         chain.covering(nsec3.hash_name(nearer, chain.params)),
         wildcard,
     )
+
+
+def _compact_nsec(zone: ServedZone, name: bytes, held: frozenset[int] | None) -> bytes:
+    """The rdata of the NSEC compact denial makes at ``name`` (RFC 9824): next name its
+    immediate successor, bitmap the types ``held`` there (``None``: the name does not
+    exist, NXNAME), the apex's keys included."""
+    types = frozenset({NXNAME}) if held is None else held
+    if name == zone.apex:
+        types |= _KEY_TYPES
+    return dnssec.nsec_rdata(dnssec.successor(name), types)
+
+
+def _next_closer(name: bytes, encloser: bytes) -> bytes:
+    """The next closer name (RFC 5155 section 1.3): the ancestor of ``name`` (or
+    ``name`` itself) one label beneath its closest encloser ``encloser``."""
+    for offset in reversed(wire.label_offsets(name)):
+        if len(name) - offset > len(encloser):
+            return name[offset:]
+    return name  # pragma: no cover - the encloser is always a proper ancestor
 
 
 def _wildcard_source(zone: ServedZone, name: bytes) -> bytes:

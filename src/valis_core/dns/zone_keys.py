@@ -136,27 +136,30 @@ def read_key_file(path: Path) -> ZoneKey:
     return decode_key(data, str(path))
 
 
-def ensure_zone_key(state_dir: Path, zone: str, algorithm: int) -> tuple[ZoneKey, bool]:
+def ensure_zone_key(
+    state_dir: Path, zone: str, algorithm: int | None
+) -> tuple[ZoneKey, bool]:
     """The zone's combined signing key (``ensure_signing_keys`` without a split)."""
     keys, made = ensure_signing_keys(state_dir, zone, algorithm, split=False)
     return keys[0], made
 
 
 def ensure_signing_keys(
-    state_dir: Path, zone: str, algorithm: int, *, split: bool
+    state_dir: Path, zone: str, algorithm: int | None, *, split: bool | None
 ) -> tuple[tuple[ZoneKey, ...], bool]:
-    """The zone's signing keys, made (with ``algorithm``) and written if it has none: a
-    CSK, or with ``split`` a KSK then a ZSK; whether they were made. A zone already
-    holding keys of another algorithm, or of the other kind (a CSK where a split is
-    asked, or the reverse), is refused: a rollover keeps both. Written as the state
-    directory's owner, so a key made by root is still the run account's."""
+    """The zone's signing keys, made (with ``algorithm``, by default 13) and written if it
+    has none: a CSK, or with ``split`` a KSK then a ZSK; whether they were made. A zone
+    holding keys keeps their algorithm and kind where ``algorithm`` or ``split`` is
+    ``None`` (not named); naming another algorithm, or the other kind (a CSK where a
+    split is held, or the reverse), is refused: a rollover keeps both. Written as the
+    state directory's owner, so a key made by root is still the run account's."""
     held = load_key_ring(state_dir).get(file_zone(zone), {})
     if not held:
-        first = make_zone_key(state_dir, zone, algorithm, ())
+        first = make_zone_key(state_dir, zone, algorithm or dnssec.DEFAULT_ALGORITHM, ())
         if not split:
             return (first,), True
         try:
-            second = make_zone_key(state_dir, zone, algorithm, (first.tag,), ZSK_FLAGS)
+            second = make_zone_key(state_dir, zone, first.algorithm, (first.tag,), ZSK_FLAGS)
         except BaseException:
             forget_zone_key(state_dir, zone, first)
             raise
@@ -171,7 +174,7 @@ def ensure_signing_keys(
             "roll left"
         )
     keys = (ksks[0], *zsks)
-    if bool(zsks) != split:
+    if split is not None and bool(zsks) != split:
         held_kind = "a KSK and a ZSK" if zsks else "a combined signing key (CSK)"
         raise ZoneKeyError(
             f"zone {zone} already signs with {held_kind} (key tag "
@@ -179,7 +182,7 @@ def ensure_signing_keys(
             f"{'with' if zsks else 'without'} --split, as it was signed: changing "
             "between a CSK and a split is not offered"
         )
-    if keys[0].algorithm != algorithm:
+    if algorithm is not None and keys[0].algorithm != algorithm:
         raise ZoneKeyError(
             f"zone {zone} already signs with algorithm {keys[0].algorithm} (key tag "
             f"{keys[0].tag}); 'valis zone rollover' keeps the algorithm, and an "

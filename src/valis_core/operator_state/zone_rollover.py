@@ -204,3 +204,25 @@ def advance_rollovers(
                 _store(cur, zone, roll, after, standing.holder)
                 moved.append((zone, roll, after))
     return moved
+
+
+def ttl_shortfall(conn: psycopg.Connection[Any], zone: str, timing: Timing) -> str | None:
+    """``rollover.ttl_shortfall`` for ``zone`` as operator state holds it: only the
+    records whose TTL is above ``timing.max_zone_ttl`` are read (none, usually), and the
+    delegation points only when there are some."""
+    above = [
+        (str(owner), str(rtype), int(ttl)) for owner, rtype, ttl in conn.execute(
+            "SELECT owner, rtype, ttl FROM records WHERE zone = %s AND ttl > %s",
+            (zone, timing.max_zone_ttl),
+        ).fetchall()
+    ]
+    if not above:
+        return None
+    cuts = [
+        str(owner) for (owner,) in conn.execute(
+            "SELECT DISTINCT lower(owner) FROM records WHERE zone = %s AND rtype = 'NS' "
+            "AND lower(owner) <> zone",
+            (zone,),
+        ).fetchall()
+    ]
+    return rollover.ttl_shortfall(timing, zone, above, cuts)
