@@ -43,6 +43,16 @@ def not_ready_reasons(document: Mapping[str, Any]) -> list[str]:
     for zone, view in sorted((document.get("zones") or {}).items()):
         if view.get("rcode") != "NOERROR" or view.get("serial") is None:
             reasons.append(f"zone {zone} answers {view.get('rcode')}, not its SOA")
+    for zone in document.get("zones_gone_from_database") or []:
+        reasons.append(
+            f"zone {zone} is no longer in the operator-state database (its last good "
+            "version is served; import it again, or stop serving it)"
+        )
+    if document.get("reload_refused"):
+        reasons.append(
+            f"the last reload was refused ({document['reload_refused']}); the node runs as "
+            "before: correct the store and reload again"
+        )
     database = document.get("database")
     if isinstance(database, Mapping) and database.get("connected") is False:
         reasons.append("the operator-state database is not connected")

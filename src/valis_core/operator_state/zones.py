@@ -290,6 +290,18 @@ def serial_policies(conn: psycopg.Connection[Any]) -> dict[str, str]:
     return {str(name): str(policy) for name, policy in found.fetchall()}
 
 
+def absent_zones(conn: psycopg.Connection[Any], names: Iterable[str]) -> tuple[str, ...]:
+    """Those of ``names`` (as written: with or without the trailing dot, any case) that
+    the database holds no zone of, in canonical form and the order given."""
+    wanted = [canonical_zone_name(name.strip()) for name in names if name.strip()]
+    held = {
+        name for (name,) in conn.execute(
+            "SELECT name FROM zones WHERE name = ANY(%s)", (wanted,)
+        )
+    }
+    return tuple(dict.fromkeys(name for name in wanted if name not in held))
+
+
 def zone_names(conn: psycopg.Connection[Any]) -> tuple[str, ...]:
     return tuple(name for (name,) in conn.execute("SELECT name FROM zones ORDER BY name"))
 
