@@ -12,6 +12,10 @@ time, then times ``--rounds`` more such re-imports. Two writers are timed:
   transaction (an operator's own bulk SQL does the same): the journal trigger nets the
   whole zone away to the one change, the trigger's worst case.
 
+Each run prints its wall time and its CPU time (this process's and its PostgreSQL
+server process's, added), with the load average: on a shared machine the wall time is
+mostly the wait for a core, the CPU time the work itself.
+
 ``--nested-loops`` turns hash and merge joins off for the run account, as statistics that
 mislead the planner would: the journal's plans must not depend on them (migration 0011).
 The journal entries are checked to hold exactly the one change each.
@@ -111,7 +115,8 @@ def run(
         if i >= runs.prior:
             walls.append(wall)
             cpus.append(cpu)
-        print(f"  {label} #{i + 1}: {wall:.2f} s wall, {cpu:.2f} s CPU", flush=True)
+        print(f"  {label} #{i + 1}: {wall:.2f} s wall, {cpu:.2f} s CPU"
+              f" (load average {os.getloadavg()[0]:.1f})", flush=True)
     last = journal_sizes(conn)[-(runs.prior + runs.rounds):]
     print(f"{label}: after {runs.prior} prior re-imports, {runs.rounds} timed:"
           f" wall median {statistics.median(walls):.2f} s (max {max(walls):.2f} s),"
@@ -137,7 +142,9 @@ def main() -> None:
                 "ALTER ROLE valis SET enable_hashjoin = off;"
                 " ALTER ROLE valis SET enable_mergejoin = off"
             )
-        with pg.connect(dsn) as conn:
+        # Autocommit, as the verbs' sessions are between their transactions: a read
+        # left open would hold every later import inside one transaction.
+        with pg.connect(dsn, autocommit=True) as conn:
             started = time.perf_counter()
             import_zone(conn, version(args.records, changed=1, serial=1), now=time.time())
             print(f"first import of {args.records} records: "

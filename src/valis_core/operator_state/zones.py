@@ -75,7 +75,7 @@ def checked_zone(rows: Sequence[RecordRow]) -> tuple[str, tuple[RecordRow, ...]]
         key = (row.owner.lower(), row.rtype, row.rdata)
         held = kept.get(key)
         if held is None or row.ttl < held.ttl:
-            kept[key] = attrs.evolve(row, zone=zone)
+            kept[key] = row if row.zone == zone else attrs.evolve(row, zone=zone)
     return zone, tuple(kept.values())
 
 
