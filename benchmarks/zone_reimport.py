@@ -138,9 +138,12 @@ def main() -> None:
         with pg.connect(dsn) as conn:
             migrate(conn)
         if args.nested_loops:
+            # JIT off too: a disabled join kind adds 10^10 to a plan's cost, which would
+            # otherwise have PostgreSQL compile every small statement of the triggers.
             pg.cluster.admin_sql(
                 "ALTER ROLE valis SET enable_hashjoin = off;"
-                " ALTER ROLE valis SET enable_mergejoin = off"
+                " ALTER ROLE valis SET enable_mergejoin = off;"
+                " ALTER ROLE valis SET jit = off"
             )
         # Autocommit, as the verbs' sessions are between their transactions: a read
         # left open would hold every later import inside one transaction.
