@@ -14,6 +14,9 @@ and neither does its stand-in.
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import os
 import socket
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -22,10 +25,50 @@ from pathlib import Path
 import attrs
 
 from valis_core.dns.listen import ListenError, bind_dns_pair, bound_socket, format_address
+from valis_core.errors import ValisError
 from valis_core.launch import LaunchRecord, render_launch_argv
 from valis_core.resident.state_dir import FLAG as STATE_DIR_FLAG
 
-__all__ = ["Listeners", "bind_dns_pair", "bind_listeners", "resident_argv", "spawn_resident"]
+__all__ = [
+    "DirectoryBusy",
+    "Listeners",
+    "bind_dns_pair",
+    "bind_listeners",
+    "lock_directory",
+    "resident_argv",
+    "spawn_resident",
+]
+
+LOCK_NAME = "demo.lock"
+
+
+class DirectoryBusy(ValisError):
+    """Another process holds the directory a demo node runs from."""
+
+
+def lock_directory(root: Path) -> int:
+    """Take ``root``'s lock (an exclusive ``flock`` on ``root/demo.lock``) for as long as
+    the returned descriptor stays open (it closes on exec and when this process ends), and
+    write this process's PID into it. Raises ``DirectoryBusy`` naming the holder's PID
+    when another process holds it: two nodes on one cluster and state directory would
+    share a database and one's stop would stop the other's PostgreSQL."""
+    path = root / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        if exc.errno not in {errno.EWOULDBLOCK, errno.EAGAIN}:
+            raise DirectoryBusy(f"cannot lock {path}: {exc.strerror or exc}") from None
+        raise DirectoryBusy(
+            f"{root} is in use by another demo (PID {holder}); stop that one (Ctrl-C in "
+            "its terminal) or give this one another directory with --cache-dir"
+        ) from None
+    # The holder's PID, for the message above: a note beside the lock, not state.
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    return fd
 
 
 @attrs.frozen

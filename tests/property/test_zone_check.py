@@ -224,3 +224,24 @@ def test_a_serial_alone_is_not_a_change_of_data() -> None:
     assert not diff.changed
     assert (diff.old_serial, diff.new_serial) == (1, 2)
     assert diff.lines()[-1] == "serial 1 -> 2"
+
+
+def test_a_name_written_with_its_trailing_dot_is_not_taken_for_one_missing_it() -> None:
+    """A name below the apex whose last relative label looks like a top-level domain
+    (``mail.uk.example.com.``, ``srv.de.example.com.``) is warned about only when it was
+    written relative, not when it was written whole with its dot."""
+    body = [
+        "mail.uk.example.com. A 192.0.2.20",
+        "alias CNAME srv.de.example.com.",
+        "mx MX 10 (",
+        "   relay.io.example.com. )",
+        "Web.Co.Example.Com. A 192.0.2.21",
+        "shop.fr A 192.0.2.22",
+        "alias2 CNAME srv.de",
+    ]
+    result = check_zone_text(_text(HEAD + body), ZONE)
+    assert result.ok
+    undotted = {f.line: f.message for f in result.warnings if "trailing dot" in f.message}
+    assert sorted(undotted) == [11, 12], undotted
+    assert "shop.fr.example.com. looks like a relative name" in undotted[11]
+    assert "srv.de.example.com. looks like a relative name" in undotted[12]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import psycopg
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
@@ -32,6 +33,8 @@ from tests.scenario.proving_ground import run_in, wait_for
 from tests.scenario.resident_harness import Harness, Resident, make_state_dir, site_facts
 from valis_core.acting_as import acting_as
 from valis_core.atomic import write_atomic
+from valis_core.dns.serial import raised_serial
+from valis_core.dns.zone import ZoneIndex
 from valis_core.edge.certificate import certificate_from_pem
 from valis_core.edge.challenge import (
     challenge_name,
@@ -42,6 +45,7 @@ from valis_core.edge.challenge import (
 from valis_core.fence import FencedOut
 from valis_core.identity.instance import holder_name, load_or_mint_instance
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
+from valis_core.operator_state.zones import load_zone_rows, set_serial_policy
 from valis_core.ops.backup import create_backup, restore_backup, verify_backup_set
 from valis_core.state_layout import (
     acme_account_key_path,
@@ -127,6 +131,11 @@ def chains_to(chain: list[x509.Certificate], root_pem: bytes) -> bool:
     for child, parent in zip(chain, [*chain[1:], root], strict=True):
         child.verify_directly_issued_by(parent)
     return True
+
+
+def served_index(conn: psycopg.Connection[Any]) -> ZoneIndex:
+    """The index a node serving ``ZONE`` from ``conn``'s database would serve."""
+    return ZoneIndex.from_records(load_zone_rows(conn, [ZONE])[ZONE])
 
 
 def challenge_rows(pg: PgCluster, dsn: str) -> list[tuple[str, str]]:
@@ -276,16 +285,56 @@ def test_a_fenced_out_node_cannot_write_a_challenge_and_the_holder_can(
         old = seed_instance_fence(conn, "node-a@loopback#a")
         moved = claim_instance_fence(conn, old.generation + 1, "node-a@elsewhere#b")
         with pytest.raises(FencedOut):
-            write_fenced(conn, old, publish_request(ZONE, DOMAIN, "token-a"), [ZONE])
+            write_fenced(conn, old, publish_request(ZONE, DOMAIN, "token-a"), [ZONE],
+                         served_index(conn), now=time.time())
         assert challenge_rows(pg_cluster, zone_dsn) == []
-        write_fenced(conn, moved, publish_request(ZONE, DOMAIN, "token-b"), [ZONE])
+        write_fenced(conn, moved, publish_request(ZONE, DOMAIN, "token-b"), [ZONE],
+                     served_index(conn), now=time.time())
         assert challenge_rows(pg_cluster, zone_dsn) == [
             (challenge_name(DOMAIN), '"token-b"')
         ]
         with pytest.raises(FencedOut):
-            write_fenced(conn, old, withdraw_request(ZONE, DOMAIN), [ZONE])
-        write_fenced(conn, moved, withdraw_request(ZONE, DOMAIN), [ZONE])
+            write_fenced(conn, old, withdraw_request(ZONE, DOMAIN), [ZONE],
+                         served_index(conn), now=time.time())
+        write_fenced(conn, moved, withdraw_request(ZONE, DOMAIN), [ZONE],
+                     served_index(conn), now=time.time())
         assert challenge_rows(pg_cluster, zone_dsn) == []
+
+
+def test_the_challenge_write_raises_the_serial_by_the_zone_policy_as_the_owner_terminus_does(
+    zone_dsn: str, pg_cluster: PgCluster
+) -> None:
+    """Publishing and withdrawing the DNS-01 record go through the owner terminus's write
+    path: the zone's serial policy sets each new serial (not a bare increment), and each
+    write is one journal entry from the serial before to it."""
+    at = 1_900_000_000.0
+    with pg_cluster.connect(zone_dsn, autocommit=True) as conn:
+        standing = seed_instance_fence(conn, "node-a@loopback#a")
+        assert set_serial_policy(conn, ZONE, "unixtime")
+        before = soa_serial(conn)
+        write_fenced(conn, standing, publish_request(ZONE, DOMAIN, "token-p"), [ZONE],
+                     served_index(conn), now=at)
+        published = soa_serial(conn)
+        write_fenced(conn, standing, withdraw_request(ZONE, DOMAIN), [ZONE],
+                     served_index(conn), now=at + 60)
+        withdrawn = soa_serial(conn)
+        entries = conn.execute(
+            "SELECT old_serial, new_serial FROM zone_journal WHERE zone = %s ORDER BY id",
+            (ZONE,),
+        ).fetchall()
+    assert published == raised_serial("unixtime", before, now=at) == int(at)
+    assert withdrawn == raised_serial("unixtime", published, now=at + 60) == int(at) + 60
+    assert entries[-2:] == [(before, published), (published, withdrawn)]
+    assert challenge_rows(pg_cluster, zone_dsn) == []
+
+
+def soa_serial(conn: psycopg.Connection[Any]) -> int:
+    found = conn.execute(
+        "SELECT valis_soa_serial(rdata) FROM records WHERE zone = %s AND rtype = 'SOA'",
+        (ZONE,),
+    ).fetchone()
+    assert found is not None
+    return int(found[0])
 
 
 def test_a_node_that_cannot_reach_its_ca_and_holds_no_certificate_stops_at_acme(

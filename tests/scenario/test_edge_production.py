@@ -49,12 +49,14 @@ from tests.scenario.proving_ground import (
 )
 from tests.scenario.resident_harness import make_state_dir, resident_runtime, site_facts
 from tests.scenario.steer_object import steer_object_path
+from valis_core.dns.zone import ZoneIndex
 from valis_core.edge.challenge import challenge_name, publish_request, write_fenced
 from valis_core.fence import FencedOut, FenceState
 from valis_core.identity.instance import holder_name, read_instance
 from valis_core.operator_state.fence import read_instance_fence
 from valis_core.operator_state.schema import migrate
 from valis_core.operator_state.site_facts_file import write_site_facts
+from valis_core.operator_state.zones import load_zone_rows
 from valis_core.ops.backup import create_backup, verify_backup_set
 from valis_core.state_layout import edge_certificate_path
 from valis_core.store.head import read_store_head
@@ -340,8 +342,10 @@ def test_evacuated_to_b_the_node_serves_doh_with_its_certificate_and_a_writes_no
         fence = read_instance_fence(conn)
         assert fence is not None
         assert fence.generation == generation + 1
+        index = ZoneIndex.from_records(load_zone_rows(conn, [ZONE])[ZONE])
         with pytest.raises(FencedOut):
-            write_fenced(conn, standing, publish_request(ZONE, DOMAIN, "from-a"), [ZONE])
+            write_fenced(conn, standing, publish_request(ZONE, DOMAIN, "from-a"), [ZONE],
+                         index, now=0.0)
     assert challenge_rows(world) == []
     assert b.cli is not None
     assert b.cli.poll() is None, b.unit_log()

@@ -240,3 +240,28 @@ def test_closing_the_terminal_stops_the_node_and_postgresql(newcomer: Newcomer) 
     assert not pid_file.exists()
     assert port_is_free(port)
     assert session_processes(proc.pid) == []
+
+
+def test_a_second_demo_on_the_same_directory_is_refused_naming_the_first(
+    newcomer: Newcomer,
+) -> None:
+    """Two demos would share one cluster and state directory, and one's Ctrl-C would stop
+    the other's PostgreSQL: the second is refused in one line naming the first's PID, and
+    the first serves on."""
+    zone = newcomer.zone("example.test.zone",
+                         (REPO / "docs" / "examples" / "example.test.zone").read_text())
+    port = free_port()
+    first = newcomer.start(zone, port, free_port())
+    read_until(first, READY_MARKER, READY_TIMEOUT)
+    second = newcomer.start(zone, free_port(), free_port())
+    assert second.wait(60) != 0
+    assert second.stdout is not None
+    lines = second.stdout.read().decode().strip().splitlines()
+    assert len(lines) == 1, lines
+    assert f"{newcomer.demo_dir} is in use by another demo (PID " in lines[0]
+    assert "--cache-dir" in lines[0]
+    named = int(lines[0].split("(PID ", 1)[1].split(")", 1)[0])
+    assert named in {first.pid, *session_processes(first.pid)}
+    assert (newcomer.demo_dir / "postgres" / "data" / "postmaster.pid").is_file()
+    assert ask(port, "www.example.test.").rcode() == dns.rcode.NOERROR
+    stop(first)

@@ -19,7 +19,9 @@ from tests.scenario.operator_state_helpers import import_zone
 from tests.scenario.pg import RUN_USER, PgCluster, run_as
 from tests.scenario.resident_harness import Harness, Resident, make_state_dir, site_facts
 from tests.scenario.test_outage import until
+from valis_cli.commands.status import not_ready_reasons
 from valis_core.identity.custody import load_keyfile
+from valis_core.operator_state.zones import delete_zone
 from valis_core.owner.key import derive_owner_tsig
 from valis_core.resident.config_store import HOW_TO_CHANGE
 from valis_core.state_layout import config_store_path, signing_keys_dir
@@ -160,12 +162,18 @@ def test_a_signed_zone_whose_key_is_not_here_is_refused_by_the_reload_as_at_boot
 
 
 def test_a_zone_that_cannot_be_served_is_refused_and_the_node_stays_as_it_was(
-    resident_harness: Harness, zone_dsn: str
+    resident_harness: Harness, pg_cluster: PgCluster, zone_dsn: str
 ) -> None:
+    """A reload whose new zone went from the database before the SIGHUP is refused: the
+    node serves what it served, and its status says it is not ready (its store asks for
+    what it does not serve) until a reload applies."""
     resident = resident_harness.start(make_state_dir(resident_harness.workdir),
                                       site_facts(zone_dsn))
     resident.wait_ready()
+    import_zone(pg_cluster, zone_dsn, "missing.test.")
     set_served_zones(resident, zone_dsn, f"{ZONE},missing.test.")
+    with pg_cluster.connect(zone_dsn) as conn:
+        assert delete_zone(conn, "missing.test.")
     reload(resident, "refused")
 
     assert f"still serving {ZONE}" in resident.stderr()
@@ -173,6 +181,60 @@ def test_a_zone_that_cannot_be_served_is_refused_and_the_node_stays_as_it_was(
     assert set(resident.status()["zones"]) == {ZONE}
     assert resident.ask(ZONE, "SOA").rcode() == dns.rcode.NOERROR
     assert resident.ask("missing.test.", "SOA").rcode() == dns.rcode.REFUSED
+    reasons = not_ready_reasons(resident.status())
+    assert [r for r in reasons if "the last reload was refused" in r], reasons
+    assert "missing.test." in resident.status()["reload_refused"]
+
+    set_served_zones(resident, zone_dsn, ZONE)  # the store asks for what is served again
+    reload(resident, "the store is unchanged")
+    assert resident.status()["reload_refused"] is None
+    assert not_ready_reasons(resident.status()) == []
+
+
+def test_a_served_zone_deleted_from_the_database_makes_the_node_not_ready_until_imported(
+    resident_harness: Harness, pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    """The node keeps answering a served zone's last good version when the zone goes from
+    the database, and its status says so (not ready, naming the zone) until it is
+    imported again."""
+    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
+                                      site_facts(zone_dsn))
+    resident.wait_ready()
+    assert not_ready_reasons(resident.status()) == []
+    with pg_cluster.connect(zone_dsn) as conn:
+        assert delete_zone(conn, ZONE)
+    until(lambda: resident.status()["zones_gone_from_database"] == [ZONE],
+          "the deleted zone reported gone")
+    assert resident.ask(ZONE, "SOA").rcode() == dns.rcode.NOERROR
+    reasons = not_ready_reasons(resident.status())
+    assert [r for r in reasons if f"zone {ZONE} is no longer in the operator-state" in r]
+    shown = run_as(RUN_USER, ["valis", "status", "--state-dir", str(resident.state_dir)])
+    assert shown.returncode == 1, shown.stdout + shown.stderr
+    assert "NOT READY" in shown.stdout
+
+    import_zone(pg_cluster, zone_dsn, ZONE, serial=3)
+    until(lambda: resident.status()["zones"][ZONE]["serial"] == 3, "the zone imported again")
+    assert resident.status()["zones_gone_from_database"] == []
+    assert not_ready_reasons(resident.status()) == []
+
+
+def test_site_facts_set_refuses_served_zones_the_database_lacks(
+    resident_harness: Harness, zone_dsn: str
+) -> None:
+    state_dir = make_state_dir(resident_harness.workdir)
+    store = config_store_path(state_dir)
+    resident_harness.start(state_dir, site_facts(zone_dsn)).wait_ready()
+    before = store.read_text()
+    done = run_as(RUN_USER, [
+        "valis", "site-facts", "set", "node-a", f"VALIS_SERVED_ZONES={ZONE},Absent.Test",
+        "--state-dir", str(state_dir), "--dsn", zone_dsn,
+    ])
+    assert done.returncode != 0
+    assert "absent.test." in done.stderr
+    assert "valis zone import" in done.stderr
+    assert store.read_text() == before
+    shown = run_as(RUN_USER, ["valis", "site-facts", "show", "node-a", "--dsn", zone_dsn])
+    assert "VALIS_SERVED_ZONES" not in shown.stdout
 
 
 def test_a_refused_site_facts_change_leaves_rows_and_store_as_they_were(

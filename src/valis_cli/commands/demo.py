@@ -10,7 +10,8 @@ owner listener (before anything else, so a taken port is refused at once) and ha
 descriptors down — the production inherited-descriptor path. When the node is ready it
 prints what to try: ``dig``, ``valis status``, ``valis zone import`` and an ``nsupdate``
 line that changes a record live. Ctrl-C (or closing the terminal) stops the node and
-then the database.
+then the database. One demo runs per directory: it locks it first, and a second one is
+refused naming the first's PID (``--cache-dir`` gives it a directory of its own).
 
 Everything persists between runs: the second run is the same node (same owner key, same
 configuration store, same database). A zone file is imported again only when it changed
@@ -151,9 +152,7 @@ def owner_port_for(listen: ListenAddress, given: int | None) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from valis_core.dev_launcher import bind_listeners
-    from valis_core.dns.listen import ListenError
-    from valis_core.operator_state.local_cluster import LocalCluster
+    from valis_core.dev_launcher import DirectoryBusy, lock_directory
 
     if os.geteuid() == 0:
         raise DemoError(
@@ -178,6 +177,25 @@ def run_demo(args: argparse.Namespace) -> int:
             f"demo: the demo directory {root} is not writable by this account; give one it "
             "can write with --cache-dir"
         )
+    # One demo per directory: a second would share the cluster and the state directory,
+    # and its stop would stop the first's PostgreSQL. Held until this process ends.
+    try:
+        lock = lock_directory(root)
+    except DirectoryBusy as exc:
+        raise DemoError(f"demo: {exc}") from None
+    try:
+        return _run_locked(args, listen, root, zones)
+    finally:
+        os.close(lock)
+
+
+def _run_locked(
+    args: argparse.Namespace, listen: ListenAddress, root: Path, zones: Sequence[ZoneFile]
+) -> int:
+    from valis_core.dev_launcher import bind_listeners
+    from valis_core.dns.listen import ListenError
+    from valis_core.operator_state.local_cluster import LocalCluster
+
     # Bound first and held until the resident has them: a taken port stops the demo
     # before initdb, and nothing can take it in between.
     try:

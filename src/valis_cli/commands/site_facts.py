@@ -88,8 +88,9 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _set(args: argparse.Namespace) -> int:
-    from valis_core.operator_state.site_facts import check_site_facts
+    from valis_core.operator_state.site_facts import check_site_facts, served_zones
     from valis_core.operator_state.site_facts_rows import set_site_facts
+    from valis_core.operator_state.zones import absent_zones
     from valis_core.resident.config_store import read_config_store, write_config_store
 
     changes = parse_assignments(args.facts)
@@ -103,6 +104,14 @@ def _set(args: argparse.Namespace) -> int:
             )
         check_site_facts(store_facts)
     with operator_connection(args) as conn, conn.transaction():
+        if "VALIS_SERVED_ZONES" in changes:
+            absent = absent_zones(conn, served_zones(changes))
+            if absent:
+                raise SiteFactsArgumentError(
+                    f"site-facts set: VALIS_SERVED_ZONES names {', '.join(absent)}, which "
+                    "the operator-state database does not hold; import each first "
+                    "(valis zone import FILE), then serve it (nothing was stored)"
+                )
         set_site_facts(conn, args.node, changes)
         if store_facts is not None:
             # Inside the rows' transaction: a store that cannot be written rolls them back.

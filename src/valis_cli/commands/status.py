@@ -60,8 +60,19 @@ def not_serving_reasons(document: Mapping[str, Any]) -> list[str]:
 
 def not_ready_reasons(document: Mapping[str, Any]) -> list[str]:
     """Why the node is not fit to serve, from its status document (empty: it is): every
-    reason it does not serve, and a lost database session."""
+    reason it does not serve, a served zone gone from the database, a refused reload,
+    and a lost database session."""
     reasons = not_serving_reasons(document)
+    for zone in document.get("zones_gone_from_database") or []:
+        reasons.append(
+            f"zone {zone} is no longer in the operator-state database (its last good "
+            "version is served; import it again, or stop serving it)"
+        )
+    if document.get("reload_refused"):
+        reasons.append(
+            f"the last reload was refused ({document['reload_refused']}); the node runs as "
+            "before: correct the store and reload again"
+        )
     database = document.get("database")
     if isinstance(database, Mapping) and database.get("connected") is False:
         reasons.append("the operator-state database is not connected")

@@ -153,6 +153,7 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
     builder = Builder()
     builder.add_zone(origin)
     lines = _Lines(records, positions)
+    source = text.split("\n")
     undotted: set[bytes] = set()  # owners that look written without their trailing dot
     # A name one label below the apex looks undotted only if that label ends with the
     # origin's labels (written twice), which a label shorter than them cannot: most
@@ -168,7 +169,11 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
         first = lines.first.setdefault(key, index)
         if first == index:  # the owner's first record: nothing to compare it with yet
             below = len(key) - len(apex)
-            if (below != key[0] + 1 or below >= short) and _looks_undotted(key, apex):
+            if (
+                (below != key[0] + 1 or below >= short)
+                and _looks_undotted(key, apex)
+                and not _written_dotted(source, line, key)
+            ):
                 undotted.add(key)
                 warnings.append(_undotted(origin, owner, line))
         else:
@@ -177,7 +182,11 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
                 warnings.append(_undotted(origin, owner, line))
         if rtype in _NAME_AT:
             target = _target(rtype, rdata)
-            if target is not None and _looks_undotted(target.lower(), apex):
+            if (
+                target is not None
+                and _looks_undotted(target.lower(), apex)
+                and not _written_dotted(source, line, target)
+            ):
                 warnings.append(_undotted(origin, target, line))
     count = _check_nodes(builder, origin, apex, lines, errors, warnings)
     ordered = sorted(errors, key=_order)
@@ -252,6 +261,25 @@ def _undotted(origin: str, name: bytes, line: int) -> Finding:
         f"{text} looks like a relative name missing its trailing dot; "
         f"if {meant} is meant, write it with the dot",
     )
+
+
+_MAX_RECORD_LINES = 100
+"""Lines a parenthesised record is read across when looking for how a name was written."""
+
+
+def _written_dotted(source: list[str], line: int, name: bytes) -> bool:
+    """Whether the record starting at ``line`` (1-based) of ``source`` writes ``name``
+    whole, with its trailing dot: then it was meant absolute, however it looks."""
+    whole = wire.to_text(name).lower()
+    depth = 0
+    for text in source[line - 1 : line - 1 + _MAX_RECORD_LINES]:
+        data = text.split(";", 1)[0]
+        if whole in data.replace("(", " ").replace(")", " ").lower().split():
+            return True
+        depth += data.count("(") - data.count(")")
+        if depth <= 0:
+            return False
+    return False
 
 
 def _looks_undotted(name: bytes, apex: bytes) -> bool:

@@ -237,13 +237,15 @@ class CertificateKeeper:
 
     def _publish(self, value: str) -> None:
         write_fenced(self._connection(), self._standing(),
-                     publish_request(self.zone, self.domain, value), self._served_zones)
+                     publish_request(self.zone, self.domain, value), self._served_zones,
+                     self._holder.current, now=self._clock())
         log.info("edge: DNS-01 record %s published in %s", challenge_name(self.domain),
                  self.zone)
 
     def _withdraw(self) -> None:
         write_fenced(self._connection(), self._standing(),
-                     withdraw_request(self.zone, self.domain), self._served_zones)
+                     withdraw_request(self.zone, self.domain), self._served_zones,
+                     self._holder.current, now=self._clock())
         log.info("edge: DNS-01 record %s withdrawn", challenge_name(self.domain))
 
     def _until_served(self, value: str) -> None:

@@ -1,9 +1,11 @@
 """The DNS-01 challenge record (RFC 8555 §8.4), written into the node's own zone.
 
 The ``_acme-challenge.<served domain>`` TXT is a change to the zone like any signed
-update: one fenced operator-state transaction, decided by the owner terminus's own
-``apply_update`` (so the SOA serial moves, the change notes name the owner, the zone
-source swaps it in within milliseconds, and secondaries get it by NOTIFY and IXFR).
+update: one fenced operator-state transaction, written by the owner terminus's own path
+(``record_writes.write_update``: the zone's serial policy moves the SOA serial, the change
+is checked against the index being served, the journal and the change notes name the
+owner, the zone source swaps it in within milliseconds, and secondaries get it by NOTIFY
+and IXFR).
 A node the fence has moved past writes nothing: ``FencedOut`` propagates, so a
 fenced-out node cannot obtain a certificate. Publishing replaces any TXT left at the
 name; withdrawing removes them all.
@@ -21,17 +23,12 @@ import dns.rdatatype
 import psycopg
 from dns.rcode import Rcode
 
+from valis_core.dns.zone import ZoneIndex
 from valis_core.errors import ValisError
 from valis_core.fence import FenceState
 from valis_core.operator_state.fence import fenced_transaction
-from valis_core.operator_state.record_writes import lock_zone, owner_rows, write_row_changes
-from valis_core.owner.update import (
-    UpdateOutcome,
-    UpdateRequest,
-    UpdateRR,
-    apply_update,
-    owners_to_read,
-)
+from valis_core.operator_state.record_writes import write_update
+from valis_core.owner.update import UpdateOutcome, UpdateRequest, UpdateRR
 
 CHALLENGE_LABEL = "_acme-challenge"
 CHALLENGE_TTL = 60
@@ -95,23 +92,27 @@ def write_fenced(
     standing: FenceState,
     request: UpdateRequest,
     served_zones: Sequence[str],
+    index: ZoneIndex,
+    *,
+    now: float,
 ) -> UpdateOutcome:
-    """Apply ``request`` in one fenced transaction on ``conn`` (autocommit); raises
-    ``FencedOut`` (nothing written) when ``standing`` is no longer the fence's."""
+    """Apply ``request`` in one fenced transaction on ``conn`` (autocommit), by the owner
+    terminus's own write path (``record_writes.write_update``: the zone's serial policy at
+    UNIX time ``now``, the change checked against ``index``, the index being served).
+    Raises ``FencedOut`` (nothing written) when ``standing`` is no longer the fence's, and
+    ``ChallengeError`` when the zone is not in operator state or the change is refused."""
     with fenced_transaction(conn, standing) as cur:
-        if not lock_zone(cur, request.zone):
+        outcome = write_update(
+            cur, request, request.zone, served=served_zones, index=index, now=now
+        )
+        if outcome is None:
             raise ChallengeError(
                 f"edge: zone {request.zone} is not in operator state, so the DNS-01 "
                 "record cannot be written there"
             )
-        rows = owner_rows(cur, request.zone, owners_to_read(request, request.zone))
-        outcome = apply_update(request, request.zone, rows, served=served_zones)
         if outcome.rcode != Rcode.NOERROR:
             raise ChallengeError(
                 f"edge: the DNS-01 record in {request.zone} was refused "
                 f"({outcome.rcode.name}: {outcome.reason})"
             )
-        if outcome.changed:
-            write_row_changes(cur, request.zone, outcome.deletes, outcome.adds)
         return outcome
-

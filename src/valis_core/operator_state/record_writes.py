@@ -8,6 +8,12 @@ statements, so the records triggers name the changed owners in their change note
 the zone source re-reads only those (migration 0003). The zones row itself is not
 updated: a change there would make every follower re-read the whole zone.
 
+``write_update`` is the whole of that for a change shaped as a DNS UPDATE, the one path
+of every node-side writer of records (the owner terminus, the edge's DNS-01 challenge):
+the zone's serial policy raises the serial, the changed owners' resulting rows are checked
+against the index being served, and the rows are written (the journal's triggers and the
+change notes follow; the zone source swaps the change in and sends NOTIFY).
+
 Owners are matched as the change notes name them: lowercased in ASCII only.
 """
 
@@ -19,7 +25,9 @@ from typing import Any
 import psycopg
 
 from valis_core.dns.records import RecordRow
+from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.connection import OperatorStateError
+from valis_core.owner.update import UpdateOutcome, UpdateRequest, apply_update, owners_to_read
 
 
 def lock_zone(cur: psycopg.Cursor[Any], zone: str) -> bool:
@@ -63,7 +71,10 @@ def write_row_changes(
             "DELETE FROM records r"
             " USING unnest(%s::text[], %s::text[], %s::text[]) AS d (owner, rtype, rdata)"
             " WHERE r.zone = %s AND r.owner = d.owner AND r.rtype = d.rtype"
-            " AND r.rdata = d.rdata",
+            " AND r.rdata = d.rdata"
+            # Implied by the owners' equality; it lets records_by_zone_owner find each row,
+            # so the statement's cost follows the rows deleted, not the zone's size.
+            ' AND lower(r.owner COLLATE "C") = lower(d.owner COLLATE "C")',
             (
                 [row.owner for row in deletes],
                 [row.rtype for row in deletes],
@@ -90,3 +101,33 @@ def write_row_changes(
                 [row.rdata for row in adds],
             ),
         )
+
+
+def write_update(
+    cur: psycopg.Cursor[Any],
+    request: UpdateRequest,
+    zone: str,
+    *,
+    served: Iterable[str],
+    index: ZoneIndex,
+    now: float,
+) -> UpdateOutcome | None:
+    """Decide and write ``request`` to ``zone`` inside the caller's fenced transaction:
+    the zone's row locked, the touched owners' rows read and locked, ``apply_update``
+    under the zone's serial policy at UNIX time ``now``, the changed owners' rows checked
+    against ``index`` (the index being served; a refusal is REFUSED, nothing written),
+    the changes written. ``None`` when the zone is not in operator state."""
+    if not lock_zone(cur, zone):
+        return None
+    rows = owner_rows(cur, zone, owners_to_read(request, zone))
+
+    def check(owners: tuple[str, ...], kept: tuple[RecordRow, ...]) -> None:
+        index.with_owners_replaced(zone, owners, kept)
+
+    outcome = apply_update(
+        request, zone, rows, served=served, check=check,
+        policy=serial_policy(cur, zone), now=now,
+    )
+    if outcome.changed:
+        write_row_changes(cur, zone, outcome.deletes, outcome.adds)
+    return outcome

@@ -117,6 +117,9 @@ class ZoneSourceStats:
     rebuilt_zones: int = 0
     """Zones re-read and re-indexed whole after the first load."""
     last_load_seconds: float = 0.0
+    gone: set[str] = attrs.Factory(set)
+    """Served zones the database no longer holds (their last good version is served
+    until they are imported again)."""
 
 
 class PgZoneSource:
@@ -369,6 +372,7 @@ class PgZoneSource:
         updated: list[str] = []
         for zone in missing:
             self.stats.failed_reloads += 1
+            self.stats.gone.add(zone)
             self._patchable.discard(zone)
             log.error(
                 "zone source: served zone %s is no longer in the database; still serving "
@@ -400,6 +404,7 @@ class PgZoneSource:
             log.error("zone source: %s; still serving its last good version", exc)
             return False
         self.stats.rebuilt_zones += 1
+        self.stats.gone.discard(zone)
         if _plain_rows(rows):
             self._patchable.add(zone)
         else:
@@ -437,6 +442,7 @@ class PgZoneSource:
         found, missing = await self._in_thread(lambda conn: fetch_zone_rows(conn, [zone]))
         if missing:
             self.stats.failed_reloads += 1
+            self.stats.gone.add(zone)
             self._patchable.discard(zone)
             log.error("zone source: served zone %s is not in the database", zone)
             return False

@@ -2,6 +2,9 @@
 
 A zone is replaced whole, in one transaction, and only after the zone index has accepted
 its rows (``ZoneIndex.from_records``): an unservable zone is refused with nothing written.
+An import of a zone that exists writes only the rows that differ from the stored ones, so
+its cost in the database (the journal's triggers, the change notes) follows the change,
+not the zone.
 
 Operator writes are not fenced. The instance fence arbitrates between *node instances*
 (two residents at different locations); the operator who imports a zone stands above
@@ -26,6 +29,7 @@ from valis_core.dns.serial import choose_serial
 from valis_core.dns.zone import ZoneIndex
 from valis_core.dns.zone_diff import ZoneDiff, diff_zone, soa_serial, with_serial
 from valis_core.operator_state.connection import OperatorStateError
+from valis_core.operator_state.record_writes import write_row_changes
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while rows are written."""
@@ -71,7 +75,7 @@ def checked_zone(rows: Sequence[RecordRow]) -> tuple[str, tuple[RecordRow, ...]]
         key = (row.owner.lower(), row.rtype, row.rdata)
         held = kept.get(key)
         if held is None or row.ttl < held.ttl:
-            kept[key] = attrs.evolve(row, zone=zone)
+            kept[key] = row if row.zone == zone else attrs.evolve(row, zone=zone)
     return zone, tuple(kept.values())
 
 
@@ -118,6 +122,46 @@ def _write_zone(
             f"zone {zone}: the database refused it: {' '.join(str(exc).split())} "
             "(nothing was written; correct the zone and import it again)"
         ) from exc
+
+
+def _write_changed_rows(
+    conn: psycopg.Connection[Any],
+    zone: str,
+    held: Sequence[RecordRow],
+    stored: Sequence[RecordRow],
+    progress: Progress | None,
+) -> None:
+    """Make the zone's records ``stored`` by deleting and inserting only the rows that
+    differ from ``held`` (as stored, exactly), inside the caller's transaction, which
+    holds the zone's row lock: the journal and the change notes see the change and not a
+    whole zone removed and put back. Should the rows have changed beside the lock (an
+    operator's own SQL), the zone is replaced whole instead."""
+    have = {(r.owner, r.rtype, r.ttl, r.rdata) for r in held}
+    want = {(r.owner, r.rtype, r.ttl, r.rdata) for r in stored}
+    deletes = [r for r in held if (r.owner, r.rtype, r.ttl, r.rdata) not in want]
+    adds = [r for r in stored if (r.owner, r.rtype, r.ttl, r.rdata) not in have]
+    try:
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute("UPDATE zones SET updated_at = now() WHERE name = %s", (zone,))
+            write_row_changes(cur, zone, deletes, adds)
+            cur.execute("SELECT count(*) FROM records WHERE zone = %s", (zone,))
+            found = cur.fetchone()
+            if found is None or found[0] != len(stored):
+                raise _Drifted
+    except (_Drifted, OperatorStateError, psycopg.errors.UniqueViolation):
+        _write_zone(conn, zone, stored, progress)
+        return
+    except psycopg.errors.IntegrityError as exc:
+        raise OperatorStateError(
+            f"zone {zone}: the database refused it: {' '.join(str(exc).split())} "
+            "(nothing was written; correct the zone and import it again)"
+        ) from exc
+    if progress is not None:
+        progress(len(stored), len(stored))
+
+
+class _Drifted(Exception):
+    """The zone's rows were not the ones read under the lock."""
 
 
 @attrs.frozen
@@ -182,7 +226,10 @@ def import_zone(
             if dry_run:
                 raise _DryRun
             if write:
-                _write_zone(conn, zone, stored, progress)
+                if row is None:
+                    _write_zone(conn, zone, stored, progress)
+                else:
+                    _write_changed_rows(conn, zone, held, stored, progress)
                 summary = attrs.evolve(summary, serial=_sealed_serial(conn, zone))
                 outcome = attrs.evolve(outcome, summary=summary)
     except _DryRun:
@@ -241,6 +288,18 @@ def serial_policies(conn: psycopg.Connection[Any]) -> dict[str, str]:
     """The zones that have a serial policy, and it."""
     found = conn.execute("SELECT name, serial_policy FROM zones WHERE serial_policy IS NOT NULL")
     return {str(name): str(policy) for name, policy in found.fetchall()}
+
+
+def absent_zones(conn: psycopg.Connection[Any], names: Iterable[str]) -> tuple[str, ...]:
+    """Those of ``names`` (as written: with or without the trailing dot, any case) that
+    the database holds no zone of, in canonical form and the order given."""
+    wanted = [canonical_zone_name(name.strip()) for name in names if name.strip()]
+    held = {
+        name for (name,) in conn.execute(
+            "SELECT name FROM zones WHERE name = ANY(%s)", (wanted,)
+        )
+    }
+    return tuple(dict.fromkeys(name for name in wanted if name not in held))
 
 
 def zone_names(conn: psycopg.Connection[Any]) -> tuple[str, ...]:

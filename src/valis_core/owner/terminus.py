@@ -44,28 +44,16 @@ import psycopg
 import trio
 from dns.rcode import Rcode
 
-from valis_core.dns.records import RecordRow
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.tcp import accept_bounded, framed, take_frames
 from valis_core.fence import FencedOut, FenceState
 from valis_core.operator_state.connection import OperatorStateError, connect, still_open
 from valis_core.operator_state.fence import fenced_transaction
-from valis_core.operator_state.record_writes import (
-    lock_zone,
-    owner_rows,
-    serial_policy,
-    write_row_changes,
-)
+from valis_core.operator_state.record_writes import write_update
 from valis_core.owner.key import TsigKey
 from valis_core.owner.message import Received, receive, respond
 from valis_core.owner.replay import ReplayCache
-from valis_core.owner.update import (
-    Check,
-    UpdateOutcome,
-    apply_update,
-    owners_to_read,
-    target_zone,
-)
+from valis_core.owner.update import UpdateOutcome, target_zone
 
 log = logging.getLogger("valis.owner")
 
@@ -261,28 +249,16 @@ class OwnerTerminus:
 
     def _transact(self, got: Received, zone: str, served: Sequence[str]) -> UpdateOutcome:
         conn = self._reconnect()
-        request = got.request
         with fenced_transaction(conn, self._standing) as cur:
-            if not lock_zone(cur, zone):
+            outcome = write_update(
+                cur, got.request, zone, served=served, index=self._holder.current,
+                now=self._clock(),
+            )
+            if outcome is None:
                 return UpdateOutcome(
                     rcode=Rcode.NOTAUTH, reason=f"zone {zone} is not in operator state"
                 )
-            rows = owner_rows(cur, zone, owners_to_read(request, zone))
-            outcome = apply_update(
-                request, zone, rows, served=served, check=self._check(zone),
-                policy=serial_policy(cur, zone), now=self._clock(),
-            )
-            if outcome.changed:
-                write_row_changes(cur, zone, outcome.deletes, outcome.adds)
             return outcome
-
-    def _check(self, zone: str) -> Check:
-        index = self._holder.current
-
-        def check(owners: tuple[str, ...], rows: tuple[RecordRow, ...]) -> None:
-            index.with_owners_replaced(zone, owners, rows)
-
-        return check
 
 
 def _peer(stream: trio.SocketStream) -> str:

@@ -150,13 +150,14 @@ class Reloader:
         try:
             new = read_config_store(self.state_dir)
         except Exception as exc:
-            self.refused += 1
+            self._refused(f"the configuration store cannot be read: {_one_line(exc)}")
             log.error("reload refused: %s; the node runs as it was", _one_line(exc))
             return False
         plan = plan_reload(self.config, new)
         if plan.empty:
             log.info("reload: the store is unchanged; nothing to apply")
             self.reloads += 1
+            self.views.reload_refused = None
             return True
         applied = dict(self.config.facts)
         if plan.logging:
@@ -180,9 +181,18 @@ class Reloader:
         self.config = attrs.evolve(self.config, facts=applied)
         if ok:
             self.reloads += 1
+            self.views.reload_refused = None
         else:
-            self.refused += 1
+            self._refused(
+                f"served zones {new.facts['VALIS_SERVED_ZONES']} refused; still serving "
+                f"{', '.join(self.follower.source.zones)}"
+            )
         return ok
+
+    def _refused(self, why: str) -> None:
+        """Count a refused reload and say why in the node's status until one applies."""
+        self.refused += 1
+        self.views.reload_refused = why
 
     async def _rate_limits(self, new: ConfigStore, applied: dict[str, str]) -> None:
         """Serve UDP under the limits ``new`` sets; the store checked its facts, so

@@ -141,6 +141,8 @@ class NodeViews:
     """How obtaining and renewing the edge's certificate goes; None without ACME."""
     rate_limits: Callable[[], RrlSettings | None] | None = None
     """The UDP loop's rate limits at the moment (None from it: off); None when not wired."""
+    reload_refused: str | None = None
+    """Why the last reload (SIGHUP) was refused, until one applies; None: none was."""
     started_at: float = attrs.field(factory=time.time)
     """When bring-up made these views (UNIX time): the node's uptime is counted from it."""
 
@@ -154,6 +156,10 @@ class NodeViews:
             "fence_generation": self.fence_generation(),
             "ready": self.ready,
             "zones": {view.zone: {"serial": view.serial, "rcode": view.rcode} for view in views},
+            "zones_gone_from_database": sorted(
+                zone for zone in self.zone_stats.gone if zone in self.zones
+            ),
+            "reload_refused": self.reload_refused,
             "records": self.holder.current.record_count,
             "dns": self.dns_status(),
             "fence_holder": None if self.fence_holder is None else self.fence_holder(),
