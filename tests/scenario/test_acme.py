@@ -37,6 +37,7 @@ from valis_core.dns.serial import raised_serial
 from valis_core.dns.zone import ZoneIndex
 from valis_core.edge.certificate import certificate_from_pem
 from valis_core.edge.challenge import (
+    ChallengeError,
     challenge_name,
     publish_request,
     withdraw_request,
@@ -325,6 +326,26 @@ def test_the_challenge_write_raises_the_serial_by_the_zone_policy_as_the_owner_t
     assert published == raised_serial("unixtime", before, now=at) == int(at)
     assert withdrawn == raised_serial("unixtime", published, now=at + 60) == int(at) + 60
     assert entries[-2:] == [(before, published), (published, withdrawn)]
+    assert challenge_rows(pg_cluster, zone_dsn) == []
+
+
+def test_a_challenge_record_the_zone_could_not_serve_is_refused_with_nothing_written(
+    zone_dsn: str, pg_cluster: PgCluster
+) -> None:
+    """The challenge write is checked against the zone being served as any update is: a
+    record that would lie hidden beneath a DNAME is refused, and nothing is written."""
+    with pg_cluster.connect(zone_dsn, autocommit=True) as conn:
+        standing = seed_instance_fence(conn, "node-a@loopback#a")
+        conn.execute(
+            "INSERT INTO records (zone, owner, rtype, ttl, rdata)"
+            " VALUES (%s, %s, 'DNAME', 300, 'elsewhere.example.')",
+            (ZONE, DOMAIN + "."),
+        )
+        before = soa_serial(conn)
+        with pytest.raises(ChallengeError, match="REFUSED"):
+            write_fenced(conn, standing, publish_request(ZONE, DOMAIN, "token-d"), [ZONE],
+                         served_index(conn), now=time.time())
+        assert soa_serial(conn) == before
     assert challenge_rows(pg_cluster, zone_dsn) == []
 
 
