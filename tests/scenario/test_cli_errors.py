@@ -286,10 +286,11 @@ def test_a_dsn_with_a_password_or_a_tcp_host_is_refused_in_one_line_wherever_it_
         (["--dsn", PASSWORD_DSN], env,
          "valis: --dsn: DSN refused: it carries a password (password); "),
         ([], {**env, "VALIS_OPERATOR_STATE_DSN": TCP_DSN},
-         "valis: $VALIS_OPERATOR_STATE_DSN: DSN refused: it names the TCP host '192.0.2.5', "),
+         "valis: $VALIS_OPERATOR_STATE_DSN: DSN refused: it names the TCP host '192.0.2.5' "
+         "with no sslmode; "),
         (["--state-dir", str(tmp_path / "state")], env,
          f"valis: VALIS_OPERATOR_STATE_DSN in the site facts {store}: DSN refused: it names "
-         "the TCP host 'db.example', "),
+         "the TCP host 'db.example' with no sslmode; "),
     ]
     for extra, environ, expected in cases:
         done = subprocess.run(

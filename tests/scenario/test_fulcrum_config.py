@@ -236,7 +236,8 @@ def test_launch_refuses_a_tcp_or_password_dsn_in_its_environment_before_anything
     for dsn, reason in (
         ("postgresql://valis:hunter2@/valis_state?host=/run/postgresql",
          "it carries a password (password); "),
-        ("host=db.example dbname=valis_state", "it names the TCP host 'db.example', "),
+        ("host=db.example dbname=valis_state",
+         "it names the TCP host 'db.example' with no sslmode; "),
     ):
         result = subprocess.run(
             [str(FULCRUM), "launch", "--config", str(out)], check=False, capture_output=True,
