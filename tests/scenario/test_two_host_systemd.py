@@ -26,7 +26,7 @@ import datetime
 import re
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
@@ -246,8 +246,12 @@ def _story(ground: Ground, a: NodeHost, b: NodeHost, delivery: Path, workdir: Pa
          str(key_file)], input=script, capture_output=True, text=True, timeout=60,
         check=False)
     assert updated.returncode == 0, updated.stderr + a.box.journal(UNIT)[-4000:]
-    ground_wait(lambda: answers(ground, a.site.unit_ip, LIVE_NAME) == [LIVE_ADDRESS],
-                "A to answer the live update")
+    # The update is applied through the database and reloaded: poll (bounded) until A
+    # answers it; before then the name may be NXDOMAIN.
+    wait_for(lambda: [record.split()[4] for record in dig(
+        ground.client, a.site.unit_ip, LIVE_NAME, "A").answer] == [LIVE_ADDRESS],
+        UPDATE_TIMEOUT, "A to answer the live update")
+    assert answers(ground, a.site.unit_ip, LIVE_NAME) == [LIVE_ADDRESS]
 
     # -- A's backup set, carried to B ---------------------------------------------------
     archive_a = backup(a, f"/var/backups/{NODE}-g{{generation}}.tar")
@@ -321,7 +325,3 @@ def _installed(command: str) -> str:
     """A documented ``valis ...`` command run by the installed binary."""
     assert command.startswith("valis "), command
     return f"{INSTALLED} {command[len('valis '):]}"
-
-
-def ground_wait(predicate: Callable[[], bool], what: str) -> None:
-    wait_for(predicate, UPDATE_TIMEOUT, what)
