@@ -267,15 +267,17 @@ class Ground:
         run(["ip", "-n", netns, "route", "add", "default", "via", GATEWAY])
         return netns
 
-    def add_nic(self, label: str, netns: str) -> str:
-        """Another dedicated NIC on this ground's bridge, its end placed in ``netns`` (a
-        host made by ``add_host``) for the fulcrum that runs there. Returns its name."""
+    def add_nic(self, label: str, netns: str | None = None) -> str:
+        """Another link on this ground's bridge: its end placed in ``netns`` (a host made
+        by ``add_host``) for the fulcrum that runs there, or with no ``netns`` left in the
+        host namespace (for ``SystemdContainer.adopt_link``). Returns its name."""
         nic = f"vln{label}-{self.tag}"
         run(["ip", "link", "add", nic, "type", "veth", "peer", "name", f"n{label}-peer",
              "netns", self.internet])
         run(["ip", "-n", self.internet, "link", "set", f"n{label}-peer", "master", "br0",
              "up"])
-        run(["ip", "link", "set", nic, "netns", netns])
+        if netns is not None:
+            run(["ip", "link", "set", nic, "netns", netns])
         return nic
 
     def cleanup(self) -> None:

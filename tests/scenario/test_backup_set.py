@@ -35,6 +35,7 @@ from valis_core.ops.backup import (
     verify_backup_set,
 )
 from valis_core.resident.fence_verdict import record_verdict
+from valis_core.state_layout import OPERATOR_STATE_TLS
 from valis_core.store.manifest import Manifest, dumps
 
 VALIS = Path(sys.executable).parent / "valis"
@@ -275,6 +276,29 @@ def test_a_restore_where_the_run_account_cannot_reach_is_refused_plainly(
     with pytest.raises(BackupError, match="every directory on its path"):
         restore_backup(archive, hidden / "fresh", owner=(account.pw_uid, account.pw_gid))
     assert list((hidden / "fresh").iterdir()) == []
+
+
+def test_a_restore_replaces_the_database_bundle_a_provisioned_host_was_given(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    """The successor of an evacuation, provisioned with a database bundle of its own:
+    the restore resumes into that state directory and leaves the backup's certificate."""
+    for name, data in (("ca.crt", b"CA"), ("client.crt", b"A's"), ("client.key", b"A's key")):
+        (state_dir / OPERATOR_STATE_TLS).mkdir(mode=0o700, exist_ok=True)
+        (state_dir / OPERATOR_STATE_TLS / name).write_bytes(data)
+    archive = tmp_path / "b.tar"
+    create_backup(state_dir, archive)
+    successor = tmp_path / "successor"
+    (successor / OPERATOR_STATE_TLS).mkdir(mode=0o700, parents=True)
+    for name, data in (("ca.crt", b"CA"), ("client.crt", b"B's"), ("client.key", b"B's key")):
+        (successor / OPERATOR_STATE_TLS / name).write_bytes(data)
+
+    restore_backup(archive, successor, resume=True)
+
+    for name in ("ca.crt", "client.crt", "client.key"):
+        assert (successor / OPERATOR_STATE_TLS / name).read_bytes() == (
+            state_dir / OPERATOR_STATE_TLS / name).read_bytes()
+    assert _owner_key(successor) == _owner_key(state_dir)
 
 
 def test_a_restore_refuses_a_state_directory_that_is_not_empty(

@@ -575,8 +575,11 @@ def _resumable(contents: dict[str, bytes], state_dir: Path) -> set[str]:
 
     Files a restore writes identically are done; the store head may also stand one
     generation on (the claim a condense records after the restore); the configuration
-    store is written again (evacuate renders it anew). Anything else under a backed-up
-    name that differs — another owner seed above all — is another node's state.
+    store is written again (evacuate renders it anew), and so is the client certificate
+    under ``operator-state-tls/`` (a host provisioned with its own database bundle is
+    given the backup's: the restored node is the backed-up node's durable identity).
+    Anything else under a backed-up name that differs — another owner seed above all — is
+    another node's state.
     """
     done: set[str] = set()
     with _opened(state_dir) as root:
@@ -588,7 +591,7 @@ def _resumable(contents: dict[str, bytes], state_dir: Path) -> set[str]:
         if existing == data or (path == STORE_HEAD and _claimed_head(existing, data)):
             done.add(path)
             continue
-        if path.startswith(CONFIG_STORE + "/"):
+        if path.startswith((CONFIG_STORE + "/", OPERATOR_STATE_TLS + "/")):
             continue
         raise BackupError(
             f"restore: {state_dir} already holds a {path} other than this backup set's, so "
