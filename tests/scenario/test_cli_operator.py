@@ -101,6 +101,26 @@ def test_a_node_not_ready_says_each_reason_and_a_dropped_port_only_warns() -> No
     assert not_serving_reasons(document) == not_ready_reasons(document)[:2]
 
 
+def test_a_node_whose_heartbeat_reconnected_before_its_zone_source_is_not_ready() -> None:
+    """Issue 25 item 7: after an outage the heartbeat reconnects first; until the zone
+    source has re-read the served zones, changes are not served, so the node is not
+    ready (yet it serves every zone from its last good index)."""
+    document = {
+        "node": "node-a", "location": "lab", "ready": True, "fence_generation": 3,
+        "fence_holder": "node-a@lab#00", "generation": 3,
+        "zones": {ZONE: {"serial": 7, "rcode": "NOERROR"}},
+        "database": {"connected": True, "since": 100.0, "following": False},
+        "dns": {"udp": "192.0.2.1:53", "tcp": "192.0.2.1:53"},
+        "modules": [], "started_at": 0.0,
+    }
+    reasons = not_ready_reasons(document)
+    assert len(reasons) == 1
+    assert reasons[0].startswith("the zone source is not following operator state yet")
+    assert not_serving_reasons(document) == []
+    caught_up = {**document, "database": {"connected": True, "since": 100.0, "following": True}}
+    assert not_ready_reasons(caught_up) == []
+
+
 def test_status_of_a_node_that_is_not_running_is_one_line_and_not_ready(
     run_account_dir: Path,
 ) -> None:

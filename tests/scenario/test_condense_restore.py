@@ -48,7 +48,7 @@ from valis_core.identity.custody import keyfile_path, load_or_create_keyfile
 from valis_core.identity.instance import holder_name, read_instance
 from valis_core.operator_state.fence import read_instance_fence, seed_instance_fence
 from valis_core.operator_state.site_facts_file import write_site_facts
-from valis_core.operator_state.zones import replace_zone
+from valis_core.operator_state.zones import replace_zone, served_zones
 from valis_core.ops.backup import (
     BackupError,
     VerifiedBackup,
@@ -221,6 +221,10 @@ def test_condense_genesis_deploys_a_node_that_answers_its_apex_authoritatively(
     head = read_store_head(node.state_dir)
     assert head is not None
     assert head.generation == 0
+    # The node's served zones recorded in operator state (issue 25 item 6): `valis zone
+    # delete` refuses them without --force and `valis zone list` names the node.
+    with pg_cluster.connect(zone_dsn) as conn:
+        assert served_zones(conn) == {ZONE: ("node-a",)}
 
 
 def test_condense_restore_reproduces_the_owner_seed_serves_and_advances_the_fence(

@@ -62,6 +62,10 @@ def test_a_database_outage_is_one_line_down_short_retries_and_one_line_back(
     assert all("failed; next in" in line for line in retries)
     assert all(len(line) < 120 for line in retries)
     assert resident.status()["database"]["connected"] is True
+    # The heartbeat may be back before the zone source has re-read the served zones:
+    # ready (exit 0) waits for that too (ready means changes flow).
+    until(lambda: resident.status()["database"]["following"] is True,
+          "the zone source following again")
     shown = run_as(RUN_USER, ["valis", "status", "--state-dir", str(resident.state_dir)])
     assert shown.returncode == 0, shown.stdout
     _code, body = resident.fabric_get("/metrics")

@@ -6,20 +6,21 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 
 from tests.scenario.operator_state_helpers import import_zone, run_sql, soa_zone
 from tests.scenario.pg import PgCluster, connect_as
 from valis_core.dns.journal import apply, record_key
 from valis_core.dns.records import RecordRow
-from valis_core.dns.serial import raised_serial
+from valis_core.dns.serial import SerialNotRaised, raised_serial
 from valis_core.dns.zone_build import parse_zone_text
 from valis_core.fence import FenceState
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
 from valis_core.operator_state.journal import prune, read_difference
 from valis_core.operator_state.record_writes import lock_zone, write_row_changes
 from valis_core.operator_state.site_facts import JOURNAL_MAX_RECORDS_KEY
-from valis_core.operator_state.zones import fetch_zone_rows, set_serial_policy
+from valis_core.operator_state.zones import delete_zone, fetch_zone_rows, set_serial_policy
 from valis_core.operator_state.zones import import_zone as import_verb
 from valis_core.resident.journal import JournalLimits, JournalReader
 
@@ -280,3 +281,28 @@ def test_the_journal_nets_a_whole_zone_rewrite_without_rescanning_whatever_the_p
         ("h7." + ZONE, "203.0.113.7")}
     assert {(r.owner, r.rdata) for r in difference.removed if r.rtype == "A"} == {
         ("h7." + ZONE, "198.51.0.7")}
+
+
+def test_a_zone_deleted_and_imported_again_never_takes_its_serial_back(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    """Issue 25 item 6: the zone's last serial outlives its deletion. Its file's lower
+    serial is refused as for a stored zone (secondaries would ignore it), a serial
+    policy raises it above the last one, and a higher file serial is taken."""
+    import_zone(pg_cluster, state_dsn, ZONE, serial=40)
+    lower = parse_zone_text(soa_zone(ZONE, serial=7, extra="b IN A 192.0.2.2\n"))
+    with pg_cluster.connect(state_dsn) as conn:
+        assert delete_zone(conn, ZONE)
+        with pytest.raises(SerialNotRaised, match="serial 7 is lower than the stored serial 40"):
+            import_verb(conn, lower, now=0.0)
+        outcome = import_verb(conn, lower, policy="increment", now=0.0)
+    assert outcome.summary.serial == 41
+    assert serial_of(pg_cluster, state_dsn) == 41
+    with pg_cluster.connect(state_dsn) as conn:
+        assert delete_zone(conn, ZONE)
+        outcome = import_verb(conn, lower, policy="keep", now=0.0)
+    assert serial_of(pg_cluster, state_dsn) == 42
+    with pg_cluster.connect(state_dsn) as conn:
+        assert delete_zone(conn, ZONE)
+        import_verb(conn, parse_zone_text(soa_zone(ZONE, serial=50)), now=0.0)
+    assert serial_of(pg_cluster, state_dsn) == 50

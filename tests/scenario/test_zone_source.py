@@ -421,3 +421,45 @@ def test_backoff_doubles_to_its_bound_and_jitters_down_by_at_most_half() -> None
     ]
     assert backoff_delay(0, 0.2, 5.0, 0.999) > 0.1
     assert backoff_delay(10_000, 0.2, 5.0, 0.5) == 3.75
+
+
+async def test_the_source_follows_again_only_once_it_has_re_read_what_changed_while_away(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    """Issue 25 item 7: 'ready' means changes flow. Held back at its first reconnect
+    wait (the database down for it, whatever a heartbeat found), the source says it is
+    not following; the moment it says it follows again, the change made while it was
+    away is already served."""
+    import_zone(pg_cluster, state_dsn, "example.org.", "www IN A 192.0.2.80\n")
+    refusing = [False]
+
+    def connect() -> psycopg.Connection[Any]:
+        if refusing[0]:
+            raise psycopg.OperationalError("connection refused (the database is down)")
+        return pg_cluster.connect(state_dsn, autocommit=True)
+
+    waiting = trio.Event()
+    release = trio.Event()
+
+    async def sleep(delay: float) -> None:
+        waiting.set()
+        await release.wait()
+
+    source = PgZoneSource(connect, ["example.org."], sleep=sleep, draw=lambda: 0.0)
+    holder = IndexHolder(await source.load())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(source.run, holder)
+        assert source.stats.following
+        refusing[0] = True
+        _cut_off(pg_cluster, state_dsn)
+        _sql(pg_cluster, state_dsn, "UPDATE records SET rdata = '192.0.2.81' "
+                                    "WHERE owner = 'www.example.org.'")  # fmt: skip
+        with trio.fail_after(WAIT):
+            await waiting.wait()
+        assert not source.stats.following
+        assert answer_texts(holder.current, "www.example.org.", "A") == {"192.0.2.80"}
+        refusing[0] = False
+        release.set()
+        await _until(lambda: source.stats.following)
+        assert answer_texts(holder.current, "www.example.org.", "A") == {"192.0.2.81"}
+        nursery.cancel_scope.cancel()

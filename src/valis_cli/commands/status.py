@@ -76,6 +76,13 @@ def not_ready_reasons(document: Mapping[str, Any]) -> list[str]:
     database = document.get("database")
     if isinstance(database, Mapping) and database.get("connected") is False:
         reasons.append("the operator-state database is not connected")
+    elif isinstance(database, Mapping) and database.get("following") is False:
+        # The heartbeat reconnects first; ready means changes flow, so the zone source
+        # must have re-read every served zone on its own connection too.
+        reasons.append(
+            "the zone source is not following operator state yet (it has not re-read "
+            "the served zones since the connection came back): changes are not served"
+        )
     return reasons
 
 

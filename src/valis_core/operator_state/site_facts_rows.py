@@ -51,6 +51,15 @@ def set_site_facts(
         ) from exc
 
 
+def record_served_zones(
+    conn: psycopg.Connection[Any], node: str, zones: tuple[str, ...]
+) -> None:
+    """Store ``node``'s ``VALIS_SERVED_ZONES`` row (the one key; the node's others are
+    left as they are), so ``valis zone list`` names the node under SERVED BY and
+    ``valis zone delete`` refuses its zones without ``--force``."""
+    set_site_facts(conn, node, {"VALIS_SERVED_ZONES": ",".join(zones)})
+
+
 def read_site_facts(conn: psycopg.Connection[Any], node: str) -> dict[str, str]:
     """The node's facts as stored (possibly partial, possibly empty)."""
     rows = conn.execute("SELECT key, value FROM site_facts WHERE node = %s", (node,))

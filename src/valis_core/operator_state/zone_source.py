@@ -117,6 +117,11 @@ class ZoneSourceStats:
     rebuilt_zones: int = 0
     """Zones re-read and re-indexed whole after the first load."""
     last_load_seconds: float = 0.0
+    following: bool = False
+    """Whether the source is connected and following changes: set once every served
+    zone was read (the first load, and on reconnecting, the re-read that catches up on
+    what changed while it was away), cleared when the connection is lost. A heartbeat
+    that reconnected says nothing about it: until this holds, changes are not served."""
     gone: set[str] = attrs.Factory(set)
     """Served zones the database no longer holds (their last good version is served
     until they are imported again)."""
@@ -203,6 +208,7 @@ class PgZoneSource:
             if self._listen is None:
                 await self._open()
                 holder.swap(await self._load_all(strict=True))
+            self.stats.following = True
             task_status.started()
             failures = 0
             while True:
@@ -210,6 +216,7 @@ class PgZoneSource:
                     if self._listen is None:
                         await self._open()
                         await self._reload(self.zones, holder)
+                        self.stats.following = True
                         log.info(
                             "zone source: reconnected after %d failed attempt(s); every "
                             "served zone re-read", failures,
@@ -226,6 +233,7 @@ class PgZoneSource:
                     raise
                 except (*_LOST, OperatorStateError) as exc:
                     # OperatorStateError here can only be a failed reconnect.
+                    self.stats.following = False
                     delay = backoff_delay(
                         failures, self._initial_backoff, self._max_backoff, self._draw()
                     )

@@ -25,7 +25,7 @@ import psycopg
 
 from valis_core.dns import wire
 from valis_core.dns.records import RecordRow, ZoneError
-from valis_core.dns.serial import choose_serial
+from valis_core.dns.serial import choose_serial, next_serial, serial_gt
 from valis_core.dns.zone import ZoneIndex
 from valis_core.dns.zone_diff import ZoneDiff, diff_zone, soa_serial, with_serial
 from valis_core.operator_state.connection import OperatorStateError
@@ -203,7 +203,9 @@ def import_zone(
             offered = soa_serial(stored)
             assert offered is not None  # the index accepted the zone, so it has an SOA
             stored_policy = row[0] if row is not None else None
-            old_serial = soa_serial(held) if held else None
+            # A zone deleted and imported again compares with its last serial as with
+            # a stored one: the served serial never goes back.
+            old_serial = soa_serial(held) if held else _serial_floor(conn, zone)
 
             def choose(changed: bool) -> int:
                 return choose_serial(
@@ -218,6 +220,10 @@ def import_zone(
             diff = diff_zone(zone, held, stored, serial=choose)
             serial = diff.new_serial
             assert serial is not None
+            if not held and old_serial is not None and not serial_gt(serial, old_serial):
+                # ``keep`` over a deleted zone's last serial: raised by one, as the
+                # journal's seal raises a kept serial over a stored zone's.
+                serial = next_serial(old_serial)
             if serial != offered:
                 stored = tuple(with_serial(r, serial) if r.rtype == "SOA" else r for r in stored)
             write = bool(diff.added or diff.removed)
@@ -228,6 +234,7 @@ def import_zone(
             if write:
                 if row is None:
                     _write_zone(conn, zone, stored, progress)
+                    conn.execute("DELETE FROM zone_serial_floor WHERE name = %s", (zone,))
                 else:
                     _write_changed_rows(conn, zone, held, stored, progress)
                 summary = attrs.evolve(summary, serial=_sealed_serial(conn, zone))
@@ -250,10 +257,27 @@ def _sealed_serial(conn: psycopg.Connection[Any], zone: str) -> int | None:
 
 
 def delete_zone(conn: psycopg.Connection[Any], zone: str) -> bool:
-    """Remove a zone and its records; return whether it existed."""
+    """Remove a zone and its records; return whether it existed. Its last serial is kept
+    (``zone_serial_floor``), so importing it again cannot take the serial back."""
+    name = canonical_zone_name(zone)
     with conn.transaction():
-        cur = conn.execute("DELETE FROM zones WHERE name = %s", (canonical_zone_name(zone),))
+        conn.execute(
+            "INSERT INTO zone_serial_floor (name, serial) "
+            "SELECT zone, valis_soa_serial(rdata) FROM records "
+            "WHERE zone = %s AND rtype = 'SOA' AND valis_soa_serial(rdata) IS NOT NULL "
+            "ON CONFLICT (name) DO UPDATE SET serial = EXCLUDED.serial",
+            (name,),
+        )
+        cur = conn.execute("DELETE FROM zones WHERE name = %s", (name,))
         return cur.rowcount == 1
+
+
+def _serial_floor(conn: psycopg.Connection[Any], zone: str) -> int | None:
+    """The last serial of ``zone`` when it was deleted (None: never deleted)."""
+    found = conn.execute(
+        "SELECT serial FROM zone_serial_floor WHERE name = %s", (zone,)
+    ).fetchone()
+    return None if found is None else int(found[0])
 
 
 def served_zones(conn: psycopg.Connection[Any]) -> dict[str, tuple[str, ...]]:

@@ -51,6 +51,7 @@ from valis_core.operator_state.site_facts import (
     parse_site_facts,
 )
 from valis_core.operator_state.site_facts_file import write_site_facts
+from valis_core.operator_state.site_facts_rows import record_served_zones
 from valis_core.operator_state.zone_signing import signed_zones
 from valis_core.operator_state.zone_source import PgZoneSource
 from valis_core.ops.backup import read_backup_set, restore_backup
@@ -325,6 +326,17 @@ class LocalCondenseHost:
                 f"{seeded.holder}); a genesis node could never write there: evacuate or "
                 "restore from that holder's backup instead"
             )
+        self.record_served_zones()
+
+    def record_served_zones(self) -> None:
+        # Once this node holds the fence: the zones it serves, under its node name in
+        # operator state, so `valis zone list` names it under SERVED BY and `valis zone
+        # delete` refuses them without --force. Written after the claim, so a condense
+        # refused before it leaves the database as it was; keyed by the node name, so an
+        # evacuation keeping the name rewrites its predecessor's row to the same zones.
+        config = open_config_store(self.state_dir, {})
+        with self.connect() as conn:
+            record_served_zones(conn, config.node_name, config.served_zones)
 
     def claim_fence(self, step: Step) -> None:
         # The claim and the head are one recoverable act: the claim commits first, then
@@ -340,6 +352,7 @@ class LocalCondenseHost:
                 raise BackupOlderThanFence(
                     step.generation - 1, exc.current, self.clear_state_command()
                 ) from exc
+        self.record_served_zones()
         manifest = read_store_head(self.state_dir)
         if manifest is None:
             raise CondenseHostError(f"no store head in {self.state_dir} to record the claim")

@@ -244,7 +244,8 @@ class NodeViews:
             return None
         connected, since = self.database()
         serving = None if connected else serving_last_good(since)
-        return {"connected": connected, "since": since, "serving": serving}
+        return {"connected": connected, "since": since, "serving": serving,
+                "following": self.zone_stats.following}
 
     def dns_status(self) -> dict[str, Any]:
         """Where DNS is served and whether the outside can reach it (and why not)."""
