@@ -183,13 +183,14 @@ def check_operator_dsn(dsn: str, *, source: str) -> str:
     """``dsn`` if it reaches PostgreSQL over its socket by peer authentication, or over
     TLS by client certificate; otherwise ``DsnRefused`` naming ``source`` (where the DSN
     came from) and the remedy."""
-    problem = dsn_problem(parse_dsn(dsn, source=source))
-    if problem is not None:
-        raise DsnRefused(f"{source}: DSN refused: {problem}; {REMEDY}")
+    dsn_certificate_files(dsn, source=source)
     return dsn
 
 
 def dsn_certificate_files(dsn: str, *, source: str) -> CertificateFiles | None:
     """The files ``dsn`` names if it is a certificate DSN (checked); None for a socket."""
-    check_operator_dsn(dsn, source=source)
-    return certificate_files(parse_dsn(dsn, source=source))
+    params = parse_dsn(dsn, source=source)
+    problem = dsn_problem(params)
+    if problem is not None:
+        raise DsnRefused(f"{source}: DSN refused: {problem}; {REMEDY}")
+    return certificate_files(params)
