@@ -47,6 +47,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from fulcrum.errors import LauncherError
 from fulcrum.pushed import NamespaceId
+from valis_core.clock import Clock, monotonic
 from valis_core.launcher_config import LauncherConfig, Mode
 
 log = logging.getLogger(__name__)
@@ -297,7 +298,9 @@ def _configure(cfg: LauncherConfig, index: int) -> None:
 # -- teardown ---------------------------------------------------------------------------
 
 
-def _evict_processes(name: str, identity: NamespaceId) -> None:
+def _evict_processes(
+    name: str, identity: NamespaceId, *, ticks: Clock = monotonic
+) -> None:
     """Kill what still runs in the netns: the resident's leftovers, or a killed
     launcher's orphaned resident.
 
@@ -308,16 +311,16 @@ def _evict_processes(name: str, identity: NamespaceId) -> None:
     process, never about whatever took its pid since the listing; the netns is listed
     again until it is empty (a child forked before its parent died is found there).
     """
-    deadline = time.monotonic() + _EVICT_TIMEOUT
+    deadline = ticks() + _EVICT_TIMEOUT
     while pids := pids_in(identity):
-        if time.monotonic() >= deadline:
+        if ticks() >= deadline:
             raise LauncherError(
                 f"processes {', '.join(map(str, pids))} still run in netns {name} after "
                 "SIGKILL; find out what holds them before launching again"
             )
         pidfds = [fd for pid in pids if (fd := _kill_in(pid, name, identity)) is not None]
         try:
-            _await_exits(pidfds, deadline)
+            _await_exits(pidfds, deadline, ticks)
         finally:
             for fd in pidfds:
                 os.close(fd)
@@ -340,10 +343,10 @@ def _kill_in(pid: int, name: str, identity: NamespaceId) -> int | None:
     return fd
 
 
-def _await_exits(pidfds: list[int], deadline: float) -> None:
+def _await_exits(pidfds: list[int], deadline: float, ticks: Clock) -> None:
     """Wait until every pidfd's process has exited (pidfd readable), or the deadline."""
     waiting = list(pidfds)
-    while waiting and (left := deadline - time.monotonic()) > 0:
+    while waiting and (left := deadline - ticks()) > 0:
         poller = select.poll()
         for fd in waiting:
             poller.register(fd, select.POLLIN)

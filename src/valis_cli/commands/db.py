@@ -78,8 +78,7 @@ def _host_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _host(args: argparse.Namespace) -> int:
-    import datetime
-
+    from valis_core.clock import utc_now
     from valis_core.operator_state.database_host import HostRequest, serve_database_host
     from valis_core.operator_state.host_cluster import (
         HostClusterError,
@@ -99,7 +98,7 @@ def _host(args: argparse.Namespace) -> int:
                           TlsAccess(args.clients, args.role, args.database), args.ca_dir)
     outcome = serve_database_host(
         ServerAccess(args.pg_socket_dir, cluster.port, cluster.owner), request,
-        datetime.datetime.now(datetime.UTC))
+        utc_now())
     for line in outcome.changed:
         print(f"valis db host: {line}")
     if outcome.restart_needed:
@@ -115,12 +114,11 @@ def _host(args: argparse.Namespace) -> int:
 
 
 def _client_bundle(args: argparse.Namespace) -> int:
-    import datetime
-
     from valis_core.atomic import write_atomic
+    from valis_core.clock import utc_now
     from valis_core.operator_state.database_host import client_bundle
 
-    data = client_bundle(args.ca_dir, args.role, args.node, datetime.datetime.now(datetime.UTC))
+    data = client_bundle(args.ca_dir, args.role, args.node, utc_now())
     write_atomic(args.out, data, mode=0o600)
     print(f"valis db client-bundle: wrote {args.out} (client certificate CN={args.role} for "
           f"{args.node}, its key, the CA certificate); give it to valis provision "

@@ -34,7 +34,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
@@ -43,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from valis_cli.commands.serve import ListenAddress, parse_listen
+from valis_core.clock import monotonic
 from valis_core.errors import ValisError
 
 if TYPE_CHECKING:
@@ -416,9 +416,9 @@ def _print_ready(
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], notify: socket.socket) -> bool:
-    deadline = time.monotonic() + READY_TIMEOUT
+    deadline = monotonic() + READY_TIMEOUT
     notify.settimeout(0.2)
-    while time.monotonic() < deadline:
+    while monotonic() < deadline:
         if proc.poll() is not None:
             return False
         try:

@@ -138,8 +138,7 @@ def run(args: argparse.Namespace) -> int:
 def signer_for_keys(index: ZoneIndex, texts: list[str]) -> Signer | None:
     """The signer for the ``ZONE=KEYFILE`` arguments (``None``: none given); a zone not
     served, or named twice, is refused."""
-    import time
-
+    from valis_core.clock import wall
     from valis_core.dns import wire
     from valis_core.dns.signed_answer import Signer
     from valis_core.dns.zone_keys import read_key_file
@@ -162,7 +161,7 @@ def signer_for_keys(index: ZoneIndex, texts: list[str]) -> Signer | None:
         if apex in keys:
             raise ServeSetupError(f"serve: --sign-key names zone {zone} twice; give one key")
         keys[apex] = read_key_file(Path(path))
-    return Signer(dict(keys), clock=time.time) if keys else None
+    return Signer(dict(keys), clock=wall) if keys else None
 
 
 def parse_zone_argument(text: str) -> ZoneFile:

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from valis_core.clock import wall
 from valis_core.node_defaults import DEFAULT_STATE_DIR
 
 
@@ -231,5 +232,5 @@ def _status(args: argparse.Namespace) -> int:
         json.dump(document, sys.stdout, indent=1, sort_keys=True)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_status(document, time.time()))
+        sys.stdout.write(render_status(document, wall()))
     return 0 if ready else 1

@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from valis_cli.operator_dsn import add_dsn_arguments, operator_connection
+from valis_core.clock import Clock, monotonic, wall
 from valis_core.errors import ValisError
 
 if TYPE_CHECKING:
@@ -129,10 +129,11 @@ def _read(path: Path) -> str:
 class _Progress:
     """Progress on stderr, only when stderr is a terminal (a log stays clean)."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, ticks: Clock = monotonic) -> None:
         self._stream = stream
         self._on = stream.isatty()
-        self._started = time.monotonic()
+        self._ticks = ticks
+        self._started = ticks()
 
     def say(self, text: str) -> None:
         if self._on:
@@ -141,10 +142,10 @@ class _Progress:
 
     def parsed(self, done: int, total: int) -> None:
         of = f"/{total}" if total else ""
-        self.say(f"parsing records: {done}{of} ({time.monotonic() - self._started:.1f}s)")
+        self.say(f"parsing records: {done}{of} ({self._ticks() - self._started:.1f}s)")
 
     def rows(self, done: int, total: int) -> None:
-        self.say(f"writing records: {done}/{total} ({time.monotonic() - self._started:.1f}s)")
+        self.say(f"writing records: {done}/{total} ({self._ticks() - self._started:.1f}s)")
 
     def end(self) -> None:
         if self._on:
@@ -206,7 +207,7 @@ def _import(args: argparse.Namespace) -> int:
                 conn,
                 rows,
                 policy=args.serial_policy,
-                now=time.time(),
+                now=wall(),
                 dry_run=args.dry_run,
                 progress=progress.rows,
             )
@@ -230,7 +231,7 @@ def _diff(args: argparse.Namespace) -> int:
     text, result = _checked(args)
     rows = parse_zone_text(text, result.zone)
     with operator_connection(args) as conn:
-        outcome = import_zone(conn, rows, policy="keep", now=time.time(), dry_run=True)
+        outcome = import_zone(conn, rows, policy="keep", now=wall(), dry_run=True)
     print("\n".join(outcome.diff.lines()))
     return 0
 

@@ -237,8 +237,7 @@ def _warn(problem: str | None) -> None:
 
 
 def _rollover(args: argparse.Namespace) -> int:
-    import time
-
+    from valis_core.clock import wall
     from valis_core.dns import rollover
     from valis_core.dns.dnssec import CSK_FLAGS, ZSK_FLAGS
     from valis_core.dns.zone_keys import (
@@ -261,7 +260,7 @@ def _rollover(args: argparse.Namespace) -> int:
     standing = node_standing(state_dir)
     with operator_connection(args) as conn:
         if args.ds_published:
-            before, after = confirm_ds(conn, standing, zone, time.time())
+            before, after = confirm_ds(conn, standing, zone, wall())
             if after is None:
                 old = load_key_ring(state_dir).get(file_zone(zone), {}).get(before.old)
                 if old is not None:
@@ -292,7 +291,7 @@ def _rollover(args: argparse.Namespace) -> int:
         new_tag = key.tag if key is not None else roll.new if roll is not None else tag
         try:
             started = begin_rollover(
-                conn, standing, zone, new_tag, timing=timing, now=time.time(), zsk=args.zsk
+                conn, standing, zone, new_tag, timing=timing, now=wall(), zsk=args.zsk
             )
         except BaseException:
             if key is not None:  # refused: a key no roll uses is not left behind

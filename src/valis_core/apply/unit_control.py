@@ -31,6 +31,7 @@ from types import TracebackType
 from typing import Protocol
 
 from valis_core.apply import unit_record
+from valis_core.clock import Clock, monotonic
 from valis_core.errors import ValisError
 from valis_core.life_lock import HeldLock, LockHeld, hold
 
@@ -75,9 +76,12 @@ class SystemdUnitController:
     failed; ``wait_up`` then reads ``ActiveState`` until it is settled.
     """
 
-    def __init__(self, unit: str, *, systemctl: str = "systemctl") -> None:
+    def __init__(
+        self, unit: str, *, systemctl: str = "systemctl", ticks: Clock = monotonic
+    ) -> None:
         self.unit = unit
         self.systemctl = systemctl
+        self._ticks = ticks
 
     def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
         try:
@@ -112,12 +116,12 @@ class SystemdUnitController:
         return self._property("ActiveState")
 
     def wait_up(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
+        deadline = self._ticks() + timeout
         while True:
             state = self.active_state()
             if state == "active":
                 return True
-            if state in ("failed", "inactive") or time.monotonic() >= deadline:
+            if state in ("failed", "inactive") or self._ticks() >= deadline:
                 return False
             # Exited before READY and waiting to be restarted (Restart=on-failure): it did
             # not come up, as for ProcessUnitController; systemd's retries are not awaited.
@@ -153,6 +157,7 @@ class ProcessUnitController:
         cwd: str | None = None,
         stop_timeout: float = 10.0,
         record_dir: Path | None = None,
+        ticks: Clock = monotonic,
     ) -> None:
         if not command:
             raise UnitControlError("unit command is empty; name the program to supervise")
@@ -160,6 +165,7 @@ class ProcessUnitController:
         self.env = dict(os.environ if env is None else env)
         self.cwd = cwd
         self.stop_timeout = stop_timeout
+        self._ticks = ticks
         self._lock: HeldLock | None = None
         self.record_path: Path | None = None
         self._recorded: unit_record.UnitRecord | None = None
@@ -258,12 +264,12 @@ class ProcessUnitController:
                 unit_record.write_record(self.record_path, record)
 
     def wait_up(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
+        deadline = self._ticks() + timeout
         while not self._ready:
             process = self._process
             if process is None:
                 return False
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self._ticks()
             if remaining <= 0:
                 return False
             self._socket.settimeout(min(remaining, _POLL_INTERVAL))

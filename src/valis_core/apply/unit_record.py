@@ -28,13 +28,13 @@ import os
 import select
 import signal
 import stat
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
 
 from valis_core.atomic import write_atomic
+from valis_core.clock import Clock, monotonic
 from valis_core.errors import ValisError
 
 #: Where root's supervisors keep their locks and records (``/run``: gone at boot, as
@@ -204,11 +204,11 @@ def stop_recorded(record: UnitRecord, stop_timeout: float) -> bool:
         os.close(fd)
 
 
-def _exits_within(pidfd: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
+def _exits_within(pidfd: int, timeout: float, ticks: Clock = monotonic) -> bool:
+    deadline = ticks() + timeout
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
-    while (left := deadline - time.monotonic()) > 0:
+    while (left := deadline - ticks()) > 0:
         if poller.poll(left * 1000):
             return True
     return bool(poller.poll(0))

@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from josepy.jwa import ES256
 from josepy.jwk import JWKEC
 
+from valis_core.clock import local_now
 from valis_core.edge.acme_order import Event, Order, advance, needs_withdrawal
 from valis_core.errors import ValisError
 
@@ -98,8 +99,9 @@ def _dns01(authz: messages.AuthorizationResource) -> messages.ChallengeBody:
 
 
 def _deadline() -> datetime.datetime:
-    # The library compares with a naive local datetime.now().
-    return datetime.datetime.now() + datetime.timedelta(seconds=ORDER_BOUND)
+    # The library compares with a naive local datetime.now(), the real clock's: so this
+    # reads the real clock too, whatever clock the caller judges by.
+    return local_now() + datetime.timedelta(seconds=ORDER_BOUND)
 
 
 def obtain_certificate(

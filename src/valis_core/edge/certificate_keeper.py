@@ -29,6 +29,7 @@ import psycopg
 import trio
 from cryptography import x509
 
+from valis_core.clock import Clock, monotonic, wall
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.edge import acme_store
@@ -109,7 +110,8 @@ class CertificateKeeper:
         served_zones: Sequence[str],
         holder: IndexHolder,
         slot: CertificateSlot,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = wall,
+        ticks: Clock = monotonic,
     ) -> None:
         self.state_dir = state_dir
         self.domain = domain.rstrip(".")
@@ -121,6 +123,7 @@ class CertificateKeeper:
         self._holder = holder
         self.slot = slot
         self._clock = clock
+        self._ticks = ticks
         self._conn: psycopg.Connection[Any] | None = None
         self.stats = KeeperStats()
 
@@ -250,9 +253,9 @@ class CertificateKeeper:
 
     def _until_served(self, value: str) -> None:
         name = challenge_name(self.domain)
-        deadline = time.monotonic() + SERVED_BOUND
+        deadline = self._ticks() + SERVED_BOUND
         for _ in range(int(SERVED_BOUND / SERVED_POLL) + 1):
-            if value in served_txt(self._holder, name) or time.monotonic() >= deadline:
+            if value in served_txt(self._holder, name) or self._ticks() >= deadline:
                 break
             time.sleep(SERVED_POLL)
         if value not in served_txt(self._holder, name):

@@ -12,6 +12,7 @@ import http
 import h11
 import trio
 
+from valis_core.clock import trio_now
 from valis_core.edge.bounds import EdgeBounds
 from valis_core.edge.doh import DohError, Headers, Respond, Response, refusal
 from valis_core.edge.stats import EdgeStats
@@ -56,12 +57,12 @@ async def _read_request(
     while True:
         event = conn.next_event()
         if event is h11.NEED_DATA:
-            deadline = min(trio.current_time() + bounds.idle_timeout, request_deadline)
+            deadline = min(trio_now() + bounds.idle_timeout, request_deadline)
             data = await receive_until(stream, deadline)
             if data is None:
                 return None
             if request_deadline == float("inf"):
-                request_deadline = trio.current_time() + bounds.request_timeout
+                request_deadline = trio_now() + bounds.request_timeout
             conn.receive_data(data)
         elif isinstance(event, h11.Request):
             head = event

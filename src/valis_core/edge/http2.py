@@ -19,6 +19,7 @@ import h2.exceptions
 import h2.settings
 import trio
 
+from valis_core.clock import trio_now
 from valis_core.edge.bounds import EdgeBounds
 from valis_core.edge.doh import DohError, Respond, Response, refusal
 from valis_core.edge.stats import EdgeStats
@@ -58,10 +59,10 @@ async def serve_http2(
     if not await send_all(stream, conn.data_to_send(), bounds.send_timeout):
         return
     while not serving.finished:
-        deadline = min(trio.current_time() + bounds.idle_timeout, serving.next_deadline())
+        deadline = min(trio_now() + bounds.idle_timeout, serving.next_deadline())
         data = await receive_until(stream, deadline, RECEIVE_SIZE)
         if data is None:
-            if not serving.expire(trio.current_time()):
+            if not serving.expire(trio_now()):
                 return  # idle, or the client closed
         else:
             try:
@@ -127,7 +128,7 @@ class _Serving:
             self.finished = True
             return
         headers = [(bytes(name), bytes(value)) for name, value in event.headers or ()]
-        deadline = trio.current_time() + self.bounds.request_timeout
+        deadline = trio_now() + self.bounds.request_timeout
         self.open[sid] = _Stream(headers, deadline)
         if event.stream_ended is not None:
             self._ended(sid)

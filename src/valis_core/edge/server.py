@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import itertools
 import logging
-import time
 
 import attrs
 import trio
 
+from valis_core.clock import Clock, monotonic
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.edge.bounds import EdgeBounds
 from valis_core.edge.certificate import CertificateSlot
@@ -140,12 +140,13 @@ class _Edge:
 class _Throttled:
     """Log a failure at most once a minute, with how many were not logged."""
 
-    def __init__(self) -> None:
+    def __init__(self, ticks: Clock = monotonic) -> None:
+        self._ticks = ticks
         self._last = float("-inf")
         self._quiet = 0
 
     def note(self, text: str) -> None:
-        now = time.monotonic()
+        now = self._ticks()
         if now - self._last < _LOG_EVERY:
             self._quiet += 1
             return

@@ -32,6 +32,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from valis_core.atomic import write_atomic
+from valis_core.clock import Clock, monotonic
 from valis_core.errors import ValisError
 from valis_core.operator_state import host_cluster
 from valis_core.operator_state.host_cluster import ServerAccess, superuser
@@ -179,12 +180,14 @@ def serve_database_host(server: ServerAccess, request: HostRequest,
 _RELOAD_WAIT_S = 10.0
 
 
-def _await_setting(conn: psycopg.Connection[Any], name: str, value: str) -> None:
+def _await_setting(
+    conn: psycopg.Connection[Any], name: str, value: str, ticks: Clock = monotonic
+) -> None:
     """Wait (bounded) until this session has taken a reloaded setting (a backend reads
     the configuration again between statements, after the postmaster's signal)."""
-    deadline = time.monotonic() + _RELOAD_WAIT_S
+    deadline = ticks() + _RELOAD_WAIT_S
     while _show(conn, name) != value:
-        if time.monotonic() > deadline:
+        if ticks() > deadline:
             raise DatabaseHostError(
                 f"database host: the server did not take {name} = {value} on reload within "
                 f"{_RELOAD_WAIT_S:g} s; see its log (a certificate or key it cannot read?)"

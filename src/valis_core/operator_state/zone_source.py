@@ -56,7 +56,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -64,6 +63,7 @@ import attrs
 import psycopg
 import trio
 
+from valis_core.clock import Clock, monotonic
 from valis_core.dns import wire
 from valis_core.dns.records import RecordRow, ZoneError
 from valis_core.dns.snapshot import IndexHolder
@@ -134,7 +134,7 @@ class PgZoneSource:
     one); it is called again on every reconnect. ``standing`` is the instance's standing
     at the fence (a resident's); without one (condense proving a zone, ``valis serve``)
     nothing is checked. ``sleep`` and ``draw`` (a uniform number in [0, 1)) pace the
-    reconnects; tests may pass their own.
+    reconnects, ``ticks`` times the loads; tests may pass their own.
     """
 
     def __init__(
@@ -148,6 +148,7 @@ class PgZoneSource:
         max_patch_owners: int = MAX_PATCH_OWNERS,
         sleep: Callable[[float], Awaitable[None]] = trio.sleep,
         draw: Callable[[], float] = random.random,
+        ticks: Clock = monotonic,
     ) -> None:
         self._connect = connect
         self.standing = standing
@@ -161,6 +162,7 @@ class PgZoneSource:
         self._max_patch_owners = max_patch_owners
         self._sleep = sleep
         self._draw = draw
+        self._ticks = ticks
         self._listen: psycopg.Connection[Any] | None = None
         self._query: psycopg.Connection[Any] | None = None
         self._built: dict[str, ZoneIndex] = {}
@@ -334,7 +336,7 @@ class PgZoneSource:
     # -- loading -----------------------------------------------------------------------
 
     async def _load_all(self, *, strict: bool) -> ZoneIndex:
-        started = time.monotonic()
+        started = self._ticks()
         zones = self.zones
         found, missing = await self._in_thread(lambda conn: fetch_zone_rows(conn, zones))
         if missing and strict:
@@ -346,7 +348,7 @@ class PgZoneSource:
         self._built = built
         self._patchable = {zone for zone in built if _plain_rows(found[zone])}
         self.stats.loads += 1
-        self.stats.last_load_seconds = time.monotonic() - started
+        self.stats.last_load_seconds = self._ticks() - started
         log.info(
             "zone source: loaded %d zone(s), %d records in %.3fs",
             len(built),
@@ -364,7 +366,7 @@ class PgZoneSource:
         """Re-read ``zones`` whole and ``owners`` (zone to owner names) owner by owner,
         and swap in one index with all of them updated; a zone that fails keeps its
         previous version."""
-        started = time.monotonic()
+        started = self._ticks()
         patches = dict(owners or {})
         whole = list(zones)
         found: dict[str, tuple[RecordRow, ...]] = {}
@@ -396,7 +398,7 @@ class PgZoneSource:
         if updated:
             holder.swap(self._combine())
             self.stats.reloads += 1
-            self.stats.last_load_seconds = time.monotonic() - started
+            self.stats.last_load_seconds = self._ticks() - started
             log.info(
                 "zone source: updated %s in %.3fs", ", ".join(sorted(updated)),
                 self.stats.last_load_seconds,

@@ -38,6 +38,7 @@ from pyroute2 import netns as pyroute2_netns
 from valis_core.acting_as import acting_as
 from valis_core.apply.unit_control import ProcessUnitController, UnitController
 from valis_core.atomic import write_atomic
+from valis_core.clock import Clock, monotonic, wall
 from valis_core.dns.zone_keys import file_zone, load_key_ring
 from valis_core.dns.zone_servable import missing_keys
 from valis_core.edge.boot_certificate import boot_certificate
@@ -149,7 +150,8 @@ class LocalCondenseHost:
     one). ``dist_home`` holds the registration of the private dist modules are installed
     from; ``fetch`` reads from it. A genesis pins its modules only over https or file
     unless ``allow_insecure_dist``, and ``say`` tells the operator each pin made (name,
-    version, sha256, where from) to compare with the wheel published.
+    version, sha256, where from) to compare with the wheel published. ``clock`` (wall)
+    dates a state directory set aside, ``ticks`` (monotonic) bounds the read-back.
     """
 
     state_dir: Path
@@ -167,6 +169,8 @@ class LocalCondenseHost:
     fetch: Fetch = fetch_url
     allow_insecure_dist: bool = False
     say: Callable[[str], None] = _quiet
+    clock: Clock = wall
+    ticks: Clock = monotonic
 
     def assess_host(self, step: Step) -> None:
         self.assess()
@@ -375,7 +379,8 @@ class LocalCondenseHost:
             group = grp.getgrgid(gid).gr_name
         except KeyError:
             group = str(gid)
-        aside = f"{self.state_dir}.older-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.clock()))
+        aside = f"{self.state_dir}.older-{stamp}"
         return (
             f"mv {self.state_dir} {aside} && install -d -o {owner} -g {group} -m 0700 "
             f"{self.state_dir} (keep {aside} until the new restore serves: it holds the "
@@ -395,9 +400,9 @@ class LocalCondenseHost:
     def read_back_apex_soa(self, step: Step) -> None:
         assert step.zone is not None
         host, port = self.dns_address
-        deadline = time.monotonic() + self.soa_timeout
+        deadline = self.ticks() + self.soa_timeout
         problem = "no answer"
-        while time.monotonic() < deadline:
+        while self.ticks() < deadline:
             try:
                 response = self.ask_soa(step.zone, self.dns_address)
             except (dns.exception.DNSException, OSError, CondenseHostError) as exc:

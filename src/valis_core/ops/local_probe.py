@@ -25,6 +25,7 @@ from typing import Any
 from pyroute2 import IPRoute
 
 from valis_core import libbpf
+from valis_core.clock import utc_now
 from valis_core.ops.host_readiness import (
     Account,
     BpfOutcome,
@@ -196,7 +197,7 @@ class LocalHostProbe:
             return False
 
     def now(self) -> datetime.datetime:
-        return datetime.datetime.now(datetime.UTC)
+        return utc_now()
 
     # -- NetworkProbe ----------------------------------------------------------------
 

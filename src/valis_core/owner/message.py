@@ -19,9 +19,6 @@ What a message gets, in order:
 """
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import attrs
 import dns.exception
 import dns.message
@@ -31,6 +28,7 @@ import dns.tsig
 import dns.update
 from dns.rcode import Rcode
 
+from valis_core.clock import Clock, wall
 from valis_core.dns.records import FORMERR, header_only
 from valis_core.dns.tsig_verdict import Rejection, Signer, signs_as, verify
 from valis_core.owner.key import TsigKey
@@ -65,7 +63,7 @@ def _plain(
 
 
 def receive(
-    data: bytes, key: TsigKey, *, clock: Callable[[], float] = time.time
+    data: bytes, key: TsigKey, *, clock: Clock = wall
 ) -> Received | bytes | None:
     """Read one message: ``Received`` for a correctly signed UPDATE, otherwise the
     response to send (or ``None`` when nothing can be answered). Never raises.
@@ -81,7 +79,7 @@ def receive(
 
 
 def _receive(
-    data: bytes, owner: TsigKey, clock: Callable[[], float]
+    data: bytes, owner: TsigKey, clock: Clock
 ) -> Received | bytes | None:
     try:
         query = dns.message.from_wire(data, keyring=False, one_rr_per_rrset=True)

@@ -36,14 +36,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 import trio
 from dns.rcode import Rcode
 
+from valis_core.clock import Clock, trio_now, wall
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.tcp import accept_bounded, framed, take_frames
 from valis_core.fence import FencedOut, FenceState
@@ -80,7 +80,7 @@ class OwnerTerminus:
         max_connections: int = 16,
         idle_timeout: float = 10.0,
         write_timeout: float = 5.0,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = wall,
     ) -> None:
         self._listener = listener
         self._key = key
@@ -142,7 +142,7 @@ class OwnerTerminus:
     async def _converse(self, stream: trio.SocketStream) -> None:
         peer = _peer(stream)
         pending = bytearray()
-        deadline = trio.current_time() + self._idle_timeout
+        deadline = trio_now() + self._idle_timeout
         while True:
             for message in take_frames(pending):
                 response = await self._handle(message, peer)
@@ -158,7 +158,7 @@ class OwnerTerminus:
                 if self._fenced is not None:
                     self._scope.cancel()
                     return
-                deadline = trio.current_time() + self._idle_timeout
+                deadline = trio_now() + self._idle_timeout
             with trio.move_on_at(deadline):
                 data = await stream.receive_some(_MAX_READ)
                 if not data:

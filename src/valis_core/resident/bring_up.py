@@ -30,7 +30,6 @@ import logging
 import os
 import signal
 import socket
-import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -40,6 +39,7 @@ from urllib.parse import quote
 import attrs
 import trio
 
+from valis_core.clock import wall
 from valis_core.errors import ValisError
 from valis_core.fence import FENCED_OUT_EXIT_STATUS, FencedOut
 from valis_core.identity.custody import keyfile_path, load_or_create_keyfile, public_key_hex
@@ -551,7 +551,7 @@ async def _secondaries(boot: Boot) -> Boot:
     views.transfer_stats = transfers.stats
     views.notify_stats = sender.stats
     views.secondaries = lambda: transfers.progress.report(
-        reader.known(), holder.versions, time.time()
+        reader.known(), holder.versions, wall()
     )
     log.info("secondaries: %d listed; zone transfers to them, NOTIFY from %s",
              len(listed), source)

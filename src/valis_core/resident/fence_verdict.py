@@ -20,6 +20,7 @@ from pathlib import Path
 import attrs
 
 from valis_core.atomic import write_atomic
+from valis_core.clock import wall
 from valis_core.errors import ValisError
 from valis_core.fence import FencedOut, FenceState
 from valis_core.state_layout import fenced_out_path
@@ -56,7 +57,7 @@ def record_verdict(state_dir: Path, fenced: FencedOut, *, now: float | None = No
     document = {
         "fence": {"generation": fenced.current.generation, "holder": fenced.current.holder},
         "writer": {"generation": fenced.writer.generation, "holder": fenced.writer.holder},
-        "at": time.time() if now is None else now,
+        "at": wall() if now is None else now,
     }
     write_atomic(fenced_out_path(state_dir), json.dumps(document, sort_keys=True).encode(),
                  mode=0o600)

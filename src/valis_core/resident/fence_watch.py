@@ -28,13 +28,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
-import time
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 import trio
 
+from valis_core.clock import Clock, utc_now, wall
 from valis_core.fence import (
     GENESIS_GENERATION,
     FencedOut,
@@ -87,6 +86,7 @@ class FenceWatch:
         holder: str,
         generation: int,
         interval: float = HEARTBEAT_INTERVAL,
+        clock: Clock = wall,
     ) -> None:
         self.dsn = dsn
         self.node = node
@@ -94,7 +94,8 @@ class FenceWatch:
         self.generation = generation
         self.interval = interval
         self.boot_id = secrets.token_hex(8)
-        self.started_at = datetime.now(UTC)
+        self._clock = clock
+        self.started_at = utc_now(clock)
         self.fence: FenceState | None = None
         self.beats = 0
         #: heartbeats that did not reach the database, since boot
@@ -178,7 +179,7 @@ class FenceWatch:
                 was_down = self.connected_since
                 self._reached(True)
                 if failed:
-                    down = time.time() - was_down if was_down is not None else 0.0
+                    down = self._clock() - was_down if was_down is not None else 0.0
                     log.info("operator state: database reachable again after %d failed "
                              "heartbeat(s) (%.0fs); the fence is still this instance's",
                              failed, down)
@@ -186,7 +187,7 @@ class FenceWatch:
 
     def _reached(self, connected: bool) -> None:
         if connected != self.connected or self.connected_since is None:
-            self.connected, self.connected_since = connected, time.time()
+            self.connected, self.connected_since = connected, self._clock()
 
     def close(self) -> None:
         conn, self._conn = self._conn, None

@@ -20,6 +20,8 @@ import socket
 import time
 from collections.abc import Mapping
 
+from valis_core.clock import Clock, monotonic
+
 log = logging.getLogger(__name__)
 
 ENV_VAR = "NOTIFY_SOCKET"
@@ -49,9 +51,10 @@ def socket_address(value: str) -> str | bytes:
 class Notifier:
     """Sends notifications to the supervisor named by ``NOTIFY_SOCKET``, if any."""
 
-    def __init__(self, notify_socket: str | None) -> None:
+    def __init__(self, notify_socket: str | None, ticks: Clock = monotonic) -> None:
         self._address = socket_address(notify_socket) if notify_socket else None
         self._warned = False
+        self._ticks = ticks
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Notifier:
@@ -67,13 +70,13 @@ class Notifier:
         data = render_notification(fields)
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
-                deadline = time.monotonic() + SEND_PATIENCE
+                deadline = self._ticks() + SEND_PATIENCE
                 while True:
                     try:
                         sock.sendto(data, socket.MSG_DONTWAIT, self._address)
                         return
                     except BlockingIOError:
-                        if time.monotonic() >= deadline:
+                        if self._ticks() >= deadline:
                             raise
                         time.sleep(_RETRY)
         except OSError as exc:

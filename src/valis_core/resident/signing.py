@@ -25,7 +25,6 @@ change re-signs no other zone. """
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from typing import Any
 import psycopg
 import trio
 
+from valis_core.clock import Clock, wall
 from valis_core.dns import rollover, wire
 from valis_core.dns.dnssec import DnssecError, ZoneKey
 from valis_core.dns.nsec3 import Nsec3Params
@@ -79,7 +79,7 @@ def signer_for(
     nsec3: Mapping[str, Nsec3Params] | None = None,
     *,
     carry: Signer | None = None,
-    clock: Callable[[], float] = time.time,
+    clock: Clock = wall,
 ) -> tuple[Signer | None, list[str]]:
     """The signer for the served zones ``rows`` name (``None`` when none is signed), and
     one log line per signed zone saying how it is answered; ``nsec3`` names the zones
@@ -135,7 +135,7 @@ class SigningFollower:
         state_dir: Path,
         served: Sequence[str],
         standing: Callable[[], FenceState] | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = wall,
     ) -> None:
         self.dsn = dsn
         self.state_dir = state_dir

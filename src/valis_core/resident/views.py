@@ -19,6 +19,7 @@ import dns.message
 import dns.rcode
 import dns.rdatatype
 
+from valis_core.clock import Clock, wall
 from valis_core.dns import fastpath
 from valis_core.dns import wire as names
 from valis_core.dns.answer import Transport, answer
@@ -143,7 +144,10 @@ class NodeViews:
     """The UDP loop's rate limits at the moment (None from it: off); None when not wired."""
     reload_refused: str | None = None
     """Why the last reload (SIGHUP) was refused, until one applies; None: none was."""
-    started_at: float = attrs.field(factory=time.time)
+    clock: Clock = wall
+    """The wall clock the node's start and uptime are read from."""
+    started_at: float = attrs.field(
+        default=attrs.Factory(lambda self: self.clock(), takes_self=True))
     """When bring-up made these views (UNIX time): the node's uptime is counted from it."""
 
     def status(self) -> dict[str, Any]:
@@ -172,7 +176,7 @@ class NodeViews:
             "rollovers": self.rollover_status(),
             "signed_zones": self.signing_status(),
             "started_at": self.started_at,
-            "uptime_seconds": max(0.0, time.time() - self.started_at),
+            "uptime_seconds": max(0.0, self.clock() - self.started_at),
         }
 
     def rollover_status(self) -> list[dict[str, Any]]:
