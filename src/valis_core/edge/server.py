@@ -25,6 +25,7 @@ from valis_core.edge.exchange import respond
 from valis_core.edge.http1 import serve_http1
 from valis_core.edge.http2 import serve_http2
 from valis_core.edge.stats import EdgeStats
+from valis_core.log_throttle import LogThrottle
 
 log = logging.getLogger("valis.resident.edge")
 
@@ -142,14 +143,11 @@ class _Throttled:
 
     def __init__(self, ticks: Clock = monotonic) -> None:
         self._ticks = ticks
-        self._last = float("-inf")
-        self._quiet = 0
+        self._throttle = LogThrottle(_LOG_EVERY)
 
     def note(self, text: str) -> None:
-        now = self._ticks()
-        if now - self._last < _LOG_EVERY:
-            self._quiet += 1
+        held = self._throttle.admit(self._ticks())
+        if held is None:
             return
-        more = f" ({self._quiet} more since the last report)" if self._quiet else ""
+        more = f" ({held} more since the last report)" if held else ""
         log.warning("edge: %s%s", text, more)
-        self._last, self._quiet = now, 0
