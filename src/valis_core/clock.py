@@ -12,8 +12,10 @@ Two kinds of time, each a ``Clock`` (called, it returns seconds as a float):
 
 The rule the rest of the source keeps (tests/property/test_clock_reads.py holds it): a
 pure core takes ``now`` as a value; an IO shell takes a clock parameter defaulting to a
-function here, so a test moves time instead of waiting for it; nothing else calls
-``time.time()``, ``time.monotonic()``, ``datetime.now()`` or ``trio.current_time()``.
+function here (``clock`` for the wall clock, ``ticks`` for the monotonic one), so a test
+moves time instead of waiting for it; nothing else calls ``time.time()``,
+``time.monotonic()``, ``datetime.now()`` or ``trio.current_time()``. trio code takes no
+``ticks``: its deadlines must be on trio's clock, which trio itself injects.
 
 This module imports no trio at import time, so a pure core may take its default clock
 from here without pulling trio in.
