@@ -39,22 +39,32 @@ _TIME_IMPLICIT = {"gmtime": 0, "localtime": 0, "ctime": 0, "asctime": 0, "strfti
 _DATETIME_READS = frozenset({"now", "utcnow", "today"})
 
 
-def _time_names(tree: ast.AST) -> set[str]:
-    """The names the module binds to the ``time`` module (``import time [as t]``)."""
-    return {alias.asname or alias.name
-            for node in ast.walk(tree) if isinstance(node, ast.Import)
-            for alias in node.names if alias.name == "time"}
+def _bound(tree: ast.AST, module: str, names: tuple[str, ...] = ()) -> set[str]:
+    """The names the module binds to ``module`` (``import module [as m]``), or, given
+    ``names``, to those names of it (``from module import name [as n]``)."""
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and not names:
+            bound |= {alias.asname or alias.name for alias in node.names
+                      if alias.name == module}
+        elif isinstance(node, ast.ImportFrom) and node.module == module and names:
+            bound |= {alias.asname or alias.name for alias in node.names
+                      if alias.name in names}
+    return bound
 
 
-def _is_datetime_class(node: ast.expr) -> bool:
-    name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
-    return name in ("datetime", "date")
+def _is_datetime_class(node: ast.expr, classes: set[str]) -> bool:
+    if isinstance(node, ast.Attribute):
+        return node.attr in ("datetime", "date")
+    return isinstance(node, ast.Name) and node.id in classes
 
 
 def clock_reads(source: str) -> Iterator[tuple[int, str]]:
     """Each place ``source`` reads a clock: (line, what it reads)."""
     tree = ast.parse(source)
-    time_module = _time_names(tree)
+    time_module = _bound(tree, "time")
+    trio_module = _bound(tree, "trio")
+    classes = _bound(tree, "datetime", ("datetime", "date")) | {"datetime", "date"}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             for alias in node.names:
@@ -68,11 +78,11 @@ def clock_reads(source: str) -> Iterator[tuple[int, str]]:
                 node.attr in _TIME_READS
             ):
                 yield node.lineno, f"time.{node.attr}"
-            elif isinstance(base, ast.Name) and base.id == "trio" and (
+            elif isinstance(base, ast.Name) and base.id in trio_module and (
                 node.attr == "current_time"
             ):
                 yield node.lineno, "trio.current_time"
-            elif node.attr in _DATETIME_READS and _is_datetime_class(base):
+            elif node.attr in _DATETIME_READS and _is_datetime_class(base, classes):
                 yield node.lineno, f"datetime.{node.attr}"
         elif isinstance(node, ast.Call):
             func = node.func
@@ -121,6 +131,10 @@ BREAKERS = (
     "from datetime import date\ntoday = date.today()\n",
     "import trio\nasync def f():\n    return trio.current_time() + 1\n",
     "from trio import current_time\n",
+    "import trio as t\nasync def f():\n    return t.current_time()\n",
+    "from datetime import datetime as moment\nnow = moment.now()\n",
+    "import datetime as dt\nnow = dt.datetime.utcnow()\n",
+    "from time import time as epoch\n",
     "import time\naside = time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())\n",
     "import time\nwhen = time.strftime('%H:%M')\n",
 )
