@@ -22,6 +22,8 @@ KNOWN_FLAGS = {
     "--dns-tcp-fd",
     "--owner-fd",
     "--edge-tcp-fd",
+    "--state-dir",
+    "--log-format",
 }
 FD_FLAGS = ["--dns-udp-fd", "--dns-tcp-fd", "--owner-fd", "--edge-tcp-fd"]
 
@@ -38,6 +40,8 @@ records = st.builds(
     dns_tcp_fd=fds,
     owner_fd=fds,
     edge_tcp_fd=fds,
+    state_dir=st.none() | paths,
+    log_format=st.none() | st.text(max_size=8).filter(lambda v: not v.startswith("--")),
 )
 
 unknown_names = st.from_regex(r"--[a-z][a-z0-9-]{0,15}", fullmatch=True).filter(
