@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from valis_core.config_store import differing_keys, facts_from_environment
 from valis_core.launch import LaunchArgError
 from valis_core.resident import bring_up
-from valis_core.resident.config_store import differing_keys, facts_from_environment
 from valis_core.resident.metrics import Family, Sample, render
 from valis_core.resident.sd_notify import render_notification, socket_address
 from valis_core.resident.state_dir import (

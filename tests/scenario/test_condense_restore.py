@@ -42,6 +42,7 @@ from tests.scenario.resident_harness import (
 )
 from valis_core.acting_as import acting_as
 from valis_core.apply.unit_control import ProcessUnitController
+from valis_core.config_store import store_path
 from valis_core.dns.zone_build import parse_zone_text
 from valis_core.fence import FenceState, SeedRefused
 from valis_core.identity.custody import keyfile_path, load_or_create_keyfile
@@ -70,7 +71,6 @@ from valis_core.ops.host_readiness import AssessConfig, assess_host
 from valis_core.ops.local_probe import LocalHostProbe
 from valis_core.plugin.dist_home import register_dist
 from valis_core.plugin.installed import modules_dir
-from valis_core.resident.config_store import store_path
 from valis_core.store.head import materialise_genesis, read_store_head
 
 ZONE = "example.test."

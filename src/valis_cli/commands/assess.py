@@ -126,9 +126,9 @@ def _node_dsn(files: Sequence[str]) -> str | None:
 def _assess(args: argparse.Namespace) -> int:
     import cattrs
 
+    from valis_core.config_store import store_path
     from valis_core.ops.host_readiness import assess_host, render_table
     from valis_core.ops.local_probe import LocalHostProbe
-    from valis_core.resident.config_store import store_path
 
     probe = LocalHostProbe()
     files = [*(args.site_facts or [DEFAULT_SITE_FACTS]), str(store_path(Path(args.state_dir)))]

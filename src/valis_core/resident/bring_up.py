@@ -40,13 +40,13 @@ from urllib.parse import quote
 import attrs
 import trio
 
+from valis_core.config_store import HOW_TO_CHANGE, ConfigStore, open_config_store
 from valis_core.errors import ValisError
 from valis_core.fence import FENCED_OUT_EXIT_STATUS, FencedOut
 from valis_core.identity.custody import keyfile_path, load_or_create_keyfile, public_key_hex
 from valis_core.identity.instance import holder_name, instance_token
 from valis_core.launch import LaunchRecord, parse_launch_argv
 from valis_core.resident.adopt import adopted_dns_reachability, format_address
-from valis_core.resident.config_store import HOW_TO_CHANGE, ConfigStore, open_config_store
 from valis_core.resident.descriptors import AdoptedSockets, adopt_descriptors
 from valis_core.resident.fence_verdict import clear_verdict, record_verdict
 from valis_core.resident.fence_watch import FenceWatch
