@@ -77,7 +77,7 @@ from valis_core.plugin.install import (
     resolve_pin,
 )
 from valis_core.plugin.installed import modules_dir
-from valis_core.resident.modules import check_installed
+from valis_core.plugin.modules import check_installed
 from valis_core.state_layout import CONFIG_STORE, signing_keys_dir
 from valis_core.store.head import HEAD_MODE, head_path, materialise_genesis, read_store_head
 from valis_core.store.manifest import dumps, normalize_name
