@@ -4,7 +4,10 @@
   needs no fixture and the hot path pays for no IO it does not do.
 - ``valis_core`` never imports the programs built on it (``valis_cli``, ``fulcrum``).
 - ``fulcrum``, the privileged launcher, never imports the resident, nor the ``valis``
-  program.
+  program; nor does its unprivileged stand-in ``valis_core.dev_launcher``.
+- ``valis_cli`` never imports ``fulcrum``: the two programs share only the library.
+- The resident is a program on the library too: nothing else in ``valis_core`` imports
+  it, but for what a stopped resident leaves for others to read (``RESIDENT_LEAVES``).
 - Nothing imports upward into ``valis_core.ops`` (the verbs sit on top of the library).
 - No import cycle between modules, anywhere in ``src``: every import counts (inside a
   function or under ``TYPE_CHECKING`` too), and ``from P import x`` reads the package's
@@ -84,6 +87,16 @@ IO_MODULES = frozenset({
 """Modules whose import means doing IO (``pathlib`` is allowed: a path is a value)."""
 
 
+LAUNCHER_SIDE = ("fulcrum", "valis_core.dev_launcher")
+"""The launcher and its stand-in: they hand the resident its descriptors and argv
+(``valis_core.launch``), and import nothing of it."""
+
+RESIDENT_LEAVES = ("valis_core.resident.fence_verdict",)
+"""What a stopped resident leaves in its state directory, which ``backup`` reads beside
+``valis status`` (the fenced-out verdict): the one part of the resident the library
+outside it may import."""
+
+
 @attrs.frozen
 class Edge:
     """``importer`` imports ``imported`` (a module, or a package's submodule)."""
@@ -141,10 +154,21 @@ def violations(edges: Iterable[Edge], known: set[str]) -> list[str]:
             found.append(f"pure core {a} imports the IO module {b}")
         if within(a, "valis_core") and (within(b, "valis_cli") or within(b, "fulcrum")):
             found.append(f"the library module {a} imports the program {b}")
-        if within(a, "fulcrum") and within(b, "valis_core.resident"):
+        launcher_side = any(within(a, side) for side in LAUNCHER_SIDE)
+        if launcher_side and within(b, "valis_core.resident"):
             found.append(f"the launcher module {a} imports the resident's {b}")
         if within(a, "fulcrum") and within(b, "valis_cli"):
             found.append(f"the launcher module {a} imports the valis program's {b}")
+        if within(a, "valis_cli") and within(b, "fulcrum"):
+            found.append(f"the valis program's {a} imports the launcher's {b}")
+        if (
+            within(a, "valis_core")
+            and not within(a, "valis_core.resident")
+            and not launcher_side
+            and within(b, "valis_core.resident")
+            and not any(within(b, left) for left in RESIDENT_LEAVES)
+        ):
+            found.append(f"the library module {a} reaches into the resident ({b})")
         if (
             within(b, "valis_core.ops")
             and b in known
@@ -391,6 +415,14 @@ BREAKERS = (
     ("fulcrum/launch.py", "from valis_core.resident import bring_up\n", "the resident's"),
     ("fulcrum/main.py", "from valis_cli import main\n", "the valis program's"),
     ("valis_core/store/manifest.py", "from ..ops import backup\n", "upward into the ops"),
+    ("valis_core/dev_launcher.py", "from valis_core.resident.state_dir import FLAG\n",
+     "the launcher module valis_core.dev_launcher imports the resident's"),
+    ("valis_cli/commands/provision.py", "from fulcrum.provisioning import produce_config\n",
+     "imports the launcher's fulcrum.provisioning"),
+    ("valis_core/ops/condense_host.py",
+     "from valis_core.resident.config_store import store_path\n", "reaches into the resident"),
+    ("valis_core/plugin/load_probe.py", "from ..resident import modules\n",
+     "reaches into the resident"),
 )
 
 
