@@ -50,6 +50,7 @@ from valis_core.identity.instance import holder_name, read_instance
 from valis_core.operator_state.fence import read_instance_fence, seed_instance_fence
 from valis_core.operator_state.site_facts_file import write_site_facts
 from valis_core.operator_state.zones import replace_zone, served_zones
+from valis_core.ops.assessment import AssessConfig
 from valis_core.ops.backup import (
     BackupError,
     VerifiedBackup,
@@ -67,7 +68,7 @@ from valis_core.ops.condense import (
     plan_condense,
 )
 from valis_core.ops.condense_host import LocalCondenseHost, let_unit_notify
-from valis_core.ops.host_readiness import AssessConfig, assess_host
+from valis_core.ops.host_readiness import assess_host
 from valis_core.ops.local_probe import LocalHostProbe
 from valis_core.plugin.dist_home import register_dist
 from valis_core.plugin.installed import modules_dir

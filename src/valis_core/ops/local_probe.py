@@ -25,7 +25,7 @@ from typing import Any
 from pyroute2 import IPRoute
 
 from valis_core import libbpf
-from valis_core.ops.host_readiness import (
+from valis_core.ops.host_probe import (
     Account,
     BpfOutcome,
     PathStat,
