@@ -12,7 +12,8 @@
 - No import cycle between modules, anywhere in ``src``: every import counts (inside a
   function or under ``TYPE_CHECKING`` too), and ``from P import x`` reads the package's
   ``__init__``, so it is an edge to ``P`` (and to ``P.x`` when that is a module);
-  ``import P.x`` and ``from P.x import y`` are edges to ``P.x`` alone.
+  ``import P.x`` and ``from P.x import y`` are edges to ``P.x`` alone; a package face's
+  ``lazy_attributes`` homes are edges too.
 - A private name (``_y``) or a private module (``_x``) is used only inside its own
   package (trio's ``_core`` pattern: the modules of one package share their insides);
   from anywhere else, ``from x import _y``, ``x._y`` on an imported module, and
@@ -220,6 +221,18 @@ def module_imports(name: str, tree: ast.AST, known: set[str], *, package: bool) 
             module = _base(name, node, package=package)
             found.add(module)
             found.update(f"{module}.{alias.name}" for alias in node.names)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "lazy_attributes"
+            and len(node.args) == 2
+            and isinstance(node.args[1], ast.Dict)
+        ):
+            # A package face's names, imported from their homes on first use.
+            found.update(
+                home.value for home in node.args[1].values
+                if isinstance(home, ast.Constant) and isinstance(home.value, str)
+            )
     return {module for module in found if module in known and module != name}
 
 
@@ -472,6 +485,15 @@ CYCLE_BREAKERS = (
         "valis_core/two.py": "from . import three\n",
         "valis_core/three.py": "from .one import x\n",
     }, ["valis_core.one", "valis_core.three", "valis_core.two"], id="three-modules"),
+    pytest.param({
+        "valis_core/__init__.py": "",
+        "valis_core/face.py": "",
+        "valis_core/room/__init__.py": (
+            "from valis_core.face import lazy_attributes\n"
+            "__getattr__ = lazy_attributes(__name__, {'Door': 'valis_core.room.door'})\n"
+        ),
+        "valis_core/room/door.py": "from valis_core.room import Hinge\n",
+    }, ["valis_core.room", "valis_core.room.door"], id="through-a-lazy-face"),
 )
 
 
