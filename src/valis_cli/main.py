@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from valis_core import __version__
 from valis_core.command_line import build_parser, dispatch, exit_with
+from valis_core.launch import is_resident_launch
 
 # Command modules, in the order `valis --help` lists them. Add one line per command.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -29,7 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 def run(argv: Sequence[str]) -> int:
     """Run one invocation; return its exit status."""
-    if "--resident" in argv:
+    if is_resident_launch(argv):
         from valis_cli.commands.resident import run_resident
 
         return run_resident(list(argv))

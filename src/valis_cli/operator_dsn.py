@@ -168,10 +168,12 @@ def operator_connection(
     as the node's run account when this is root (``node_run_account``)."""
     from valis_core.acting_as import acting_as
     from valis_core.operator_state.connection import OperatorStateError, connect
+    from valis_core.operator_state.schema import connect_current
 
+    open_connection = connect_current if require_schema else connect
     dsn = operator_dsn(args)
     if os.geteuid() != 0:
-        return connect(dsn, require_schema=require_schema)
+        return open_connection(dsn)
     state_dir = args.state_dir if args.state_dir is not None else Path(DEFAULT_STATE_DIR)
     account = node_run_account(state_dir=state_dir)
     if account is None:
@@ -183,7 +185,7 @@ def operator_connection(
         )
     try:
         with acting_as(account):
-            return connect(dsn, require_schema=require_schema)
+            return open_connection(dsn)
     except OperatorStateError as exc:
         raise OperatorStateError(
             f"{exc} (run as root, this verb connected as the run account "

@@ -27,7 +27,6 @@ import attrs
 from valis_core.dns.listen import ListenError, bind_dns_pair, bound_socket, format_address
 from valis_core.errors import ValisError
 from valis_core.launch import LaunchRecord, render_launch_argv
-from valis_core.resident.state_dir import FLAG as STATE_DIR_FLAG
 
 __all__ = [
     "DirectoryBusy",
@@ -124,12 +123,12 @@ def resident_argv(
     *,
     owner_fd: int | None = None,
 ) -> list[str]:
-    """The resident's argv: the launch record's flags, then the resident's own flag."""
+    """The resident's argv: the launch record's flags, its state directory among them."""
     record = LaunchRecord(
         resident=True, ports=frozenset({port}), dns_udp_fd=udp_fd, dns_tcp_fd=tcp_fd,
-        owner_fd=owner_fd,
+        owner_fd=owner_fd, state_dir=str(state_dir),
     )
-    return [*valis_command, *render_launch_argv(record), STATE_DIR_FLAG, str(state_dir)]
+    return [*valis_command, *render_launch_argv(record)]
 
 
 def spawn_resident(

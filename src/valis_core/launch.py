@@ -6,10 +6,15 @@ something to hand down, ``--dns-udp-fd N``, ``--dns-tcp-fd N``, ``--owner-fd N``
 ``--edge-tcp-fd N``. The descriptor flags say what was bound; ``--ports`` says what is
 served. The two are independent: a port may appear in both, or in either alone, and the
 resident later asks each descriptor what it is bound to rather than trusting the flag.
+The resident's own flags, ``--state-dir PATH`` and ``--log-format FORMAT``, are in the
+same table: no launcher emits them (a development launcher, a test or an operator adds
+them), and an older resident passes them over like any flag it does not know.
 
 Everything that reads or writes this argv lives in this module, and the flags are one
-table (``_FLAGS``): parsing and rendering both walk it, so a flag cannot be read one way
-and written another.
+table (``_FLAGS``): parsing and rendering both walk it, and one token reader
+(``_tokens``) splits an argv into flags and values for every reader of it
+(``parse_launch_argv``; ``is_resident_launch``, which ``valis`` asks before its own
+parser sees the argv), so a flag cannot be read one way here and another way there.
 
 Parsing rules (argv here never includes the program name):
 
@@ -32,7 +37,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -81,7 +86,7 @@ def _check_ports(
             raise ValueError(f"{attribute.name}: {port!r} is not a port 1..{MAX_PORT}")
 
 
-def _check_control_socket(
+def _check_path(
     _: object, attribute: attrs.Attribute[str | None], value: str | None
 ) -> None:
     if value is None:
@@ -95,12 +100,18 @@ class LaunchRecord:
     """What one launch of the resident was told: a value, read once from argv."""
 
     resident: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
-    control_socket: str | None = attrs.field(default=None, validator=_check_control_socket)
+    control_socket: str | None = attrs.field(default=None, validator=_check_path)
     ports: frozenset[int] = attrs.field(default=frozenset(), validator=_check_ports)
     dns_udp_fd: int | None = attrs.field(default=None, validator=_check_fd)
     dns_tcp_fd: int | None = attrs.field(default=None, validator=_check_fd)
     owner_fd: int | None = attrs.field(default=None, validator=_check_fd)
     edge_tcp_fd: int | None = attrs.field(default=None, validator=_check_fd)
+    state_dir: str | None = attrs.field(default=None, validator=_check_path)
+    """``--state-dir``: the resident's state directory (else ``$STATE_DIRECTORY``)."""
+    log_format: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(str))
+    )
+    """``--log-format``: as written; the resident applies it when it is a format it knows."""
 
 
 # --- value readers and writers: a reader returns the value or raises ValueError with
@@ -130,6 +141,10 @@ def _read_ports(token: str) -> frozenset[int]:
 def _read_path(token: str) -> str:
     if not token.startswith("/") or "\0" in token:
         raise ValueError("expected an absolute path without NUL")
+    return token
+
+
+def _read_word(token: str) -> str:
     return token
 
 
@@ -169,6 +184,8 @@ _FLAGS: dict[str, _Flag] = {
     "--dns-tcp-fd": _Flag("dns_tcp_fd", _Kind.VALUE, _read_fd, _show_int),
     "--owner-fd": _Flag("owner_fd", _Kind.VALUE, _read_fd, _show_int),
     "--edge-tcp-fd": _Flag("edge_tcp_fd", _Kind.VALUE, _read_fd, _show_int),
+    "--state-dir": _Flag("state_dir", _Kind.VALUE, _read_path, _show_path),
+    "--log-format": _Flag("log_format", _Kind.VALUE, _read_word, str),
 }
 
 
@@ -176,41 +193,75 @@ def _is_flag(token: str) -> bool:
     return token.startswith("--")
 
 
-def parse_launch_argv(argv: Sequence[str]) -> LaunchRecord:
-    """Read the launcher's argv (without the program name) into a launch record."""
-    values: dict[str, Any] = {}
+@attrs.frozen
+class _Token:
+    """One flag as written (``token``), its name, and its value token when it has one
+    (inline after ``=``, or the next token); ``name`` is ``None`` for a stray token."""
+
+    token: str
+    name: str | None
+    value: str | None = None
+    inline: bool = False
+
+
+def _tokens(argv: Sequence[str]) -> Iterator[_Token]:
+    """Split ``argv`` by the table's rules: a value flag (and an unknown flag) takes the
+    next token as its value unless it is written ``--name=value`` or the next token is
+    itself a ``--flag``; a switch takes none."""
     i = 0
     while i < len(argv):
         token = argv[i]
         i += 1
         if not _is_flag(token):
-            raise LaunchArgError(None, token, "expected a --flag here")
+            yield _Token(token, None)
+            continue
         name, eq, inline = token.partition("=")
         spec = _FLAGS.get(name)
-        if spec is None:
-            # Not ours: pass it over with the value token behind it.
-            if not eq and i < len(argv) and not _is_flag(argv[i]):
-                i += 1
-            continue
-        if spec.field in values:
-            raise LaunchArgError(name, token, "given twice; the launcher passes each flag once")
-        if spec.kind is _Kind.SWITCH:
-            if eq:
-                raise LaunchArgError(name, token, "takes no value")
-            values[spec.field] = True
-            continue
         if eq:
-            value_token = inline
-        elif i < len(argv) and not _is_flag(argv[i]):
-            value_token = argv[i]
+            yield _Token(token, name, inline, inline=True)
+        elif (spec is None or spec.kind is _Kind.VALUE) and i < len(argv) and not _is_flag(
+            argv[i]
+        ):
+            yield _Token(token, name, argv[i])
             i += 1
         else:
-            raise LaunchArgError(name, token, "needs a value")
+            yield _Token(token, name)
+
+
+def is_resident_launch(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` launches the resident: the ``--resident`` switch is on it.
+
+    Asked before anything else reads the argv, and judging nothing else in it: a launch
+    argv the resident cannot read is refused by the resident's first stage, naming the
+    flag, not by a command-line parser that knows no launch flags."""
+    return any(token.name == "--resident" for token in _tokens(argv))
+
+
+def parse_launch_argv(argv: Sequence[str]) -> LaunchRecord:
+    """Read the launcher's argv (without the program name) into a launch record."""
+    values: dict[str, Any] = {}
+    for token in _tokens(argv):
+        if token.name is None:
+            raise LaunchArgError(None, token.token, "expected a --flag here")
+        spec = _FLAGS.get(token.name)
+        if spec is None:
+            continue  # not ours: passed over with the value token behind it
+        if spec.field in values:
+            raise LaunchArgError(
+                token.name, token.token, "given twice; the launcher passes each flag once"
+            )
+        if spec.kind is _Kind.SWITCH:
+            if token.inline:
+                raise LaunchArgError(token.name, token.token, "takes no value")
+            values[spec.field] = True
+            continue
+        if token.value is None:
+            raise LaunchArgError(token.name, token.token, "needs a value")
         assert spec.read is not None
         try:
-            values[spec.field] = spec.read(value_token)
+            values[spec.field] = spec.read(token.value)
         except ValueError as exc:
-            raise LaunchArgError(name, value_token, str(exc)) from None
+            raise LaunchArgError(token.name, token.value, str(exc)) from None
     return LaunchRecord(**values)
 
 

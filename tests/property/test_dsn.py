@@ -14,6 +14,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from valis_core.config_store import open_config_store, store_path
 from valis_core.errors import ValisError
 from valis_core.operator_state.dsn import (
     CERTIFICATE_KEYS,
@@ -32,7 +33,6 @@ from valis_core.operator_state.dsn import (
 )
 from valis_core.operator_state.local_cluster import socket_dsn
 from valis_core.operator_state.site_facts import render_site_facts
-from valis_core.resident.config_store import open_config_store, store_path
 
 names = st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True)
 # Socket directories: absolute paths of any text but a comma (which makes a host list).

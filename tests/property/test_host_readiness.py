@@ -12,17 +12,9 @@ from hypothesis import strategies as st
 
 from valis_core.operator_state.dsn import CertificateFiles, DatabaseHost
 from valis_core.operator_state.tls_material import issue_client, make_ca
-from valis_core.ops.host_readiness import (
-    CLAUSE_NAMES,
-    Account,
-    AssessConfig,
-    BpfOutcome,
-    PathStat,
-    SelfTestOutcome,
-    assess_host,
-    development_listener_mentions,
-    render_table,
-)
+from valis_core.ops.assessment import CLAUSE_NAMES, AssessConfig, render_table
+from valis_core.ops.host_probe import Account, BpfOutcome, PathStat, SelfTestOutcome
+from valis_core.ops.host_readiness import assess_host, development_listener_mentions
 
 VALIS_UID = 998
 BINARY = "/opt/valis/bin/valis"

@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 
 from valis_cli.commands.status import render_status
-from valis_core.resident.config_store import ConfigStore
+from valis_core.config_store import ConfigStore
 from valis_core.resident.log_format import JsonFormatter, TextFormatter, log_format_argument
 from valis_core.resident.reload import plan_reload
 from valis_core.resident.views import serving_last_good

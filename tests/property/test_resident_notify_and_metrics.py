@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from valis_core.config_store import differing_keys, facts_from_environment
+from valis_core.launch import LaunchArgError
 from valis_core.resident import bring_up
-from valis_core.resident.config_store import differing_keys, facts_from_environment
 from valis_core.resident.metrics import Family, Sample, render
 from valis_core.resident.sd_notify import render_notification, socket_address
 from valis_core.resident.state_dir import (
@@ -80,8 +81,11 @@ def test_the_state_dir_flag_wins_over_systemds_state_directory() -> None:
     with pytest.raises(StateDirError, match="no state directory"):
         resolve_state_dir([], {})
     with pytest.raises(StateDirError, match="not an absolute path"):
+        resolve_state_dir([], {"STATE_DIRECTORY": "relative"})
+    # The flag is read by the launch argv's reader, under its rules (test_launch.py).
+    with pytest.raises(LaunchArgError, match="absolute path"):
         resolve_state_dir(["--state-dir", "relative"], {})
-    with pytest.raises(StateDirError, match="given twice"):
+    with pytest.raises(LaunchArgError, match="given twice"):
         state_dir_argument(["--state-dir", "/a", "--state-dir=/b"])
 
 

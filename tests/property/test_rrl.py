@@ -15,6 +15,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from valis_core.config_store import ConfigStore
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.dnssec import ZoneKey, generate_key
 from valis_core.dns.rrl import (
@@ -43,7 +44,6 @@ from valis_core.operator_state.site_facts import (
     SiteFactsError,
     check_site_facts,
 )
-from valis_core.resident.config_store import ConfigStore
 from valis_core.resident.reload import plan_reload
 
 KEY = bytes(range(16))

@@ -20,7 +20,8 @@ import pytest
 from tests.conftest import require_root
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
 from valis_core.launcher_config import LauncherConfig, render_launcher_config
-from valis_core.ops.host_readiness import AssessConfig, assess_host
+from valis_core.ops.assessment import AssessConfig
+from valis_core.ops.host_readiness import assess_host
 from valis_core.ops.local_probe import LocalHostProbe
 
 VALIS = Path(sys.executable).parent / "valis"

@@ -57,6 +57,7 @@ from valis_core.identity.instance import holder_name, read_instance
 from valis_core.operator_state.fence import read_instance_fence
 from valis_core.operator_state.site_facts_file import write_site_facts
 from valis_core.operator_state.zone_denial import denial_of
+from valis_core.ops.assessment import AssessConfig
 from valis_core.ops.backup import create_backup, verify_backup_set
 from valis_core.ops.condense import CondenseRequest, RequestKind, condense_onto_host
 from valis_core.ops.condense_host import (
@@ -64,7 +65,7 @@ from valis_core.ops.condense_host import (
     ask_soa_in_netns,
     let_unit_notify,
 )
-from valis_core.ops.host_readiness import AssessConfig, assess_host
+from valis_core.ops.host_readiness import assess_host
 from valis_core.ops.local_probe import LocalHostProbe
 
 ZONE = "example.test."

@@ -42,6 +42,7 @@ from tests.scenario.resident_harness import (
 )
 from valis_core.acting_as import acting_as
 from valis_core.apply.unit_control import ProcessUnitController
+from valis_core.config_store import store_path
 from valis_core.dns.zone_build import parse_zone_text
 from valis_core.fence import FenceState, SeedRefused
 from valis_core.identity.custody import keyfile_path, load_or_create_keyfile
@@ -49,6 +50,7 @@ from valis_core.identity.instance import holder_name, read_instance
 from valis_core.operator_state.fence import read_instance_fence, seed_instance_fence
 from valis_core.operator_state.site_facts_file import write_site_facts
 from valis_core.operator_state.zones import replace_zone, served_zones
+from valis_core.ops.assessment import AssessConfig
 from valis_core.ops.backup import (
     BackupError,
     VerifiedBackup,
@@ -66,11 +68,10 @@ from valis_core.ops.condense import (
     plan_condense,
 )
 from valis_core.ops.condense_host import LocalCondenseHost, let_unit_notify
-from valis_core.ops.host_readiness import AssessConfig, assess_host
+from valis_core.ops.host_readiness import assess_host
 from valis_core.ops.local_probe import LocalHostProbe
 from valis_core.plugin.dist_home import register_dist
 from valis_core.plugin.installed import modules_dir
-from valis_core.resident.config_store import store_path
 from valis_core.store.head import materialise_genesis, read_store_head
 
 ZONE = "example.test."

@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from fulcrum.provisioning import (
-    ProvisioningError,
-    config_from_options,
-    load_launcher_config,
-    produce_config,
-)
 from tests.conftest import require_root
 from tests.scenario.pg import RUN_USER, ensure_system_user
 from valis_core.launcher_config import (
     firewall_accept_set,
     parse_launcher_config,
+)
+from valis_core.launcher_config_file import (
+    ProvisioningError,
+    config_from_options,
+    load_launcher_config,
+    produce_config,
 )
 
 FULCRUM = Path(sys.executable).with_name("fulcrum")

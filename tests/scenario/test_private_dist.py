@@ -31,9 +31,9 @@ from valis_core.plugin.dist_home import (
 from valis_core.plugin.dist_probe import probe_dist
 from valis_core.plugin.install import condense_modules, fetch_modules, fetch_url, resolve_pin
 from valis_core.plugin.installed import INSTALLED_RECORD, modules_dir
+from valis_core.plugin.modules import ModuleContext, ModuleError, load_modules
 from valis_core.plugin.simple_index import DistError
 from valis_core.plugin.wheel import WheelError, make_wheel
-from valis_core.resident.modules import ModuleContext, ModuleError, load_modules
 from valis_core.store.head import head_path
 from valis_core.store.manifest import Manifest, ModulePin, dumps
 

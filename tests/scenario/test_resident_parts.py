@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from valis_core.config_store import open_config_store, store_path
 from valis_core.dns.serve import ServeStats
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.zone import ZoneIndex
@@ -22,7 +23,6 @@ from valis_core.operator_state.site_facts import SiteFactsError
 from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.resident import sd_notify
 from valis_core.resident.adopt import Kind
-from valis_core.resident.config_store import open_config_store, store_path
 from valis_core.resident.descriptors import probe_descriptor
 from valis_core.resident.fabric import INFO_FILE, TOKEN_FILE, Fabric, FabricAddress, fabric_get
 from valis_core.resident.sd_notify import Notifier

@@ -20,10 +20,10 @@ from tests.scenario.pg import RUN_USER, PgCluster, run_as
 from tests.scenario.resident_harness import Harness, Resident, make_state_dir, site_facts
 from tests.scenario.test_outage import until
 from valis_cli.commands.status import not_ready_reasons
+from valis_core.config_store import HOW_TO_CHANGE
 from valis_core.identity.custody import load_keyfile
 from valis_core.operator_state.zones import delete_zone
 from valis_core.owner.key import derive_owner_tsig
-from valis_core.resident.config_store import HOW_TO_CHANGE
 from valis_core.state_layout import config_store_path, signing_keys_dir
 
 ZONE = "example.test."

@@ -63,7 +63,7 @@ def _dest(key: str) -> str:
 
 
 def _produce(args: argparse.Namespace) -> int:
-    from fulcrum.provisioning import config_from_options, produce_config
+    from valis_core.launcher_config_file import config_from_options, produce_config
 
     cfg = config_from_options({key: getattr(args, _dest(key)) for key in FIELDS})
     before = _held(args.out)
@@ -84,7 +84,7 @@ def _held(path: Path) -> bytes | None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from fulcrum.provisioning import load_launcher_config
+    from valis_core.launcher_config_file import load_launcher_config
 
     cfg = load_launcher_config(args.path)
     print(f"{args.path}: ok; {_summary(cfg)}")

@@ -46,7 +46,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fulcrum.launch import STOP_TIMEOUT, launch
-    from fulcrum.provisioning import load_launcher_config
+    from valis_core.launcher_config_file import load_launcher_config
     from valis_core.operator_state.dsn import check_operator_dsn
     from valis_core.operator_state.site_facts import DSN_KEY
 

@@ -26,7 +26,7 @@ from valis_core.node_defaults import (
 )
 
 if TYPE_CHECKING:
-    from valis_core.ops.host_readiness import AssessConfig, Clause
+    from valis_core.ops.assessment import AssessConfig, Clause
     from valis_core.ops.local_probe import LocalHostProbe
     from valis_core.ops.public_network import PublicNetwork
 
@@ -76,7 +76,7 @@ def assess_config(args: argparse.Namespace, site_facts: Sequence[str],
     condense`` shares), searching ``site_facts`` for a development listener; a
     certificate ``dsn`` is assessed as the node's database host (else the socket is)."""
     from valis_core.operator_state.dsn import database_host, parse_dsn
-    from valis_core.ops.host_readiness import AssessConfig
+    from valis_core.ops.assessment import AssessConfig
     from valis_core.ops.local_probe import node_environment_files
 
     return AssessConfig(
@@ -95,7 +95,7 @@ def assess_config(args: argparse.Namespace, site_facts: Sequence[str],
 def _public_network_clause(
     probe: LocalHostProbe, iface: str
 ) -> tuple[Clause, PublicNetwork | None]:
-    from valis_core.ops.host_readiness import Clause
+    from valis_core.ops.assessment import Clause
     from valis_core.ops.public_network import PublicNetworkError, derive_public_network
 
     try:
@@ -126,9 +126,10 @@ def _node_dsn(files: Sequence[str]) -> str | None:
 def _assess(args: argparse.Namespace) -> int:
     import cattrs
 
-    from valis_core.ops.host_readiness import assess_host, render_table
+    from valis_core.config_store import store_path
+    from valis_core.ops.assessment import render_table
+    from valis_core.ops.host_readiness import assess_host
     from valis_core.ops.local_probe import LocalHostProbe
-    from valis_core.resident.config_store import store_path
 
     probe = LocalHostProbe()
     files = [*(args.site_facts or [DEFAULT_SITE_FACTS]), str(store_path(Path(args.state_dir)))]

@@ -279,12 +279,12 @@ def _settle_config_store(state_dir: Path, facts: Mapping[str, str]) -> None:
     node whose zone list is whatever this run names, so it rewrites its store when the
     list (or the database's address) changed.
     """
-    from valis_core.operator_state.site_facts import SiteFactsError
-    from valis_core.resident.config_store import (
+    from valis_core.config_store import (
         read_config_store,
         store_path,
         write_config_store,
     )
+    from valis_core.operator_state.site_facts import SiteFactsError
 
     if not store_path(state_dir).exists():
         return  # the first boot copies the facts from the environment

@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _check(args: argparse.Namespace) -> int:
-    from valis_core.resident.modules import ModuleContext, load_modules
+    from valis_core.plugin.modules import ModuleContext, load_modules
     from valis_core.store.head import read_store_head
     from valis_core.store.manifest import ManifestError
 

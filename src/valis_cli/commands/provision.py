@@ -116,8 +116,8 @@ def _launcher_config(args: argparse.Namespace) -> LauncherConfig:
     network derived from ``--interface``. A dedicated interface the unit took (moved into
     its namespace, or handed back bare when it stopped) carries nothing to derive from:
     the config already written for that interface keeps its network."""
-    from fulcrum.provisioning import config_from_options
     from valis_core.launcher_config import LauncherConfigError, parse_launcher_config
+    from valis_core.launcher_config_file import config_from_options
     from valis_core.ops.local_probe import LocalHostProbe
     from valis_core.ops.public_network import PublicNetworkError, derive_public_network
 
@@ -276,7 +276,7 @@ def _remote_dsn(args: argparse.Namespace, remote: RemoteDatabase) -> str:
 
 
 def _provision(args: argparse.Namespace) -> int:
-    from fulcrum.provisioning import produce_config
+    from valis_core.launcher_config_file import produce_config
     from valis_core.ops.local_probe import LocalHostProbe
     from valis_core.ops.provision import plan_provision, render_plan
     from valis_core.ops.provision_host import ProvisionHost, carry_out, observe

@@ -88,10 +88,10 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _set(args: argparse.Namespace) -> int:
+    from valis_core.config_store import read_config_store, write_config_store
     from valis_core.operator_state.site_facts import check_site_facts, served_zones
     from valis_core.operator_state.site_facts_rows import set_site_facts
     from valis_core.operator_state.zones import absent_zones
-    from valis_core.resident.config_store import read_config_store, write_config_store
 
     changes = parse_assignments(args.facts)
     store_facts: dict[str, str] | None = None
@@ -128,8 +128,8 @@ def _set(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from valis_core.config_store import read_config_store
     from valis_core.operator_state.site_facts_rows import read_site_facts
-    from valis_core.resident.config_store import read_config_store
 
     with operator_connection(args) as conn:
         rows = read_site_facts(conn, args.node)

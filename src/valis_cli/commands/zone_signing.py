@@ -120,8 +120,8 @@ def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
 def node_standing(state_dir: Path) -> FenceState:
     """The fence standing this state directory's node writes at: its store head's
     generation and its holder name."""
+    from valis_core.config_store import read_config_store
     from valis_core.identity.instance import holder_name, instance_token
-    from valis_core.resident.config_store import read_config_store
     from valis_core.store.head import read_store_head
 
     head = read_store_head(state_dir)

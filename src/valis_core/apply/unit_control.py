@@ -30,7 +30,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Protocol
 
-from valis_core.apply import unit_record
+from valis_core.apply.unit_record import (
+    UnitRecord,
+    ensure_record_dir,
+    read_record,
+    record_of,
+    stop_recorded,
+    unit_key,
+    write_record,
+)
 from valis_core.clock import Clock, monotonic
 from valis_core.errors import ValisError
 from valis_core.life_lock import HeldLock, LockHeld, hold
@@ -168,7 +176,7 @@ class ProcessUnitController:
         self._ticks = ticks
         self._lock: HeldLock | None = None
         self.record_path: Path | None = None
-        self._recorded: unit_record.UnitRecord | None = None
+        self._recorded: UnitRecord | None = None
         """A unit an earlier supervisor recorded; the first start stops it."""
         if record_dir is not None:
             self._lock = self._take_supervision(record_dir)
@@ -201,8 +209,8 @@ class ProcessUnitController:
         return None if self._process is None else self._process.pid
 
     def _take_supervision(self, record_dir: Path) -> HeldLock:
-        unit_record.ensure_record_dir(record_dir)
-        key = unit_record.unit_key(self.command)
+        ensure_record_dir(record_dir)
+        key = unit_key(self.command)
         lock_path = record_dir / f"{key}.lock"
         try:
             lock = hold(lock_path)
@@ -219,7 +227,7 @@ class ProcessUnitController:
             ) from None
         self.record_path = record_dir / f"{key}.json"
         try:
-            self._recorded = unit_record.read_record(self.record_path)
+            self._recorded = read_record(self.record_path)
         except BaseException:
             lock.release()
             raise
@@ -229,7 +237,7 @@ class ProcessUnitController:
         recorded = self._recorded
         if recorded is None:
             return
-        unit_record.stop_recorded(recorded, self.stop_timeout)
+        stop_recorded(recorded, self.stop_timeout)
         self._recorded = None
         self._forget()
 
@@ -259,9 +267,9 @@ class ProcessUnitController:
                 f"unit {self.command[0]}: cannot start: {exc.strerror or exc}"
             ) from exc
         if self.record_path is not None:
-            record = unit_record.record_of(self._process.pid, self.command)
+            record = record_of(self._process.pid, self.command)
             if record is not None:
-                unit_record.write_record(self.record_path, record)
+                write_record(self.record_path, record)
 
     def wait_up(self, timeout: float) -> bool:
         deadline = self._ticks() + timeout

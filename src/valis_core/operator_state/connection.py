@@ -23,14 +23,10 @@ class OperatorStateError(ValisError):
     """The operator-state database is unreachable, or refused what was asked of it."""
 
 
-def connect(
-    dsn: str, *, autocommit: bool = False, require_schema: bool = False
-) -> psycopg.Connection[Any]:
+def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
     """A connection to ``dsn``; an unreachable or refusing server is an operator error.
 
-    With ``require_schema`` the schema version is checked once, here, so a database that
-    was never migrated (or was migrated by another valis) is one line naming the remedy
-    rather than the first query's missing table.
+    ``schema.connect_current`` also checks the schema version (the layer above this one).
     """
     if not dsn.strip():
         # libpq would take an empty DSN as "every default": a server nobody named.
@@ -57,14 +53,6 @@ def connect(
             f"operator state: the DSN {redact(dsn)} is malformed: {exc}; give a libpq URI "
             f"such as {EXAMPLE_DSN}"
         ) from exc
-    if require_schema:
-        from valis_core.operator_state.schema import require_current_schema
-
-        try:
-            require_current_schema(conn)
-        except BaseException:
-            conn.close()
-            raise
     return conn
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import psycopg
 
-from valis_core.operator_state.connection import OperatorStateError
+from valis_core.operator_state.connection import OperatorStateError, connect
 
 #: pg_advisory_xact_lock key: "valis" "migr" as a 64-bit number, shared by every valis.
 MIGRATION_LOCK_KEY = 0x76616C69_736D6967
@@ -101,6 +101,19 @@ def migrate(conn: psycopg.Connection[Any]) -> tuple[int, ...]:
             )
             applied.append(migration.version)
     return tuple(applied)
+
+
+def connect_current(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
+    """A connection to ``dsn`` (``connection.connect``) whose schema version is checked
+    once, here, so a database that was never migrated (or was migrated by another valis)
+    is one line naming the remedy rather than the first query's missing table."""
+    conn = connect(dsn, autocommit=autocommit)
+    try:
+        require_current_schema(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def require_current_schema(conn: psycopg.Connection[Any]) -> int:

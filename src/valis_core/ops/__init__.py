@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from valis_core.face import lazy_attributes
 
 if TYPE_CHECKING:
+    from valis_core.ops.assessment import AssessConfig, Assessment, Clause
     from valis_core.ops.backup import (
         BackupError,
         VerifiedBackup,
@@ -33,13 +34,8 @@ if TYPE_CHECKING:
         execute_plan,
         plan_condense,
     )
-    from valis_core.ops.host_readiness import (
-        AssessConfig,
-        Assessment,
-        Clause,
-        HostProbe,
-        assess_host,
-    )
+    from valis_core.ops.host_probe import HostProbe
+    from valis_core.ops.host_readiness import assess_host
 
 __all__ = [
     "AssessConfig",
@@ -69,16 +65,16 @@ __all__ = [
 __getattr__ = lazy_attributes(
     __name__,
     {
-        "AssessConfig": "valis_core.ops.host_readiness",
-        "Assessment": "valis_core.ops.host_readiness",
+        "AssessConfig": "valis_core.ops.assessment",
+        "Assessment": "valis_core.ops.assessment",
         "BackupError": "valis_core.ops.backup",
-        "Clause": "valis_core.ops.host_readiness",
+        "Clause": "valis_core.ops.assessment",
         "CondenseError": "valis_core.ops.condense",
         "CondenseFailed": "valis_core.ops.condense",
         "CondenseHost": "valis_core.ops.condense",
         "CondenseReport": "valis_core.ops.condense",
         "CondenseRequest": "valis_core.ops.condense",
-        "HostProbe": "valis_core.ops.host_readiness",
+        "HostProbe": "valis_core.ops.host_probe",
         "Plan": "valis_core.ops.condense",
         "RequestKind": "valis_core.ops.condense",
         "Step": "valis_core.ops.condense",

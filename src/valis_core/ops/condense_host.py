@@ -39,6 +39,13 @@ from valis_core.acting_as import acting_as
 from valis_core.apply.unit_control import ProcessUnitController, UnitController
 from valis_core.atomic import write_atomic
 from valis_core.clock import Clock, monotonic, wall
+from valis_core.config_store import (
+    DIR_MODE,
+    STORE_FILE,
+    STORE_MODE,
+    open_config_store,
+    store_path,
+)
 from valis_core.dns.zone_keys import file_zone, load_key_ring
 from valis_core.dns.zone_servable import missing_keys
 from valis_core.edge.boot_certificate import boot_certificate
@@ -71,14 +78,7 @@ from valis_core.plugin.install import (
     resolve_pin,
 )
 from valis_core.plugin.installed import modules_dir
-from valis_core.resident.config_store import (
-    DIR_MODE,
-    STORE_FILE,
-    STORE_MODE,
-    open_config_store,
-    store_path,
-)
-from valis_core.resident.modules import check_installed
+from valis_core.plugin.modules import check_installed
 from valis_core.state_layout import CONFIG_STORE, signing_keys_dir
 from valis_core.store.head import HEAD_MODE, head_path, materialise_genesis, read_store_head
 from valis_core.store.manifest import dumps, normalize_name

@@ -26,7 +26,7 @@ from pyroute2 import IPRoute
 
 from valis_core import libbpf
 from valis_core.clock import utc_now
-from valis_core.ops.host_readiness import (
+from valis_core.ops.host_probe import (
     Account,
     BpfOutcome,
     PathStat,

@@ -35,7 +35,8 @@ from valis_core.operator_state import host_cluster
 from valis_core.operator_state.host_cluster import ListedCluster, ServerAccess
 from valis_core.operator_state.peer_access import with_hba_line, with_ident_line
 from valis_core.operator_state.site_facts_file import write_site_facts
-from valis_core.ops.host_readiness import HostProbe, traversal_problem
+from valis_core.ops.host_probe import HostProbe
+from valis_core.ops.host_readiness import traversal_problem
 from valis_core.ops.provision import (
     LAYOUT_MODE,
     NOLOGIN_SHELL,

@@ -26,8 +26,8 @@ import trio
 
 from valis_core.errors import ValisError
 from valis_core.plugin.install import install_checked
+from valis_core.plugin.modules import ModuleContext, load_modules
 from valis_core.plugin.wheel import make_wheel, read_wheel, sha256_hex
-from valis_core.resident.modules import ModuleContext, load_modules
 from valis_core.store.manifest import ModulePin
 
 PROBE_PROJECT = "valis-load-probe"

@@ -40,18 +40,18 @@ import attrs
 import trio
 
 from valis_core.clock import wall
+from valis_core.config_store import HOW_TO_CHANGE, ConfigStore, open_config_store
 from valis_core.errors import ValisError
 from valis_core.fence import FENCED_OUT_EXIT_STATUS, FencedOut
 from valis_core.identity.custody import keyfile_path, load_or_create_keyfile, public_key_hex
 from valis_core.identity.instance import holder_name, instance_token
 from valis_core.launch import LaunchRecord, parse_launch_argv
+from valis_core.plugin.modules import ModuleContext, load_modules
 from valis_core.resident.adopt import adopted_dns_reachability, format_address
-from valis_core.resident.config_store import HOW_TO_CHANGE, ConfigStore, open_config_store
 from valis_core.resident.descriptors import AdoptedSockets, adopt_descriptors
 from valis_core.resident.fence_verdict import clear_verdict, record_verdict
 from valis_core.resident.fence_watch import FenceWatch
 from valis_core.resident.log_format import configure_logging, log_format_argument
-from valis_core.resident.modules import ModuleContext, load_modules
 from valis_core.resident.reload import Reloader, ZoneFollower
 from valis_core.resident.sd_notify import Notifier
 from valis_core.resident.state_dir import StateDirError, check_state_dir, resolve_state_dir

@@ -36,13 +36,13 @@ import trio
 
 from valis_core.atomic import write_atomic
 from valis_core.errors import ValisError
-from valis_core.resident import metrics
 from valis_core.resident.fabric_http import (
     HttpError,
     Request,
     RequestReader,
     render_response,
 )
+from valis_core.resident.metrics import CONTENT_TYPE, render
 from valis_core.resident.views import NodeViews, public_soa
 from valis_core.state_layout import FABRIC_INFO, FABRIC_TOKEN
 
@@ -198,7 +198,7 @@ def _status(views: NodeViews, _: Request) -> tuple[int, bytes, str]:
 
 
 def _metrics(views: NodeViews, _: Request) -> tuple[int, bytes, str]:
-    return 200, metrics.render(views.metric_families()).encode("utf-8"), metrics.CONTENT_TYPE
+    return 200, render(views.metric_families()).encode("utf-8"), CONTENT_TYPE
 
 
 def _view_soa(views: NodeViews, request: Request) -> tuple[int, bytes, str]:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from valis_core.launch import parse_launch_argv
 from valis_core.operator_state.site_facts import LOG_FORMATS
 
 _PREFIX = "valis resident"
@@ -31,17 +32,11 @@ _PRIORITY = {"DEBUG": 7, "INFO": 6, "WARNING": 4, "ERROR": 3, "CRITICAL": 2}
 
 
 def log_format_argument(argv: Sequence[str]) -> str | None:
-    """The value of ``--log-format`` in ``argv`` (``--log-format F`` or ``--log-format=F``);
-    an unknown value is ignored here (the site fact or text applies)."""
-    for i, token in enumerate(argv):
-        value: str | None = None
-        if token.startswith("--log-format="):
-            value = token.partition("=")[2]
-        elif token == "--log-format" and i + 1 < len(argv):
-            value = argv[i + 1]
-        if value is not None and value in LOG_FORMATS:
-            return value
-    return None
+    """The value of ``--log-format`` in the launch argv ``argv``, as the launch record
+    reads it; a format this resident does not know is ignored here (the site fact or
+    text applies)."""
+    chosen = parse_launch_argv(argv).log_format
+    return chosen if chosen in LOG_FORMATS else None
 
 
 def under_journald(environ: Mapping[str, str], stream_fd: int = 2) -> bool:

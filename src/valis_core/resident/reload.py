@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from valis_core.config_store import ConfigStore, read_config_store
 from valis_core.operator_state.site_facts import RRL_KEYS
-from valis_core.resident.config_store import ConfigStore, read_config_store
 
 if TYPE_CHECKING:
     from valis_core.dns.rrl import RrlSettings

@@ -2,11 +2,11 @@
 
 The state directory comes from ``--state-dir PATH`` on the resident's argv when given,
 otherwise from systemd's ``$STATE_DIRECTORY`` (its first path: systemd joins several
-with ``:``). ``--state-dir`` is the resident's own flag, not part of the launch record:
-the launch-record parser passes it over like any flag it does not read, and only this
-module looks at it, so a launcher that never emits it and a resident that reads it
-deploy in either order. The flag wins over the environment because it is the more
-specific instruction (a development run inside a systemd session, the demo, a test).
+with ``:``). ``--state-dir`` is the resident's own flag, read by the launch argv's one
+reader (``valis_core.launch``) with every other flag: no launcher emits it, and an older
+resident passes it over, so the two deploy in either order. The flag wins over the
+environment because it is the more specific instruction (a development run inside a
+systemd session, the demo, a test).
 
 The directory must already exist, be a directory (not a symlink to one) and be owned by
 the run account, which must be able to write in it: provisioning creates it and hands
@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from valis_core.errors import ValisError
+from valis_core.launch import parse_launch_argv
 
 FLAG = "--state-dir"
 ENV_VAR = "STATE_DIRECTORY"
@@ -31,21 +32,9 @@ class StateDirError(ValisError):
 
 
 def state_dir_argument(argv: Sequence[str]) -> str | None:
-    """The value of ``--state-dir`` in ``argv`` (``--state-dir P`` or ``--state-dir=P``)."""
-    found: str | None = None
-    for i, token in enumerate(argv):
-        if token == FLAG:
-            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
-                raise StateDirError(f"{FLAG} needs a path")
-            value = argv[i + 1]
-        elif token.startswith(FLAG + "="):
-            value = token[len(FLAG) + 1 :]
-        else:
-            continue
-        if found is not None:
-            raise StateDirError(f"{FLAG} is given twice; give the state directory once")
-        found = value
-    return found
+    """The value of ``--state-dir`` in the launch argv ``argv``, as the launch record
+    reads it (``LaunchArgError`` for an argv it refuses)."""
+    return parse_launch_argv(argv).state_dir
 
 
 def resolve_state_dir(argv: Sequence[str], environ: Mapping[str, str]) -> Path:
