@@ -4,6 +4,8 @@ text, the state-directory flag and the configuration store's view of the environ
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,3 +126,14 @@ def test_teardown_is_bring_up_reversed() -> None:
     assert order == stopping[::-1]
     assert order[0] == "modules drain"
     assert order[-1] == "the listener descriptors close"
+
+
+def test_loading_the_stage_table_and_run_loop_imports_nothing_of_the_answering_stack() -> None:
+    # The codec stage is the check that the answering stack exists: a build without it
+    # reaches that stage and fails closed with the codec's message, so loading the
+    # resident (its table, every stage's room, the run loop) must not import it first.
+    probe = "import sys, valis_core.resident.run; print('valis_core.dns.answer' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "False"

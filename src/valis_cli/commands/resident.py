@@ -8,7 +8,7 @@ not know.
 
 from __future__ import annotations
 
-from valis_core.resident.bring_up import run_resident as _bring_up_and_serve
+from valis_core.resident.run import run_resident as _bring_up_and_serve
 
 
 def run_resident(argv: list[str]) -> int:

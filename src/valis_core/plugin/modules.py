@@ -14,6 +14,7 @@ the interpreter's environment is loaded, so a node with no pins runs none. Insta
 modules that are not the pinned ones (by name, version and wheel hash, as recorded at
 install), a module that cannot be loaded, or one whose object lacks ``run``/``drain``,
 stop the boot: a node must not come up missing a module its manifest says it runs.
+``start_modules`` is the bring-up stage that loads and starts them, last.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from typing import Protocol, runtime_checkable
 import attrs
 import trio
 
+from valis_core.boot import Boot, need
+from valis_core.boot import boot_log as log
 from valis_core.errors import ValisError
 from valis_core.plugin.installed import INSTALLED_RECORD, installed_record, modules_dir
 from valis_core.store.manifest import ModulePin
@@ -113,3 +116,17 @@ def load_modules(
             )
         loaded.append(LoadedModule(point.name, lifecycle))
     return tuple(loaded)
+
+
+async def start_modules(boot: Boot) -> Boot:
+    manifest = need(boot.manifest)
+    context = ModuleContext(
+        state_dir=need(boot.state_dir), node=need(boot.config).node_name,
+        generation=manifest.generation,
+    )
+    for module in load_modules(context, manifest.modules):
+        await boot.services.start(
+            f"module {module.name}", module.lifecycle.run, drain=module.lifecycle.drain
+        )
+        log.info("module %s running", module.name)
+    return boot

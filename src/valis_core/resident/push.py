@@ -7,7 +7,8 @@ unit address's traffic for the declared ports to it whatever port it is bound on
 socket is pushed over fulcrum's control socket under the sender-ordering contract
 (``valis_core.push_protocol``): declare the ports, send the descriptor without waiting,
 read one bounded reply. A refusal, a garbled reply or no reply within ``PUSH_TIMEOUT``
-raises ``PushRefused``, and the boot stops there.
+raises ``PushRefused``, and the boot stops there. ``push`` is the bring-up stage that
+does it, when a served port has no inherited descriptor.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from __future__ import annotations
 import array
 import socket
 
+import attrs
 import trio
 
+from valis_core.boot import Boot, need
+from valis_core.boot import boot_log as log
 from valis_core.dns.listen import PRIVILEGED_PORT_LIMIT
 from valis_core.errors import ValisError
 from valis_core.push_protocol import (
@@ -28,6 +32,7 @@ from valis_core.push_protocol import (
     ReplyReader,
     declare_line,
 )
+from valis_core.resident.adopt import format_address
 
 #: Seconds the whole push may take, connect to reply.
 PUSH_TIMEOUT = 10.0
@@ -116,3 +121,28 @@ async def _send_all(sock: trio.socket.SocketType, data: bytes) -> None:
     while view:
         sent = await sock.send(view)
         view = view[sent:]
+
+
+def has_ports_to_push(boot: Boot) -> bool:
+    return bool(need(boot.adopted).adoption.to_push)
+
+
+def _close_pushed(listener: socket.socket) -> None:
+    listener.close()
+    log.info("pushed edge socket closed; nothing is steered to this resident any more")
+
+
+async def push(boot: Boot) -> Boot:
+    record, pair = need(boot.record), need(boot.adopted).adoption
+    ports = pair.to_push
+    family = socket.AF_INET6 if ":" in pair.dns_tcp.host else socket.AF_INET
+    listener = mint_listener(family)
+    boot.services.stack.callback(_close_pushed, listener)
+    host, port = listener.getsockname()[:2]
+    shown = ",".join(str(item) for item in sorted(ports))
+    await push_listener(need(record.control_socket), ports, listener)
+    log.info(
+        "push: fulcrum steers port(s) %s to %s; the edge stage serves it", shown,
+        format_address(host, port),
+    )
+    return attrs.evolve(boot, edge_listener=trio.socket.from_stdlib_socket(listener))

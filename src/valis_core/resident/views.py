@@ -21,20 +21,18 @@ import dns.rdatatype
 
 from valis_core.clock import Clock, wall
 from valis_core.dns import fastpath
-from valis_core.dns import wire as names
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.notify_send import NotifyStats
-from valis_core.dns.rollover import ALL_STEPS, step_number
 from valis_core.dns.rrl import RrlSettings
 from valis_core.dns.secondary_progress import SecondaryState
 from valis_core.dns.serve import ServeCounts, ServeStats
-from valis_core.dns.signed_answer import REFRESH, VALIDITY
 from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.transfer_serve import TransferStats
 from valis_core.edge.stats import EdgeStats
 from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.reachability import DnsReachability
 from valis_core.resident.metrics import Family, Sample
+from valis_core.resident.signing_view import rollover_status, signing_families, signing_status
 
 
 @attrs.frozen
@@ -181,50 +179,11 @@ class NodeViews:
 
     def rollover_status(self) -> list[dict[str, Any]]:
         """Each signed zone's key rollover under way: its step, since and until when."""
-        signer = self.holder.signer
-        if signer is None:
-            return []
-        return [
-            {
-                "zone": names.to_text(apex),
-                "step": zone.keys.step,
-                "kind": zone.keys.kind,
-                "since": zone.keys.since,
-                "due": zone.keys.due,
-                "key_tags": [key.tag for key in zone.keys.published],
-            }
-            for apex, zone in sorted(signer.zones.items())
-            if zone.keys is not None and zone.keys.step is not None
-        ]
+        return rollover_status(self.holder.signer)
 
     def signing_status(self) -> list[dict[str, Any]]:
-        """Each signed zone as this node signs it: the key signing its RRsets, the keys
-        its DNSKEY RRset holds, its denial of existence, how long signatures are valid
-        and how often they are made again, and how many are kept. A zone whose key this
-        node lacks (answered SERVFAIL) says only that."""
-        signer = self.holder.signer
-        if signer is None:
-            return []
-        cached = signer.cached_by_zone()
-        found: list[dict[str, Any]] = []
-        for apex, zone in sorted(signer.zones.items()):
-            keys = zone.keys
-            if keys is None:
-                found.append({"zone": names.to_text(apex), "key_held": False})
-                continue
-            found.append({
-                "zone": names.to_text(apex),
-                "key_held": True,
-                "algorithm": keys.signer.algorithm,
-                "key_tag": keys.signer.tag,
-                "dnskey_tags": [key.tag for key in keys.published],
-                "denial": "compact" if zone.nsec3 is None else "nsec3",
-                "signature_validity_seconds": VALIDITY,
-                "signature_refresh_seconds": REFRESH,
-                "signatures_cached": cached.get(apex, 0),
-                "rollover_step": keys.step,
-            })
-        return found
+        """Each signed zone as this node signs it (``signing_view.signing_status``)."""
+        return signing_status(self.holder.signer)
 
     def edge_status(self) -> dict[str, Any] | None:
         """The edge's certificate expiry and counts; None when the edge is not elected."""
@@ -287,72 +246,7 @@ class NodeViews:
             *self._owner_families(),
             *self._transfer_families(),
             *self._edge_families(),
-            *self._signing_families(),
-        ]
-
-    def _signing_families(self) -> list[Family]:
-        signer = self.holder.signer
-        if signer is None:
-            return []
-        lacking = len(signer.lacking)
-        rolls = self.rollover_status()
-        numbered = ", ".join(f"{step_number(step)} {step}" for step in ALL_STEPS)
-        return [
-            Family(
-                "valis_dnssec_zones",
-                "gauge",
-                "Zones signed in operator state, by whether this node holds their key "
-                "(lacking_key: answered SERVFAIL).",
-                (
-                    Sample(len(signer.zones) - lacking, (("state", "signing"),)),
-                    Sample(lacking, (("state", "lacking_key"),)),
-                ),
-            ),
-            *([Family(
-                "valis_dnssec_rollover_step",
-                "gauge",
-                f"Each rolling zone's rollover step, by number ({numbered}), its name in "
-                "the step label.",
-                tuple(
-                    Sample(step_number(roll["step"]),
-                           (("zone", roll["zone"]), ("step", roll["step"])))
-                    for roll in rolls
-                ),
-            ), Family(
-                "valis_dnssec_rollover_step_due",
-                "gauge",
-                "When each rolling zone's timed step ends and the next begins (UNIX time; "
-                "0 while the step waits for the operator to confirm the parent's DS).",
-                tuple(
-                    Sample(roll["due"] or 0, (("zone", roll["zone"]),)) for roll in rolls
-                ),
-            )] if rolls else []),
-            Family(
-                "valis_dnssec_signatures_made_total",
-                "counter",
-                "RRSIGs made (each RRset signed once per refresh window; a compact denial "
-                "per query).",
-                (Sample(signer.made),),
-            ),
-            Family(
-                "valis_dnssec_signature_cache_total",
-                "counter",
-                "RRSIGs asked of the signature cache, by outcome: hit (kept from earlier "
-                "in the refresh window), miss (made then: signatures_made).",
-                (
-                    Sample(signer.hits, (("outcome", "hit"),)),
-                    Sample(signer.made, (("outcome", "miss"),)),
-                ),
-            ),
-            Family(
-                "valis_dnssec_signatures_cached",
-                "gauge",
-                "RRSIGs kept for each signed zone whose key this node holds.",
-                tuple(
-                    Sample(zone["signatures_cached"], (("zone", zone["zone"]),))
-                    for zone in self.signing_status() if zone["key_held"]
-                ),
-            ),
+            *signing_families(self.holder.signer),
         ]
 
     def _edge_families(self) -> list[Family]:

@@ -1,0 +1,46 @@
+"""The ``secondaries`` stage: the listed secondaries read (``resident.secondaries``, the
+fence with them) and followed, zone transfers offered to them with IXFR from the change
+journal (``resident.journal``, pruned while the fence is held), and NOTIFY sent to them
+on every change. Beside ``secondaries``, which imports the transfer engine: nothing of
+the serving stack is imported before the ``codec`` stage.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from valis_core.boot import Boot, need
+from valis_core.boot import boot_log as log
+from valis_core.clock import wall
+
+
+async def offer_transfers(boot: Boot) -> Boot:
+    from valis_core.dns.notify_send import NotifySender
+    from valis_core.dns.transfer_serve import Transfers
+    from valis_core.resident.journal import JournalLimits, JournalReader
+    from valis_core.resident.secondaries import SecondaryReader
+
+    watch, holder, views = need(boot.watch), need(boot.holder), need(boot.views)
+    config = need(boot.config)
+    reader = SecondaryReader.from_dsn(config.dsn, watch.standing)
+    boot.services.stack.callback(reader.close)
+    journal = JournalReader.from_dsn(
+        config.dsn, JournalLimits.from_facts(config.facts), watch.standing
+    )
+    boot.services.stack.callback(journal.close)
+    listed = await reader.listed_fenced()
+    transfers = Transfers(reader.listed, reader.known, journal=journal.difference)
+    await boot.services.start("secondaries", reader.follow)
+    await boot.services.start("journal pruning", journal.prune_forever)
+    source = need(boot.adopted).adoption.dns_udp.host
+    sender = NotifySender(source, reader.listed_fenced)
+    await boot.services.start("notify", sender.run)
+    holder.changed = sender.changed
+    views.transfer_stats = transfers.stats
+    views.notify_stats = sender.stats
+    views.secondaries = lambda: transfers.progress.report(
+        reader.known(), holder.versions, wall()
+    )
+    log.info("secondaries: %d listed; zone transfers to them, NOTIFY from %s",
+             len(listed), source)
+    return attrs.evolve(boot, transfers=transfers)

@@ -1,0 +1,57 @@
+"""The ``serve DNS`` stage: the UDP loop (under the response rate limits the site facts
+set, which a reload can change) and the TCP loop on the adopted pair, both answering from
+the index the zone source swaps and offering zone transfers. The serve loops themselves
+are the DNS engine's (``dns.serve``, ``dns.limited_udp``); this is the resident starting
+them.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from valis_core.boot import Boot, Service, need
+from valis_core.boot import boot_log as log
+
+if TYPE_CHECKING:
+    from valis_core.dns.limited_udp import LimitedUdp
+    from valis_core.dns.serve import ServeStats
+    from valis_core.dns.transfer_serve import Transfers
+    from valis_core.resident.descriptors import AdoptedSockets
+
+
+async def serve_dns(boot: Boot) -> Boot:
+    from valis_core.dns.limited_udp import LimitedUdp
+    from valis_core.dns.rrl import describe, settings_from_facts
+
+    adopted = need(boot.adopted)
+    settings = settings_from_facts(need(boot.config).facts)
+    udp = LimitedUdp(adopted.dns_udp, need(boot.holder), settings, stats=need(boot.stats),
+                     transfers=need(boot.transfers))
+    await boot.services.start(
+        "serve DNS", _dns_service(adopted, udp, need(boot.stats), need(boot.transfers))
+    )
+    need(boot.views).rate_limits = lambda: udp.settings
+    log.info("%s", describe(settings))
+    pair = adopted.adoption
+    log.info("serving DNS on udp=%s tcp=%s", pair.dns_udp.address, pair.dns_tcp.address)
+    return attrs.evolve(boot, udp=udp)
+
+
+def _dns_service(
+    adopted: AdoptedSockets, udp: LimitedUdp, stats: ServeStats, transfers: Transfers
+) -> Service:
+    from valis_core.dns.serve import serve_tcp
+
+    async def serve(task_status: trio.TaskStatus[None]) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(udp.run)
+            nursery.start_soon(partial(
+                serve_tcp, adopted.dns_tcp, udp.holder, stats=stats, transfers=transfers
+            ))
+            task_status.started()
+
+    return serve
