@@ -100,6 +100,13 @@ RESIDENT_LEAVES = ("valis_core.resident.fence_verdict",)
 ``valis status`` (the fenced-out verdict): the one part of the resident the library
 outside it may import."""
 
+BOOT_INTERFACE = "valis_core.boot"
+"""What a bring-up stage sees (``Boot``, ``Stage``, the stage errors). Stage bodies live
+in their concepts' rooms (``edge.stages``, ``owner.terminus_stage``, ``plugin.modules``)
+and import this module, never the resident; it names the resident's parts the boot
+carries (the views, the fence watch, the notifier ...) for the type checker, so it alone
+may import them."""
+
 
 @attrs.frozen
 class Edge:
@@ -168,6 +175,7 @@ def violations(edges: Iterable[Edge], known: set[str]) -> list[str]:
         if (
             within(a, "valis_core")
             and not within(a, "valis_core.resident")
+            and a != BOOT_INTERFACE
             and not launcher_side
             and within(b, "valis_core.resident")
             and not any(within(b, left) for left in RESIDENT_LEAVES)
