@@ -127,14 +127,17 @@ def build_backup_bytes(state_dir: Path) -> tuple[bytes, BackupManifest]:
             f"backup: the store head {state_dir / STORE_HEAD} is unreadable ({exc}); "
             "refusing to back up a store that could not be restored"
         ) from None
-    manifest = BackupManifest(
-        owner_public_key=public_key_hex(key),
-        generation=generation,
-        files=tuple(
-            BackupFile(path, hashlib.sha256(data).hexdigest(), len(data))
-            for path, data in sorted(contents.items())
-        ),
-    )
+    try:
+        manifest = BackupManifest(
+            owner_public_key=public_key_hex(key),
+            generation=generation,
+            files=tuple(
+                BackupFile(path, hashlib.sha256(data).hexdigest(), len(data))
+                for path, data in sorted(contents.items())
+            ),
+        )
+    except ValueError as exc:
+        raise BackupError(f"backup: the set under {state_dir} cannot be recorded: {exc}") from None
     manifest_bytes = render_manifest(manifest)
     members = [
         (MANIFEST_NAME, manifest_bytes),

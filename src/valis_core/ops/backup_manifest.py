@@ -7,11 +7,12 @@ manifest edited after the fact is found out.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterable
 
 import attrs
 
 from valis_core import safe_tar
+from valis_core.documents import Document, is_sha256, shown
 from valis_core.errors import ValisError
 from valis_core.state_layout import KEYFILE as KEYFILE_NAME
 
@@ -26,34 +27,76 @@ class BackupError(ValisError):
     """A backup that cannot be made, or an archive that is not a restorable backup set."""
 
 
+def _check_path(_: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if type(value) is not str or not safe_tar.is_plain_relative(value):
+        raise ValueError(f"path {shown(value)} is not a plain relative path")
+    if value in (MANIFEST_NAME, SIGNATURE_NAME):
+        raise ValueError(f"path {value} names the manifest itself")
+
+
+def _check_sha256(_: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not is_sha256(value):
+        raise ValueError(f"{attribute.name} {shown(value)} is not 64 lowercase hex digits")
+
+
+def _check_count(_: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{attribute.name} {shown(value)} is not a non-negative integer")
+
+
 @attrs.frozen
 class BackupFile:
     """One file of the set: its path under the state directory, hash and size."""
 
-    path: str
-    sha256: str
-    size: int
+    path: str = attrs.field(validator=_check_path)
+    sha256: str = attrs.field(validator=_check_sha256)
+    size: int = attrs.field(validator=_check_count)
+
+
+def _in_path_order(files: Iterable[BackupFile]) -> tuple[BackupFile, ...]:
+    return tuple(sorted(files, key=lambda entry: entry.path))
+
+
+def _check_files(
+    _: object, attribute: attrs.Attribute[tuple[BackupFile, ...]], value: tuple[BackupFile, ...]
+) -> None:
+    if len(value) > MAX_FILES:
+        raise ValueError(f"files lists {len(value)} files, more than a set holds ({MAX_FILES})")
+    paths = [entry.path for entry in value]
+    twice = sorted({path for path in paths if paths.count(path) > 1})
+    if twice:
+        raise ValueError(f"files lists {twice[0]} twice")
+    clash = safe_tar.file_beneath_file(paths)
+    if clash is not None:
+        raise ValueError(f"files lists {clash[0]} as a file and also {clash[1]} beneath it")
+    if KEYFILE_NAME not in paths:
+        raise ValueError(f"files does not list the owner seed {KEYFILE_NAME}")
 
 
 @attrs.frozen
 class BackupManifest:
-    """What ``BACKUP-MANIFEST.json`` records."""
+    """What ``BACKUP-MANIFEST.json`` records; files in path order."""
 
-    owner_public_key: str
-    generation: int
-    files: tuple[BackupFile, ...]
+    owner_public_key: str = attrs.field(validator=_check_sha256)
+    generation: int = attrs.field(validator=_check_count)
+    files: tuple[BackupFile, ...] = attrs.field(converter=_in_path_order, validator=_check_files)
 
+
+DOCUMENT: Document[BackupManifest] = Document(
+    kind=BackupManifest,
+    name=f"backup set: {MANIFEST_NAME}",
+    error=BackupError,
+    remedy="this archive cannot be trusted to restore",
+    format=FORMAT,
+    indent=1,
+    encoding="ascii",
+)
+"""``BACKUP-MANIFEST.json`` as a JSON document (``valis_core.documents``)."""
 
 
 def render_manifest(manifest: BackupManifest) -> bytes:
-    """The canonical bytes of a backup manifest."""
-    document = {
-        "format": FORMAT,
-        "owner_public_key": manifest.owner_public_key,
-        "generation": manifest.generation,
-        "files": [attrs.asdict(entry) for entry in manifest.files],
-    }
-    return (json.dumps(document, indent=1, sort_keys=True) + "\n").encode("ascii")
+    """The canonical bytes of a backup manifest (what its signature signs)."""
+    return DOCUMENT.render(manifest)
 
 
 def wrong(name: str, problem: str) -> BackupError:
@@ -61,47 +104,5 @@ def wrong(name: str, problem: str) -> BackupError:
 
 
 def parse_manifest(data: bytes) -> BackupManifest:
-    def bad(problem: str) -> BackupError:
-        return wrong(MANIFEST_NAME, problem)
-
-    try:
-        document = json.loads(data.decode("ascii"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise bad(f"is not valid JSON ({exc})") from None
-    keys = {"format", "owner_public_key", "generation", "files"}
-    if not isinstance(document, dict) or set(document) != keys:
-        raise bad(f"must be an object with exactly {', '.join(sorted(keys))}")
-    if document["format"] != FORMAT:
-        raise bad(f"has format {document['format']!r}; this valis reads format {FORMAT}")
-    public = document["owner_public_key"]
-    if not isinstance(public, str) or len(public) != 64 or public.strip("0123456789abcdef"):
-        raise bad("records an owner public key that is not 64 lowercase hex digits")
-    generation = document["generation"]
-    if type(generation) is not int or generation < 0:
-        raise bad("records a generation that is not a non-negative integer")
-    entries = document["files"]
-    if not isinstance(entries, list) or len(entries) > MAX_FILES:
-        raise bad(f'"files" must be a list of at most {MAX_FILES} entries')
-    files = []
-    for entry in entries:
-        if not isinstance(entry, dict) or set(entry) != {"path", "sha256", "size"}:
-            raise bad('each file must be an object with exactly "path", "sha256" and "size"')
-        path, digest, size = entry["path"], entry["sha256"], entry["size"]
-        if not isinstance(path, str) or not safe_tar.is_plain_relative(path):
-            raise bad(f"lists {path!r}, which is not a plain relative path")
-        if path in (MANIFEST_NAME, SIGNATURE_NAME):
-            raise bad(f"lists {path}")
-        if not isinstance(digest, str) or len(digest) != 64 or digest.strip("0123456789abcdef"):
-            raise bad(f"gives {path} a sha256 that is not 64 lowercase hex digits")
-        if type(size) is not int or size < 0:
-            raise bad(f"gives {path} a size that is not a non-negative integer")
-        files.append(BackupFile(path, digest, size))
-    paths = [entry.path for entry in files]
-    if len(set(paths)) != len(paths):
-        raise bad("lists a file twice")
-    clash = safe_tar.file_beneath_file(paths)
-    if clash is not None:
-        raise bad(f"lists {clash[0]} as a file and also {clash[1]} beneath it")
-    if KEYFILE_NAME not in paths:
-        raise bad(f"does not list the owner seed {KEYFILE_NAME}")
-    return BackupManifest(public, generation, tuple(sorted(files, key=lambda f: f.path)))
+    """The manifest in ``data``; anything else raises ``BackupError`` naming the field."""
+    return DOCUMENT.read(data)
