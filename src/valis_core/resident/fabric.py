@@ -35,6 +35,7 @@ import attrs
 import trio
 
 from valis_core.atomic import write_atomic
+from valis_core.documents import Document
 from valis_core.errors import ValisError
 from valis_core.resident import metrics
 from valis_core.resident.fabric_http import (
@@ -68,6 +69,31 @@ class FabricAddress:
 
 class FabricError(ValisError):
     """The fabric could not be reached or answered nonsense."""
+
+
+@attrs.frozen
+class FabricInfo:
+    """What ``fabric.json`` publishes: where the fabric listens, whose it is, and where its
+    token is kept."""
+
+    host: str
+    port: int
+    url: str
+    pid: int
+    token_file: str
+
+    @property
+    def address(self) -> FabricAddress:
+        return FabricAddress(self.host, self.port)
+
+
+INFO_DOCUMENT: Document[FabricInfo] = Document(
+    kind=FabricInfo,
+    name=INFO_FILE,
+    error=FabricError,
+    remedy="the resident writes it when its fabric listens (restart the node)",
+)
+"""``fabric.json`` as a JSON document (``valis_core.documents``)."""
 
 
 def mint_token() -> str:
@@ -105,15 +131,8 @@ class Fabric:
     def _publish(self, address: FabricAddress) -> None:
         token_path = self._state_dir / TOKEN_FILE
         write_atomic(token_path, (self.token + "\n").encode("ascii"), mode=0o600)
-        info = {
-            "host": address.host,
-            "port": address.port,
-            "url": address.url,
-            "pid": os.getpid(),
-            "token_file": str(token_path),
-        }
-        data = (json.dumps(info, sort_keys=True) + "\n").encode("utf-8")
-        write_atomic(self._state_dir / INFO_FILE, data, mode=0o644)
+        info = FabricInfo(address.host, address.port, address.url, os.getpid(), str(token_path))
+        write_atomic(self._state_dir / INFO_FILE, INFO_DOCUMENT.render(info), mode=0o644)
 
     def _unpublish(self) -> None:
         for name in (INFO_FILE, TOKEN_FILE):
