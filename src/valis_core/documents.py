@@ -265,12 +265,40 @@ class Document(Generic[T]):
         return self.error(f"{name or self.name}: {problem}; {self.remedy}")
 
     def structure(self, value: Any, *, name: str | None = None) -> T:
-        """``value`` (parsed JSON) as the document's class; refused by ``error``."""
+        """``value`` (parsed JSON) as the document's class, its ``"format"`` checked;
+        anything else is refused by ``error``."""
+        if self.format is not None:
+            value = self._without_format(value, name)
         try:
             result: T = converter.structure(value, self.kind)
         except _REFUSED as exc:
             raise self.refusal(describe(exc), name=name) from None
         return result
+
+    def _without_format(self, value: Any, name: str | None) -> dict[str, Any]:
+        if type(value) is not dict:
+            raise self.refusal(f"expected a JSON object, got {_kind(value)}", name=name)
+        rest = dict(value)
+        version = rest.pop("format", None)
+        if type(version) is not int:
+            raise self.refusal('missing or non-integer "format"', name=name)
+        if version > self.format_read:
+            raise self.error(
+                f"{name or self.name}: format {shown(version)} was written by a newer valis "
+                f"and this one reads only format {self.format_read}; run a valis that reads "
+                f"format {shown(version)}"
+            )
+        if version != self.format_read:
+            raise self.refusal(
+                f"format {shown(version)} is not {self.format_read}, the one this valis reads",
+                name=name,
+            )
+        return rest
+
+    @property
+    def format_read(self) -> int:
+        assert self.format is not None
+        return self.format
 
     def unstructure(self, value: T) -> Any:
         """``value`` as plain JSON values (dicts, lists, strings, numbers)."""
@@ -291,37 +319,17 @@ class Document(Generic[T]):
         return (text + ("\n" if self.newline else "")).encode("ascii")
 
     def parse(self, data: bytes, *, name: str | None = None) -> Any:
-        """``data`` as strict JSON with its ``"format"`` checked and taken off: the value
-        ``structure`` reads (refused by ``error``)."""
+        """``data`` as strict JSON (no key twice, no ``NaN``), within ``max_bytes``."""
         if self.max_bytes is not None and len(data) > self.max_bytes:
             raise self.refusal(f"larger than {self.max_bytes} bytes", name=name)
         try:
-            document = json.loads(
+            return json.loads(
                 data.decode(self.encoding),
                 object_pairs_hook=_refuse_duplicate_keys,
                 parse_constant=_refuse_constant,
             )
         except (ValueError, RecursionError) as exc:
             raise self.refusal(f"not valid JSON ({exc})", name=name) from None
-        if self.format is None:
-            return document
-        if type(document) is not dict:
-            raise self.refusal(f"expected a JSON object, got {_kind(document)}", name=name)
-        version = document.pop("format", None)
-        if type(version) is not int:
-            raise self.refusal('missing or non-integer "format"', name=name)
-        if version > self.format:
-            raise self.error(
-                f"{name or self.name}: format {shown(version)} was written by a newer valis "
-                f"and this one reads only format {self.format}; run a valis that reads "
-                f"format {shown(version)}"
-            )
-        if version != self.format:
-            raise self.refusal(
-                f"format {shown(version)} is not {self.format}, the one this valis reads",
-                name=name,
-            )
-        return document
 
     def read(self, data: bytes, *, name: str | None = None) -> T:
         """The document in ``data``; anything else is refused by ``error``, naming the

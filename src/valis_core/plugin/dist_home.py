@@ -79,7 +79,7 @@ def _check_recorded(_: object, attribute: attrs.Attribute[str], value: str) -> N
         # Recorded once it was accepted (a plain-http one with the allowance then).
         check_index_url(value, allow_insecure=True)
     except DistHomeError as exc:
-        raise ValueError(str(exc)) from None
+        raise ValueError(f"index_url: {exc}") from None
 
 
 @attrs.frozen

@@ -1,0 +1,343 @@
+"""Every JSON document through ``valis_core.documents``: a faithful round trip, the bytes an
+older valis wrote still read (and are written again the same), and a malformed document
+refused by its own error naming the field and what was wrong."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from valis_core.apply.delivery import DOCUMENT as DELIVERY
+from valis_core.apply.delivery import DeliveryError, DeliveryFile, DeliveryManifest
+from valis_core.apply.unit_record import DOCUMENT as UNIT_RECORD
+from valis_core.apply.unit_record import UnitRecord, UnitRecordError
+from valis_core.documents import Document
+from valis_core.errors import ValisError
+from valis_core.fence import MAX_GENERATION, FenceState
+from valis_core.ops.backup_manifest import DOCUMENT as BACKUP
+from valis_core.ops.backup_manifest import BackupError, BackupFile, BackupManifest
+from valis_core.plugin.dist_home import DOCUMENT as REGISTRATION
+from valis_core.plugin.dist_home import DistHomeError, Registration
+from valis_core.resident.fabric import INFO_DOCUMENT as FABRIC_INFO
+from valis_core.resident.fabric import FabricError, FabricInfo
+from valis_core.resident.fence_verdict import DOCUMENT as VERDICT
+from valis_core.resident.fence_verdict import FencedOutVerdict, VerdictUnreadable
+from valis_core.store.manifest import DOCUMENT as STORE_MANIFEST
+
+CORPUS = Path(__file__).resolve().parents[1] / "fuzz" / "corpus"
+
+shas = st.binary(min_size=32, max_size=32).map(bytes.hex)
+segments = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_-.", min_size=1, max_size=8)
+paths = (
+    st.lists(segments, min_size=1, max_size=3)
+    .map("/".join)
+    .filter(lambda path: all(part not in (".", "..") for part in path.split("/")))
+)
+
+
+def _prefix_free(found: list[str]) -> bool:
+    return not any(other.startswith(path + "/") for path in found for other in found)
+
+
+file_paths = st.lists(paths, max_size=6, unique=True).filter(_prefix_free)
+backup_manifests = st.builds(
+    lambda owner, generation, listed, digests: BackupManifest(
+        owner,
+        generation,
+        tuple(BackupFile(path, digest, size) for path, (digest, size) in zip(
+            ["owner.key", *listed], digests, strict=False
+        )),
+    ),
+    shas,
+    st.integers(0, 2**70),
+    file_paths.filter(lambda found: not any(p.startswith("owner.key") for p in found)),
+    st.lists(st.tuples(shas, st.integers(0, 1 << 40)), min_size=7, max_size=7),
+)
+delivery_manifests = st.builds(
+    lambda version, listed, data: DeliveryManifest(
+        version,
+        tuple(DeliveryFile(path, digest, mode) for path, (digest, mode) in zip(
+            listed, data, strict=False
+        )),
+    ),
+    st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,20}", fullmatch=True),
+    file_paths.filter(lambda found: "MANIFEST.json" not in found),
+    st.lists(
+        st.tuples(shas, st.sampled_from([0o644, 0o755, 0o600, 0o700, 0o400, 0o555, 0])),
+        min_size=6,
+        max_size=6,
+    ),
+)
+registrations = st.builds(
+    Registration,
+    st.builds(
+        lambda scheme, host, path: f"{scheme}://{host}/{path}",
+        st.sampled_from(["https", "http"]),
+        st.from_regex(r"[a-z][a-z0-9-]{0,10}(\.[a-z]{2,5}){1,2}", fullmatch=True),
+        st.from_regex(r"([a-z0-9]{1,6}/){0,3}", fullmatch=True),
+    )
+    | st.builds(lambda path: f"file:///{path}/", paths),
+)
+fences = st.builds(FenceState, st.integers(0, MAX_GENERATION), st.text(min_size=1, max_size=40))
+verdicts = st.builds(
+    FencedOutVerdict, fences, fences, st.floats(allow_nan=False, allow_infinity=False)
+)
+unit_records = st.builds(
+    UnitRecord, st.integers(1, 2**22), st.integers(0), st.integers(0),
+    st.lists(st.text(max_size=20), min_size=1, max_size=5).map(tuple),
+)
+fabric_infos = st.builds(
+    FabricInfo, st.just("127.0.0.1"), st.integers(1, 65535), st.text(max_size=30),
+    st.integers(1, 2**22), st.text(max_size=60),
+)
+
+ROUND_TRIPS: dict[str, tuple[Document[Any], st.SearchStrategy[Any]]] = {
+    "backup manifest": (BACKUP, backup_manifests),
+    "delivery manifest": (DELIVERY, delivery_manifests),
+    "dist registration": (REGISTRATION, registrations),
+    "fenced-out verdict": (VERDICT, verdicts),
+    "unit record": (UNIT_RECORD, unit_records),
+    "fabric.json": (FABRIC_INFO, fabric_infos),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROUND_TRIPS))
+@given(data=st.data())
+def test_every_document_reads_back_what_it_was_written_from(name: str, data: st.DataObject) -> None:
+    document, values = ROUND_TRIPS[name]
+    value = data.draw(values)
+    assert document.structure(document.unstructure(value)) == value
+    rendered = document.render(value)
+    assert document.read(rendered) == value
+    assert document.render(document.read(rendered)) == rendered
+
+
+# -- documents as an older valis wrote them (the bytes of the code before this module) -----
+
+OLDER: list[tuple[Document[Any], bytes, Any]] = [
+    (
+        BACKUP,
+        b'{\n "files": [\n  {\n   "path": "config/site.toml",\n   "sha256": "'
+        + b"cd" * 32
+        + b'",\n   "size": 120\n  },\n  {\n   "path": "owner.key",\n   "sha256": "'
+        + b"ef" * 32
+        + b'",\n   "size": 32\n  },\n  {\n   "path": "store/manifest.json",\n   "sha256": "'
+        + b"01" * 32
+        + b'",\n   "size": 59\n  }\n ],\n "format": 1,\n "generation": 7,\n '
+        b'"owner_public_key": "' + b"ab" * 32 + b'"\n}\n',
+        BackupManifest("ab" * 32, 7, (
+            BackupFile("config/site.toml", "cd" * 32, 120),
+            BackupFile("owner.key", "ef" * 32, 32),
+            BackupFile("store/manifest.json", "01" * 32, 59),
+        )),
+    ),
+    (
+        DELIVERY,
+        b'{\n "files": [\n  {\n   "mode": "0644",\n   "path": "VERSION",\n   "sha256": '
+        b'"c47f5b18b8a430e698b9fe15e51f6119984e78334bcf3f45e210d30c37ef2f9e"\n  },\n  {\n'
+        b'   "mode": "0755",\n   "path": "bin/valis",\n   "sha256": '
+        b'"3612ddaf46e149a4f583faf0face846585148f59e0ce2645594df83b5dc807e8"\n  }\n ],\n'
+        b' "format": 1,\n "version": "1.2.3"\n}\n',
+        DeliveryManifest("1.2.3", (
+            DeliveryFile(
+                "VERSION", "c47f5b18b8a430e698b9fe15e51f6119984e78334bcf3f45e210d30c37ef2f9e",
+                0o644,
+            ),
+            DeliveryFile(
+                "bin/valis", "3612ddaf46e149a4f583faf0face846585148f59e0ce2645594df83b5dc807e8",
+                0o755,
+            ),
+        )),
+    ),
+    (
+        REGISTRATION,
+        b'{"index_url": "https://dist.example.test/simple/"}\n',
+        Registration("https://dist.example.test/simple/"),
+    ),
+    (
+        VERDICT,
+        b'{"at": 1764800000.25, "fence": {"generation": 5, "holder": '
+        b'"node-a@elsewhere#0123456789abcdef"}, "writer": {"generation": 4, "holder": '
+        b'"node-a@here#fedcba9876543210"}}',
+        FencedOutVerdict(
+            FenceState(5, "node-a@elsewhere#0123456789abcdef"),
+            FenceState(4, "node-a@here#fedcba9876543210"),
+            1764800000.25,
+        ),
+    ),
+    (
+        UNIT_RECORD,
+        b'{"command": ["valis", "serve", "--state-dir", "/var/lib/valis"], "pid": 4242, '
+        b'"pidns": 4026531836, "start": 987654}\n',
+        UnitRecord(4242, 987654, 4026531836, ("valis", "serve", "--state-dir", "/var/lib/valis")),
+    ),
+    (
+        FABRIC_INFO,
+        b'{"host": "127.0.0.1", "pid": 77, "port": 40123, "token_file": '
+        b'"/var/lib/valis/fabric.token", "url": "http://127.0.0.1:40123"}\n',
+        FabricInfo("127.0.0.1", 40123, "http://127.0.0.1:40123", 77, "/var/lib/valis/fabric.token"),
+    ),
+    (
+        STORE_MANIFEST,
+        b'{"format":1,"generation":3,"modules":[],"store_head":"' + b"0a" * 32 + b'"}\n',
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("document", "data", "value"), OLDER, ids=lambda x: getattr(x, "name", ""))
+def test_a_document_an_older_valis_wrote_reads_and_is_written_again_byte_for_byte(
+    document: Document[Any], data: bytes, value: Any
+) -> None:
+    read = document.read(data)
+    if value is not None:
+        assert read == value
+    assert document.render(read) == data
+
+
+def _members(archive: bytes) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as opened:
+        return {
+            member.name: opened.extractfile(member).read()  # type: ignore[union-attr]
+            for member in opened.getmembers() if member.isreg()
+        }
+
+
+@pytest.mark.parametrize(
+    ("document", "target", "member"),
+    [(BACKUP, "backup_set", "BACKUP-MANIFEST.json"), (DELIVERY, "delivery", "MANIFEST.json")],
+)
+def test_the_kept_seed_archives_manifests_read_and_render_to_the_same_bytes(
+    document: Document[Any], target: str, member: str
+) -> None:
+    seeds = sorted((CORPUS / target).glob("seed-*"))
+    assert seeds
+    for seed in seeds:
+        data = _members(seed.read_bytes())[member]
+        assert document.render(document.read(data)) == data
+
+
+# -- refusals: the document's own error, naming the field and what was wrong ------------
+
+SHA = "ab" * 32
+
+
+def _backup(**change: Any) -> bytes:
+    document: dict[str, Any] = {
+        "format": 1, "owner_public_key": SHA, "generation": 3,
+        "files": [{"path": "owner.key", "sha256": SHA, "size": 32}],
+    }
+    document.update(change)
+    return json.dumps(document).encode()
+
+
+def _delivery(**change: Any) -> bytes:
+    document: dict[str, Any] = {
+        "format": 1, "version": "1.0",
+        "files": [{"path": "bin/valis", "sha256": SHA, "mode": "0755"}],
+    }
+    document.update(change)
+    return json.dumps(document).encode()
+
+
+REFUSALS: list[tuple[Document[Any], type[ValisError], bytes, list[str]]] = [
+    (BACKUP, BackupError, b"{", ["BACKUP-MANIFEST.json", "not valid JSON"]),
+    (BACKUP, BackupError, _backup(format=2), ["format 2", "newer valis"]),
+    (BACKUP, BackupError, _backup(generation=-1), ["generation -1", "non-negative"]),
+    (BACKUP, BackupError, _backup(generation="3"), ["generation: expected an integer"]),
+    (BACKUP, BackupError, _backup(owner_public_key=SHA.upper()), ["owner_public_key"]),
+    (BACKUP, BackupError, _backup(files=[{"path": "owner.key", "sha256": SHA}]),
+     ["files[0].size: required field missing"]),
+    (BACKUP, BackupError, _backup(files=[{"path": "../x", "sha256": SHA, "size": 1}]),
+     ["files[0]: path '../x' is not a plain relative path"]),
+    (BACKUP, BackupError, _backup(files=[{"path": "x", "sha256": SHA, "size": 1}]),
+     ["does not list the owner seed owner.key"]),
+    (BACKUP, BackupError, _backup(files=[{"path": "owner.key", "sha256": SHA, "size": 1}] * 2),
+     ["owner.key twice"]),
+    (BACKUP, BackupError, _backup(extra=1), ["unknown fields ['extra']"]),
+    (DELIVERY, DeliveryError, b"[]", ["MANIFEST.json", "expected a JSON object"]),
+    (DELIVERY, DeliveryError, _delivery(version="../1"), ["version '../1' is not a version"]),
+    (DELIVERY, DeliveryError,
+     _delivery(files=[{"path": "bin/valis", "sha256": SHA, "mode": "4755"}]),
+     ["files[0].mode", "four octal digits"]),
+    (DELIVERY, DeliveryError,
+     _delivery(files=[{"path": "bin/valis", "sha256": SHA, "mode": "0777"}]),
+     ["files[0]: mode 0777 is outside 0755"]),
+    (DELIVERY, DeliveryError, _delivery(files={}), ["files: expected a list, got an object"]),
+    (DELIVERY, DeliveryError,
+     _delivery(files=[{"path": "MANIFEST.json", "sha256": SHA, "mode": "0644"}]),
+     ["lists the manifest itself"]),
+    (DELIVERY, DeliveryError, b'{"format": 1, "format": 1}', ["'format' appears twice"]),
+    (REGISTRATION, DistHomeError, b'{"index_url": "https://d.test/", "x": 1}',
+     ["registration.json", "unknown fields ['x']", "register the dist again"]),
+    (REGISTRATION, DistHomeError, b'{"index_url": "gopher://d.test/"}',
+     ["index_url", "not an http, https or file URL"]),
+    (REGISTRATION, DistHomeError, b'{"index_url": 7}', ["index_url: expected a string"]),
+    (VERDICT, VerdictUnreadable, b'{"at": 0, "fence": {"generation": 5, "holder": ""}, '
+     b'"writer": {"generation": 4, "holder": "b"}}',
+     ["fence: fence holder must be a non-empty string"]),
+    (VERDICT, VerdictUnreadable, b'{"at": "now", "fence": {"generation": 5, "holder": "a"}, '
+     b'"writer": {"generation": 4, "holder": "b"}}', ["at: expected a number"]),
+    (UNIT_RECORD, UnitRecordError, b'{"command": "valis", "pid": 1, "pidns": 2, "start": 3}',
+     ["command: expected a list, got a string"]),
+    (UNIT_RECORD, UnitRecordError, b'{"command": ["valis", 1], "pid": 1, "pidns": 2, "start": 3}',
+     ["command[1]: expected a string, got an integer"]),
+    (FABRIC_INFO, FabricError, b'{"host": "127.0.0.1", "port": "x"}',
+     ["url: required field missing", "pid: required field missing"]),
+    (FABRIC_INFO, FabricError,
+     b'{"host": "127.0.0.1", "port": "x", "url": "", "pid": 1, "token_file": ""}',
+     ["port: expected an integer, got a string"]),
+]
+
+
+@pytest.mark.parametrize(("document", "error", "data", "says"), REFUSALS)
+def test_a_malformed_document_gets_its_own_refusal_naming_the_field(
+    document: Document[Any], error: type[ValisError], data: bytes, says: list[str]
+) -> None:
+    with pytest.raises(error) as refused:
+        document.read(data)
+    message = str(refused.value)
+    assert message.startswith(document.name)
+    # A newer format's remedy is a newer valis; every other, the document's own.
+    assert document.remedy in message or "run a valis that reads format" in message
+    for fragment in says:
+        assert fragment in message
+    assert "\n" not in message
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@pytest.mark.parametrize("name", sorted(ROUND_TRIPS))
+@given(data=st.data())
+def test_any_field_replaced_by_any_json_reads_or_is_refused_by_the_document_error(
+    name: str, data: st.DataObject
+) -> None:
+    document, values = ROUND_TRIPS[name]
+    tree = json.loads(document.render(data.draw(values)))
+    target = tree
+    while isinstance(target, dict) and data.draw(st.booleans()):
+        inner = [value for value in target.values() if isinstance(value, dict | list) and value]
+        if not inner:
+            break
+        chosen = data.draw(st.sampled_from(inner))
+        target = chosen if isinstance(chosen, dict) else data.draw(st.sampled_from(chosen))
+    if isinstance(target, dict) and target:
+        target[data.draw(st.sampled_from([*sorted(target), "extra"]))] = data.draw(json_values)
+    refused: ValisError | None = None
+    try:
+        document.read(json.dumps(tree).encode())
+    except document.error as caught:
+        refused = caught
+    assert refused is None or str(refused).startswith(document.name)
