@@ -5,11 +5,13 @@ refused by its own error naming the field and what was wrong."""
 from __future__ import annotations
 
 import io
+import ipaddress
 import json
 import tarfile
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,17 +20,29 @@ from valis_core.apply.delivery import DOCUMENT as DELIVERY
 from valis_core.apply.delivery import DeliveryError, DeliveryFile, DeliveryManifest
 from valis_core.apply.unit_record import DOCUMENT as UNIT_RECORD
 from valis_core.apply.unit_record import UnitRecord, UnitRecordError
+from valis_core.dns import dnssec, wire
+from valis_core.dns.rrl import RrlSettings
+from valis_core.dns.secondary_progress import SecondaryState
+from valis_core.dns.serve import ServeStats
+from valis_core.dns.signed_answer import Signer
+from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.zone import ZoneIndex
 from valis_core.documents import Document
+from valis_core.edge.stats import EdgeStats
 from valis_core.errors import ValisError
 from valis_core.fence import MAX_GENERATION, FenceState
+from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.ops.backup_manifest import DOCUMENT as BACKUP
 from valis_core.ops.backup_manifest import BackupError, BackupFile, BackupManifest
 from valis_core.plugin.dist_home import DOCUMENT as REGISTRATION
 from valis_core.plugin.dist_home import DistHomeError, Registration
+from valis_core.reachability import DnsReachability
 from valis_core.resident.fabric import INFO_DOCUMENT as FABRIC_INFO
 from valis_core.resident.fabric import FabricError, FabricInfo
 from valis_core.resident.fence_verdict import DOCUMENT as VERDICT
 from valis_core.resident.fence_verdict import FencedOutVerdict, VerdictUnreadable
+from valis_core.resident.status_document import STATUS, StatusRefused, render_indented
+from valis_core.resident.views import NodeViews
 from valis_core.store.manifest import DOCUMENT as STORE_MANIFEST
 
 CORPUS = Path(__file__).resolve().parents[1] / "fuzz" / "corpus"
@@ -341,3 +355,115 @@ def test_any_field_replaced_by_any_json_reads_or_is_refused_by_the_document_erro
     except document.error as caught:
         refused = caught
     assert refused is None or str(refused).startswith(document.name)
+
+
+# -- the node's status: what the fabric sends and valis status prints ---------------------
+
+STATUS_ZONE = """$ORIGIN example.test.
+$TTL 300
+@ IN SOA ns1 hostmaster 7 7200 900 1209600 300
+@ IN NS ns1
+ns1 IN A 192.0.2.53
+"""
+
+
+def wired_views() -> NodeViews:
+    """A node with every optional part of its status wired: edge and ACME, secondaries,
+    rate limits, the database session, the launcher's firewall, a signed zone and one
+    whose key it lacks."""
+    holder = IndexHolder(ZoneIndex.from_zone_text(STATUS_ZONE, "example.test."))
+    holder.sign_with(Signer(
+        {wire.from_text("example.test."): dnssec.ZoneKey(dnssec.generate_key(13)),
+         wire.from_text("lost.test."): None},
+        clock=lambda: 1_800_000_000,
+    ))
+    edge = EdgeStats(connections=3, handshakes_failed=1)
+    edge.responded(200, "h2")
+    return NodeViews(
+        node="node-a", location="rack-1", owner_public_key="00" * 32, store_generation=4,
+        zones=("example.test.", "absent.test."), holder=holder, serve_stats=ServeStats(),
+        zone_stats=ZoneSourceStats(), fence_generation=lambda: 4, heartbeats=lambda: 1,
+        ready=True, dns_udp="192.0.2.1:53", dns_tcp="192.0.2.1:53",
+        dns_reachability=DnsReachability(
+            served=frozenset({("udp", 5353), ("tcp", 5353)}),
+            accepts=frozenset({("udp", 53), ("tcp", 53)}),
+        ),
+        fence_holder=lambda: "node-a@rack-1#00",
+        database=lambda: (False, 1_700_000_000.5),
+        modules=("valis-probe==1.0",),
+        secondaries=lambda: [
+            SecondaryState("example.test.", "192.0.2.9", 6, 1_700_000_000.0, 1, 12.5),
+            SecondaryState("example.test.", "192.0.2.10", None, None, None, None),
+        ],
+        edge_stats=edge,
+        edge_not_after=lambda: 1_800_000_000.0,
+        acme=lambda: {
+            "domain": "ns.example.test", "directory_url": "https://ca.test/dir", "orders": 2,
+            "failures_in_a_row": 0, "last_error": None, "last_step": "valid",
+            "next_attempt": None,
+        },
+        rate_limits=lambda: RrlSettings(rate=20, exempt=(ipaddress.ip_network("192.0.2.0/24"),)),
+        reload_refused="zone missing.test. is not in the database",
+    )
+
+
+def test_a_fully_wired_status_reads_and_is_sent_byte_for_byte_as_before() -> None:
+    document = wired_views().status()
+    status = STATUS.structure(document)
+    assert status.edge is not None
+    assert status.edge.acme is not None
+    assert status.secondaries is not None
+    assert len(status.secondaries) == 2
+    assert {zone.key_held for zone in status.signed_zones} == {True, False}
+    assert status.dns is not None
+    assert status.dns.rate_limiting is not None
+    # The fabric wrote json.dumps(document, sort_keys=True) + newline before the class.
+    assert STATUS.render(status) == (json.dumps(document, sort_keys=True) + "\n").encode()
+    assert render_indented(status) == (
+        json.dumps(document, indent=1, sort_keys=True) + "\n"
+    ).encode()
+
+
+def test_a_status_as_an_older_resident_sent_it_reads_with_defaults() -> None:
+    older = {"node": "ns1", "location": "lab", "ready": True, "generation": 2,
+             "fence_generation": 2, "zones": {"example.test.": {"serial": 7,
+                                                                "rcode": "NOERROR"}}}
+    status = STATUS.structure(older)
+    assert (status.database, status.dns, status.modules, status.rollovers) == (
+        None, None, (), ()
+    )
+    assert STATUS.structure(STATUS.unstructure(status)) == status
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"ready": "yes"}, "ready: expected a boolean, got a string"),
+        ({"zones": {"a.": {"serial": "7"}}}, "zones['a.'].serial: expected an integer"),
+        ({"dns": {"rate_limiting": {"rate": 1.5}}}, "dns.rate_limiting.rate"),
+        ({"signed_zones": [{"zone": "a.", "key_held": False, "key_tag": 5}]},
+         "signed_zones[0]: key_tag is given for a zone whose key is not held"),
+        ({"surprise": 1}, "unknown fields ['surprise']"),
+    ],
+)
+def test_a_status_with_a_wrong_field_is_refused_naming_it(
+    change: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(StatusRefused) as refused:
+        STATUS.read(json.dumps({"node": "ns1", **change}).encode())
+    assert says in str(refused.value)
+    assert str(refused.value).startswith("the node's status")
+
+
+@given(data=st.data())
+def test_the_status_round_trips(data: st.DataObject) -> None:
+    status = STATUS.structure(wired_views().status())
+    changed = attrs.evolve(
+        status,
+        ready=data.draw(st.booleans()),
+        generation=data.draw(st.none() | st.integers(0, MAX_GENERATION)),
+        modules=tuple(data.draw(st.lists(st.text(max_size=12), max_size=3))),
+        started_at=data.draw(st.none() | st.floats(allow_nan=False, allow_infinity=False)),
+    )
+    assert STATUS.structure(STATUS.unstructure(changed)) == changed
+    assert STATUS.read(STATUS.render(changed)) == changed

@@ -44,6 +44,7 @@ from valis_core.resident.fabric_http import (
     RequestReader,
     render_response,
 )
+from valis_core.resident.status_document import STATUS
 from valis_core.resident.views import NodeViews, public_soa
 from valis_core.state_layout import FABRIC_INFO, FABRIC_TOKEN
 
@@ -213,7 +214,7 @@ def _json(document: Any) -> bytes:
 
 
 def _status(views: NodeViews, _: Request) -> tuple[int, bytes, str]:
-    return 200, _json(views.status()), _JSON
+    return 200, STATUS.render(STATUS.structure(views.status())), _JSON
 
 
 def _metrics(views: NodeViews, _: Request) -> tuple[int, bytes, str]:

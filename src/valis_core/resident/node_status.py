@@ -8,9 +8,7 @@ fabric's loopback (the same network namespace) asks ``/status`` with that token.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import trio
 
@@ -20,6 +18,7 @@ from valis_core.resident.fabric import (
     FabricError,
     fabric_get,
 )
+from valis_core.resident.status_document import STATUS, NodeStatus
 from valis_core.state_layout import fabric_info_path, fabric_token_path
 
 _MAX_FILE = 1 << 16
@@ -46,7 +45,7 @@ def fabric_of(state_dir: Path) -> tuple[FabricAddress, str]:
     return INFO_DOCUMENT.read(info, name=str(info_path)).address, token
 
 
-async def fetch_node_status(state_dir: Path) -> dict[str, Any]:
+async def fetch_node_status(state_dir: Path) -> NodeStatus:
     """The node's ``/status`` document (ready, generations, zones and serials, DNS)."""
     address, token = fabric_of(state_dir)
     try:
@@ -58,13 +57,9 @@ async def fetch_node_status(state_dir: Path) -> dict[str, Any]:
         ) from exc
     if status != 200:
         raise FabricError(f"the fabric at {address.url} answered HTTP {status} to /status")
-    try:
-        document: dict[str, Any] = json.loads(body)
-    except ValueError as exc:
-        raise FabricError(f"the fabric at {address.url} sent a status that is not JSON") from exc
-    return document
+    return STATUS.read(body, name=f"the status the fabric at {address.url} sent")
 
 
-def read_node_status(state_dir: Path) -> dict[str, Any]:
+def read_node_status(state_dir: Path) -> NodeStatus:
     """``fetch_node_status`` for code that is not already running under trio."""
     return trio.run(fetch_node_status, state_dir)
