@@ -41,8 +41,15 @@ from valis_core.resident.fabric import INFO_DOCUMENT as FABRIC_INFO
 from valis_core.resident.fabric import FabricError, FabricInfo
 from valis_core.resident.fence_verdict import DOCUMENT as VERDICT
 from valis_core.resident.fence_verdict import FencedOutVerdict, VerdictUnreadable
-from valis_core.resident.status_document import STATUS, StatusRefused, render_indented
-from valis_core.resident.views import NodeViews
+from valis_core.resident.status_document import (
+    SOA_ANSWER,
+    STATUS,
+    VIEW_REFUSAL,
+    StatusRefused,
+    ViewRefusal,
+    render_indented,
+)
+from valis_core.resident.views import NodeViews, public_soa
 from valis_core.store.manifest import DOCUMENT as STORE_MANIFEST
 
 CORPUS = Path(__file__).resolve().parents[1] / "fuzz" / "corpus"
@@ -467,3 +474,17 @@ def test_the_status_round_trips(data: st.DataObject) -> None:
     )
     assert STATUS.structure(STATUS.unstructure(changed)) == changed
     assert STATUS.read(STATUS.render(changed)) == changed
+
+
+def test_the_public_soa_view_is_sent_byte_for_byte_as_before_and_read_back() -> None:
+    views = wired_views()
+    for zone in views.zones:
+        document = public_soa(views.holder, zone).document()
+        answer = SOA_ANSWER.structure(document)
+        assert answer.answered == (zone == "example.test.")
+        assert SOA_ANSWER.render(answer) == (json.dumps(document, sort_keys=True) + "\n").encode()
+        assert SOA_ANSWER.read(SOA_ANSWER.render(answer)) == answer
+    refusal = VIEW_REFUSAL.render(ViewRefusal("not a zone name: x"))
+    assert refusal == b'{"error": "not a zone name: x"}\n'
+    with pytest.raises(StatusRefused, match=r"answer: zone: required field missing"):
+        SOA_ANSWER.read(refusal)  # what bring-up reads when a view is refused

@@ -23,13 +23,11 @@ A connection gets ``REQUEST_TIMEOUT`` seconds to deliver its head; at most
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import os
 import secrets
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import attrs
 import trio
@@ -44,7 +42,7 @@ from valis_core.resident.fabric_http import (
     RequestReader,
     render_response,
 )
-from valis_core.resident.status_document import STATUS
+from valis_core.resident.status_document import SOA_ANSWER, STATUS, VIEW_REFUSAL, ViewRefusal
 from valis_core.resident.views import NodeViews, public_soa
 from valis_core.state_layout import FABRIC_INFO, FABRIC_TOKEN
 
@@ -209,8 +207,8 @@ class Fabric:
 _Route = Callable[[NodeViews, Request], tuple[int, bytes, str]]
 
 
-def _json(document: Any) -> bytes:
-    return (json.dumps(document, sort_keys=True) + "\n").encode("utf-8")
+def _refused(why: str) -> bytes:
+    return VIEW_REFUSAL.render(ViewRefusal(why))
 
 
 def _status(views: NodeViews, _: Request) -> tuple[int, bytes, str]:
@@ -224,12 +222,13 @@ def _metrics(views: NodeViews, _: Request) -> tuple[int, bytes, str]:
 def _view_soa(views: NodeViews, request: Request) -> tuple[int, bytes, str]:
     zone = request.query.get("zone", "")
     if not zone:
-        return 400, _json({"error": "give the zone: /view/soa?zone=example.org."}), _JSON
+        return 400, _refused("give the zone: /view/soa?zone=example.org."), _JSON
     try:
         view = public_soa(views.holder, zone)
     except Exception as exc:  # a name dnspython cannot make a query for
-        return 400, _json({"error": f"not a zone name: {exc}"}), _JSON
-    return (200 if view.answered else 404), _json(view.document()), _JSON
+        return 400, _refused(f"not a zone name: {exc}"), _JSON
+    answer = SOA_ANSWER.render(SOA_ANSWER.structure(view.document()))
+    return (200 if view.answered else 404), answer, _JSON
 
 
 _ROUTES: dict[str, _Route] = {

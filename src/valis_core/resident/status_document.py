@@ -1,5 +1,6 @@
-"""The node's status document: what the fabric's ``/status`` answers and ``valis status
---json`` prints.
+"""The fabric's JSON answers: the node's status document (what ``/status`` answers and
+``valis status --json`` prints) and the public view's answer for a zone's apex SOA
+(``/view/soa``, which bring-up asks for every served zone).
 
 The resident's views make it (``NodeViews.status``); the fabric sends it through
 ``STATUS`` (so what leaves is what this class says); ``valis status`` reads it back through
@@ -188,6 +189,43 @@ STATUS: Document[NodeStatus] = Document(
 )
 """The status document as a JSON document (``valis_core.documents``): compact on the
 fabric's wire, ``indent=1`` where ``valis status --json`` prints it (``render_indented``)."""
+
+
+@attrs.frozen
+class SoaAnswer:
+    """The public view's answer for one zone's apex SOA (``/view/soa?zone=Z``)."""
+
+    zone: str
+    rcode: str
+    authoritative: bool
+    soa: str | None
+    serial: int | None
+    answered: bool
+    """Answered authoritatively with the zone's SOA."""
+
+
+SOA_ANSWER: Document[SoaAnswer] = Document(
+    kind=SoaAnswer,
+    name="the public view's answer",
+    error=StatusRefused,
+    remedy="the fabric answers /view/soa with the zone's apex SOA view",
+)
+"""``/view/soa``'s answer as a JSON document (``valis_core.documents``)."""
+
+
+@attrs.frozen
+class ViewRefusal:
+    """Why the fabric refused a view request (HTTP 400)."""
+
+    error: str
+
+
+VIEW_REFUSAL: Document[ViewRefusal] = Document(
+    kind=ViewRefusal,
+    name="the fabric's refusal",
+    error=StatusRefused,
+    remedy="the fabric says why it refused a view in its error",
+)
 
 
 def render_indented(status: NodeStatus) -> bytes:
