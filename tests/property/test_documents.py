@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from valis_cli.commands.demo import DemoError, imported_document
 from valis_core.apply.delivery import DOCUMENT as DELIVERY
 from valis_core.apply.delivery import DeliveryError, DeliveryFile, DeliveryManifest
 from valis_core.apply.unit_record import DOCUMENT as UNIT_RECORD
@@ -36,6 +37,10 @@ from valis_core.ops.backup_manifest import DOCUMENT as BACKUP
 from valis_core.ops.backup_manifest import BackupError, BackupFile, BackupManifest
 from valis_core.plugin.dist_home import DOCUMENT as REGISTRATION
 from valis_core.plugin.dist_home import DistHomeError, Registration
+from valis_core.plugin.installed import DOCUMENT as INSTALLED
+from valis_core.plugin.installed import installed_record
+from valis_core.plugin.load_probe import REPORT as PROBE_REPORT
+from valis_core.plugin.load_probe import ModuleLoadProbeError, ProbeReport
 from valis_core.reachability import DnsReachability
 from valis_core.resident.fabric import INFO_DOCUMENT as FABRIC_INFO
 from valis_core.resident.fabric import FabricError, FabricInfo
@@ -51,6 +56,7 @@ from valis_core.resident.status_document import (
 )
 from valis_core.resident.views import NodeViews, public_soa
 from valis_core.store.manifest import DOCUMENT as STORE_MANIFEST
+from valis_core.store.manifest import ModulePin
 
 CORPUS = Path(__file__).resolve().parents[1] / "fuzz" / "corpus"
 
@@ -119,7 +125,24 @@ fabric_infos = st.builds(
     st.integers(1, 2**22), st.text(max_size=60),
 )
 
+module_pins = st.lists(
+    st.builds(
+        ModulePin,
+        st.from_regex(r"[a-z][a-z0-9_-]{0,8}[a-z0-9]", fullmatch=True),
+        st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,2}", fullmatch=True),
+        shas,
+    ),
+    max_size=4,
+    unique_by=lambda pin: pin.name,
+).map(lambda pins: tuple(sorted(pins, key=lambda pin: pin.name)))
+probe_reports = st.builds(ProbeReport, st.text(max_size=10), st.text(max_size=10),
+                          st.integers(0), st.integers(0))
+IMPORTED = imported_document()
+
 ROUND_TRIPS: dict[str, tuple[Document[Any], st.SearchStrategy[Any]]] = {
+    "installed modules record": (INSTALLED, module_pins),
+    "module-load probe report": (PROBE_REPORT, probe_reports),
+    "demo's imported.json": (IMPORTED, st.dictionaries(st.text(max_size=20), shas, max_size=4)),
     "backup manifest": (BACKUP, backup_manifests),
     "delivery manifest": (DELIVERY, delivery_manifests),
     "dist registration": (REGISTRATION, registrations),
@@ -206,6 +229,22 @@ OLDER: list[tuple[Document[Any], bytes, Any]] = [
         FabricInfo("127.0.0.1", 40123, "http://127.0.0.1:40123", 77, "/var/lib/valis/fabric.token"),
     ),
     (
+        INSTALLED,
+        b'[{"name":"A_x","sha256":"' + b"b" * 64 + b'","version":"2.0"},{"name":"b","sha256":"'
+        + b"a" * 64 + b'","version":"1"}]\n',
+        (ModulePin("A_x", "2.0", "b" * 64), ModulePin("b", "1", "a" * 64)),
+    ),
+    (
+        PROBE_REPORT,
+        b'{"trio": "0.27.0", "dnspython": "2.7.0", "runtime": 51, "fernet": 44}',
+        ProbeReport("0.27.0", "2.7.0", 51, 44),
+    ),
+    (
+        IMPORTED,
+        b'{"example.test.": "' + b"c" * 64 + b'"}',
+        {"example.test.": "c" * 64},
+    ),
+    (
         STORE_MANIFEST,
         b'{"format":1,"generation":3,"modules":[],"store_head":"' + b"0a" * 32 + b'"}\n',
         None,
@@ -220,7 +259,17 @@ def test_a_document_an_older_valis_wrote_reads_and_is_written_again_byte_for_byt
     read = document.read(data)
     if value is not None:
         assert read == value
+    if document is PROBE_REPORT:  # written by the probe module (json.dumps), not valis
+        return
     assert document.render(read) == data
+
+
+def test_the_installed_record_is_the_pins_in_name_order_as_before() -> None:
+    pins = [ModulePin("b", "1", "a" * 64), ModulePin("A_x", "2.0", "b" * 64)]
+    assert installed_record(pins) == (
+        b'[{"name":"A_x","sha256":"' + b"b" * 64 + b'","version":"2.0"},{"name":"b","sha256":"'
+        + b"a" * 64 + b'","version":"1"}]\n'
+    )
 
 
 def _members(archive: bytes) -> dict[str, bytes]:
@@ -310,6 +359,11 @@ REFUSALS: list[tuple[Document[Any], type[ValisError], bytes, list[str]]] = [
      ["command: expected a list, got a string"]),
     (UNIT_RECORD, UnitRecordError, b'{"command": ["valis", 1], "pid": 1, "pidns": 2, "start": 3}',
      ["command[1]: expected a string, got an integer"]),
+    (PROBE_REPORT, ModuleLoadProbeError, b'{"trio": "0.27", "dnspython": "2.7", "runtime": 5}',
+     ["fernet: required field missing"]),
+    (IMPORTED, DemoError, b'{"example.test.": 7}', ["['example.test.']: expected a string"]),
+    (INSTALLED, ValisError, b'[{"name": "a", "version": "1", "sha256": "x"}]',
+     ["[0]: sha256 'x' is not 64 lowercase hex digits"]),
     (FABRIC_INFO, FabricError, b'{"host": "127.0.0.1", "port": "x"}',
      ["url: required field missing", "pid: required field missing"]),
     (FABRIC_INFO, FabricError,
