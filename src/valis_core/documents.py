@@ -257,6 +257,8 @@ class Document(Generic[T]):
     compact: bool = False
     """Separators without spaces (``","`` and ``":"``)."""
     newline: bool = True
+    sort_keys: bool = True
+    """Keys sorted (else in the class's field order: a report printed for people too)."""
     max_bytes: int | None = None
     encoding: str = "utf-8"
 
@@ -308,10 +310,10 @@ class Document(Generic[T]):
         return document
 
     def render(self, value: T) -> bytes:
-        """The document's bytes: sorted keys, its own spelling; equal values, equal bytes."""
+        """The document's bytes in its own spelling; equal values, equal bytes."""
         text = json.dumps(
             self.unstructure(value),
-            sort_keys=True,
+            sort_keys=self.sort_keys,
             indent=self.indent,
             separators=(",", ":") if self.compact else None,
             ensure_ascii=True,

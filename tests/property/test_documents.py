@@ -17,6 +17,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from valis_cli.commands.demo import DemoError, imported_document
+from valis_cli.commands.listings import (
+    SECONDARIES,
+    SECONDARIES_WITH_SECRETS,
+    ZONES,
+    SecondaryListing,
+    SecondaryListingWithSecret,
+    ZoneListing,
+)
 from valis_core.apply.delivery import DOCUMENT as DELIVERY
 from valis_core.apply.delivery import DeliveryError, DeliveryFile, DeliveryManifest
 from valis_core.apply.unit_record import DOCUMENT as UNIT_RECORD
@@ -33,8 +41,11 @@ from valis_core.edge.stats import EdgeStats
 from valis_core.errors import ValisError
 from valis_core.fence import MAX_GENERATION, FenceState
 from valis_core.operator_state.zone_source import ZoneSourceStats
+from valis_core.ops.assess_report import render_report
 from valis_core.ops.backup_manifest import DOCUMENT as BACKUP
 from valis_core.ops.backup_manifest import BackupError, BackupFile, BackupManifest
+from valis_core.ops.host_readiness import Clause
+from valis_core.ops.public_network import PublicNetwork
 from valis_core.plugin.dist_home import DOCUMENT as REGISTRATION
 from valis_core.plugin.dist_home import DistHomeError, Registration
 from valis_core.plugin.installed import DOCUMENT as INSTALLED
@@ -542,3 +553,45 @@ def test_the_public_soa_view_is_sent_byte_for_byte_as_before_and_read_back() -> 
     assert refusal == b'{"error": "not a zone name: x"}\n'
     with pytest.raises(StatusRefused, match=r"answer: zone: required field missing"):
         SOA_ANSWER.read(refusal)  # what bring-up reads when a view is refused
+
+
+# -- what the CLI prints with --json: the same bytes the hand-built dicts gave -----------
+
+
+def test_valis_assess_json_prints_what_it_printed_before() -> None:
+    clauses = [Clause("run-account", True, "valis exists"),
+               Clause("fence", False, "no fence row", "run valis provision", "late")]
+    network = PublicNetwork("pub0", ipaddress.ip_address("198.51.100.7"), 24,
+                            ipaddress.ip_address("198.51.100.1"))
+    before = {"ok": False, "clauses": [attrs.asdict(clause) for clause in clauses]}
+    assert render_report(clauses, None, interface_named=False) == (
+        json.dumps(before, indent=1) + "\n"
+    )
+    with_network = {**before, "public_network": {
+        "interface": "pub0", "address": "198.51.100.7", "prefix": 24, "gateway": "198.51.100.1",
+    }}
+    assert render_report(clauses, network, interface_named=True) == (
+        json.dumps(with_network, indent=1) + "\n"
+    )
+    assert render_report(clauses, None, interface_named=True) == (
+        json.dumps({**before, "public_network": None}, indent=1) + "\n"
+    )
+
+
+def test_the_zone_listings_print_what_they_printed_before() -> None:
+    zones = (ZoneListing("example.test.", 4, 7, ("node-a",), None),
+             ZoneListing("other.test.", 0, None, (), "date"))
+    assert ZONES.render(zones) == (json.dumps([
+        {"zone": "example.test.", "records": 4, "serial": 7, "served_by": ["node-a"],
+         "serial_policy": None},
+        {"zone": "other.test.", "records": 0, "serial": None, "served_by": [],
+         "serial_policy": "date"},
+    ], indent=1) + "\n").encode()
+    plain = {"zone": "example.test.", "address": "192.0.2.9", "key_name": "k.",
+             "algorithm": "hmac-sha256"}
+    assert SECONDARIES.render((SecondaryListing(*plain.values()),)) == (
+        json.dumps([plain], indent=1) + "\n"
+    ).encode()
+    assert SECONDARIES_WITH_SECRETS.render(
+        (SecondaryListingWithSecret(*plain.values(), "c2VjcmV0"),)
+    ) == (json.dumps([{**plain, "secret": "c2VjcmV0"}], indent=1) + "\n").encode()
