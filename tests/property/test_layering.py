@@ -40,6 +40,7 @@ PURE_CORES = (
     "valis_core.launch",
     "valis_core.fence",
     "valis_core.store.manifest",
+    "valis_core.documents",
     "valis_core.state_layout",
     "valis_core.operator_state.site_facts",
     "valis_core.launcher_config",

@@ -11,6 +11,7 @@ from valis_cli.commands.status import render_status
 from valis_core.config_store import ConfigStore
 from valis_core.resident.log_format import JsonFormatter, TextFormatter, log_format_argument
 from valis_core.resident.reload import plan_reload
+from valis_core.resident.status_document import STATUS
 from valis_core.resident.views import serving_last_good
 
 FACTS = {
@@ -69,5 +70,5 @@ def test_status_says_the_last_good_snapshot_is_served_while_the_database_is_down
         "node": "ns1", "location": "lab", "ready": True, "zones": {},
         "database": {"connected": False, "since": 0.0, "serving": serving_last_good(0.0)},
     }
-    text = render_status(document, now=60.0)
+    text = render_status(STATUS.structure(document), now=60.0)
     assert "serving the last good snapshot since 1970-01-01T00:00:00Z" in text

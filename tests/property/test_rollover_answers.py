@@ -25,6 +25,7 @@ from valis_core.dns.signed_answer import Signer
 from valis_core.dns.snapshot import IndexHolder, Snapshot
 from valis_core.operator_state.zone_signing import ZoneSigning
 from valis_core.resident.signing import zone_keys_for
+from valis_core.resident.status_document import STATUS
 
 OLD = ZoneKey(dnssec.generate_key(13))
 NEW = ZoneKey(dnssec.generate_key(13))
@@ -155,13 +156,13 @@ def test_status_and_metrics_say_the_step() -> None:
     (sample,) = families["valis_dnssec_rollover_step"].samples
     assert sample.value == 4
     assert dict(sample.labels) == {"zone": Z, "step": "switched"}
-    text = render_status(node.status(), NOW)
+    text = render_status(STATUS.structure(node.status()), NOW)
     assert (
         f"zone {Z}: key rollover at step switched for 0h00m05s, next step in 24h04m55s"
     ) in text
 
     holder.sign_with(signer_at(rollover.DS_RETIRE))
-    text = render_status(node.status(), NOW)
+    text = render_status(STATUS.structure(node.status()), NOW)
     assert (
         f"zone {Z}: key rollover at step ds-retire for 0h00m05s, waiting for the parent: "
         f"give it the DS set 'valis zone ds {Z}' prints, then 'valis zone rollover {Z} "
@@ -180,5 +181,5 @@ def test_status_and_metrics_say_a_zsk_rolls_and_its_step() -> None:
     families = {family.name: family for family in node.metric_families()}
     (sample,) = families["valis_dnssec_rollover_step"].samples
     assert (sample.value, dict(sample.labels)) == (6, {"zone": Z, "step": "zsk-published"})
-    text = render_status(node.status(), NOW)
+    text = render_status(STATUS.structure(node.status()), NOW)
     assert f"zone {Z}: ZSK key rollover at step zsk-published for 0h00m05s, next step in" in text

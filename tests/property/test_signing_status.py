@@ -18,6 +18,7 @@ from valis_core.dns.answer import Transport, answer
 from valis_core.dns.rollover import Timing
 from valis_core.dns.signed_answer import REFRESH, VALIDITY, Signer
 from valis_core.dns.snapshot import IndexHolder
+from valis_core.resident.status_document import STATUS
 from valis_core.resident.views import NodeViews
 
 LOST = "lost.test."
@@ -59,7 +60,7 @@ def test_each_signed_zone_is_described_in_status_and_in_one_line() -> None:
             "signatures_cached": signer.made, "rollover_step": None,
         },
     ]
-    lines = render_status(document, NOW).splitlines()
+    lines = render_status(STATUS.structure(document), NOW).splitlines()
     assert (
         f"zone {Z}: signed with algorithm 13, key tag {KEY.tag} (DNSKEY {KEY.tag}), compact "
         f"denial; signatures valid 14d, made again every 1d, {signer.made} cached"
@@ -94,7 +95,7 @@ def test_a_rolling_zone_shows_its_step_its_keys_and_when_the_next_step_is_due() 
         (rollover.step_number("published"), {"zone": Z, "step": "published"}),
     ]
     assert samples(node, "valis_dnssec_rollover_step_due") == [(due, {"zone": Z})]
-    text = render_status(node.status(), NOW)
+    text = render_status(STATUS.structure(node.status()), NOW)
     assert f"(DNSKEY {OLD.tag} {NEW.tag})" in text
     assert "key rollover at step published for 0h00m05s, next step in 0h05m55s (at " in text
 
@@ -104,7 +105,7 @@ def test_every_step_has_its_own_number_and_any_step_name_is_shown_as_given() -> 
     assert len(set(numbers)) == len(numbers)
     roll: dict[str, Any] = {"zone": Z, "step": "some-new-step", "since": NOW - 60,
                             "due": NOW + 3600}
-    text = render_status({"rollovers": [roll]}, NOW)
+    text = render_status(STATUS.structure({"rollovers": [roll]}), NOW)
     assert (
         f"zone {Z}: key rollover at step some-new-step for 0h01m00s, next step in 1h00m00s "
         "(at 2027-01-15T09:00:00Z)"

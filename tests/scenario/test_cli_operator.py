@@ -25,6 +25,7 @@ from valis_core.launcher_config import launcher_config_from_mapping, render_laun
 from valis_core.operator_state.site_facts import render_site_facts
 from valis_core.operator_state.site_facts_rows import set_site_facts
 from valis_core.operator_state.zones import replace_zone
+from valis_core.resident.status_document import STATUS
 from valis_core.state_layout import config_store_path
 
 BIN = Path(sys.executable).parent
@@ -79,26 +80,29 @@ def test_a_node_not_ready_says_each_reason_and_a_dropped_port_only_warns() -> No
         "dns": {"udp": "192.0.2.1:53", "tcp": "192.0.2.1:53", "problem": "port 5353 dropped"},
         "modules": [], "started_at": 0.0,
     }
-    assert not_ready_reasons(document) == [
+    assert not_ready_reasons(STATUS.structure(document)) == [
         "bring-up has not finished (the resident's log says which stage)",
         f"zone {ZONE} answers SERVFAIL, not its SOA",
         "the operator-state database is not connected",
     ]
-    shown = render_status(document, now=3700.0).splitlines()
+    shown = render_status(STATUS.structure(document), now=3700.0).splitlines()
     assert shown[0].startswith("node node-a@lab: NOT READY: bring-up has not finished")
     assert "fence: generation 3 held by node-a@lab#00; store generation 3" in shown
     assert "database: NOT connected for 1h00m00s" in shown
     assert shown[-1] == "warning: port 5353 dropped"
     serving = {**document, "ready": True, "zones": {ZONE: {"serial": 7, "rcode": "NOERROR"}},
                "database": {"connected": True, "since": 100.0}}
-    assert not_ready_reasons(serving) == []
+    assert not_ready_reasons(STATUS.structure(serving)) == []
     # A database outage under a node that answers every zone: not ready, but serving.
     outage = {**serving, "database": {"connected": False, "since": 100.0}}
-    assert not_ready_reasons(outage) == ["the operator-state database is not connected"]
-    assert not_serving_reasons(outage) == []
-    assert render_status(outage, now=3700.0).startswith(
+    assert not_ready_reasons(STATUS.structure(outage)) == [
+        "the operator-state database is not connected"
+    ]
+    assert not_serving_reasons(STATUS.structure(outage)) == []
+    assert render_status(STATUS.structure(outage), now=3700.0).startswith(
         "node node-a@lab: serving every zone, but NOT READY: the operator-state database")
-    assert not_serving_reasons(document) == not_ready_reasons(document)[:2]
+    status = STATUS.structure(document)
+    assert not_serving_reasons(status) == not_ready_reasons(status)[:2]
 
 
 def test_a_node_whose_heartbeat_reconnected_before_its_zone_source_is_not_ready() -> None:
@@ -113,12 +117,12 @@ def test_a_node_whose_heartbeat_reconnected_before_its_zone_source_is_not_ready(
         "dns": {"udp": "192.0.2.1:53", "tcp": "192.0.2.1:53"},
         "modules": [], "started_at": 0.0,
     }
-    reasons = not_ready_reasons(document)
+    reasons = not_ready_reasons(STATUS.structure(document))
     assert len(reasons) == 1
     assert reasons[0].startswith("the zone source is not following operator state yet")
-    assert not_serving_reasons(document) == []
+    assert not_serving_reasons(STATUS.structure(document)) == []
     caught_up = {**document, "database": {"connected": True, "since": 100.0, "following": True}}
-    assert not_ready_reasons(caught_up) == []
+    assert not_ready_reasons(STATUS.structure(caught_up)) == []
 
 
 def test_status_of_a_node_that_is_not_running_is_one_line_and_not_ready(

@@ -24,6 +24,7 @@ from valis_core.config_store import HOW_TO_CHANGE
 from valis_core.identity.custody import load_keyfile
 from valis_core.operator_state.zones import delete_zone
 from valis_core.owner.key import derive_owner_tsig
+from valis_core.resident.status_document import STATUS
 from valis_core.state_layout import config_store_path, signing_keys_dir
 
 ZONE = "example.test."
@@ -181,14 +182,14 @@ def test_a_zone_that_cannot_be_served_is_refused_and_the_node_stays_as_it_was(
     assert set(resident.status()["zones"]) == {ZONE}
     assert resident.ask(ZONE, "SOA").rcode() == dns.rcode.NOERROR
     assert resident.ask("missing.test.", "SOA").rcode() == dns.rcode.REFUSED
-    reasons = not_ready_reasons(resident.status())
+    reasons = not_ready_reasons(STATUS.structure(resident.status()))
     assert [r for r in reasons if "the last reload was refused" in r], reasons
     assert "missing.test." in resident.status()["reload_refused"]
 
     set_served_zones(resident, zone_dsn, ZONE)  # the store asks for what is served again
     reload(resident, "the store is unchanged")
     assert resident.status()["reload_refused"] is None
-    assert not_ready_reasons(resident.status()) == []
+    assert not_ready_reasons(STATUS.structure(resident.status())) == []
 
 
 def test_a_served_zone_deleted_from_the_database_makes_the_node_not_ready_until_imported(
@@ -200,13 +201,13 @@ def test_a_served_zone_deleted_from_the_database_makes_the_node_not_ready_until_
     resident = resident_harness.start(make_state_dir(resident_harness.workdir),
                                       site_facts(zone_dsn))
     resident.wait_ready()
-    assert not_ready_reasons(resident.status()) == []
+    assert not_ready_reasons(STATUS.structure(resident.status())) == []
     with pg_cluster.connect(zone_dsn) as conn:
         assert delete_zone(conn, ZONE)
     until(lambda: resident.status()["zones_gone_from_database"] == [ZONE],
           "the deleted zone reported gone")
     assert resident.ask(ZONE, "SOA").rcode() == dns.rcode.NOERROR
-    reasons = not_ready_reasons(resident.status())
+    reasons = not_ready_reasons(STATUS.structure(resident.status()))
     assert [r for r in reasons if f"zone {ZONE} is no longer in the operator-state" in r]
     shown = run_as(RUN_USER, ["valis", "status", "--state-dir", str(resident.state_dir)])
     assert shown.returncode == 1, shown.stdout + shown.stderr
@@ -215,7 +216,7 @@ def test_a_served_zone_deleted_from_the_database_makes_the_node_not_ready_until_
     import_zone(pg_cluster, zone_dsn, ZONE, serial=3)
     until(lambda: resident.status()["zones"][ZONE]["serial"] == 3, "the zone imported again")
     assert resident.status()["zones_gone_from_database"] == []
-    assert not_ready_reasons(resident.status()) == []
+    assert not_ready_reasons(STATUS.structure(resident.status())) == []
 
 
 def test_site_facts_set_refuses_served_zones_the_database_lacks(

@@ -9,7 +9,6 @@ that interface (address, prefix and a gateway the host has actually heard from).
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from collections.abc import Sequence
@@ -124,8 +123,6 @@ def _node_dsn(files: Sequence[str]) -> str | None:
 
 
 def _assess(args: argparse.Namespace) -> int:
-    import cattrs
-
     from valis_core.config_store import store_path
     from valis_core.ops.assessment import render_table
     from valis_core.ops.host_readiness import assess_host
@@ -141,19 +138,9 @@ def _assess(args: argparse.Namespace) -> int:
         clauses.append(clause)
     ok = all(clause.ok for clause in clauses)
     if args.json:
-        document: dict[str, object] = {
-            "ok": ok,
-            "clauses": cattrs.unstructure(clauses),
-        }
-        if args.interface:
-            document["public_network"] = None if derived is None else {
-                "interface": derived.interface,
-                "address": str(derived.address),
-                "prefix": derived.prefix,
-                "gateway": str(derived.gateway),
-            }
-        json.dump(document, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        from valis_core.ops.assess_report import render_report
+
+        sys.stdout.write(render_report(clauses, derived, interface_named=bool(args.interface)))
     else:
         sys.stdout.write(render_table(clauses))
         failed = sum(not clause.ok for clause in clauses)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import json
 import os
 import pwd
 import shlex
@@ -50,6 +49,7 @@ if TYPE_CHECKING:
 
     from valis_core.dev_launcher import Listeners
     from valis_core.dns.records import RecordRow
+    from valis_core.documents import Document
     from valis_core.operator_state.local_cluster import LocalCluster
 
 DEFAULT_PORT = 5300
@@ -232,15 +232,25 @@ def _run_locked(
         cluster.stop()
 
 
+def imported_document() -> Document[dict[str, str]]:
+    """``imported.json``: the digest of the file each zone was last imported from."""
+    from valis_core.documents import Document
+
+    return Document(
+        kind=dict[str, str],
+        name=IMPORTED_FILE,
+        error=DemoError,
+        remedy="every zone is imported again",
+        newline=False,
+    )
+
+
 def _load_imported(path: Path) -> dict[str, str]:
     """The digest of the file each zone was last imported from (empty when unknown)."""
     try:
-        found = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
+        return imported_document().read(path.read_bytes())
+    except (OSError, DemoError):
         return {}
-    if not isinstance(found, dict):
-        return {}
-    return {str(key): str(value) for key, value in found.items() if isinstance(value, str)}
 
 
 def _import_zones(conn: psycopg.Connection[Any], root: Path, zones: Sequence[ZoneFile]) -> None:
@@ -263,7 +273,7 @@ def _import_zones(conn: psycopg.Connection[Any], root: Path, zones: Sequence[Zon
         summary = replace_zone(conn, zone.rows)
         conn.commit()
         imported[zone.name] = zone.digest
-        write_atomic(record_path, json.dumps(imported, sort_keys=True).encode(), mode=0o600)
+        write_atomic(record_path, imported_document().render(imported), mode=0o600)
         how = "imported" if zone.name not in held else (
             f"re-imported (the file changed since the last import; it replaced what the "
             f"database held for {zone.name})"

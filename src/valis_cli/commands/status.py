@@ -17,15 +17,19 @@ nothing outside reaches it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+import attrs
 
 from valis_core.clock import wall
 from valis_core.node_defaults import DEFAULT_STATE_DIR
+
+if TYPE_CHECKING:  # the document's module imports the DNS engine: only when asked
+    from valis_core.dns.secondary_progress import SecondaryState
+    from valis_core.resident.status_document import NodeStatus, RolloverStatus, SignedZone
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,37 +51,37 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=_status)
 
 
-def not_serving_reasons(document: Mapping[str, Any]) -> list[str]:
+def not_serving_reasons(status: NodeStatus) -> list[str]:
     """Why the node does not answer every served zone, from its status document (empty:
     it answers each, from its last good snapshot too while the database is away)."""
     reasons = []
-    if not document.get("ready"):
+    if not status.ready:
         reasons.append("bring-up has not finished (the resident's log says which stage)")
-    for zone, view in sorted((document.get("zones") or {}).items()):
-        if view.get("rcode") != "NOERROR" or view.get("serial") is None:
-            reasons.append(f"zone {zone} answers {view.get('rcode')}, not its SOA")
+    for zone, view in sorted(status.zones.items()):
+        if view.rcode != "NOERROR" or view.serial is None:
+            reasons.append(f"zone {zone} answers {view.rcode}, not its SOA")
     return reasons
 
 
-def not_ready_reasons(document: Mapping[str, Any]) -> list[str]:
+def not_ready_reasons(status: NodeStatus) -> list[str]:
     """Why the node is not fit to serve, from its status document (empty: it is): every
     reason it does not serve, a served zone gone from the database, a refused reload,
     and a lost database session."""
-    reasons = not_serving_reasons(document)
-    for zone in document.get("zones_gone_from_database") or []:
+    reasons = not_serving_reasons(status)
+    for zone in status.zones_gone_from_database:
         reasons.append(
             f"zone {zone} is no longer in the operator-state database (its last good "
             "version is served; import it again, or stop serving it)"
         )
-    if document.get("reload_refused"):
+    if status.reload_refused:
         reasons.append(
-            f"the last reload was refused ({document['reload_refused']}); the node runs as "
+            f"the last reload was refused ({status.reload_refused}); the node runs as "
             "before: correct the store and reload again"
         )
-    database = document.get("database")
-    if isinstance(database, Mapping) and database.get("connected") is False:
+    database = status.database
+    if database is not None and database.connected is False:
         reasons.append("the operator-state database is not connected")
-    elif isinstance(database, Mapping) and database.get("following") is False:
+    elif database is not None and database.following is False:
         # The heartbeat reconnects first; ready means changes flow, so the zone source
         # must have re-read every served zone on its own connection too.
         reasons.append(
@@ -95,15 +99,15 @@ def _ago(since: float | None, now: float) -> str:
     return f"{hours}h{rest // 60:02d}m{rest % 60:02d}s"
 
 
-def _secondary_line(state: Mapping[str, Any]) -> str:
-    where = f"secondary {state.get('address')} of {state.get('zone')}"
-    if state.get("serial") is None:
+def _secondary_line(state: SecondaryState) -> str:
+    where = f"secondary {state.address} of {state.zone}"
+    if state.serial is None:
         return f"{where}: no transfer yet"
-    lag = state.get("lag_serials")
+    lag = state.lag_serials
     if not lag:
-        return f"{where}: serial {state['serial']}, up to date"
-    seconds = int(state.get("lag_seconds") or 0)
-    return f"{where}: serial {state['serial']}, {lag} behind for {seconds}s"
+        return f"{where}: serial {state.serial}, up to date"
+    seconds = int(state.lag_seconds or 0)
+    return f"{where}: serial {state.serial}, {lag} behind for {seconds}s"
 
 
 def _duration(seconds: float) -> str:
@@ -116,74 +120,73 @@ def _duration(seconds: float) -> str:
     return "".join(parts) or "0s"
 
 
-def _signed_line(zone: Mapping[str, Any]) -> str:
+def _signed_line(zone: SignedZone) -> str:
     """How a signed zone is signed, in one line (its rollover, if any, has its own)."""
-    name = zone.get("zone")
-    if not zone.get("key_held"):
+    name = zone.zone
+    if not zone.key_held:
         return (
             f"zone {name}: signed in operator state, but this node lacks its key: answered "
             "SERVFAIL until the key is restored from the backup set"
         )
-    tags = " ".join(str(tag) for tag in zone.get("dnskey_tags") or [])
+    tags = " ".join(str(tag) for tag in zone.dnskey_tags or ())
     return (
-        f"zone {name}: signed with algorithm {zone.get('algorithm')}, key tag "
-        f"{zone.get('key_tag')} (DNSKEY {tags}), {zone.get('denial')} denial; signatures "
-        f"valid {_duration(zone.get('signature_validity_seconds') or 0)}, made again every "
-        f"{_duration(zone.get('signature_refresh_seconds') or 0)}, "
-        f"{zone.get('signatures_cached')} cached"
+        f"zone {name}: signed with algorithm {zone.algorithm}, key tag "
+        f"{zone.key_tag} (DNSKEY {tags}), {zone.denial} denial; signatures "
+        f"valid {_duration(zone.signature_validity_seconds or 0)}, made again every "
+        f"{_duration(zone.signature_refresh_seconds or 0)}, "
+        f"{zone.signatures_cached} cached"
     )
 
 
-def _rollover_line(roll: Mapping[str, Any], now: float) -> str:
-    zone = roll.get("zone")
-    since = _ago(roll.get("since"), now)
-    kind = f"{roll['kind'].upper()} " if roll.get("kind") in ("ksk", "zsk") else ""
-    head = f"zone {zone}: {kind}key rollover at step {roll.get('step')} for {since}"
-    due = roll.get("due")
+def _rollover_line(roll: RolloverStatus, now: float) -> str:
+    zone = roll.zone
+    since = _ago(roll.since, now)
+    kind = f"{roll.kind.upper()} " if roll.kind in ("ksk", "zsk") else ""
+    head = f"zone {zone}: {kind}key rollover at step {roll.step} for {since}"
+    due = roll.due
     if due is None:
         return (
             f"{head}, waiting for the parent: give it the DS set 'valis zone ds {zone}' "
             f"prints, then 'valis zone rollover {zone} --ds-published'"
         )
-    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(due)))
-    return f"{head}, next step in {_ago(now, float(due))} (at {at})"
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(due))
+    return f"{head}, next step in {_ago(now, due)} (at {at})"
 
 
-def render_status(document: Mapping[str, Any], now: float) -> str:
+def render_status(status: NodeStatus, now: float) -> str:
     """The status as a few lines for a person."""
-    reasons = not_ready_reasons(document)
+    reasons = not_ready_reasons(status)
     head = "ready" if not reasons else "NOT READY: " + "; ".join(reasons)
-    if reasons and not not_serving_reasons(document):
+    if reasons and not not_serving_reasons(status):
         head = "serving every zone, but " + head
-    lines = [f"node {document.get('node')}@{document.get('location')}: {head}"]
-    holder = document.get("fence_holder") or "(holder not reported)"
+    lines = [f"node {status.node}@{status.location}: {head}"]
+    holder = status.fence_holder or "(holder not reported)"
     lines.append(
-        f"fence: generation {document.get('fence_generation')} held by {holder}; store "
-        f"generation {document.get('generation')}"
+        f"fence: generation {status.fence_generation} held by {holder}; store "
+        f"generation {status.generation}"
     )
-    for zone, view in sorted((document.get("zones") or {}).items()):
-        lines.append(f"zone {zone}: serial {view.get('serial')} ({view.get('rcode')})")
-    for secondary in document.get("secondaries") or []:
+    for zone, view in sorted(status.zones.items()):
+        lines.append(f"zone {zone}: serial {view.serial} ({view.rcode})")
+    for secondary in status.secondaries or ():
         lines.append(_secondary_line(secondary))
-    for zone in document.get("signed_zones") or []:
-        lines.append(_signed_line(zone))
-    for roll in document.get("rollovers") or []:
+    for signed in status.signed_zones:
+        lines.append(_signed_line(signed))
+    for roll in status.rollovers:
         lines.append(_rollover_line(roll, now))
-    database = document.get("database")
-    if isinstance(database, Mapping):
-        state = "connected" if database.get("connected") else "NOT connected"
-        since = database.get("since")
-        lines.append(f"database: {state} for {_ago(since, now)}")
-        if database.get("connected") is False:
-            lines.append(str(database.get("serving") or "serving the last good snapshot"))
+    database = status.database
+    if database is not None:
+        state = "connected" if database.connected else "NOT connected"
+        lines.append(f"database: {state} for {_ago(database.since, now)}")
+        if database.connected is False:
+            lines.append(str(database.serving or "serving the last good snapshot"))
     else:
         lines.append("database: not reported by this resident")
-    lines.append(f"modules: {', '.join(document.get('modules') or []) or 'none'}")
-    lines.append(f"up for {_ago(document.get('started_at'), now)}")
-    dns = document.get("dns") or {}
-    lines.append(f"dns: udp {dns.get('udp')} tcp {dns.get('tcp')}")
-    if dns.get("problem"):
-        lines.append(f"warning: {dns['problem']}")
+    lines.append(f"modules: {', '.join(status.modules) or 'none'}")
+    lines.append(f"up for {_ago(status.started_at, now)}")
+    dns = status.dns
+    lines.append(f"dns: udp {dns and dns.udp} tcp {dns and dns.tcp}")
+    if dns is not None and dns.problem:
+        lines.append(f"warning: {dns.problem}")
     return "\n".join(lines) + "\n"
 
 
@@ -216,21 +219,21 @@ def _fenced_out(state_dir: Path) -> str | None:
 def _status(args: argparse.Namespace) -> int:
     from valis_core.resident.fence_verdict import NodeFencedOut
     from valis_core.resident.node_status import NodeNotRunning, read_node_status
+    from valis_core.resident.status_document import render_indented
 
     try:
-        document = read_node_status(args.state_dir)
+        status = read_node_status(args.state_dir)
     except NodeNotRunning:
         fenced = _fenced_out(args.state_dir)
         if fenced is not None:
             raise NodeFencedOut(fenced) from None
         raise
-    if not document.get("modules"):
-        document["modules"] = _pinned_modules(args.state_dir)
+    if not status.modules:
+        status = attrs.evolve(status, modules=tuple(_pinned_modules(args.state_dir)))
     reasons = not_serving_reasons if args.serving else not_ready_reasons
-    ready = not reasons(document)
+    ready = not reasons(status)
     if args.json:
-        json.dump(document, sys.stdout, indent=1, sort_keys=True)
-        sys.stdout.write("\n")
+        sys.stdout.write(render_indented(status).decode("ascii"))
     else:
-        sys.stdout.write(render_status(document, wall()))
+        sys.stdout.write(render_status(status, wall()))
     return 0 if ready else 1

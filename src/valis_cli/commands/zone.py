@@ -13,7 +13,6 @@ else the owner of its SOA.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -252,18 +251,14 @@ def _list(args: argparse.Namespace) -> int:
         served = served_zones(conn)
         policies = serial_policies(conn)
     if args.json:
-        document = [
-            {
-                "zone": zone.name,
-                "records": zone.records,
-                "serial": zone.serial,
-                "served_by": list(served.get(zone.name, ())),
-                "serial_policy": policies.get(zone.name),
-            }
+        from valis_cli.commands.listings import ZONES, ZoneListing
+
+        listing = tuple(
+            ZoneListing(zone.name, zone.records, zone.serial,
+                        tuple(served.get(zone.name, ())), policies.get(zone.name))
             for zone in zones
-        ]
-        json.dump(document, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        )
+        sys.stdout.write(ZONES.render(listing).decode("ascii"))
         return 0
     print("ZONE\tRECORDS\tSERIAL\tSERVED BY\tSERIAL POLICY")
     for zone in zones:
@@ -417,19 +412,21 @@ def _secondary_list(args: argparse.Namespace) -> int:
     with operator_connection(args) as conn:
         found = book.list_secondaries(conn, args.zone)
     if args.json:
-        document = []
-        for secondary in found:
-            entry = {
-                "zone": secondary.zone,
-                "address": secondary.address,
-                "key_name": secondary.key_name,
-                "algorithm": secondary.algorithm,
-            }
-            if args.secrets:
-                entry["secret"] = secondary.secret_base64
-            document.append(entry)
-        json.dump(document, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        from valis_cli.commands import listings
+
+        if args.secrets:
+            shown = listings.SECONDARIES_WITH_SECRETS.render(tuple(
+                listings.SecondaryListingWithSecret(
+                    one.zone, one.address, one.key_name, one.algorithm, one.secret_base64
+                )
+                for one in found
+            ))
+        else:
+            shown = listings.SECONDARIES.render(tuple(
+                listings.SecondaryListing(one.zone, one.address, one.key_name, one.algorithm)
+                for one in found
+            ))
+        sys.stdout.write(shown.decode("ascii"))
         return 0
     header = "ZONE\tADDRESS\tKEY\tALGORITHM"
     print(header + ("\tSECRET" if args.secrets else ""))

@@ -33,21 +33,21 @@ import contextlib
 import gzip
 import hashlib
 import io
-import json
 import os
 import re
 import secrets
 import shutil
 import tarfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import attrs
 
-from valis_core import safe_tar
+from valis_core import documents, safe_tar
 from valis_core.apply.unit_control import UnitController
 from valis_core.atomic import fsync_dir, write_atomic
+from valis_core.documents import Document, is_sha256, shown
 from valis_core.errors import ValisError
 from valis_core.safe_tar import TarDefect
 
@@ -66,7 +66,6 @@ GZIP_LEVEL = 6
 _ALLOWED_MODE_BITS = 0o755
 DIR_MODE = 0o755
 _VERSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
-_SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _STAGING_RE = re.compile(r"\..+\.[0-9a-f]{12}\.staging")
 _LINK_TEMP_RE = re.compile(rf"\.{CURRENT_LINK}\.[0-9a-f]{{12}}\.tmp")
 
@@ -80,21 +79,85 @@ Reachable = Callable[[Path], str | None]
 None when it can. Given by the caller, which knows the account and how to ask the host."""
 
 
+def _check_path(_: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if type(value) is not str:
+        raise TypeError(f"path {shown(value)} is not a string")
+    if not safe_tar.is_plain_relative(value):
+        raise ValueError(f"path {value!r} is not a plain relative path")
+    if value == MANIFEST_NAME:
+        raise ValueError(f"path {value!r} lists the manifest itself")
+
+
+def _check_sha256(_: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not is_sha256(value):
+        raise ValueError(f"sha256 {shown(value)} is not 64 lowercase hex digits")
+
+
+def _check_mode(_: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if type(value) is not int or not 0 <= value <= 0o7777:
+        raise ValueError(f"mode {shown(value)} is not a file mode")
+    if value & ~_ALLOWED_MODE_BITS:
+        raise ValueError(f"mode {value:04o} is outside 0755; only modes within it are delivered")
+
+
+def _check_version(_: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if type(value) is not str or not _VERSION_RE.fullmatch(value):
+        raise ValueError(
+            f"version {shown(value)} is not a version name (letters, digits, . _ + -)"
+        )
+
+
 @attrs.frozen
 class DeliveryFile:
     """One file a delivery carries: its relative path, content hash and mode."""
 
-    path: str
-    sha256: str
-    mode: int
+    path: str = attrs.field(validator=_check_path)
+    sha256: str = attrs.field(validator=_check_sha256)
+    mode: int = attrs.field(validator=_check_mode)
+    """In JSON as four octal digits (``"0644"``)."""
+
+
+def _in_path_order(files: Iterable[DeliveryFile]) -> tuple[DeliveryFile, ...]:
+    return tuple(sorted(files, key=lambda entry: entry.path))
+
+
+def _check_files(
+    _: object, attribute: attrs.Attribute[tuple[DeliveryFile, ...]], value: tuple[DeliveryFile, ...]
+) -> None:
+    paths = [entry.path for entry in value]
+    twice = sorted({path for path in paths if paths.count(path) > 1})
+    if twice:
+        raise ValueError(f"files lists {twice[0]!r} twice")
+    clash = safe_tar.file_beneath_file(paths)
+    if clash is not None:
+        raise ValueError(f"files lists {clash[0]!r} as a file and also {clash[1]!r} beneath it")
 
 
 @attrs.frozen
 class DeliveryManifest:
     """What ``MANIFEST.json`` says: the version and every file, in path order."""
 
-    version: str
-    files: tuple[DeliveryFile, ...]
+    version: str = attrs.field(validator=_check_version)
+    files: tuple[DeliveryFile, ...] = attrs.field(converter=_in_path_order, validator=_check_files)
+
+
+def _read_mode(value: object) -> int:
+    if type(value) is not str or not re.fullmatch(r"0[0-7]{3}", value):
+        raise ValueError(f'mode {shown(value)} is not four octal digits like "0644"')
+    return int(value, 8)
+
+
+documents.register_field(DeliveryFile, "mode", _read_mode, lambda mode: f"{mode:04o}")
+
+DOCUMENT: Document[DeliveryManifest] = Document(
+    kind=DeliveryManifest,
+    name=f"delivery refused: member {MANIFEST_NAME!r}",
+    error=DeliveryError,
+    remedy="nothing was written (rebuild the delivery with `make dist`)",
+    format=FORMAT,
+    indent=1,
+)
+"""``MANIFEST.json`` as a JSON document (``valis_core.documents``)."""
 
 
 @attrs.frozen
@@ -117,48 +180,7 @@ def _refusal(member: str, problem: str) -> DeliveryError:
 
 
 def _parse_manifest(data: bytes) -> DeliveryManifest:
-    def bad(problem: str) -> DeliveryError:
-        return _refusal(MANIFEST_NAME, problem)
-
-    try:
-        document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise bad(f"is not valid JSON ({exc})") from None
-    if not isinstance(document, dict) or set(document) != {"format", "version", "files"}:
-        raise bad('must be an object with exactly "format", "version" and "files"')
-    if document["format"] != FORMAT:
-        raise bad(f"has format {document['format']!r}; this valis reads format {FORMAT}")
-    version = document["version"]
-    if not isinstance(version, str) or not _VERSION_RE.fullmatch(version):
-        raise bad(f"version {version!r} is not a version name (letters, digits, . _ + -)")
-    entries = document["files"]
-    if not isinstance(entries, list):
-        raise bad('"files" must be a list')
-    files: dict[str, DeliveryFile] = {}
-    for entry in entries:
-        if not isinstance(entry, dict) or set(entry) != {"path", "sha256", "mode"}:
-            raise bad('each file must be an object with exactly "path", "sha256" and "mode"')
-        path, digest, mode = entry["path"], entry["sha256"], entry["mode"]
-        if not isinstance(path, str):
-            raise bad(f"lists a path that is not a string: {path!r}")
-        if not safe_tar.is_plain_relative(path):
-            raise bad(f"lists {path!r}, which is not a plain relative path")
-        if path == MANIFEST_NAME:
-            raise bad("lists itself")
-        if not isinstance(digest, str) or not _SHA256_RE.fullmatch(digest):
-            raise bad(f"gives {path!r} a sha256 that is not 64 lowercase hex digits")
-        if not isinstance(mode, str) or not re.fullmatch(r"0[0-7]{3}", mode):
-            raise bad(f"gives {path!r} a mode that is not four octal digits like \"0644\"")
-        bits = int(mode, 8)
-        if bits & ~_ALLOWED_MODE_BITS:
-            raise bad(f"gives {path!r} mode {mode}; only modes within 0755 are delivered")
-        if path in files:
-            raise bad(f"lists {path!r} twice")
-        files[path] = DeliveryFile(path, digest, bits)
-    clash = safe_tar.file_beneath_file(files)
-    if clash is not None:
-        raise bad(f"lists {clash[0]!r} as a file and also {clash[1]!r} beneath it")
-    return DeliveryManifest(version, tuple(files[path] for path in sorted(files)))
+    return DOCUMENT.read(data)
 
 
 def _open_tar(fileobj: IO[bytes]) -> tarfile.TarFile:
@@ -487,16 +509,19 @@ def apply_delivery(
 
 
 def render_manifest(version: str, files: Mapping[str, tuple[bytes, int]]) -> bytes:
-    """The canonical ``MANIFEST.json`` for ``files`` (path → (content, mode))."""
-    document: dict[str, Any] = {
-        "format": FORMAT,
-        "version": version,
-        "files": [
-            {"path": path, "sha256": hashlib.sha256(data).hexdigest(), "mode": f"{mode:04o}"}
-            for path, (data, mode) in sorted(files.items())
-        ],
-    }
-    return (json.dumps(document, indent=1, sort_keys=True) + "\n").encode("utf-8")
+    """The canonical ``MANIFEST.json`` for ``files`` (path → (content, mode)); what apply
+    would refuse is refused here, so it is never built."""
+    try:
+        manifest = DeliveryManifest(
+            version,
+            tuple(
+                DeliveryFile(path, hashlib.sha256(data).hexdigest(), mode)
+                for path, (data, mode) in files.items()
+            ),
+        )
+    except (ValueError, TypeError) as exc:
+        raise DOCUMENT.refusal(str(exc)) from None
+    return DOCUMENT.render(manifest)
 
 
 def build_delivery_bytes(version: str, files: Mapping[str, bytes | tuple[bytes, int]]) -> bytes:
@@ -506,7 +531,6 @@ def build_delivery_bytes(version: str, files: Mapping[str, bytes | tuple[bytes, 
         for path, value in files.items()
     }
     manifest = render_manifest(version, normalised)
-    _parse_manifest(manifest)  # refuse to build what apply would refuse
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as archive:
         for path, (data, mode) in [(MANIFEST_NAME, (manifest, 0o644)), *sorted(normalised.items())]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import select
 import signal
@@ -35,6 +34,7 @@ import attrs
 
 from valis_core.atomic import write_atomic
 from valis_core.clock import Clock, monotonic
+from valis_core.documents import Document
 from valis_core.errors import ValisError
 
 #: Where root's supervisors keep their locks and records (``/run``: gone at boot, as
@@ -60,6 +60,15 @@ class UnitRecord:
     #: the pid namespace ``pid`` is a number in (the inode of its nsfs file)
     pidns: int
     command: tuple[str, ...]
+
+
+DOCUMENT: Document[UnitRecord] = Document(
+    kind=UnitRecord,
+    name="the unit record",
+    error=UnitRecordError,
+    remedy="check that no unit it named still runs (ps), then remove it",
+)
+"""A unit record as a JSON document (``valis_core.documents``)."""
 
 
 def record_dir() -> Path | None:
@@ -133,32 +142,19 @@ def record_of(pid: int, command: Sequence[str]) -> UnitRecord | None:
 
 
 def write_record(path: Path, record: UnitRecord) -> None:
-    fields = {"pid": record.pid, "start": record.start, "pidns": record.pidns,
-              "command": list(record.command)}
-    data = json.dumps(fields, sort_keys=True)
-    write_atomic(path, data.encode() + b"\n", mode=RECORD_MODE)
+    write_atomic(path, DOCUMENT.render(record), mode=RECORD_MODE)
 
 
 def read_record(path: Path) -> UnitRecord | None:
     """The record at ``path``; None when there is none. One that does not parse is
     refused, naming the file."""
     try:
-        text = path.read_text("utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise UnitRecordError(f"cannot read the unit record {path}: {exc.strerror}") from None
-    try:
-        fields = json.loads(text)
-        return UnitRecord(
-            pid=int(fields["pid"]), start=int(fields["start"]), pidns=int(fields["pidns"]),
-            command=tuple(str(part) for part in fields["command"]),
-        )
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UnitRecordError(
-            f"the unit record {path} does not parse ({exc}); check that no unit it named "
-            "still runs (ps), then remove it"
-        ) from None
+    return DOCUMENT.read(data, name=f"the unit record {path} does not parse")
 
 
 def open_recorded(record: UnitRecord) -> int | None:

@@ -13,11 +13,13 @@ that is whatever anyone on the path serves. https and file URLs need no allowanc
 from __future__ import annotations
 
 import enum
-import json
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import attrs
+
 from valis_core.atomic import write_atomic
+from valis_core.documents import Document
 from valis_core.errors import ValisError
 
 DEFAULT_DIST_HOME = Path("/etc/valis/dist")
@@ -70,8 +72,31 @@ def registration_path(home: Path) -> Path:
     return home / REGISTRATION
 
 
-def _record(url: str) -> bytes:
-    return (json.dumps({"index_url": url}, sort_keys=True) + "\n").encode("utf-8")
+def _check_recorded(_: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if type(value) is not str:
+        raise TypeError(f"index_url {value!r} is not a string")
+    try:
+        # Recorded once it was accepted (a plain-http one with the allowance then).
+        check_index_url(value, allow_insecure=True)
+    except DistHomeError as exc:
+        raise ValueError(f"index_url: {exc}") from None
+
+
+@attrs.frozen
+class Registration:
+    """What ``registration.json`` records: the node's one private dist."""
+
+    index_url: str = attrs.field(validator=_check_recorded)
+
+
+DOCUMENT: Document[Registration] = Document(
+    kind=Registration,
+    name=REGISTRATION,
+    error=DistHomeError,
+    remedy="register the dist again with `valis dist register`",
+    max_bytes=_MAX_BYTES,
+)
+"""``registration.json`` as a JSON document (``valis_core.documents``)."""
 
 
 def read_registration(home: Path) -> str | None:
@@ -84,19 +109,8 @@ def read_registration(home: Path) -> str | None:
         return None
     except OSError as exc:
         raise DistHomeError(f"dist registration {path} cannot be read: {exc.strerror}") from exc
-    try:
-        value = json.loads(data)
-        if len(data) > _MAX_BYTES or not isinstance(value, dict) or set(value) != {
-            "index_url"
-        }:
-            raise ValueError("not a registration record")
-        # Recorded once it was accepted (a plain-http one with the allowance then).
-        return check_index_url(str(value["index_url"]), allow_insecure=True)
-    except (ValueError, UnicodeDecodeError, DistHomeError) as exc:
-        raise DistHomeError(
-            f"dist registration {path} is damaged ({exc}); register the dist again with "
-            "`valis dist register`"
-        ) from exc
+    registration = DOCUMENT.read(data, name=f"dist registration {path} is damaged")
+    return check_index_url(registration.index_url, allow_insecure=True)
 
 
 def register_dist(home: Path, url: str, *, allow_insecure: bool = False) -> Registered:
@@ -108,7 +122,9 @@ def register_dist(home: Path, url: str, *, allow_insecure: bool = False) -> Regi
         return Registered.UNCHANGED
     try:
         home.mkdir(mode=0o755, parents=True, exist_ok=True)
-        write_atomic(registration_path(home), _record(canonical), mode=0o644)
+        write_atomic(
+            registration_path(home), DOCUMENT.render(Registration(canonical)), mode=0o644
+        )
     except OSError as exc:
         raise DistHomeError(
             f"cannot record the dist registration in {home}: {exc.strerror or exc}"

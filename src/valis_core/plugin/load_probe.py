@@ -18,12 +18,13 @@ installed delivery's own.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 
+import attrs
 import trio
 
+from valis_core.documents import Document
 from valis_core.errors import ValisError
 from valis_core.plugin.install import install_checked
 from valis_core.plugin.modules import ModuleContext, load_modules
@@ -81,6 +82,29 @@ class ModuleLoadProbeError(ValisError):
     """This binary cannot take a module: it was not built to load one."""
 
 
+@attrs.frozen
+class ProbeReport:
+    """What the probe module reports when started: the versions and counts it reached."""
+
+    trio: str
+    dnspython: str
+    runtime: int
+    """How many runtime distributions' metadata it read."""
+    fernet: int
+    """The length of the Fernet key it made."""
+
+
+REPORT: Document[ProbeReport] = Document(
+    kind=ProbeReport,
+    name=f"the probe module's {_STARTED}",
+    error=ModuleLoadProbeError,
+    remedy="the probe module this binary built did not run as built",
+    newline=False,
+)
+"""The probe module's report as a JSON document (``valis_core.documents``); the module
+writes it with ``json.dumps``, as a module would."""
+
+
 def probe_wheel() -> tuple[str, bytes]:
     """The probe module's wheel: its file name and bytes (equal on every call)."""
     return make_wheel(
@@ -98,14 +122,14 @@ def _refused(problem: object) -> ModuleLoadProbeError:
     )
 
 
-async def _start_and_drain(context: ModuleContext, pins: list[ModulePin]) -> dict[str, object]:
+async def _start_and_drain(context: ModuleContext, pins: list[ModulePin]) -> ProbeReport:
     (module,) = load_modules(context, pins)
     with trio.fail_after(_LIFECYCLE_TIMEOUT):
         async with trio.open_nursery() as nursery:
             await nursery.start(module.lifecycle.run)
             await module.lifecycle.drain()
             nursery.cancel_scope.cancel()
-    report: dict[str, object] = json.loads((context.state_dir / _STARTED).read_text())
+    report = REPORT.read((context.state_dir / _STARTED).read_bytes())
     if not (context.state_dir / _DRAINED).exists():
         raise _refused("the probe module started but its drain left no mark")
     return report
@@ -129,6 +153,6 @@ def probe_module_loading(scratch: Path | None = None) -> str:
         raise _refused(exc) from exc
     return (
         f"module-load probe: {name} installed, loaded, started and drained; it reached "
-        f"{', '.join(REACHED)} and the metadata of {report['runtime']} runtime "
+        f"{', '.join(REACHED)} and the metadata of {report.runtime} runtime "
         "distributions"
     )

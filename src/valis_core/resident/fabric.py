@@ -23,18 +23,17 @@ A connection gets ``REQUEST_TIMEOUT`` seconds to deliver its head; at most
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import os
 import secrets
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import attrs
 import trio
 
 from valis_core.atomic import write_atomic
+from valis_core.documents import Document
 from valis_core.errors import ValisError
 from valis_core.resident.fabric_http import (
     HttpError,
@@ -43,6 +42,7 @@ from valis_core.resident.fabric_http import (
     render_response,
 )
 from valis_core.resident.metrics import CONTENT_TYPE, render
+from valis_core.resident.status_document import SOA_ANSWER, STATUS, VIEW_REFUSAL, ViewRefusal
 from valis_core.resident.views import NodeViews, public_soa
 from valis_core.state_layout import FABRIC_INFO, FABRIC_TOKEN
 
@@ -68,6 +68,31 @@ class FabricAddress:
 
 class FabricError(ValisError):
     """The fabric could not be reached or answered nonsense."""
+
+
+@attrs.frozen
+class FabricInfo:
+    """What ``fabric.json`` publishes: where the fabric listens, whose it is, and where its
+    token is kept."""
+
+    host: str
+    port: int
+    url: str
+    pid: int
+    token_file: str
+
+    @property
+    def address(self) -> FabricAddress:
+        return FabricAddress(self.host, self.port)
+
+
+INFO_DOCUMENT: Document[FabricInfo] = Document(
+    kind=FabricInfo,
+    name=INFO_FILE,
+    error=FabricError,
+    remedy="the resident writes it when its fabric listens (restart the node)",
+)
+"""``fabric.json`` as a JSON document (``valis_core.documents``)."""
 
 
 def mint_token() -> str:
@@ -105,15 +130,8 @@ class Fabric:
     def _publish(self, address: FabricAddress) -> None:
         token_path = self._state_dir / TOKEN_FILE
         write_atomic(token_path, (self.token + "\n").encode("ascii"), mode=0o600)
-        info = {
-            "host": address.host,
-            "port": address.port,
-            "url": address.url,
-            "pid": os.getpid(),
-            "token_file": str(token_path),
-        }
-        data = (json.dumps(info, sort_keys=True) + "\n").encode("utf-8")
-        write_atomic(self._state_dir / INFO_FILE, data, mode=0o644)
+        info = FabricInfo(address.host, address.port, address.url, os.getpid(), str(token_path))
+        write_atomic(self._state_dir / INFO_FILE, INFO_DOCUMENT.render(info), mode=0o644)
 
     def _unpublish(self) -> None:
         for name in (INFO_FILE, TOKEN_FILE):
@@ -189,12 +207,12 @@ class Fabric:
 _Route = Callable[[NodeViews, Request], tuple[int, bytes, str]]
 
 
-def _json(document: Any) -> bytes:
-    return (json.dumps(document, sort_keys=True) + "\n").encode("utf-8")
+def _refused(why: str) -> bytes:
+    return VIEW_REFUSAL.render(ViewRefusal(why))
 
 
 def _status(views: NodeViews, _: Request) -> tuple[int, bytes, str]:
-    return 200, _json(views.status()), _JSON
+    return 200, STATUS.render(STATUS.structure(views.status())), _JSON
 
 
 def _metrics(views: NodeViews, _: Request) -> tuple[int, bytes, str]:
@@ -204,12 +222,13 @@ def _metrics(views: NodeViews, _: Request) -> tuple[int, bytes, str]:
 def _view_soa(views: NodeViews, request: Request) -> tuple[int, bytes, str]:
     zone = request.query.get("zone", "")
     if not zone:
-        return 400, _json({"error": "give the zone: /view/soa?zone=example.org."}), _JSON
+        return 400, _refused("give the zone: /view/soa?zone=example.org."), _JSON
     try:
         view = public_soa(views.holder, zone)
     except Exception as exc:  # a name dnspython cannot make a query for
-        return 400, _json({"error": f"not a zone name: {exc}"}), _JSON
-    return (200 if view.answered else 404), _json(view.document()), _JSON
+        return 400, _refused(f"not a zone name: {exc}"), _JSON
+    answer = SOA_ANSWER.render(SOA_ANSWER.structure(view.document()))
+    return (200 if view.answered else 404), answer, _JSON
 
 
 _ROUTES: dict[str, _Route] = {

@@ -7,7 +7,6 @@ key this node lacks, what restores it).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -66,15 +65,16 @@ async def _check_public_view(
     lacks (answered SERVFAIL), so the refusal says why and what restores them. Returns
     "zone serial N, ..." for the log."""
     from valis_core.resident.fabric import fabric_get
+    from valis_core.resident.status_document import SOA_ANSWER, SoaAnswer, StatusRefused
 
     shown = []
     for zone in zones:
         status, body = await fabric_get(address, token, f"/view/soa?zone={quote(zone)}")
         try:
-            document = json.loads(body)
-        except ValueError:
-            document = {}
-        if status != 200 or not isinstance(document, dict) or not document.get("answered"):
+            view: SoaAnswer | None = SOA_ANSWER.read(body)
+        except StatusRefused:
+            view = None
+        if status != 200 or view is None or not view.answered:
             why = (
                 ": the zone is signed in operator state with a key this node's state "
                 "directory does not hold (the dnssec line above names it); condense the node "
@@ -84,7 +84,7 @@ async def _check_public_view(
             raise BringUpError(
                 "fabric",
                 f"the public view did not answer the apex SOA of {zone} (HTTP {status}, "
-                f"rcode {document.get('rcode') if isinstance(document, dict) else None}){why}",
+                f"rcode {None if view is None else view.rcode}){why}",
             )
-        shown.append(f"{zone} serial {document.get('serial')}")
+        shown.append(f"{zone} serial {view.serial}")
     return ", ".join(shown)

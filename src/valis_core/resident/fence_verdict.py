@@ -13,7 +13,6 @@ stale (it is ignored), and an instance that passes the fence removes it.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import attrs
 
 from valis_core.atomic import write_atomic
 from valis_core.clock import wall
+from valis_core.documents import Document
 from valis_core.errors import ValisError
 from valis_core.fence import FencedOut, FenceState
 from valis_core.state_layout import fenced_out_path
@@ -30,6 +30,10 @@ _MAX_FILE = 1 << 16
 
 class NodeFencedOut(ValisError):
     """No node serves from this state directory because its instance was fenced out."""
+
+
+class VerdictUnreadable(ValisError):
+    """A ``fenced-out.json`` that is not a verdict (``read_verdict`` passes it over)."""
 
 
 @attrs.frozen
@@ -52,15 +56,23 @@ class FencedOutVerdict:
         )
 
 
+DOCUMENT: Document[FencedOutVerdict] = Document(
+    kind=FencedOutVerdict,
+    name="fenced-out.json",
+    error=VerdictUnreadable,
+    remedy="it is passed over",
+    newline=False,
+    max_bytes=_MAX_FILE,
+)
+"""``fenced-out.json`` as a JSON document (``valis_core.documents``)."""
+
+
 def record_verdict(state_dir: Path, fenced: FencedOut, *, now: float | None = None) -> None:
     """Write the verdict of ``fenced`` into ``state_dir`` (atomically, the run account's)."""
-    document = {
-        "fence": {"generation": fenced.current.generation, "holder": fenced.current.holder},
-        "writer": {"generation": fenced.writer.generation, "holder": fenced.writer.holder},
-        "at": wall() if now is None else now,
-    }
-    write_atomic(fenced_out_path(state_dir), json.dumps(document, sort_keys=True).encode(),
-                 mode=0o600)
+    verdict = FencedOutVerdict(
+        fence=fenced.current, writer=fenced.writer, at=wall() if now is None else now
+    )
+    write_atomic(fenced_out_path(state_dir), DOCUMENT.render(verdict), mode=0o600)
 
 
 def clear_verdict(state_dir: Path) -> None:
@@ -72,16 +84,9 @@ def read_verdict(state_dir: Path, store_generation: int | None) -> FencedOutVerd
     """The verdict left in ``state_dir`` for a store at ``store_generation``; ``None`` when
     there is none, it cannot be read, or it was written against another store generation
     (a condense since made this directory another instance's)."""
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+    with contextlib.suppress(OSError, VerdictUnreadable):
         with fenced_out_path(state_dir).open("rb") as handle:
-            document = json.loads(handle.read(_MAX_FILE))
-        verdict = FencedOutVerdict(
-            fence=FenceState(int(document["fence"]["generation"]),
-                             str(document["fence"]["holder"])),
-            writer=FenceState(int(document["writer"]["generation"]),
-                              str(document["writer"]["holder"])),
-            at=float(document["at"]),
-        )
+            verdict = DOCUMENT.read(handle.read(_MAX_FILE + 1))
         if verdict.writer.generation == store_generation:
             return verdict
     return None

@@ -8,13 +8,17 @@ fabric's loopback (the same network namespace) asks ``/status`` with that token.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import trio
 
-from valis_core.resident.fabric import FabricAddress, FabricError, fabric_get
+from valis_core.resident.fabric import (
+    INFO_DOCUMENT,
+    FabricAddress,
+    FabricError,
+    fabric_get,
+)
+from valis_core.resident.status_document import STATUS, NodeStatus
 from valis_core.state_layout import fabric_info_path, fabric_token_path
 
 _MAX_FILE = 1 << 16
@@ -28,7 +32,7 @@ def fabric_of(state_dir: Path) -> tuple[FabricAddress, str]:
     """Where the node's fabric listens and its token, from the state directory."""
     info_path, token_path = fabric_info_path(state_dir), fabric_token_path(state_dir)
     try:
-        info = json.loads(info_path.read_bytes()[:_MAX_FILE])
+        info = info_path.read_bytes()[:_MAX_FILE]
         token = token_path.read_text("ascii")[:_MAX_FILE].strip()
     except FileNotFoundError:
         raise NodeNotRunning(
@@ -38,13 +42,10 @@ def fabric_of(state_dir: Path) -> tuple[FabricAddress, str]:
         ) from None
     except (OSError, ValueError) as exc:
         raise FabricError(f"cannot read the fabric's address under {state_dir}: {exc}") from exc
-    try:
-        return FabricAddress(str(info["host"]), int(info["port"])), token
-    except (KeyError, TypeError, ValueError) as exc:
-        raise FabricError(f"{info_path} does not say where the fabric listens") from exc
+    return INFO_DOCUMENT.read(info, name=str(info_path)).address, token
 
 
-async def fetch_node_status(state_dir: Path) -> dict[str, Any]:
+async def fetch_node_status(state_dir: Path) -> NodeStatus:
     """The node's ``/status`` document (ready, generations, zones and serials, DNS)."""
     address, token = fabric_of(state_dir)
     try:
@@ -56,13 +57,9 @@ async def fetch_node_status(state_dir: Path) -> dict[str, Any]:
         ) from exc
     if status != 200:
         raise FabricError(f"the fabric at {address.url} answered HTTP {status} to /status")
-    try:
-        document: dict[str, Any] = json.loads(body)
-    except ValueError as exc:
-        raise FabricError(f"the fabric at {address.url} sent a status that is not JSON") from exc
-    return document
+    return STATUS.read(body, name=f"the status the fabric at {address.url} sent")
 
 
-def read_node_status(state_dir: Path) -> dict[str, Any]:
+def read_node_status(state_dir: Path) -> NodeStatus:
     """``fetch_node_status`` for code that is not already running under trio."""
     return trio.run(fetch_node_status, state_dir)

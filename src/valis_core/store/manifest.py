@@ -28,21 +28,17 @@ older node never misreads a manifest written by a newer one.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
-from typing import Any
 
 import attrs
-import cattrs
-import cattrs.gen
 
+from valis_core.documents import Document, is_sha256, shown
 from valis_core.errors import ValisError
 from valis_core.fence import GENESIS_GENERATION, MAX_GENERATION
 
 FORMAT = 1
 
-_SHA256 = re.compile(r"[0-9a-f]{64}", re.ASCII)
 # PEP 508 distribution name.
 _NAME = re.compile(r"[A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9]", re.ASCII | re.IGNORECASE)
 # PEP 440 version (packaging's VERSION_PATTERN): an exact version, never a specifier.
@@ -64,12 +60,6 @@ class ManifestError(ValisError):
     """A manifest that cannot be read: the stored bytes are not a manifest we know."""
 
 
-def _shown(value: object) -> str:
-    """A value as it may appear in a one-line message: repr, cut short."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def normalize_name(name: str) -> str:
     """PEP 503 normalisation: the identity pip gives a distribution name."""
     return re.sub(r"[-_.]+", "-", name).lower()
@@ -77,31 +67,27 @@ def normalize_name(name: str) -> str:
 
 def _check_name(_: object, attribute: attrs.Attribute[str], value: str) -> None:
     if type(value) is not str or _NAME.fullmatch(value) is None:
-        raise ValueError(f"module name {_shown(value)} is not a distribution name")
+        raise ValueError(f"module name {shown(value)} is not a distribution name")
 
 
 def _check_version(_: object, attribute: attrs.Attribute[str], value: str) -> None:
     if type(value) is not str or _VERSION.fullmatch(value) is None:
-        raise ValueError(f"version {_shown(value)} is not an exact PEP 440 version")
-
-
-def _is_sha256(value: object) -> bool:
-    return type(value) is str and _SHA256.fullmatch(value) is not None
+        raise ValueError(f"version {shown(value)} is not an exact PEP 440 version")
 
 
 def _check_sha256(_: object, attribute: attrs.Attribute[str], value: str) -> None:
-    if not _is_sha256(value):
-        raise ValueError(f"sha256 {_shown(value)} is not 64 lowercase hex digits")
+    if not is_sha256(value):
+        raise ValueError(f"sha256 {shown(value)} is not 64 lowercase hex digits")
 
 
 def _check_head(_: object, attribute: attrs.Attribute[str | None], value: str | None) -> None:
-    if value is not None and not _is_sha256(value):
-        raise ValueError(f"store_head {_shown(value)} is not 64 lowercase hex digits (nor null)")
+    if value is not None and not is_sha256(value):
+        raise ValueError(f"store_head {shown(value)} is not 64 lowercase hex digits (nor null)")
 
 
 def _check_generation(_: object, attribute: attrs.Attribute[int], value: int) -> None:
     if type(value) is not int or not GENESIS_GENERATION <= value <= MAX_GENERATION:
-        raise ValueError(f"generation {_shown(value)} is not an integer 0..{MAX_GENERATION}")
+        raise ValueError(f"generation {shown(value)} is not an integer 0..{MAX_GENERATION}")
 
 
 @attrs.frozen
@@ -123,10 +109,10 @@ def _check_modules(
     seen: set[str] = set()
     for pin in value:
         if not isinstance(pin, ModulePin):
-            raise TypeError(f"modules must hold ModulePin values, not {_shown(pin)}")
+            raise TypeError(f"modules must hold ModulePin values, not {shown(pin)}")
         key = normalize_name(pin.name)
         if key in seen:
-            raise ValueError(f"module {_shown(key)} is pinned twice")
+            raise ValueError(f"module {shown(key)} is pinned twice")
         seen.add(key)
 
 
@@ -154,103 +140,24 @@ def is_genesis(manifest: Manifest) -> bool:
 # --- the JSON edge: the one place a manifest meets bytes -------------------------------
 
 
-def _strict(kind: type[Any], label: str) -> Any:
-    def structure(value: Any, _: Any) -> Any:
-        if type(value) is not kind:
-            raise TypeError(f"expected {label}, got {type(value).__name__}")
-        return value
-
-    return structure
-
-
-_converter = cattrs.Converter(forbid_extra_keys=True)
-_converter.register_structure_hook(int, _strict(int, "an integer"))
-_converter.register_structure_hook(str, _strict(str, "a string"))
-_structure_pin = cattrs.gen.make_dict_structure_fn(
-    ModulePin, _converter, _cattrs_forbid_extra_keys=True
+DOCUMENT: Document[Manifest] = Document(
+    kind=Manifest,
+    name="manifest",
+    error=ManifestError,
+    remedy="restore the manifest from the backup set or re-run condense",
+    format=FORMAT,
+    compact=True,
 )
-
-
-def _structure_pin_object(value: Any, _: Any) -> ModulePin:
-    if type(value) is not dict:
-        raise TypeError(f"expected a module object, got {type(value).__name__}")
-    return _structure_pin(value, ModulePin)
-
-
-_structure_pin_tuple = _converter.get_structure_hook(tuple[ModulePin, ...])
-
-
-def _structure_modules(value: Any, kind: Any) -> tuple[ModulePin, ...]:
-    if type(value) is not list:
-        raise TypeError(f"expected a list of modules, got {type(value).__name__}")
-    result: tuple[ModulePin, ...] = _structure_pin_tuple(value, kind)
-    return result
-
-
-_converter.register_structure_hook(ModulePin, _structure_pin_object)
-_converter.register_structure_hook_func(
-    lambda kind: kind == tuple[ModulePin, ...], _structure_modules
-)
-
-
-def _describe(exc: BaseException, _: Any) -> str:
-    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
-        return f"unknown fields {_shown(sorted(exc.extra_fields))}"
-    if isinstance(exc, KeyError):
-        return "required field missing"
-    return str(exc)
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"key {_shown(key)} appears twice")
-        result[key] = value
-    return result
+"""The store manifest as a JSON document (``valis_core.documents``)."""
 
 
 def dumps(manifest: Manifest) -> bytes:
     """The canonical JSON bytes of a manifest; equal manifests give equal bytes."""
-    document = _converter.unstructure(manifest)
-    document["format"] = FORMAT
-    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return (text + "\n").encode("ascii")
+    return DOCUMENT.render(manifest)
 
 
 def loads(data: bytes) -> Manifest:
-    """Read manifest bytes; anything that is not a manifest raises ``ManifestError``."""
-    remedy = "restore the manifest from the backup set or re-run condense"
-    try:
-        document = json.loads(
-            data.decode("utf-8"),
-            object_pairs_hook=_refuse_duplicate_keys,
-            parse_constant=_refuse_constant,
-        )
-    except (ValueError, RecursionError) as exc:
-        raise ManifestError(f"manifest: not valid JSON ({exc}); {remedy}") from None
-    if type(document) is not dict:
-        raise ManifestError(f"manifest: expected a JSON object; {remedy}")
-    version = document.pop("format", None)
-    if type(version) is not int:
-        raise ManifestError(f"manifest: missing or non-integer \"format\"; {remedy}")
-    if version > FORMAT:
-        raise ManifestError(
-            f"manifest: format {_shown(version)} was written by a newer valis and this one "
-            f"reads only format {FORMAT}; run a valis that reads format {_shown(version)}"
-        )
-    if version != FORMAT:
-        raise ManifestError(f"manifest: format {_shown(version)} is not {FORMAT}; {remedy}")
-    missing = [field.name for field in attrs.fields(Manifest) if field.name not in document]
-    if missing:
-        # Never fall back to a default: a manifest without its head would read as genesis.
-        raise ManifestError(f"manifest: required fields missing {missing}; {remedy}")
-    try:
-        return _converter.structure(document, Manifest)
-    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
-        problems = "; ".join(cattrs.transform_error(exc, format_exception=_describe))
-        raise ManifestError(f"manifest: {problems}; {remedy}") from None
+    """Read manifest bytes; anything that is not a manifest raises ``ManifestError``.
+    Every field must be present: a default never stands in (a manifest without its head
+    would read as genesis)."""
+    return DOCUMENT.read(data)

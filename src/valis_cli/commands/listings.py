@@ -1,0 +1,56 @@
+"""The JSON listings ``valis zone list --json`` and ``valis zone secondary list --json``
+print: attrs classes through ``valis_core.documents``, keys in the order a person reads
+them, one-space indent (imported by the handlers only when ``--json`` is asked)."""
+
+from __future__ import annotations
+
+import attrs
+
+from valis_core.documents import Document
+from valis_core.errors import ValisError
+
+
+@attrs.frozen
+class ZoneListing:
+    """A zone the operator-state database holds, who serves it and its serial policy."""
+
+    zone: str
+    records: int
+    serial: int | None
+    served_by: tuple[str, ...]
+    serial_policy: str | None
+
+
+@attrs.frozen
+class SecondaryListing:
+    """A listed secondary of a zone and the TSIG key it transfers with."""
+
+    zone: str
+    address: str
+    key_name: str
+    algorithm: str
+
+
+@attrs.frozen
+class SecondaryListingWithSecret:
+    """As ``SecondaryListing``, with the key's secret (``--secrets``)."""
+
+    zone: str
+    address: str
+    key_name: str
+    algorithm: str
+    secret: str
+
+
+def _listing(kind: object, name: str) -> Document[object]:
+    return Document(
+        kind=kind, name=name, error=ValisError, remedy="this is valis's own output",
+        indent=1, sort_keys=False,
+    )
+
+
+ZONES = _listing(tuple[ZoneListing, ...], "valis zone list --json")
+SECONDARIES = _listing(tuple[SecondaryListing, ...], "valis zone secondary list --json")
+SECONDARIES_WITH_SECRETS = _listing(
+    tuple[SecondaryListingWithSecret, ...], "valis zone secondary list --secrets --json"
+)
