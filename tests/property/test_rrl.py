@@ -16,8 +16,10 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from valis_core.dns.answer import Transport, answer
+from valis_core.dns.answer.signed import Signer
+from valis_core.dns.answer.snapshot import Snapshot
 from valis_core.dns.dnssec import ZoneKey, generate_key
-from valis_core.dns.rrl import (
+from valis_core.dns.serve.rrl import (
     DEFAULT_IPV6_PREFIX,
     DEFAULT_SLIP,
     Kind,
@@ -31,8 +33,6 @@ from valis_core.dns.rrl import (
     slip_reply,
     source_prefix,
 )
-from valis_core.dns.signed_answer import Signer
-from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.wire import from_text
 from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.site_facts import (

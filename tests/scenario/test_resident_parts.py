@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import ServeStats
-from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.site_facts import SiteFactsError
 from valis_core.operator_state.zone_source import ZoneSourceStats

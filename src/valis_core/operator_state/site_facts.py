@@ -54,7 +54,7 @@ JOURNAL_MAX_RECORDS_KEY = "VALIS_JOURNAL_MAX_RECORDS"
 JOURNAL_KEYS: frozenset[str] = frozenset({JOURNAL_MAX_AGE_KEY, JOURNAL_MAX_RECORDS_KEY})
 RRL_RATE_KEY = "VALIS_RRL_RATE"
 """UDP responses a second per source prefix and response class; present and not 0, it
-turns response rate limiting on (``valis_core.dns.rrl``); absent or 0 it is off (0, as
+turns response rate limiting on (``valis_core.dns.serve.rrl``); absent or 0 it is off (0, as
 in NSD and Knot, so a reload can turn it off without removing the fact)."""
 RRL_SLIP_KEY = "VALIS_RRL_SLIP"
 """Every Nth limited response goes out as a truncated reply (0: none, 1: all; 2)."""

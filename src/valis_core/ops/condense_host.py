@@ -38,8 +38,8 @@ from pyroute2 import netns as pyroute2_netns
 from valis_core.acting_as import acting_as
 from valis_core.apply.unit_control import ProcessUnitController, UnitController
 from valis_core.atomic import write_atomic
-from valis_core.dns.zone_keys import file_zone, load_key_ring
-from valis_core.dns.zone_servable import missing_keys
+from valis_core.dns.dnssec.zone_keys import file_zone, load_key_ring
+from valis_core.dns.dnssec.zone_servable import missing_keys
 from valis_core.edge.boot_certificate import boot_certificate
 from valis_core.fence import StaleClaim
 from valis_core.identity.custody import load_keyfile

@@ -60,10 +60,10 @@ from valis_core.store.head import materialise_genesis
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from valis_core.dns.limited_udp import LimitedUdp
-    from valis_core.dns.notify_send import ChangeWatch
     from valis_core.dns.serve import ServeStats
-    from valis_core.dns.transfer_serve import Transfers
+    from valis_core.dns.serve.limited_udp import LimitedUdp
+    from valis_core.dns.serve.transfer_serve import Transfers
+    from valis_core.dns.transfer.notify_send import ChangeWatch
     from valis_core.edge.certificate import CertificateSlot
     from valis_core.edge.stats import EdgeStats
     from valis_core.operator_state.zone_source import PgZoneSource
@@ -401,7 +401,7 @@ async def _adopt(boot: Boot) -> Boot:
 
 async def _codec(boot: Boot) -> Boot:
     # Imported here, not at the top: this is the check that the stack exists.
-    from valis_core.dns.selftest import run_selftest
+    from valis_core.dns.serve.selftest import run_selftest
 
     log.info("codec: %s", run_selftest())
     return boot
@@ -458,8 +458,8 @@ async def _operator_state(boot: Boot) -> Boot:
 
 
 async def _zone_index(boot: Boot) -> Boot:
-    from valis_core.dns.notify_send import ChangeWatch
     from valis_core.dns.serve import ServeStats
+    from valis_core.dns.transfer.notify_send import ChangeWatch
     from valis_core.operator_state.zone_source import PgZoneSource
 
     config, watch = need(boot.config), need(boot.watch)
@@ -527,8 +527,8 @@ async def _fabric(boot: Boot) -> Boot:
 
 
 async def _secondaries(boot: Boot) -> Boot:
-    from valis_core.dns.notify_send import NotifySender
-    from valis_core.dns.transfer_serve import Transfers
+    from valis_core.dns.serve.transfer_serve import Transfers
+    from valis_core.dns.transfer.notify_send import NotifySender
     from valis_core.resident.journal import JournalLimits, JournalReader
     from valis_core.resident.secondaries import SecondaryReader
 
@@ -559,8 +559,8 @@ async def _secondaries(boot: Boot) -> Boot:
 
 
 async def _serve_dns(boot: Boot) -> Boot:
-    from valis_core.dns.limited_udp import LimitedUdp
-    from valis_core.dns.rrl import describe, settings_from_facts
+    from valis_core.dns.serve.limited_udp import LimitedUdp
+    from valis_core.dns.serve.rrl import describe, settings_from_facts
 
     adopted = need(boot.adopted)
     settings = settings_from_facts(need(boot.config).facts)

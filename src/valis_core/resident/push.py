@@ -17,7 +17,7 @@ import socket
 
 import trio
 
-from valis_core.dns.listen import PRIVILEGED_PORT_LIMIT
+from valis_core.dns.serve.listen import PRIVILEGED_PORT_LIMIT
 from valis_core.errors import ValisError
 from valis_core.push_protocol import (
     DESCRIPTOR_LINE,
