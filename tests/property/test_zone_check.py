@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from valis_core.dns.wire.master import MasterFileError, read_master
+from valis_core.dns.wire import MasterFileError
+from valis_core.dns.wire.master import read_master
 from valis_core.dns.wire.records import RecordRow, ZoneError
 from valis_core.dns.zone import ZoneIndex
 from valis_core.dns.zone.build import parse_zone_text

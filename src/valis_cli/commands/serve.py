@@ -114,9 +114,9 @@ def run(args: argparse.Namespace) -> int:
 
     from valis_core.dns.serve.file_server import load_zone_files, serve_zone_files
     from valis_core.dns.serve.listen import bind_dns_pair
-    from valis_core.dns.serve.rrl import settings_from_facts
+    from valis_core.operator_state.site_facts import rrl_settings
 
-    rrl = settings_from_facts(rrl_facts(args))
+    rrl = rrl_settings(rrl_facts(args))
     files = [parse_zone_argument(text) for text in args.zones]
     addresses = [parse_listen(text) for text in (args.listen or [DEFAULT_LISTEN])]
     _configure_logging()

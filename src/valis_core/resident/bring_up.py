@@ -560,10 +560,11 @@ async def _secondaries(boot: Boot) -> Boot:
 
 async def _serve_dns(boot: Boot) -> Boot:
     from valis_core.dns.serve.limited_udp import LimitedUdp
-    from valis_core.dns.serve.rrl import describe, settings_from_facts
+    from valis_core.dns.serve.rrl import describe
+    from valis_core.operator_state.site_facts import rrl_settings
 
     adopted = need(boot.adopted)
-    settings = settings_from_facts(need(boot.config).facts)
+    settings = rrl_settings(need(boot.config).facts)
     udp = LimitedUdp(adopted.dns_udp, need(boot.holder), settings, stats=need(boot.stats),
                      transfers=need(boot.transfers))
     await boot.services.start(

@@ -197,9 +197,10 @@ class Reloader:
     async def _rate_limits(self, new: ConfigStore, applied: dict[str, str]) -> None:
         """Serve UDP under the limits ``new`` sets; the store checked its facts, so
         they make a limiter (or none)."""
-        from valis_core.dns.serve.rrl import describe, settings_from_facts
+        from valis_core.dns.serve.rrl import describe
+        from valis_core.operator_state.site_facts import rrl_settings
 
-        settings = settings_from_facts(new.facts)
+        settings = rrl_settings(new.facts)
         with trio.move_on_after(RATE_LIMITS_BOUND) as waited:
             await self.rate_limits(settings)
         if waited.cancelled_caught:

@@ -17,15 +17,30 @@ This is the one place that decides it: the resident's signer
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import attrs
 
 from valis_core.dns.dnssec import rollover
 from valis_core.dns.dnssec.signing import ZoneKey
 
-if TYPE_CHECKING:
-    from valis_core.operator_state.zone_signing import ZoneSigning
+
+class ZoneSigning(Protocol):
+    """How operator state says a zone is signed, as far as this decides: its name, its
+    algorithm, its CSK's (or KSK's) tag, its ZSK's tag (``None`` with a CSK) and its
+    rollover, if one is under way. ``operator_state.zone_signing.ZoneSigning`` is one;
+    the engine takes the values and never reads operator state itself."""
+
+    @property
+    def zone(self) -> str: ...
+    @property
+    def algorithm(self) -> int: ...
+    @property
+    def key_tag(self) -> int: ...
+    @property
+    def zsk_tag(self) -> int | None: ...
+    @property
+    def rollover(self) -> rollover.Rollover | None: ...
 
 
 def _keying_tags(keying: rollover.Keying) -> set[int]:

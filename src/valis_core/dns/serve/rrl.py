@@ -42,21 +42,10 @@ import enum
 import hashlib
 import ipaddress
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import attrs
-
-from valis_core.operator_state.site_facts import (
-    RRL_EXEMPT_KEY,
-    RRL_IPV4_PREFIX_KEY,
-    RRL_IPV6_PREFIX_KEY,
-    RRL_RATE_KEY,
-    RRL_SLIP_KEY,
-    RRL_TABLE_SIZE_KEY,
-    Network,
-    rrl_exempt_networks,
-)
 
 if TYPE_CHECKING:
     from valis_core.dns.zone import ZoneIndex
@@ -96,9 +85,16 @@ class Verdict(enum.IntEnum):
     SLIP = 2
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+"""A source prefix (``exempt``)."""
+
+
 @attrs.frozen
 class RrlSettings:
-    """How hard to limit: ``rate`` responses a second per bucket, ``burst`` at once."""
+    """How hard to limit: ``rate`` responses a second per bucket, ``burst`` at once.
+
+    A value handed in: the site facts' ``VALIS_RRL_*`` are read at the operator-state
+    edge (``site_facts.rrl_settings``), never here."""
 
     rate: int
     slip: int = DEFAULT_SLIP
@@ -117,24 +113,6 @@ class RrlSettings:
             raise ValueError(f"not usable rate-limit settings: {self!r}")
         if not (0 <= self.ipv4_prefix <= 32 and 0 <= self.ipv6_prefix <= 128):
             raise ValueError(f"not usable prefix lengths: {self!r}")
-
-
-def settings_from_facts(facts: Mapping[str, str]) -> RrlSettings | None:
-    """The rate-limit settings the site facts ask for; ``None`` (off) without a rate or
-    with rate 0. The values were validated with the site facts
-    (``site_facts.check_site_facts``)."""
-    rate = int(facts.get(RRL_RATE_KEY, "0"))
-    if rate == 0:
-        return None
-    exempt = facts.get(RRL_EXEMPT_KEY)
-    return RrlSettings(
-        rate=rate,
-        slip=int(facts.get(RRL_SLIP_KEY, DEFAULT_SLIP)),
-        ipv4_prefix=int(facts.get(RRL_IPV4_PREFIX_KEY, DEFAULT_IPV4_PREFIX)),
-        ipv6_prefix=int(facts.get(RRL_IPV6_PREFIX_KEY, DEFAULT_IPV6_PREFIX)),
-        table_size=int(facts.get(RRL_TABLE_SIZE_KEY, DEFAULT_TABLE_SIZE)),
-        exempt=rrl_exempt_networks(exempt) if exempt is not None else (),
-    )
 
 
 def describe(settings: RrlSettings | None) -> str:

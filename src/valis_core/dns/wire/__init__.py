@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from valis_core.face import lazy_attributes
 
 if TYPE_CHECKING:
+    from valis_core.dns.wire._reading import Emit, MasterFileError, Record
     from valis_core.dns.wire.names import (
         MAX_LABEL,
         MAX_NAME,
@@ -37,6 +38,9 @@ __all__ = [
     "MAX_NAME",
     "ROOT",
     "BadName",
+    "Emit",
+    "MasterFileError",
+    "Record",
     "RecordRow",
     "ZoneError",
     "from_text",
@@ -52,6 +56,9 @@ __all__ = [
 __getattr__ = lazy_attributes(
     __name__,
     {
+        "Emit": "valis_core.dns.wire._reading",
+        "MasterFileError": "valis_core.dns.wire._reading",
+        "Record": "valis_core.dns.wire._reading",
         "BadName": "valis_core.dns.wire.names",
         "MAX_LABEL": "valis_core.dns.wire.names",
         "MAX_NAME": "valis_core.dns.wire.names",

@@ -17,15 +17,16 @@ from __future__ import annotations
 import itertools
 import re
 import struct
-from collections.abc import Callable
 
 import valis_core.dns.wire.names as wire
+from valis_core.dns.wire._reading import (
+    Emit,
+    MasterFileError,
+    ReadingState,
+    Record,
+    parenthesis_depth,
+)
 from valis_core.dns.wire.records import AAAA, CNAME, MX, NS, PTR, SOA, SRV, A
-
-Record = tuple[bytes, int, int, bytes]
-"""One record read: owner (wire form, as written), type, TTL, rdata (wire form)."""
-Emit = Callable[[Record], None]
-"""Receives each record read (``list.append`` will do)."""
 
 _UINT32 = 2**32 - 1
 """The largest TTL dnspython's reader takes (the index refuses above RFC 2181's 2**31 - 1),
@@ -61,48 +62,6 @@ _OCTETS = {str(value): value for value in range(256)}
 """The spellings of an IPv4 address's octet dnspython takes: decimal, no leading zero."""
 _SOA_TIMERS = struct.Struct("!IIIII")
 _SRV_FIELDS = struct.Struct("!HHH")
-
-
-class MasterFileError(ValueError):
-    """A master file that does not parse; ``line`` is where the faulty entry starts."""
-
-    def __init__(self, line: int, reason: str) -> None:
-        self.line = line
-        self.where = f"line {line}"
-        self.reason = reason
-        super().__init__(f"{self.where}: {reason}")
-
-
-class ReadingState:
-    """What a master file has established so far, in dnspython's reader's terms (names
-    in wire form, as written)."""
-
-    __slots__ = (
-        "default_ttl",
-        "default_ttl_from_soa",
-        "default_ttl_known",
-        "last_owner",
-        "last_ttl",
-        "last_ttl_known",
-        "origin",
-    )
-
-    def __init__(self, origin: bytes | None) -> None:
-        self.origin = origin
-        self.last_owner: bytes | None = None
-        self.last_ttl = 0
-        self.last_ttl_known = False
-        self.default_ttl = 0
-        self.default_ttl_known = False
-        self.default_ttl_from_soa = False
-
-    def implicit_ttl(self) -> int | None:
-        """The TTL of a record that states none (dnspython's RFC 2308 rule)."""
-        if self.last_ttl_known and (not self.default_ttl_known or self.default_ttl_from_soa):
-            return self.last_ttl
-        if self.default_ttl_known:
-            return self.default_ttl
-        return None
 
 
 def read_master(
@@ -384,25 +343,3 @@ def _ipv6(text: str) -> bytes | None:
         return dns.ipv6.inet_aton(text)
     except (dns.exception.DNSException, ValueError):
         return None
-
-
-def parenthesis_depth(line: str) -> int:
-    """How many parentheses the line leaves open, outside quotes and comments."""
-    depth = 0
-    quoted = False
-    i = 0
-    while i < len(line):
-        char = line[i]
-        if char == "\\":
-            i += 1
-        elif char == '"':
-            quoted = not quoted
-        elif not quoted:
-            if char == ";":
-                break
-            if char == "(":
-                depth += 1
-            elif char == ")":
-                depth -= 1
-        i += 1
-    return depth

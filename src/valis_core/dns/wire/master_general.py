@@ -25,7 +25,7 @@ import dns.transaction
 import dns.zonefile
 
 import valis_core.dns.wire.names as wire
-from valis_core.dns.wire.master import Emit, MasterFileError, ReadingState, parenthesis_depth
+from valis_core.dns.wire._reading import Emit, MasterFileError, ReadingState, parenthesis_depth
 
 _MAX_TTL = 2**31 - 1
 

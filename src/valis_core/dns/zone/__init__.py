@@ -10,10 +10,8 @@ from typing import TYPE_CHECKING
 from valis_core.face import lazy_attributes
 
 if TYPE_CHECKING:
-    from valis_core.dns.zone._index import (
-        ServedZone,
-        ZoneIndex,
-    )
+    from valis_core.dns.zone._index import ZoneIndex
+    from valis_core.dns.zone._served import ServedZone
     from valis_core.dns.zone.build import (
         parse_zone_text,
     )
@@ -27,7 +25,7 @@ __all__ = [
 __getattr__ = lazy_attributes(
     __name__,
     {
-        "ServedZone": "valis_core.dns.zone._index",
+        "ServedZone": "valis_core.dns.zone._served",
         "ZoneIndex": "valis_core.dns.zone._index",
         "parse_zone_text": "valis_core.dns.zone.build",
     },

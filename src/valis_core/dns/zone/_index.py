@@ -1,10 +1,10 @@
 """The zone index: every served zone's records, checked once and looked up by hash.
 
 An index is built in one go from rows (``ZoneIndex.from_records``) or from RFC 1035
-master files (``ZoneIndex.from_zone_text``) by ``zone_build``, and never changes
+master files (``ZoneIndex.from_zone_text``) by ``build``, and never changes
 afterwards; a reload builds a new index and the serve loop swaps it in whole.
 ``ZoneIndex.with_owners_replaced`` makes the new version of one zone from the old one by
-replacing a few owners' records (``zone_patch``): its cost follows the owners changed,
+replacing a few owners' records (``_patch``): its cost follows the owners changed,
 not the size of the zone, and its result is the index a full build would give.
 
 Both ``ServedZone`` and ``ZoneIndex`` are immutable by construction: a zone knows nothing
@@ -25,80 +25,13 @@ keep a million records affordable, each owner's records are one ``bytes`` value 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-
-import attrs
+from collections.abc import Iterable
 
 from valis_core.dns.wire import names as wire
 from valis_core.dns.wire.records import RecordRow, ZoneError
-
-
-@attrs.frozen(eq=False)
-class ServedZone:
-    """One zone as the answer path reads it: frozen, and shared between index versions.
-
-    ``nodes`` maps each owner (lowercased wire form) to its records, encoded as
-    ``records`` says (read them with ``decode_node``); ``empty_nonterminals`` are names
-    that exist only because something lies beneath them; ``cuts`` are delegation points
-    (NS below the apex, including their own DS); ``dnames`` are DNAME owners.
-    ``children`` counts, for every name with something beneath it, the names one label
-    below it that exist (have data or are empty non-terminals), and ``wildcards`` how
-    many existing names are wildcards: the bookkeeping that lets ``with_owners_replaced``
-    keep the empty non-terminals and ``has_wildcard`` right without walking the whole
-    zone. No version of a zone ever mutates ``nodes`` or ``children`` once built.
-    """
-
-    origin: str
-    apex: bytes
-    nodes: Mapping[bytes, bytes]
-    empty_nonterminals: frozenset[bytes]
-    cuts: frozenset[bytes]
-    dnames: frozenset[bytes]
-    soa: bytes
-    negative_ttl: int
-    children: Mapping[bytes, int]
-    wildcards: int
-    record_count: int
-    has_wildcard: bool = attrs.field(init=False)
-
-    def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "has_wildcard", self.wildcards > 0)
-
-    def exists(self, name: bytes) -> bool:
-        """Whether ``name`` (lowercased wire form) exists in this zone, data or not."""
-        return name in self.nodes or name in self.empty_nonterminals
-
-    def with_owners_replaced(
-        self, owners: Iterable[bytes], rows: Iterable[RecordRow]
-    ) -> ServedZone:
-        """This zone with every record of ``owners`` (lowercased wire names) replaced by
-        ``rows``, which must be all the records those owners now have (none: the owner
-        goes). Raises ``ZoneError`` if the result cannot be served, exactly when building
-        the whole changed zone would, and ``ValueError`` for a row of another zone or of
-        an owner not listed. This zone is left as it was."""
-        from valis_core.dns.zone._patch import replace_owners
-
-        return replace_owners(self, frozenset(owners), rows)
-
-    def wildcard_covering(self, name: bytes) -> bytes | None:
-        """The wildcard owner (``*.`` and the closest encloser, RFC 4592) that answers
-        for ``name`` (lowercased wire form, at or below the apex), or ``None``: ``name``
-        exists, lies at or beneath a delegation or DNAME, or no wildcard covers it."""
-        if not self.has_wildcard or self.exists(name):
-            return None
-        encloser = wire.parent(name)
-        while not self.exists(encloser) and len(encloser) > len(self.apex):
-            encloser = wire.parent(encloser)
-        source = b"\x01*" + encloser
-        if not self.exists(source):
-            return None
-        above = encloser
-        while True:
-            if above in self.cuts or above in self.dnames:
-                return None
-            if len(above) <= len(self.apex):
-                return source
-            above = wire.parent(above)
+from valis_core.dns.zone._patch import replace_owners
+from valis_core.dns.zone._served import ServedZone
+from valis_core.dns.zone.build import Builder, read_master_into
 
 
 class ZoneIndex:
@@ -128,12 +61,10 @@ class ZoneIndex:
     def from_records(cls, rows: Iterable[RecordRow]) -> ZoneIndex:
         """Index rows spanning any number of zones; raise ``ZoneError`` on the first
         zone that cannot be served."""
-        from valis_core.dns.zone.build import Builder
-
         builder = Builder()
         for row in rows:
             builder.add_row(row)
-        return builder.finish()
+        return cls(*builder.finish())
 
     @classmethod
     def from_zone_text(cls, text: str, origin: str | None = None) -> ZoneIndex:
@@ -143,20 +74,20 @@ class ZoneIndex:
     @classmethod
     def from_zone_texts(cls, sources: Iterable[tuple[str, str | None]]) -> ZoneIndex:
         """Index several master files, one zone each, as ``(text, origin)`` pairs."""
-        from valis_core.dns.zone.build import Builder, read_master_into
-
         builder = Builder()
         for text, origin in sources:
             read_master_into(text, origin, builder.add_wire)
-        return builder.finish()
+        return cls(*builder.finish())
 
     def with_owners_replaced(
         self, zone: str, owners: Iterable[str], rows: Iterable[RecordRow]
     ) -> ZoneIndex:
         """A new index with ``owners`` (absolute names) of the served ``zone`` holding
-        exactly ``rows`` (see ``ServedZone.with_owners_replaced``); the other zones are
-        shared. Raises ``ZoneError`` as a full build would, ``KeyError`` for a zone this
-        index does not serve."""
+        exactly ``rows``; the other zones are shared. Raises ``ZoneError`` if the result
+        cannot be served, exactly when building the whole changed zone would,
+        ``ValueError`` for a row of another zone or of an owner not listed, and
+        ``KeyError`` for a zone this index does not serve. This index is left as it
+        was."""
         try:
             apex = wire.from_text(zone if zone.endswith(".") else zone + ".").lower()
         except wire.BadName as exc:
@@ -170,7 +101,7 @@ class ZoneIndex:
                 keys.append(wire.from_text(owner).lower())
             except wire.BadName as exc:
                 raise ZoneError(old.origin, owner, f"bad owner name: {exc}") from None
-        new = old.with_owners_replaced(keys, rows)
+        new = replace_owners(old, frozenset(keys), rows)
         zones = [new if held is old else held for held in self._by_apex.values()]
         return ZoneIndex(zones, self._record_count - old.record_count + new.record_count)
 

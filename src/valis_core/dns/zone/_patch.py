@@ -1,6 +1,6 @@
 """A new version of one zone from the old one: a few owners' records replaced.
 
-``ServedZone.with_owners_replaced`` lands here. The changed owners are checked as a build
+``ZoneIndex.with_owners_replaced`` lands here. The changed owners are checked as a build
 checks them, and the empty non-terminals, child counts, wildcards, cuts and DNAMEs are
 updated owner by owner, each step leaving them as a build of that state would; the
 unchanged parts are shared with the old version, which nothing ever mutates.
@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from valis_core.dns.wire import names as wire
 from valis_core.dns.wire.records import DNAME, NS, RecordRow, ZoneError, count_records
-from valis_core.dns.zone._index import ServedZone
+from valis_core.dns.zone._served import ServedZone
 from valis_core.dns.zone.build import (
     Builder,
     appear,
@@ -29,7 +29,7 @@ _V = TypeVar("_V")
 def replace_owners(
     zone: ServedZone, owners: frozenset[bytes], rows: Iterable[RecordRow]
 ) -> ServedZone:
-    """``ServedZone.with_owners_replaced``: the changed owners are checked as a build
+    """``ZoneIndex.with_owners_replaced``: the changed owners are checked as a build
     checks them, and the empty non-terminals, child counts, wildcards, cuts and DNAMEs
     are updated owner by owner, each step leaving them as a build of that state would."""
     origin, apex = zone.origin, zone.apex
@@ -137,7 +137,7 @@ def _check_occlusion_of(  # noqa: PLR0917 - the patched zone's parts, one caller
     children: Mapping[bytes, int],
     dnames: frozenset[bytes],
 ) -> None:
-    """``zone_build.occluded`` for a zone where only ``owners`` changed: a changed owner
+    """``build.occluded`` for a zone where only ``owners`` changed: a changed owner
     with data beneath a DNAME, or a changed owner that is now a DNAME with something
     beneath it. Any other pair was already there, and already refused."""
     for owner in sorted(owners):

@@ -23,8 +23,9 @@ import dns.ipv6
 import dns.rdataclass
 import dns.rdatatype
 
+from valis_core.dns.wire import Emit, MasterFileError, Record
 from valis_core.dns.wire import names as wire
-from valis_core.dns.wire.master import Emit, MasterFileError, Record, read_master
+from valis_core.dns.wire.master import read_master
 from valis_core.dns.wire.records import (
     AAAA,
     CNAME,
@@ -45,7 +46,7 @@ from valis_core.dns.wire.records import (
     is_wildcard,
     merge_node,
 )
-from valis_core.dns.zone._index import ServedZone, ZoneIndex
+from valis_core.dns.zone._served import ServedZone
 
 if TYPE_CHECKING:
     import dns.rdata
@@ -304,14 +305,16 @@ class Builder:
                 dnames.add(owner)
         return FrozenOwners(frozen, cuts, dnames, count)
 
-    def finish(self) -> ZoneIndex:
+    def finish(self) -> tuple[list[ServedZone], int]:
+        """Every zone added, frozen, and how many records they hold (a ``ZoneIndex``'s
+        makings)."""
         zones = []
         count = 0
         for apex, parts in self._zones.items():
             zone, records = _freeze_zone(parts.origin, apex, self.freeze(apex))
             zones.append(zone)
             count += records
-        return ZoneIndex(zones, count)
+        return zones, count
 
 
 def _unservable(rtype: int) -> str | None:

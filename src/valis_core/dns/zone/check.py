@@ -1,7 +1,7 @@
 """Judging a master file the way an operator needs before a change: every error with
 its line, and warnings about what serves but is probably not meant.
 
-The normal build (``zone_build``) stops at the first refusal and stays fast; this check
+The normal build (``build``) stops at the first refusal and stays fast; this check
 reads the file once more with the reader's collecting mode, puts each record through the
 same ``Builder`` checks, and freezes the owners with the same ``Builder.freeze``,
 ``check_apex`` and ``occluded``, noting every refusal where the build stops at the first,
@@ -16,8 +16,9 @@ from __future__ import annotations
 import attrs
 import dns.rdatatype
 
+from valis_core.dns.wire import MasterFileError, Record
 from valis_core.dns.wire import names as wire
-from valis_core.dns.wire.master import MasterFileError, Record, read_master
+from valis_core.dns.wire.master import read_master
 from valis_core.dns.wire.records import (
     AAAA,
     CNAME,
