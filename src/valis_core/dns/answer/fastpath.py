@@ -51,12 +51,26 @@ import logging
 import weakref
 from typing import TYPE_CHECKING
 
-from valis_core.dns.answer._answer import CACHE_ENTRIES
+from valis_core.dns.answer._cache import CACHE_ENTRIES
 from valis_core.dns.wire import names as wire
 
 if TYPE_CHECKING:
-    from valis_core.dns.answer._fastpath import Table, Wanted
+    from valis_core.dns.answer._fastpath import Pump, Table, Wanted
     from valis_core.dns.answer.snapshot import Snapshot
+
+__all__ = [
+    "COMPILED",
+    "Pump",
+    "Table",
+    "learn",
+    "path_name",
+    "pump",
+    "shared_table",
+    "table_for",
+    "tell_once",
+]
+"""The compiled types (``Pump``, ``Table``) are named for annotations; ``pump`` and
+``table_for`` make them."""
 
 log = logging.getLogger("valis_core.dns.fastpath")  # the name it logged under before the rooms
 
@@ -87,6 +101,14 @@ def tell_once() -> None:
         "on the pure-Python path, correct but at more CPU per query; `make venv` (or "
         "`pip install -e .`) builds it"
     )
+
+
+def pump(fd: int, batch: int) -> Pump:
+    """The compiled pump over the UDP socket ``fd``, ``batch`` datagrams a call (call only
+    when ``COMPILED``)."""
+    from valis_core.dns.answer._fastpath import Pump
+
+    return Pump(fd, batch)
 
 
 def table_for(snapshot: Snapshot) -> Table | None:

@@ -54,8 +54,9 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-import valis_core.dns.answer._answer as plain
-from valis_core.dns.answer.snapshot import ResponseCache
+import valis_core.dns.answer._lookup as plain
+from valis_core.dns.answer._cache import CACHE_ENTRIES, ResponseCache
+from valis_core.dns.answer.message import Entry
 from valis_core.dns.dnssec import CDNSKEY, CDS, DNSKEY, NXNAME, ZoneKey, nsec3
 from valis_core.dns.dnssec import signing as dnssec
 from valis_core.dns.dnssec.nsec3 import NSEC3, NSEC3PARAM, Chain, Nsec3Params
@@ -89,8 +90,8 @@ KEY_TTL = 3600
 _KEY_TYPES = frozenset({DNSKEY, CDS, CDNSKEY})
 _APEX_TYPES = _KEY_TYPES | {NSEC3PARAM}
 _QR = 0x8000
-_SERVFAIL: plain.Entry = (_QR | SERVFAIL, 0, 0, 0, b"", 0, None)
-_FORMERR: plain.Entry = (_QR | FORMERR, 0, 0, 0, b"", 0, None)
+_SERVFAIL: Entry = (_QR | SERVFAIL, 0, 0, 0, b"", 0, None)
+_FORMERR: Entry = (_QR | FORMERR, 0, 0, 0, b"", 0, None)
 
 
 @attrs.frozen(eq=False)
@@ -244,7 +245,7 @@ class Signer:
 
     def entry(
         self, index: ZoneIndex, cache: ResponseCache, key: bytes, qtype: int, do: bool
-    ) -> plain.Entry | None:
+    ) -> Entry | None:
         """The answer when the question lies in a signed zone and signing changes it;
         ``None`` to let the unsigned path answer (DO=0 outside the key types)."""
         if not do and qtype not in _APEX_TYPES and not self.lacking:
@@ -266,7 +267,7 @@ class Signer:
             return _FORMERR
         window = self.window() if do else 0
         cached_as = key + (b"\x80" + window.to_bytes(4, "big") if do else b"\x00")
-        entry: plain.Entry | None = cache.get(cached_as)
+        entry: Entry | None = cache.get(cached_as)
         if entry is not None:
             try:  # noqa: SIM105 - as the unsigned path keeps its cache: least recently used
                 cache.move_to_end(cached_as)
@@ -276,7 +277,7 @@ class Signer:
         entry, keep = self._resolve(index, zone, qname, qtype, do=do, window=window)
         if keep:
             cache[cached_as] = entry
-            while len(cache) > plain.CACHE_ENTRIES:
+            while len(cache) > CACHE_ENTRIES:
                 try:
                     cache.popitem(last=False)
                 except KeyError:
@@ -286,14 +287,14 @@ class Signer:
     def _resolve(
         self, index: ZoneIndex, zone: ServedZone, qname: bytes, qtype: int, *, do: bool,
         window: int,
-    ) -> tuple[plain.Entry, bool]:
+    ) -> tuple[Entry, bool]:
         """The signed answer, and whether to keep it (not for names that do not exist:
         a flood of random names would push the served answers out)."""
         draft = _SignedDraft()
         apex_sets = self.zones[zone.apex].apex_sets
         if qname == zone.apex and qtype in apex_sets:
             rrset = apex_sets[qtype]
-            draft.answer.extend(plain._records(qname, qtype, rrset))
+            draft.answer.extend(plain.records_of(qname, qtype, rrset))
             draft.spans.append((draft.answer, 0, len(draft.answer), zone))
             return self._finish(qname, draft, do, window), True
         keep = True
@@ -307,7 +308,7 @@ class Signer:
                 if exists is not None:
                     keep = keep and exists
                     break
-            found = plain._find(zone, name, qtype)
+            found = plain.find(zone, name, qtype)
             marks = draft.marks()
             kind, owner, sets = found
             if sets is None:
@@ -321,13 +322,13 @@ class Signer:
                 keep = keep and exists
                 draft.span_from(marks, zone)
                 break
-            target = plain._step(zone, name, qtype, found, draft, first=not link)
+            target = plain.step(zone, name, qtype, found, draft, first=not link)
             draft.span_from(marks, zone)
-            if kind == plain._DNAME:
+            if kind == plain.FOUND_DNAME:
                 draft.unsigned.add((name, CNAME))
-            elif kind == plain._CUT:
+            elif kind == plain.FOUND_CUT:
                 self._delegation(zone, owner, sets, draft)
-            elif kind == plain._DATA and name not in zone.nodes:
+            elif kind == plain.FOUND_DATA and name not in zone.nodes:
                 draft.wildcards[name] = _wildcard_source(zone, name)
                 draft.covers.append((zone, name))
             if target is None:
@@ -352,8 +353,8 @@ class Signer:
         signed = self.zones.get(zone.apex)
         if signed is None or signed.keys is None:
             return None
-        kind, owner, sets = plain._find(zone, name, ANY)
-        if kind == plain._DATA and sets is not None:
+        kind, owner, sets = plain.find(zone, name, ANY)
+        if kind == plain.FOUND_DATA and sets is not None:
             source = name
             if name not in zone.nodes:  # from a wildcard: with its proof, as its data
                 source = draft.wildcards[name] = _wildcard_source(zone, name)
@@ -387,12 +388,12 @@ class Signer:
         ds = sets.get(DS)
         if ds is not None:
             start = len(draft.authority)
-            draft.authority.extend(plain._records(cut, DS, ds))
+            draft.authority.extend(plain.records_of(cut, DS, ds))
             draft.spans.append((draft.authority, start, len(draft.authority), zone))
         else:
             draft.proofs.append((zone, cut, frozenset(sets)))
 
-    def _finish(self, qname: bytes, draft: _SignedDraft, do: bool, window: int) -> plain.Entry:
+    def _finish(self, qname: bytes, draft: _SignedDraft, do: bool, window: int) -> Entry:
         """Add the proofs' NSEC records and, with DO, an RRSIG after every RRset the
         answering zones sign; encode."""
         chained: dict[bytes, tuple[ServedZone, set[bytes]]] = {}
@@ -434,10 +435,10 @@ class Signer:
             draft.spans.append((draft.authority, start, len(draft.authority), zone))
         if do:
             self._sign(draft, window)
-        return plain._encode(qname, draft)
+        return plain.encode(qname, draft)
 
     def _sign(self, draft: _SignedDraft, window: int) -> None:
-        signatures: dict[int, list[tuple[int, plain._RR]]] = {}
+        signatures: dict[int, list[tuple[int, plain.RR]]] = {}
         for records, start, end, zone in draft.spans:
             if records is draft.glue:
                 continue  # glue is the child's data, never signed by the parent
@@ -451,7 +452,7 @@ class Signer:
                 while j < end and records[j][0] == owner and records[j][1] == rtype:
                     j += 1
                 referral_ns = rtype == NS and records is draft.authority and owner != zone.apex
-                held = records is not draft.extra or plain._held(zone, owner)
+                held = records is not draft.extra or plain.held_in_zone(zone, owner)
                 if held and not referral_ns and (owner, rtype) not in draft.unsigned:
                     rrset = (ttl, tuple(record[3] for record in records[i:j]))
                     source = draft.wildcards.get(owner, owner)
@@ -471,7 +472,7 @@ class Signer:
                 records.insert(at, record)
 
 
-class _SignedDraft(plain._Draft):
+class _SignedDraft(plain.Draft):
     """An answer being found, with what signing it needs: which zone drafted each run of
     records (``spans``), names answered from a wildcard (and the wildcard), NSEC proofs
     to make, and RRsets never signed."""
@@ -481,7 +482,7 @@ class _SignedDraft(plain._Draft):
     def __init__(self) -> None:
         super().__init__()
         self.nsec_answer = False
-        self.spans: list[tuple[list[plain._RR], int, int, ServedZone]] = []
+        self.spans: list[tuple[list[plain.RR], int, int, ServedZone]] = []
         self.wildcards: dict[bytes, bytes] = {}
         self.covers: list[tuple[ServedZone, bytes]] = []
         self.proofs: list[tuple[ServedZone, bytes, frozenset[int] | None]] = []

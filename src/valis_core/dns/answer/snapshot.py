@@ -9,24 +9,15 @@ per query and answers wholly from it.
 
 from __future__ import annotations
 
-import collections
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
+from valis_core.dns.answer._cache import ResponseCache
 from valis_core.dns.zone import ZoneIndex
 
 if TYPE_CHECKING:
     from valis_core.dns.answer.signed import Signer
-
-
-class ResponseCache(collections.OrderedDict[bytes, tuple[Any, ...]]):
-    """Encoded responses keyed by question, and beside them (``negatives``) the
-    negative answers prebuilt per zone; owned and filled by ``valis_core.dns.answer._answer``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.negatives: dict[tuple[bytes, int, int], tuple[Any, ...]] = {}
 
 
 @attrs.frozen(eq=False)

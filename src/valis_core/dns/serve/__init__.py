@@ -18,9 +18,9 @@ if TYPE_CHECKING:
         AnswerFn,
         ServeCounts,
         ServeStats,
-        serve_tcp,
-        serve_udp,
     )
+    from valis_core.dns.serve._tcp_loop import serve_tcp
+    from valis_core.dns.serve._udp_loop import serve_udp
 
 __all__ = [
     "TCP_BATCH",
@@ -42,7 +42,7 @@ __getattr__ = lazy_attributes(
         "TCP_BATCH": "valis_core.dns.serve._loops",
         "TCP_TURNS": "valis_core.dns.serve._loops",
         "UDP_BATCH": "valis_core.dns.serve._loops",
-        "serve_tcp": "valis_core.dns.serve._loops",
-        "serve_udp": "valis_core.dns.serve._loops",
+        "serve_tcp": "valis_core.dns.serve._tcp_loop",
+        "serve_udp": "valis_core.dns.serve._udp_loop",
     },
 )

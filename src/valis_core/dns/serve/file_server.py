@@ -20,7 +20,9 @@ import trio
 
 from valis_core.dns.answer.signed import Signer
 from valis_core.dns.answer.snapshot import IndexHolder
-from valis_core.dns.serve._loops import ServeStats, serve_tcp, serve_udp
+from valis_core.dns.serve._loops import ServeStats
+from valis_core.dns.serve._tcp_loop import serve_tcp
+from valis_core.dns.serve._udp_loop import serve_udp
 from valis_core.dns.serve.limited_udp import limiter_for
 from valis_core.dns.serve.listen import format_address
 from valis_core.dns.serve.rrl import RrlSettings, describe

@@ -21,7 +21,8 @@ import os
 import trio
 
 from valis_core.dns.answer.snapshot import IndexHolder
-from valis_core.dns.serve._loops import ServeStats, TransferFn, serve_udp
+from valis_core.dns.serve._loops import ServeStats, TransferFn
+from valis_core.dns.serve._udp_loop import serve_udp
 from valis_core.dns.serve.rrl import RateLimiter, RrlSettings
 from valis_core.dns.zone import ZoneIndex
 

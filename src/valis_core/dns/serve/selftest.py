@@ -45,7 +45,8 @@ def run_selftest() -> str:
         import dns.rcode
         import dns.rdatatype
 
-        import valis_core.dns.serve._loops as serve  # noqa: F401 - the serve loops must import too
+        import valis_core.dns.serve._tcp_loop as tcp_loop  # noqa: F401 - the serve loops must
+        import valis_core.dns.serve._udp_loop as udp_loop  # noqa: F401 - import too
         from valis_core.dns.answer import Transport, answer
         from valis_core.dns.zone import ZoneIndex
     except ImportError as exc:

@@ -56,9 +56,9 @@ import dns.name
 import dns.rdatatype
 import dns.tsig
 
-from valis_core.dns.answer._answer import (  # the answer path's UDP limit, compression
-    _limit,
-    _Writer,
+from valis_core.dns.answer.message import (  # the answer path's UDP limit, compression
+    Writer,
+    size_limit,
 )
 from valis_core.dns.transfer.journal import Difference
 from valis_core.dns.transfer.tsig_verdict import Rejection, Signer, opt, reply, signs_as, verify
@@ -78,7 +78,7 @@ from valis_core.dns.wire.records import (
     header_only,
 )
 from valis_core.dns.zone import ServedZone, ZoneIndex
-from valis_core.dns.zone.build import _rdata_wire as rdata_wire  # the loader's, shared
+from valis_core.dns.zone.build import rdata_wire  # the loader's, shared
 from valis_core.dns.zone.serial import serial_gt
 
 MESSAGE_SIZE = 16384
@@ -277,7 +277,7 @@ def signed_answer(
             return None
         signer = Signer(key, mac, message.id, now)
         signed = signer.sign(response)
-        limit = _limit(message.payload if message.edns >= 0 else -1, tcp)
+        limit = size_limit(message.payload if message.edns >= 0 else -1, tcp)
         if len(signed) <= limit:
             return signed
         truncated = reply(query, message, response[3] & 0x0F, None, now,
@@ -312,7 +312,7 @@ def datagram_response(grant: Grant, difference: Difference | None, *, now: float
     (512 bytes without EDNS); otherwise, the journal not reaching back included, the SOA
     alone with TC set, so the secondary asks again over TCP. Never raises for a journal
     record that does not parse (that is answered TC too)."""
-    limit = _limit(grant.query.payload if grant.query.edns >= 0 else -1, False)
+    limit = size_limit(grant.query.payload if grant.query.edns >= 0 else -1, False)
     soa = next(zone_records(grant.zone))
     if not grant.full:
         return Datagram(_single(grant, (soa,), now, 0), "up_to_date")
@@ -449,14 +449,14 @@ def transfer_steps(
     yield _finish(writer, query.id, flags, count, signer, opt=extra)
 
 
-def _fresh(qname: bytes, qtype: int) -> _Writer:
-    writer = _Writer(qname)
+def _fresh(qname: bytes, qtype: int) -> Writer:
+    writer = Writer(qname)
     writer.buf[-4:] = struct.pack("!HH", qtype, IN)
     return writer
 
 
 def _finish(
-    writer: _Writer, qid: int, flags: int, count: int, signer: Signer, *, opt: bytes
+    writer: Writer, qid: int, flags: int, count: int, signer: Signer, *, opt: bytes
 ) -> bytes:
     """One message of a transfer, with the OPT in each when the request had EDNS (RFC 6891
     section 7; Knot does so, NSD only in the first)."""

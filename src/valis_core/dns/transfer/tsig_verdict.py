@@ -37,13 +37,13 @@ import dns.rdatatype
 import dns.rdtypes.ANY.TSIG
 import dns.tsig
 
-from valis_core.dns.answer._answer import (  # the answer path's OPT, UDP limit and BADKEY reply
-    _OPT_DO,
-    _OPT_PLAIN,
-    _badkey,
-    _limit,
-    _question_end,
-    _signature,
+from valis_core.dns.answer.message import (  # the answer path's OPT, UDP limit and BADKEY reply
+    OPT_DO,
+    OPT_PLAIN,
+    badkey_reply,
+    question_end,
+    size_limit,
+    tsig_signature,
 )
 from valis_core.dns.wire import names as wire
 from valis_core.dns.wire.records import BADKEY, BADSIG, BADTIME, FORMERR, NOTAUTH, TSIG
@@ -183,7 +183,7 @@ def opt(message: dns.message.Message) -> bytes:
     """The OPT answering ``message``'s, echoing its DO bit; nothing when it had none."""
     if message.edns < 0:
         return b""
-    return _OPT_DO if message.ednsflags & dns.flags.DO else _OPT_PLAIN
+    return OPT_DO if message.ednsflags & dns.flags.DO else OPT_PLAIN
 
 
 def reply(
@@ -209,17 +209,17 @@ def _tsig_error(query: bytes, message: dns.message.Message, error: int, tcp: boo
     path's BADKEY reply (RFC 8945 section 5.3.2). Raises ``ValueError`` when the question
     cannot be echoed."""
     qsec = _question(query)
-    signature = _signature(message)
+    signature = tsig_signature(message)
     assert signature is not None
     qid, qflags = struct.unpack_from("!HH", query)
-    limit = _limit(message.payload if message.edns >= 0 else -1, tcp)
-    return _badkey(qid, qflags, qsec, opt(message), signature, limit=limit, error=error)
+    limit = size_limit(message.payload if message.edns >= 0 else -1, tcp)
+    return badkey_reply(qid, qflags, qsec, opt(message), signature, limit=limit, error=error)
 
 
 def _question(query: bytes) -> bytes:
     """The one question (an UPDATE's zone) of ``query`` as it was sent. Raises
     ``ValueError`` when there is not exactly one or it is malformed."""
-    qend = _question_end(query, len(query)) if query[4:6] == b"\x00\x01" else 0
+    qend = question_end(query, len(query)) if query[4:6] == b"\x00\x01" else 0
     if not qend:
         raise ValueError("the question cannot be echoed")
     return query[12:qend]

@@ -228,7 +228,7 @@ class Builder:
         except wire.BadName as exc:
             raise ZoneError(parts.origin, row.owner, f"bad owner name: {exc}") from None
         rtype = self._rtype(parts.origin, row.owner, row.rtype)
-        rdata = _rdata_wire(parts.origin, row.owner, rtype, row.rdata)
+        rdata = rdata_wire(parts.origin, row.owner, rtype, row.rdata)
         self._put(apex, parts, owner, rtype, row.ttl, rdata)
 
     def add_wire(self, zone: str, owner: bytes, rtype: int, ttl: int, rdata: bytes) -> bytes:
@@ -325,7 +325,7 @@ def _unservable(rtype: int) -> str | None:
     return None
 
 
-def _rdata_wire(zone: str, owner: str, rtype: int, text: str) -> bytes:
+def rdata_wire(zone: str, owner: str, rtype: int, text: str) -> bytes:
     """Rdata in wire form from its presentation form; addresses take a short cut."""
     import dns.name
     import dns.rdata
