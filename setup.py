@@ -1,4 +1,4 @@
-"""The compiled UDP fast path (``valis_core.dns._fastpath``), built from its C source.
+"""The compiled UDP fast path (``valis_core.dns.answer._fastpath``), built from its C source.
 
 Everything else about the distribution is in pyproject.toml. ``pip install -e .``
 (scripts/bootstrap) builds the extension beside its source; scripts/build builds it in
@@ -12,8 +12,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "valis_core.dns._fastpath",
-            sources=["src/valis_core/dns/_fastpath.c"],
+            "valis_core.dns.answer._fastpath",
+            sources=["src/valis_core/dns/answer/_fastpath.c"],
             extra_compile_args=["-O2", "-g0", "-Wall", "-Wextra", "-std=c11", "-D_GNU_SOURCE"],
             extra_link_args=["-g0", "-Wl,--build-id=sha1"],
         )

@@ -25,7 +25,7 @@ import dns.message
 from zone_rows import ZONE, host_address, rows  # beside this script
 
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.snapshot import Snapshot
+from valis_core.dns.answer.snapshot import Snapshot
 from valis_core.dns.zone import ZoneIndex
 
 

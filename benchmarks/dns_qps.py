@@ -349,7 +349,7 @@ def describe_environment() -> dict[str, object]:
                output("git", "status", "--porcelain", "--", "src").splitlines() if line]
     if changed:
         commit += " with uncommitted changes to src"
-    udp_path = output(sys.executable, "-c", "from valis_core.dns.fastpath import path_name; "
+    udp_path = output(sys.executable, "-c", "from valis_core.dns.answer.fastpath import path_name; "
                       "print(path_name())")
     model = next((line.split(":", 1)[1].strip()
                   for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -486,7 +486,7 @@ def signing(server: Server, work: Path, sign: str) -> Server:
     also serves (so the benchmark's zone is answered on a node signing some zones);
     ``bench``, the benchmark's zone itself."""
     from valis_core.dns import dnssec
-    from valis_core.dns.zone_keys import encode_key
+    from valis_core.dns.dnssec.zone_keys import encode_key
 
     zone = SIGNED_OTHER if sign == "other" else ZONE
     key_file = work / "signing.pem"

@@ -64,8 +64,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from tests.scenario.edge_ca import make_test_ca  # noqa: E402
 
+from valis_core.dns.answer.snapshot import IndexHolder  # noqa: E402
 from valis_core.dns.serve import serve_tcp, serve_udp  # noqa: E402
-from valis_core.dns.snapshot import IndexHolder  # noqa: E402
 from valis_core.dns.zone import ZoneIndex  # noqa: E402
 from valis_core.edge.certificate import CertificateSlot  # noqa: E402
 from valis_core.edge.server import serve_edge  # noqa: E402

@@ -30,13 +30,14 @@ from collections.abc import Callable
 import dns.message
 from zone_rows import ZONE, rows  # beside this script
 
-from valis_core.dns import dnssec, nsec3, wire
+from valis_core.dns import dnssec, wire
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.nsec3 import Nsec3Params
-from valis_core.dns.records import RecordRow
-from valis_core.dns.signed_answer import Signer
-from valis_core.dns.signed_transfer import signed_zone_records
-from valis_core.dns.snapshot import Snapshot
+from valis_core.dns.answer.signed import Signer
+from valis_core.dns.answer.snapshot import Snapshot
+from valis_core.dns.dnssec import nsec3
+from valis_core.dns.dnssec.nsec3 import Nsec3Params
+from valis_core.dns.transfer.signed import signed_zone_records
+from valis_core.dns.wire.records import RecordRow
 from valis_core.dns.zone import ServedZone, ZoneIndex
 
 

@@ -34,9 +34,9 @@ import dns.rrset
 import psycopg
 import trio
 
-from valis_core.dns.records import RecordRow
+from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import serve_udp
-from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.wire.records import RecordRow
 from valis_core.operator_state.local_cluster import LocalCluster
 from valis_core.operator_state.schema import migrate
 from valis_core.operator_state.zone_source import PgZoneSource

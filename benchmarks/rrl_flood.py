@@ -105,10 +105,10 @@ def serve(port: int, rate: int, slip: int, wildcard: bool, per_name: bool) -> in
     resident limits, or with ``per_name`` without looking wildcards up)."""
     import trio
 
-    from valis_core.dns.limited_udp import limiter_for
-    from valis_core.dns.rrl import RateLimiter, RrlSettings
+    from valis_core.dns.answer.snapshot import IndexHolder
     from valis_core.dns.serve import serve_tcp, serve_udp
-    from valis_core.dns.snapshot import IndexHolder
+    from valis_core.dns.serve.limited_udp import limiter_for
+    from valis_core.dns.serve.rrl import RateLimiter, RrlSettings
     from valis_core.dns.zone import ZoneIndex
 
     text = ZONE_FILE.read_text() + (WILDCARD_RECORD if wildcard else "")

@@ -25,8 +25,8 @@ from zone_rows import ZONE, rows  # beside this script
 
 from valis_core.dns import dnssec, wire
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.signed_answer import Signer, ZoneKeys
-from valis_core.dns.snapshot import Snapshot
+from valis_core.dns.answer.signed import Signer, ZoneKeys
+from valis_core.dns.answer.snapshot import Snapshot
 from valis_core.dns.zone import ZoneIndex
 
 

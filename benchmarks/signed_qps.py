@@ -63,7 +63,7 @@ sys.path.insert(0, str(ROOT))
 from tests.property.dnssec_check import validate, validate_sections  # noqa: E402
 
 from valis_core.dns import dnssec  # noqa: E402
-from valis_core.dns.zone_keys import encode_key  # noqa: E402
+from valis_core.dns.dnssec.zone_keys import encode_key  # noqa: E402
 
 KNOT_ALGORITHMS = {13: "ecdsap256sha256", 15: "ed25519"}
 UNCACHED_LINES = 1_000_000

@@ -79,7 +79,7 @@ def main() -> None:
     from answer_micro import ZONE, master_lines
 
     from valis_core.dns.zone import ZoneIndex
-    from valis_core.dns.zone_check import check_zone_text
+    from valis_core.dns.zone.check import check_zone_text
 
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / f"{ZONE}zone"

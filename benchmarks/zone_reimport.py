@@ -45,7 +45,7 @@ import psycopg
 from tests.scenario.pg import private_cluster
 from zone_rows import ZONE, rows
 
-from valis_core.dns.records import RecordRow
+from valis_core.dns.wire.records import RecordRow
 from valis_core.operator_state.schema import migrate
 from valis_core.operator_state.zones import import_zone, replace_zone
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from valis_core.dns.records import RecordRow
+from valis_core.dns.wire.records import RecordRow
 
 ZONE = "bench.example."
 

@@ -28,10 +28,10 @@ import dns.message
 import trio
 from answer_micro import ZONE, master_lines
 
+from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import serve_tcp, serve_udp
-from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.serve.transfer_serve import Transfers
 from valis_core.dns.transfer import Listed
-from valis_core.dns.transfer_serve import Transfers
 from valis_core.dns.zone import ZoneIndex
 
 KEY_NAME = "bench-xfr."

@@ -33,7 +33,7 @@ import attrs
 
 from fulcrum.errors import LauncherError
 from fulcrum.netns import netns_path
-from valis_core.dns.listen import bound_socket
+from valis_core.dns.serve.listen import bound_socket
 from valis_core.launcher_config import IPAddress
 from valis_core.reachability import DNS_PORT
 

@@ -33,10 +33,10 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from valis_core.config_store import ConfigStore
-    from valis_core.dns.limited_udp import LimitedUdp
-    from valis_core.dns.notify_send import ChangeWatch
     from valis_core.dns.serve import ServeStats
-    from valis_core.dns.transfer_serve import Transfers
+    from valis_core.dns.serve.limited_udp import LimitedUdp
+    from valis_core.dns.serve.transfer_serve import Transfers
+    from valis_core.dns.transfer.notify_send import ChangeWatch
     from valis_core.edge.certificate import CertificateSlot
     from valis_core.edge.stats import EdgeStats
     from valis_core.launch import LaunchRecord

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import attrs
 
-from valis_core.dns.listen import ListenError, bind_dns_pair, bound_socket, format_address
+from valis_core.dns.serve.listen import ListenError, bind_dns_pair, bound_socket, format_address
 from valis_core.errors import ValisError
 from valis_core.launch import LaunchRecord, render_launch_argv
 

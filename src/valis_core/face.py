@@ -11,6 +11,7 @@ that imports a name's home module on first access.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,6 +24,10 @@ def lazy_attributes(package: str, homes: Mapping[str, str]) -> Callable[[str], A
         home = homes.get(name)
         if home is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(home), name)
+        value = getattr(importlib.import_module(home), name)
+        # Kept on the package, so later reads (``wire.from_text`` on a hot path) are a
+        # plain attribute lookup rather than another call here.
+        setattr(sys.modules[package], name, value)
+        return value
 
     return __getattr__

@@ -23,7 +23,7 @@ import dns.update
 
 from tests.fuzz import corpus, generate
 from valis_core.apply.delivery import build_delivery_bytes
-from valis_core.dns.tcp import framed
+from valis_core.dns.serve.tcp import framed
 from valis_core.ops.backup import build_backup_bytes
 from valis_core.store.manifest import Manifest, dumps
 

@@ -59,12 +59,12 @@ from valis_core.apply.delivery import (
     apply_delivery,
     assert_delivery_sound,
 )
-from valis_core.dns import dnssec, fastpath
-from valis_core.dns._fastpath import Table
-from valis_core.dns.answer import SERVER_PAYLOAD, TCP_LIMIT, Transport, answer
-from valis_core.dns.signed_answer import Signer
-from valis_core.dns.snapshot import Snapshot
-from valis_core.dns.tcp import framed, take_frames
+from valis_core.dns import dnssec
+from valis_core.dns.answer import SERVER_PAYLOAD, TCP_LIMIT, Transport, answer, fastpath
+from valis_core.dns.answer._fastpath import Table
+from valis_core.dns.answer.signed import Signer
+from valis_core.dns.answer.snapshot import Snapshot
+from valis_core.dns.serve.tcp import framed, take_frames
 from valis_core.dns.zone import ZoneIndex
 from valis_core.ops.backup import BackupError, restore_backup, verify_backup_set
 from valis_core.owner.message import Received, receive

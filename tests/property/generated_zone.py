@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from hypothesis import strategies as st
 
-from valis_core.dns.records import RecordRow
+from valis_core.dns.wire.records import RecordRow
 
 GEN = "gen.test."
 NAMES = [f"{rel}.{GEN}" if rel else GEN for rel in (

@@ -46,7 +46,7 @@ from dns.rdtypes.ANY.SOA import SOA
 from dns.rdtypes.IN.NAPTR import NAPTR
 from dns.rdtypes.svcbbase import SVCBBase
 
-from valis_core.dns.records import RecordRow
+from valis_core.dns.wire.records import RecordRow
 
 MAX_CHAIN = 12
 """CNAME and DNAME links followed for one question (the server's bound)."""

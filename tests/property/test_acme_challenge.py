@@ -8,7 +8,7 @@ from dns.rcode import Rcode
 from hypothesis import given
 from hypothesis import strategies as st
 
-from valis_core.dns.records import RecordRow
+from valis_core.dns.wire.records import RecordRow
 from valis_core.edge.challenge import (
     ChallengeError,
     challenge_name,

@@ -9,7 +9,7 @@ import dns.rcode
 
 from tests.property.test_answer_examples import expect, lines, norm
 from valis_core.dns.answer import Transport, answer, answer_general
-from valis_core.dns.snapshot import Snapshot
+from valis_core.dns.answer.snapshot import Snapshot
 from valis_core.dns.zone import ZoneIndex
 
 MANY_NS = "\n".join(f"crowd NS ns{i}.crowd" for i in range(12))

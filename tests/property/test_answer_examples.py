@@ -29,11 +29,11 @@ from valis_core.dns.answer import (
     answer,
     answer_general,
 )
-from valis_core.dns.snapshot import IndexHolder, Snapshot
+from valis_core.dns.answer.snapshot import IndexHolder, Snapshot
 from valis_core.dns.zone import ZoneIndex
 
 # By path: the package's face exports the ``answer`` function under the module's name.
-answer_module = importlib.import_module("valis_core.dns.answer")
+answer_module = importlib.import_module("valis_core.dns.answer._answer")
 
 LONG = ".".join(["l" * 60] * 3) + ".example.org."  # 186 octets in wire form
 MANY = "\n".join(f"many AAAA 2001:db8::{i:x}" for i in range(1, 21))  # 560 octets compressed

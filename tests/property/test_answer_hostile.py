@@ -25,11 +25,11 @@ from valis_core.dns.answer import (
     answer,
     answer_general,
 )
-from valis_core.dns.snapshot import ResponseCache
+from valis_core.dns.answer.snapshot import ResponseCache
 from valis_core.dns.zone import ZoneIndex
 
 # By path: the package's face exports the ``answer`` function under the module's name.
-answer_module = importlib.import_module("valis_core.dns.answer")
+answer_module = importlib.import_module("valis_core.dns.answer._answer")
 
 ZONE = """\
 $ORIGIN example.com.

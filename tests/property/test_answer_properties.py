@@ -21,12 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from valis_core.dns.answer import SERVER_PAYLOAD, Transport, answer, answer_general
-from valis_core.dns.records import RecordRow
-from valis_core.dns.snapshot import ResponseCache
+from valis_core.dns.answer.snapshot import ResponseCache
+from valis_core.dns.wire.records import RecordRow
 from valis_core.dns.zone import ZoneIndex
 
 # By path: the package's face exports the ``answer`` function under the module's name.
-answer_module = importlib.import_module("valis_core.dns.answer")
+answer_module = importlib.import_module("valis_core.dns.answer._answer")
 
 PARENT = "example.com."
 CHILD = "sub.example.com."

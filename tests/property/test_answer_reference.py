@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from tests.property.reference_resolver import Expected, Record, Reference
 from tests.property.test_answer_properties import make_valid, mixed_case
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.records import RecordRow
-from valis_core.dns.snapshot import Snapshot
+from valis_core.dns.answer.snapshot import Snapshot
+from valis_core.dns.wire.records import RecordRow
 from valis_core.dns.zone import ZoneIndex
 
 PARENT = "example.com."

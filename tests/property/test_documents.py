@@ -30,11 +30,11 @@ from valis_core.apply.delivery import DeliveryError, DeliveryFile, DeliveryManif
 from valis_core.apply.unit_record import DOCUMENT as UNIT_RECORD
 from valis_core.apply.unit_record import UnitRecord, UnitRecordError
 from valis_core.dns import dnssec, wire
-from valis_core.dns.rrl import RrlSettings
-from valis_core.dns.secondary_progress import SecondaryState
+from valis_core.dns.answer.signed import Signer
+from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import ServeStats
-from valis_core.dns.signed_answer import Signer
-from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.serve.rrl import RrlSettings
+from valis_core.dns.transfer.secondary_progress import SecondaryState
 from valis_core.dns.zone import ZoneIndex
 from valis_core.documents import Document
 from valis_core.edge.stats import EdgeStats

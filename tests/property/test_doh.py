@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.snapshot import Snapshot
+from valis_core.dns.answer.snapshot import Snapshot
 from valis_core.dns.zone import ZoneIndex
 from valis_core.edge.doh import (
     MAX_MESSAGE,

@@ -21,14 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.property.test_answer_properties import queries, zones
-from valis_core.dns import dnssec, fastpath
-from valis_core.dns._fastpath import Table
-from valis_core.dns.answer import Transport, answer
-from valis_core.dns.nsec3 import Nsec3Params
-from valis_core.dns.records import RecordRow
-from valis_core.dns.signed_answer import Signer
-from valis_core.dns.snapshot import Snapshot
+from valis_core.dns import dnssec
+from valis_core.dns.answer import Transport, answer, fastpath
+from valis_core.dns.answer._fastpath import Table
+from valis_core.dns.answer.signed import Signer
+from valis_core.dns.answer.snapshot import Snapshot
+from valis_core.dns.dnssec.nsec3 import Nsec3Params
 from valis_core.dns.wire import from_text
+from valis_core.dns.wire.records import RecordRow
 from valis_core.dns.zone import ZoneIndex
 
 UDP = Transport.UDP

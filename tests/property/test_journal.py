@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from valis_core.dns.journal import Entry, apply, chain, condense, record_key
-from valis_core.dns.records import RecordRow
 from valis_core.dns.transfer import Grant, incremental_records, transfer_messages
+from valis_core.dns.transfer.journal import Entry, apply, chain, condense, record_key
+from valis_core.dns.wire.records import RecordRow
 from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.journal import DEFAULT_MAX_AGE, DEFAULT_MAX_RECORDS
 from valis_core.operator_state.site_facts import (

@@ -45,22 +45,22 @@ PURE_CORES = (
     "valis_core.operator_state.site_facts",
     "valis_core.launcher_config",
     "valis_core.reachability",
-    "valis_core.dns.wire",
-    "valis_core.dns.answer",
-    "valis_core.dns.rrl",
-    "valis_core.dns.dnssec",
-    "valis_core.dns.signed_answer",
-    "valis_core.dns.nsec3",
-    "valis_core.dns.rollover",
-    "valis_core.dns.signed_transfer",
-    "valis_core.dns.journal",
-    "valis_core.dns.serial",
-    "valis_core.dns.transfer",
-    "valis_core.dns.tsig_verdict",
-    "valis_core.dns.notify",
-    "valis_core.dns.secondary_progress",
-    "valis_core.dns.zone_check",
-    "valis_core.dns.zone_diff",
+    "valis_core.dns.wire.names",
+    "valis_core.dns.answer._answer",
+    "valis_core.dns.serve.rrl",
+    "valis_core.dns.dnssec.signing",
+    "valis_core.dns.answer.signed",
+    "valis_core.dns.dnssec.nsec3",
+    "valis_core.dns.dnssec.rollover",
+    "valis_core.dns.transfer.signed",
+    "valis_core.dns.transfer.journal",
+    "valis_core.dns.zone.serial",
+    "valis_core.dns.transfer._transfer",
+    "valis_core.dns.transfer.tsig_verdict",
+    "valis_core.dns.transfer.notify",
+    "valis_core.dns.transfer.secondary_progress",
+    "valis_core.dns.zone.check",
+    "valis_core.dns.zone.diff",
     "valis_core.ops.condense",
     "valis_core.ops.host_readiness",
     "valis_core.ops.host_probe",
@@ -192,11 +192,6 @@ def violations(edges: Iterable[Edge], known: set[str]) -> list[str]:
     return found
 
 
-DNS_ENGINE_EXEMPT_WHILE_IT_MOVES = "valis_core.dns"
-"""Issue 26: the DNS engine's own cycles and private names go as ``dns/`` moves into
-sub-packages (another branch). Until that lands, a cycle wholly inside this package and
-a private name used from inside it to inside it are not reported. Remove this constant
-(and its two uses) when the move is merged: the rules then hold for the engine too."""
 
 
 @attrs.frozen
@@ -322,7 +317,6 @@ def cycles(root: Path) -> list[str]:
     return [
         f"import cycle: {' -> '.join(a_cycle(graph, knot))} (all of it: {', '.join(knot)})"
         for knot in knots(graph)
-        if not all(within(m, DNS_ENGINE_EXEMPT_WHILE_IT_MOVES) for m in knot)
     ]
 
 
@@ -409,10 +403,6 @@ def private_violations(root: Path) -> list[str]:
                                 package=is_package):
             if use.owner == home:
                 continue
-            if within(name, DNS_ENGINE_EXEMPT_WHILE_IT_MOVES) and within(
-                use.what, DNS_ENGINE_EXEMPT_WHILE_IT_MOVES
-            ):
-                continue
             whose = use.owner or _parent(use.what)
             found.add(f"{name} uses {use.what}, private to {whose}")
     return sorted(found)
@@ -436,7 +426,7 @@ def test_the_source_keeps_the_layering_rules() -> None:
 
 BREAKERS = (
     ("valis_core/fence.py", "import socket\n", "imports the IO module socket"),
-    ("valis_core/dns/wire.py", "from valis_cli.main import main\n", "imports the program"),
+    ("valis_core/dns/wire/names.py", "from valis_cli.main import main\n", "imports the program"),
     ("fulcrum/launch.py", "from valis_core.resident import bring_up\n", "the resident's"),
     ("fulcrum/main.py", "from valis_cli import main\n", "the valis program's"),
     ("valis_core/store/manifest.py", "from ..ops import backup\n", "upward into the ops"),

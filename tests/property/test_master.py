@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from valis_core.dns import master, master_general, wire
+from valis_core.dns import wire
+from valis_core.dns.wire import master, master_general
 
 Record = tuple[bytes, int, int, bytes]
 

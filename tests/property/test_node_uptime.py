@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import ServeStats
-from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.resident.views import NodeViews

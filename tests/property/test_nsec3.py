@@ -1,4 +1,4 @@
-"""NSEC3 denial (``valis_core.dns.nsec3`` and the signed answer path) judged by a small
+"""NSEC3 denial (``valis_core.dns.dnssec.nsec3`` and the signed answer path) judged by a small
 verifier written here from RFC 5155 section 8, hashing with dnspython's ``nsec3_hash``:
 every name asked of any generated zone gets the proof its answer needs, signed; the chain
 holds each authoritative name once and its records cover the hash space exactly once;
@@ -23,13 +23,14 @@ from hypothesis import strategies as st
 from tests.property import generated_zone
 from tests.property.dnssec_check import validate, validate_sections
 from tests.property.generated_zone import BASE, GEN, zone_rows
-from valis_core.dns import dnssec, nsec3, wire
+from valis_core.dns import dnssec, wire
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.nsec3 import Nsec3Params
-from valis_core.dns.records import RecordRow, ZoneError
-from valis_core.dns.signed_answer import Signer
-from valis_core.dns.signed_transfer import signed_zone_records
-from valis_core.dns.snapshot import Snapshot
+from valis_core.dns.answer.signed import Signer
+from valis_core.dns.answer.snapshot import Snapshot
+from valis_core.dns.dnssec import nsec3
+from valis_core.dns.dnssec.nsec3 import Nsec3Params
+from valis_core.dns.transfer.signed import signed_zone_records
+from valis_core.dns.wire.records import RecordRow, ZoneError
 from valis_core.dns.zone import ZoneIndex
 
 NOW = 1_800_000_000

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from valis_core.dns import rollover
-from valis_core.dns.rollover import Keying, Rollover, RolloverError, Timing
+from valis_core.dns.dnssec import rollover
+from valis_core.dns.dnssec.rollover import Keying, Rollover, RolloverError, Timing
 
 OLD, NEW = 11, 22
 OTHER = 33

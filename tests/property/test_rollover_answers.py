@@ -18,11 +18,11 @@ from tests.property.dnssec_check import validate, validate_sections
 from tests.property.test_signed_answer import INDEX, NOW, Z, ask
 from tests.property.test_signing_metrics import views
 from valis_cli.commands.status import render_status
-from valis_core.dns import dnssec, rollover, wire
-from valis_core.dns.dnssec import ZoneKey
-from valis_core.dns.rollover import Timing
-from valis_core.dns.signed_answer import Signer
-from valis_core.dns.snapshot import IndexHolder, Snapshot
+from valis_core.dns import dnssec, wire
+from valis_core.dns.answer.signed import Signer
+from valis_core.dns.answer.snapshot import IndexHolder, Snapshot
+from valis_core.dns.dnssec import ZoneKey, rollover
+from valis_core.dns.dnssec.rollover import Timing
 from valis_core.operator_state.zone_signing import ZoneSigning
 from valis_core.resident.signing import zone_keys_for
 from valis_core.resident.status_document import STATUS

@@ -17,8 +17,10 @@ from hypothesis import strategies as st
 
 from valis_core.config_store import ConfigStore
 from valis_core.dns.answer import Transport, answer
+from valis_core.dns.answer.signed import Signer
+from valis_core.dns.answer.snapshot import Snapshot
 from valis_core.dns.dnssec import ZoneKey, generate_key
-from valis_core.dns.rrl import (
+from valis_core.dns.serve.rrl import (
     DEFAULT_IPV6_PREFIX,
     DEFAULT_SLIP,
     Kind,
@@ -28,12 +30,9 @@ from valis_core.dns.rrl import (
     bucket_key,
     classify,
     describe,
-    settings_from_facts,
     slip_reply,
     source_prefix,
 )
-from valis_core.dns.signed_answer import Signer
-from valis_core.dns.snapshot import Snapshot
 from valis_core.dns.wire import from_text
 from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.site_facts import (
@@ -43,6 +42,7 @@ from valis_core.operator_state.site_facts import (
     RRL_SLIP_KEY,
     SiteFactsError,
     check_site_facts,
+    rrl_settings,
 )
 from valis_core.resident.reload import plan_reload
 
@@ -216,14 +216,14 @@ def test_an_ipv4_and_an_ipv6_source_never_share_a_prefix() -> None:
 
 
 def test_rate_limiting_is_off_without_a_rate_and_tuned_by_the_other_facts() -> None:
-    assert settings_from_facts(FACTS) is None
-    on = settings_from_facts({**FACTS, RRL_RATE_KEY: "20"})
+    assert rrl_settings(FACTS) is None
+    on = rrl_settings({**FACTS, RRL_RATE_KEY: "20"})
     assert on == RrlSettings(rate=20)
     assert (on.slip, on.ipv6_prefix, on.burst) == (DEFAULT_SLIP, DEFAULT_IPV6_PREFIX, 20)
     tuned = {**FACTS, RRL_RATE_KEY: "5", RRL_SLIP_KEY: "0", "VALIS_RRL_IPV4_PREFIX": "32",
              "VALIS_RRL_IPV6_PREFIX": "64", "VALIS_RRL_TABLE_SIZE": "4096"}
     check_site_facts(tuned)
-    assert settings_from_facts(tuned) == RrlSettings(
+    assert rrl_settings(tuned) == RrlSettings(
         rate=5, slip=0, ipv4_prefix=32, ipv6_prefix=64, table_size=4096
     )
 
@@ -414,7 +414,7 @@ def test_an_exempt_list_is_read_from_the_site_facts_and_a_bad_entry_named() -> N
     facts = {**FACTS, RRL_RATE_KEY: "20",
              RRL_EXEMPT_KEY: "192.0.2.0/24, 2001:db8::/32,198.51.100.7"}
     check_site_facts(facts)
-    on = settings_from_facts(facts)
+    on = rrl_settings(facts)
     assert on is not None
     assert [str(net) for net in on.exempt] == [
         "192.0.2.0/24", "2001:db8::/32", "198.51.100.7/32"]
@@ -432,7 +432,7 @@ def test_an_exempt_list_is_read_from_the_site_facts_and_a_bad_entry_named() -> N
 def test_rate_zero_is_off_with_its_tuning_kept() -> None:
     facts = {**FACTS, RRL_RATE_KEY: "0", RRL_SLIP_KEY: "1", RRL_EXEMPT_KEY: "192.0.2.0/24"}
     check_site_facts(facts)
-    assert settings_from_facts(facts) is None
+    assert rrl_settings(facts) is None
     assert describe(None) == "response rate limiting: off"
     assert "exempt 192.0.2.0/24" in describe(RrlSettings(
         rate=5, exempt=(ipaddress.IPv4Network("192.0.2.0/24"),)))

@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from valis_cli.commands.serve import DEFAULT_LISTEN, ServeSetupError, parse_listen
-from valis_core.dns.listen import PRIVILEGED_PORT_LIMIT
+from valis_core.dns.serve.listen import PRIVILEGED_PORT_LIMIT
 
 MULTICAST_DNS_PORT = 5353
 

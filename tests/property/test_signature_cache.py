@@ -1,4 +1,4 @@
-"""The signature cache (``valis_core.dns.signature_cache``) as the resident uses it: a
+"""The signature cache (``valis_core.dns.dnssec.signature_cache``) as the resident uses it: a
 signer built because one zone's signing changed keeps every other zone's signatures (and
 the counts), a zone whose key changed loses its own, a key sharing another's key tag is
 never served the other's signatures; a second signed transfer of an unchanged NSEC3 zone
@@ -20,16 +20,16 @@ import pytest
 
 from tests.property.dnssec_check import validate_sections
 from tests.property.test_signed_answer import INDEX, NOW, OTHER, Z, ask
-from valis_core.dns import dnssec, rollover, signature_cache, wire
-from valis_core.dns.dnssec import ZoneKey
-from valis_core.dns.nsec3 import Nsec3Params
-from valis_core.dns.records import RecordRow
-from valis_core.dns.rollover import Timing
-from valis_core.dns.signed_answer import Signer
-from valis_core.dns.signed_transfer import signed_zone_records
-from valis_core.dns.snapshot import IndexHolder, Snapshot
+from valis_core.dns import dnssec, wire
+from valis_core.dns.answer.signed import Signer
+from valis_core.dns.answer.snapshot import IndexHolder, Snapshot
+from valis_core.dns.dnssec import ZoneKey, rollover, signature_cache
+from valis_core.dns.dnssec.nsec3 import Nsec3Params
+from valis_core.dns.dnssec.rollover import Timing
+from valis_core.dns.dnssec.zone_keys import file_zone
+from valis_core.dns.transfer.signed import signed_zone_records
+from valis_core.dns.wire.records import RecordRow
 from valis_core.dns.zone import ZoneIndex
-from valis_core.dns.zone_keys import file_zone
 from valis_core.operator_state.zone_signing import ZoneSigning
 from valis_core.resident.signing import SigningFollower
 

@@ -1,4 +1,4 @@
-"""Signed answers (``valis_core.dns.signed_answer``) judged by dnspython's validator:
+"""Signed answers (``valis_core.dns.answer.signed``) judged by dnspython's validator:
 with DO=1 every RRset in the answer and authority sections of any question verifies under
 the zone's DNSKEY; denial is compact (RFC 9824); wildcards carry the proof the name is
 absent; delegations prove their DS or its absence; and with DO=0 every answer but the
@@ -22,9 +22,9 @@ from tests.property.dnssec_check import validate, validate_sections, wildcard_an
 from tests.property.generated_zone import GEN, NAMES, RDATA, zone_rows
 from valis_core.dns import dnssec, wire
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.records import RecordRow, ZoneError
-from valis_core.dns.signed_answer import REFRESH, Signer, ZoneKeys
-from valis_core.dns.snapshot import Snapshot
+from valis_core.dns.answer.signed import REFRESH, Signer, ZoneKeys
+from valis_core.dns.answer.snapshot import Snapshot
+from valis_core.dns.wire.records import RecordRow, ZoneError
 from valis_core.dns.zone import ZoneIndex
 
 NOW = 1_800_000_000

@@ -8,9 +8,9 @@ import dns.message
 
 from valis_core.dns import dnssec, wire
 from valis_core.dns.answer import Transport, answer
+from valis_core.dns.answer.signed import Signer
+from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import ServeStats
-from valis_core.dns.signed_answer import Signer
-from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.resident.views import NodeViews

@@ -13,11 +13,12 @@ from tests.property.test_rollover_answers import NEW, OLD, signer_at
 from tests.property.test_signed_answer import INDEX, NOW, Z
 from tests.property.test_signing_metrics import views
 from valis_cli.commands.status import render_status
-from valis_core.dns import dnssec, rollover, wire
+from valis_core.dns import dnssec, wire
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.rollover import Timing
-from valis_core.dns.signed_answer import REFRESH, VALIDITY, Signer
-from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.answer.signed import REFRESH, VALIDITY, Signer
+from valis_core.dns.answer.snapshot import IndexHolder
+from valis_core.dns.dnssec import rollover
+from valis_core.dns.dnssec.rollover import Timing
 from valis_core.resident.status_document import STATUS
 from valis_core.resident.views import NodeViews
 

@@ -23,9 +23,6 @@ from hypothesis import strategies as st
 
 from tests.property.tsig_check import signed_at, tsig_of, verifies_as_badtime
 from valis_core.dns.answer import MAX_SIGNED_OTHER, Transport, answer
-from valis_core.dns.journal import Difference
-from valis_core.dns.notify import answer_to, notify_message, rejection
-from valis_core.dns.records import RecordRow
 from valis_core.dns.transfer import (
     Grant,
     Listed,
@@ -35,6 +32,9 @@ from valis_core.dns.transfer import (
     signed_answer,
     transfer_messages,
 )
+from valis_core.dns.transfer.journal import Difference
+from valis_core.dns.transfer.notify import answer_to, notify_message, rejection
+from valis_core.dns.wire.records import RecordRow
 from valis_core.dns.zone import ZoneIndex
 
 ZONE = "example.test."

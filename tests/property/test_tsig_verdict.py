@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from tests.property.tsig_check import signed_at, tsig_of, verifies_as_badtime, with_tsig_ttl
 from valis_core.dns.transfer import Grant, Listed, Refusal, decide
-from valis_core.dns.tsig_verdict import verify
+from valis_core.dns.transfer.tsig_verdict import verify
 from valis_core.dns.zone import ZoneIndex
 from valis_core.owner.key import TsigKey
 from valis_core.owner.message import Received, receive

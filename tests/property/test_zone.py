@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from valis_core.dns import wire
-from valis_core.dns.records import RecordRow, ZoneError, decode_node
+from valis_core.dns.wire.records import RecordRow, ZoneError, decode_node
 from valis_core.dns.zone import ZoneIndex
-from valis_core.dns.zone_build import parse_zone_text
+from valis_core.dns.zone.build import parse_zone_text
 from valis_core.errors import ValisError
 
 Z = "example.com."

@@ -8,19 +8,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from valis_core.dns.master import MasterFileError, read_master
-from valis_core.dns.records import RecordRow, ZoneError
-from valis_core.dns.serial import (
+from valis_core.dns.wire import MasterFileError
+from valis_core.dns.wire.master import read_master
+from valis_core.dns.wire.records import RecordRow, ZoneError
+from valis_core.dns.zone import ZoneIndex
+from valis_core.dns.zone.build import parse_zone_text
+from valis_core.dns.zone.check import check_zone_text
+from valis_core.dns.zone.diff import diff_zone, rrsets
+from valis_core.dns.zone.serial import (
     POLICIES,
     SerialNotRaised,
     choose_serial,
     next_serial,
     serial_gt,
 )
-from valis_core.dns.zone import ZoneIndex
-from valis_core.dns.zone_build import parse_zone_text
-from valis_core.dns.zone_check import check_zone_text
-from valis_core.dns.zone_diff import diff_zone, rrsets
 from valis_core.operator_state.zones import checked_zone
 
 ZONE = "example.com."

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from valis_core.dns.zone_build import PARSE_PROGRESS_EVERY, parse_zone_text
+from valis_core.dns.zone.build import PARSE_PROGRESS_EVERY, parse_zone_text
 
 
 def test_parsing_reports_records_read_then_converted_up_to_the_total() -> None:

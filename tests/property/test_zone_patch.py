@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from valis_core.dns import wire
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.records import RecordRow, ZoneError
+from valis_core.dns.wire.records import RecordRow, ZoneError
 from valis_core.dns.zone import ServedZone, ZoneIndex
 
 Z = "example.com."

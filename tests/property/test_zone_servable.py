@@ -11,10 +11,10 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from valis_core.dns import dnssec, rollover
-from valis_core.dns.dnssec import ZoneKey
-from valis_core.dns.rollover import Rollover, Timing
-from valis_core.dns.zone_servable import missing_keys, needed_tags
+from valis_core.dns import dnssec
+from valis_core.dns.dnssec import ZoneKey, rollover
+from valis_core.dns.dnssec.rollover import Rollover, Timing
+from valis_core.dns.dnssec.zone_servable import missing_keys, needed_tags
 from valis_core.operator_state.zone_signing import ZoneSigning
 from valis_core.resident.signing import zone_keys_for
 

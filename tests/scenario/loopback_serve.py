@@ -11,9 +11,9 @@ from pathlib import Path
 
 import trio
 
+from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import serve_tcp, serve_udp
-from valis_core.dns.snapshot import IndexHolder
-from valis_core.dns.transfer_serve import Transfers
+from valis_core.dns.serve.transfer_serve import Transfers
 
 _EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
 

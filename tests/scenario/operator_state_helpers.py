@@ -11,7 +11,7 @@ import dns.rrset
 from tests.scenario.pg import PgCluster
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.zone import ZoneIndex
-from valis_core.dns.zone_build import parse_zone_text
+from valis_core.dns.zone.build import parse_zone_text
 from valis_core.operator_state.zone_source import PgZoneSource
 from valis_core.operator_state.zones import replace_zone
 

@@ -37,7 +37,7 @@ import dns.query
 import dns.rdatatype
 
 from tests.scenario.pg import RUN_USER
-from valis_core.dns import listen
+from valis_core.dns.serve import listen
 
 REPO = Path(__file__).resolve().parents[2]
 RUNTIME_ENV = "VALIS_TEST_RUNTIME"

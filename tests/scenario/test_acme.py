@@ -33,8 +33,8 @@ from tests.scenario.proving_ground import run_in, wait_for
 from tests.scenario.resident_harness import Harness, Resident, make_state_dir, site_facts
 from valis_core.acting_as import acting_as
 from valis_core.atomic import write_atomic
-from valis_core.dns.serial import raised_serial
 from valis_core.dns.zone import ZoneIndex
+from valis_core.dns.zone.serial import raised_serial
 from valis_core.edge.certificate import certificate_from_pem
 from valis_core.edge.challenge import (
     ChallengeError,

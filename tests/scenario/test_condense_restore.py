@@ -43,7 +43,7 @@ from tests.scenario.resident_harness import (
 from valis_core.acting_as import acting_as
 from valis_core.apply.unit_control import ProcessUnitController
 from valis_core.config_store import store_path
-from valis_core.dns.zone_build import parse_zone_text
+from valis_core.dns.zone.build import parse_zone_text
 from valis_core.fence import FenceState, SeedRefused
 from valis_core.identity.custody import keyfile_path, load_or_create_keyfile
 from valis_core.identity.instance import holder_name, read_instance

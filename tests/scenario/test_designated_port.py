@@ -41,7 +41,7 @@ from tests.scenario.test_deploy_from_genesis import (
     resident_pid,
     workdir,  # noqa: F401  (the fixture, shared)
 )
-from valis_core.dns.zone_build import parse_zone_text
+from valis_core.dns.zone.build import parse_zone_text
 from valis_core.operator_state.zones import replace_zone
 
 PORT = 5353

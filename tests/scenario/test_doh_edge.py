@@ -24,7 +24,7 @@ import trio
 
 from tests.scenario.edge_ca import LocalCA, make_test_ca
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.zone import ZoneIndex
 from valis_core.edge.bounds import EdgeBounds
 from valis_core.edge.certificate import CertificateSlot

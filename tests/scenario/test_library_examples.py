@@ -14,7 +14,7 @@ from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import RUN_USER, PgCluster
 from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
 from valis_core.acting_as import acting_as
-from valis_core.dns.zone_build import parse_zone_text
+from valis_core.dns.zone.build import parse_zone_text
 from valis_core.operator_state.zones import replace_zone
 
 ROOT = Path(__file__).resolve().parents[2]

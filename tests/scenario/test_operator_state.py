@@ -21,7 +21,7 @@ import trio
 
 from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import PgCluster, run_as, runtime_bin, valis
-from valis_core.dns.zone_build import parse_zone_text
+from valis_core.dns.zone.build import parse_zone_text
 from valis_core.operator_state.connection import OperatorStateError
 from valis_core.operator_state.schema import MIGRATION_LOCK_KEY, migrate, shipped_migrations
 from valis_core.operator_state.site_facts import parse_site_facts

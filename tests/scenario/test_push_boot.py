@@ -75,7 +75,7 @@ from tests.scenario.test_steer import (
     pair,  # noqa: F401  (the fixture, shared)
     steer_links,
 )
-from valis_core.dns.zone_build import parse_zone_text
+from valis_core.dns.zone.build import parse_zone_text
 from valis_core.launch import parse_launch_argv
 from valis_core.operator_state.zones import replace_zone
 from valis_core.push_protocol import (

@@ -99,7 +99,7 @@ def test_a_failing_codec_self_test_stops_the_boot(
     shim = resident_harness.workdir / "no-codec"
     shim.mkdir()
     (shim / "sitecustomize.py").write_text(
-        "import sys\nsys.modules['valis_core.dns.answer'] = None\n"
+        "import sys\nsys.modules['valis_core.dns.answer._answer'] = None\n"
     )
     shim.chmod(0o755)
     (shim / "sitecustomize.py").chmod(0o644)

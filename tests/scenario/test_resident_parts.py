@@ -16,8 +16,8 @@ import pytest
 import trio
 
 from valis_core.config_store import open_config_store, store_path
+from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import ServeStats
-from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.site_facts import SiteFactsError
 from valis_core.operator_state.zone_source import ZoneSourceStats

@@ -35,11 +35,11 @@ from tests.scenario.pg import RUN_USER, run_as
 from tests.scenario.resident_harness import Harness, Resident, make_state_dir, site_facts
 from tests.scenario.test_resident_reload import reload
 from tests.scenario.test_serve_wire import ZONE_FILE, start_server, stop_server, valis_command
-from valis_core.dns.limited_udp import LimitedUdp
-from valis_core.dns.listen import bind_dns_pair
-from valis_core.dns.rrl import RateLimiter, RrlSettings
+from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import ServeStats, serve_tcp, serve_udp
-from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.serve.limited_udp import LimitedUdp
+from valis_core.dns.serve.listen import bind_dns_pair
+from valis_core.dns.serve.rrl import RateLimiter, RrlSettings
 from valis_core.dns.zone import ZoneIndex
 
 ZONE_TEXT = (Path(__file__).parent / "data" / "example.com.zone").read_text()

@@ -28,11 +28,11 @@ from tests.property.dnssec_check import validate_sections
 from tests.property.test_fastpath import PLAIN, SIGNED, TWO_ZONES
 from tests.scenario.operator_state_helpers import addresses
 from tests.scenario.test_serve_loops import LIMIT, index_with_www, serving, www_query
-from valis_core.dns import dnssec, fastpath
-from valis_core.dns.answer import Transport, answer
+from valis_core.dns import dnssec
+from valis_core.dns.answer import Transport, answer, fastpath
+from valis_core.dns.answer.signed import Signer
+from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import ServeStats, serve_udp
-from valis_core.dns.signed_answer import Signer
-from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.wire import from_text
 from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.zone_source import ZoneSourceStats

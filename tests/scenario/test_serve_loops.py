@@ -21,6 +21,7 @@ import trio
 
 from tests.scenario.operator_state_helpers import addresses
 from valis_core.dns.answer import Transport, answer
+from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import (
     TCP_BATCH,
     TCP_TURNS,
@@ -30,7 +31,6 @@ from valis_core.dns.serve import (
     serve_tcp,
     serve_udp,
 )
-from valis_core.dns.snapshot import IndexHolder
 from valis_core.dns.zone import ZoneIndex
 
 ZONE_TEXT = (Path(__file__).parent / "data" / "example.com.zone").read_text()

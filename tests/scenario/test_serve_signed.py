@@ -15,7 +15,7 @@ import dns.rdatatype
 from tests.property.dnssec_check import validate, validate_sections
 from tests.scenario.test_serve_wire import ZONE_FILE, run_valis, start_server, stop_server
 from valis_core.dns import dnssec
-from valis_core.dns.zone_keys import encode_key
+from valis_core.dns.dnssec.zone_keys import encode_key
 
 APEX = dns.name.from_text("example.com.")
 

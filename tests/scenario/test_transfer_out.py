@@ -33,15 +33,15 @@ import trio
 
 from tests.scenario.loopback_serve import serve_loops
 from valis_core.dns import dnssec, wire
-from valis_core.dns.journal import Difference
-from valis_core.dns.notify_send import ChangeWatch, NotifySender
-from valis_core.dns.nsec3 import Nsec3Params
-from valis_core.dns.records import RecordRow
+from valis_core.dns.answer.signed import Signer
+from valis_core.dns.answer.snapshot import IndexHolder
+from valis_core.dns.dnssec.nsec3 import Nsec3Params
 from valis_core.dns.serve import serve_tcp, serve_udp
-from valis_core.dns.signed_answer import Signer
-from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.serve.transfer_serve import MAX_DATAGRAMS, Transfers
 from valis_core.dns.transfer import Listed
-from valis_core.dns.transfer_serve import MAX_DATAGRAMS, Transfers
+from valis_core.dns.transfer.journal import Difference
+from valis_core.dns.transfer.notify_send import ChangeWatch, NotifySender
+from valis_core.dns.wire.records import RecordRow
 from valis_core.dns.zone import ZoneIndex
 
 ZONE = "example.test."

@@ -43,7 +43,7 @@ from tests.scenario.test_deploy_from_genesis import (
     provision_state_dir,
     workdir,  # noqa: F401  (the fixture, shared)
 )
-from valis_core.dns.zone_build import parse_zone_text
+from valis_core.dns.zone.build import parse_zone_text
 from valis_core.operator_state.secondaries import Secondary, add_secondary
 from valis_core.operator_state.zones import replace_zone
 

@@ -31,10 +31,10 @@ import trio
 from tests.scenario.loopback_serve import free_port, serve_loops
 from tests.scenario.nsd_conf import nsd_server
 from tests.scenario.proving_ground import wait_for
-from valis_core.dns.notify_send import ChangeWatch, NotifySender
-from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.answer.snapshot import IndexHolder
+from valis_core.dns.serve.transfer_serve import Transfers
 from valis_core.dns.transfer import Listed
-from valis_core.dns.transfer_serve import Transfers
+from valis_core.dns.transfer.notify_send import ChangeWatch, NotifySender
 from valis_core.dns.zone import ZoneIndex
 
 ZONE = "example.test."

@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.scenario import test_zone_sign_verbs as verbs
 from tests.scenario.operator_state_helpers import import_zone
 from tests.scenario.pg import PgCluster
-from valis_core.dns.nsec3 import Nsec3Params
+from valis_core.dns.dnssec.nsec3 import Nsec3Params
 from valis_core.operator_state.fence import claim_instance_fence
 from valis_core.operator_state.zone_denial import zone_denials
 

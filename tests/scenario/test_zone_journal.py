@@ -11,10 +11,10 @@ import trio
 
 from tests.scenario.operator_state_helpers import import_zone, run_sql, soa_zone
 from tests.scenario.pg import PgCluster, connect_as
-from valis_core.dns.journal import apply, record_key
-from valis_core.dns.records import RecordRow
-from valis_core.dns.serial import SerialNotRaised, raised_serial
-from valis_core.dns.zone_build import parse_zone_text
+from valis_core.dns.transfer.journal import apply, record_key
+from valis_core.dns.wire.records import RecordRow
+from valis_core.dns.zone.build import parse_zone_text
+from valis_core.dns.zone.serial import SerialNotRaised, raised_serial
 from valis_core.fence import FenceState
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
 from valis_core.operator_state.journal import prune, read_difference

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from valis_core.dns.zone_keys import (
+from valis_core.dns.dnssec.zone_keys import (
     ZoneKeyError,
     ensure_signing_keys,
     ensure_zone_key,

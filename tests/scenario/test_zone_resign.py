@@ -12,7 +12,7 @@ import pytest
 
 from tests.scenario.operator_state_helpers import import_zone, run_sql
 from tests.scenario.pg import PgCluster
-from valis_core.dns.nsec3 import Nsec3Params
+from valis_core.dns.dnssec.nsec3 import Nsec3Params
 from valis_core.fence import FencedOut, FenceState
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
 from valis_core.operator_state.zone_denial import set_denial

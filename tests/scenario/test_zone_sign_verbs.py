@@ -18,7 +18,7 @@ from tests.scenario.operator_state_helpers import import_zone
 from tests.scenario.pg import RUN_USER, PgCluster, valis
 from valis_core.dns import wire
 from valis_core.dns.dnssec import ds_rdata
-from valis_core.dns.zone_keys import load_key_ring, load_zone_keys
+from valis_core.dns.dnssec.zone_keys import load_key_ring, load_zone_keys
 from valis_core.fence import FencedOut, FenceState
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
 from valis_core.operator_state.site_facts_file import write_site_facts

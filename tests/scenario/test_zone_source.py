@@ -22,8 +22,8 @@ from tests.scenario.operator_state_helpers import (
     zone_source,
 )
 from tests.scenario.pg import PgCluster
-from valis_core.dns.records import ZoneError
-from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.answer.snapshot import IndexHolder
+from valis_core.dns.wire.records import ZoneError
 from valis_core.dns.zone import ZoneIndex
 from valis_core.fence import FencedOut, FenceState
 from valis_core.operator_state.connection import OperatorStateError

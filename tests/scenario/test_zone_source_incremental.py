@@ -21,7 +21,7 @@ from tests.scenario.operator_state_helpers import (
 )
 from tests.scenario.pg import PgCluster
 from valis_core.dns import wire
-from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.zone_source import CHANNEL, Note, parse_note
 from valis_core.operator_state.zones import delete_zone, load_zone_rows

@@ -40,7 +40,7 @@ from tests.scenario.resident_harness import (
 )
 from tests.scenario.test_condense_evacuate import ADDRESS_A, ADDRESS_B
 from tests.scenario.test_condense_evacuate import Node as EvacuatedNode
-from valis_core.dns.notify_send import ChangeWatch, NotifySender
+from valis_core.dns.transfer.notify_send import ChangeWatch, NotifySender
 from valis_core.dns.zone import ZoneIndex
 from valis_core.fence import FenceState
 from valis_core.identity.custody import load_keyfile

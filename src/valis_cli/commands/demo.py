@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     import psycopg
 
     from valis_core.dev_launcher import Listeners
-    from valis_core.dns.records import RecordRow
+    from valis_core.dns.wire.records import RecordRow
     from valis_core.documents import Document
     from valis_core.operator_state.local_cluster import LocalCluster
 
@@ -127,8 +127,8 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def read_zone_file(path: Path) -> ZoneFile:
-    from valis_core.dns.records import ZoneError
-    from valis_core.dns.zone_build import parse_zone_text
+    from valis_core.dns.wire.records import ZoneError
+    from valis_core.dns.zone.build import parse_zone_text
     from valis_core.operator_state.zones import checked_zone
 
     try:
@@ -193,7 +193,7 @@ def _run_locked(
     args: argparse.Namespace, listen: ListenAddress, root: Path, zones: Sequence[ZoneFile]
 ) -> int:
     from valis_core.dev_launcher import bind_listeners
-    from valis_core.dns.listen import ListenError
+    from valis_core.dns.serve.listen import ListenError
     from valis_core.operator_state.local_cluster import LocalCluster
 
     # Bound first and held until the resident has them: a taken port stops the demo

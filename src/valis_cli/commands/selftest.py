@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _selftest(args: argparse.Namespace) -> int:
-    from valis_core.dns.selftest import run_selftest
+    from valis_core.dns.serve.selftest import run_selftest
 
     print(f"valis: {run_selftest()}", flush=True)
     if args.modules:

@@ -4,7 +4,7 @@ and for trying valis out.
 No launcher is involved, so this command binds its own UDP+TCP pair, and for that
 reason it refuses privileged ports: valis never binds :53 itself (the resident serves
 :53 only on descriptors the launcher hands down). The serving is the library's
-(``valis_core.dns.file_server``); this module reads the command line.
+(``valis_core.dns.serve.file_server``); this module reads the command line.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from valis_cli.rrl_options import RRL_EPILOG, add_rrl_arguments, rrl_facts
 from valis_core.errors import ValisError
 
 if TYPE_CHECKING:
-    from valis_core.dns.file_server import ZoneFile
-    from valis_core.dns.signed_answer import Signer
+    from valis_core.dns.answer.signed import Signer
+    from valis_core.dns.serve.file_server import ZoneFile
     from valis_core.dns.zone import ZoneIndex
 
 DEFAULT_LISTEN = "127.0.0.1:5310"
@@ -112,11 +112,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     import trio
 
-    from valis_core.dns.file_server import load_zone_files, serve_zone_files
-    from valis_core.dns.listen import bind_dns_pair
-    from valis_core.dns.rrl import settings_from_facts
+    from valis_core.dns.serve.file_server import load_zone_files, serve_zone_files
+    from valis_core.dns.serve.listen import bind_dns_pair
+    from valis_core.operator_state.site_facts import rrl_settings
 
-    rrl = settings_from_facts(rrl_facts(args))
+    rrl = rrl_settings(rrl_facts(args))
     files = [parse_zone_argument(text) for text in args.zones]
     addresses = [parse_listen(text) for text in (args.listen or [DEFAULT_LISTEN])]
     _configure_logging()
@@ -140,8 +140,8 @@ def signer_for_keys(index: ZoneIndex, texts: list[str]) -> Signer | None:
     served, or named twice, is refused."""
     from valis_core.clock import wall
     from valis_core.dns import wire
-    from valis_core.dns.signed_answer import Signer
-    from valis_core.dns.zone_keys import read_key_file
+    from valis_core.dns.answer.signed import Signer
+    from valis_core.dns.dnssec.zone_keys import read_key_file
 
     keys = {}
     for text in texts:
@@ -166,7 +166,7 @@ def signer_for_keys(index: ZoneIndex, texts: list[str]) -> Signer | None:
 
 def parse_zone_argument(text: str) -> ZoneFile:
     """``ORIGIN=FILE`` or ``FILE``; an existing file named with ``=`` is a file."""
-    from valis_core.dns.file_server import ZoneFile
+    from valis_core.dns.serve.file_server import ZoneFile
 
     origin, sep, path = text.partition("=")
     if sep and origin and "/" not in origin and not os.path.exists(text):
@@ -176,7 +176,7 @@ def parse_zone_argument(text: str) -> ZoneFile:
 
 def parse_listen(text: str) -> ListenAddress:
     """``127.0.0.1:5310`` or ``[::1]:5310``: a literal address and a port."""
-    from valis_core.dns.listen import PRIVILEGED_PORT_LIMIT
+    from valis_core.dns.serve.listen import PRIVILEGED_PORT_LIMIT
 
     remedy = f"give --listen as ADDRESS:PORT with a literal IP, e.g. {DEFAULT_LISTEN} or [::1]:5310"
     host, sep, port_text = text.rpartition(":")

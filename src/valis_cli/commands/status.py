@@ -28,7 +28,7 @@ from valis_core.clock import wall
 from valis_core.node_defaults import DEFAULT_STATE_DIR
 
 if TYPE_CHECKING:  # the document's module imports the DNS engine: only when asked
-    from valis_core.dns.secondary_progress import SecondaryState
+    from valis_core.dns.transfer.secondary_progress import SecondaryState
     from valis_core.resident.status_document import NodeStatus, RolloverStatus, SignedZone
 
 

@@ -2,7 +2,7 @@
 zones in operator state.
 
 An import checks the master file exactly as ``valis zone check`` does (every error, with
-its line), keeps serial discipline (``valis_core.dns.serial``), and only then replaces the
+its line), keeps serial discipline (``valis_core.dns.zone.serial``), and only then replaces the
 zone's records in one transaction; a refused zone writes nothing. Imports are operator
 writes, not node writes, so they are not fenced by an instance generation; two imports of
 one zone serialize on the zone's row (see ``operator_state.zones``). A file's origin is
@@ -22,7 +22,7 @@ from valis_core.clock import Clock, monotonic, wall
 from valis_core.errors import ValisError
 
 if TYPE_CHECKING:
-    from valis_core.dns.zone_check import ZoneCheck
+    from valis_core.dns.zone.check import ZoneCheck
 
 
 class ZoneFileError(ValisError):
@@ -158,9 +158,9 @@ class ZoneRefused(ValisError):
 
 def _checked(args: argparse.Namespace) -> tuple[str, ZoneCheck]:
     """The file's text and its check, printing every finding; refuse a file with errors."""
-    from valis_core.dns.origin import ZoneFileError as OriginUnknown
-    from valis_core.dns.origin import origin_of
-    from valis_core.dns.zone_check import check_zone_text
+    from valis_core.dns.wire.origin import ZoneFileError as OriginUnknown
+    from valis_core.dns.wire.origin import origin_of
+    from valis_core.dns.zone.check import check_zone_text
 
     text = _read(args.file)
     origin = args.origin
@@ -190,8 +190,8 @@ def _where(label: str, line: int | None) -> str:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from valis_core.dns.serial import policy_named
-    from valis_core.dns.zone_build import parse_zone_text
+    from valis_core.dns.zone.build import parse_zone_text
+    from valis_core.dns.zone.serial import policy_named
     from valis_core.operator_state.zones import import_zone
 
     if args.serial_policy is not None:
@@ -224,7 +224,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from valis_core.dns.zone_build import parse_zone_text
+    from valis_core.dns.zone.build import parse_zone_text
     from valis_core.operator_state.zones import import_zone
 
     text, result = _checked(args)
@@ -297,7 +297,7 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _policy(args: argparse.Namespace) -> int:
-    from valis_core.dns.serial import policy_named
+    from valis_core.dns.zone.serial import policy_named
     from valis_core.operator_state.connection import OperatorStateError
     from valis_core.operator_state.zones import canonical_zone_name, set_serial_policy
 

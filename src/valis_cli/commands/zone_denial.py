@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from valis_core.dns.nsec3 import Nsec3Params
+from valis_core.dns.dnssec.nsec3 import Nsec3Params
 from valis_core.errors import ValisError
 from valis_core.fence import FenceState
 

@@ -5,7 +5,7 @@ parent needs, and roll its key.
 it keeps the key), or with ``--split`` a KSK and a ZSK, and records in operator state,
 fenced at this node's standing, that the zone is signed with it. ``ds`` prints the DS
 (SHA-256) and DNSKEY records the parent should hold now (during a roll, the set its step
-asks for). ``rollover`` makes the new key and begins the roll (``valis_core.dns.rollover``):
+asks for). ``rollover`` makes the new key and begins the roll (``valis_core.dns.dnssec.rollover``):
 the CSK's, a split zone's KSK, or with ``--zsk`` its ZSK; or with ``--ds-published`` it
 confirms the parent's DS. The resident moves the timed steps on.
 """
@@ -24,7 +24,7 @@ from valis_cli.commands.zone_denial import (
     set_asked_denial,
 )
 from valis_cli.operator_dsn import add_dsn_arguments, operator_connection
-from valis_core.dns.rollover import Timing
+from valis_core.dns.dnssec.rollover import Timing
 from valis_core.errors import ValisError
 from valis_core.fence import FenceState
 from valis_core.node_defaults import DEFAULT_STATE_DIR
@@ -139,7 +139,7 @@ def node_standing(state_dir: Path) -> FenceState:
 
 
 def _sign(args: argparse.Namespace) -> int:
-    from valis_core.dns.zone_keys import ensure_signing_keys, forget_zone_key
+    from valis_core.dns.dnssec.zone_keys import ensure_signing_keys, forget_zone_key
     from valis_core.operator_state.zone_rollover import set_timing, ttl_shortfall
     from valis_core.operator_state.zone_signing import ZoneSigning, enable_signing, signed_zones
     from valis_core.operator_state.zones import canonical_zone_name
@@ -186,8 +186,9 @@ def _sign(args: argparse.Namespace) -> int:
 def _ds(args: argparse.Namespace) -> int:
     import sys
 
-    from valis_core.dns import rollover, wire
-    from valis_core.dns.zone_keys import file_zone, load_key_ring
+    from valis_core.dns import wire
+    from valis_core.dns.dnssec import rollover
+    from valis_core.dns.dnssec.zone_keys import file_zone, load_key_ring
     from valis_core.operator_state.zone_rollover import zone_key
     from valis_core.operator_state.zones import canonical_zone_name
 
@@ -237,10 +238,10 @@ def _warn(problem: str | None) -> None:
 
 
 def _rollover(args: argparse.Namespace) -> int:
+
     from valis_core.clock import wall
-    from valis_core.dns import rollover
-    from valis_core.dns.dnssec import CSK_FLAGS, ZSK_FLAGS
-    from valis_core.dns.zone_keys import (
+    from valis_core.dns.dnssec import CSK_FLAGS, ZSK_FLAGS, rollover
+    from valis_core.dns.dnssec.zone_keys import (
         file_zone,
         forget_zone_key,
         load_key_ring,

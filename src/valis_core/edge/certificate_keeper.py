@@ -31,7 +31,7 @@ from cryptography import x509
 
 from valis_core.clock import Clock, monotonic, wall
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.edge import acme_store
 from valis_core.edge.acme_client import AcmeRequest, obtain_certificate
 from valis_core.edge.acme_order import Order, Stage

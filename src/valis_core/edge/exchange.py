@@ -10,7 +10,7 @@ from __future__ import annotations
 import attrs
 
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.snapshot import Snapshot
+from valis_core.dns.answer.snapshot import Snapshot
 from valis_core.edge.doh import (
     PATH,
     DnsQuery,

@@ -17,7 +17,7 @@ import attrs
 import trio
 
 from valis_core.clock import Clock, monotonic
-from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.edge.bounds import EdgeBounds
 from valis_core.edge.certificate import CertificateSlot
 from valis_core.edge.doh import Headers, Respond, Response

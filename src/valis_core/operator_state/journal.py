@@ -4,7 +4,7 @@ IXFR needs, and pruning by age and size.
 The triggers of migration 0006 write the journal, whoever changes a zone's records; this
 module only reads it and cuts it back. ``read_difference`` reads the sealed entries of a
 zone and condenses those leading from a secondary's serial to the served one
-(``valis_core.dns.journal``). ``prune`` keeps each zone's journal within an age and a
+(``valis_core.dns.transfer.journal``). ``prune`` keeps each zone's journal within an age and a
 number of records, deleting at most ``batch`` entries per call, oldest first, so one
 call is short however far behind pruning has fallen.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 import psycopg
 
-from valis_core.dns.journal import Difference, Entry, chain, condense
-from valis_core.dns.records import RecordRow
+from valis_core.dns.transfer.journal import Difference, Entry, chain, condense
+from valis_core.dns.wire.records import RecordRow
 
 DEFAULT_MAX_AGE = 7 * 86400
 """Seconds an entry is kept (``VALIS_JOURNAL_MAX_AGE``)."""

@@ -24,7 +24,7 @@ from typing import Any
 
 import psycopg
 
-from valis_core.dns.records import RecordRow
+from valis_core.dns.wire.records import RecordRow
 from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.connection import OperatorStateError
 from valis_core.owner.update import UpdateOutcome, UpdateRequest, apply_update, owners_to_read

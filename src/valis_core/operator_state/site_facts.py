@@ -27,9 +27,13 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from valis_core.errors import ValisError
+
+if TYPE_CHECKING:
+    from valis_core.dns.serve.rrl import RrlSettings
 
 DSN_KEY = "VALIS_OPERATOR_STATE_DSN"
 REQUIRED_KEYS: frozenset[str] = frozenset(
@@ -54,7 +58,7 @@ JOURNAL_MAX_RECORDS_KEY = "VALIS_JOURNAL_MAX_RECORDS"
 JOURNAL_KEYS: frozenset[str] = frozenset({JOURNAL_MAX_AGE_KEY, JOURNAL_MAX_RECORDS_KEY})
 RRL_RATE_KEY = "VALIS_RRL_RATE"
 """UDP responses a second per source prefix and response class; present and not 0, it
-turns response rate limiting on (``valis_core.dns.rrl``); absent or 0 it is off (0, as
+turns response rate limiting on (``valis_core.dns.serve.rrl``); absent or 0 it is off (0, as
 in NSD and Knot, so a reload can turn it off without removing the fact)."""
 RRL_SLIP_KEY = "VALIS_RRL_SLIP"
 """Every Nth limited response goes out as a truncated reply (0: none, 1: all; 2)."""
@@ -265,6 +269,32 @@ def rrl_exempt_networks(value: str, given_as: str = "") -> tuple[Network, ...]:
                 f"address or prefix{hint}"
             ) from None
     return tuple(networks)
+
+
+def rrl_settings(facts: Mapping[str, str]) -> RrlSettings | None:
+    """The rate-limit settings the site facts ask for, as the engine takes them
+    (``valis_core.dns.serve.rrl``); ``None`` (off) without a rate or with rate 0. The
+    values were validated with the site facts (``check_site_facts``)."""
+    from valis_core.dns.serve.rrl import (
+        DEFAULT_IPV4_PREFIX,
+        DEFAULT_IPV6_PREFIX,
+        DEFAULT_SLIP,
+        DEFAULT_TABLE_SIZE,
+        RrlSettings,
+    )
+
+    rate = int(facts.get(RRL_RATE_KEY, "0"))
+    if rate == 0:
+        return None
+    exempt = facts.get(RRL_EXEMPT_KEY)
+    return RrlSettings(
+        rate=rate,
+        slip=int(facts.get(RRL_SLIP_KEY, DEFAULT_SLIP)),
+        ipv4_prefix=int(facts.get(RRL_IPV4_PREFIX_KEY, DEFAULT_IPV4_PREFIX)),
+        ipv6_prefix=int(facts.get(RRL_IPV6_PREFIX_KEY, DEFAULT_IPV6_PREFIX)),
+        table_size=int(facts.get(RRL_TABLE_SIZE_KEY, DEFAULT_TABLE_SIZE)),
+        exempt=rrl_exempt_networks(exempt) if exempt is not None else (),
+    )
 
 
 def _quote(value: str) -> str:

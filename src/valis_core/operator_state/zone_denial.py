@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from valis_core.dns.nsec3 import MAX_ITERATIONS, MAX_SALT, Nsec3Params
+from valis_core.dns.dnssec.nsec3 import MAX_ITERATIONS, MAX_SALT, Nsec3Params
 from valis_core.errors import ValisError
 from valis_core.fence import FenceState
 from valis_core.operator_state.fence import fenced_transaction

@@ -23,8 +23,8 @@ from typing import Any
 
 import psycopg
 
-from valis_core.dns.serial import raised_serial
-from valis_core.dns.zone_diff import soa_serial, with_serial
+from valis_core.dns.zone.diff import soa_serial, with_serial
+from valis_core.dns.zone.serial import raised_serial
 from valis_core.fence import FenceState
 from valis_core.operator_state.fence import fenced_transaction
 from valis_core.operator_state.record_writes import (

@@ -1,6 +1,6 @@
 """Key rollovers in operator state: the ``zone_rollover`` rows and the zones' timings
 (migration 0008; the roll's kind, 0010), read and written around the pure table in
-``valis_core.dns.rollover``.
+``valis_core.dns.dnssec.rollover``.
 
 Every write is a node's (the keys are that node's) and runs in a ``fenced_transaction``
 at its standing, the zone's row locked first as every writer of a zone does, then the
@@ -15,8 +15,8 @@ from typing import Any
 
 import psycopg
 
-from valis_core.dns import rollover
-from valis_core.dns.rollover import Rollover, RolloverError, Timing
+from valis_core.dns.dnssec import rollover
+from valis_core.dns.dnssec.rollover import Rollover, RolloverError, Timing
 from valis_core.fence import FenceState
 from valis_core.operator_state.fence import fenced_transaction
 

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import psycopg
 
-from valis_core.dns.rollover import Rollover, RolloverError, Timing
+from valis_core.dns.dnssec.rollover import Rollover, RolloverError, Timing
 from valis_core.fence import FenceState
 from valis_core.operator_state.fence import fenced_transaction
 from valis_core.operator_state.zone_rollover import ROLL_COLUMNS, TIMING_COLUMNS, roll_from_row

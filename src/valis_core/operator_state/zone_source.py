@@ -65,8 +65,8 @@ import trio
 
 from valis_core.clock import Clock, monotonic
 from valis_core.dns import wire
-from valis_core.dns.records import RecordRow, ZoneError
-from valis_core.dns.snapshot import IndexHolder
+from valis_core.dns.answer.snapshot import IndexHolder
+from valis_core.dns.wire.records import RecordRow, ZoneError
 from valis_core.dns.zone import ServedZone, ZoneIndex
 from valis_core.fence import FencedOut, FenceState, assert_fence_touch
 from valis_core.operator_state.connection import OperatorStateError, connect

@@ -24,10 +24,10 @@ import attrs
 import psycopg
 
 from valis_core.dns import wire
-from valis_core.dns.records import RecordRow, ZoneError
-from valis_core.dns.serial import choose_serial, next_serial, serial_gt
+from valis_core.dns.wire.records import RecordRow, ZoneError
 from valis_core.dns.zone import ZoneIndex
-from valis_core.dns.zone_diff import ZoneDiff, diff_zone, soa_serial, with_serial
+from valis_core.dns.zone.diff import ZoneDiff, diff_zone, soa_serial, with_serial
+from valis_core.dns.zone.serial import choose_serial, next_serial, serial_gt
 from valis_core.operator_state.connection import OperatorStateError
 from valis_core.operator_state.record_writes import write_row_changes
 
@@ -186,7 +186,7 @@ def import_zone(
     dry_run: bool = False,
     progress: Progress | None = None,
 ) -> ImportOutcome:
-    """Replace one zone's records under serial discipline (``valis_core.dns.serial``):
+    """Replace one zone's records under serial discipline (``valis_core.dns.zone.serial``):
     an import that changes data without raising the serial is refused unless ``policy``,
     or the zone's stored policy, chooses a serial. Nothing is written when nothing but
     a lower serial would change, nor on a dry run."""

@@ -303,7 +303,7 @@ def _prove_restored(
 
 def _check_signing_key(path: Path, name: str) -> None:
     """A restored zone-signing key must load as one, or the restored node could not sign."""
-    from valis_core.dns.zone_keys import ZoneKeyError, read_key_file
+    from valis_core.dns.dnssec.zone_keys import ZoneKeyError, read_key_file
 
     try:
         read_key_file(path)

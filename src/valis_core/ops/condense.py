@@ -15,7 +15,7 @@ that fails stops the plan: no later step runs. The ordering is the whole point:
 4. site facts rendered (for evacuate, the new location's);
 5. every served zone proven servable, one step per zone: its rows in operator state, and
    when operator state says it is signed, every key its signing and its roll need held
-   in the state directory (``valis_core.dns.zone_servable``, as the resident decides);
+   in the state directory (``valis_core.dns.dnssec.zone_servable``, as the resident decides);
    then, when the edge is elected, its certificate (``valis_core.edge.boot_certificate``,
    as the resident's edge stage decides);
 6. the fence: seeded at generation 0 for genesis, or claimed at the backup head's

@@ -46,8 +46,8 @@ from valis_core.config_store import (
     open_config_store,
     store_path,
 )
-from valis_core.dns.zone_keys import file_zone, load_key_ring
-from valis_core.dns.zone_servable import missing_keys
+from valis_core.dns.dnssec.zone_keys import file_zone, load_key_ring
+from valis_core.dns.dnssec.zone_servable import missing_keys
 from valis_core.edge.boot_certificate import boot_certificate
 from valis_core.fence import StaleClaim
 from valis_core.identity.custody import load_keyfile

@@ -1,6 +1,6 @@
 """Owner terminus messages: a TSIG-verified UPDATE read into an ``UpdateRequest``, and
 the response to it. dnspython does the wire; the TSIG is judged, and every response to a
-verified message signed, by ``valis_core.dns.tsig_verdict`` (RFC 8945), as the zone
+verified message signed, by ``valis_core.dns.transfer.tsig_verdict`` (RFC 8945), as the zone
 transfers judge theirs; no IO here.
 
 What a message gets, in order:
@@ -29,8 +29,8 @@ import dns.update
 from dns.rcode import Rcode
 
 from valis_core.clock import Clock, wall
-from valis_core.dns.records import FORMERR, header_only
-from valis_core.dns.tsig_verdict import Rejection, Signer, signs_as, verify
+from valis_core.dns.transfer.tsig_verdict import Rejection, Signer, signs_as, verify
+from valis_core.dns.wire.records import FORMERR, header_only
 from valis_core.owner.key import TsigKey
 from valis_core.owner.update import UpdateRequest, UpdateRR
 

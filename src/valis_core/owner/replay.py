@@ -6,7 +6,7 @@ A TSIG (RFC 8945) proves who signed a message and when, not that it is sent once
 captured signed UPDATE verifies again for as long as its time signed is within the fudge
 of the server's clock, and RFC 8945 section 5.2.3 leaves replay to the server. The
 window is ``WINDOW`` seconds either side (the fudge the node accepts at most,
-``valis_core.dns.tsig_verdict.FUDGE``): a message whose time signed is more than that
+``valis_core.dns.transfer.tsig_verdict.FUDGE``): a message whose time signed is more than that
 from now fails the time check anyway, so it need not be remembered longer.
 
 Bounded: at most ``capacity`` entries. Each entry leaves when its time signed falls out of
@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 from typing import Literal
 
-from valis_core.dns.tsig_verdict import FUDGE
+from valis_core.dns.transfer.tsig_verdict import FUDGE
 
 WINDOW = FUDGE
 """Seconds either side of now within which a time signed can pass the time check."""

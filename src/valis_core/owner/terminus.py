@@ -44,8 +44,8 @@ import trio
 from dns.rcode import Rcode
 
 from valis_core.clock import Clock, trio_now, wall
-from valis_core.dns.snapshot import IndexHolder
-from valis_core.dns.tcp import accept_bounded, framed, take_frames
+from valis_core.dns.answer.snapshot import IndexHolder
+from valis_core.dns.serve.tcp import accept_bounded, framed, take_frames
 from valis_core.fence import FencedOut, FenceState
 from valis_core.operator_state.connection import OperatorStateError, connect, still_open
 from valis_core.operator_state.fence import fenced_transaction

@@ -47,10 +47,10 @@ import dns.rdtypes.ANY.SOA
 from dns.rcode import Rcode
 
 from valis_core.dns import wire
-from valis_core.dns.records import ANY as ANY_TYPE
-from valis_core.dns.records import CLASS_ANY as ANY
-from valis_core.dns.records import CLASS_NONE as NONE
-from valis_core.dns.records import (
+from valis_core.dns.wire.records import ANY as ANY_TYPE
+from valis_core.dns.wire.records import CLASS_ANY as ANY
+from valis_core.dns.wire.records import CLASS_NONE as NONE
+from valis_core.dns.wire.records import (
     CNAME,
     IN,
     MAX_TTL,
@@ -61,7 +61,7 @@ from valis_core.dns.records import (
     RecordRow,
     ZoneError,
 )
-from valis_core.dns.serial import raised_serial, serial_gt
+from valis_core.dns.zone.serial import raised_serial, serial_gt
 
 _BESIDE_CNAME = frozenset({CNAME, RRSIG, NSEC})
 _NEVER_DELETED = (SOA, NS)

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from valis_core.dns.listen import PRIVILEGED_PORT_LIMIT
+from valis_core.dns.serve.listen import PRIVILEGED_PORT_LIMIT
 from valis_core.errors import ValisError
 from valis_core.launch import LaunchRecord
 from valis_core.reachability import DnsReachability, dns_reachability, firewall_accepts

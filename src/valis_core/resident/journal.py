@@ -20,7 +20,7 @@ import attrs
 import psycopg
 import trio
 
-from valis_core.dns.journal import Difference
+from valis_core.dns.transfer.journal import Difference
 from valis_core.errors import ValisError
 from valis_core.fence import FenceState, assert_fence_touch
 from valis_core.operator_state.connection import OperatorStateError, connect, kept_session

@@ -41,7 +41,7 @@ async def refuse_root(boot: Boot) -> Boot:
 
 async def check_codec(boot: Boot) -> Boot:
     # Imported here, not at the top: this is the check that the stack exists.
-    from valis_core.dns.selftest import run_selftest
+    from valis_core.dns.serve.selftest import run_selftest
 
     log.info("codec: %s", run_selftest())
     return boot

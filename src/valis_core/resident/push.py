@@ -21,7 +21,7 @@ import trio
 
 from valis_core.boot import Boot, need
 from valis_core.boot import boot_log as log
-from valis_core.dns.listen import PRIVILEGED_PORT_LIMIT
+from valis_core.dns.serve.listen import PRIVILEGED_PORT_LIMIT
 from valis_core.errors import ValisError
 from valis_core.push_protocol import (
     DESCRIPTOR_LINE,

@@ -4,7 +4,7 @@ What a reload applies (``plan_reload`` decides, from the store as it was and as 
 
 - ``VALIS_LOG_LEVEL`` and ``VALIS_LOG_FORMAT``: at once.
 - the ``VALIS_RRL_*`` facts (response rate limiting): at once, as one new limiter the
-  UDP loop restarts under (``valis_core.dns.limited_udp``): turned on, off (rate 0 or
+  UDP loop restarts under (``valis_core.dns.serve.limited_udp``): turned on, off (rate 0 or
   no rate), or retuned, with fresh buckets.
 - ``VALIS_SERVED_ZONES``: a new zone source for the new list is loaded in full first
   (every zone present and indexable), and the public view must answer each new apex SOA
@@ -32,9 +32,9 @@ from valis_core.config_store import ConfigStore, read_config_store
 from valis_core.operator_state.site_facts import RRL_KEYS
 
 if TYPE_CHECKING:
-    from valis_core.dns.rrl import RrlSettings
-    from valis_core.dns.signed_answer import Signer
-    from valis_core.dns.snapshot import IndexHolder
+    from valis_core.dns.answer.signed import Signer
+    from valis_core.dns.answer.snapshot import IndexHolder
+    from valis_core.dns.serve.rrl import RrlSettings
     from valis_core.dns.zone import ZoneIndex
     from valis_core.fence import FenceState
     from valis_core.operator_state.zone_source import PgZoneSource
@@ -197,9 +197,10 @@ class Reloader:
     async def _rate_limits(self, new: ConfigStore, applied: dict[str, str]) -> None:
         """Serve UDP under the limits ``new`` sets; the store checked its facts, so
         they make a limiter (or none)."""
-        from valis_core.dns.rrl import describe, settings_from_facts
+        from valis_core.dns.serve.rrl import describe
+        from valis_core.operator_state.site_facts import rrl_settings
 
-        settings = settings_from_facts(new.facts)
+        settings = rrl_settings(new.facts)
         with trio.move_on_after(RATE_LIMITS_BOUND) as waited:
             await self.rate_limits(settings)
         if waited.cancelled_caught:
@@ -214,7 +215,7 @@ class Reloader:
         log.info("reload: %s", describe(settings))
 
     async def _serve_zones(self, zones: tuple[str, ...]) -> bool:
-        from valis_core.dns.snapshot import IndexHolder
+        from valis_core.dns.answer.snapshot import IndexHolder
         from valis_core.resident.views import public_soa
 
         before = self.follower.source.zones

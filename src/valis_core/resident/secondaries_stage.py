@@ -15,8 +15,8 @@ from valis_core.clock import wall
 
 
 async def offer_transfers(boot: Boot) -> Boot:
-    from valis_core.dns.notify_send import NotifySender
-    from valis_core.dns.transfer_serve import Transfers
+    from valis_core.dns.serve.transfer_serve import Transfers
+    from valis_core.dns.transfer.notify_send import NotifySender
     from valis_core.resident.journal import JournalLimits, JournalReader
     from valis_core.resident.secondaries import SecondaryReader
 

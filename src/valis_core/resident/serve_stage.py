@@ -17,18 +17,19 @@ from valis_core.boot import Boot, Service, need
 from valis_core.boot import boot_log as log
 
 if TYPE_CHECKING:
-    from valis_core.dns.limited_udp import LimitedUdp
     from valis_core.dns.serve import ServeStats
-    from valis_core.dns.transfer_serve import Transfers
+    from valis_core.dns.serve.limited_udp import LimitedUdp
+    from valis_core.dns.serve.transfer_serve import Transfers
     from valis_core.resident.descriptors import AdoptedSockets
 
 
 async def serve_dns(boot: Boot) -> Boot:
-    from valis_core.dns.limited_udp import LimitedUdp
-    from valis_core.dns.rrl import describe, settings_from_facts
+    from valis_core.dns.serve.limited_udp import LimitedUdp
+    from valis_core.dns.serve.rrl import describe
+    from valis_core.operator_state.site_facts import rrl_settings
 
     adopted = need(boot.adopted)
-    settings = settings_from_facts(need(boot.config).facts)
+    settings = rrl_settings(need(boot.config).facts)
     udp = LimitedUdp(adopted.dns_udp, need(boot.holder), settings, stats=need(boot.stats),
                      transfers=need(boot.transfers))
     await boot.services.start(

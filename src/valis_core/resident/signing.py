@@ -8,12 +8,12 @@ serving answers every validator holding the parent's DS would reject. A running 
 keeps serving its other zones; at boot the fabric's check of every served apex stops the
 whole node instead (fail closed, saying which key is missing), and a reload that would
 add such a zone is refused, the node serving on as it was. Which keys a zone needs is
-``valis_core.dns.zone_servable``'s to say, and condense asks it too, before it claims the
+``valis_core.dns.dnssec.zone_servable``'s to say, and condense asks it too, before it claims the
 fence for a state directory. ``follow`` re-reads the
 rows every ``POLL_SECONDS`` so ``valis zone sign`` takes effect on a running node
 without a restart; a failed read keeps the signer in place and is logged once until
 reads succeed again. Before each read it moves on, at its fence standing, every rollover
-of a served zone whose step's time has come (``valis_core.dns.rollover``), and the
+of a served zone whose step's time has come (``valis_core.dns.dnssec.rollover``), and the
 answers follow the step at once. A ZSK roll ends on time, so its end is the resident's
 too: the old ZSK, no longer published and no longer in any signature a resolver may
 hold, leaves the state directory then. When a refresh window begins or a zone's signing
@@ -33,13 +33,13 @@ import psycopg
 import trio
 
 from valis_core.clock import Clock, wall
-from valis_core.dns import rollover, wire
-from valis_core.dns.dnssec import DnssecError, ZoneKey
-from valis_core.dns.nsec3 import Nsec3Params
-from valis_core.dns.signed_answer import REFRESH, Signer, ZoneKeys
-from valis_core.dns.snapshot import IndexHolder
-from valis_core.dns.zone_keys import file_zone, forget_zone_key, load_key_ring
-from valis_core.dns.zone_servable import missing_keys, needed_tags
+from valis_core.dns import wire
+from valis_core.dns.answer.signed import REFRESH, Signer, ZoneKeys
+from valis_core.dns.answer.snapshot import IndexHolder
+from valis_core.dns.dnssec import DnssecError, ZoneKey, rollover
+from valis_core.dns.dnssec.nsec3 import Nsec3Params
+from valis_core.dns.dnssec.zone_keys import file_zone, forget_zone_key, load_key_ring
+from valis_core.dns.dnssec.zone_servable import missing_keys, needed_tags
 from valis_core.errors import ValisError
 from valis_core.fence import FenceState
 from valis_core.operator_state.zone_signing import ZoneSigning, signed_zones

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from valis_core.dns import wire as names
-from valis_core.dns.rollover import ALL_STEPS, step_number
-from valis_core.dns.signed_answer import REFRESH, VALIDITY, Signer
+from valis_core.dns.answer.signed import REFRESH, VALIDITY, Signer
+from valis_core.dns.dnssec.rollover import ALL_STEPS, step_number
 from valis_core.resident.metrics import Family, Sample
 
 

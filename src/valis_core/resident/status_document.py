@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from valis_core import documents
-from valis_core.dns.secondary_progress import SecondaryState
+from valis_core.dns.transfer.secondary_progress import SecondaryState
 from valis_core.documents import Document, may_be_absent
 from valis_core.errors import ValisError
 

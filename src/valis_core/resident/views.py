@@ -20,14 +20,13 @@ import dns.rcode
 import dns.rdatatype
 
 from valis_core.clock import Clock, wall
-from valis_core.dns import fastpath
-from valis_core.dns.answer import Transport, answer
-from valis_core.dns.notify_send import NotifyStats
-from valis_core.dns.rrl import RrlSettings
-from valis_core.dns.secondary_progress import SecondaryState
+from valis_core.dns.answer import Transport, answer, fastpath
+from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import ServeCounts, ServeStats
-from valis_core.dns.snapshot import IndexHolder
-from valis_core.dns.transfer_serve import TransferStats
+from valis_core.dns.serve.rrl import RrlSettings
+from valis_core.dns.serve.transfer_serve import TransferStats
+from valis_core.dns.transfer.notify_send import NotifyStats
+from valis_core.dns.transfer.secondary_progress import SecondaryState
 from valis_core.edge.stats import EdgeStats
 from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.reachability import DnsReachability

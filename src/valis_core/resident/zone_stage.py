@@ -17,8 +17,8 @@ from valis_core.resident.reload import ZoneFollower
 
 
 async def index_zones(boot: Boot) -> Boot:
-    from valis_core.dns.notify_send import ChangeWatch
     from valis_core.dns.serve import ServeStats
+    from valis_core.dns.transfer.notify_send import ChangeWatch
     from valis_core.operator_state.zone_source import PgZoneSource
 
     config, watch = need(boot.config), need(boot.watch)

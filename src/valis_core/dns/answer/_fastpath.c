@@ -1,0 +1,1063 @@
+/* The compiled UDP fast path (valis_core.dns.answer._fastpath): see fastpath.py for the why.
+ *
+ * Two types:
+ *
+ * - Table: the encoded responses of one snapshot, keyed by the question as answer.py keys
+ *   its response cache (the question name lowercased, then the type), each the same
+ *   entry tuple answer.py keeps. Python fills it; C reads it. Bounded: at `limit`
+ *   entries it is emptied and fills again.
+ * - Pump: one UDP socket's batch. `drain` takes up to `batch` datagrams with one
+ *   recvmmsg, answers in C each the table can answer that takes the plain path (class
+ *   IN, at most one OPT of version 0, no TSIG, ...), and hands the rest back;
+ *   `reply` queues Python's responses beside C's; `flush` sends them all with sendmmsg
+ *   and counts what was sent.
+ *
+ * What C answers is byte for byte what answer.py's `_assemble` builds from the same
+ * entry; everything else goes to Python, which stays the reference (the property test
+ * tests/property/test_fastpath.py compares the two). On a node signing some zones C
+ * answers only the questions the signer leaves to the unsigned path (`unsigned_path`).
+ * The GIL is released around the two system calls only: the table is read and written
+ * with the GIL held.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define MAX_DATAGRAM 65535
+#define MAX_BATCH 1024
+#define MAX_NAME 255
+#define MAX_LABEL 63
+#define KEY_MAX (MAX_NAME + 2)
+#define SERVER_PAYLOAD 1232
+#define PLAIN_UDP_LIMIT 512
+#define OPT_SIZE 11
+#define MAX_OPTIONS 64 /* answer.py's MAX_OPTIONS */
+#define RCODES 16
+
+#define F_QR 0x8000
+#define F_OPCODE 0x7800
+#define F_TC 0x0200
+#define F_ECHOED 0x0110 /* RD | CD */
+#define T_OPT 41
+#define T_IXFR 251
+#define T_AXFR 252
+
+/* --- the table ------------------------------------------------------------------- */
+
+typedef struct {
+    uint32_t hash; /* 0: empty */
+    uint16_t key_len;
+    uint16_t flags, an, ns, ar, short_ar;
+    unsigned char *key;
+    PyObject *body;       /* bytes, owned */
+    PyObject *short_body; /* bytes or NULL, owned */
+} Slot;
+
+/* A negative answer (answer.py's `_negative`): the zone's SOA, for one RCODE and one
+ * offset of the apex in the question. body NULL: not known yet. */
+typedef struct {
+    uint16_t flags, an, ns, ar;
+    PyObject *body;
+} Negative;
+
+/* A served zone as the negative path reads it: answer.py's ServedZone's own mappings. */
+typedef struct {
+    unsigned char *apex;
+    size_t apex_len;
+    PyObject *nodes;      /* dict: owner -> records; NULL: Python answers this zone */
+    PyObject *ents;       /* frozenset: the empty non-terminals */
+    PyObject *interrupts; /* frozenset: delegation points and DNAME owners, or NULL */
+    int wildcard;
+    int signing;          /* UNSIGNED, SIGNED, or SIGNED_ELSEWHERE (no key here) */
+    Negative *negatives;  /* [2][MAX_NAME + 1]: NODATA then NXDOMAIN, by offset; NULL
+                             until the zone's first negative answer is learnt */
+} Zone;
+
+typedef struct {
+    PyObject_HEAD
+    Slot *slots;
+    size_t mask;
+    Py_ssize_t count;
+    Py_ssize_t limit;
+    Zone *zones;
+    size_t zone_count;
+    size_t zone_room;
+    int32_t *apexes; /* open addressing over zones: index + 1, 0 empty */
+    size_t apex_mask;
+    int signing; /* some zone is not UNSIGNED: every question's zone is looked up */
+} TableObject;
+
+/* How a zone is signed, as signed_answer.Signer holds it: not at all; online with a key
+ * (DO=1 and the apex's key records are the signer's); or without the key here (the
+ * signer answers it SERVFAIL). */
+enum { UNSIGNED = 0, SIGNED = 1, SIGNED_ELSEWHERE = 2 };
+
+static uint32_t key_hash(const unsigned char *key, size_t len) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < len; i++) {
+        h ^= key[i];
+        h *= 16777619u;
+    }
+    return h ? h : 1;
+}
+
+static void table_empty(TableObject *t) {
+    if (t->slots == NULL) return;
+    for (size_t i = 0; i <= t->mask; i++) {
+        Slot *s = &t->slots[i];
+        if (!s->hash) continue;
+        PyMem_Free(s->key);
+        Py_CLEAR(s->body);
+        Py_CLEAR(s->short_body);
+        s->hash = 0;
+    }
+    t->count = 0;
+}
+
+static Slot *table_find(TableObject *t, const unsigned char *key, size_t len, uint32_t h) {
+    size_t i = h & t->mask;
+    for (size_t probes = 0; probes <= t->mask; probes++) {
+        Slot *s = &t->slots[i];
+        if (!s->hash) return s;
+        if (s->hash == h && s->key_len == len && memcmp(s->key, key, len) == 0) return s;
+        i = (i + 1) & t->mask;
+    }
+    return NULL; /* unreachable: the table is never more than half full */
+}
+
+static void zones_empty(TableObject *t) {
+    for (size_t z = 0; z < t->zone_count; z++) {
+        Zone *zone = &t->zones[z];
+        PyMem_Free(zone->apex);
+        Py_CLEAR(zone->nodes);
+        Py_CLEAR(zone->ents);
+        Py_CLEAR(zone->interrupts);
+        if (zone->negatives != NULL) {
+            for (size_t i = 0; i < 2 * (MAX_NAME + 1); i++) Py_CLEAR(zone->negatives[i].body);
+            PyMem_Free(zone->negatives);
+        }
+    }
+    PyMem_Free(t->zones);
+    PyMem_Free(t->apexes);
+    t->zones = NULL;
+    t->apexes = NULL;
+    t->zone_count = t->zone_room = 0;
+    t->apex_mask = 0;
+    t->signing = 0;
+}
+
+/* The zone whose apex is `name` (`len` bytes, lowercased wire form), or -1. */
+static long zone_at(const TableObject *t, const unsigned char *name, size_t len) {
+    if (t->apexes == NULL) return -1;
+    size_t i = key_hash(name, len) & t->apex_mask;
+    for (size_t probes = 0; probes <= t->apex_mask; probes++) {
+        int32_t held = t->apexes[i];
+        if (!held) return -1;
+        const Zone *zone = &t->zones[held - 1];
+        if (zone->apex_len == len && memcmp(zone->apex, name, len) == 0) return held - 1;
+        i = (i + 1) & t->apex_mask;
+    }
+    return -1;
+}
+
+static int apexes_rebuild(TableObject *t) {
+    size_t capacity = 8;
+    while (capacity < t->zone_count * 2) capacity <<= 1;
+    int32_t *apexes = PyMem_Calloc(capacity, sizeof(int32_t));
+    if (apexes == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t z = 0; z < t->zone_count; z++) {
+        size_t i = key_hash(t->zones[z].apex, t->zones[z].apex_len) & (capacity - 1);
+        while (apexes[i]) i = (i + 1) & (capacity - 1);
+        apexes[i] = (int32_t)z + 1;
+    }
+    PyMem_Free(t->apexes);
+    t->apexes = apexes;
+    t->apex_mask = capacity - 1;
+    return 0;
+}
+
+/* Whether `name` is a whole wire name of at most MAX_NAME bytes. */
+static int wire_name(const unsigned char *name, size_t len) {
+    if (len < 1 || len > MAX_NAME) return 0;
+    size_t i = 0;
+    while (i < len && name[i]) {
+        if (name[i] > MAX_LABEL) return 0;
+        i += name[i] + 1;
+    }
+    return i == len - 1;
+}
+
+static PyObject *Table_zone(TableObject *self, PyObject *args) {
+    Py_buffer apex;
+    PyObject *nodes, *ents, *interrupts;
+    int wildcard, signing = UNSIGNED;
+    if (self->slots == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the table was not initialised");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "y*OOOp|i", &apex, &nodes, &ents, &interrupts, &wildcard,
+                          &signing))
+        return NULL;
+    PyObject *result = NULL;
+    if (signing < UNSIGNED || signing > SIGNED_ELSEWHERE) {
+        PyErr_SetString(PyExc_ValueError, "a zone's signing is 0 (unsigned), 1 (signed) or "
+                                          "2 (signed without its key here)");
+        goto done;
+    }
+    if (!wire_name(apex.buf, (size_t)apex.len)) {
+        PyErr_SetString(PyExc_ValueError, "an apex is a lowercased wire name");
+        goto done;
+    }
+    if ((nodes != Py_None && !PyDict_CheckExact(nodes)) || !PyFrozenSet_CheckExact(ents) ||
+        (interrupts != Py_None && !PyFrozenSet_CheckExact(interrupts))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "a zone is its nodes (a dict, or None), its empty non-terminals and "
+                        "its delegation and DNAME owners (frozensets, or None)");
+        goto done;
+    }
+    if (zone_at(self, apex.buf, (size_t)apex.len) >= 0) {
+        PyErr_SetString(PyExc_ValueError, "this zone is known already");
+        goto done;
+    }
+    if (self->zone_count == self->zone_room) {
+        size_t room = self->zone_room ? self->zone_room * 2 : 8;
+        Zone *zones = PyMem_Realloc(self->zones, room * sizeof(Zone));
+        if (zones == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        self->zones = zones;
+        self->zone_room = room;
+    }
+    Zone *zone = &self->zones[self->zone_count];
+    memset(zone, 0, sizeof(*zone));
+    zone->apex = PyMem_Malloc((size_t)apex.len);
+    if (zone->apex == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(zone->apex, apex.buf, (size_t)apex.len);
+    zone->apex_len = (size_t)apex.len;
+    zone->nodes = nodes == Py_None ? NULL : Py_NewRef(nodes);
+    zone->ents = Py_NewRef(ents);
+    zone->interrupts = interrupts == Py_None ? NULL : Py_NewRef(interrupts);
+    zone->wildcard = wildcard;
+    zone->signing = signing;
+    self->zone_count++;
+    if (self->apexes == NULL || self->zone_count * 2 > self->apex_mask + 1) {
+        if (apexes_rebuild(self) < 0) { /* doubled: amortised O(1) a zone */
+            self->zone_count--; /* never a zone C cannot find: it would answer for it */
+            PyMem_Free(zone->apex);
+            Py_CLEAR(zone->nodes);
+            Py_CLEAR(zone->ents);
+            Py_CLEAR(zone->interrupts);
+            goto done;
+        }
+    } else {
+        size_t i = key_hash(zone->apex, zone->apex_len) & self->apex_mask;
+        while (self->apexes[i]) i = (i + 1) & self->apex_mask;
+        self->apexes[i] = (int32_t)(self->zone_count - 1) + 1;
+    }
+    if (signing != UNSIGNED) self->signing = 1;
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&apex);
+    return result;
+}
+
+static int field_u16(PyObject *entry, Py_ssize_t at, uint16_t *out);
+
+static PyObject *Table_negative(TableObject *self, PyObject *args) {
+    Py_buffer apex;
+    int rcode, at;
+    PyObject *entry;
+    if (!PyArg_ParseTuple(args, "y*iiO!", &apex, &rcode, &at, &PyTuple_Type, &entry))
+        return NULL;
+    PyObject *result = NULL;
+    long z = zone_at(self, apex.buf, (size_t)apex.len);
+    uint16_t flags, an, ns, ar;
+    if (z < 0) {
+        PyErr_SetString(PyExc_KeyError, "no such zone in this table");
+        goto done;
+    }
+    if ((rcode != 0 && rcode != 3) || at < 0 || at > MAX_NAME) {
+        PyErr_SetString(PyExc_ValueError, "a negative answer is NODATA or NXDOMAIN at an offset");
+        goto done;
+    }
+    if (PyTuple_GET_SIZE(entry) != 7 || !PyBytes_CheckExact(PyTuple_GET_ITEM(entry, 4)) ||
+        PyTuple_GET_ITEM(entry, 6) != Py_None) {
+        PyErr_SetString(PyExc_ValueError, "a negative entry has 7 fields, one body and no short one");
+        goto done;
+    }
+    if (field_u16(entry, 0, &flags) || field_u16(entry, 1, &an) || field_u16(entry, 2, &ns) ||
+        field_u16(entry, 3, &ar))
+        goto done;
+    Zone *zone = &self->zones[z];
+    if (zone->negatives == NULL) { /* made when the zone's first negative is learnt */
+        zone->negatives = PyMem_Calloc(2 * (MAX_NAME + 1), sizeof(Negative));
+        if (zone->negatives == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    Negative *neg = &zone->negatives[(rcode ? MAX_NAME + 1 : 0) + at];
+    neg->flags = flags;
+    neg->an = an;
+    neg->ns = ns;
+    neg->ar = ar;
+    Py_XSETREF(neg->body, Py_NewRef(PyTuple_GET_ITEM(entry, 4)));
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&apex);
+    return result;
+}
+
+static int Table_init(TableObject *self, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"limit", NULL};
+    Py_ssize_t limit;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "n", names, &limit)) return -1;
+    if (limit < 1 || limit > (1 << 22)) {
+        PyErr_SetString(PyExc_ValueError, "limit must be between 1 and 4194304 entries");
+        return -1;
+    }
+    size_t capacity = 8;
+    while (capacity < (size_t)limit * 2) capacity <<= 1;
+    table_empty(self);
+    zones_empty(self);
+    PyMem_Free(self->slots);
+    self->slots = PyMem_Calloc(capacity, sizeof(Slot));
+    if (self->slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->mask = capacity - 1;
+    self->count = 0;
+    self->limit = limit;
+    return 0;
+}
+
+static void Table_dealloc(TableObject *self) {
+    table_empty(self);
+    zones_empty(self);
+    PyMem_Free(self->slots);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int field_u16(PyObject *entry, Py_ssize_t at, uint16_t *out) {
+    PyObject *item = PyTuple_GET_ITEM(entry, at);
+    if (!PyLong_Check(item)) {
+        PyErr_Format(PyExc_TypeError, "entry field %zd must be an int", at);
+        return -1;
+    }
+    long value = PyLong_AsLong(item);
+    if (value == -1 && PyErr_Occurred()) return -1;
+    if (value < 0 || value > 0xFFFF) {
+        PyErr_Format(PyExc_ValueError, "entry field %zd must be between 0 and 65535", at);
+        return -1;
+    }
+    *out = (uint16_t)value;
+    return 0;
+}
+
+static PyObject *Table_put(TableObject *self, PyObject *args) {
+    Py_buffer key;
+    PyObject *entry;
+    if (self->slots == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the table was not initialised");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "y*O!", &key, &PyTuple_Type, &entry)) return NULL;
+    PyObject *result = NULL;
+    uint16_t flags, an, ns, ar, short_ar;
+    if (key.len < 3 || key.len > KEY_MAX) {
+        PyErr_SetString(PyExc_ValueError, "a key is a question name and a type (3 to 257 bytes)");
+        goto done;
+    }
+    if (PyTuple_GET_SIZE(entry) != 7) {
+        PyErr_SetString(PyExc_ValueError, "an entry has 7 fields");
+        goto done;
+    }
+    PyObject *body = PyTuple_GET_ITEM(entry, 4);
+    PyObject *short_body = PyTuple_GET_ITEM(entry, 6);
+    if (field_u16(entry, 0, &flags) || field_u16(entry, 1, &an) || field_u16(entry, 2, &ns) ||
+        field_u16(entry, 3, &ar) || field_u16(entry, 5, &short_ar))
+        goto done;
+    if (!PyBytes_CheckExact(body) || (short_body != Py_None && !PyBytes_CheckExact(short_body))) {
+        PyErr_SetString(PyExc_TypeError, "an entry's bodies must be bytes (the short one or None)");
+        goto done;
+    }
+    uint32_t h = key_hash(key.buf, (size_t)key.len);
+    Slot *s = table_find(self, key.buf, (size_t)key.len, h);
+    if (!s->hash && self->count >= self->limit) {
+        table_empty(self);
+        s = table_find(self, key.buf, (size_t)key.len, h);
+    }
+    if (!s->hash) {
+        s->key = PyMem_Malloc((size_t)key.len);
+        if (s->key == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memcpy(s->key, key.buf, (size_t)key.len);
+        s->key_len = (uint16_t)key.len;
+        s->hash = h;
+        self->count++;
+    }
+    Py_INCREF(body);
+    Py_XSETREF(s->body, body);
+    if (short_body == Py_None) {
+        Py_CLEAR(s->short_body);
+    } else {
+        Py_INCREF(short_body);
+        Py_XSETREF(s->short_body, short_body);
+    }
+    s->flags = flags;
+    s->an = an;
+    s->ns = ns;
+    s->ar = ar;
+    s->short_ar = short_ar;
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&key);
+    return result;
+}
+
+static PyObject *Table_clear(TableObject *self, PyObject *Py_UNUSED(ignored)) {
+    table_empty(self);
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t Table_len(TableObject *self) { return self->count; }
+
+/* --- one query ------------------------------------------------------------------- */
+
+enum { MISS = -1, PLAIN_MISS = -2 };
+
+#define T_CNAME 5
+#define T_DS 43
+#define T_DNSKEY 48
+#define T_NSEC3PARAM 51
+#define T_CDS 59
+#define T_CDNSKEY 60
+#define T_ANY 255
+#define NOERROR 0
+#define NXDOMAIN 3
+
+/* What Python should tell the table after answering a query C handed back: the zone's
+ * negative answer for an RCODE at an offset, when the negative path lacked it. */
+typedef struct {
+    long zone; /* -1: nothing to ask */
+    int rcode;
+    int at;
+} Wanted;
+
+/* Whether a node's records (records.py's encoding: type, class, TTL, length, rdata)
+ * hold `qtype` or a CNAME: then the name has an answer, not NODATA. */
+static int answers_at(PyObject *blob, unsigned qtype) {
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(blob);
+    size_t size = (size_t)PyBytes_GET_SIZE(blob);
+    size_t i = 0;
+    while (i + 10 <= size) {
+        unsigned rtype = (unsigned)b[i] << 8 | b[i + 1];
+        if (rtype == qtype || rtype == T_CNAME) return 1;
+        i += 10 + ((size_t)b[i + 8] << 8 | b[i + 9]);
+    }
+    return i != size; /* malformed: let Python decide */
+}
+
+/* The negative answer answer.py gives `name` (lowercased wire form, `len` bytes) and
+ * `qtype` when its lookup ends at once in NXDOMAIN or NODATA in a zone C knows, or NULL
+ * when Python must answer (then `wanted` may name the negative answer to learn). Only
+ * where it is provably answer.py's answer: the deepest zone (as ZoneIndex.zone_for
+ * finds it), no delegation or DNAME at or above the name within the zone, no wildcard
+ * that could answer a missing name, never DS (the parent's at an apex) nor ANY. */
+static const Negative *negative_for(const TableObject *t, const unsigned char *name,
+                                    size_t len, unsigned qtype, Wanted *wanted) {
+    wanted->zone = -1;
+    if (t->zone_count == 0 || qtype == T_DS || qtype == T_ANY) return NULL;
+    long z = -1;
+    size_t i = 0;
+    for (;;) {
+        z = zone_at(t, name + i, len - i);
+        if (z >= 0 || !name[i]) break;
+        i += name[i] + 1;
+    }
+    if (z < 0) return NULL; /* REFUSED: Python */
+    const Zone *zone = &t->zones[z];
+    if (zone->nodes == NULL) return NULL;
+    PyObject *key = PyBytes_FromStringAndSize((const char *)name, (Py_ssize_t)len);
+    if (key == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    const Negative *found = NULL;
+    int rcode = -1;
+    if (zone->interrupts != NULL) {
+        /* a delegation point or DNAME owner at or above the name: Python */
+        for (size_t at = 0; at + zone->apex_len <= len; at += name[at] + 1) {
+            PyObject *ancestor = at ? PyBytes_FromStringAndSize((const char *)name + at,
+                                                                (Py_ssize_t)(len - at))
+                                    : Py_NewRef(key);
+            if (ancestor == NULL) goto fail;
+            int held = PySet_Contains(zone->interrupts, ancestor);
+            Py_DECREF(ancestor);
+            if (held != 0) goto fail;
+            if (!name[at]) break;
+        }
+    }
+    PyObject *blob = PyDict_GetItemWithError(zone->nodes, key); /* borrowed */
+    if (blob != NULL) {
+        if (!PyBytes_CheckExact(blob) || answers_at(blob, qtype)) goto fail;
+        rcode = NOERROR;
+    } else {
+        if (PyErr_Occurred()) goto fail;
+        int ent = PySet_Contains(zone->ents, key);
+        if (ent < 0) goto fail;
+        if (ent) rcode = NOERROR;
+        else if (zone->wildcard) goto fail;
+        else rcode = NXDOMAIN;
+    }
+    int at = (int)(len - zone->apex_len);
+    found = zone->negatives == NULL ? NULL : &zone->negatives[(rcode ? MAX_NAME + 1 : 0) + at];
+    if (found == NULL || found->body == NULL) {
+        wanted->zone = z;
+        wanted->rcode = rcode;
+        wanted->at = at;
+        found = NULL;
+    }
+    Py_DECREF(key);
+    return found;
+fail:
+    PyErr_Clear();
+    Py_DECREF(key);
+    return NULL;
+}
+
+/* Whether answer.py, given the snapshot's signer, answers `name` (lowercased wire form,
+ * `len` bytes) and `qtype` with this DO bit on the unsigned path, whose entries the table
+ * holds: signed_answer.Signer.entry's choice. It takes the question's zone (as
+ * ZoneIndex.zone_for finds it; for DS at an apex, the nearest zone above, as
+ * ZoneIndex.parent_of finds it) and leaves the unsigned path only a zone signed here
+ * with DO=0, outside DNSKEY, CDS, CDNSKEY and NSEC3PARAM at its apex, or a zone not
+ * signed (whatever the DO bit). */
+static int unsigned_path(const TableObject *t, const unsigned char *name, size_t len,
+                         unsigned qtype, int do_bit) {
+    if (!t->signing) return 1;
+    long z = -1;
+    size_t i = 0;
+    for (;;) {
+        z = zone_at(t, name + i, len - i);
+        if (z >= 0 || !name[i]) break;
+        i += name[i] + 1;
+    }
+    if (z < 0) return 1;
+    if (qtype == T_DS && i == 0) {
+        for (size_t j = 0; name[j];) {
+            j += name[j] + 1;
+            long above = zone_at(t, name + j, len - j);
+            if (above >= 0) {
+                z = above;
+                break;
+            }
+        }
+    }
+    int signing = t->zones[z].signing;
+    if (signing == UNSIGNED) return 1;
+    if (signing != SIGNED || do_bit) return 0;
+    return !(i == 0 && (qtype == T_DNSKEY || qtype == T_CDS || qtype == T_CDNSKEY ||
+                        qtype == T_NSEC3PARAM));
+}
+
+/* answer.py's `_assemble`: the query's ID, RD and CD, its question bytes exactly, the
+ * entry's body (or the short one, or none with TC) to fit the size limit, the OPT. */
+static Py_ssize_t assemble(const unsigned char *q, size_t qend, unsigned qflags, long payload,
+                           int do_bit, unsigned entry_flags, unsigned an, unsigned ns,
+                           unsigned ar, PyObject *body, unsigned short_ar,
+                           PyObject *short_body, unsigned char *out) {
+    long limit = payload < 0 ? PLAIN_UDP_LIMIT
+                 : payload < PLAIN_UDP_LIMIT ? PLAIN_UDP_LIMIT
+                 : payload > SERVER_PAYLOAD ? SERVER_PAYLOAD : payload;
+    size_t qlen = qend - 12;
+    size_t opt = payload < 0 ? 0 : OPT_SIZE;
+    long room = limit - 12 - (long)qlen - (long)opt;
+    unsigned flags = entry_flags | (qflags & F_ECHOED);
+    const char *data = NULL;
+    Py_ssize_t data_len = 0;
+    if (PyBytes_GET_SIZE(body) <= room) {
+        data = PyBytes_AS_STRING(body);
+        data_len = PyBytes_GET_SIZE(body);
+    } else if (short_body != NULL && PyBytes_GET_SIZE(short_body) <= room) {
+        data = PyBytes_AS_STRING(short_body);
+        data_len = PyBytes_GET_SIZE(short_body);
+        ar = short_ar;
+    } else {
+        flags |= F_TC;
+        an = ns = ar = 0;
+    }
+    ar += opt ? 1 : 0;
+    out[0] = q[0];
+    out[1] = q[1];
+    out[2] = (unsigned char)(flags >> 8);
+    out[3] = (unsigned char)flags;
+    out[4] = 0;
+    out[5] = 1;
+    out[6] = (unsigned char)(an >> 8);
+    out[7] = (unsigned char)an;
+    out[8] = (unsigned char)(ns >> 8);
+    out[9] = (unsigned char)ns;
+    out[10] = (unsigned char)(ar >> 8);
+    out[11] = (unsigned char)ar;
+    memcpy(out + 12, q + 12, qlen);
+    size_t n = 12 + qlen;
+    if (data_len) {
+        memcpy(out + n, data, (size_t)data_len);
+        n += (size_t)data_len;
+    }
+    if (opt) {
+        static const unsigned char plain[OPT_SIZE] = {0, 0, T_OPT, SERVER_PAYLOAD >> 8,
+                                                      SERVER_PAYLOAD & 0xFF, 0, 0, 0, 0, 0, 0};
+        memcpy(out + n, plain, OPT_SIZE);
+        if (do_bit) out[n + 7] = 0x80;
+        n += OPT_SIZE;
+    }
+    return (Py_ssize_t)n;
+}
+
+/* Answer `q` from `t` into `out` (room for SERVER_PAYLOAD bytes): the response's length;
+ * PLAIN_MISS when the query takes the plain path but `t` cannot answer it (its key is
+ * then in `key`, `*key_len` bytes, and `wanted` may name a negative answer to learn);
+ * MISS for anything the plain path does not cover. Called with the GIL held. */
+static Py_ssize_t answer_from(const TableObject *t, const unsigned char *q, size_t size,
+                              unsigned char *out, unsigned char *key, size_t *key_len,
+                              Wanted *wanted) {
+    *key_len = 0;
+    wanted->zone = -1;
+    if (size < 12) return MISS;
+    unsigned qflags = (unsigned)q[2] << 8 | q[3];
+    if (qflags & (F_QR | F_OPCODE)) return MISS;
+    /* QDCOUNT 1, ANCOUNT 0, NSCOUNT 0 */
+    if (q[4] || q[5] != 1 || q[6] || q[7] || q[8] || q[9]) return MISS;
+    unsigned arcount = (unsigned)q[10] << 8 | q[11];
+    size_t i = 12;
+    for (;;) {
+        if (i >= size) return MISS;
+        unsigned length = q[i];
+        if (!length) break;
+        if (length > MAX_LABEL) return MISS;
+        i += length + 1;
+    }
+    i += 1;
+    if (i - 12 > MAX_NAME || i + 4 > size) return MISS;
+    size_t qend = i + 4;
+    long payload = -1;
+    int do_bit = 0;
+    if (arcount == 0 && qend == size) {
+        /* no additional section */
+    } else if (arcount == 1 && size >= qend + OPT_SIZE) {
+        const unsigned char *tail = q + qend;
+        /* one OPT: root owner, version 0, options as answer.py's scan reads them (whole
+         * code-length-value triples filling the rdata, at most MAX_OPTIONS); none of them
+         * changes the answer */
+        if (tail[0] || tail[1] || tail[2] != T_OPT || tail[6]) return MISS;
+        size_t j = qend + OPT_SIZE;
+        if (j + ((size_t)tail[9] << 8 | tail[10]) != size) return MISS;
+        for (unsigned options = 0; j < size; options++) {
+            if (options == MAX_OPTIONS || j + 4 > size) return MISS;
+            j += 4 + ((size_t)q[j + 2] << 8 | q[j + 3]);
+        }
+        if (j != size) return MISS;
+        payload = (long)tail[3] << 8 | tail[4];
+        do_bit = tail[7] & 0x80;
+    } else {
+        return MISS;
+    }
+    if (q[qend - 2] != 0 || q[qend - 1] != 1) return MISS; /* class IN */
+    unsigned qtype = (unsigned)q[qend - 4] << 8 | q[qend - 3];
+    if (qtype == T_AXFR || qtype == T_IXFR) return MISS;
+    size_t qname_len = qend - 4 - 12;
+    for (size_t k = 0; k < qname_len; k++) {
+        unsigned char c = q[12 + k];
+        key[k] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
+    }
+    key[qname_len] = q[qend - 4];
+    key[qname_len + 1] = q[qend - 3];
+    *key_len = qname_len + 2;
+    if (t == NULL || t->slots == NULL) return PLAIN_MISS;
+    if (!unsigned_path(t, key, qname_len, qtype, do_bit)) {
+        *key_len = 0; /* the signer's answer: nothing for the table to learn */
+        return MISS;
+    }
+    const Slot *s = table_find((TableObject *)t, key, *key_len, key_hash(key, *key_len));
+    if (s != NULL && s->hash)
+        return assemble(q, qend, qflags, payload, do_bit, s->flags, s->an, s->ns, s->ar,
+                        s->body, s->short_ar, s->short_body, out);
+    const Negative *neg = negative_for(t, key, qname_len, qtype, wanted);
+    if (neg != NULL)
+        return assemble(q, qend, qflags, payload, do_bit, neg->flags, neg->an, neg->ns,
+                        neg->ar, neg->body, 0, NULL, out);
+    return PLAIN_MISS;
+}
+
+/* The miss tuple's last field: the negative answer Python should hand the table. */
+static PyObject *wanted_tuple(const TableObject *t, const Wanted *wanted) {
+    if (wanted->zone < 0) return Py_NewRef(Py_None);
+    const Zone *zone = &t->zones[wanted->zone];
+    return Py_BuildValue("(y#ii)", (const char *)zone->apex, (Py_ssize_t)zone->apex_len,
+                         wanted->rcode, wanted->at);
+}
+
+static PyObject *Table_ask(TableObject *self, PyObject *arg) {
+    Py_buffer query;
+    if (PyObject_GetBuffer(arg, &query, PyBUF_SIMPLE) < 0) return NULL;
+    unsigned char out[SERVER_PAYLOAD];
+    unsigned char key[KEY_MAX];
+    size_t key_len;
+    Wanted wanted;
+    Py_ssize_t n = answer_from(self, query.buf, (size_t)query.len, out, key, &key_len, &wanted);
+    PyBuffer_Release(&query);
+    if (n >= 0) return Py_BuildValue("(y#OO)", (const char *)out, n, Py_None, Py_None);
+    PyObject *learn = wanted_tuple(self, &wanted);
+    if (learn == NULL) return NULL;
+    return Py_BuildValue("(Oy#N)", Py_None, key_len ? (const char *)key : NULL,
+                         (Py_ssize_t)key_len, learn);
+}
+
+static PyMethodDef Table_methods[] = {
+    {"put", (PyCFunction)Table_put, METH_VARARGS,
+     "put(key, entry): keep answer.py's entry for the question key."},
+    {"clear", (PyCFunction)Table_clear, METH_NOARGS, "Forget every cached answer."},
+    {"zone", (PyCFunction)Table_zone, METH_VARARGS,
+     "zone(apex, nodes, empty_nonterminals, interrupts, wildcard, signing=0): a served "
+     "zone (signing: 0 unsigned, 1 signed, 2 signed without its key here)."},
+    {"negative", (PyCFunction)Table_negative, METH_VARARGS,
+     "negative(apex, rcode, at, entry): the zone's negative answer at an offset."},
+    {"ask", (PyCFunction)Table_ask, METH_O,
+     "ask(query): (the UDP response C gives, or None; else the question's key and the "
+     "negative answer to learn, or None)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods Table_as_sequence = {.sq_length = (lenfunc)Table_len};
+
+static PyTypeObject TableType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "valis_core.dns.answer._fastpath.Table",
+    .tp_basicsize = sizeof(TableObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Encoded responses of one snapshot, keyed by question.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Table_init,
+    .tp_dealloc = (destructor)Table_dealloc,
+    .tp_methods = Table_methods,
+    .tp_as_sequence = &Table_as_sequence,
+};
+
+/* --- the pump -------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    int fd;
+    unsigned batch;
+    unsigned received;
+    unsigned queued;
+    int busy;
+    unsigned char *in;  /* batch * MAX_DATAGRAM */
+    unsigned char *out; /* batch * SERVER_PAYLOAD: C's responses */
+    struct sockaddr_storage *peers;
+    struct iovec *rx_iov;
+    struct mmsghdr *rx;
+    struct iovec *tx_iov;
+    struct mmsghdr *tx;
+    PyObject **held;        /* Python's responses queued, until flush */
+    unsigned char *replied; /* per received datagram */
+} PumpObject;
+
+static void pump_release(PumpObject *p) {
+    for (unsigned i = 0; i < p->queued; i++) Py_CLEAR(p->held[i]);
+    p->queued = 0;
+    p->received = 0;
+}
+
+static void Pump_dealloc(PumpObject *self) {
+    if (self->held != NULL) pump_release(self);
+    PyMem_Free(self->in);
+    PyMem_Free(self->out);
+    PyMem_Free(self->peers);
+    PyMem_Free(self->rx_iov);
+    PyMem_Free(self->rx);
+    PyMem_Free(self->tx_iov);
+    PyMem_Free(self->tx);
+    PyMem_Free(self->held);
+    PyMem_Free(self->replied);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Pump_init(PumpObject *self, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"fd", "batch", NULL};
+    int fd;
+    unsigned batch;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iI", names, &fd, &batch)) return -1;
+    if (fd < 0 || batch < 1 || batch > MAX_BATCH) {
+        PyErr_SetString(PyExc_ValueError, "a pump needs a descriptor and a batch of 1 to 1024");
+        return -1;
+    }
+    if (self->in != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "a pump is initialised once");
+        return -1;
+    }
+    self->fd = fd;
+    self->batch = batch;
+    self->in = PyMem_Malloc((size_t)batch * MAX_DATAGRAM);
+    self->out = PyMem_Malloc((size_t)batch * SERVER_PAYLOAD);
+    self->peers = PyMem_Calloc(batch, sizeof(struct sockaddr_storage));
+    self->rx_iov = PyMem_Calloc(batch, sizeof(struct iovec));
+    self->rx = PyMem_Calloc(batch, sizeof(struct mmsghdr));
+    self->tx_iov = PyMem_Calloc(batch, sizeof(struct iovec));
+    self->tx = PyMem_Calloc(batch, sizeof(struct mmsghdr));
+    self->held = PyMem_Calloc(batch, sizeof(PyObject *));
+    self->replied = PyMem_Calloc(batch, 1);
+    if (!self->in || !self->out || !self->peers || !self->rx_iov || !self->rx || !self->tx_iov ||
+        !self->tx || !self->held || !self->replied) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static int pump_ready(PumpObject *self) {
+    if (self->in == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the pump was not initialised");
+        return 0;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the pump is in use by another thread");
+        return 0;
+    }
+    return 1;
+}
+
+static void queue(PumpObject *self, unsigned slot, void *data, size_t len, PyObject *held) {
+    unsigned n = self->queued++;
+    self->tx_iov[n].iov_base = data;
+    self->tx_iov[n].iov_len = len;
+    memset(&self->tx[n], 0, sizeof(self->tx[n]));
+    self->tx[n].msg_hdr.msg_name = &self->peers[slot];
+    self->tx[n].msg_hdr.msg_namelen = self->rx[slot].msg_hdr.msg_namelen;
+    self->tx[n].msg_hdr.msg_iov = &self->tx_iov[n];
+    self->tx[n].msg_hdr.msg_iovlen = 1;
+    self->held[n] = held;
+    self->replied[slot] = 1;
+}
+
+static PyObject *Pump_drain(PumpObject *self, PyObject *arg) {
+    if (!pump_ready(self)) return NULL;
+    if (arg != Py_None && !PyObject_TypeCheck(arg, &TableType)) {
+        PyErr_SetString(PyExc_TypeError, "drain takes a Table or None");
+        return NULL;
+    }
+    const TableObject *table = arg == Py_None ? NULL : (const TableObject *)arg;
+    pump_release(self);
+    for (unsigned i = 0; i < self->batch; i++) {
+        self->rx_iov[i].iov_base = self->in + (size_t)i * MAX_DATAGRAM;
+        self->rx_iov[i].iov_len = MAX_DATAGRAM;
+        memset(&self->rx[i], 0, sizeof(self->rx[i]));
+        self->rx[i].msg_hdr.msg_name = &self->peers[i];
+        self->rx[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_storage);
+        self->rx[i].msg_hdr.msg_iov = &self->rx_iov[i];
+        self->rx[i].msg_hdr.msg_iovlen = 1;
+        self->replied[i] = 0;
+    }
+    int got;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    got = recvmmsg(self->fd, self->rx, self->batch, MSG_DONTWAIT, NULL);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    /* Would block (drained), or a pending socket error (an ICMP report) the call
+     * consumed: nothing received; the caller waits for the next datagram. */
+    self->received = got > 0 ? (unsigned)got : 0;
+    PyObject *misses = PyList_New(0);
+    if (misses == NULL) return NULL;
+    unsigned char key[KEY_MAX];
+    for (unsigned i = 0; i < self->received; i++) {
+        const unsigned char *q = self->rx_iov[i].iov_base;
+        size_t size = self->rx[i].msg_len;
+        unsigned char *out = self->out + (size_t)i * SERVER_PAYLOAD;
+        size_t key_len;
+        Wanted wanted;
+        Py_ssize_t n = answer_from(table, q, size, out, key, &key_len, &wanted);
+        if (n >= 0) {
+            queue(self, i, out, (size_t)n, NULL);
+            continue;
+        }
+        PyObject *learn = wanted_tuple(table, &wanted);
+        if (learn == NULL) {
+            Py_DECREF(misses);
+            return NULL;
+        }
+        PyObject *miss = Py_BuildValue(
+            "(Iy#y#N)", i, (const char *)q, (Py_ssize_t)size,
+            key_len ? (const char *)key : NULL, (Py_ssize_t)key_len, learn);
+        if (miss == NULL || PyList_Append(misses, miss) < 0) {
+            Py_XDECREF(miss);
+            Py_DECREF(misses);
+            return NULL;
+        }
+        Py_DECREF(miss);
+    }
+    PyObject *result = Py_BuildValue("(IN)", self->received, misses);
+    return result;
+}
+
+static PyObject *Pump_reply(PumpObject *self, PyObject *args) {
+    unsigned slot;
+    PyObject *response;
+    if (!PyArg_ParseTuple(args, "IO!", &slot, &PyBytes_Type, &response)) return NULL;
+    if (!pump_ready(self)) return NULL;
+    if (slot >= self->received) {
+        PyErr_SetString(PyExc_IndexError, "no such datagram in this batch");
+        return NULL;
+    }
+    if (self->replied[slot]) {
+        PyErr_SetString(PyExc_ValueError, "this datagram has a reply already");
+        return NULL;
+    }
+    Py_INCREF(response);
+    queue(self, slot, PyBytes_AS_STRING(response), (size_t)PyBytes_GET_SIZE(response), response);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Pump_peer(PumpObject *self, PyObject *arg) {
+    if (!pump_ready(self)) return NULL;
+    unsigned long slot = PyLong_AsUnsignedLong(arg);
+    if (slot == (unsigned long)-1 && PyErr_Occurred()) return NULL;
+    if (slot >= self->received) {
+        PyErr_SetString(PyExc_IndexError, "no such datagram in this batch");
+        return NULL;
+    }
+    const struct sockaddr_storage *peer = &self->peers[slot];
+    char host[INET6_ADDRSTRLEN + IF_NAMESIZE + 2];
+    if (peer->ss_family == AF_INET) {
+        const struct sockaddr_in *v4 = (const struct sockaddr_in *)peer;
+        inet_ntop(AF_INET, &v4->sin_addr, host, sizeof(host));
+        return Py_BuildValue("(si)", host, ntohs(v4->sin_port));
+    }
+    if (peer->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)peer;
+        inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof(host));
+        if (v6->sin6_scope_id) {
+            char name[IF_NAMESIZE];
+            size_t used = strlen(host);
+            if (if_indextoname(v6->sin6_scope_id, name) != NULL)
+                snprintf(host + used, sizeof(host) - used, "%%%s", name);
+            else
+                snprintf(host + used, sizeof(host) - used, "%%%u", v6->sin6_scope_id);
+        }
+        return Py_BuildValue("(siII)", host, ntohs(v6->sin6_port), ntohl(v6->sin6_flowinfo),
+                             v6->sin6_scope_id);
+    }
+    PyErr_SetString(PyExc_ValueError, "the peer is neither IPv4 nor IPv6");
+    return NULL;
+}
+
+static PyObject *Pump_flush(PumpObject *self, PyObject *arg) {
+    if (!pump_ready(self)) return NULL;
+    if (!PyList_CheckExact(arg) || PyList_GET_SIZE(arg) != RCODES) {
+        PyErr_SetString(PyExc_TypeError, "flush takes the list of 16 RCODE counters");
+        return NULL;
+    }
+    unsigned long long sent[RCODES] = {0};
+    unsigned long long truncated = 0, failures = 0;
+    unsigned at = 0, interrupted = 0;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    while (at < self->queued) {
+        int n = sendmmsg(self->fd, self->tx + at, self->queued - at, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR && interrupted < self->batch) {
+            interrupted++; /* a signal arrived: send again, as Python's sendto does */
+            continue;
+        }
+        if (n <= 0) {
+            /* Send buffer full (EAGAIN) or an unroutable peer: UDP may lose it. */
+            failures++;
+            at++;
+            continue;
+        }
+        for (int k = 0; k < n; k++) {
+            const unsigned char *response = self->tx_iov[at + (unsigned)k].iov_base;
+            sent[response[3] & 0x0F]++;
+            if (response[2] & 0x02) truncated++;
+        }
+        at += (unsigned)n;
+    }
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    pump_release(self);
+    for (int r = 0; r < RCODES; r++) {
+        if (!sent[r]) continue;
+        PyObject *old = PyList_GET_ITEM(arg, r);
+        PyObject *add = PyLong_FromUnsignedLongLong(sent[r]);
+        if (add == NULL) return NULL;
+        PyObject *sum = PyNumber_Add(old, add);
+        Py_DECREF(add);
+        if (sum == NULL) return NULL;
+        PyList_SetItem(arg, r, sum);
+    }
+    return Py_BuildValue("(KK)", truncated, failures);
+}
+
+static PyMethodDef Pump_methods[] = {
+    {"drain", (PyCFunction)Pump_drain, METH_O,
+     "drain(table): receive a batch, answer what table holds; (received, misses)."},
+    {"reply", (PyCFunction)Pump_reply, METH_VARARGS,
+     "reply(slot, response): queue Python's response to datagram slot."},
+    {"peer", (PyCFunction)Pump_peer, METH_O, "peer(slot): the sender's address."},
+    {"flush", (PyCFunction)Pump_flush, METH_O,
+     "flush(rcodes): send every queued response; (truncated, send failures)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject PumpType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "valis_core.dns.answer._fastpath.Pump",
+    .tp_basicsize = sizeof(PumpObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One UDP socket's batches: recvmmsg in, sendmmsg out.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Pump_init,
+    .tp_dealloc = (destructor)Pump_dealloc,
+    .tp_methods = Pump_methods,
+};
+
+static PyMethodDef module_methods[] = {
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef fastpath_module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "valis_core.dns.answer._fastpath",
+    .m_doc = "The compiled UDP fast path (valis_core.dns.answer.fastpath).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC PyInit__fastpath(void) {
+    if (PyType_Ready(&TableType) < 0 || PyType_Ready(&PumpType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&fastpath_module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, "Table", (PyObject *)&TableType) < 0 ||
+        PyModule_AddObjectRef(m, "Pump", (PyObject *)&PumpType) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_BATCH", MAX_BATCH) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

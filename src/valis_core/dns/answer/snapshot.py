@@ -1,0 +1,72 @@
+"""One version of what is served, and the holder that swaps versions.
+
+A ``Snapshot`` pairs a zone index with the cache of encoded responses derived from it,
+the way dnspython's versioned zones pair a version with what readers see: the cache
+lives and dies with its index, so no answer is ever taken from a cache filled by another
+version. ``IndexHolder.swap`` makes the new snapshot; a reader takes ``snapshot`` once
+per query and answers wholly from it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from valis_core.dns.answer._cache import ResponseCache
+from valis_core.dns.zone import ZoneIndex
+
+if TYPE_CHECKING:
+    from valis_core.dns.answer.signed import Signer
+
+
+@attrs.frozen(eq=False)
+class Snapshot:
+    """A zone index and the responses encoded from it (filled as queries arrive), and
+    the signer of its signed zones, if any (``valis_core.dns.answer.signed``)."""
+
+    index: ZoneIndex
+    cache: ResponseCache = attrs.field(factory=ResponseCache)
+    signer: Signer | None = None
+
+
+class IndexHolder:
+    """The snapshot currently served. ``swap`` replaces it in one assignment."""
+
+    __slots__ = ("_signer", "_snapshot", "_swaps")
+
+    def __init__(self, index: ZoneIndex, signer: Signer | None = None) -> None:
+        self._signer = signer
+        self._snapshot = Snapshot(index, signer=signer)
+        self._swaps = 0
+
+    def sign_with(self, signer: Signer | None) -> None:
+        """Answer with ``signer`` (``None``: unsigned) from the next query on; the
+        signer is kept across swaps."""
+        self._signer = signer
+        self._snapshot = Snapshot(self._snapshot.index, signer=signer)
+
+    @property
+    def signer(self) -> Signer | None:
+        return self._signer
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    @property
+    def current(self) -> ZoneIndex:
+        """The index currently served."""
+        return self._snapshot.index
+
+    @property
+    def swaps(self) -> int:
+        """How many times the index has been replaced since this holder was made."""
+        return self._swaps
+
+    def swap(self, new: ZoneIndex) -> ZoneIndex:
+        """Serve ``new`` (with a cache of its own) from the next query on; return the
+        index it replaces."""
+        old, self._snapshot = self._snapshot.index, Snapshot(new, signer=self._signer)
+        self._swaps += 1
+        return old

@@ -1,0 +1,252 @@
+"""The DNS serve loops: UDP and TCP over sockets someone else bound, answering from
+whatever zone index the holder has at the moment each query arrives.
+
+Nothing here binds a socket. The resident hands in its inherited :53 pair; ``valis serve``
+hands in a pair it bound on an unprivileged port. Each query is answered wholly from one
+immutable ``Snapshot`` (``valis_core.dns.answer.snapshot``) read from an ``IndexHolder`` (once
+per batch of datagrams over UDP, once per query over TCP);
+swapping the holder's snapshot is the only mutation on the serving path, so a reload
+never mixes two zone versions into one answer. TCP framing and the bounded accept loop,
+which the owner terminus shares, are ``valis_core.dns.serve.tcp``.
+
+UDP is the hot path. Waking trio's scheduler once per datagram caps a Python server far
+below what the kernel can deliver, so ``serve_udp`` drains the socket until it would
+block, answers and sends inline, and only then parks in ``wait_readable``. Every
+``UDP_BATCH`` datagrams it passes a checkpoint, so a flood can neither starve other tasks
+nor delay cancellation, and it is never cancelled between reading a query and sending
+its response. Everything runs on the trio thread, so the engine, its response cache and
+the fast path's table are never shared between threads.
+
+The drain has two forms. The compiled fast path (``valis_core.dns.answer.fastpath``, C in
+``_fastpath.c``) takes up to ``UDP_BATCH`` datagrams with one ``recvmmsg``, answers in C
+those its table for the current snapshot can answer (a question ``answer`` cached, or a
+flood's NXDOMAIN or NODATA), hands the rest to ``answer`` here, lets the table learn what
+``answer`` kept, and sends the batch with one ``sendmmsg``; the GIL is released for the
+two system calls. A new snapshot gets a new table, so a reload never mixes versions, and
+since a signing change makes a new snapshot, a table never outlives its signer (with a
+signer, C answers only what the signer leaves to the unsigned path). Without a table (a
+rate limiter, or a test's ``answer_fn``) every datagram is answered here, still in
+batches. A build without the helper (``fastpath.COMPILED`` false) drains with
+``recvfrom``/``sendto`` one datagram at a time, says once in the log that it is slower,
+and answers the same bytes: ``answer`` is the reference both forms
+serve, and the property tests hold C to it. (A loop in a worker thread parked in a
+blocking ``poll`` was measured too and not used: under load it contends with the trio
+thread for the GIL at every socket call. Figures in docs/performance.md.)
+
+Response rate limiting (``valis_core.dns.serve.rrl``, when the caller gives ``limiter``)
+applies to UDP only, to each response just before it is sent: it is sent, replaced by a
+minimal truncated reply (slipped), or dropped. TCP is never limited. Without a limiter
+the loop pays one comparison per datagram; with one, C answers nothing (each response
+must pass the limiter, which is Python), so the limiter sees every response.
+
+Zone transfers (``valis_core.dns.serve.transfer_serve``, when the caller gives ``transfers``):
+an AXFR or IXFR read on a TCP connection is served there by ``transfers.transfer``
+instead of the answer path, and a response the answer path gives with NOTAUTH (a signed
+query: it holds no keys) or, over UDP, FORMERR (an IXFR carries an SOA in its authority
+section) is offered to ``transfers.signed`` first, in case a listed secondary sent it.
+Other queries never reach them (the fast path's C answers, cached answers and negative
+ones, are never either RCODE). An IXFR over UDP from a secondary behind may need the
+zone's journal: ``transfers.datagram`` then gives a job, which the UDP loop runs in a task
+of its own (the transfers bound how many) and whose response it sends when ready.
+
+TCP (RFC 7766): 2-byte length framing, any number of pipelined queries per connection,
+one task per connection, an idle timeout (a connection must complete a query within
+``idle_timeout`` of accepting or of its previous query, so a client trickling bytes is
+closed too), a write timeout, and a cap on concurrent connections. Hostile clients
+cannot starve the others:
+
+- A connection answers at most ``TCP_BATCH`` pipelined queries, sends their answers,
+  and then waits for a turn before the next batch; at most ``TCP_TURNS`` connections
+  get a turn per scheduler round, in arrival order. It reads no more until every
+  complete query it holds is answered. So however many clients pipeline thousands of
+  queries per read, a round of the scheduler (and so the wait of a UDP query, or of a
+  connection asking one query) holds a bounded amount of TCP work, and each connection
+  buffers no more than one read.
+- Under pressure (more than half of ``max_connections`` open) the idle timeout drops to
+  ``busy_idle_timeout``, for connections already waiting too (RFC 7766 section 6.2.3).
+- At the cap, a new connection closes the longest-idle one (waiting for its next query)
+  and is served; clients holding connections open cannot lock newcomers out. Only when
+  no connection is idle (all are mid-query) is the new one accepted and closed at once,
+  rather than left in the kernel backlog, so the client learns immediately.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Protocol
+
+import attrs
+import dns.rcode
+import trio
+
+from valis_core.dns.answer import Transport
+from valis_core.dns.answer.snapshot import Snapshot
+from valis_core.dns.wire.records import FORMERR, NOTAUTH
+from valis_core.dns.zone import ZoneIndex
+
+if TYPE_CHECKING:
+    pass
+
+log = logging.getLogger("valis_core.dns.serve")  # the name it logged under before the rooms
+
+
+class TransferFn(Protocol):
+    """Zone transfers and secondaries' signed queries (``dns.transfer_serve``)."""
+
+    async def transfer(self, stream: trio.SocketStream, query: bytes, snapshot: Snapshot) -> bool:
+        """Serve one AXFR or IXFR request; whether the connection may go on."""
+        ...
+
+    def signed(
+        self, snapshot: Snapshot, query: bytes, peer: str, transport: Transport
+    ) -> bytes | None:
+        """The signed response to a listed secondary's signed query, or ``None``."""
+        ...
+
+    def datagram(
+        self, snapshot: Snapshot, query: bytes, peer: str
+    ) -> bytes | Callable[[], Awaitable[bytes | None]] | None:
+        """``signed`` over UDP, where an IXFR's response may come later (a job to await)."""
+        ...
+
+
+class AnswerFn(Protocol):
+    """The shape of ``answer``; a parameter of the loops so a test can make it fail."""
+
+    def __call__(
+        self, source: Snapshot | ZoneIndex, query: bytes, /, *, transport: Transport
+    ) -> bytes | None:
+        ...
+
+
+UDP_BATCH = 64
+"""Datagrams handled between checkpoints while the socket stays readable."""
+
+TCP_BATCH = 16
+"""Pipelined queries one TCP connection answers (and sends in one write) per turn."""
+
+TCP_TURNS = 2
+"""Connections with pipelined queries waiting that get a turn per scheduler round."""
+
+SECONDARIES_RCODES = (NOTAUTH, FORMERR)
+"""The answer path's RCODEs for a signed query (BADKEY) and for an IXFR (its authority
+section): over UDP a listed secondary's such query goes to ``transfers.signed``."""
+MAX_DATAGRAM = 65535
+_RCODES = 16
+_ERROR_LOG_INTERVAL = 1.0
+
+
+@attrs.frozen
+class ServeCounts:
+    """A point-in-time copy of ``ServeStats``, shaped for export (e.g. as metrics).
+
+    ``responses`` is keyed by (transport, rcode name), the other mappings by transport.
+    The rcode is the 4-bit field of the response header, so an extended rcode (BADVERS)
+    counts under its low bits.
+    """
+
+    responses: Mapping[tuple[str, str], int]
+    dropped: Mapping[str, int]
+    truncated: int
+    answer_errors: Mapping[str, int]
+    send_failures: Mapping[str, int]
+    tcp_accepted: int
+    tcp_refused: int
+    tcp_idle_closed: int
+    rate_limited: Mapping[str, int] = attrs.field(factory=dict)
+    """UDP responses response rate limiting held back, by action (dropped, slipped)."""
+    compiled: int = 0
+    """UDP responses the compiled fast path built (``valis_core.dns.answer.fastpath``); the
+    others were answered by ``answer``."""
+
+    @property
+    def responses_total(self) -> int:
+        return sum(self.responses.values())
+
+
+class ServeStats:
+    """Monotonic counters the serve loops bump in place; cheap enough for the UDP hot
+    path (one list index per response, read from the response header bytes)."""
+
+    __slots__ = (
+        "tcp_accepted",
+        "tcp_answer_errors",
+        "tcp_dropped",
+        "tcp_idle_closed",
+        "tcp_rcodes",
+        "tcp_refused",
+        "tcp_send_failures",
+        "udp_answer_errors",
+        "udp_compiled",
+        "udp_dropped",
+        "udp_rate_dropped",
+        "udp_rate_slipped",
+        "udp_rcodes",
+        "udp_send_failures",
+        "udp_truncated",
+    )
+
+    def __init__(self) -> None:
+        self.udp_rcodes = [0] * _RCODES
+        self.tcp_rcodes = [0] * _RCODES
+        self.udp_dropped = 0
+        self.tcp_dropped = 0
+        self.udp_truncated = 0
+        self.udp_answer_errors = 0
+        self.tcp_answer_errors = 0
+        self.udp_send_failures = 0
+        self.tcp_send_failures = 0
+        self.tcp_accepted = 0
+        self.tcp_refused = 0
+        self.tcp_idle_closed = 0
+        self.udp_rate_dropped = 0
+        self.udp_rate_slipped = 0
+        self.udp_compiled = 0
+
+    def snapshot(self) -> ServeCounts:
+        responses: dict[tuple[str, str], int] = {}
+        by_transport = ((Transport.UDP, self.udp_rcodes), (Transport.TCP, self.tcp_rcodes))
+        for transport, rcodes in by_transport:
+            for rcode, count in enumerate(rcodes):
+                if count:
+                    responses[(transport.value, dns.rcode.to_text(dns.rcode.Rcode(rcode)))] = count
+        udp, tcp = Transport.UDP.value, Transport.TCP.value
+        return ServeCounts(
+            responses=responses,
+            dropped={udp: self.udp_dropped, tcp: self.tcp_dropped},
+            truncated=self.udp_truncated,
+            answer_errors={udp: self.udp_answer_errors, tcp: self.tcp_answer_errors},
+            send_failures={udp: self.udp_send_failures, tcp: self.tcp_send_failures},
+            tcp_accepted=self.tcp_accepted,
+            tcp_refused=self.tcp_refused,
+            tcp_idle_closed=self.tcp_idle_closed,
+            rate_limited={"dropped": self.udp_rate_dropped, "slipped": self.udp_rate_slipped},
+            compiled=self.udp_compiled,
+        )
+
+
+class ThrottledLog:
+    """Log an engine failure at most once a second, so a packet flood that trips a bug
+    cannot turn into a log flood; the suppressed count rides on the next line."""
+
+    __slots__ = ("_last", "_suppressed")
+
+    def __init__(self) -> None:
+        self._last = -_ERROR_LOG_INTERVAL
+        self._suppressed = 0
+
+    def failure(self, transport: Transport, query: bytes) -> None:
+        now = trio.current_time()
+        if now - self._last < _ERROR_LOG_INTERVAL:
+            self._suppressed += 1
+            return
+        self._last = now
+        more = f" ({self._suppressed} more since the last report)" if self._suppressed else ""
+        self._suppressed = 0
+        log.exception(
+            "answering a %d-byte %s query failed; the query was dropped and serving goes on%s",
+            len(query),
+            transport.value,
+            more,
+        )

@@ -1,0 +1,225 @@
+"""The UDP serve loop (``serve_udp``): see ``_loops`` for the whole story."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from valis_core.dns.answer import Transport, answer, fastpath
+from valis_core.dns.answer.snapshot import IndexHolder, Snapshot
+from valis_core.dns.serve._loops import (
+    MAX_DATAGRAM,
+    SECONDARIES_RCODES,
+    UDP_BATCH,
+    AnswerFn,
+    ServeStats,
+    ThrottledLog,
+    TransferFn,
+)
+from valis_core.dns.serve.rrl import RateLimiter
+
+if TYPE_CHECKING:
+    from valis_core.dns.answer.fastpath import Table
+
+
+
+async def serve_udp(
+    sock: trio.socket.SocketType,
+    holder: IndexHolder,
+    *,
+    stats: ServeStats | None = None,
+    answer_fn: AnswerFn = answer,
+    transfers: TransferFn | None = None,
+    limiter: RateLimiter | None = None,
+) -> None:
+    """Answer datagrams on ``sock`` (already bound) until cancelled.
+
+    Runs the drain loop described in the module docstring on a duplicate of the
+    socket's descriptor; the caller keeps ownership of ``sock``. A signed query the
+    answer path refuses (NOTAUTH) goes to ``transfers``, when given, in case a listed
+    secondary signed it. ``limiter``, when given, rate-limits the responses.
+    """
+    counts = stats if stats is not None else ServeStats()
+    raw = socket.socket(fileno=os.dup(sock.fileno()))
+    try:
+        raw.setblocking(False)
+        loop = _serve_udp_compiled if fastpath.COMPILED else _serve_udp
+        fastpath.tell_once()
+        async with trio.open_nursery() as later:
+            datagrams = _Datagrams(
+                raw=raw, counts=counts, failures=ThrottledLog(), answer_fn=answer_fn,
+                transfers=transfers, limiter=limiter, later=later,
+            )
+            await loop(sock, raw, holder, datagrams)
+    finally:
+        raw.close()
+
+
+_Peer = tuple[str, int] | tuple[str, int, int, int]
+
+
+@attrs.frozen(kw_only=True)
+class _Datagrams:
+    """What both UDP drain loops do with a datagram Python answers, in one place: answer
+    it, offer a refused signed query to the transfers, rate-limit the response, send and
+    count it (now, or when a journal job gives it)."""
+
+    raw: socket.socket
+    counts: ServeStats
+    failures: ThrottledLog
+    answer_fn: AnswerFn
+    transfers: TransferFn | None
+    limiter: RateLimiter | None
+    later: trio.Nursery
+
+    def respond(
+        self, snapshot: Snapshot, query: bytes, peer_of: Callable[[], _Peer]
+    ) -> bytes | None:
+        """The response to send to the peer (``peer_of()``, asked only when needed), or
+        None when there is none to send now (dropped, failed, limited, or left to a
+        journal job that sends it later)."""
+        counts = self.counts
+        try:
+            response = self.answer_fn(snapshot, query, transport=Transport.UDP)
+        except Exception:
+            counts.udp_answer_errors += 1
+            self.failures.failure(Transport.UDP, query)
+            return None
+        if response is None:
+            counts.udp_dropped += 1
+            return None
+        transfers = self.transfers
+        if transfers is not None and response[3] & 0x0F in SECONDARIES_RCODES:
+            peer = peer_of()
+            signed = transfers.datagram(snapshot, query, str(peer[0]))
+            if callable(signed):
+                self.later.start_soon(self._send_later, signed, query, peer)
+                return None
+            response = signed or response
+        return self.limited(response, peer_of)
+
+    def limited(self, response: bytes, peer_of: Callable[[], _Peer]) -> bytes | None:
+        """The response as the limiter (if any) lets it go: itself, a slip, or None when
+        it drops it; counted either way."""
+        limiter = self.limiter
+        if limiter is None:
+            return response
+        limited = limiter.limit(response, peer_of()[0], trio.current_time())
+        if limited is None:
+            self.counts.udp_rate_dropped += 1
+        elif limited is not response:
+            self.counts.udp_rate_slipped += 1
+        return limited
+
+    def send(self, response: bytes, peer: _Peer) -> None:
+        """Send one response with ``sendto``, counted (the batched path counts in C)."""
+        counts = self.counts
+        try:
+            self.raw.sendto(response, peer)
+        except OSError:
+            # Send buffer full (EAGAIN) or an unroutable peer: UDP may lose it.
+            counts.udp_send_failures += 1
+            return
+        counts.udp_rcodes[response[3] & 0x0F] += 1
+        if response[2] & 0x02:
+            counts.udp_truncated += 1
+
+    async def _send_later(
+        self, job: Callable[[], Awaitable[bytes | None]], query: bytes, peer: _Peer
+    ) -> None:
+        """Send the response ``job`` gives (an IXFR over UDP answered from the journal)
+        as the drain loop sends one; a job that fails drops the query."""
+        try:
+            response = await job()
+        except Exception:
+            self.counts.udp_answer_errors += 1
+            self.failures.failure(Transport.UDP, query)
+            return
+        if response is None:
+            self.counts.udp_dropped += 1
+            return
+        limited = self.limited(response, lambda: peer)
+        if limited is not None:
+            self.send(limited, peer)
+
+
+async def _serve_udp(
+    sock: trio.socket.SocketType,
+    raw: socket.socket,
+    holder: IndexHolder,
+    datagrams: _Datagrams,
+) -> None:
+    recvfrom = raw.recvfrom
+    respond, send = datagrams.respond, datagrams.send
+    while True:
+        handled = 0
+        while handled < UDP_BATCH:
+            try:
+                query, peer = recvfrom(MAX_DATAGRAM)
+            except OSError:
+                # Would block (drained), or a pending socket error (e.g. an ICMP
+                # report) that the failing call consumed: wait for the next datagram.
+                break
+            handled += 1
+            response = respond(holder.snapshot, query, partial(_itself, peer))
+            if response is not None:
+                send(response, peer)
+        if handled == UDP_BATCH:
+            await trio.lowlevel.checkpoint()
+        else:
+            await trio.lowlevel.wait_readable(sock)
+
+
+def _itself(peer: _Peer) -> _Peer:
+    return peer
+
+
+async def _serve_udp_compiled(
+    sock: trio.socket.SocketType,
+    raw: socket.socket,
+    holder: IndexHolder,
+    datagrams: _Datagrams,
+) -> None:
+    """``_serve_udp`` through the compiled pump (``valis_core.dns.answer.fastpath``): a batch in
+    with one call, the questions the snapshot's table holds answered in C, the others
+    here exactly as ``_serve_udp`` answers them, the batch out with one call. The table
+    learns what ``answer`` kept after Python answers a question, and a new snapshot gets
+    a new table (and a snapshot's signer is its own). With a rate limiter or another
+    ``answer_fn`` there is no table: every datagram is answered here (still batched)."""
+    learn = fastpath.learn
+    pump = fastpath.pump(raw.fileno(), UDP_BATCH)
+    drain, reply, flush, peer_of = pump.drain, pump.reply, pump.flush, pump.peer
+    respond = datagrams.respond
+    counts = datagrams.counts
+    rcodes = counts.udp_rcodes
+    tabled = datagrams.answer_fn is answer and datagrams.limiter is None
+    served: Snapshot | None = None
+    table: Table | None = None
+    while True:
+        snapshot = holder.snapshot
+        if snapshot is not served:
+            served = snapshot
+            table = fastpath.shared_table(snapshot) if tabled else None
+        received, misses = drain(table)
+        counts.udp_compiled += received - len(misses)
+        for slot, query, key, wanted in misses:
+            response = respond(snapshot, query, partial(peer_of, slot))
+            if response is None:
+                continue
+            reply(slot, response)
+            if table is not None and (key is not None or wanted is not None):
+                learn(table, snapshot, key, wanted)
+        if received:
+            truncated, failed = flush(rcodes)
+            counts.udp_truncated += truncated
+            counts.udp_send_failures += failed
+        if received == UDP_BATCH:
+            await trio.lowlevel.checkpoint()
+        else:
+            await trio.lowlevel.wait_readable(sock)

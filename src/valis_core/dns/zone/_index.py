@@ -1,0 +1,136 @@
+"""The zone index: every served zone's records, checked once and looked up by hash.
+
+An index is built in one go from rows (``ZoneIndex.from_records``) or from RFC 1035
+master files (``ZoneIndex.from_zone_text``) by ``build``, and never changes
+afterwards; a reload builds a new index and the serve loop swaps it in whole.
+``ZoneIndex.with_owners_replaced`` makes the new version of one zone from the old one by
+replacing a few owners' records (``_patch``): its cost follows the owners changed,
+not the size of the zone, and its result is the index a full build would give.
+
+Both ``ServedZone`` and ``ZoneIndex`` are immutable by construction: a zone knows nothing
+of the index that serves it (the index keeps the map from each apex to the nearest
+enclosing zone it serves, ``parent_of``), so one zone can be shared by any number of
+index versions without a copy.
+
+Names are compared case-insensitively: the index keys every owner by its lowercased
+wire form, and answers carry owners in lowercase (the question itself is always echoed
+exactly as asked). Rdata keeps the case it was given.
+
+Every lookup the answer path makes is a dict or set probe: the records of each owner,
+the empty non-terminals, the delegation points and the DNAME owners are precomputed, so
+a query costs the same against a million-record zone as against a ten-record one. To
+keep a million records affordable, each owner's records are one ``bytes`` value (see
+``records``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from valis_core.dns.wire import names as wire
+from valis_core.dns.wire.records import RecordRow, ZoneError
+from valis_core.dns.zone._patch import replace_owners
+from valis_core.dns.zone._served import ServedZone
+from valis_core.dns.zone.build import Builder, read_master_into
+
+
+class ZoneIndex:
+    """Every served zone, immutable once built; ``zone_for`` finds the deepest one and
+    ``parent_of`` the zone enclosing another.
+
+    The answer path's cache of encoded responses is not here: it belongs to the
+    ``Snapshot`` serving this index (``valis_core.dns.answer.snapshot``).
+    """
+
+    __slots__ = ("_by_apex", "_origins", "_parents", "_record_count")
+
+    def __init__(self, zones: Iterable[ServedZone], record_count: int) -> None:
+        """Combine built zones (from this or other indexes: a zone belongs to none) into
+        one index. The ``from_*`` constructors are the usual way in."""
+        self._by_apex: dict[bytes, ServedZone] = {zone.apex: zone for zone in zones}
+        self._parents: dict[bytes, ServedZone] = {}
+        for apex in self._by_apex:
+            if apex != wire.ROOT:
+                above = self.zone_for(wire.parent(apex))
+                if above is not None:
+                    self._parents[apex] = above
+        self._origins = tuple(sorted(zone.origin for zone in self._by_apex.values()))
+        self._record_count = record_count
+
+    @classmethod
+    def from_records(cls, rows: Iterable[RecordRow]) -> ZoneIndex:
+        """Index rows spanning any number of zones; raise ``ZoneError`` on the first
+        zone that cannot be served."""
+        builder = Builder()
+        for row in rows:
+            builder.add_row(row)
+        return cls(*builder.finish())
+
+    @classmethod
+    def from_zone_text(cls, text: str, origin: str | None = None) -> ZoneIndex:
+        """Index one RFC 1035 master file (see ``parse_zone_text`` for ``origin``)."""
+        return cls.from_zone_texts([(text, origin)])
+
+    @classmethod
+    def from_zone_texts(cls, sources: Iterable[tuple[str, str | None]]) -> ZoneIndex:
+        """Index several master files, one zone each, as ``(text, origin)`` pairs."""
+        builder = Builder()
+        for text, origin in sources:
+            read_master_into(text, origin, builder.add_wire)
+        return cls(*builder.finish())
+
+    def with_owners_replaced(
+        self, zone: str, owners: Iterable[str], rows: Iterable[RecordRow]
+    ) -> ZoneIndex:
+        """A new index with ``owners`` (absolute names) of the served ``zone`` holding
+        exactly ``rows``; the other zones are shared. Raises ``ZoneError`` if the result
+        cannot be served, exactly when building the whole changed zone would,
+        ``ValueError`` for a row of another zone or of an owner not listed, and
+        ``KeyError`` for a zone this index does not serve. This index is left as it
+        was."""
+        try:
+            apex = wire.from_text(zone if zone.endswith(".") else zone + ".").lower()
+        except wire.BadName as exc:
+            raise ZoneError(zone, zone, f"bad zone name: {exc}") from None
+        old = self._by_apex.get(apex)
+        if old is None:
+            raise KeyError(zone)
+        keys = []
+        for owner in owners:
+            try:
+                keys.append(wire.from_text(owner).lower())
+            except wire.BadName as exc:
+                raise ZoneError(old.origin, owner, f"bad owner name: {exc}") from None
+        new = replace_owners(old, frozenset(keys), rows)
+        zones = [new if held is old else held for held in self._by_apex.values()]
+        return ZoneIndex(zones, self._record_count - old.record_count + new.record_count)
+
+    @property
+    def zones(self) -> tuple[str, ...]:
+        """The served zones' names, lowercase with a trailing dot, sorted."""
+        return self._origins
+
+    @property
+    def record_count(self) -> int:
+        """How many distinct records are served (duplicates in the input count once)."""
+        return self._record_count
+
+    def served(self) -> tuple[ServedZone, ...]:
+        """Every served zone."""
+        return tuple(self._by_apex.values())
+
+    def parent_of(self, zone: ServedZone) -> ServedZone | None:
+        """The nearest zone enclosing ``zone`` that this index also serves."""
+        return self._parents.get(zone.apex)
+
+    def zone_for(self, name: bytes) -> ServedZone | None:
+        """The deepest served zone at or above ``name`` (lowercased wire form)."""
+        zones = self._by_apex
+        i = 0
+        while True:
+            zone = zones.get(name[i:])
+            if zone is not None:
+                return zone
+            if not name[i]:
+                return None
+            i += name[i] + 1

@@ -1,0 +1,535 @@
+"""Building a zone index: reading master files and rows, checking every record once,
+and freezing each zone's lookup structures.
+
+Building refuses, with a ``ZoneError`` naming the zone, the owner and the reason,
+anything a zone cannot serve: no single SOA at the apex, no apex NS, a CNAME beside
+other data, data outside the zone or hidden beneath a DNAME, rdata that does not parse,
+and types that never live in a zone. Row names and names inside row rdata must be
+absolute (end with a dot); a master file may use relative names, which are made absolute
+against its origin as RFC 1035 says.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
+
+import attrs
+import dns.exception
+import dns.ipv4
+import dns.ipv6
+import dns.rdataclass
+import dns.rdatatype
+
+from valis_core.dns.wire import Emit, MasterFileError, Record
+from valis_core.dns.wire import names as wire
+from valis_core.dns.wire.master import read_master
+from valis_core.dns.wire.records import (
+    AAAA,
+    CNAME,
+    DNAME,
+    IN,
+    MAX_TTL,
+    NS,
+    NSEC,
+    OPT,
+    RR_HEAD,
+    RRSIG,
+    SOA,
+    A,
+    RecordRow,
+    RRset,
+    ZoneError,
+    decode_node,
+    is_wildcard,
+    merge_node,
+)
+from valis_core.dns.zone._served import ServedZone
+
+if TYPE_CHECKING:
+    import dns.rdata
+
+# dnspython's names and rdata (dns.name, dns.rdata) are imported where rows or unusual
+# rdata need them: checking or indexing a plain master file never loads them.
+
+_BESIDE_CNAME = frozenset({CNAME, RRSIG, NSEC})
+"""What may share an owner with a CNAME (RFC 1034 section 3.6.2, RFC 4035)."""
+
+
+def parse_zone_text(
+    text: str, origin: str | None = None, progress: ParseProgress | None = None
+) -> tuple[RecordRow, ...]:
+    """The records of an RFC 1035 master file, as rows with absolute names.
+
+    ``origin`` is the zone's name; relative names in the file are made absolute against
+    it (and against ``$ORIGIN`` lines). Without it, the zone is the owner of the file's
+    SOA record. ``$TTL``, ``$ORIGIN`` and ``$GENERATE`` are understood; ``$INCLUDE`` is
+    refused, because a zone must not read files the operator did not hand over.
+    ``progress(done, total)`` is called every ``PARSE_PROGRESS_EVERY`` records as they
+    are read (``total`` 0: not known yet) and then converted (a large zone takes seconds).
+    """
+    found: list[tuple[str, bytes, int, int, bytes]] = []
+
+    def keep(zone: str, owner: bytes, rtype: int, ttl: int, rdata: bytes) -> None:
+        found.append((zone, owner, rtype, ttl, rdata))
+
+    def keep_counting(zone: str, owner: bytes, rtype: int, ttl: int, rdata: bytes) -> None:
+        found.append((zone, owner, rtype, ttl, rdata))
+        if len(found) % PARSE_PROGRESS_EVERY == 0:
+            assert progress is not None
+            progress(len(found), 0)
+
+    read_master_into(text, origin, keep if progress is None else keep_counting)
+    rows = []
+    total = len(found)
+    names: dict[int, str] = {}
+    for done, (zone, owner, rtype, ttl, rdata) in enumerate(found, start=1):
+        if progress is not None and (done % PARSE_PROGRESS_EVERY == 0 or done == total):
+            progress(done, total)
+        name = names.get(rtype)
+        if name is None:
+            name = names[rtype] = dns.rdatatype.to_text(dns.rdatatype.RdataType.make(rtype))
+        rows.append(RecordRow(zone, wire.to_text(owner), name, ttl, _rdata_text(rtype, rdata)))
+    return tuple(rows)
+
+
+def _rdata_text(rtype: int, rdata: bytes) -> str:
+    """Rdata in presentation form as dnspython writes it; an IPv4 address directly, as
+    the bulk of a large zone is."""
+    if rtype == A and len(rdata) == 4:
+        return f"{rdata[0]}.{rdata[1]}.{rdata[2]}.{rdata[3]}"
+    import dns.rdata
+
+    kind = dns.rdatatype.RdataType.make(rtype)
+    return dns.rdata.from_wire(dns.rdataclass.IN, kind, rdata, 0, len(rdata)).to_text()
+
+
+_Sink = Callable[[str, bytes, int, int, bytes], object]
+ParseProgress = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` while a master file is parsed."""
+PARSE_PROGRESS_EVERY = 5000
+
+
+def read_master_into(text: str, origin: str | None, sink: _Sink) -> None:
+    """Parse a master file and feed each record to ``sink`` with the zone it belongs to."""
+    label = origin if origin is not None else "(zone named by its SOA)"
+    if origin is not None:
+        try:
+            origin = wire.to_text(wire.from_text(absolute(origin)).lower())
+        except wire.BadName as exc:
+            raise ZoneError(label, origin, f"bad origin: {exc}") from None
+        label = origin
+    records: list[Record] = []  # without an origin, the zone is known only at the end
+    emit: Emit = records.append
+    if origin is not None:
+        zone = origin
+
+        def forward(record: Record) -> None:
+            sink(zone, *record)
+
+        emit = forward
+    try:
+        read_master(text, origin, emit)
+    except MasterFileError as exc:
+        raise ZoneError(label, exc.where, f"master file does not parse: {exc.reason}") from None
+    if origin is None:
+        soa_owners = {owner.lower() for owner, rtype, _, _ in records if rtype == SOA}
+        if len(soa_owners) != 1:
+            raise ZoneError(
+                label,
+                "(file)",
+                "cannot tell which zone this file holds: it needs exactly one SOA record, "
+                "or give the origin explicitly",
+            )
+        named = wire.to_text(soa_owners.pop())
+        for record in records:
+            sink(named, *record)
+
+
+def absolute(name: str) -> str:
+    return name if name.endswith(".") else name + "."
+
+
+
+class _ZoneParts:
+    """One zone's records as they are added, kept so that freezing touches only the
+    owners it must: an owner holding a single record of a type the zone's structure does
+    not hang on is final as it was added (most owners of a large zone)."""
+
+    __slots__ = ("more", "nodes", "notable", "origin")
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        self.nodes: dict[bytes, bytes] = {}
+        """Each owner's first record, in the order owners first appeared."""
+        self.more: dict[bytes, bytearray] = {}
+        """Every record of each owner that has more than one."""
+        self.notable: set[bytes] = set()
+        """The owners ``freeze_node`` must see: those in ``more``, and those whose one
+        record is of a type ``freeze_node`` checks (NS, SOA, DNAME)."""
+
+
+_CHECKED_ALONE = frozenset({NS, SOA, DNAME})
+
+
+class Builder:
+    """Accumulates records per zone and owner, then checks and freezes them."""
+
+    def __init__(self) -> None:
+        self._zone_keys: dict[str, tuple[bytes, _ZoneParts]] = {}
+        self._zones: dict[bytes, _ZoneParts] = {}
+        self._types: dict[str, int] = {}
+        self._servable: set[int] = set()
+
+    def add_zone(self, zone: str) -> None:
+        """Include ``zone`` even if no record of it is added."""
+        self._zone(zone)
+
+    def apexes(self) -> set[bytes]:
+        return set(self._zones)
+
+    def owners(self, apex: bytes) -> dict[bytes, bytes | bytearray]:
+        """Each owner's records as added (in wire form, one after another)."""
+        parts = self._zones[apex]
+        return {**parts.nodes, **parts.more}
+
+    def _zone(self, zone: str) -> tuple[bytes, _ZoneParts]:
+        known = self._zone_keys.get(zone)
+        if known is not None:
+            return known
+        try:
+            apex = wire.from_text(absolute(zone)).lower()
+        except wire.BadName as exc:
+            raise ZoneError(zone, zone, f"bad zone name: {exc}") from None
+        parts = self._zones.setdefault(apex, _ZoneParts(wire.to_text(apex)))
+        self._zone_keys[zone] = (apex, parts)
+        return apex, parts
+
+    def _rtype(self, zone: str, owner: str, text: str) -> int:
+        known = self._types.get(text)
+        if known is not None:
+            return known
+        try:
+            rtype = int(dns.rdatatype.from_text(text.strip().upper()))
+        except (dns.exception.DNSException, ValueError):
+            raise ZoneError(zone, owner, f"unknown record type {text!r}") from None
+        reason = _unservable(rtype)
+        if reason is not None:
+            raise ZoneError(zone, owner, reason)
+        self._types[text] = rtype
+        return rtype
+
+    def add_row(self, row: RecordRow) -> None:
+        apex, parts = self._zone(row.zone)
+        try:
+            owner = wire.from_text(row.owner).lower()
+        except wire.BadName as exc:
+            raise ZoneError(parts.origin, row.owner, f"bad owner name: {exc}") from None
+        rtype = self._rtype(parts.origin, row.owner, row.rtype)
+        rdata = rdata_wire(parts.origin, row.owner, rtype, row.rdata)
+        self._put(apex, parts, owner, rtype, row.ttl, rdata)
+
+    def add_wire(self, zone: str, owner: bytes, rtype: int, ttl: int, rdata: bytes) -> bytes:
+        """Add one record read from a master file; return its owner's key (lowercased)."""
+        apex, parts = self._zone_keys.get(zone) or self._zone(zone)
+        if rtype not in self._servable:
+            reason = _unservable(rtype)
+            if reason is not None:
+                raise ZoneError(parts.origin, wire.to_text(owner), reason)
+            self._servable.add(rtype)
+        key = owner.lower()
+        self._put(apex, parts, key, rtype, ttl, rdata)
+        return key
+
+    def _put(  # noqa: PLR0917 - one record's fields, called from two places only
+        self, apex: bytes, parts: _ZoneParts, owner: bytes, rtype: int, ttl: int, rdata: bytes
+    ) -> None:
+        if not wire.is_at_or_below(owner, apex):
+            raise ZoneError(
+                parts.origin,
+                wire.to_text(owner),
+                "data outside the zone; put it in the zone that contains it",
+            )
+        if not 0 <= ttl <= MAX_TTL:
+            raise ZoneError(
+                parts.origin,
+                wire.to_text(owner),
+                f"TTL {ttl} is outside 0..{MAX_TTL} (RFC 2181)",
+            )
+        if len(rdata) > 65535:
+            raise ZoneError(parts.origin, wire.to_text(owner), "rdata longer than 65535 octets")
+        record = RR_HEAD.pack(rtype, IN, ttl, len(rdata)) + rdata
+        nodes = parts.nodes
+        held = nodes.get(owner)
+        if held is None:
+            nodes[owner] = record
+            if rtype in _CHECKED_ALONE:
+                parts.notable.add(owner)
+            return
+        more = parts.more.get(owner)
+        if more is None:
+            parts.more[owner] = bytearray(held) + record
+            parts.notable.add(owner)
+        else:
+            more += record
+
+    def freeze(
+        self, apex: bytes, refused: Callable[[bytes, ZoneError], None] | None = None
+    ) -> FrozenOwners:
+        """Freeze every owner of the zone at ``apex`` as ``freeze_node`` does. An owner
+        that may not hold what it holds is refused with its ``ZoneError``, or, given
+        ``refused`` (a check reporting every fault), handed to it and left out."""
+        parts = self._zones[apex]
+        frozen = dict(parts.nodes)  # the owners not notable are final already
+        cuts: set[bytes] = set()
+        dnames: set[bytes] = set()
+        count = len(frozen) - len(parts.notable)
+        notable = parts.notable
+        for owner in [owner for owner in frozen if owner in notable]:  # in the file's order
+            held = parts.more.get(owner) or frozen[owner]
+            try:
+                blob, types, records = freeze_node(parts.origin, apex, owner, held)
+            except ZoneError as exc:
+                if refused is None:
+                    raise
+                refused(owner, exc)
+                del frozen[owner]
+                continue
+            frozen[owner] = blob
+            count += records
+            if NS in types and owner != apex:
+                cuts.add(owner)
+            if DNAME in types:
+                dnames.add(owner)
+        return FrozenOwners(frozen, cuts, dnames, count)
+
+    def finish(self) -> tuple[list[ServedZone], int]:
+        """Every zone added, frozen, and how many records they hold (a ``ZoneIndex``'s
+        makings)."""
+        zones = []
+        count = 0
+        for apex, parts in self._zones.items():
+            zone, records = _freeze_zone(parts.origin, apex, self.freeze(apex))
+            zones.append(zone)
+            count += records
+        return zones, count
+
+
+def _unservable(rtype: int) -> str | None:
+    """Why a type can never be zone data, or None if it can."""
+    kind = dns.rdatatype.RdataType.make(rtype)
+    if rtype in (0, OPT) or dns.rdatatype.is_metatype(kind):
+        return f"type {dns.rdatatype.to_text(kind)} is a query or transport type, never zone data"
+    return None
+
+
+def rdata_wire(zone: str, owner: str, rtype: int, text: str) -> bytes:
+    """Rdata in wire form from its presentation form; addresses take a short cut."""
+    import dns.name
+    import dns.rdata
+
+    try:
+        if rtype == A:
+            return dns.ipv4.inet_aton(text.strip())
+        if rtype == AAAA:
+            return dns.ipv6.inet_aton(text.strip())
+        kind = dns.rdatatype.RdataType.make(rtype)
+        return _rdata_bytes(dns.rdata.from_text(dns.rdataclass.IN, kind, text, origin=None))
+    except dns.name.NeedAbsoluteNameOrOrigin:
+        reason = "names in rdata must be absolute (end with a dot)"
+    except (dns.exception.DNSException, ValueError, UnicodeError) as exc:
+        reason = str(exc) or type(exc).__name__
+    name = dns.rdatatype.to_text(dns.rdatatype.RdataType.make(rtype))
+    raise ZoneError(zone, owner, f"cannot parse {name} rdata {text!r}: {reason}")
+
+
+def _rdata_bytes(rdata: dns.rdata.Rdata) -> bytes:
+    data = rdata.to_wire()
+    assert data is not None  # no file given, so dnspython returns the bytes
+    return data
+
+
+def _freeze_zone(origin: str, apex: bytes, owners: FrozenOwners) -> tuple[ServedZone, int]:
+    """Check one zone's frozen owners and build its lookup structures; return it and its
+    record count."""
+    frozen = owners.nodes
+    soa, negative_ttl = check_apex(origin, frozen.get(apex, b""))
+    empty, children = _tree(apex, frozen)
+    for owner, dname in occluded(apex, frozen, owners.dnames):
+        refuse_occluded(origin, owner, dname)
+    zone = ServedZone(
+        origin=origin,
+        apex=apex,
+        nodes=frozen,
+        empty_nonterminals=frozenset(empty),
+        cuts=frozenset(owners.cuts),
+        dnames=frozenset(owners.dnames),
+        soa=soa,
+        negative_ttl=negative_ttl,
+        children=children,
+        wildcards=sum(1 for name in itertools.chain(frozen, empty) if is_wildcard(name)),
+        record_count=owners.count,
+    )
+    return zone, owners.count
+
+
+@attrs.frozen
+class FrozenOwners:
+    """A zone's owners in their final encoding, with what its structure hangs on."""
+
+    nodes: dict[bytes, bytes]
+    cuts: set[bytes]
+    """Owners below the apex holding NS: delegations."""
+    dnames: set[bytes]
+    count: int
+    """Records, duplicates dropped."""
+
+
+def freeze_node(
+    origin: str, apex: bytes, owner: bytes, held: bytes | bytearray
+) -> tuple[bytes, Iterable[int], int]:
+    """One owner's final encoding, the types that matter to the zone's structure (all of
+    them, or a single record's type) and its record count; refuse what an owner may not
+    hold."""
+    if isinstance(held, bytes):
+        # One record (a second one turns the value into a bytearray): already final.
+        rtype = RR_HEAD.unpack_from(held)[0]
+        if rtype in (NS, DNAME, SOA):
+            _check_node(origin, apex, owner, decode_node(held))
+        return held, (rtype,), 1
+    sets, blob = merge_node(bytes(held))
+    _check_node(origin, apex, owner, sets)
+    return blob, sets.keys(), sum(len(rdatas) for _, rdatas in sets.values())
+
+
+def check_apex(origin: str, blob: bytes) -> tuple[bytes, int]:
+    """The apex's SOA rdata and the zone's negative TTL; refuse an apex without SOA/NS."""
+    apex_sets = decode_node(blob)
+    if SOA not in apex_sets:
+        raise ZoneError(origin, origin, "no SOA record at the apex; add one")
+    if NS not in apex_sets:
+        raise ZoneError(origin, origin, "no NS records at the apex; add the zone's name servers")
+    soa_ttl, (soa_rdata,) = apex_sets[SOA]
+    minimum = struct.unpack_from("!I", soa_rdata, len(soa_rdata) - 4)[0]
+    return soa_rdata, min(soa_ttl, minimum)
+
+
+def _type_names(types: Iterable[int]) -> str:
+    return ", ".join(dns.rdatatype.to_text(dns.rdatatype.RdataType.make(t)) for t in types)
+
+
+def _check_node(origin: str, apex: bytes, owner: bytes, sets: dict[int, RRset]) -> None:
+    name = wire.to_text(owner)
+    if SOA in sets:
+        if owner != apex:
+            raise ZoneError(
+                origin,
+                name,
+                "SOA record below the apex; an SOA belongs only at its zone's own name "
+                "(serve the child as a zone of its own)",
+            )
+        if len(sets[SOA][1]) != 1:
+            raise ZoneError(origin, name, "more than one SOA record at the apex; keep one")
+    if CNAME in sets:
+        others = [t for t in sets if t not in _BESIDE_CNAME]
+        if others:
+            raise ZoneError(
+                origin,
+                name,
+                f"CNAME beside other data ({_type_names(others)}); a name with a CNAME "
+                "may hold nothing else, so remove one or the other",
+            )
+        if len(sets[CNAME][1]) != 1:
+            raise ZoneError(origin, name, "more than one CNAME record; a name may have one")
+    if DNAME in sets and len(sets[DNAME][1]) != 1:
+        raise ZoneError(origin, name, "more than one DNAME record; a name may have one")
+
+
+def _tree(apex: bytes, nodes: Mapping[bytes, bytes]) -> tuple[set[bytes], dict[bytes, int]]:
+    """The empty non-terminals (names with no records of their own but something beneath
+    them) and, for each name with something beneath it, how many existing names lie one
+    label below it. The apex always exists and is never an empty non-terminal."""
+    empty: set[bytes] = set()
+    children: dict[bytes, int] = {}
+    for owner in nodes:
+        appear(apex, owner, nodes, empty, children)
+    return empty, children
+
+
+def appear(
+    apex: bytes,
+    owner: bytes,
+    nodes: Mapping[bytes, bytes],
+    empty: set[bytes],
+    children: dict[bytes, int],
+) -> int:
+    """Account for ``owner`` coming into existence (it now has data and did not exist);
+    return how many wildcard names came into existence with it."""
+    added = int(is_wildcard(owner))
+    name = owner
+    while name != apex:
+        up = wire.parent(name)
+        children[up] = children.get(up, 0) + 1
+        if up == apex or up in nodes or up in empty:
+            break
+        empty.add(up)
+        added += is_wildcard(up)
+        name = up
+    return added
+
+
+def vanish(
+    apex: bytes,
+    owner: bytes,
+    nodes: Mapping[bytes, bytes],
+    children: dict[bytes, int],
+    empty: set[bytes],
+) -> int:
+    """Account for ``owner`` ceasing to exist (no data left, nothing beneath it); return
+    how many wildcard names ceased to exist with it."""
+    removed = int(is_wildcard(owner))
+    name = owner
+    while name != apex:
+        up = wire.parent(name)
+        left = children[up] - 1
+        if left:
+            children[up] = left
+            break
+        del children[up]
+        if up == apex or up in nodes:
+            break
+        empty.discard(up)  # an empty non-terminal with nothing beneath it any more
+        removed += is_wildcard(up)
+        name = up
+    return removed
+
+
+def occluded(
+    apex: bytes, nodes: Iterable[bytes], dnames: set[bytes]
+) -> Iterator[tuple[bytes, bytes]]:
+    """RFC 6672 section 2.4: nothing may exist beneath a DNAME, since it is never seen.
+    Each owner of ``nodes`` that does, with the DNAME owner above it."""
+    if not dnames:
+        return
+    for owner in nodes:
+        name = owner
+        while name != apex:
+            name = wire.parent(name)
+            if name in dnames:
+                yield owner, name
+                break
+
+
+def refuse_occluded(origin: str, owner: bytes, dname: bytes) -> None:
+    raise occlusion_error(origin, owner, dname)
+
+
+def occlusion_error(origin: str, owner: bytes, dname: bytes) -> ZoneError:
+    return ZoneError(
+        origin,
+        wire.to_text(owner),
+        f"data beneath the DNAME at {wire.to_text(dname)} is never served "
+        "(RFC 6672); remove it or the DNAME",
+    )

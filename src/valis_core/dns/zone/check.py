@@ -1,0 +1,344 @@
+"""Judging a master file the way an operator needs before a change: every error with
+its line, and warnings about what serves but is probably not meant.
+
+The normal build (``build``) stops at the first refusal and stays fast; this check
+reads the file once more with the reader's collecting mode, puts each record through the
+same ``Builder`` checks, and freezes the owners with the same ``Builder.freeze``,
+``check_apex`` and ``occluded``, noting every refusal where the build stops at the first,
+so a file passes here exactly when ``valis zone import`` would take it.
+Warnings never fail a check: TTLs that differ within an RRset, duplicate records,
+delegations without the glue they need, and relative names that look like a forgotten
+trailing dot.
+"""
+
+from __future__ import annotations
+
+import attrs
+import dns.rdatatype
+
+from valis_core.dns.wire import MasterFileError, Record
+from valis_core.dns.wire import names as wire
+from valis_core.dns.wire.master import read_master
+from valis_core.dns.wire.records import (
+    AAAA,
+    CNAME,
+    DNAME,
+    MX,
+    NS,
+    PTR,
+    SOA,
+    SRV,
+    A,
+    ZoneError,
+    decode_node,
+)
+from valis_core.dns.zone.build import (
+    Builder,
+    absolute,
+    check_apex,
+    occluded,
+    occlusion_error,
+)
+
+_NAME_AT = {NS: 0, CNAME: 0, PTR: 0, MX: 2, SRV: 6, DNAME: 0}
+"""Types whose rdata holds a name, and the offset of that name in their wire form."""
+
+_TLDS = frozenset(
+    [
+        "com",
+        "net",
+        "org",
+        "edu",
+        "gov",
+        "mil",
+        "int",
+        "arpa",
+        "info",
+        "biz",
+        "io",
+        "uk",
+        "de",
+        "fr",
+        "nl",
+        "eu",
+        "jp",
+        "cn",
+        "ru",
+        "br",
+        "au",
+        "ca",
+        "ch",
+    ]
+)
+"""Last labels that make a relative name look like an absolute one missing its dot."""
+
+
+@attrs.frozen
+class Finding:
+    """One problem, at the line of the record it concerns (``None``: the whole file)."""
+
+    line: int | None
+    message: str
+
+
+@attrs.frozen
+class ZoneCheck:
+    zone: str | None
+    records: int
+    errors: tuple[Finding, ...]
+    warnings: tuple[Finding, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+class _Lines:
+    """Where each owner, RRset and record first appears, for placing findings and for
+    the warnings that compare a record with those before it.
+
+    Only an owner's first record is noted until a second one comes (most owners of a
+    large zone hold one record); the second notes the first one's RRset and record
+    then, so every comparison is made as if all had been noted all along."""
+
+    def __init__(self, records: list[Record], positions: list[int]) -> None:
+        self.records = records
+        self.positions = positions
+        self.first: dict[bytes, int] = {}  # owner -> index of its first record
+        self.second: dict[bytes, int] = {}  # an owner's second line: where clashes arise
+        self.rrset: dict[tuple[bytes, int], tuple[int, int]] = {}  # (ttl, line)
+        self.record: dict[tuple[bytes, int, bytes], int] = {}
+
+    def owner_line(self, owner: bytes) -> int | None:
+        first = self.first.get(owner)
+        return None if first is None else self.positions[first]
+
+    def rrset_line(self, owner: bytes, rtype: int) -> int | None:
+        held = self.rrset.get((owner, rtype))
+        if held is not None:
+            return held[1]
+        first = self.first.get(owner)  # an owner of one record has no RRsets noted
+        if first is None or self.records[first][1] != rtype:
+            return None
+        return self.positions[first]
+
+
+def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
+    """Every error and warning of one master file holding one zone (``origin``, or the
+    owner of its SOA when ``None``)."""
+    errors: list[Finding] = []
+    warnings: list[Finding] = []
+    if origin is not None:
+        try:
+            origin = wire.to_text(wire.from_text(absolute(origin)).lower())
+        except wire.BadName as exc:
+            return ZoneCheck(origin, 0, (Finding(None, f"bad origin {origin!r}: {exc}"),), ())
+    records: list[Record] = []
+    problems: list[MasterFileError] = []
+    positions: list[int] = []
+    read_master(text, origin, records.append, problems=problems, positions=positions)
+    errors += [Finding(problem.line, problem.reason) for problem in problems]
+    if origin is None:
+        soa_owners = {owner.lower() for owner, rtype, _, _ in records if rtype == SOA}
+        if len(soa_owners) != 1:
+            errors.append(
+                Finding(
+                    None,
+                    "cannot tell which zone this file holds: it needs exactly one SOA "
+                    "record, or give the origin (--origin, $ORIGIN, or the file's name)",
+                )
+            )
+            return ZoneCheck(None, len(records), tuple(errors), ())
+        origin = wire.to_text(soa_owners.pop())
+    apex = wire.from_text(origin).lower()
+    builder = Builder()
+    builder.add_zone(origin)
+    lines = _Lines(records, positions)
+    source = text.split("\n")
+    undotted: set[bytes] = set()  # owners that look written without their trailing dot
+    # A name one label below the apex looks undotted only if that label ends with the
+    # origin's labels (written twice), which a label shorter than them cannot: most
+    # owners of a large zone are such names, and need no closer look.
+    short = len(apex) - 1
+    for index, (owner, rtype, ttl, rdata) in enumerate(records):
+        line = positions[index]
+        try:
+            key = builder.add_wire(origin, owner, rtype, ttl, rdata)
+        except ZoneError as exc:
+            errors.append(Finding(line, exc.reason if exc.owner == origin else _say(exc)))
+            continue
+        first = lines.first.setdefault(key, index)
+        if first == index:  # the owner's first record: nothing to compare it with yet
+            below = len(key) - len(apex)
+            if (
+                (below != key[0] + 1 or below >= short)
+                and _looks_undotted(key, apex)
+                and not _written_dotted(source, line, key)
+            ):
+                undotted.add(key)
+                warnings.append(_undotted(origin, owner, line))
+        else:
+            _note_again(lines, key, index, first, warnings)
+            if key in undotted:
+                warnings.append(_undotted(origin, owner, line))
+        if rtype in _NAME_AT:
+            target = _target(rtype, rdata)
+            if (
+                target is not None
+                and _looks_undotted(target.lower(), apex)
+                and not _written_dotted(source, line, target)
+            ):
+                warnings.append(_undotted(origin, target, line))
+    count = _check_nodes(builder, origin, apex, lines, errors, warnings)
+    ordered = sorted(errors, key=_order)
+    return ZoneCheck(origin, count, tuple(ordered), tuple(sorted(warnings, key=_order)))
+
+
+def _order(finding: Finding) -> tuple[int, str]:
+    return (finding.line if finding.line is not None else 0, finding.message)
+
+
+def _say(exc: ZoneError) -> str:
+    return f"{exc.owner}: {exc.reason}"
+
+
+def _note_again(
+    lines: _Lines, owner: bytes, index: int, first: int, warnings: list[Finding]
+) -> None:
+    """Note another record of an owner already seen, and warn of a TTL differing from
+    its RRset's or a record stated twice."""
+    line = lines.positions[index]
+    if owner not in lines.second:
+        _note(lines, owner, first, warnings)  # the first record, noted only now
+    if lines.positions[first] != line:
+        lines.second.setdefault(owner, line)
+    _note(lines, owner, index, warnings)
+
+
+def _note(lines: _Lines, owner: bytes, index: int, warnings: list[Finding]) -> None:
+    _, rtype, ttl, rdata = lines.records[index]
+    line = lines.positions[index]
+    held = lines.rrset.setdefault((owner, rtype), (ttl, line))
+    if held[1] == line:
+        lines.record[owner, rtype, rdata] = line
+        return  # the first record of its RRset: nothing to compare it with
+    if held[0] != ttl:
+        served = min(ttl, held[0])
+        warnings.append(
+            Finding(
+                line,
+                f"TTL {ttl} differs from TTL {held[0]} of the {_rrset_name(owner, rtype)} "
+                f"RRset on line {held[1]}; the whole RRset is served with {served} (RFC 2181)",
+            )
+        )
+    first = lines.record.setdefault((owner, rtype, rdata), line)
+    if first != line:
+        warnings.append(
+            Finding(
+                line,
+                f"duplicate {_rrset_name(owner, rtype)} record (also on line {first}); served once",
+            )
+        )
+
+
+def _rrset_name(owner: bytes, rtype: int) -> str:
+    return f"{wire.to_text(owner)} {dns.rdatatype.to_text(dns.rdatatype.RdataType.make(rtype))}"
+
+
+def _target(rtype: int, rdata: bytes) -> bytes | None:
+    """The name a record's rdata points at (the reader wrote it uncompressed)."""
+    try:
+        return wire.read_name(rdata, _NAME_AT[rtype])[0]
+    except IndexError:
+        return None
+
+
+def _undotted(origin: str, name: bytes, line: int) -> Finding:
+    """The warning about a name that looks written without its trailing dot."""
+    text = wire.to_text(name)
+    meant = text[: -len(origin)] if origin != "." else text
+    return Finding(
+        line,
+        f"{text} looks like a relative name missing its trailing dot; "
+        f"if {meant} is meant, write it with the dot",
+    )
+
+
+_MAX_RECORD_LINES = 100
+"""Lines a parenthesised record is read across when looking for how a name was written."""
+
+
+def _written_dotted(source: list[str], line: int, name: bytes) -> bool:
+    """Whether the record starting at ``line`` (1-based) of ``source`` writes ``name``
+    whole, with its trailing dot: then it was meant absolute, however it looks."""
+    whole = wire.to_text(name).lower()
+    depth = 0
+    for text in source[line - 1 : line - 1 + _MAX_RECORD_LINES]:
+        data = text.split(";", 1)[0]
+        if whole in data.replace("(", " ").replace(")", " ").lower().split():
+            return True
+        depth += data.count("(") - data.count(")")
+        if depth <= 0:
+            return False
+    return False
+
+
+def _looks_undotted(name: bytes, apex: bytes) -> bool:
+    if apex == b"\x00" or len(name) <= len(apex) or not name.endswith(apex):
+        return False
+    relative = name[: -len(apex)]
+    if relative.endswith(apex[:-1]):
+        return True  # the origin written twice: www.example.com.example.com.
+    if relative[0] + 1 == len(relative):
+        return False  # one label: an ordinary relative name
+    last = 0
+    i = 0
+    while i < len(relative):  # bounded: each step moves past one label
+        last = i
+        i += relative[i] + 1
+    return relative[last + 1 :].decode("ascii", "replace").lower() in _TLDS
+
+
+def _check_nodes(  # noqa: PLR0917 - the check's state, handed on
+    builder: Builder,
+    origin: str,
+    apex: bytes,
+    lines: _Lines,
+    errors: list[Finding],
+    warnings: list[Finding],
+) -> int:
+    """Freeze each owner as the build does, noting every refusal; return the records."""
+
+    def refused(owner: bytes, exc: ZoneError) -> None:
+        errors.append(Finding(lines.second.get(owner, lines.owner_line(owner)), _say(exc)))
+
+    owners = builder.freeze(apex, refused)
+    frozen = owners.nodes
+    try:
+        check_apex(origin, frozen.get(apex, b""))
+    except ZoneError as exc:
+        errors.append(Finding(lines.owner_line(apex), exc.reason))
+    for owner, dname in occluded(apex, frozen, owners.dnames):
+        errors.append(Finding(lines.owner_line(owner), _say(occlusion_error(origin, owner, dname))))
+    for cut in sorted(owners.cuts):
+        _glue_warnings(cut, frozen, lines, warnings)
+    return owners.count
+
+
+def _glue_warnings(
+    cut: bytes, frozen: dict[bytes, bytes], lines: _Lines, warnings: list[Finding]
+) -> None:
+    """A delegation to a name server inside the delegated zone needs its address here."""
+    for rdata in decode_node(frozen[cut])[NS][1]:
+        server = rdata.lower()
+        if not wire.is_at_or_below(server, cut):
+            continue
+        held = frozen.get(server)
+        if held is None or not {A, AAAA} & decode_node(held).keys():
+            warnings.append(
+                Finding(
+                    lines.rrset_line(cut, NS),
+                    f"delegation {wire.to_text(cut)} NS {wire.to_text(server)} has no glue; "
+                    f"add an A or AAAA record for {wire.to_text(server)}",
+                )
+            )
