@@ -16,8 +16,8 @@ import dns.rdatatype
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.property.random_zones import make_valid, mixed_case
 from tests.property.reference_resolver import Expected, Record, Reference
-from tests.property.test_answer_properties import make_valid, mixed_case
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.records import RecordRow
 from valis_core.dns.snapshot import Snapshot

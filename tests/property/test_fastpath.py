@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.property.test_answer_properties import queries, zones
+from tests.property.random_zones import queries, zones
 from valis_core.dns import dnssec, fastpath
 from valis_core.dns._fastpath import Table
 from valis_core.dns.answer import Transport, answer

@@ -30,13 +30,13 @@ import attrs
 import pytest
 
 from tests.conftest import require_root
-from tests.property.test_systemd_units import FULCRUM_UNIT
 from tests.scenario.frozen_build import VERSION, PlainBuild, delivery_of
 from tests.scenario.operator_state_helpers import EXAMPLE_WWW, EXAMPLE_ZONE, import_zone
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
 from tests.scenario.proving_ground import UNIT_IP, Ground, dig, unit_config_text
 from tests.scenario.proving_ground import sweep_stale as sweep_stale_grounds
 from tests.scenario.systemd_container import Bind, SystemdContainer, sweep_stale
+from tests.unit_files import FULCRUM_UNIT
 from valis_core.operator_state.schema import migrate
 from valis_core.operator_state.site_facts import parse_site_facts, render_site_facts
 from valis_core.state_layout import CONFIG_FILE, CONFIG_STORE
