@@ -36,6 +36,8 @@ import dns.message
 import dns.query
 import dns.rdatatype
 
+from tests.dns_ask import over_tcp, over_udp
+from tests.scenario.bounded_wait import until
 from tests.scenario.pg import RUN_USER
 from valis_core.dns import listen
 
@@ -43,6 +45,7 @@ REPO = Path(__file__).resolve().parents[2]
 RUNTIME_ENV = "VALIS_TEST_RUNTIME"
 BOOT_TIMEOUT = 60.0
 EXIT_TIMEOUT = 30.0
+ASK_TIMEOUT = 5.0
 
 
 @functools.cache
@@ -244,10 +247,13 @@ class Resident:
 
     def ask(self, name: str, rtype: str = "A", *, tcp: bool = False) -> dns.message.Message:
         assert self.port is not None
-        query = dns.message.make_query(name, dns.rdatatype.from_text(rtype))
-        if tcp:
-            return dns.query.tcp(query, "127.0.0.1", port=self.port, timeout=5)
-        return dns.query.udp(query, "127.0.0.1", port=self.port, timeout=5)
+        return (over_tcp if tcp else over_udp)(self.port, name, rtype, timeout=ASK_TIMEOUT)
+
+    def reload(self, done_when: str) -> None:
+        """SIGHUP the resident and wait (bounded) for the log line that ends the reload."""
+        seen = self.stderr().count(done_when)
+        self.proc.send_signal(signal.SIGHUP)
+        until(lambda: self.stderr().count(done_when) > seen, f"{done_when!r} logged")
 
     def stop(self) -> None:
         """Make sure the process and its session are gone (test cleanup)."""
