@@ -29,6 +29,7 @@ import dns.rdatatype
 import pytest
 
 from tests.conftest import require_root
+from tests.dns_ask import over_udp
 from tests.scenario.loopback_serve import free_port
 from tests.scenario.module_dist import HELLO, hello_wheel, pin_of, publish
 from tests.scenario.operator_state_helpers import soa_zone
@@ -182,8 +183,7 @@ def restore_request(backed_up: VerifiedBackup) -> CondenseRequest:
 
 
 def ask_soa(port: int, timeout: float = 5) -> dns.message.Message:
-    query = dns.message.make_query(ZONE, dns.rdatatype.SOA)
-    return dns.query.udp(query, "127.0.0.1", port=port, timeout=timeout)
+    return over_udp(port, ZONE, "SOA", timeout=timeout)
 
 
 @contextlib.contextmanager

@@ -33,7 +33,7 @@ import trio.testing
 
 from tests.scenario.pg import RUN_USER, run_as
 from tests.scenario.resident_harness import Harness, Resident, make_state_dir, site_facts
-from tests.scenario.test_serve_wire import ZONE_FILE, start_server, stop_server, valis_command
+from tests.scenario.serve_process import ZONE_FILE, start_server, stop_server, valis_command
 from valis_core.dns.limited_udp import LimitedUdp
 from valis_core.dns.listen import bind_dns_pair
 from valis_core.dns.rrl import RateLimiter, RrlSettings
