@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.property.random_zones import queries, zones
+from tests.property.two_zones import PLAIN, SIGNED, TWO_ZONES
 from valis_core.dns import dnssec, fastpath
 from valis_core.dns._fastpath import Table
 from valis_core.dns.answer import Transport, answer
@@ -390,20 +391,6 @@ def test_with_some_zones_signed_what_c_answers_is_what_answer_gives_with_the_sig
         message = dns.message.from_wire(query)
         if message.ednsflags & dns.flags.DO and signed_zone_asked(snapshot, query):
             assert table.ask(query)[0] is None, "C answered a DO=1 question to a signed zone"
-
-
-SIGNED = "signed.example."
-PLAIN = "plain.example."
-TWO_ZONES = [
-    RecordRow(origin, name, rtype, 3600, rdata)
-    for origin in (SIGNED, PLAIN)
-    for name, rtype, rdata in (
-        (origin, "SOA", f"ns.{origin} h.{origin} 1 2 3 4 300"),
-        (origin, "NS", f"ns.{origin}"),
-        (f"ns.{origin}", "A", "192.0.2.53"),
-        (f"www.{origin}", "A", "192.0.2.80"),
-    )
-]
 
 
 def two_zones(nsec3: bool = False) -> Snapshot:

@@ -25,9 +25,9 @@ import pytest
 import trio
 
 from tests.property.dnssec_check import validate_sections
-from tests.property.test_fastpath import PLAIN, SIGNED, TWO_ZONES
+from tests.property.two_zones import PLAIN, SIGNED, TWO_ZONES
+from tests.scenario.loopback_serve import LIMIT, index_with_www, serving, www_query
 from tests.scenario.operator_state_helpers import addresses
-from tests.scenario.test_serve_loops import LIMIT, index_with_www, serving, www_query
 from valis_core.dns import dnssec, fastpath
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.serve import ServeStats, serve_udp
