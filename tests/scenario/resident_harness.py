@@ -269,6 +269,25 @@ class Resident:
                 os.kill(pid, signal.SIGKILL)
 
 
+def assert_failed_closed(
+    resident: Resident, stage: str, cause: str, *, status: int | None = None
+) -> None:
+    """The resident failed closed at ``stage``, its last line naming ``cause`` (with exit
+    ``status`` when given): never ready, its port free, no fabric, no process left."""
+    exited = resident.wait_exit()
+    assert exited != 0, resident.stderr()
+    if status is not None:
+        assert exited == status, resident.stderr()
+    line = resident.last_line()
+    assert line.startswith(f"valis: {stage}: "), resident.stderr()
+    assert cause in line
+    assert not resident.notify.seen("READY")
+    if resident.port is not None:
+        assert port_is_free(resident.port)
+    assert not (resident.state_dir / "fabric.json").exists()
+    assert session_processes(resident.pid) == []
+
+
 @attrs.define
 class Harness:
     """Starts residents with a fresh notify socket each; stops them all at the end."""
