@@ -41,6 +41,7 @@ from tests.scenario.resident_harness import (
     session_processes,
     site_facts,
 )
+from tests.scenario.setpriv_launcher import LAUNCHER
 from valis_core.acting_as import acting_as
 from valis_core.apply.unit_control import ProcessUnitController
 from valis_core.dns.zone_build import parse_zone_text
@@ -76,19 +77,6 @@ from valis_core.store.head import materialise_genesis, read_store_head
 
 ZONE = "example.test."
 HOLDER = "node-a@loopback"
-
-LAUNCHER = """
-import os, socket, sys
-from pathlib import Path
-from valis_core.dev_launcher import bind_dns_pair, resident_argv
-port, state_dir, uid, gid, runtime = sys.argv[1:6]
-udp, tcp = bind_dns_pair(socket.AF_INET, "127.0.0.1", int(port))
-for sock in (udp, tcp):
-    os.set_inheritable(sock.fileno(), True)
-argv = resident_argv([runtime], udp.fileno(), tcp.fileno(), int(port), Path(state_dir))
-os.execvp("setpriv", ["setpriv", "--reuid=" + uid, "--regid=" + gid, "--init-groups", "--",
-                      *argv])
-"""
 
 
 def run_account() -> tuple[int, int]:

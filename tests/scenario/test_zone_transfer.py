@@ -26,6 +26,8 @@ import pytest
 import trio
 
 from tests.conftest import require_root
+from tests.scenario.located_node import ADDRESS_A, ADDRESS_B
+from tests.scenario.located_node import Node as EvacuatedNode
 from tests.scenario.nsd_conf import nsd_server
 from tests.scenario.operator_state_helpers import EXAMPLE_WWW, import_zone, soa_zone
 from tests.scenario.pg import RUN_USER, PgCluster, valis
@@ -38,8 +40,6 @@ from tests.scenario.resident_harness import (
     resident_runtime,
     site_facts,
 )
-from tests.scenario.test_condense_evacuate import ADDRESS_A, ADDRESS_B
-from tests.scenario.test_condense_evacuate import Node as EvacuatedNode
 from valis_core.dns.notify_send import ChangeWatch, NotifySender
 from valis_core.dns.zone import ZoneIndex
 from valis_core.fence import FenceState
