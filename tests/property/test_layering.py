@@ -13,12 +13,12 @@ cannot fail is found out here rather than trusted.
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
-import attrs
 import pytest
+
+from tests.import_graph import Edge, import_graph, module_name, modules
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -72,51 +72,6 @@ IO_MODULES = frozenset({
     "fcntl", "select", "selectors", "urllib.request", "http", "valis_core.atomic",
 })
 """Modules whose import means doing IO (``pathlib`` is allowed: a path is a value)."""
-
-
-@attrs.frozen
-class Edge:
-    """``importer`` imports ``imported`` (a module, or a package's submodule)."""
-
-    importer: str
-    imported: str
-
-
-def module_name(path: Path, root: Path) -> str:
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def imports_of(name: str, source: str, *, package: bool) -> Iterator[str]:
-    """Every module ``source`` imports, absolute, including those inside functions."""
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = name.split(".") if package else name.split(".")[:-1]
-                base = base[: len(base) - (node.level - 1)]
-                module = ".".join([*base, node.module] if node.module else base)
-            else:
-                module = node.module or ""
-            yield module
-            # ``from pkg import sub`` may name a submodule.
-            yield from (f"{module}.{alias.name}" for alias in node.names)
-
-
-def modules(root: Path) -> set[str]:
-    return {module_name(path, root) for path in root.rglob("*.py")}
-
-
-def import_graph(root: Path) -> set[Edge]:
-    edges = set()
-    for path in root.rglob("*.py"):
-        name = module_name(path, root)
-        for imported in imports_of(name, path.read_text(), package=path.name == "__init__.py"):
-            edges.add(Edge(name, imported))
-    return edges
 
 
 def within(module: str, prefix: str) -> bool:
