@@ -29,7 +29,7 @@ from valis_core.dns.zone import ZoneIndex
 # By path: the package's face exports the ``answer`` function under the module's name.
 answer_module = importlib.import_module("valis_core.dns.answer")
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def authoritative(rows: list[RecordRow], qname: dns.name.Name, qtype: int) -> bool | None:
@@ -126,13 +126,13 @@ EXAMPLE = ZoneIndex.from_records(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(st.binary(max_size=300))
 def test_random_bytes_never_raise(query: bytes) -> None:
     never_raises(query)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(st.binary(min_size=12, max_size=12), st.binary(max_size=80))
 def test_random_bytes_after_a_query_header_never_raise(header: bytes, rest: bytes) -> None:
     flags_cleared = header[:2] + bytes([header[2] & 0x7F]) + header[3:4] + b"\x00\x01" + header[6:]
@@ -147,7 +147,7 @@ MUTATIONS: list[Callable[[bytearray, int, int], None]] = [
 ]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(
     st.sampled_from(["www.example.com.", "example.com.", "x.y.example.com.", "example.net."]),
     st.sampled_from(["A", "TXT", "ANY", "DS"]),

@@ -36,7 +36,7 @@ QTYPES = (
     "HTTPS", "ANY", "TYPE65280",
 )
 LONG = ".".join(["l" * 60] * 3) + "." + OTHER  # 198 octets: a DNAME to it can overflow
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def names_under(apex: str, depth: int) -> st.SearchStrategy[str]:

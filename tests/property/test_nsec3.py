@@ -21,6 +21,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tests.dns_ask import ask
+from tests.hypothesis_profiles import scaled
 from tests.property import generated_zone
 from tests.property.dnssec_check import validate, validate_sections
 from tests.property.generated_zone import BASE, GEN, zone_rows
@@ -130,7 +131,6 @@ def keys(key: dnssec.ZoneKey) -> dict[dns.name.Name, dns.rrset.RRset]:
     return {APEX: dns.rrset.from_text_list(APEX, 3600, "IN", "DNSKEY", [rdata.to_text()])}
 
 
-@settings(max_examples=300)
 @given(records=rows(), algorithm=st.sampled_from(dnssec.ALGORITHMS),
        qname=st.sampled_from(QNAMES), qtype=st.sampled_from(QTYPES), params=PARAMS)
 def test_every_answer_of_any_zone_carries_the_nsec3_proof_it_needs(
@@ -263,7 +263,7 @@ def test_the_apex_publishes_nsec3param_whatever_the_do_bit() -> None:
         assert bool(message.ednsflags & dns.flags.DO) == do
 
 
-@settings(max_examples=60)
+@settings(max_examples=scaled(0.6))
 @given(records=rows(), algorithm=st.sampled_from(dnssec.ALGORITHMS), params=PARAMS)
 def test_a_signed_transfer_signs_every_authoritative_rrset_and_carries_the_chain(
     records: list[RecordRow], algorithm: int, params: Nsec3Params
