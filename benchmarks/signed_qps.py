@@ -60,6 +60,7 @@ from dns_qps_report import Run
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.dns_ask import over_udp  # noqa: E402
 from tests.property.dnssec_check import validate, validate_sections  # noqa: E402
 
 from valis_core.dns import dnssec  # noqa: E402
@@ -194,8 +195,7 @@ def dnsperf_signed(
 
 
 def ask(port: int, name: str, rdtype: str) -> dns.message.Message:
-    query = dns.message.make_query(name, rdtype, want_dnssec=True, payload=1232)
-    return dns.query.udp(query, "127.0.0.1", port=port, timeout=2)
+    return over_udp(port, name, rdtype, do=True, timeout=2)
 
 
 def check_signed(port: int) -> str:

@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.scenario.operator_state_helpers import import_zone
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user, private_cluster
 from tests.scenario.resident_harness import inside_netns, make_state_dir, site_facts
-from tests.scenario.test_zone_transfer import (
+from tests.scenario.transfer_wire import (
     KEY_NAME,
     NODE_IP,
     SECONDARY_IP,

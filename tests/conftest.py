@@ -3,36 +3,47 @@
 from __future__ import annotations
 
 import os
+from typing import NoReturn
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 
-# Two hypothesis profiles: "ci" (the test command under CI=true) is derandomized, so a run
-# of one commit explores the same examples every time and a red run is reproducible, and
-# has no deadline (two shared cores); "dev" is quicker for the inner loop. Choose with
-# HYPOTHESIS_PROFILE; the default follows CI.
-settings.register_profile(
-    "ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
-settings.register_profile("dev", max_examples=25, deadline=None)
-settings.load_profile(
-    os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") == "true" else "dev")
-)
+from tests import hypothesis_profiles
+from valis_core.dns.answer import fastpath
+
+settings.load_profile(hypothesis_profiles.chosen())
 
 
-def require_root() -> None:
-    """Skip a test that needs root on a developer machine; fail it under CI=true.
-
-    CI runs as root, so a skip there would hide a whole tier of real-component tests.
-    """
-    if os.geteuid() == 0:
-        return
-    message = "this test needs root (real netns, nftables, setpriv, a run account)"
+def skip_here_fail_in_ci(message: str) -> NoReturn:
+    """Skip the test on a developer machine; fail it under CI=true, where a skip would
+    hide a whole tier of tests (CI runs as root, on a tree ``make venv`` built)."""
     if os.environ.get("CI") == "true":
         pytest.fail(message)
     pytest.skip(message)
 
 
+def require_root() -> None:
+    """Skip a test that needs root on a developer machine; fail it under CI=true."""
+    if os.geteuid() != 0:
+        skip_here_fail_in_ci(
+            "this test needs root (real netns, nftables, setpriv, a run account)")
+
+
+def require_compiled() -> None:
+    """Skip a test of the compiled UDP fast path in a tree that has not built it; fail it
+    under CI=true."""
+    if not fastpath.COMPILED:
+        skip_here_fail_in_ci(
+            "this test needs the compiled UDP fast path (valis_core.dns.answer._fastpath), not "
+            "built in this tree: `make venv` (or `pip install -e .`) builds it")
+
+
 @pytest.fixture
 def as_root() -> None:
     require_root()
+
+
+@pytest.fixture
+def compiled() -> None:
+    """The compiled UDP fast path is built (``require_compiled``)."""
+    require_compiled()

@@ -7,8 +7,9 @@ import dns.flags
 import dns.message
 import dns.rcode
 
-from tests.property.test_answer_examples import expect, lines, norm
-from valis_core.dns.answer import Transport, answer, answer_general
+from tests.dns_ask import answered, question
+from tests.property.expected_answer import expect, lines, norm
+from valis_core.dns.answer import Transport, answer
 from valis_core.dns.answer.snapshot import Snapshot
 from valis_core.dns.zone import ZoneIndex
 
@@ -70,11 +71,8 @@ INDEX = ZoneIndex.from_zone_texts([(EXAMPLE_COM, "example.com."), (EXAMPLE_ORG, 
 
 def ask(name: str, rtype: str, *, edns: bool = True,
         transport: Transport = Transport.UDP) -> dns.message.Message:
-    wire = dns.message.make_query(name, rtype, use_edns=0 if edns else False).to_wire()
-    raw = answer(INDEX, wire, transport=transport)
-    assert raw is not None
-    assert raw == answer_general(INDEX, wire, transport=transport)
-    return dns.message.from_wire(raw)
+    return answered(INDEX, question(name, rtype, edns=edns), transport=transport,
+                    general_too=True)
 
 
 def test_additional_data_never_comes_from_another_served_zone() -> None:

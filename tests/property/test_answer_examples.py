@@ -22,6 +22,8 @@ import dns.tsigkeyring
 import dns.update
 import pytest
 
+from tests.dns_ask import answered
+from tests.property.expected_answer import expect, lines
 from valis_core.dns.answer import (
     SERVER_PAYLOAD,
     UPDATE_ELSEWHERE,
@@ -112,11 +114,7 @@ COM_SOA = (
 def send(
     wire: bytes, *, transport: Transport = Transport.UDP, plain: bool = True
 ) -> dns.message.Message:
-    response = answer(INDEX, wire, transport=transport)
-    assert response is not None
-    if plain:
-        assert answer_general(INDEX, wire, transport=transport) == response
-    return dns.message.from_wire(response)
+    return answered(INDEX, wire, transport=transport, general_too=plain)
 
 
 def query(name: str, rtype: str, *, edns: int | bool = False, **kwargs: Any) -> bytes:
@@ -128,35 +126,6 @@ def ask(
     name: str, rtype: str, *, transport: Transport = Transport.UDP, **kwargs: Any
 ) -> dns.message.Message:
     return send(query(name, rtype, **kwargs), transport=transport)
-
-
-def norm(line: str) -> str:
-    """One record as text, names lowercased (names compare case-insensitively)."""
-    owner, ttl, rdclass, rtype, rdata = line.split(" ", 4)
-    rtype = rtype.upper()
-    return " ".join((owner.lower(), ttl, rdclass.upper(), rtype,
-                     rdata if rtype == "TXT" else rdata.lower()))
-
-
-def lines(section: list[dns.rrset.RRset]) -> list[str]:
-    return sorted(norm(line) for rrset in section for line in rrset.to_text().splitlines())
-
-
-def expect(
-    response: dns.message.Message,
-    *,
-    rcode: int = dns.rcode.NOERROR,
-    aa: bool = True,
-    answer: tuple[str, ...] = (),
-    authority: tuple[str, ...] = (),
-    additional: tuple[str, ...] = (),
-) -> None:
-    assert response.rcode() == rcode
-    assert bool(response.flags & dns.flags.AA) is aa
-    assert not response.flags & dns.flags.TC
-    assert lines(response.answer) == sorted(map(norm, answer))
-    assert lines(response.authority) == sorted(map(norm, authority))
-    assert lines(response.additional) == sorted(map(norm, additional))
 
 
 # --- authority and negative answers ---------------------------------------------------

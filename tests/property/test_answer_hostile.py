@@ -199,7 +199,7 @@ RECORDS = {
 }
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(
     st.lists(st.sampled_from(sorted(RECORDS)), max_size=3),
     st.sampled_from(list(Transport)),
@@ -289,7 +289,7 @@ def wire_name(labels: list[int], letter: bytes) -> bytes:
 NAME_LABELS = st.lists(st.integers(1, 63), max_size=4).filter(lambda sizes: sum(sizes) < 240)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(
     st.tuples(NAME_LABELS, NAME_LABELS, NAME_LABELS),
     st.booleans(),

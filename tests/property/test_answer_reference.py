@@ -16,8 +16,8 @@ import dns.rdatatype
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.property.random_zones import make_valid, mixed_case
 from tests.property.reference_resolver import Expected, Record, Reference
-from tests.property.test_answer_properties import make_valid, mixed_case
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.answer.snapshot import Snapshot
 from valis_core.dns.wire.records import RecordRow
@@ -36,7 +36,7 @@ QTYPES = (
     "HTTPS", "ANY", "TYPE65280",
 )
 LONG = ".".join(["l" * 60] * 3) + "." + OTHER  # 198 octets: a DNAME to it can overflow
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def names_under(apex: str, depth: int) -> st.SearchStrategy[str]:

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import scaled
 from valis_core.atomic import create_exclusive, sweep_orphans, write_atomic
 
 payloads = st.binary(max_size=4096)
@@ -44,7 +45,7 @@ def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
     }
 
 
-@settings(max_examples=40)
+@settings(max_examples=scaled(0.4))
 @given(data=payloads, mode=modes, mask=st.sampled_from([0o022, 0o077, 0o777]))
 def test_written_file_holds_the_bytes_and_exactly_the_mode_whatever_the_umask(
     data: bytes, mode: int, mask: int
@@ -54,7 +55,7 @@ def test_written_file_holds_the_bytes_and_exactly_the_mode_whatever_the_umask(
         assert snapshot(d) == {"f": (data, mode)}
 
 
-@settings(max_examples=40)
+@settings(max_examples=scaled(0.4))
 @given(old=payloads, new=payloads, old_mode=modes, new_mode=modes)
 def test_rewrite_replaces_bytes_and_mode_and_leaves_no_temporary_file(
     old: bytes, new: bytes, old_mode: int, new_mode: int
@@ -65,7 +66,7 @@ def test_rewrite_replaces_bytes_and_mode_and_leaves_no_temporary_file(
         assert snapshot(d) == {"f": (new, new_mode)}
 
 
-@settings(max_examples=20)
+@settings(max_examples=scaled(0.2))
 @given(old=payloads, new=payloads)
 def test_a_failed_write_removes_its_temporary_file_and_leaves_the_target_untouched(
     old: bytes, new: bytes
@@ -100,7 +101,7 @@ def test_a_write_into_a_missing_directory_fails_and_creates_nothing() -> None:
         assert list(d.iterdir()) == []
 
 
-@settings(max_examples=30)
+@settings(max_examples=scaled(0.3))
 @given(first=payloads, second=payloads, mode=modes)
 def test_exclusive_create_never_replaces_an_existing_file(
     first: bytes, second: bytes, mode: int

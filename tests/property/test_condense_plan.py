@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import attrs
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from valis_core.ops.condense import (
@@ -51,7 +51,6 @@ def _one(plan: Plan, kind: StepKind) -> int:
     return found[0]
 
 
-@settings(max_examples=150)
 @given(requests())
 def test_the_order_constraints_hold_for_every_request(request: CondenseRequest) -> None:
     plan = plan_condense(request)
@@ -186,7 +185,6 @@ def test_a_plan_runs_every_step_in_order_through_the_method_of_its_kind(
     assert host.calls == [(step.kind.value, step) for step in plan]
 
 
-@settings(max_examples=100)
 @given(requests(), st.data())
 def test_a_failed_step_stops_the_plan_and_no_later_step_runs(
     request: CondenseRequest, data: st.DataObject

@@ -15,8 +15,8 @@ from fulcrum.control import CONTROL_FD_NAME, SOCKET_MODE
 from fulcrum.errors import LauncherError
 from fulcrum.exec_chain import CONTROL_SOCKET_DIR, RUN_ACCOUNT
 from fulcrum.pushed import NamespaceId, PushedSocket, judge_push
-from tests.property.test_systemd_units import FULCRUM_UNIT, UNITS, only, parse_unit
 from tests.script_module import load_script
+from tests.unit_files import FULCRUM_UNIT, UNITS, only, parse_unit
 
 SOCKET_UNIT = UNITS / "fulcrum-valis-control.socket"
 UNIT_NETNS = NamespaceId(4, 4026532000)

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import scaled
 from valis_core.apply.delivery import (
     MANIFEST_NAME,
     DeliveryError,
@@ -67,7 +68,7 @@ def _entries(version: str, files: dict[str, tuple[bytes, int]]) -> list[Entry]:
     ]
 
 
-@settings(max_examples=40)
+@settings(max_examples=scaled(0.4))
 @given(versions, file_sets)
 def test_a_sound_delivery_passes_with_every_file_and_hash(
     version: str, files: dict[str, tuple[bytes, int]]
@@ -79,7 +80,7 @@ def test_a_sound_delivery_passes_with_every_file_and_hash(
     }
 
 
-@settings(max_examples=20)
+@settings(max_examples=scaled(0.2))
 @given(versions, file_sets)
 def test_building_is_deterministic(version: str, files: dict[str, tuple[bytes, int]]) -> None:
     assert build_delivery_bytes(version, files) == build_delivery_bytes(version, dict(files))
@@ -122,7 +123,7 @@ DEFECTS: dict[str, tuple[Defect, Callable[[str], str]]] = {
 }
 
 
-@settings(max_examples=80)
+@settings(max_examples=scaled(0.8))
 @given(versions, file_sets, st.sampled_from(sorted(DEFECTS)), st.data())
 def test_one_defect_refuses_the_whole_delivery_naming_it(
     version: str, files: dict[str, tuple[bytes, int]], defect: str, data: st.DataObject
@@ -135,7 +136,7 @@ def test_one_defect_refuses_the_whole_delivery_naming_it(
     assert named(victim) in str(refused.value)
 
 
-@settings(max_examples=30)
+@settings(max_examples=scaled(0.3))
 @given(versions, file_sets, st.data())
 def test_a_truncated_delivery_is_refused(
     version: str, files: dict[str, tuple[bytes, int]], data: st.DataObject

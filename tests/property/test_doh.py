@@ -14,7 +14,7 @@ import dns.opcode
 import dns.rcode
 import dns.rrset
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from valis_core.dns.answer import Transport, answer
@@ -51,7 +51,6 @@ def b64url(wire: bytes) -> bytes:
     return base64.urlsafe_b64encode(wire).rstrip(b"=")
 
 
-@settings(max_examples=500)
 @given(methods, targets, headers, st.binary(max_size=300))
 def test_garbage_is_routed_or_refused_with_a_status_never_raised_otherwise(
     method: bytes, target: bytes, fields: list[tuple[bytes, bytes]], body: bytes
@@ -158,7 +157,6 @@ def test_a_well_formed_query_the_server_will_not_answer_is_200_with_the_dns_erro
     assert (reply.id, reply.rcode()) == (4242, rcode)
 
 
-@settings(max_examples=500)
 @given(st.binary(min_size=12, max_size=300))
 def test_any_bytes_get_400_or_a_dns_response_to_them(wire: bytes) -> None:
     response = respond(SNAPSHOT, b"POST", b"/dns-query", DNS_MESSAGE, wire)

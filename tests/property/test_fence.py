@@ -7,6 +7,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from tests.hypothesis_profiles import scaled
 from valis_core.errors import ValisError
 from valis_core.fence import (
     CLAIM_TRANSITIONS,
@@ -126,7 +127,7 @@ class FenceMachine(RuleBasedStateMachine):
         assert writers == [self.fence]
 
 
-FenceMachine.TestCase.settings = settings(max_examples=50, stateful_step_count=30)
+FenceMachine.TestCase.settings = settings(max_examples=scaled(0.5), stateful_step_count=30)
 TestFenceTransitions = FenceMachine.TestCase
 
 

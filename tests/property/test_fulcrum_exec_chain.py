@@ -20,6 +20,7 @@ from fulcrum.exec_chain import (
     resident_environment,
     served_ports,
 )
+from tests.hypothesis_profiles import scaled
 from valis_core.launch import MAX_FD, parse_launch_argv
 from valis_core.launcher_config import LauncherConfig, launcher_config_from_mapping
 
@@ -71,7 +72,7 @@ def launches(draw: st.DrawFn) -> tuple[LauncherConfig, Any, dict[str, str]]:
     return cfg, record, draw(environments)
 
 
-@settings(max_examples=60)
+@settings(max_examples=scaled(0.6))
 @given(launches())
 def test_argv_enters_the_netns_drops_privilege_then_runs_the_resident(launch: Any) -> None:
     cfg, record, env = launch
@@ -93,7 +94,7 @@ def test_argv_enters_the_netns_drops_privilege_then_runs_the_resident(launch: An
     assert parse_launch_argv(rest[len(command):]) == record
 
 
-@settings(max_examples=40)
+@settings(max_examples=scaled(0.4))
 @given(configs(), fds, fds, fds, fds)
 def test_record_serves_every_named_port_and_hands_down_only_bound_descriptors(
     cfg: LauncherConfig, udp: int, tcp: int, edge: int, owner: int
@@ -136,7 +137,7 @@ def test_the_journal_stream_systemd_names_crosses_the_privilege_drop() -> None:
     assert chosen == {"JOURNAL_STREAM": "8:41221", "PATH": RESIDENT_PATH}
 
 
-@settings(max_examples=20)
+@settings(max_examples=scaled(0.2))
 @given(configs(program=no_nul.map(lambda s: "/opt/" + s + "=x")), fds, fds)
 def test_a_program_path_env_would_read_as_an_assignment_is_refused(
     cfg: LauncherConfig, udp: int, tcp: int

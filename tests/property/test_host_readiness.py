@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import scaled
 from valis_core.operator_state.dsn import CertificateFiles, DatabaseHost
 from valis_core.operator_state.tls_material import issue_client, make_ca
 from valis_core.ops.assessment import CLAUSE_NAMES, AssessConfig, render_table
@@ -209,7 +210,7 @@ def test_a_healthy_host_passes_every_clause_in_order() -> None:
     assert all(clause.remedy is None for clause in assessment.clauses)
 
 
-@settings(max_examples=60)
+@settings(max_examples=scaled(0.6))
 @given(
     st.fixed_dictionaries(
         {},

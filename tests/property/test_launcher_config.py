@@ -10,6 +10,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import scaled
 from valis_core.errors import ValisError
 from valis_core.launcher_config import (
     DEFAULT_PATH,
@@ -100,20 +101,18 @@ def example_table() -> dict[str, object]:
     }
 
 
-@settings(max_examples=200)
 @given(configs())
 def test_a_rendered_config_parses_back_to_the_same_config(cfg: LauncherConfig) -> None:
     assert parse_launcher_config(render_launcher_config(cfg)) == cfg
 
 
-@settings(max_examples=50)
+@settings(max_examples=scaled(0.5))
 @given(configs())
 def test_rendering_is_canonical(cfg: LauncherConfig) -> None:
     text = render_launcher_config(cfg)
     assert render_launcher_config(parse_launcher_config(text)) == text
 
 
-@settings(max_examples=200)
 @given(configs())
 def test_the_accept_set_holds_only_dns_the_owner_port_and_the_edge_port(
     cfg: LauncherConfig,
@@ -129,7 +128,7 @@ def test_the_accept_set_holds_only_dns_the_owner_port_and_the_edge_port(
         assert ("tcp", cfg.edge_port) in accept
 
 
-@settings(max_examples=50)
+@settings(max_examples=scaled(0.5))
 @given(cfg=configs(), designated=ports)
 def test_naming_a_designated_port_alone_never_opens_it(
     cfg: LauncherConfig, designated: int
@@ -226,7 +225,7 @@ def test_the_owner_port_may_not_share_the_edge_port() -> None:
         launcher_config_from_mapping(table)
 
 
-@settings(max_examples=50)
+@settings(max_examples=scaled(0.5))
 @given(unit=unit_networks(), outside=st.ip_addresses())
 def test_a_gateway_outside_the_unit_network_is_refused(
     unit: tuple[Any, int, Any], outside: Any

@@ -34,6 +34,8 @@ from pathlib import Path
 import attrs
 import pytest
 
+from tests.import_graph import Edge, import_graph, module_name, modules
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 PURE_CORES = (
@@ -107,51 +109,6 @@ in their concepts' rooms (``edge.stages``, ``owner.terminus_stage``, ``plugin.mo
 and import this module, never the resident; it names the resident's parts the boot
 carries (the views, the fence watch, the notifier ...) for the type checker, so it alone
 may import them."""
-
-
-@attrs.frozen
-class Edge:
-    """``importer`` imports ``imported`` (a module, or a package's submodule)."""
-
-    importer: str
-    imported: str
-
-
-def module_name(path: Path, root: Path) -> str:
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def imports_of(name: str, source: str, *, package: bool) -> Iterator[str]:
-    """Every module ``source`` imports, absolute, including those inside functions."""
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = name.split(".") if package else name.split(".")[:-1]
-                base = base[: len(base) - (node.level - 1)]
-                module = ".".join([*base, node.module] if node.module else base)
-            else:
-                module = node.module or ""
-            yield module
-            # ``from pkg import sub`` may name a submodule.
-            yield from (f"{module}.{alias.name}" for alias in node.names)
-
-
-def modules(root: Path) -> set[str]:
-    return {module_name(path, root) for path in root.rglob("*.py")}
-
-
-def import_graph(root: Path) -> set[Edge]:
-    edges = set()
-    for path in root.rglob("*.py"):
-        name = module_name(path, root)
-        for imported in imports_of(name, path.read_text(), package=path.name == "__init__.py"):
-            edges.add(Edge(name, imported))
-    return edges
 
 
 def within(module: str, prefix: str) -> bool:

@@ -149,7 +149,7 @@ def _unclosed_at(text: str) -> int | None:
     return opened if depth > 0 else None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(master_files(), st.sampled_from(["example.com.", None]))
 def test_plain_lines_read_exactly_as_dnspython_reads_them(text: str, origin: str | None) -> None:
     assert read(text, origin, whole=False) == read(text, origin, whole=True)
@@ -191,7 +191,7 @@ ONE_LINES = st.one_of(record_lines(), record_lines(), DIRECTIVES, SOAS, ODD, HOS
 )
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(deadline=None)
 @given(reading_states(), ONE_LINES)
 def test_a_line_the_plain_path_takes_reads_the_same_in_dnspython(
     state: master.ReadingState, line: str

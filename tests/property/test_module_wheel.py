@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import scaled
 from valis_core.plugin.wheel import WheelError, make_wheel, read_wheel, sha256_hex
 from valis_core.store.manifest import ModulePin
 
@@ -44,7 +45,7 @@ def _rezip(data: bytes, change: dict[str, bytes | None], add: dict[str, bytes] |
     return out.getvalue()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(0.4), deadline=None)
 @given(files=_files)
 def test_a_made_wheel_reads_back_as_exactly_its_files(files: dict[str, bytes]) -> None:
     _, data = make_wheel("valis-hello", "1.0", sorted(files.items()), entry_points=ENTRY)
@@ -55,7 +56,7 @@ def test_a_made_wheel_reads_back_as_exactly_its_files(files: dict[str, bytes]) -
     assert {path.split("/")[0] for path in extra} == {"valis_hello-1.0.dist-info"}
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(0.4), deadline=None)
 @given(files=_files, data=st.data())
 def test_any_member_changed_after_recording_is_refused(
     files: dict[str, bytes], data: st.DataObject

@@ -12,6 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import scaled
 from valis_core.owner.key import ALGORITHM, HKDF_INFO, KEY_NAME, derive_owner_tsig
 
 seeds = st.binary(min_size=32, max_size=32)
@@ -28,7 +29,7 @@ def rfc5869(seed: bytes, info: bytes, length: int) -> bytes:
     return out[:length]
 
 
-@settings(max_examples=50)
+@settings(max_examples=scaled(0.5))
 @given(seeds)
 def test_the_secret_is_hkdf_sha256_of_the_owner_seed(seed: bytes) -> None:
     key = derive_owner_tsig(Ed25519PrivateKey.from_private_bytes(seed))
@@ -36,7 +37,7 @@ def test_the_secret_is_hkdf_sha256_of_the_owner_seed(seed: bytes) -> None:
     assert (key.name, key.algorithm) == (KEY_NAME, ALGORITHM) == ("valis-owner.", "hmac-sha256")
 
 
-@settings(max_examples=30)
+@settings(max_examples=scaled(0.3))
 @given(seeds, seeds)
 def test_different_owner_seeds_give_different_keys(a: bytes, b: bytes) -> None:
     key_a = derive_owner_tsig(Ed25519PrivateKey.from_private_bytes(a))
@@ -44,7 +45,7 @@ def test_different_owner_seeds_give_different_keys(a: bytes, b: bytes) -> None:
     assert (key_a == key_b) == (a == b)
 
 
-@settings(max_examples=30)
+@settings(max_examples=scaled(0.3))
 @given(seeds)
 def test_the_bind_key_statement_carries_name_algorithm_and_secret(seed: bytes) -> None:
     key = derive_owner_tsig(Ed25519PrivateKey.from_private_bytes(seed))

@@ -80,13 +80,13 @@ def test_an_unsigned_update_is_refused_and_a_query_is_notimp() -> None:
     assert response.rcode() == dns.rcode.NOTIMP
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.binary(max_size=600))
 def test_arbitrary_bytes_never_raise_and_are_never_received(data: bytes) -> None:
     assert not isinstance(receive(data, KEY), Received)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.data())
 def test_a_signed_update_changed_anywhere_is_never_received_as_something_else(
     data: st.DataObject,

@@ -7,7 +7,7 @@ accepted."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from valis_core.owner.replay import WINDOW, ReplayCache
@@ -31,7 +31,6 @@ def sends(draw: st.DrawFn, *, forward: bool) -> list[tuple[str, int, bytes, int]
     return out
 
 
-@settings(max_examples=300)
 @given(sends(forward=False), st.integers(1, 8))
 def test_a_message_is_accepted_once_at_most(
     sent: list[tuple[str, int, bytes, int]], capacity: int
@@ -49,7 +48,6 @@ def test_a_message_is_accepted_once_at_most(
         assert len(cache) <= capacity
 
 
-@settings(max_examples=300)
 @given(sends(forward=True))
 def test_while_time_goes_forward_every_distinct_message_is_accepted_and_old_ones_leave(
     sent: list[tuple[str, int, bytes, int]],

@@ -154,7 +154,7 @@ def decide(request: UpdateRequest, rows: list[RecordRow], check: bool = True) ->
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(st.lists(records, max_size=8), operations, serials)
 def test_applying_then_rereading_gives_the_rrsets_the_rfc_describes(
     initial: list[tuple[str, str, str]], ops: list[tuple[str, str, str, str]], serial: int
@@ -172,7 +172,7 @@ def test_applying_then_rereading_gives_the_rrsets_the_rfc_describes(
     ZoneIndex.from_records(result)  # still servable
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(st.lists(records, max_size=8), operations, serials)
 def test_the_serial_goes_up_exactly_when_the_zone_changed(
     initial: list[tuple[str, str, str]], ops: list[tuple[str, str, str, str]], serial: int
@@ -213,7 +213,7 @@ def failing_prerequisite(rows: list[RecordRow]) -> st.SearchStrategy[tuple[Updat
     return st.one_of(options)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(st.data(), st.lists(records, max_size=8), operations)
 def test_a_failing_prerequisite_changes_nothing(
     data: st.DataObject, initial: list[tuple[str, str, str]], ops: list[tuple[str, str, str, str]]
@@ -229,7 +229,7 @@ def test_a_failing_prerequisite_changes_nothing(
     assert not outcome.changed
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(st.lists(records, max_size=8), operations)
 def test_prerequisites_that_hold_change_nothing_about_the_outcome(
     initial: list[tuple[str, str, str]], ops: list[tuple[str, str, str, str]]

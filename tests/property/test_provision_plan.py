@@ -3,13 +3,12 @@ nothing to change, which is why a second provision says so."""
 
 from __future__ import annotations
 
-import ipaddress
-
 import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from valis_core.launcher_config import LauncherConfig, render_launcher_config
+from tests.provision_example import CONFIG, FACTS
+from valis_core.launcher_config import render_launcher_config
 from valis_core.operator_state.site_facts import render_site_facts
 from valis_core.ops.provision import (
     CONTROL_SOCKET_UNIT,
@@ -28,23 +27,6 @@ from valis_core.ops.provision import (
     settled,
 )
 
-CONFIG = LauncherConfig(
-    netns_name="valis",
-    unit_ip=ipaddress.ip_address("203.0.113.10"),
-    unit_cidr=24,
-    public_interface="ens7",
-    public_gateway=ipaddress.ip_address("203.0.113.1"),
-    mode="dedicated",
-    designated_port=53,
-    catchall_object_path="/opt/valis/lib/sk-lookup-catchall.bpf.o",
-    valis_command=("/opt/valis/current/bin/valis",),
-)
-FACTS = {
-    "VALIS_NODE_NAME": "origin-1",
-    "VALIS_LOCATION": "lab",
-    "VALIS_SERVED_ZONES": "example.test.",
-    "VALIS_OPERATOR_STATE_DSN": "postgresql://valis@/valis_state?host=/var/run/postgresql",
-}
 REMOTE = RemoteDatabase("db.example", 5432, {"ca.crt": b"CA", "client.crt": b"CERT",
                                               "client.key": b"KEY"})
 VERSION = "0.1.0"

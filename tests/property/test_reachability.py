@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import scaled
 from valis_core.launch import LaunchRecord
 from valis_core.launcher_config import (
     LauncherConfig,
@@ -78,7 +79,7 @@ def test_the_problem_names_each_dropped_endpoint_the_accept_set_and_the_remedy(
     assert "set designated-port = 53" in problem
 
 
-@settings(max_examples=80)
+@settings(max_examples=scaled(0.8))
 @given(configs())
 def test_a_configs_dns_is_reachable_only_on_53(cfg: LauncherConfig) -> None:
     verdict = served_dns_reachability(cfg)
@@ -87,7 +88,7 @@ def test_a_configs_dns_is_reachable_only_on_53(cfg: LauncherConfig) -> None:
     assert verdict.reachable == (cfg.designated_port == DNS_PORT)
 
 
-@settings(max_examples=50)
+@settings(max_examples=scaled(0.5))
 @given(other_ports, st.none() | other_ports, st.none() | other_ports)
 def test_naming_the_designated_port_never_changes_the_accept_set(
     designated: int, owner: int | None, edge: int | None
@@ -131,7 +132,7 @@ def _adoption(dns_port: int, owner: int | None, edge: int | None) -> Adoption:
     )
 
 
-@settings(max_examples=80)
+@settings(max_examples=scaled(0.8))
 @given(ports, st.none() | other_ports, st.none() | other_ports)
 def test_the_resident_judges_its_pair_as_fulcrum_judges_the_config(
     dns_port: int, owner: int | None, edge: int | None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from valis_core.launch import LaunchRecord
@@ -50,7 +50,6 @@ def launches(draw: st.DrawFn) -> tuple[LaunchRecord, dict[int, Probe]]:
     return LaunchRecord(resident=True, ports=served, **fields), probes
 
 
-@settings(max_examples=150)
 @given(launches())
 def test_descriptors_that_are_what_their_flags_say_are_adopted(
     launch: tuple[LaunchRecord, dict[int, Probe]],
@@ -63,7 +62,6 @@ def test_descriptors_that_are_what_their_flags_say_are_adopted(
         assert item.port == probes[item.fd].port
 
 
-@settings(max_examples=150)
 @given(launches(), st.data())
 def test_a_descriptor_of_the_wrong_kind_is_refused_naming_flag_and_fd(
     launch: tuple[LaunchRecord, dict[int, Probe]], data: st.DataObject
@@ -79,7 +77,6 @@ def test_a_descriptor_of_the_wrong_kind_is_refused_naming_flag_and_fd(
     assert f"{role.value} {fd} is {wrong.value}" in str(caught.value)
 
 
-@settings(max_examples=150)
 @given(launches(), st.integers(1, PRIVILEGED_PORT_LIMIT - 1))
 def test_a_served_privileged_port_without_a_descriptor_is_refused_never_bound(
     launch: tuple[LaunchRecord, dict[int, Probe]], port: int
@@ -133,7 +130,6 @@ def test_a_socket_bound_to_no_port_is_refused() -> None:
         judge(LaunchRecord(resident=True, dns_udp_fd=3, dns_tcp_fd=4), probes)
 
 
-@settings(max_examples=200)
 @given(
     st.dictionaries(
         st.sampled_from(["dns_udp_fd", "dns_tcp_fd", "owner_fd", "edge_tcp_fd"]),
@@ -161,7 +157,6 @@ def test_judging_any_probes_either_adopts_or_refuses_with_an_adoption_error(
     assert served <= {item.port for item in adoption.all()}
 
 
-@settings(max_examples=150)
 @given(launches(), st.frozensets(st.integers(1, 65535), max_size=3))
 def test_with_a_control_socket_a_served_port_without_a_descriptor_is_left_to_the_push(
     launch: tuple[LaunchRecord, dict[int, Probe]], extra: frozenset[int]

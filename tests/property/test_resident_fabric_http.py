@@ -6,7 +6,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from valis_core.resident.fabric_http import (
@@ -23,7 +23,6 @@ tokens = st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789
                  min_size=1, max_size=64)
 
 
-@settings(max_examples=300)
 @given(st.binary(max_size=MAX_HEAD + 64), st.integers(min_value=1, max_value=64))
 def test_any_bytes_give_a_request_or_an_http_error(data: bytes, piece: int) -> None:
     status = 0
@@ -39,7 +38,6 @@ def test_any_bytes_give_a_request_or_an_http_error(data: bytes, piece: int) -> N
     assert status == 0 or 400 <= status < 600
 
 
-@settings(max_examples=200)
 @given(st.lists(segments, min_size=1, max_size=4), st.dictionaries(segments, segments,
        max_size=4), tokens)
 def test_a_get_is_read_back_as_sent(

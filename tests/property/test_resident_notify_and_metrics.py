@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from valis_core.config_store import differing_keys, facts_from_environment
@@ -26,7 +26,6 @@ from valis_core.resident.state_dir import (
 texts = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
 
 
-@settings(max_examples=200)
 @given(texts)
 def test_a_status_is_one_line_of_its_datagram_whatever_it_holds(status: str) -> None:
     data = render_notification({"READY": "1", "STATUS": status})
@@ -41,7 +40,6 @@ def test_an_at_sign_names_an_abstract_socket() -> None:
     assert socket_address("/run/systemd/notify") == "/run/systemd/notify"
 
 
-@settings(max_examples=200)
 @given(st.lists(st.tuples(texts, st.integers(0, 2**53)), max_size=5))
 def test_metric_label_values_never_break_a_line(labelled: list[tuple[str, int]]) -> None:
     family = Family(

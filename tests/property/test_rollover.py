@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import attrs
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from valis_core.dns.dnssec import rollover
@@ -104,7 +104,6 @@ def ds_choices(history: History, moment: float) -> list[tuple[int, ...]]:
 
 
 @pytest.mark.parametrize("kind", rollover.KINDS)
-@settings(max_examples=200)
 @given(data=st.data(), timing=timings)
 def test_every_cached_view_a_resolver_can_hold_validates(
     kind: str, data: st.DataObject, timing: Timing

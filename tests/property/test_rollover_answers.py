@@ -14,47 +14,27 @@ import dns.rdatatype
 import dns.rrset
 import pytest
 
+from tests.dns_ask import ask
 from tests.property.dnssec_check import validate, validate_sections
-from tests.property.test_signed_answer import INDEX, NOW, Z, ask
-from tests.property.test_signing_metrics import views
+from tests.property.node_views import views
+from tests.property.rolling_keys import (
+    NEW,
+    OLD,
+    ZSK_NEW,
+    ZSK_OLD,
+    signer_at,
+    split_signer_at,
+)
+from tests.property.signed_example import INDEX, NOW, Z
 from valis_cli.commands.status import render_status
-from valis_core.dns import dnssec, wire
-from valis_core.dns.answer.signed import Signer
 from valis_core.dns.answer.snapshot import IndexHolder, Snapshot
-from valis_core.dns.dnssec import ZoneKey, rollover
+from valis_core.dns.dnssec import rollover
 from valis_core.dns.dnssec.rollover import Timing
 from valis_core.operator_state.zone_signing import ZoneSigning
 from valis_core.resident.signing import zone_keys_for
 from valis_core.resident.status_document import STATUS
 
-OLD = ZoneKey(dnssec.generate_key(13))
-NEW = ZoneKey(dnssec.generate_key(13))
-while NEW.tag == OLD.tag:  # pragma: no cover - a 16-bit tag drawn twice
-    NEW = ZoneKey(dnssec.generate_key(13))
-ZSK_OLD = ZoneKey(dnssec.generate_key(13), dnssec.ZSK_FLAGS)
-ZSK_NEW = ZoneKey(dnssec.generate_key(13), dnssec.ZSK_FLAGS)
-while len({OLD.tag, NEW.tag, ZSK_OLD.tag, ZSK_NEW.tag}) < 4:  # pragma: no cover
-    ZSK_NEW = ZoneKey(dnssec.generate_key(13), dnssec.ZSK_FLAGS)
 APEX = dns.name.from_text(Z)
-
-
-def signer_at(step: str) -> Signer:
-    roll = rollover.Rollover(OLD.tag, NEW.tag, step, NOW - 5, Timing(dnskey_ttl=60))
-    row = ZoneSigning(Z, 13, OLD.tag, Timing(dnskey_ttl=60), roll)
-    keys = zone_keys_for(row, {OLD.tag: OLD, NEW.tag: NEW})
-    assert keys is not None
-    return Signer({wire.from_text(Z): keys}, clock=lambda: NOW)
-
-
-def split_signer_at(step: str | None) -> Signer:
-    """A split zone (KSK ``OLD``) at ``step`` of a roll of its ZSK, or at rest."""
-    roll = None if step is None else rollover.Rollover(
-        ZSK_OLD.tag, ZSK_NEW.tag, step, NOW - 5, Timing(dnskey_ttl=60), rollover.ZSK
-    )
-    row = ZoneSigning(Z, 13, OLD.tag, Timing(dnskey_ttl=60), roll, zsk_tag=ZSK_OLD.tag)
-    keys = zone_keys_for(row, {OLD.tag: OLD, ZSK_OLD.tag: ZSK_OLD, ZSK_NEW.tag: ZSK_NEW})
-    assert keys is not None
-    return Signer({wire.from_text(Z): keys}, clock=lambda: NOW)
 
 
 def rrset(message: dns.message.Message, rdtype: dns.rdatatype.RdataType) -> dns.rrset.RRset:
@@ -92,9 +72,9 @@ def test_each_step_answers_as_the_table_says(step: str) -> None:
     denial = ask(snap, f"nope.{Z}", "A", do=True)
     validate_sections(denial, {APEX: keys}, now=NOW)
 
-    cds = rrset(ask(snap, Z, "CDS", do=False), dns.rdatatype.CDS)
+    cds = rrset(ask(snap, Z, "CDS", do=False, edns=True), dns.rdatatype.CDS)
     assert [ds.key_tag for ds in cds] == sorted(keying.parent_ds, key=[OLD.tag, NEW.tag].index)
-    cdnskey = rrset(ask(snap, Z, "CDNSKEY", do=False), dns.rdatatype.CDNSKEY)
+    cdnskey = rrset(ask(snap, Z, "CDNSKEY", do=False, edns=True), dns.rdatatype.CDNSKEY)
     assert {dns.dnssec.key_id(key) for key in cdnskey} == set(keying.parent_ds)
 
 
@@ -123,7 +103,7 @@ def test_a_split_zone_signs_its_key_sets_with_the_ksk_and_the_rest_with_the_zsk(
         found = ask(snap, Z, dns.rdatatype.to_text(rdtype), do=True)
         assert sig_tags(found, rdtype) == {OLD.tag}
         validate_sections(found, {APEX: anchor}, now=NOW)
-    cds = rrset(ask(snap, Z, "CDS", do=False), dns.rdatatype.CDS)
+    cds = rrset(ask(snap, Z, "CDS", do=False, edns=True), dns.rdatatype.CDS)
     assert [ds.key_tag for ds in cds] == [OLD.tag]
 
     for name, rdtype in ((f"www.{Z}", "A"), (f"nope.{Z}", "A"), (Z, "SOA")):

@@ -18,8 +18,9 @@ import dns.rdatatype
 import dns.rrset
 import pytest
 
+from tests.dns_ask import ask
 from tests.property.dnssec_check import validate_sections
-from tests.property.test_signed_answer import INDEX, NOW, OTHER, Z, ask
+from tests.property.signed_example import INDEX, NOW, OTHER, Z
 from valis_core.dns import dnssec, wire
 from valis_core.dns.answer.signed import Signer
 from valis_core.dns.answer.snapshot import IndexHolder, Snapshot

@@ -18,8 +18,10 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from tests.dns_ask import ask
 from tests.property.dnssec_check import validate, validate_sections, wildcard_answers_proven
 from tests.property.generated_zone import GEN, NAMES, RDATA, zone_rows
+from tests.property.signed_example import INDEX, NOW, OTHER, Z
 from valis_core.dns import dnssec, wire
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.answer.signed import REFRESH, Signer, ZoneKeys
@@ -27,34 +29,7 @@ from valis_core.dns.answer.snapshot import Snapshot
 from valis_core.dns.wire.records import RecordRow, ZoneError
 from valis_core.dns.zone import ZoneIndex
 
-NOW = 1_800_000_000
-Z = "example.test."
-OTHER = "other.test."
 KEYS = {alg: dnssec.ZoneKey(dnssec.generate_key(alg)) for alg in dnssec.ALGORITHMS}
-SOA = f"ns1.{Z} hostmaster.{Z} 1 7200 3600 1209600 300"
-BASE = [
-    RecordRow(Z, Z, "SOA", 3600, SOA),
-    RecordRow(Z, Z, "NS", 3600, f"ns1.{Z}"),
-    RecordRow(Z, f"ns1.{Z}", "A", 3600, "192.0.2.53"),
-    RecordRow(Z, Z, "MX", 300, f"10 Mail.{Z}"),
-    RecordRow(Z, f"mail.{Z}", "A", 300, "192.0.2.25"),
-    RecordRow(Z, f"www.{Z}", "A", 300, "192.0.2.80"),
-    RecordRow(Z, f"www.{Z}", "AAAA", 300, "2001:db8::80"),
-    RecordRow(Z, f"alias.{Z}", "CNAME", 300, f"www.{Z}"),
-    RecordRow(Z, f"dangling.{Z}", "CNAME", 300, f"gone.{Z}"),
-    RecordRow(Z, f"*.wild.{Z}", "TXT", 300, '"wild"'),
-    RecordRow(Z, f"deep.ent.{Z}", "A", 300, "192.0.2.9"),
-    RecordRow(Z, f"secure.{Z}", "NS", 3600, f"ns.secure.{Z}"),
-    RecordRow(Z, f"secure.{Z}", "DS", 3600, "12345 13 2 " + "ab" * 32),
-    RecordRow(Z, f"ns.secure.{Z}", "A", 3600, "192.0.2.54"),
-    RecordRow(Z, f"insecure.{Z}", "NS", 3600, "ns.example.net."),
-    RecordRow(Z, f"d.{Z}", "DNAME", 300, f"wild.{Z}"),
-    RecordRow(Z, f"other.{Z}", "CNAME", 300, f"www.{OTHER}"),
-    RecordRow(OTHER, OTHER, "SOA", 3600, f"ns1.{Z} hostmaster.{Z} 1 7200 3600 1209600 300"),
-    RecordRow(OTHER, OTHER, "NS", 3600, f"ns1.{Z}"),
-    RecordRow(OTHER, f"www.{OTHER}", "A", 300, "198.51.100.1"),
-]
-INDEX = ZoneIndex.from_records(BASE)
 QNAMES = [
     Z, f"www.{Z}", f"WWW.{Z}", f"alias.{Z}", f"dangling.{Z}", f"x.wild.{Z}", f"a.b.wild.{Z}",
     f"wild.{Z}", f"ent.{Z}", f"deep.ent.{Z}", f"secure.{Z}", f"x.secure.{Z}",
@@ -85,13 +60,6 @@ def keys_of(snap: Snapshot) -> dict[dns.name.Name, dns.rrset.RRset]:
         )
         out[name] = dns.rrset.from_text_list(name, 3600, "IN", "DNSKEY", [rdata.to_text()])
     return out
-
-
-def ask(source: Snapshot, name: str, rtype: str, *, do: bool) -> dns.message.Message:
-    query = dns.message.make_query(name, rtype, want_dnssec=do, use_edns=0, payload=1232)
-    response = answer(source, query.to_wire(), transport=Transport.TCP)
-    assert response is not None
-    return dns.message.from_wire(response)
 
 
 @pytest.mark.parametrize("algorithm", dnssec.ALGORITHMS)
@@ -205,18 +173,18 @@ def test_an_insecure_delegation_proves_it_has_no_ds() -> None:
 def test_the_apex_publishes_its_key_cds_and_cdnskey() -> None:
     snap = snapshot(13)
     key = KEYS[13]
-    (dnskey,) = ask(snap, Z, "DNSKEY", do=False).answer
+    (dnskey,) = ask(snap, Z, "DNSKEY", do=False, edns=True).answer
     assert next(iter(dnskey)).to_wire() == key.dnskey
-    (cds,) = ask(snap, Z, "CDS", do=False).answer
+    (cds,) = ask(snap, Z, "CDS", do=False, edns=True).answer
     assert next(iter(cds)).to_wire() == dnssec.ds_rdata(wire.from_text(Z), key.dnskey)
-    (cdnskey,) = ask(snap, Z, "CDNSKEY", do=False).answer
+    (cdnskey,) = ask(snap, Z, "CDNSKEY", do=False, edns=True).answer
     assert next(iter(cdnskey)).to_wire() == key.dnskey
 
 
 def test_a_signed_zone_without_its_key_is_servfail_not_unsigned() -> None:
     snap = Snapshot(INDEX, signer=Signer({wire.from_text(Z): None}, clock=lambda: NOW))
     for do in (False, True):
-        assert ask(snap, f"www.{Z}", "A", do=do).rcode() == dns.rcode.SERVFAIL
+        assert ask(snap, f"www.{Z}", "A", do=do, edns=True).rcode() == dns.rcode.SERVFAIL
     assert ask(snap, f"www.{OTHER}", "A", do=True).rcode() == dns.rcode.NOERROR
 
 

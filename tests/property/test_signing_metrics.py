@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import dns.message
 
+from tests.property.node_views import views
 from valis_core.dns import dnssec, wire
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.answer.signed import Signer
 from valis_core.dns.answer.snapshot import IndexHolder
-from valis_core.dns.serve import ServeStats
 from valis_core.dns.zone import ZoneIndex
-from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.resident.views import NodeViews
 
 ZONE_TEXT = """$ORIGIN example.test.
@@ -21,21 +20,6 @@ $TTL 300
 @ IN NS ns1
 ns1 IN A 192.0.2.53
 """
-
-
-def views(holder: IndexHolder) -> NodeViews:
-    return NodeViews(
-        node="node-a",
-        location="rack-1",
-        owner_public_key="00" * 32,
-        store_generation=0,
-        zones=("example.test.",),
-        holder=holder,
-        serve_stats=ServeStats(),
-        zone_stats=ZoneSourceStats(),
-        fence_generation=lambda: 0,
-        heartbeats=lambda: 1,
-    )
 
 
 def dnssec_samples(node: NodeViews) -> dict[str, list[tuple[float, tuple[tuple[str, str], ...]]]]:

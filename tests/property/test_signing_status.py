@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import dns.message
-
-from tests.property.test_rollover_answers import NEW, OLD, signer_at
-from tests.property.test_signed_answer import INDEX, NOW, Z
-from tests.property.test_signing_metrics import views
+from tests.dns_ask import ask as ask_source
+from tests.property.node_views import views
+from tests.property.rolling_keys import NEW, OLD, signer_at
+from tests.property.signed_example import INDEX, NOW, Z
 from valis_cli.commands.status import render_status
 from valis_core.dns import dnssec, wire
-from valis_core.dns.answer import Transport, answer
+from valis_core.dns.answer import Transport
 from valis_core.dns.answer.signed import REFRESH, VALIDITY, Signer
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.dnssec import rollover
@@ -36,8 +35,7 @@ def signing_node() -> tuple[NodeViews, Signer]:
 
 
 def ask(node: NodeViews, name: str) -> None:
-    query = dns.message.make_query(name, "A", want_dnssec=True, use_edns=0, payload=1232)
-    assert answer(node.holder.snapshot, query.to_wire(), transport=Transport.UDP) is not None
+    ask_source(node.holder.snapshot, name, "A", do=True, transport=Transport.UDP)
 
 
 def samples(node: NodeViews, name: str) -> list[tuple[float, dict[str, str]]]:

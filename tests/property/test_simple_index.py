@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.tags import Tag
 
+from tests.hypothesis_profiles import scaled
 from valis_core.plugin.simple_index import (
     DistError,
     DistFile,
@@ -33,7 +34,7 @@ def _wheel(name: str, version: str, digest: str | None, tag: str = "py3-none-any
     return DistFile(filename=filename, url=INDEX + "files/" + filename, sha256=digest)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(0.6), deadline=None)
 @given(
     files=st.lists(
         st.tuples(_names, _versions, _digests), max_size=6, unique_by=lambda f: f[:2]
@@ -50,7 +51,7 @@ def test_a_rendered_project_page_reads_back_as_its_files(
     assert all(file.url == INDEX.removesuffix("simple/") + file.filename for file in parsed)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(0.6), deadline=None)
 @given(names=st.lists(_names, max_size=8))
 def test_a_rendered_root_page_lists_each_normalised_project_once(names: list[str]) -> None:
     listed = parse_root_page(render_root_page(names))

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import scaled
 from valis_core.errors import ValisError
 from valis_core.operator_state.local_cluster import socket_dsn
 from valis_core.operator_state.site_facts import (
@@ -160,19 +161,17 @@ def systemd_env_file(text: str) -> dict[str, str]:
     return out
 
 
-@settings(max_examples=150)
 @given(site_facts())
 def test_rendered_facts_parse_back_exactly(facts: dict[str, str]) -> None:
     assert parse_site_facts(render_site_facts(facts)) == facts
 
 
-@settings(max_examples=150)
 @given(site_facts())
 def test_systemd_reads_the_rendered_file_as_the_same_facts(facts: dict[str, str]) -> None:
     assert systemd_env_file(render_site_facts(facts)) == facts
 
 
-@settings(max_examples=30)
+@settings(max_examples=scaled(0.3))
 @given(site_facts())
 def test_rendering_is_canonical_whatever_order_the_facts_come_in(facts: dict[str, str]) -> None:
     reordered = dict(reversed(list(facts.items())))
@@ -182,7 +181,7 @@ def test_rendering_is_canonical_whatever_order_the_facts_come_in(facts: dict[str
     assert keys == sorted(facts)
 
 
-@settings(max_examples=60)
+@settings(max_examples=scaled(0.6))
 @given(
     facts=site_facts(),
     drop=st.sets(st.sampled_from(sorted(REQUIRED_KEYS)), min_size=1),

@@ -9,36 +9,10 @@ import pytest
 
 from fulcrum.exec_chain import RUN_ACCOUNT
 from fulcrum.launch import STOP_TIMEOUT
+from tests.unit_files import FULCRUM_UNIT, UNITS, only, parse_unit
 from valis_core.fence import FENCED_OUT_EXIT_STATUS
 from valis_core.launcher_config import DEFAULT_PATH
 from valis_core.operator_state.site_facts import DEVELOPMENT_LISTENER_KEY
-
-UNITS = Path(__file__).resolve().parents[2] / "packaging" / "systemd"
-FULCRUM_UNIT = UNITS / "fulcrum-valis.service"
-
-
-def parse_unit(text: str) -> dict[str, dict[str, list[str]]]:
-    """Sections → key → every value given (systemd allows a key more than once)."""
-    sections: dict[str, dict[str, list[str]]] = {}
-    current: dict[str, list[str]] | None = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith(("#", ";")):
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            current = sections.setdefault(line[1:-1], {})
-            continue
-        assert current is not None, f"setting outside a section: {line}"
-        key, sep, value = line.partition("=")
-        assert sep, f"not a key=value line: {line}"
-        current.setdefault(key.strip(), []).append(value.strip())
-    return sections
-
-
-def only(unit: dict[str, dict[str, list[str]]], section: str, key: str) -> str:
-    values = unit[section][key]
-    assert len(values) == 1, f"{key} given {len(values)} times"
-    return values[0]
 
 
 def seconds(value: str) -> float:

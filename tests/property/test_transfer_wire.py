@@ -18,7 +18,7 @@ import dns.rdatatype
 import dns.rrset
 import dns.tsig
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.property.tsig_check import signed_at, tsig_of, verifies_as_badtime
@@ -240,7 +240,6 @@ def _row(owner: str, rtype: str, rdata: str) -> RecordRow:
     return RecordRow(ZONE, owner, rtype, 300, rdata)
 
 
-@settings(max_examples=500)
 @given(st.integers(min_value=0, max_value=7), st.integers(min_value=0, max_value=120),
        st.sampled_from([None, 512, 1000, 1232, 4096]), st.booleans())
 def test_an_ixfr_over_udp_is_one_datagram_within_the_payload(

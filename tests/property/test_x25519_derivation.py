@@ -7,6 +7,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import scaled
 from valis_core.identity.custody import derive_x25519, public_key_hex
 
 P = 2**255 - 19
@@ -19,7 +20,6 @@ def montgomery_u(ed25519_public: bytes) -> bytes:
     return u.to_bytes(32, "little")
 
 
-@settings(max_examples=100)
 @given(st.binary(min_size=32, max_size=32))
 def test_the_derived_public_key_is_the_birational_map_of_the_ed25519_public_key(
     seed: bytes,
@@ -29,7 +29,7 @@ def test_the_derived_public_key_is_the_birational_map_of_the_ed25519_public_key(
     assert derived == montgomery_u(key.public_key().public_bytes_raw())
 
 
-@settings(max_examples=30)
+@settings(max_examples=scaled(0.3))
 @given(st.binary(min_size=32, max_size=32), st.binary(min_size=32, max_size=32))
 def test_two_owner_keys_agree_on_a_shared_secret_through_their_twins(
     seed_a: bytes, seed_b: bytes

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dns.name
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from valis_core.dns import wire
@@ -281,7 +281,6 @@ LABEL = st.text(
 )
 
 
-@settings(max_examples=200)
 @given(st.lists(LABEL, min_size=0, max_size=4))
 def test_names_are_encoded_as_dnspython_encodes_them(labels: list[str]) -> None:
     text = ".".join(labels) + "."

@@ -59,7 +59,7 @@ def _text(lines: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(st.lists(st.sampled_from((*GOOD, *BAD)), max_size=12))
 def test_check_passes_a_file_exactly_when_the_build_takes_it(body: list[str]) -> None:
     text = _text(HEAD + body)
@@ -73,7 +73,7 @@ def test_check_passes_a_file_exactly_when_the_build_takes_it(body: list[str]) ->
     assert result.ok is built
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(st.lists(st.sampled_from(GOOD), max_size=8), st.lists(st.sampled_from(sorted(BAD))))
 def test_every_faulty_line_is_reported_with_its_line_and_reason(
     good: list[str], bad: list[str]

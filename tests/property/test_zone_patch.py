@@ -120,7 +120,7 @@ def assert_same(patched: ZoneIndex, built: ZoneIndex) -> None:
     assert responses(patched) == responses(built)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records_at(NAMES), st.lists(patch(), min_size=1, max_size=4))
 def test_replacing_owners_equals_building_the_changed_zone(
     extra: list[RecordRow], patches: list[tuple[list[str], list[RecordRow]]]

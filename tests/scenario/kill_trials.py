@@ -46,7 +46,7 @@ from tests.scenario.module_dist import HELLO, HELLO_ENTRY, HELLO_SOURCE, pin_of,
 from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import PgCluster, runtime_bin
 from tests.scenario.resident_harness import resident_runtime, site_facts
-from tests.scenario.test_condense_restore import LAUNCHER
+from tests.scenario.setpriv_launcher import LAUNCHER
 from valis_cli.main import COMMAND_MODULES
 from valis_core.apply.delivery import (
     CURRENT_LINK,

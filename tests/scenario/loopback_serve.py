@@ -1,19 +1,27 @@
 """The node's serve loops in-process on loopback, for tests that ask them over real
-sockets without standing up a resident."""
+sockets without standing up a resident: ``serve_loops`` over a holder and transfers on a
+port, ``serving`` over the example zone (``index_with_www``) with the TCP limits a test
+chooses; ``free_port`` for a server another process binds."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import attrs
+import dns.message
 import trio
 
+from tests.dns_ask import question
+from valis_core.dns.answer import answer
 from valis_core.dns.answer.snapshot import IndexHolder
-from valis_core.dns.serve import serve_tcp, serve_udp
+from valis_core.dns.serve import AnswerFn, ServeStats, serve_tcp, serve_udp
 from valis_core.dns.serve.transfer_serve import Transfers
+from valis_core.dns.zone import ZoneIndex
 
 _EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
@@ -65,3 +73,61 @@ async def serve_loops(
         yield int(listener.getsockname()[1]), int(udp.getsockname()[1])
     finally:
         scope.cancel()
+
+
+ZONE_TEXT = (Path(__file__).parent / "data" / "example.com.zone").read_text()
+LIMIT = 10.0
+
+
+def index_with_www(address: str) -> ZoneIndex:
+    return ZoneIndex.from_zone_text(ZONE_TEXT.replace("192.0.2.80", address), "example.com.")
+
+
+def www_query() -> dns.message.Message:
+    return question("www.example.com.", "A")
+
+
+@attrs.frozen
+class Loopback:
+    holder: IndexHolder
+    stats: ServeStats
+    udp_address: tuple[str, int]
+    tcp_address: tuple[str, int]
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    *,
+    answer_fn: AnswerFn = answer,
+    idle_timeout: float = 10.0,
+    busy_idle_timeout: float = 1.0,
+    max_connections: int = 16,
+) -> AsyncIterator[Loopback]:
+    """Both loops over fresh loopback sockets, cancelled and closed on exit."""
+    holder = IndexHolder(index_with_www("192.0.2.80"))
+    stats = ServeStats()
+    with (
+        trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp,
+        trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp,
+    ):
+        await udp.bind(("127.0.0.1", 0))
+        await tcp.bind(("127.0.0.1", 0))
+        tcp.listen(16)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                functools.partial(serve_udp, udp, holder, stats=stats, answer_fn=answer_fn)
+            )
+            nursery.start_soon(
+                functools.partial(
+                    serve_tcp,
+                    tcp,
+                    holder,
+                    stats=stats,
+                    answer_fn=answer_fn,
+                    idle_timeout=idle_timeout,
+                    busy_idle_timeout=busy_idle_timeout,
+                    max_connections=max_connections,
+                )
+            )
+            yield Loopback(holder, stats, udp.getsockname(), tcp.getsockname())
+            nursery.cancel_scope.cancel()

@@ -8,8 +8,8 @@ import dns.message
 import dns.rdatatype
 import dns.rrset
 
+from tests.dns_ask import ask
 from tests.scenario.pg import PgCluster
-from valis_core.dns.answer import Transport, answer
 from valis_core.dns.zone import ZoneIndex
 from valis_core.dns.zone.build import parse_zone_text
 from valis_core.operator_state.zone_source import PgZoneSource
@@ -18,14 +18,6 @@ from valis_core.operator_state.zones import replace_zone
 EXAMPLE_ZONE = "example.test."
 EXAMPLE_WWW = "www IN A 192.0.2.80\n"
 """The zone most scenarios serve, and the one host record they ask for."""
-
-
-def ask(index: ZoneIndex, name: str, rtype: str) -> dns.message.Message:
-    """The response ``index`` gives to one query, parsed."""
-    query = dns.message.make_query(name, rtype)
-    response = answer(index, query.to_wire(), transport=Transport.TCP)
-    assert response is not None
-    return dns.message.from_wire(response)
 
 
 def answer_texts(index: ZoneIndex, name: str, rtype: str) -> set[str]:

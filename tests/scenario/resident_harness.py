@@ -36,6 +36,8 @@ import dns.message
 import dns.query
 import dns.rdatatype
 
+from tests.dns_ask import over_tcp, over_udp
+from tests.scenario.bounded_wait import until
 from tests.scenario.pg import RUN_USER
 from valis_core.dns.serve import listen
 
@@ -43,6 +45,7 @@ REPO = Path(__file__).resolve().parents[2]
 RUNTIME_ENV = "VALIS_TEST_RUNTIME"
 BOOT_TIMEOUT = 60.0
 EXIT_TIMEOUT = 30.0
+ASK_TIMEOUT = 5.0
 
 
 @functools.cache
@@ -244,10 +247,13 @@ class Resident:
 
     def ask(self, name: str, rtype: str = "A", *, tcp: bool = False) -> dns.message.Message:
         assert self.port is not None
-        query = dns.message.make_query(name, dns.rdatatype.from_text(rtype))
-        if tcp:
-            return dns.query.tcp(query, "127.0.0.1", port=self.port, timeout=5)
-        return dns.query.udp(query, "127.0.0.1", port=self.port, timeout=5)
+        return (over_tcp if tcp else over_udp)(self.port, name, rtype, timeout=ASK_TIMEOUT)
+
+    def reload(self, done_when: str) -> None:
+        """SIGHUP the resident and wait (bounded) for the log line that ends the reload."""
+        seen = self.stderr().count(done_when)
+        self.proc.send_signal(signal.SIGHUP)
+        until(lambda: self.stderr().count(done_when) > seen, f"{done_when!r} logged")
 
     def stop(self) -> None:
         """Make sure the process and its session are gone (test cleanup)."""
@@ -261,6 +267,25 @@ class Resident:
         for pid in session_processes(self.proc.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def assert_failed_closed(
+    resident: Resident, stage: str, cause: str, *, status: int | None = None
+) -> None:
+    """The resident failed closed at ``stage``, its last line naming ``cause`` (with exit
+    ``status`` when given): never ready, its port free, no fabric, no process left."""
+    exited = resident.wait_exit()
+    assert exited != 0, resident.stderr()
+    if status is not None:
+        assert exited == status, resident.stderr()
+    line = resident.last_line()
+    assert line.startswith(f"valis: {stage}: "), resident.stderr()
+    assert cause in line
+    assert not resident.notify.seen("READY")
+    if resident.port is not None:
+        assert port_is_free(resident.port)
+    assert not (resident.state_dir / "fabric.json").exists()
+    assert session_processes(resident.pid) == []
 
 
 @attrs.define

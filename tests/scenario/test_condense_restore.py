@@ -29,6 +29,7 @@ import dns.rdatatype
 import pytest
 
 from tests.conftest import require_root
+from tests.dns_ask import over_udp
 from tests.scenario.loopback_serve import free_port
 from tests.scenario.module_dist import HELLO, hello_wheel, pin_of, publish
 from tests.scenario.operator_state_helpers import soa_zone
@@ -40,6 +41,7 @@ from tests.scenario.resident_harness import (
     session_processes,
     site_facts,
 )
+from tests.scenario.setpriv_launcher import LAUNCHER
 from valis_core.acting_as import acting_as
 from valis_core.apply.unit_control import ProcessUnitController
 from valis_core.config_store import store_path
@@ -76,19 +78,6 @@ from valis_core.store.head import materialise_genesis, read_store_head
 
 ZONE = "example.test."
 HOLDER = "node-a@loopback"
-
-LAUNCHER = """
-import os, socket, sys
-from pathlib import Path
-from valis_core.dev_launcher import bind_dns_pair, resident_argv
-port, state_dir, uid, gid, runtime = sys.argv[1:6]
-udp, tcp = bind_dns_pair(socket.AF_INET, "127.0.0.1", int(port))
-for sock in (udp, tcp):
-    os.set_inheritable(sock.fileno(), True)
-argv = resident_argv([runtime], udp.fileno(), tcp.fileno(), int(port), Path(state_dir))
-os.execvp("setpriv", ["setpriv", "--reuid=" + uid, "--regid=" + gid, "--init-groups", "--",
-                      *argv])
-"""
 
 
 def run_account() -> tuple[int, int]:
@@ -183,8 +172,7 @@ def restore_request(backed_up: VerifiedBackup) -> CondenseRequest:
 
 
 def ask_soa(port: int, timeout: float = 5) -> dns.message.Message:
-    query = dns.message.make_query(ZONE, dns.rdatatype.SOA)
-    return dns.query.udp(query, "127.0.0.1", port=port, timeout=timeout)
+    return over_udp(port, ZONE, "SOA", timeout=timeout)
 
 
 @contextlib.contextmanager

@@ -15,21 +15,23 @@ through ``/proc``, and a SIGTERM to fulcrum must leave the host as it was found.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import stat
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import require_root
-from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user, run_as
+from tests.scenario.genesis_host import (
+    OWNER_PORT,
+    READY_TIMEOUT,
+    SERIAL,
+    ZONE,
+    produce_launcher_config,
+    provision_operator_state,
+    provision_state_dir,
+    resident_pid,
+    workdir,  # noqa: F401  (the fixture, shared)
+)
+from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
 from tests.scenario.proving_ground import (
-    FULCRUM,
-    GATEWAY,
-    PREFIX,
     UNIT_IP,
     DigAnswer,
     Fulcrum,
@@ -48,84 +50,10 @@ from tests.scenario.proving_ground import (
     udp_exchange,
     wait_for,
 )
-from tests.scenario.resident_harness import REPO, resident_runtime
+from tests.scenario.resident_harness import resident_runtime
 
-ZONE = "example.test."
 OUTSIDE = "elsewhere.invalid."
-ZONE_FILE = REPO / "docs" / "examples" / "example.test.zone"
-READY_TIMEOUT = 120.0
 ZERO_CAPS = "0000000000000000"
-SERIAL = "2024010101"
-OWNER_PORT = 8053
-
-
-@pytest.fixture
-def workdir() -> Iterator[Path]:
-    """Where this host's files live: traversable by the run account, removed after."""
-    require_root()
-    path = Path(tempfile.mkdtemp(prefix="vl-genesis-", dir="/tmp"))
-    path.chmod(0o755)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def provision_state_dir(root: Path) -> Path:
-    """The unit's state directory under ``root``, handed to the run account (0700)."""
-    account = ensure_system_user(RUN_USER)
-    state_dir = root / "var" / "lib" / "valis-dns"
-    state_dir.mkdir(parents=True, mode=0o755)
-    state_dir.chmod(0o700)
-    os.chown(state_dir, account.pw_uid, account.pw_gid)
-    return state_dir
-
-
-def produce_launcher_config(
-    ground: Ground, root: Path, valis: str, *, designated_port: int = 53
-) -> Path:
-    """``fulcrum config produce`` for this host, then ``fulcrum config verify`` of it."""
-    out = root / "etc" / "fulcrum" / "launcher.toml"
-    out.parent.parent.mkdir(mode=0o755)
-    run([
-        FULCRUM, "config", "produce", "--out", str(out),
-        "--netns-name", ground.unit_netns,
-        "--unit-ip", UNIT_IP,
-        "--unit-cidr", str(PREFIX),
-        "--public-interface", ground.nic,
-        "--public-gateway", GATEWAY,
-        "--mode", "dedicated",
-        "--designated-port", str(designated_port),
-        "--owner-port", str(OWNER_PORT),
-        "--catchall-object-path", "/opt/valis/lib/sk-lookup-catchall.bpf.o",
-        "--valis-command", valis,
-    ])  # fmt: skip
-    info = out.stat()
-    assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (0, 0o644)
-    assert "ok" in run([FULCRUM, "config", "verify", str(out)]).stdout
-    return out
-
-
-def provision_operator_state(pg_cluster: PgCluster, root: Path, valis: str) -> str:
-    """A fresh operator-state database, migrated, ``example.test.`` imported; its DSN."""
-    dsn = pg_cluster.new_database("genesis")
-    zone_file = root / "example.test.zone"
-    shutil.copy(ZONE_FILE, zone_file)
-    zone_file.chmod(0o644)
-    for argv in (["db", "migrate", "--dsn", dsn], ["zone", "import", "--dsn", dsn, str(zone_file)]):
-        result = run_as(RUN_USER, [valis, *argv])
-        assert result.returncode == 0, result.stderr
-    return dsn
-
-
-def resident_pid(fulcrum: Fulcrum) -> int:
-    """The resident: fulcrum's one child, found through /proc rather than fulcrum's word."""
-    parent = fulcrum.process.pid
-    children: list[int] = []
-    for task in Path(f"/proc/{parent}/task").iterdir():
-        children += [int(pid) for pid in (task / "children").read_text().split()]
-    assert len(children) == 1, f"fulcrum has children {children}"
-    return children[0]
 
 
 def proc_status(pid: int) -> dict[str, str]:
@@ -134,7 +62,7 @@ def proc_status(pid: int) -> dict[str, str]:
 
 
 def test_a_host_provisioned_from_genesis_serves_its_zone_locked_down_and_stops_clean(
-    ground: Ground, workdir: Path, pg_cluster: PgCluster
+    ground: Ground, workdir: Path, pg_cluster: PgCluster  # noqa: F811
 ) -> None:
     # -- provision ------------------------------------------------------------------------
     account = ensure_system_user(RUN_USER)

@@ -17,6 +17,16 @@ from typing import Any
 
 import pytest
 
+from tests.scenario.genesis_host import (
+    READY_TIMEOUT,
+    SERIAL,
+    ZONE,
+    ZONE_FILE,
+    produce_launcher_config,
+    provision_state_dir,
+    resident_pid,
+    workdir,  # noqa: F401  (the fixture, shared)
+)
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
 from tests.scenario.proving_ground import (
     FULCRUM,
@@ -31,16 +41,6 @@ from tests.scenario.proving_ground import (
     tcp_exchange,
 )
 from tests.scenario.resident_harness import resident_runtime
-from tests.scenario.test_deploy_from_genesis import (
-    READY_TIMEOUT,
-    SERIAL,
-    ZONE,
-    ZONE_FILE,
-    produce_launcher_config,
-    provision_state_dir,
-    resident_pid,
-    workdir,  # noqa: F401  (the fixture, shared)
-)
 from valis_core.dns.zone.build import parse_zone_text
 from valis_core.operator_state.zones import replace_zone
 

@@ -14,6 +14,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import scaled
 from tests.scenario.pg import PgCluster
 from valis_core.fence import FencedOut, FenceState, SeedRefused, StaleClaim
 from valis_core.operator_state.connection import OperatorStateError
@@ -284,7 +285,7 @@ STEPS = st.lists(
 )
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(0.25), deadline=None)
 @given(steps=STEPS)
 def test_no_write_from_a_superseded_writer_ever_lands(
     pg_cluster: PgCluster, fence_dsn: str, steps: list[tuple[int, str]]

@@ -39,7 +39,6 @@ import dns.rcode
 import dns.rdatatype
 
 from tests.conftest import require_root
-from tests.property.test_systemd_units import FULCRUM_UNIT, UNITS, only, parse_unit
 from tests.scenario.frozen_build import REPO, RUN_TIMEOUT, VERSION, PlainBuild, dist
 from tests.scenario.loopback_serve import free_port
 from tests.scenario.module_dist import hello_wheel, pin_of, publish
@@ -47,6 +46,7 @@ from tests.scenario.operator_state_helpers import EXAMPLE_WWW, EXAMPLE_ZONE, imp
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
 from tests.scenario.proving_ground import UNIT_IP, Ground, dig, netns_names, unit_config_text
 from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
+from tests.unit_files import FULCRUM_UNIT, UNITS, only, parse_unit
 from valis_cli.commands.apply import DEFAULT_ROOT
 from valis_core.acting_as import acting_as
 from valis_core.apply.delivery import (

@@ -8,31 +8,19 @@ resident's pid, and from the stand-in's own report of what it was handed.
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import shutil
 import signal
 import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import attrs
-import pytest
-
 from fulcrum.exec_chain import RESIDENT_PATH, control_socket_path
 from fulcrum.launch import unit_lock_path
-from tests.conftest import require_root
-from tests.scenario.pg import RUN_USER, ensure_system_user
 from tests.scenario.proving_ground import (
     FULCRUM,
     GATEWAY,
     PREFIX,
-    PYTHON,
     UNIT_IP,
-    Fulcrum,
     Ground,
     host_has_link,
     ip_json,
@@ -45,99 +33,20 @@ from tests.scenario.proving_ground import (
     tcp_exchange,
     tcp_exchange_in_pid,
     udp_exchange,
-    unit_config_text,
     wait_for,
+)
+from tests.scenario.standin_launch import (  # noqa: F401 (fixtures)
+    DSN,
+    REPORT_TIMEOUT,
+    accepted_ports,
+    account,
+    launch,
 )
 from tests.scenario.steer_object import steer_object_path
 from valis_core.launch import parse_launch_argv, render_launch_argv
 from valis_core.launcher_config import parse_launcher_config
 
-STANDIN = Path(__file__).with_name("standin_resident.py")
-REPORT_TIMEOUT = 30.0
 ZERO_CAPS = "0000000000000000"
-DSN = "postgresql://valis@/valis_state?host=/var/run/postgresql"
-
-
-@attrs.define
-class Unit:
-    """One launch: the fulcrum process and where its stand-in reports."""
-
-    fulcrum: Fulcrum
-    report_path: Path
-    config_path: Path
-
-    def report(self) -> dict[str, Any]:
-        wait_for(
-            lambda: self.report_path.exists() or self.fulcrum.process.poll() is not None,
-            REPORT_TIMEOUT,
-            "the stand-in resident's report",
-        )
-        if not self.report_path.exists():
-            raise AssertionError(f"fulcrum exited before the resident ran:\n{self.fulcrum.stderr}")
-        return json.loads(self.report_path.read_text())  # type: ignore[no-any-return]
-
-    def stopped_marker(self) -> dict[str, Any] | None:
-        path = Path(f"{self.report_path}.stopped")
-        return json.loads(path.read_text()) if path.exists() else None
-
-
-@pytest.fixture
-def account() -> tuple[int, int]:
-    require_root()
-    entry = ensure_system_user(RUN_USER)
-    return entry.pw_uid, entry.pw_gid
-
-
-@pytest.fixture
-def launch(ground: Ground, account: tuple[int, int]) -> Iterator[Any]:
-    """Start ``fulcrum launch`` on the ground; every fulcrum started is stopped after."""
-    workdir = Path(tempfile.mkdtemp(prefix="vl-fulcrum-"))
-    os.chown(workdir, *account)  # the stand-in writes its report here as the run account
-    # The run account may not reach this checkout (a clone under a 0700 home), so the
-    # stand-in runs from a copy beside its report.
-    standin = workdir / STANDIN.name
-    shutil.copyfile(STANDIN, standin)
-    standin.chmod(0o644)
-    command = (PYTHON, "-I", str(standin))
-    started: list[Fulcrum] = []
-
-    def start(mode: str = "dedicated", env: dict[str, str] | None = None,
-              extra_args: tuple[str, ...] = (), **fields: object) -> Unit:
-        n = len(started)
-        config_path = workdir / f"launcher-{n}.toml"
-        config_path.write_text(unit_config_text(ground, command, mode=mode, **fields))
-        report_path = workdir / f"report-{n}.json"
-        fulcrum_env = {
-            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
-            "VALIS_STANDIN_REPORT": str(report_path),
-            "VALIS_OPERATOR_STATE_DSN": DSN,
-            "NOT_FOR_THE_RESIDENT": "root's business",
-            **(env or {}),
-        }
-        fulcrum = Fulcrum.start(config_path, fulcrum_env, workdir, extra_args)
-        started.append(fulcrum)
-        return Unit(fulcrum, report_path, config_path)
-
-    try:
-        yield start
-    finally:
-        for fulcrum in started:
-            if fulcrum.process.poll() is None:
-                fulcrum.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-def accepted_ports(pid: int) -> tuple[str, set[tuple[str, int]], list[str]]:
-    """The fulcrum table inside pid's netns: its policy line, port accepts, other rules."""
-    listing = run_in_pid(pid, ["nft", "list", "table", "inet", "fulcrum"]).stdout
-    ports = {(p, int(n)) for p, n in re.findall(r"^\s*(tcp|udp) dport (\d+) accept$", listing,
-                                                re.MULTILINE)}
-    policy = re.search(r"type filter hook input priority filter; policy (\w+);", listing)
-    others = [
-        line.strip() for line in listing.splitlines()
-        if line.strip().endswith("accept") and not re.match(r"\s*(tcp|udp) dport", line)
-    ]
-    return (policy.group(1) if policy else ""), ports, others
 
 
 def assert_torn_down(ground: Ground, resident_pid: int) -> None:
@@ -149,7 +58,7 @@ def assert_torn_down(ground: Ground, resident_pid: int) -> None:
 
 
 def test_dedicated_unit_has_its_address_route_and_only_the_accept_set_reachable(
-    ground: Ground, launch: Any
+    ground: Ground, launch: Any  # noqa: F811
 ) -> None:
     unit = launch()
     report = unit.report()
@@ -182,7 +91,7 @@ def test_dedicated_unit_has_its_address_route_and_only_the_accept_set_reachable(
 
 
 def test_resident_runs_as_valis_without_capabilities_holding_only_the_bound_sockets(
-    ground: Ground, launch: Any, account: tuple[int, int]
+    ground: Ground, launch: Any, account: tuple[int, int]  # noqa: F811
 ) -> None:
     uid, gid = account
     # An elected edge has fulcrum attach the sk_lookup steer, so the object must exist.
@@ -235,7 +144,7 @@ def test_resident_runs_as_valis_without_capabilities_holding_only_the_bound_sock
 
 
 def test_sigterm_to_fulcrum_stops_the_resident_and_tears_the_unit_down(
-    ground: Ground, launch: Any
+    ground: Ground, launch: Any  # noqa: F811
 ) -> None:
     index_before = ip_json(["link", "show", "dev", ground.nic])[0]["ifindex"]
     unit = launch()
@@ -252,7 +161,7 @@ def test_sigterm_to_fulcrum_stops_the_resident_and_tears_the_unit_down(
 
 
 def test_crashing_resident_is_reported_with_its_status_and_the_unit_torn_down(
-    ground: Ground, launch: Any
+    ground: Ground, launch: Any  # noqa: F811
 ) -> None:
     unit = launch(env={"VALIS_STANDIN_EXIT": "3"})
     pid = unit.report()["pid"]
@@ -263,7 +172,7 @@ def test_crashing_resident_is_reported_with_its_status_and_the_unit_torn_down(
 
 
 def test_resident_ignoring_sigterm_is_killed_when_the_stop_bound_runs_out(
-    ground: Ground, launch: Any
+    ground: Ground, launch: Any  # noqa: F811
 ) -> None:
     unit = launch(env={"VALIS_STANDIN_IGNORE_TERM": "1"}, extra_args=("--stop-timeout", "1"))
     pid = unit.report()["pid"]
@@ -275,7 +184,7 @@ def test_resident_ignoring_sigterm_is_killed_when_the_stop_bound_runs_out(
 
 
 def test_second_launch_after_a_killed_fulcrum_reclaims_the_stale_netns(
-    ground: Ground, launch: Any
+    ground: Ground, launch: Any  # noqa: F811
 ) -> None:
     first = launch()
     orphan = first.report()["pid"]
@@ -297,7 +206,7 @@ def test_second_launch_after_a_killed_fulcrum_reclaims_the_stale_netns(
 
 
 def test_of_two_launches_racing_for_one_netns_one_serves_and_the_other_touches_nothing(
-    ground: Ground, launch: Any
+    ground: Ground, launch: Any  # noqa: F811
 ) -> None:
     units = [launch(), launch()]
     wait_for(lambda: any(u.fulcrum.process.poll() is not None for u in units),
@@ -317,7 +226,7 @@ def test_of_two_launches_racing_for_one_netns_one_serves_and_the_other_touches_n
 
 
 def test_teardown_leaves_alone_a_netns_of_its_name_it_did_not_make(
-    ground: Ground, launch: Any
+    ground: Ground, launch: Any  # noqa: F811
 ) -> None:
     unit = launch()
     pid = unit.report()["pid"]
@@ -344,7 +253,7 @@ def test_teardown_leaves_alone_a_netns_of_its_name_it_did_not_make(
 
 
 def test_macvlan_unit_gets_a_child_of_the_parent_which_stays_on_the_host(
-    ground: Ground, launch: Any
+    ground: Ground, launch: Any  # noqa: F811
 ) -> None:
     run(["ip", "link", "set", ground.nic, "up"])
     unit = launch(mode="macvlan")
@@ -383,7 +292,7 @@ def give_ground_an_ipv6_router(ground: Ground) -> None:
 
 
 def test_an_ipv6_unit_routes_through_its_routers_link_local_address(
-    ground: Ground, launch: Any
+    ground: Ground, launch: Any  # noqa: F811
 ) -> None:
     give_ground_an_ipv6_router(ground)
     unit = launch(unit_ip=UNIT_IP6, unit_cidr=64, public_gateway="fe80::1")
@@ -399,7 +308,7 @@ def test_an_ipv6_unit_routes_through_its_routers_link_local_address(
 
 
 def test_ipvlan_unit_comes_up_or_is_refused_naming_the_mode(
-    ground: Ground, launch: Any
+    ground: Ground, launch: Any  # noqa: F811
 ) -> None:
     run(["ip", "link", "set", ground.nic, "up"])
     if kernel_has_link_kind("ipvlan"):
@@ -422,7 +331,7 @@ def test_ipvlan_unit_comes_up_or_is_refused_naming_the_mode(
 
 
 def test_missing_public_interface_is_refused_and_leaves_no_netns(
-    ground: Ground, launch: Any
+    ground: Ground, launch: Any  # noqa: F811
 ) -> None:
     unit = launch(public_interface="vl-absent0")
     assert unit.fulcrum.wait() == 1

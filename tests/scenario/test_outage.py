@@ -22,7 +22,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,63 +35,23 @@ import dns.update
 import psycopg
 import pytest
 
-from tests.conftest import require_root
-from tests.scenario.operator_state_helpers import soa_zone
-from tests.scenario.pg import PgCluster, private_cluster
+from tests.scenario.bounded_wait import WAIT, until
+from tests.scenario.outage_cluster import (  # noqa: F401 (fixtures)
+    WWW,
+    ZONE,
+    answers,
+    outage_cluster,
+    running,
+    zone_dsn,
+)
+from tests.scenario.pg import PgCluster
 from tests.scenario.resident_harness import Harness, Resident, make_state_dir, site_facts
-from valis_core.dns import parse_zone_text
 from valis_core.identity.custody import load_keyfile
 from valis_core.operator_state.fence import claim_instance_fence, read_instance_fence
 from valis_core.operator_state.local_cluster import socket_dsn
-from valis_core.operator_state.schema import migrate
-from valis_core.operator_state.zones import replace_zone
 from valis_core.owner.key import derive_owner_tsig
 
-ZONE = "example.test."
-WWW = "www.example.test."
-WAIT = 30.0  # bound on any wait; never a timing assertion
 SUCCESSOR = "node-a@elsewhere#fedcba9876543210"
-
-
-@pytest.fixture(scope="module")
-def outage_cluster() -> Iterator[PgCluster]:
-    """A cluster these tests may stop and start without disturbing any other test."""
-    require_root()
-    with private_cluster() as cluster:
-        yield cluster
-
-
-@pytest.fixture
-def zone_dsn(outage_cluster: PgCluster) -> str:
-    dsn = outage_cluster.new_database("outage")
-    with outage_cluster.connect(dsn) as conn:
-        migrate(conn)
-        replace_zone(conn, parse_zone_text(soa_zone(ZONE, extra="www IN A 192.0.2.80\n"), ZONE))
-    return dsn
-
-
-@pytest.fixture
-def running(outage_cluster: PgCluster) -> Iterator[PgCluster]:
-    """The cluster, started again after the test whatever happened to it."""
-    try:
-        yield outage_cluster
-    finally:
-        outage_cluster.cluster.start()
-
-
-def until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {WAIT}s: {what}")
-        time.sleep(0.05)
-
-
-def answers(resident: Resident, name: str = WWW, *, timeout: float = 5.0) -> set[str]:
-    assert resident.port is not None
-    query = dns.message.make_query(name, "A")
-    response = dns.query.udp(query, "127.0.0.1", port=resident.port, timeout=timeout)
-    return {rdata.to_text() for rrset in response.answer for rdata in rrset}
 
 
 def set_www(pg: PgCluster, dsn: str, address: str) -> None:
@@ -134,7 +94,7 @@ def assert_back_without_restart(
 
 
 def test_postgres_stopped_under_a_serving_resident(
-    resident_harness: Harness, running: PgCluster, zone_dsn: str
+    resident_harness: Harness, running: PgCluster, zone_dsn: str  # noqa: F811
 ) -> None:
     resident = resident_harness.start(make_state_dir(resident_harness.workdir),
                                       site_facts(zone_dsn))
@@ -159,7 +119,7 @@ def test_postgres_stopped_under_a_serving_resident(
 
 
 def test_postgres_restarted_under_a_serving_resident(
-    resident_harness: Harness, running: PgCluster, zone_dsn: str
+    resident_harness: Harness, running: PgCluster, zone_dsn: str  # noqa: F811
 ) -> None:
     resident = resident_harness.start(make_state_dir(resident_harness.workdir),
                                       site_facts(zone_dsn))
@@ -217,7 +177,7 @@ def _others(conn: psycopg.Connection[Any]) -> int:
 
 
 @pytest.fixture
-def cut_off(outage_cluster: PgCluster, zone_dsn: str) -> Iterator[CutOff]:
+def cut_off(outage_cluster: PgCluster, zone_dsn: str) -> Iterator[CutOff]:  # noqa: F811
     way = CutOff(outage_cluster, zone_dsn)
     try:
         yield way
@@ -241,7 +201,7 @@ def owner_update(resident: Resident) -> dns.message.Message | BaseException:
 
 
 def test_a_resident_superseded_while_cut_off_fails_closed_on_reconnecting(
-    resident_harness: Harness, outage_cluster: PgCluster, zone_dsn: str, cut_off: CutOff
+    resident_harness: Harness, outage_cluster: PgCluster, zone_dsn: str, cut_off: CutOff  # noqa: F811
 ) -> None:
     pg = outage_cluster
     resident = resident_harness.start(make_state_dir(resident_harness.workdir),
@@ -283,7 +243,7 @@ def test_a_resident_superseded_while_cut_off_fails_closed_on_reconnecting(
 
 
 def test_a_resident_cut_off_and_not_superseded_catches_up_and_keeps_serving(
-    resident_harness: Harness, outage_cluster: PgCluster, zone_dsn: str, cut_off: CutOff
+    resident_harness: Harness, outage_cluster: PgCluster, zone_dsn: str, cut_off: CutOff  # noqa: F811
 ) -> None:
     pg = outage_cluster
     resident = resident_harness.start(make_state_dir(resident_harness.workdir),

@@ -156,7 +156,7 @@ def _umask(mask: int) -> Iterator[None]:
 
 
 def _request(root: Path, delivery: Path | None) -> ProvisionRequest:
-    from tests.property.test_provision_plan import CONFIG, FACTS
+    from tests.provision_example import CONFIG, FACTS
 
     return ProvisionRequest(
         account=RUN_USER, version=__version__, root=str(root), state_dir=str(root / "state"),

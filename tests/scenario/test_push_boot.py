@@ -39,6 +39,14 @@ from fulcrum.pushed import namespace_of_path
 from fulcrum.steer import Steer
 from tests.scenario import proving_ground
 from tests.scenario.edge_ca import install, make_test_ca
+from tests.scenario.genesis_host import (
+    READY_TIMEOUT,
+    ZONE,
+    ZONE_FILE,
+    provision_state_dir,
+    resident_pid,
+    workdir,  # noqa: F401  (the fixture, shared)
+)
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
 from tests.scenario.proving_ground import (
     PYTHON,
@@ -51,23 +59,19 @@ from tests.scenario.proving_ground import (
     tcp_exchange,
     unit_config_text,
 )
-from tests.scenario.resident_harness import Harness, make_state_dir, resident_runtime, site_facts
-from tests.scenario.steer_object import steer_object_path
-from tests.scenario.test_deploy_from_genesis import (
-    READY_TIMEOUT,
-    ZONE,
-    ZONE_FILE,
-    provision_state_dir,
-    resident_pid,
-    workdir,  # noqa: F401  (the fixture, shared)
+from tests.scenario.resident_harness import (
+    Harness,
+    assert_failed_closed,
+    make_state_dir,
+    resident_runtime,
+    site_facts,
 )
-from tests.scenario.test_fulcrum_launch import (  # noqa: F401  (the fixtures, shared)
+from tests.scenario.standin_launch import (  # noqa: F401  (the fixtures, shared)
     accepted_ports,
     account,
     launch,
 )
-from tests.scenario.test_resident_fail_closed import assert_failed_closed
-from tests.scenario.test_steer import (
+from tests.scenario.steer_netns import (
     EDGE,
     UNIT4,
     attached,
@@ -75,6 +79,7 @@ from tests.scenario.test_steer import (
     pair,  # noqa: F401  (the fixture, shared)
     steer_links,
 )
+from tests.scenario.steer_object import steer_object_path
 from valis_core.dns.zone.build import parse_zone_text
 from valis_core.launch import parse_launch_argv
 from valis_core.operator_state.zones import replace_zone

@@ -6,15 +6,15 @@ database is down."""
 
 from __future__ import annotations
 
-from tests.scenario.pg import RUN_USER, PgCluster, run_as
-from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
-from tests.scenario.test_outage import (  # noqa: F401 (fixtures)
+from tests.scenario.bounded_wait import until
+from tests.scenario.outage_cluster import (  # noqa: F401 (fixtures)
     answers,
     outage_cluster,
     running,
-    until,
     zone_dsn,
 )
+from tests.scenario.pg import RUN_USER, PgCluster, run_as
+from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
 
 GONE = "operator state: database unreachable"
 RETRY = "fence: heartbeat retry"

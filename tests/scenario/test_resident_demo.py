@@ -26,6 +26,7 @@ import dns.rcode
 import pytest
 
 from tests.conftest import require_root
+from tests.dns_ask import over_tcp, rdata_texts
 from tests.scenario.loopback_serve import free_port
 from tests.scenario.pg import RUN_USER, ensure_system_user
 from tests.scenario.resident_harness import (
@@ -139,11 +140,11 @@ def stop(proc: subprocess.Popen[bytes]) -> str:
 
 
 def ask(port: int, name: str, rtype: str = "A") -> dns.message.Message:
-    return dns.query.tcp(dns.message.make_query(name, rtype), "127.0.0.1", port=port, timeout=5)
+    return over_tcp(port, name, rtype, timeout=5)
 
 
 def answers(port: int, name: str, rtype: str = "A") -> set[str]:
-    return {r.to_text() for rrset in ask(port, name, rtype).answer for r in rrset}
+    return rdata_texts(ask(port, name, rtype))
 
 
 def printed(output: str, start: str) -> str:

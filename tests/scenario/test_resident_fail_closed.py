@@ -11,6 +11,7 @@ from tests.scenario.pg import RUN_USER, PgCluster, run_as
 from tests.scenario.resident_harness import (
     Harness,
     Resident,
+    assert_failed_closed,
     make_state_dir,
     port_is_free,
     session_processes,
@@ -20,23 +21,6 @@ from valis_core.fence import FENCED_OUT_EXIT_STATUS
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
 
 ZONE = "example.test."
-
-
-def assert_failed_closed(
-    resident: Resident, stage: str, cause: str, *, status: int | None = None
-) -> None:
-    exited = resident.wait_exit()
-    assert exited != 0, resident.stderr()
-    if status is not None:
-        assert exited == status, resident.stderr()
-    line = resident.last_line()
-    assert line.startswith(f"valis: {stage}: "), resident.stderr()
-    assert cause in line
-    assert not resident.notify.seen("READY")
-    if resident.port is not None:
-        assert port_is_free(resident.port)
-    assert not (resident.state_dir / "fabric.json").exists()
-    assert session_processes(resident.pid) == []
 
 
 def test_a_bad_dsn_stops_the_boot_at_operator_state(resident_harness: Harness) -> None:

@@ -15,10 +15,10 @@ import dns.rdatatype
 import dns.tsig
 import dns.update
 
+from tests.scenario.bounded_wait import until
 from tests.scenario.operator_state_helpers import import_zone
 from tests.scenario.pg import RUN_USER, PgCluster, run_as
 from tests.scenario.resident_harness import Harness, Resident, make_state_dir, site_facts
-from tests.scenario.test_outage import until
 from valis_cli.commands.status import not_ready_reasons
 from valis_core.config_store import HOW_TO_CHANGE
 from valis_core.identity.custody import load_keyfile
@@ -38,13 +38,6 @@ def set_served_zones(resident: Resident, dsn: str, zones: str) -> None:
     ])
     assert done.returncode == 0, done.stderr
     assert "systemctl reload fulcrum-valis" in done.stdout
-
-
-def reload(resident: Resident, done_when: str) -> None:
-    """SIGHUP the resident and wait for the log line that ends the reload."""
-    seen = resident.stderr().count(done_when)
-    resident.proc.send_signal(signal.SIGHUP)
-    until(lambda: resident.stderr().count(done_when) > seen, f"{done_when!r} logged")
 
 
 def with_new_zone_signed(harness: Harness, pg_cluster: PgCluster, zone_dsn: str) -> Resident:
@@ -75,7 +68,7 @@ def test_a_zone_added_with_site_facts_set_is_served_after_a_reload(
     assert f"{ZONE},{NEW}" in store.read_text()
     shown = run_as(RUN_USER, ["valis", "site-facts", "show", "node-a", "--dsn", zone_dsn])
     assert f"VALIS_SERVED_ZONES={ZONE},{NEW}" in shown.stdout
-    reload(resident, "reload: now serving")
+    resident.reload("reload: now serving")
 
     log = resident.stderr()
     assert "reload on SIGHUP: re-reading" in log
@@ -112,7 +105,7 @@ def test_the_owner_terminus_takes_updates_for_the_zones_a_reload_serves(
     assert update(NEW, f"before.{NEW}") == dns.rcode.NOTAUTH  # not served yet
     import_zone(pg_cluster, zone_dsn, NEW)
     set_served_zones(resident, zone_dsn, NEW)
-    reload(resident, "reload: now serving")
+    resident.reload("reload: now serving")
     assert f"added {NEW}; removed {ZONE}" in resident.stderr()
 
     assert update(NEW, f"after.{NEW}") == dns.rcode.NOERROR
@@ -129,7 +122,7 @@ def test_a_signed_zone_added_by_a_reload_is_answered_signed_from_its_first_query
     resident = with_new_zone_signed(resident_harness, pg_cluster, zone_dsn)
 
     set_served_zones(resident, zone_dsn, f"{ZONE},{NEW}")
-    reload(resident, "reload: now serving")
+    resident.reload("reload: now serving")
 
     assert resident.port is not None
     for rtype in ("SOA", "DNSKEY"):
@@ -151,7 +144,7 @@ def test_a_signed_zone_whose_key_is_not_here_is_refused_by_the_reload_as_at_boot
         key.unlink()
 
     set_served_zones(resident, zone_dsn, f"{ZONE},{NEW}")
-    reload(resident, "refused")
+    resident.reload("refused")
 
     log = resident.stderr()
     assert f"does not answer the apex SOA of {NEW}" in log
@@ -175,7 +168,7 @@ def test_a_zone_that_cannot_be_served_is_refused_and_the_node_stays_as_it_was(
     set_served_zones(resident, zone_dsn, f"{ZONE},missing.test.")
     with pg_cluster.connect(zone_dsn) as conn:
         assert delete_zone(conn, "missing.test.")
-    reload(resident, "refused")
+    resident.reload("refused")
 
     assert f"still serving {ZONE}" in resident.stderr()
     assert resident.proc.poll() is None
@@ -187,7 +180,7 @@ def test_a_zone_that_cannot_be_served_is_refused_and_the_node_stays_as_it_was(
     assert "missing.test." in resident.status()["reload_refused"]
 
     set_served_zones(resident, zone_dsn, ZONE)  # the store asks for what is served again
-    reload(resident, "the store is unchanged")
+    resident.reload("the store is unchanged")
     assert resident.status()["reload_refused"] is None
     assert not_ready_reasons(STATUS.structure(resident.status())) == []
 
@@ -263,7 +256,7 @@ def test_an_unchanged_store_reloads_as_a_logged_no_op(
     resident = resident_harness.start(make_state_dir(resident_harness.workdir),
                                       site_facts(zone_dsn))
     resident.wait_ready()
-    reload(resident, "the store is unchanged")
+    resident.reload("the store is unchanged")
     assert resident.proc.poll() is None
     assert resident.ask(ZONE, "SOA").rcode() == dns.rcode.NOERROR
 
@@ -274,7 +267,7 @@ def test_with_log_format_json_every_line_is_one_object_with_a_level(
     resident = resident_harness.start(make_state_dir(resident_harness.workdir),
                                       site_facts(zone_dsn), extra_argv=["--log-format", "json"])
     resident.wait_ready()
-    reload(resident, "the store is unchanged")
+    resident.reload("the store is unchanged")
     resident.proc.send_signal(signal.SIGTERM)
     assert resident.wait_exit() == 0
     lines = resident.stderr().splitlines()

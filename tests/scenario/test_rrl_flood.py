@@ -33,8 +33,7 @@ import trio.testing
 
 from tests.scenario.pg import RUN_USER, run_as
 from tests.scenario.resident_harness import Harness, Resident, make_state_dir, site_facts
-from tests.scenario.test_resident_reload import reload
-from tests.scenario.test_serve_wire import ZONE_FILE, start_server, stop_server, valis_command
+from tests.scenario.serve_process import ZONE_FILE, start_server, stop_server, valis_command
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import ServeStats, serve_tcp, serve_udp
 from valis_core.dns.serve.limited_udp import LimitedUdp
@@ -321,14 +320,14 @@ def test_the_resident_spares_its_exempt_prefix_and_applies_new_limits_on_a_reloa
     assert truncated(limited)
 
     set_facts(resident, zone_dsn, "VALIS_RRL_RATE=0")
-    reload(resident, "reload: response rate limiting: off")
+    resident.reload("reload: response rate limiting: off")
     assert limits_shown(resident) == (0, None)
     # A prefix with fresh buckets either way, so only the limiter's absence answers all.
     unlimited = flood(resident.port, ("127.0.4.2", "127.0.4.3"), 40, "www.example.test.")
     assert len(answered(unlimited)) == 40
 
     set_facts(resident, zone_dsn, "VALIS_RRL_RATE=5", "VALIS_RRL_EXEMPT=127.0.4.0/24")
-    reload(resident, "reload: response rate limiting: 5 responses/s")
+    resident.reload("reload: response rate limiting: 5 responses/s")
     assert "exempt 127.0.4.0/24" in resident.stderr()
     assert limits_shown(resident) == (5, ["127.0.4.0/24"])
     again = flood(resident.port, VICTIMS, 40, "www.example.test.")

@@ -25,9 +25,9 @@ import pytest
 import trio
 
 from tests.property.dnssec_check import validate_sections
-from tests.property.test_fastpath import PLAIN, SIGNED, TWO_ZONES
+from tests.property.two_zones import PLAIN, SIGNED, TWO_ZONES
+from tests.scenario.loopback_serve import LIMIT, index_with_www, serving, www_query
 from tests.scenario.operator_state_helpers import addresses
-from tests.scenario.test_serve_loops import LIMIT, index_with_www, serving, www_query
 from valis_core.dns import dnssec
 from valis_core.dns.answer import Transport, answer, fastpath
 from valis_core.dns.answer.signed import Signer
@@ -39,6 +39,8 @@ from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.resident.views import NodeViews
 
 ROUNDS = 5
+NEEDS_C = pytest.mark.usefixtures("compiled")
+"""A test that counts what C answered (skipped where the extension is not built)."""
 
 
 async def ask_raw(address: tuple[str, int], wires: list[bytes]) -> list[bytes]:
@@ -52,10 +54,12 @@ async def ask_raw(address: tuple[str, int], wires: list[bytes]) -> list[bytes]:
     return responses
 
 
+@NEEDS_C
 def test_this_build_serves_udp_on_the_compiled_path() -> None:
     assert fastpath.COMPILED
 
 
+@NEEDS_C
 async def test_a_question_asked_again_gets_the_bytes_python_gave() -> None:
     async with serving() as loop:
         wires = []
@@ -80,6 +84,7 @@ async def test_after_a_swap_the_next_answer_comes_from_the_new_index() -> None:
     assert addresses(dns.message.from_wire(after[0])) == {"198.51.100.80"}
 
 
+@NEEDS_C
 async def test_a_flood_of_random_names_is_answered_nxdomain_and_counted() -> None:
     names = [f"r{i:x}.example.com." for i in range(4096, 4096 + 40)]
     async with serving() as loop:
@@ -111,6 +116,7 @@ async def test_without_the_helper_udp_is_served_on_the_pure_path_and_logged_once
     assert len(told) == 1
 
 
+@NEEDS_C
 async def test_the_metrics_say_which_path_serves_udp_and_what_c_answered() -> None:
     async with serving() as loop:
         await ask_raw(loop.udp_address, [www_query().to_wire()] * 3)
@@ -159,6 +165,7 @@ def queries(name: str, rtype: str, *, do: bool) -> list[bytes]:
     return wires
 
 
+@NEEDS_C
 async def test_a_node_signing_one_zone_answers_do0_and_the_other_zone_in_c() -> None:
     holder = IndexHolder(ZoneIndex.from_records(TWO_ZONES), signer_of_one_zone())
     async with serving_udp(holder) as (address, stats):
@@ -179,6 +186,7 @@ async def test_a_node_signing_one_zone_answers_do0_and_the_other_zone_in_c() -> 
     assert not nxdomain.authority[1:]
 
 
+@NEEDS_C
 async def test_a_signed_zones_do1_answers_are_pythons_and_validate() -> None:
     holder = IndexHolder(ZoneIndex.from_records(TWO_ZONES), signer_of_one_zone())
     async with serving_udp(holder) as (address, stats):
@@ -201,6 +209,7 @@ async def test_a_signed_zones_do1_answers_are_pythons_and_validate() -> None:
         assert stats.udp_compiled == before
 
 
+@NEEDS_C
 async def test_a_zone_turned_signed_is_answered_with_its_keys_at_once() -> None:
     holder = IndexHolder(ZoneIndex.from_records(TWO_ZONES))
     async with serving_udp(holder) as (address, stats):

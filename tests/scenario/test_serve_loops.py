@@ -5,20 +5,24 @@ cancellation."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import socket
 import threading
 from collections.abc import AsyncIterator
-from pathlib import Path
 
-import attrs
 import dns.flags
 import dns.message
 import dns.rcode
 import pytest
 import trio
 
+from tests.scenario.loopback_serve import (
+    LIMIT,
+    Loopback,
+    index_with_www,
+    serving,
+    www_query,
+)
 from tests.scenario.operator_state_helpers import addresses
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.answer.snapshot import IndexHolder
@@ -26,31 +30,11 @@ from valis_core.dns.serve import (
     TCP_BATCH,
     TCP_TURNS,
     UDP_BATCH,
-    AnswerFn,
     ServeStats,
     serve_tcp,
     serve_udp,
 )
 from valis_core.dns.zone import ZoneIndex
-
-ZONE_TEXT = (Path(__file__).parent / "data" / "example.com.zone").read_text()
-LIMIT = 10.0
-
-
-def index_with_www(address: str) -> ZoneIndex:
-    return ZoneIndex.from_zone_text(ZONE_TEXT.replace("192.0.2.80", address), "example.com.")
-
-
-def www_query() -> dns.message.Message:
-    return dns.message.make_query("www.example.com.", "A", use_edns=False)
-
-
-@attrs.frozen
-class Loopback:
-    holder: IndexHolder
-    stats: ServeStats
-    udp_address: tuple[str, int]
-    tcp_address: tuple[str, int]
 
 
 async def udp_ask(address: tuple[str, int], wire: bytes) -> dns.message.Message:
@@ -81,44 +65,6 @@ async def receive_eof(stream: trio.SocketStream) -> bytes:
 async def loopback() -> AsyncIterator[Loopback]:
     async with serving(idle_timeout=0.3, max_connections=2) as loop:
         yield loop
-
-
-@contextlib.asynccontextmanager
-async def serving(
-    *,
-    answer_fn: AnswerFn = answer,
-    idle_timeout: float = 10.0,
-    busy_idle_timeout: float = 1.0,
-    max_connections: int = 16,
-) -> AsyncIterator[Loopback]:
-    """Both loops over fresh loopback sockets, cancelled and closed on exit."""
-    holder = IndexHolder(index_with_www("192.0.2.80"))
-    stats = ServeStats()
-    with (
-        trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp,
-        trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp,
-    ):
-        await udp.bind(("127.0.0.1", 0))
-        await tcp.bind(("127.0.0.1", 0))
-        tcp.listen(16)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(
-                functools.partial(serve_udp, udp, holder, stats=stats, answer_fn=answer_fn)
-            )
-            nursery.start_soon(
-                functools.partial(
-                    serve_tcp,
-                    tcp,
-                    holder,
-                    stats=stats,
-                    answer_fn=answer_fn,
-                    idle_timeout=idle_timeout,
-                    busy_idle_timeout=busy_idle_timeout,
-                    max_connections=max_connections,
-                )
-            )
-            yield Loopback(holder, stats, udp.getsockname(), tcp.getsockname())
-            nursery.cancel_scope.cancel()
 
 
 async def test_the_next_answer_after_a_swap_comes_from_the_new_index(loopback: Loopback) -> None:

@@ -12,8 +12,9 @@ import dns.query
 import dns.rdataclass
 import dns.rdatatype
 
+from tests.dns_ask import over_udp
 from tests.property.dnssec_check import validate, validate_sections
-from tests.scenario.test_serve_wire import ZONE_FILE, run_valis, start_server, stop_server
+from tests.scenario.serve_process import ZONE_FILE, run_valis, start_server, stop_server
 from valis_core.dns import dnssec
 from valis_core.dns.dnssec.zone_keys import encode_key
 
@@ -29,8 +30,7 @@ def key_file(tmp_path: Path, algorithm: int) -> tuple[Path, int]:
 
 
 def ask(port: int, name: str, rdtype: str, *, do: bool) -> dns.message.Message:
-    query = dns.message.make_query(name, rdtype, want_dnssec=do, use_edns=0, payload=1232)
-    return dns.query.udp(query, "127.0.0.1", port=port, timeout=3)
+    return over_udp(port, name, rdtype, do=do, edns=True, timeout=3)
 
 
 def test_a_zone_served_with_a_sign_key_answers_signed_and_validates(tmp_path: Path) -> None:

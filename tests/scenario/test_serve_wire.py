@@ -9,12 +9,10 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import attrs
 import dns.flags
 import dns.message
 import dns.query
@@ -22,66 +20,18 @@ import dns.rcode
 import dns.rdatatype
 import pytest
 
+from tests.dns_ask import over_tcp, over_udp, question
 from tests.scenario.operator_state_helpers import addresses
-
-DATA = Path(__file__).parent / "data"
-ZONE_FILE = DATA / "example.com.zone"
-STARTUP_LIMIT = 20.0
-STOP_LIMIT = 10.0
-_START_LINE = re.compile(r"on 127\.0\.0\.1:(\d+) udp\+tcp")
-
-
-@attrs.frozen
-class Server:
-    process: subprocess.Popen[bytes]
-    port: int
-    log: Path
-
-    def log_text(self) -> str:
-        return self.log.read_text(encoding="utf-8", errors="replace")
-
-
-def valis_command() -> list[str]:
-    script = Path(sys.executable).with_name("valis")
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-c", "from valis_cli.main import main; main()"]
-
-
-def start_server(log: Path, *zone_args: str, extra: tuple[str, ...] = ()) -> Server:
-    """Start `valis serve` on a free loopback port; return once its start line names
-    the port and it answers a query (both bounded)."""
-    args = [*valis_command(), "serve", "--listen", "127.0.0.1:0", *extra]
-    for zone in zone_args or (str(ZONE_FILE),):
-        args += ["--zone", zone]
-    with log.open("wb") as sink:
-        process = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT)
-    limit = time.monotonic() + STARTUP_LIMIT
-    port = None
-    while port is None:
-        match = _START_LINE.search(log.read_text(encoding="utf-8", errors="replace"))
-        if match:
-            port = int(match.group(1))
-        elif process.poll() is not None or time.monotonic() > limit:
-            process.kill()
-            process.wait()
-            pytest.fail(f"valis serve did not start:\n{log.read_text()}")
-        else:
-            time.sleep(0.05)
-    server = Server(process=process, port=port, log=log)
-    ask_udp(server, "example.com.", "SOA")
-    return server
-
-
-def stop_server(server: Server) -> int:
-    if server.process.poll() is None:
-        server.process.send_signal(signal.SIGTERM)
-    try:
-        return server.process.wait(timeout=STOP_LIMIT)
-    except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait()
-        raise
+from tests.scenario.serve_process import (
+    ASK_TIMEOUT,
+    STARTUP_LIMIT,
+    STOP_LIMIT,
+    ZONE_FILE,
+    Server,
+    run_valis,
+    start_server,
+    stop_server,
+)
 
 
 @pytest.fixture(scope="module")
@@ -94,15 +44,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def query(name: str, rdtype: str) -> dns.message.Message:
-    return dns.message.make_query(name, rdtype, use_edns=False)
+    return question(name, rdtype)
 
 
 def ask_udp(server: Server, name: str, rdtype: str) -> dns.message.Message:
-    return dns.query.udp(query(name, rdtype), "127.0.0.1", port=server.port, timeout=3)
+    return over_udp(server.port, name, rdtype, timeout=ASK_TIMEOUT)
 
 
 def ask_tcp(server: Server, name: str, rdtype: str) -> dns.message.Message:
-    return dns.query.tcp(query(name, rdtype), "127.0.0.1", port=server.port, timeout=3)
+    return over_tcp(server.port, name, rdtype, timeout=ASK_TIMEOUT)
 
 
 def frame(message: dns.message.Message) -> bytes:
@@ -286,12 +236,6 @@ def test_the_origin_is_taken_from_the_file_name(tmp_path: Path) -> None:
         assert addresses(response) == {"192.0.2.80"}
     finally:
         assert stop_server(server) == 0
-
-
-def run_valis(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*valis_command(), *args], capture_output=True, text=True, timeout=30, check=False
-    )
 
 
 def test_a_missing_zone_file_is_one_line_naming_it(tmp_path: Path) -> None:

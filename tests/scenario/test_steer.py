@@ -15,11 +15,9 @@ and a wrong ``catchall-object-path`` stops bring-up naming the path.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import json
 import os
-import secrets
 import shutil
 import socket
 import subprocess
@@ -39,22 +37,25 @@ from tests.scenario.proving_ground import (
     Fulcrum,
     Ground,
     netns_names,
-    run,
     tcp_exchange,
     unit_config_text,
     wait_for,
 )
 from tests.scenario.resident_harness import resident_runtime
+from tests.scenario.steer_netns import (  # noqa: F401 (the fixture pair)
+    EDGE,
+    OTHER4,
+    UNIT4,
+    UNIT6,
+    attached,
+    netns_fd,
+    netns_inode,
+    pair,
+    steer_links,
+)
 from tests.scenario.steer_object import steer_object_path
 
 STANDIN = Path(__file__).with_name("standin_resident.py")
-
-UNIT4 = "203.0.113.10"
-OTHER4 = "203.0.113.11"
-CLIENT4 = "203.0.113.100"
-UNIT6 = "2001:db8::10"
-CLIENT6 = "2001:db8::100"
-EDGE = 443
 REPORT_TIMEOUT = 30.0
 SWAPS = 40
 SWAP_CONNECTIONS = 400
@@ -98,55 +99,6 @@ def steer_object() -> Path:
     return steer_object_path()
 
 
-@pytest.fixture
-def pair() -> Iterator[tuple[str, str]]:
-    """A unit netns and a client netns joined by a veth pair; (unit, client)."""
-    require_root()
-    tag = secrets.token_hex(3)
-    unit, client = f"vl-stu-{tag}", f"vl-stc-{tag}"
-    run(["ip", "netns", "add", unit])
-    try:
-        run(["ip", "netns", "add", client])
-        for ns in (unit, client):
-            run(["ip", "-n", ns, "link", "set", "lo", "up"])
-        run(["ip", "-n", unit, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0",
-             "netns", client])
-        for ns, addresses in ((unit, (UNIT4, OTHER4, UNIT6)), (client, (CLIENT4, CLIENT6))):
-            for address in addresses:
-                prefix = 64 if ":" in address else 24
-                run(["ip", "-n", ns, "addr", "add", f"{address}/{prefix}", "dev", "eth0",
-                     "nodad"] if ":" in address else
-                    ["ip", "-n", ns, "addr", "add", f"{address}/{prefix}", "dev", "eth0"])
-            run(["ip", "-n", ns, "link", "set", "eth0", "up"])
-        yield unit, client
-    finally:
-        for ns in (unit, client):
-            if ns in netns_names():
-                run(["ip", "netns", "del", ns], check=False)
-
-
-@contextlib.contextmanager
-def netns_fd(name: str) -> Iterator[int]:
-    fd = os.open(f"/run/netns/{name}", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        yield fd
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def attached(obj: Path, unit: str, address: str | tuple[str, ...] = UNIT4,
-             ports: frozenset[int] = frozenset({EDGE})) -> Iterator[Steer]:
-    addresses = [ipaddress.ip_address(a) for a in
-                 ((address,) if isinstance(address, str) else address)]
-    with netns_fd(unit) as fd:
-        steer = Steer.attach(str(obj), fd, addresses, ports)
-    try:
-        yield steer
-    finally:
-        steer.close()
-
-
 def listener_in(netns: str, address: str) -> socket.socket:
     """A listening TCP socket made inside ``netns`` on an ephemeral port, now ours."""
     ours, theirs = socket.socketpair()
@@ -181,20 +133,6 @@ def drain(listener: socket.socket) -> int:
     return count
 
 
-def netns_inode(path: str) -> int:
-    return os.stat(path).st_ino
-
-
-def steer_links(inode: int | None = None) -> list[dict[str, Any]]:
-    """``bpftool link``'s sk_lookup links, those on netns ``inode`` when given."""
-    out = run(["bpftool", "-j", "link", "show"]).stdout
-    links = [link for link in json.loads(out or "[]")
-             if link.get("attach_type") == "sk_lookup"]
-    if inode is not None:
-        links = [link for link in links if link.get("netns_ino") == inode]
-    return links
-
-
 def link_ids() -> set[int]:
     return {int(link["id"]) for link in steer_links()}
 
@@ -204,7 +142,7 @@ def link_ids() -> set[int]:
 
 @pytest.mark.parametrize(("unit_address", "client"), [(UNIT4, "v4"), (UNIT6, "v6")])
 def test_a_declared_port_on_the_unit_address_reaches_the_node_socket(
-    steer_object: Path, pair: tuple[str, str], unit_address: str, client: str
+    steer_object: Path, pair: tuple[str, str], unit_address: str, client: str  # noqa: F811
 ) -> None:
     unit, client_ns = pair
     inode = netns_inode(f"/run/netns/{unit}")
@@ -221,7 +159,7 @@ def test_a_declared_port_on_the_unit_address_reaches_the_node_socket(
 
 
 def test_an_undeclared_port_or_another_address_is_passed_over(
-    steer_object: Path, pair: tuple[str, str]
+    steer_object: Path, pair: tuple[str, str]  # noqa: F811
 ) -> None:
     unit, client = pair
     with listener_in(unit, UNIT4) as listener, attached(steer_object, unit) as steer:
@@ -236,7 +174,7 @@ def test_an_undeclared_port_or_another_address_is_passed_over(
 
 
 def test_after_close_the_declared_port_is_refused_and_no_link_remains(
-    steer_object: Path, pair: tuple[str, str]
+    steer_object: Path, pair: tuple[str, str]  # noqa: F811
 ) -> None:
     unit, client = pair
     inode = netns_inode(f"/run/netns/{unit}")
@@ -252,7 +190,7 @@ def test_after_close_the_declared_port_is_refused_and_no_link_remains(
 
 
 def test_assigning_again_replaces_the_socket_in_place_without_refusing_anyone(
-    steer_object: Path, pair: tuple[str, str]
+    steer_object: Path, pair: tuple[str, str]  # noqa: F811
 ) -> None:
     unit, client = pair
     with listener_in(unit, UNIT4) as old, listener_in(unit, UNIT4) as new, attached(
@@ -290,7 +228,7 @@ def test_assigning_again_replaces_the_socket_in_place_without_refusing_anyone(
 
 
 def test_a_descriptor_that_is_not_a_listening_tcp_socket_is_refused(
-    steer_object: Path, pair: tuple[str, str]
+    steer_object: Path, pair: tuple[str, str]  # noqa: F811
 ) -> None:
     unit, _ = pair
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp, attached(
@@ -299,7 +237,7 @@ def test_a_descriptor_that_is_not_a_listening_tcp_socket_is_refused(
         steer.assign(udp.fileno())
 
 
-def test_a_missing_object_fails_at_open_naming_the_path(pair: tuple[str, str]) -> None:
+def test_a_missing_object_fails_at_open_naming_the_path(pair: tuple[str, str]) -> None:  # noqa: F811
     unit, _ = pair
     before = link_ids()
     missing = "/nonexistent/valis/sk-lookup-catchall.bpf.o"
@@ -324,7 +262,7 @@ def test_a_failed_attach_leaves_nothing_attached(
     assert link_ids() <= before
 
 
-def test_a_killed_holder_leaves_no_link(steer_object: Path, pair: tuple[str, str]) -> None:
+def test_a_killed_holder_leaves_no_link(steer_object: Path, pair: tuple[str, str]) -> None:  # noqa: F811
     unit, _ = pair
     inode = netns_inode(f"/run/netns/{unit}")
     script = (
@@ -456,7 +394,6 @@ def test_a_wrong_catchall_object_path_stops_bring_up_naming_it(
     assert "No such file or directory" in errors[0]
     assert ground.unit_netns not in netns_names()
     assert link_ids() <= before
-
 
 
 def test_assess_asks_the_kernel_to_load_the_steer_object_and_leaves_nothing(

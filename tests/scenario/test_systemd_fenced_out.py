@@ -26,7 +26,7 @@ from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
 from tests.scenario.proving_ground import Ground, unit_config_text
 from tests.scenario.proving_ground import sweep_stale as sweep_stale_grounds
 from tests.scenario.systemd_container import Bind, SystemdContainer, sweep_stale
-from tests.scenario.test_systemd_unit import (
+from tests.scenario.systemd_node import (
     DELIVERED,
     LAUNCHER_CONFIG,
     ROOT,
@@ -36,7 +36,7 @@ from tests.scenario.test_systemd_unit import (
     UNIT,
     UP_TIMEOUT,
     Node,
-    _operator_state,
+    example_operator_state,
 )
 from valis_core.fence import FENCED_OUT_EXIT_STATUS
 from valis_core.operator_state.fence import claim_instance_fence, read_instance_fence
@@ -48,7 +48,7 @@ STOPPED = ("failed", "inactive")
 
 @pytest.fixture(scope="module")
 def dsn(pg_cluster: PgCluster) -> str:
-    return _operator_state(pg_cluster)
+    return example_operator_state(pg_cluster)
 
 
 @pytest.fixture(scope="module")

@@ -20,99 +20,44 @@ bound in read-only at their host paths.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
-import attrs
 import pytest
 
 from tests.conftest import require_root
-from tests.property.test_systemd_units import FULCRUM_UNIT
 from tests.scenario.frozen_build import VERSION, PlainBuild, delivery_of
-from tests.scenario.operator_state_helpers import EXAMPLE_WWW, EXAMPLE_ZONE, import_zone
+from tests.scenario.operator_state_helpers import EXAMPLE_ZONE
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
-from tests.scenario.proving_ground import UNIT_IP, Ground, dig, unit_config_text
+from tests.scenario.proving_ground import Ground, unit_config_text
 from tests.scenario.proving_ground import sweep_stale as sweep_stale_grounds
 from tests.scenario.systemd_container import Bind, SystemdContainer, sweep_stale
-from valis_core.operator_state.schema import migrate
+from tests.scenario.systemd_node import (
+    DELIVERED,
+    LAUNCHER_CONFIG,
+    ROOT,
+    SERVING,
+    SITE_FACTS,
+    SOCKET_UNIT,
+    STATE_DIRECTORY,
+    UNIT,
+    UP_TIMEOUT,
+    Node,
+    example_operator_state,
+)
+from tests.unit_files import FULCRUM_UNIT
 from valis_core.operator_state.site_facts import parse_site_facts, render_site_facts
 from valis_core.state_layout import CONFIG_FILE, CONFIG_STORE
 
-UNIT = "fulcrum-valis.service"
-SOCKET_UNIT = "fulcrum-valis-control.socket"
 CONTROL_SOCKET = "/run/fulcrum/valis.sock"
-ROOT = "/opt/valis"
-DELIVERED = f"{ROOT}/current/lib/systemd/system"
-LAUNCHER_CONFIG = "/etc/fulcrum/launcher.toml"
-SITE_FACTS = "/etc/valis/site-facts.env"
-STATE_DIRECTORY = "/var/lib/valis-dns"
 NEWER = f"{VERSION}+systemd.2"
 BROKEN = f"{VERSION}+systemd.plain"
 NEWER_DESCRIPTION = f"valis {NEWER} (fulcrum-launched resident)"
-UP_TIMEOUT = 90.0
-APPLY_TIMEOUT = 240.0
 MISSING_CONFIG = "fulcrum: launcher config: "
 ABSENT_ZONE = "absent.test."
 UNCHANGED = "reload: the store is unchanged"
-SERVING = re.compile(r"serving example\.test\. on udp=\S+ tcp=\S+ at generation (\d+)")
-
-
-@attrs.frozen
-class Node:
-    """The container standing in for the host, and what the scenarios apply to it."""
-
-    box: SystemdContainer
-    ground: Ground
-    valis: str
-    delivery: Path
-    newer: Path
-    broken: Path
-
-    def apply(self, delivery: Path, *extra: str) -> tuple[int, str, str]:
-        """``valis apply --delivery`` as root on the host, through systemd; its status,
-        stdout and stderr."""
-        done = self.box.run(self.valis, "apply", "--delivery", str(delivery), *extra,
-                            check=False, timeout=APPLY_TIMEOUT)
-        return done.returncode, done.stdout, done.stderr
-
-    def unit(self, *props: str) -> dict[str, str]:
-        return self.box.show(UNIT, *props)
-
-    def resident(self) -> int:
-        """The resident's pid (as the container numbers it): fulcrum's one child."""
-        main = self.unit("MainPID")["MainPID"]
-        children = self.box.run("sh", "-c", f"cat /proc/{main}/task/*/children").stdout.split()
-        assert len(children) == 1, f"fulcrum {main} has children {children}"
-        return int(children[0])
-
-    def owner_key_digest(self) -> str:
-        key = self.box.run("base64", "-w0", f"{STATE_DIRECTORY}/owner.key").stdout
-        return hashlib.sha256(key.encode()).hexdigest()
-
-    def assert_answers(self) -> None:
-        """The zone answers authoritatively from the client, over UDP and TCP."""
-        for tcp in (False, True):
-            soa = dig(self.ground.client, UNIT_IP, EXAMPLE_ZONE, "SOA", tcp=tcp)
-            assert (soa.status, soa.authoritative) == ("NOERROR", True), soa.raw
-        www = dig(self.ground.client, UNIT_IP, f"www.{EXAMPLE_ZONE}", "A")
-        assert [record.split()[4] for record in www.answer] == ["192.0.2.80"], www.raw
-
-    def generation(self) -> int:
-        status = self.unit("StatusText")["StatusText"]
-        matched = SERVING.search(status)
-        assert matched, status
-        return int(matched.group(1))
-
-
-def _operator_state(pg_cluster: PgCluster) -> str:
-    dsn = pg_cluster.new_database("systemd")
-    with pg_cluster.connect(dsn) as conn:
-        migrate(conn)
-    import_zone(pg_cluster, dsn, EXAMPLE_ZONE, extra=EXAMPLE_WWW)
-    return dsn
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +67,7 @@ def node(pg_cluster: PgCluster, bundle: Path, delivery: Path, plain_build: Plain
     ensure_system_user(RUN_USER)
     sweep_stale()
     sweep_stale_grounds()
-    dsn = _operator_state(pg_cluster)
+    dsn = example_operator_state(pg_cluster)
     staged = build_root / "systemd-unit"
     # The newer version's unit differs (its description): apply must load it.
     unit_text = FULCRUM_UNIT.read_text()

@@ -22,6 +22,15 @@ import dns.message
 import dns.rcode
 import dns.tsigkeyring
 
+from tests.scenario.genesis_host import (
+    READY_TIMEOUT,
+    SERIAL,
+    ZONE,
+    ZONE_FILE,
+    produce_launcher_config,
+    provision_state_dir,
+    workdir,  # noqa: F401  (the fixture, shared)
+)
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
 from tests.scenario.proving_ground import (
     CLIENT_IP,
@@ -34,15 +43,6 @@ from tests.scenario.proving_ground import (
     run_in,
 )
 from tests.scenario.resident_harness import resident_runtime
-from tests.scenario.test_deploy_from_genesis import (
-    READY_TIMEOUT,
-    SERIAL,
-    ZONE,
-    ZONE_FILE,
-    produce_launcher_config,
-    provision_state_dir,
-    workdir,  # noqa: F401  (the fixture, shared)
-)
 from valis_core.dns.zone.build import parse_zone_text
 from valis_core.operator_state.secondaries import Secondary, add_secondary
 from valis_core.operator_state.zones import replace_zone

@@ -8,16 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.scenario import test_zone_sign_verbs as verbs
 from tests.scenario.operator_state_helpers import import_zone
-from tests.scenario.pg import PgCluster
+from tests.scenario.pg import PgCluster, valis
+from tests.scenario.signing_node import ZONE, node_state  # noqa: F401 (the fixture)
 from valis_core.dns.dnssec.nsec3 import Nsec3Params
 from valis_core.operator_state.fence import claim_instance_fence
 from valis_core.operator_state.zone_denial import zone_denials
-
-ZONE = verbs.ZONE
-node_state = verbs.node_state
-valis = verbs.valis
 
 
 def denials(pg_cluster: PgCluster, dsn: str) -> dict[str, Nsec3Params]:
@@ -26,7 +22,7 @@ def denials(pg_cluster: PgCluster, dsn: str) -> dict[str, Nsec3Params]:
 
 
 def test_sign_chooses_nsec3_and_switches_back_to_compact(
-    pg_cluster: PgCluster, state_dsn: str, node_state: Path
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path  # noqa: F811
 ) -> None:
     import_zone(pg_cluster, state_dsn, ZONE)
     status, out, err = valis("zone", "sign", ZONE, "--state-dir", str(node_state))
@@ -61,7 +57,7 @@ def test_sign_chooses_nsec3_and_switches_back_to_compact(
 
 
 def test_a_superseded_node_cannot_switch_the_denial(
-    pg_cluster: PgCluster, state_dsn: str, node_state: Path
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path  # noqa: F811
 ) -> None:
     import_zone(pg_cluster, state_dsn, ZONE)
     status, _, err = valis("zone", "sign", ZONE, "--state-dir", str(node_state))
@@ -76,7 +72,7 @@ def test_a_superseded_node_cannot_switch_the_denial(
 
 
 def test_listing_a_secondary_of_a_compact_zone_warns_its_transfers_are_refused(
-    pg_cluster: PgCluster, state_dsn: str, node_state: Path
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path  # noqa: F811
 ) -> None:
     import_zone(pg_cluster, state_dsn, ZONE)
     status, _, err = valis("zone", "sign", ZONE, "--state-dir", str(node_state))

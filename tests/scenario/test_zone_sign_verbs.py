@@ -6,7 +6,6 @@ is refused by name. Rollovers begin, wait and end as their tables say."""
 
 from __future__ import annotations
 
-import os
 import pwd
 import stat
 from pathlib import Path
@@ -16,45 +15,18 @@ import pytest
 
 from tests.scenario.operator_state_helpers import import_zone
 from tests.scenario.pg import RUN_USER, PgCluster, valis
+from tests.scenario.signing_node import HOLDER, ZONE, node_state  # noqa: F401 (the fixture)
 from valis_core.dns import wire
 from valis_core.dns.dnssec import ds_rdata
 from valis_core.dns.dnssec.zone_keys import load_key_ring, load_zone_keys
 from valis_core.fence import FencedOut, FenceState
-from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
-from valis_core.operator_state.site_facts_file import write_site_facts
+from valis_core.operator_state.fence import claim_instance_fence
 from valis_core.operator_state.zone_rollover import advance_rollovers
 from valis_core.operator_state.zone_signing import signed_zones
-from valis_core.store.manifest import Manifest, dumps
-
-ZONE = "example.test."
-TOKEN = "0123456789abcdef"
-HOLDER = f"node-a@loopback#{TOKEN}"
-
-
-@pytest.fixture
-def node_state(pg_cluster: PgCluster, state_dsn: str, run_account_dir: Path) -> Path:
-    """A booted node's state directory (store head, configuration store, instance
-    token), the run account's, whose instance holds the fence at generation 0."""
-    account = pwd.getpwnam(RUN_USER)
-    state = run_account_dir / "state"
-    (state / "store").mkdir(parents=True, mode=0o700)
-    (state / "config").mkdir(mode=0o700)
-    (state / "store" / "manifest.json").write_bytes(dumps(Manifest(generation=0)))
-    write_site_facts(state / "config" / "site-facts.env", {
-        "VALIS_NODE_NAME": "node-a", "VALIS_LOCATION": "loopback",
-        "VALIS_OPERATOR_STATE_DSN": state_dsn, "VALIS_SERVED_ZONES": ZONE,
-    }, mode=0o600)
-    (state / "instance").write_text(TOKEN + "\n")
-    for path in (state, *state.rglob("*")):
-        os.chown(path, account.pw_uid, account.pw_gid)
-    state.chmod(0o700)
-    with pg_cluster.connect(state_dsn) as conn:
-        seed_instance_fence(conn, HOLDER)
-    return state
 
 
 def test_sign_makes_the_key_records_it_fenced_and_ds_prints_it(
-    pg_cluster: PgCluster, state_dsn: str, node_state: Path
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path  # noqa: F811
 ) -> None:
     import_zone(pg_cluster, state_dsn, ZONE)
     status, out, err = valis("zone", "sign", ZONE, "--algorithm", "15",
@@ -86,7 +58,7 @@ def test_sign_makes_the_key_records_it_fenced_and_ds_prints_it(
 
 @pytest.mark.parametrize("split", [False, True])
 def test_sign_again_without_algorithm_keeps_the_zones_algorithm_and_kind(
-    pg_cluster: PgCluster, state_dsn: str, node_state: Path, split: bool
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path, split: bool  # noqa: F811
 ) -> None:
     """A zone signed with algorithm 15 (a CSK, or a KSK and a ZSK), signed again to change
     only its timings or its denial, keeps its keys: the default algorithm is for a zone
@@ -113,7 +85,7 @@ def test_sign_again_without_algorithm_keeps_the_zones_algorithm_and_kind(
 
 
 def test_a_max_zone_ttl_below_the_zones_ttls_is_warned_naming_the_largest(
-    pg_cluster: PgCluster, state_dsn: str, node_state: Path
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path  # noqa: F811
 ) -> None:
     """A roll's switched step waits max-zone-ttl for the old key's signatures to leave
     caches: given below a TTL the zone signs (here a TXT of 7200; the delegation's NS and
@@ -146,7 +118,7 @@ def test_a_max_zone_ttl_below_the_zones_ttls_is_warned_naming_the_largest(
 
 
 def test_a_superseded_node_cannot_turn_signing_on(
-    pg_cluster: PgCluster, state_dsn: str, node_state: Path
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path  # noqa: F811
 ) -> None:
     import_zone(pg_cluster, state_dsn, ZONE)
     with pg_cluster.connect(state_dsn) as conn:
@@ -159,7 +131,7 @@ def test_a_superseded_node_cannot_turn_signing_on(
     assert load_zone_keys(node_state) == {}  # no key left that no zone signs with
 
 
-def test_a_zone_not_in_operator_state_is_refused(node_state: Path) -> None:
+def test_a_zone_not_in_operator_state_is_refused(node_state: Path) -> None:  # noqa: F811
     status, _, err = valis("zone", "sign", "absent.test.", "--state-dir", str(node_state))
     assert status != 0
     assert "zone absent.test. is not in the operator-state database; import it first" in err
@@ -169,7 +141,7 @@ def test_a_zone_not_in_operator_state_is_refused(node_state: Path) -> None:
 
 
 def test_a_rollover_waits_for_the_parent_and_refuses_what_its_step_does_not_allow(
-    pg_cluster: PgCluster, state_dsn: str, node_state: Path
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path  # noqa: F811
 ) -> None:
     """The operator begins a roll: a new key is made, the parent is to hold both DS, and
     operator state keeps the step and the timings given. A second roll, a confirmation at
@@ -211,7 +183,7 @@ def test_a_rollover_waits_for_the_parent_and_refuses_what_its_step_does_not_allo
 
 
 def test_a_superseded_node_cannot_begin_a_rollover(
-    pg_cluster: PgCluster, state_dsn: str, node_state: Path
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path  # noqa: F811
 ) -> None:
     import_zone(pg_cluster, state_dsn, ZONE)
     assert valis("zone", "sign", ZONE, "--state-dir", str(node_state))[0] == 0
@@ -224,7 +196,7 @@ def test_a_superseded_node_cannot_begin_a_rollover(
 
 
 def test_the_fence_holder_moves_a_due_step_on_and_a_superseded_one_writes_nothing(
-    pg_cluster: PgCluster, state_dsn: str, node_state: Path
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path  # noqa: F811
 ) -> None:
     """What the resident does each second, asked directly: a step whose time has not come
     stays; a due one moves on, its wait counted from the write; a writer another instance
@@ -251,7 +223,7 @@ def test_the_fence_holder_moves_a_due_step_on_and_a_superseded_one_writes_nothin
 
 
 def test_a_split_zone_signs_with_two_keys_and_rolls_its_zsk_on_time_alone(
-    pg_cluster: PgCluster, state_dsn: str, node_state: Path
+    pg_cluster: PgCluster, state_dsn: str, node_state: Path  # noqa: F811
 ) -> None:
     """``sign --split`` makes a KSK and a ZSK and records both; ``ds`` prints the KSK's DS
     alone. ``rollover --zsk`` pre-publishes a new ZSK: the parent has nothing to do (``ds``

@@ -26,20 +26,29 @@ import pytest
 import trio
 
 from tests.conftest import require_root
-from tests.scenario.nsd_conf import nsd_server
+from tests.scenario.located_node import ADDRESS_A, ADDRESS_B
+from tests.scenario.located_node import Node as EvacuatedNode
 from tests.scenario.operator_state_helpers import EXAMPLE_WWW, import_zone, soa_zone
 from tests.scenario.pg import RUN_USER, PgCluster, valis
 from tests.scenario.proving_ground import Ground, dig, run, run_in, sweep_stale, wait_for
 from tests.scenario.resident_harness import (
     REPO,
-    NotifyListener,
     Resident,
     make_state_dir,
     resident_runtime,
     site_facts,
 )
-from tests.scenario.test_condense_evacuate import ADDRESS_A, ADDRESS_B
-from tests.scenario.test_condense_evacuate import Node as EvacuatedNode
+from tests.scenario.transfer_wire import (
+    KEY_NAME,
+    NODE_IP,
+    SECONDARY_IP,
+    SERVERS,
+    STRANGER_IP,
+    ZONE,
+    Wire,
+    nsd_conf,
+    start_node,
+)
 from valis_core.dns.transfer.notify_send import ChangeWatch, NotifySender
 from valis_core.dns.zone import ZoneIndex
 from valis_core.fence import FenceState
@@ -55,7 +64,6 @@ from valis_core.ops.condense import CondenseRequest, RequestKind, condense_onto_
 from valis_core.owner.key import derive_owner_tsig
 from valis_core.resident.secondaries import SecondaryReader
 
-ZONE = "example.test."
 SECRET = base64.b64encode(bytes(range(32))).decode()
 
 
@@ -115,32 +123,8 @@ def test_an_operator_lists_adds_and_removes_secondaries_with_their_keys(
 
 # --- a real secondary ------------------------------------------------------------------
 
-NODE_IP = "192.0.2.1"
-SECONDARY_IP = "192.0.2.2"
-STRANGER_IP = "192.0.2.3"
-KEY_NAME = "xfr-key."
 BOUND = 30.0
 
-# Runs in the node's namespace as a stock interpreter, standing in for fulcrum's handoff:
-# bind the DNS pair on the node's address, port 53, and exec the resident with them.
-_HANDOFF = r"""
-import os, socket, sys
-host = sys.argv[1]
-udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-udp.bind((host, 53))
-tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-tcp.bind((host, 53))
-tcp.listen(64)
-owner = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-owner.bind((host, 8053))
-owner.listen(16)
-for sock in (udp, tcp, owner):
-    os.set_inheritable(sock.fileno(), True)
-argv = [a.replace("{udp}", str(udp.fileno())).replace("{tcp}", str(tcp.fileno()))
-        .replace("{owner}", str(owner.fileno())) for a in sys.argv[2:]]
-os.execvp(argv[0], argv)
-"""
 
 # Runs in a namespace with this checkout's interpreter: one AXFR from ``source``, the
 # RCODE and answer count of its first message printed (read without checking a TSIG: a
@@ -179,106 +163,6 @@ print(dns.rcode.to_text(dns.query.tcp(update, server, port=8053, timeout=10).rco
 """
 
 
-def nsd_conf(directory: Path, secret: str, primaries: tuple[str, ...] = (NODE_IP,), *,
-             udp: bool = False) -> str:
-    """The secondary's configuration, as docs/transfers.md gives it; with ``udp`` NSD asks
-    IXFR over UDP first (``request-xfr: UDP``), and over TCP when told TC."""
-    ask = "UDP " if udp else ""
-    xfr = "".join(f"    request-xfr: {ask}{ip} {KEY_NAME}\n    allow-notify: {ip} {KEY_NAME}\n"
-                  for ip in primaries)
-    return nsd_server(directory, SECONDARY_IP, "port: 53", "verbosity: 2") + f"""\
-key:
-    name: "{KEY_NAME}"
-    algorithm: hmac-sha256
-    secret: "{secret}"
-zone:
-    name: "{ZONE}"
-    zonefile: "{ZONE}zone"
-{xfr}"""
-
-
-def knot_conf(directory: Path, secret: str, primaries: tuple[str, ...] = (NODE_IP,)) -> str:
-    """The secondary's configuration, as docs/transfers.md gives it."""
-    remotes, sources = ", ".join(f"{ip}@53" for ip in primaries), ", ".join(primaries)
-    if len(primaries) > 1:
-        remotes, sources = f"[{remotes}]", f"[{sources}]"
-    return f"""server:
-    listen: {SECONDARY_IP}@53
-    rundir: "{directory}"
-    user: root:root
-log:
-  - target: "{directory}/knot.log"
-    any: info
-database:
-    storage: "{directory}"
-control:
-    listen: "{directory}/knot.sock"
-key:
-  - id: {KEY_NAME}
-    algorithm: hmac-sha256
-    secret: {secret}
-remote:
-  - id: primary
-    address: {remotes}
-    key: {KEY_NAME}
-acl:
-  - id: notify-from-primary
-    address: {sources}
-    key: {KEY_NAME}
-    action: notify
-template:
-  - id: default
-    storage: "{directory}"
-zone:
-  - domain: {ZONE}
-    master: primary
-    acl: notify-from-primary
-"""
-
-
-SERVERS = {
-    "nsd": (nsd_conf, ["nsd", "-d", "-c"], "nsd.log"),
-    "knot": (knot_conf, ["knotd", "-c"], "knot.log"),
-}
-"""Each real secondary: its configuration, how it runs in the foreground, its log."""
-
-
-@attrs.define
-class Wire:
-    """Two namespaces joined by a veth pair: the node and its secondary."""
-
-    tag: str = attrs.field(factory=lambda: secrets.token_hex(3))
-
-    @property
-    def node(self) -> str:
-        return f"vl-xn-{self.tag}"
-
-    @property
-    def secondary(self) -> str:
-        return f"vl-xs-{self.tag}"
-
-    def build(self) -> None:
-        near, far = f"vxn-{self.tag}", f"vxs-{self.tag}"
-        for netns in (self.node, self.secondary):
-            run(["ip", "netns", "add", netns])
-            run(["ip", "-n", netns, "link", "set", "lo", "up"])
-        run(["ip", "link", "add", near, "type", "veth", "peer", "name", far])
-        run(["ip", "link", "set", near, "netns", self.node])
-        run(["ip", "link", "set", far, "netns", self.secondary])
-        run(["ip", "-n", self.node, "addr", "add", f"{NODE_IP}/24", "dev", near])
-        for address in (SECONDARY_IP, STRANGER_IP):
-            run(["ip", "-n", self.secondary, "addr", "add", f"{address}/24", "dev", far])
-        run(["ip", "-n", self.node, "link", "set", near, "up"])
-        run(["ip", "-n", self.secondary, "link", "set", far, "up"])
-
-    def cleanup(self) -> None:
-        for netns in (self.node, self.secondary):
-            for pid in run(["ip", "netns", "pids", netns], check=False).stdout.split():
-                with contextlib.suppress(ProcessLookupError, ValueError):
-                    os.kill(int(pid), signal.SIGKILL)
-            run(["ip", "netns", "del", netns], check=False)
-
-
 @pytest.fixture
 def wire() -> Iterator[Wire]:
     require_root()
@@ -288,30 +172,6 @@ def wire() -> Iterator[Wire]:
         yield built
     finally:
         built.cleanup()
-
-
-def start_node(
-    wire: Wire, state_dir: Path, facts: dict[str, str], workdir: Path, address: str = NODE_IP
-) -> Resident:
-    notify_dir = Path(tempfile.mkdtemp(prefix="notify-", dir=workdir))
-    os.chmod(notify_dir, 0o755)
-    notify = NotifyListener(notify_dir)
-    account = pwd.getpwnam(RUN_USER)
-    argv = [
-        "ip", "netns", "exec", wire.node, "/usr/bin/python3", "-c", _HANDOFF, address,
-        "setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--init-groups",
-        "--", resident_runtime(), "--resident", "--control-socket", "/run/fulcrum/none.sock",
-        "--dns-udp-fd", "{udp}", "--dns-tcp-fd", "{tcp}", "--owner-fd", "{owner}",
-        "--ports", "53",
-        "--state-dir", str(state_dir),
-    ]
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C.UTF-8",
-           "NOTIFY_SOCKET": str(notify.path), **facts}
-    stderr_path = workdir / f"resident-{address}.log"
-    with stderr_path.open("wb") as stderr:
-        proc = subprocess.Popen(argv, env=env, cwd="/", stdin=subprocess.DEVNULL,
-                                stdout=stderr, stderr=stderr, start_new_session=True)
-    return Resident(proc, notify, stderr_path, state_dir, 53)
 
 
 def ask_secondary(wire: Wire, name: str, rdtype: str = "A") -> tuple[str, ...]:
