@@ -116,7 +116,7 @@ may import them."""
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the programs", ("valis_cli", "fulcrum")),
     ("the verbs and the resident", ("valis_core.ops", "valis_core.resident")),
-    ("the rooms with stages", (
+    ("the rooms over operator state", (
         BOOT_INTERFACE, "valis_core.edge", "valis_core.owner.terminus",
         "valis_core.owner.terminus_stage", "valis_core.plugin", "valis_core.apply",
         "valis_core.config_store", "valis_core.dev_launcher",
@@ -481,7 +481,7 @@ LAYER_BREAKERS = (
     pytest.param("valis_core/store/head.py", "import valis_core.operator_state.zones\n",
                  "the cores", "operator state", id="a-core-imports-operator-state"),
     pytest.param("valis_core/operator_state/zones.py", "from valis_core.edge import doh\n",
-                 "operator state", "the rooms with stages", id="state-imports-a-room"),
+                 "operator state", "the rooms over operator state", id="state-imports-a-room"),
     pytest.param("valis_core/fence.py", "def f():\n    from valis_core.dns.wire import names\n",
                  "the foundation", "the wire room", id="inside-a-function"),
 )
@@ -526,7 +526,7 @@ def test_the_boot_interface_alone_names_the_resident_s_parts(tmp_path: Path) -> 
         "valis_core/resident/views.py": "",
     })
     assert layer_violations(module_graph(tmp_path)) == [
-        "valis_core.edge.stages (the rooms with stages) imports valis_core.resident.views, "
+        "valis_core.edge.stages (the rooms over operator state) imports valis_core.resident.views, "
         "in a layer above it (the verbs and the resident)",
     ]
 
