@@ -14,6 +14,10 @@
   ``__init__``, so it is an edge to ``P`` (and to ``P.x`` when that is a module);
   ``import P.x`` and ``from P.x import y`` are edges to ``P.x`` alone; a package face's
   ``lazy_attributes`` homes are edges too.
+- The layers docs/architecture.md draws (``LAYERS``): a module imports only from its
+  own layer and those below it, the DNS engine's rooms among them in their order (wire,
+  zone, dnssec, answer, transfer, serve), but for ``valis_core.boot`` naming the
+  resident's parts it carries.
 - A private name (``_y``) or a private module (``_x``) is used only inside its own
   package (trio's ``_core`` pattern: the modules of one package share their insides);
   from anywhere else, ``from x import _y``, ``x._y`` on an imported module, and
@@ -109,6 +113,56 @@ in their concepts' rooms (``edge.stages``, ``owner.terminus_stage``, ``plugin.mo
 and import this module, never the resident; it names the resident's parts the boot
 carries (the views, the fence watch, the notifier ...) for the type checker, so it alone
 may import them."""
+
+
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("the programs", ("valis_cli", "fulcrum")),
+    ("the verbs and the resident", ("valis_core.ops", "valis_core.resident")),
+    ("the rooms over operator state", (
+        BOOT_INTERFACE, "valis_core.edge", "valis_core.owner.terminus",
+        "valis_core.owner.terminus_stage", "valis_core.plugin", "valis_core.apply",
+        "valis_core.config_store", "valis_core.dev_launcher",
+    )),
+    ("operator state", ("valis_core.operator_state",)),
+    ("the cores", ("valis_core.owner", "valis_core.store", "valis_core.identity")),
+    ("the serve room", ("valis_core.dns.serve",)),
+    ("the transfer room", ("valis_core.dns.transfer",)),
+    ("the answer room", ("valis_core.dns.answer",)),
+    ("the dnssec room", ("valis_core.dns.dnssec",)),
+    ("the zone room", ("valis_core.dns.zone", "valis_core.dns")),
+    ("the wire room", ("valis_core.dns.wire",)),
+    ("the foundation", ("valis_core",)),
+)
+"""docs/architecture.md's picture, top to bottom: each module is in the layer of the
+longest prefix naming it (``valis_core.owner.terminus`` above operator state, the rest of
+``valis_core.owner`` below it; the engine's face ``valis_core.dns`` with the zone room,
+whose names it re-exports)."""
+
+
+def layer_of(module: str) -> int:
+    """The index in ``LAYERS`` of ``module``'s layer."""
+    best, length = len(LAYERS) - 1, -1
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if within(module, prefix) and len(prefix) > length:
+                best, length = index, len(prefix)
+    return best
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module in a layer above the importer's (``LAYERS``)."""
+    found = []
+    for importer in sorted(graph):
+        for imported in sorted(graph[importer]):
+            if layer_of(imported) >= layer_of(importer):
+                continue
+            if importer == BOOT_INTERFACE and within(imported, "valis_core.resident"):
+                continue
+            found.append(
+                f"{importer} ({LAYERS[layer_of(importer)][0]}) imports {imported}, "
+                f"in a layer above it ({LAYERS[layer_of(imported)][0]})"
+            )
+    return found
 
 
 def within(module: str, prefix: str) -> bool:
@@ -371,6 +425,68 @@ def test_no_module_is_in_an_import_cycle() -> None:
 
 def test_no_module_uses_another_package_s_private_names() -> None:
     assert private_violations(SRC) == []
+
+
+def test_every_import_keeps_to_the_architecture_pictures_layers() -> None:
+    assert layer_violations(module_graph(SRC)) == []
+
+
+LAYER_BREAKERS = (
+    pytest.param("valis_core/dns/wire/names.py", "from valis_core.dns.zone import ZoneIndex\n",
+                 "the wire room", "the zone room", id="a-room-imports-a-later-room"),
+    pytest.param("valis_core/dns/answer/message.py", "from valis_core.dns import serve\n",
+                 "the answer room", "the serve room", id="through-a-room-s-face"),
+    pytest.param("valis_core/store/head.py", "import valis_core.operator_state.zones\n",
+                 "the cores", "operator state", id="a-core-imports-operator-state"),
+    pytest.param("valis_core/operator_state/zones.py", "from valis_core.edge import doh\n",
+                 "operator state", "the rooms over operator state", id="state-imports-a-room"),
+    pytest.param("valis_core/fence.py", "def f():\n    from valis_core.dns.wire import names\n",
+                 "the foundation", "the wire room", id="inside-a-function"),
+)
+
+
+@pytest.mark.parametrize(("path", "text", "layer", "above"), LAYER_BREAKERS)
+def test_an_import_up_the_layers_is_reported(
+    tmp_path: Path, path: str, text: str, layer: str, above: str
+) -> None:
+    write_tree(tmp_path, {
+        "valis_core/__init__.py": "",
+        "valis_core/fence.py": "",
+        "valis_core/dns/__init__.py": "",
+        "valis_core/dns/wire/__init__.py": "",
+        "valis_core/dns/wire/names.py": "",
+        "valis_core/dns/zone/__init__.py": "",
+        "valis_core/dns/answer/__init__.py": "",
+        "valis_core/dns/answer/message.py": "",
+        "valis_core/dns/serve/__init__.py": "",
+        "valis_core/store/__init__.py": "",
+        "valis_core/store/head.py": "",
+        "valis_core/operator_state/__init__.py": "",
+        "valis_core/operator_state/zones.py": "",
+        "valis_core/edge/__init__.py": "",
+        "valis_core/edge/doh.py": "",
+        path: text,
+    })
+    found = layer_violations(module_graph(tmp_path))
+    name = module_name(tmp_path / path, tmp_path)
+    assert found, f"{path} imports up the layers and nothing noticed"
+    assert all(line.startswith(f"{name} ({layer}) imports ") and f"({above})" in line
+               for line in found), found
+
+
+def test_the_boot_interface_alone_names_the_resident_s_parts(tmp_path: Path) -> None:
+    write_tree(tmp_path, {
+        "valis_core/__init__.py": "",
+        "valis_core/boot.py": "from valis_core.resident.views import NodeViews\n",
+        "valis_core/edge/__init__.py": "",
+        "valis_core/edge/stages.py": "from valis_core.resident.views import NodeViews\n",
+        "valis_core/resident/__init__.py": "",
+        "valis_core/resident/views.py": "",
+    })
+    assert layer_violations(module_graph(tmp_path)) == [
+        "valis_core.edge.stages (the rooms over operator state) imports valis_core.resident.views, "
+        "in a layer above it (the verbs and the resident)",
+    ]
 
 
 def test_the_source_keeps_the_layering_rules() -> None:
