@@ -49,6 +49,20 @@
 #define T_IXFR 251
 #define T_AXFR 252
 
+/* Where each field of an answer entry sits (message.Entry, a named tuple Python keeps in
+ * its response cache and hands to put and negative). These, and the values above, copy
+ * the Python path's: tests/property/test_fastpath_constants.py holds them equal. */
+enum {
+    E_FLAGS = 0,
+    E_AN = 1,
+    E_NS = 2,
+    E_AR = 3,
+    E_BODY = 4,
+    E_SHORT_AR = 5,
+    E_SHORT_BODY = 6,
+    E_FIELDS = 7
+};
+
 /* --- the table ------------------------------------------------------------------- */
 
 typedef struct {
@@ -294,13 +308,14 @@ static PyObject *Table_negative(TableObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "a negative answer is NODATA or NXDOMAIN at an offset");
         goto done;
     }
-    if (PyTuple_GET_SIZE(entry) != 7 || !PyBytes_CheckExact(PyTuple_GET_ITEM(entry, 4)) ||
-        PyTuple_GET_ITEM(entry, 6) != Py_None) {
+    if (PyTuple_GET_SIZE(entry) != E_FIELDS ||
+        !PyBytes_CheckExact(PyTuple_GET_ITEM(entry, E_BODY)) ||
+        PyTuple_GET_ITEM(entry, E_SHORT_BODY) != Py_None) {
         PyErr_SetString(PyExc_ValueError, "a negative entry has 7 fields, one body and no short one");
         goto done;
     }
-    if (field_u16(entry, 0, &flags) || field_u16(entry, 1, &an) || field_u16(entry, 2, &ns) ||
-        field_u16(entry, 3, &ar))
+    if (field_u16(entry, E_FLAGS, &flags) || field_u16(entry, E_AN, &an) ||
+        field_u16(entry, E_NS, &ns) || field_u16(entry, E_AR, &ar))
         goto done;
     Zone *zone = &self->zones[z];
     if (zone->negatives == NULL) { /* made when the zone's first negative is learnt */
@@ -315,7 +330,7 @@ static PyObject *Table_negative(TableObject *self, PyObject *args) {
     neg->an = an;
     neg->ns = ns;
     neg->ar = ar;
-    Py_XSETREF(neg->body, Py_NewRef(PyTuple_GET_ITEM(entry, 4)));
+    Py_XSETREF(neg->body, Py_NewRef(PyTuple_GET_ITEM(entry, E_BODY)));
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&apex);
@@ -383,14 +398,15 @@ static PyObject *Table_put(TableObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "a key is a question name and a type (3 to 257 bytes)");
         goto done;
     }
-    if (PyTuple_GET_SIZE(entry) != 7) {
+    if (PyTuple_GET_SIZE(entry) != E_FIELDS) {
         PyErr_SetString(PyExc_ValueError, "an entry has 7 fields");
         goto done;
     }
-    PyObject *body = PyTuple_GET_ITEM(entry, 4);
-    PyObject *short_body = PyTuple_GET_ITEM(entry, 6);
-    if (field_u16(entry, 0, &flags) || field_u16(entry, 1, &an) || field_u16(entry, 2, &ns) ||
-        field_u16(entry, 3, &ar) || field_u16(entry, 5, &short_ar))
+    PyObject *body = PyTuple_GET_ITEM(entry, E_BODY);
+    PyObject *short_body = PyTuple_GET_ITEM(entry, E_SHORT_BODY);
+    if (field_u16(entry, E_FLAGS, &flags) || field_u16(entry, E_AN, &an) ||
+        field_u16(entry, E_NS, &ns) || field_u16(entry, E_AR, &ar) ||
+        field_u16(entry, E_SHORT_AR, &short_ar))
         goto done;
     if (!PyBytes_CheckExact(body) || (short_body != Py_None && !PyBytes_CheckExact(short_body))) {
         PyErr_SetString(PyExc_TypeError, "an entry's bodies must be bytes (the short one or None)");

@@ -60,6 +60,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMPILED",
+    "SIGNED",
+    "SIGNED_ELSEWHERE",
+    "UNSIGNED",
     "Pump",
     "Table",
     "learn",
@@ -74,7 +77,7 @@ __all__ = [
 
 log = logging.getLogger("valis_core.dns.fastpath")  # the name it logged under before the rooms
 
-_UNSIGNED, _SIGNED, _SIGNED_ELSEWHERE = 0, 1, 2
+UNSIGNED, SIGNED, SIGNED_ELSEWHERE = 0, 1, 2
 """How the table is told a zone is signed: not at all, here with its key, or without its
 key here (``_fastpath.c``'s ``signing``)."""
 
@@ -161,8 +164,8 @@ def _filled(table: Table, snapshot: Snapshot) -> Table | None:
         if interrupts is not None and type(interrupts) is not frozenset:
             interrupts = frozenset(interrupts)
         signed = None if signer is None else signer.zones.get(apex)
-        signing = _UNSIGNED if signed is None else _SIGNED_ELSEWHERE if signed.key is None \
-            else _SIGNED
+        signing = UNSIGNED if signed is None else SIGNED_ELSEWHERE if signed.key is None \
+            else SIGNED
         table.zone(apex, nodes, ents, interrupts, zone.has_wildcard, signing)
     return table
 
