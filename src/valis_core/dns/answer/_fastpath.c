@@ -2,9 +2,9 @@
  *
  * Two types:
  *
- * - Table: the encoded responses of one snapshot, keyed by the question as answer.py keys
+ * - Table: the encoded responses of one snapshot, keyed by the question as _answer.py keys
  *   its response cache (the question name lowercased, then the type), each the same
- *   entry tuple answer.py keeps. Python fills it; C reads it. Bounded: at `limit`
+ *   entry (message.Entry) the Python path keeps. Python fills it; C reads it. Bounded: at `limit`
  *   entries it is emptied and fills again.
  * - Pump: one UDP socket's batch. `drain` takes up to `batch` datagrams with one
  *   recvmmsg, answers in C each the table can answer that takes the plain path (class
@@ -12,7 +12,7 @@
  *   `reply` queues Python's responses beside C's; `flush` sends them all with sendmmsg
  *   and counts what was sent.
  *
- * What C answers is byte for byte what answer.py's `_assemble` builds from the same
+ * What C answers is byte for byte what _answer.py's `_assemble` builds from the same
  * entry; everything else goes to Python, which stays the reference (the property test
  * tests/property/test_fastpath.py compares the two). On a node signing some zones C
  * answers only the questions the signer leaves to the unsigned path (`unsigned_path`).
@@ -38,7 +38,7 @@
 #define SERVER_PAYLOAD 1232
 #define PLAIN_UDP_LIMIT 512
 #define OPT_SIZE 11
-#define MAX_OPTIONS 64 /* answer.py's MAX_OPTIONS */
+#define MAX_OPTIONS 64 /* message.py's MAX_OPTIONS */
 #define RCODES 16
 
 #define F_QR 0x8000
@@ -74,14 +74,14 @@ typedef struct {
     PyObject *short_body; /* bytes or NULL, owned */
 } Slot;
 
-/* A negative answer (answer.py's `_negative`): the zone's SOA, for one RCODE and one
+/* A negative answer (_lookup.py's `negative_entry`): the zone's SOA, for one RCODE and one
  * offset of the apex in the question. body NULL: not known yet. */
 typedef struct {
     uint16_t flags, an, ns, ar;
     PyObject *body;
 } Negative;
 
-/* A served zone as the negative path reads it: answer.py's ServedZone's own mappings. */
+/* A served zone as the negative path reads it: ServedZone's own mappings. */
 typedef struct {
     unsigned char *apex;
     size_t apex_len;
@@ -108,7 +108,7 @@ typedef struct {
     int signing; /* some zone is not UNSIGNED: every question's zone is looked up */
 } TableObject;
 
-/* How a zone is signed, as signed_answer.Signer holds it: not at all; online with a key
+/* How a zone is signed, as signed.Signer holds it: not at all; online with a key
  * (DO=1 and the apex's key records are the signer's); or without the key here (the
  * signer answers it SERVFAIL). */
 enum { UNSIGNED = 0, SIGNED = 1, SIGNED_ELSEWHERE = 2 };
@@ -491,10 +491,10 @@ static int answers_at(PyObject *blob, unsigned qtype) {
     return i != size; /* malformed: let Python decide */
 }
 
-/* The negative answer answer.py gives `name` (lowercased wire form, `len` bytes) and
+/* The negative answer the Python path gives `name` (lowercased wire form, `len` bytes) and
  * `qtype` when its lookup ends at once in NXDOMAIN or NODATA in a zone C knows, or NULL
  * when Python must answer (then `wanted` may name the negative answer to learn). Only
- * where it is provably answer.py's answer: the deepest zone (as ZoneIndex.zone_for
+ * where it is provably the Python path's answer: the deepest zone (as ZoneIndex.zone_for
  * finds it), no delegation or DNAME at or above the name within the zone, no wildcard
  * that could answer a missing name, never DS (the parent's at an apex) nor ANY. */
 static const Negative *negative_for(const TableObject *t, const unsigned char *name,
@@ -559,9 +559,9 @@ fail:
     return NULL;
 }
 
-/* Whether answer.py, given the snapshot's signer, answers `name` (lowercased wire form,
+/* Whether the Python path, given the snapshot's signer, answers `name` (lowercased wire form,
  * `len` bytes) and `qtype` with this DO bit on the unsigned path, whose entries the table
- * holds: signed_answer.Signer.entry's choice. It takes the question's zone (as
+ * holds: signed.Signer.entry's choice. It takes the question's zone (as
  * ZoneIndex.zone_for finds it; for DS at an apex, the nearest zone above, as
  * ZoneIndex.parent_of finds it) and leaves the unsigned path only a zone signed here
  * with DO=0, outside DNSKEY, CDS, CDNSKEY and NSEC3PARAM at its apex, or a zone not
@@ -594,7 +594,7 @@ static int unsigned_path(const TableObject *t, const unsigned char *name, size_t
                         qtype == T_NSEC3PARAM));
 }
 
-/* answer.py's `_assemble`: the query's ID, RD and CD, its question bytes exactly, the
+/* _answer.py's `_assemble`: the query's ID, RD and CD, its question bytes exactly, the
  * entry's body (or the short one, or none with TC) to fit the size limit, the OPT. */
 static Py_ssize_t assemble(const unsigned char *q, size_t qend, unsigned qflags, long payload,
                            int do_bit, unsigned entry_flags, unsigned an, unsigned ns,
@@ -681,7 +681,7 @@ static Py_ssize_t answer_from(const TableObject *t, const unsigned char *q, size
         /* no additional section */
     } else if (arcount == 1 && size >= qend + OPT_SIZE) {
         const unsigned char *tail = q + qend;
-        /* one OPT: root owner, version 0, options as answer.py's scan reads them (whole
+        /* one OPT: root owner, version 0, options as message.py's scan reads them (whole
          * code-length-value triples filling the rdata, at most MAX_OPTIONS); none of them
          * changes the answer */
         if (tail[0] || tail[1] || tail[2] != T_OPT || tail[6]) return MISS;
@@ -750,7 +750,7 @@ static PyObject *Table_ask(TableObject *self, PyObject *arg) {
 
 static PyMethodDef Table_methods[] = {
     {"put", (PyCFunction)Table_put, METH_VARARGS,
-     "put(key, entry): keep answer.py's entry for the question key."},
+     "put(key, entry): keep the Python path's entry for the question key."},
     {"clear", (PyCFunction)Table_clear, METH_NOARGS, "Forget every cached answer."},
     {"zone", (PyCFunction)Table_zone, METH_VARARGS,
      "zone(apex, nodes, empty_nonterminals, interrupts, wildcard, signing=0): a served "

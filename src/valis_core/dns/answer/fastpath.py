@@ -24,7 +24,7 @@ The table answers two kinds of question, each with the very entry ``answer`` kee
 
 On a node signing some zones (the snapshot has a signer) the table knows how each zone
 is signed, and C answers only what the signer leaves to the unsigned path, whose bytes
-are the entries it holds (``signed_answer.Signer.entry`` decides): any question to a
+are the entries it holds (``signed.Signer.entry`` decides): any question to a
 zone not signed, whatever its DO bit, and a question with DO=0 to a zone signed here,
 except DNSKEY, CDS, CDNSKEY and NSEC3PARAM at its apex (the signer's data whatever the
 DO bit). DO=1 to a signed zone, DS at an apex (the parent's zone decides), and every
