@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import collections
-from typing import Any
+
+from valis_core.dns.answer.message import Entry
 
 CACHE_ENTRIES = 65536
 """Encoded responses kept per snapshot (least recently used go first)."""
@@ -13,10 +14,10 @@ NEGATIVE_ENTRIES = 4096
 zone's apex in the question; past this many (thousands of zones) they are built afresh."""
 
 
-class ResponseCache(collections.OrderedDict[bytes, tuple[Any, ...]]):
+class ResponseCache(collections.OrderedDict[bytes, Entry]):
     """Encoded responses keyed by question, and beside them (``negatives``) the
-    negative answers prebuilt per zone; owned and filled by ``valis_core.dns.answer._answer``."""
+    negative answers prebuilt per zone; owned and filled by the answer path."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.negatives: dict[tuple[bytes, int, int], tuple[Any, ...]] = {}
+        self.negatives: dict[tuple[bytes, int, int], Entry] = {}

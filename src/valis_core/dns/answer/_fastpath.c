@@ -2,9 +2,9 @@
  *
  * Two types:
  *
- * - Table: the encoded responses of one snapshot, keyed by the question as answer.py keys
+ * - Table: the encoded responses of one snapshot, keyed by the question as _answer.py keys
  *   its response cache (the question name lowercased, then the type), each the same
- *   entry tuple answer.py keeps. Python fills it; C reads it. Bounded: at `limit`
+ *   entry (message.Entry) the Python path keeps. Python fills it; C reads it. Bounded: at `limit`
  *   entries it is emptied and fills again.
  * - Pump: one UDP socket's batch. `drain` takes up to `batch` datagrams with one
  *   recvmmsg, answers in C each the table can answer that takes the plain path (class
@@ -12,7 +12,7 @@
  *   `reply` queues Python's responses beside C's; `flush` sends them all with sendmmsg
  *   and counts what was sent.
  *
- * What C answers is byte for byte what answer.py's `_assemble` builds from the same
+ * What C answers is byte for byte what _answer.py's `_assemble` builds from the same
  * entry; everything else goes to Python, which stays the reference (the property test
  * tests/property/test_fastpath.py compares the two). On a node signing some zones C
  * answers only the questions the signer leaves to the unsigned path (`unsigned_path`).
@@ -38,7 +38,7 @@
 #define SERVER_PAYLOAD 1232
 #define PLAIN_UDP_LIMIT 512
 #define OPT_SIZE 11
-#define MAX_OPTIONS 64 /* answer.py's MAX_OPTIONS */
+#define MAX_OPTIONS 64 /* message.py's MAX_OPTIONS */
 #define RCODES 16
 
 #define F_QR 0x8000
@@ -48,6 +48,20 @@
 #define T_OPT 41
 #define T_IXFR 251
 #define T_AXFR 252
+
+/* Where each field of an answer entry sits (message.Entry, a named tuple Python keeps in
+ * its response cache and hands to put and negative). These, and the values above, copy
+ * the Python path's: tests/property/test_fastpath_constants.py holds them equal. */
+enum {
+    E_FLAGS = 0,
+    E_AN = 1,
+    E_NS = 2,
+    E_AR = 3,
+    E_BODY = 4,
+    E_SHORT_AR = 5,
+    E_SHORT_BODY = 6,
+    E_FIELDS = 7
+};
 
 /* --- the table ------------------------------------------------------------------- */
 
@@ -60,14 +74,14 @@ typedef struct {
     PyObject *short_body; /* bytes or NULL, owned */
 } Slot;
 
-/* A negative answer (answer.py's `_negative`): the zone's SOA, for one RCODE and one
+/* A negative answer (_lookup.py's `negative_entry`): the zone's SOA, for one RCODE and one
  * offset of the apex in the question. body NULL: not known yet. */
 typedef struct {
     uint16_t flags, an, ns, ar;
     PyObject *body;
 } Negative;
 
-/* A served zone as the negative path reads it: answer.py's ServedZone's own mappings. */
+/* A served zone as the negative path reads it: ServedZone's own mappings. */
 typedef struct {
     unsigned char *apex;
     size_t apex_len;
@@ -94,7 +108,7 @@ typedef struct {
     int signing; /* some zone is not UNSIGNED: every question's zone is looked up */
 } TableObject;
 
-/* How a zone is signed, as signed_answer.Signer holds it: not at all; online with a key
+/* How a zone is signed, as signed.Signer holds it: not at all; online with a key
  * (DO=1 and the apex's key records are the signer's); or without the key here (the
  * signer answers it SERVFAIL). */
 enum { UNSIGNED = 0, SIGNED = 1, SIGNED_ELSEWHERE = 2 };
@@ -294,13 +308,14 @@ static PyObject *Table_negative(TableObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "a negative answer is NODATA or NXDOMAIN at an offset");
         goto done;
     }
-    if (PyTuple_GET_SIZE(entry) != 7 || !PyBytes_CheckExact(PyTuple_GET_ITEM(entry, 4)) ||
-        PyTuple_GET_ITEM(entry, 6) != Py_None) {
+    if (PyTuple_GET_SIZE(entry) != E_FIELDS ||
+        !PyBytes_CheckExact(PyTuple_GET_ITEM(entry, E_BODY)) ||
+        PyTuple_GET_ITEM(entry, E_SHORT_BODY) != Py_None) {
         PyErr_SetString(PyExc_ValueError, "a negative entry has 7 fields, one body and no short one");
         goto done;
     }
-    if (field_u16(entry, 0, &flags) || field_u16(entry, 1, &an) || field_u16(entry, 2, &ns) ||
-        field_u16(entry, 3, &ar))
+    if (field_u16(entry, E_FLAGS, &flags) || field_u16(entry, E_AN, &an) ||
+        field_u16(entry, E_NS, &ns) || field_u16(entry, E_AR, &ar))
         goto done;
     Zone *zone = &self->zones[z];
     if (zone->negatives == NULL) { /* made when the zone's first negative is learnt */
@@ -315,7 +330,7 @@ static PyObject *Table_negative(TableObject *self, PyObject *args) {
     neg->an = an;
     neg->ns = ns;
     neg->ar = ar;
-    Py_XSETREF(neg->body, Py_NewRef(PyTuple_GET_ITEM(entry, 4)));
+    Py_XSETREF(neg->body, Py_NewRef(PyTuple_GET_ITEM(entry, E_BODY)));
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&apex);
@@ -383,14 +398,15 @@ static PyObject *Table_put(TableObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "a key is a question name and a type (3 to 257 bytes)");
         goto done;
     }
-    if (PyTuple_GET_SIZE(entry) != 7) {
+    if (PyTuple_GET_SIZE(entry) != E_FIELDS) {
         PyErr_SetString(PyExc_ValueError, "an entry has 7 fields");
         goto done;
     }
-    PyObject *body = PyTuple_GET_ITEM(entry, 4);
-    PyObject *short_body = PyTuple_GET_ITEM(entry, 6);
-    if (field_u16(entry, 0, &flags) || field_u16(entry, 1, &an) || field_u16(entry, 2, &ns) ||
-        field_u16(entry, 3, &ar) || field_u16(entry, 5, &short_ar))
+    PyObject *body = PyTuple_GET_ITEM(entry, E_BODY);
+    PyObject *short_body = PyTuple_GET_ITEM(entry, E_SHORT_BODY);
+    if (field_u16(entry, E_FLAGS, &flags) || field_u16(entry, E_AN, &an) ||
+        field_u16(entry, E_NS, &ns) || field_u16(entry, E_AR, &ar) ||
+        field_u16(entry, E_SHORT_AR, &short_ar))
         goto done;
     if (!PyBytes_CheckExact(body) || (short_body != Py_None && !PyBytes_CheckExact(short_body))) {
         PyErr_SetString(PyExc_TypeError, "an entry's bodies must be bytes (the short one or None)");
@@ -475,10 +491,10 @@ static int answers_at(PyObject *blob, unsigned qtype) {
     return i != size; /* malformed: let Python decide */
 }
 
-/* The negative answer answer.py gives `name` (lowercased wire form, `len` bytes) and
+/* The negative answer the Python path gives `name` (lowercased wire form, `len` bytes) and
  * `qtype` when its lookup ends at once in NXDOMAIN or NODATA in a zone C knows, or NULL
  * when Python must answer (then `wanted` may name the negative answer to learn). Only
- * where it is provably answer.py's answer: the deepest zone (as ZoneIndex.zone_for
+ * where it is provably the Python path's answer: the deepest zone (as ZoneIndex.zone_for
  * finds it), no delegation or DNAME at or above the name within the zone, no wildcard
  * that could answer a missing name, never DS (the parent's at an apex) nor ANY. */
 static const Negative *negative_for(const TableObject *t, const unsigned char *name,
@@ -543,9 +559,9 @@ fail:
     return NULL;
 }
 
-/* Whether answer.py, given the snapshot's signer, answers `name` (lowercased wire form,
+/* Whether the Python path, given the snapshot's signer, answers `name` (lowercased wire form,
  * `len` bytes) and `qtype` with this DO bit on the unsigned path, whose entries the table
- * holds: signed_answer.Signer.entry's choice. It takes the question's zone (as
+ * holds: signed.Signer.entry's choice. It takes the question's zone (as
  * ZoneIndex.zone_for finds it; for DS at an apex, the nearest zone above, as
  * ZoneIndex.parent_of finds it) and leaves the unsigned path only a zone signed here
  * with DO=0, outside DNSKEY, CDS, CDNSKEY and NSEC3PARAM at its apex, or a zone not
@@ -578,7 +594,7 @@ static int unsigned_path(const TableObject *t, const unsigned char *name, size_t
                         qtype == T_NSEC3PARAM));
 }
 
-/* answer.py's `_assemble`: the query's ID, RD and CD, its question bytes exactly, the
+/* _answer.py's `_assemble`: the query's ID, RD and CD, its question bytes exactly, the
  * entry's body (or the short one, or none with TC) to fit the size limit, the OPT. */
 static Py_ssize_t assemble(const unsigned char *q, size_t qend, unsigned qflags, long payload,
                            int do_bit, unsigned entry_flags, unsigned an, unsigned ns,
@@ -665,7 +681,7 @@ static Py_ssize_t answer_from(const TableObject *t, const unsigned char *q, size
         /* no additional section */
     } else if (arcount == 1 && size >= qend + OPT_SIZE) {
         const unsigned char *tail = q + qend;
-        /* one OPT: root owner, version 0, options as answer.py's scan reads them (whole
+        /* one OPT: root owner, version 0, options as message.py's scan reads them (whole
          * code-length-value triples filling the rdata, at most MAX_OPTIONS); none of them
          * changes the answer */
         if (tail[0] || tail[1] || tail[2] != T_OPT || tail[6]) return MISS;
@@ -734,7 +750,7 @@ static PyObject *Table_ask(TableObject *self, PyObject *arg) {
 
 static PyMethodDef Table_methods[] = {
     {"put", (PyCFunction)Table_put, METH_VARARGS,
-     "put(key, entry): keep answer.py's entry for the question key."},
+     "put(key, entry): keep the Python path's entry for the question key."},
     {"clear", (PyCFunction)Table_clear, METH_NOARGS, "Forget every cached answer."},
     {"zone", (PyCFunction)Table_zone, METH_VARARGS,
      "zone(apex, nodes, empty_nonterminals, interrupts, wildcard, signing=0): a served "

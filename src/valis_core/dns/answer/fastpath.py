@@ -24,7 +24,7 @@ The table answers two kinds of question, each with the very entry ``answer`` kee
 
 On a node signing some zones (the snapshot has a signer) the table knows how each zone
 is signed, and C answers only what the signer leaves to the unsigned path, whose bytes
-are the entries it holds (``signed_answer.Signer.entry`` decides): any question to a
+are the entries it holds (``signed.Signer.entry`` decides): any question to a
 zone not signed, whatever its DO bit, and a question with DO=0 to a zone signed here,
 except DNSKEY, CDS, CDNSKEY and NSEC3PARAM at its apex (the signer's data whatever the
 DO bit). DO=1 to a signed zone, DS at an apex (the parent's zone decides), and every
@@ -60,6 +60,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMPILED",
+    "SIGNED",
+    "SIGNED_ELSEWHERE",
+    "UNSIGNED",
     "Pump",
     "Table",
     "learn",
@@ -74,7 +77,7 @@ __all__ = [
 
 log = logging.getLogger("valis_core.dns.fastpath")  # the name it logged under before the rooms
 
-_UNSIGNED, _SIGNED, _SIGNED_ELSEWHERE = 0, 1, 2
+UNSIGNED, SIGNED, SIGNED_ELSEWHERE = 0, 1, 2
 """How the table is told a zone is signed: not at all, here with its key, or without its
 key here (``_fastpath.c``'s ``signing``)."""
 
@@ -161,8 +164,8 @@ def _filled(table: Table, snapshot: Snapshot) -> Table | None:
         if interrupts is not None and type(interrupts) is not frozenset:
             interrupts = frozenset(interrupts)
         signed = None if signer is None else signer.zones.get(apex)
-        signing = _UNSIGNED if signed is None else _SIGNED_ELSEWHERE if signed.key is None \
-            else _SIGNED
+        signing = UNSIGNED if signed is None else SIGNED_ELSEWHERE if signed.key is None \
+            else SIGNED
         table.zone(apex, nodes, ents, interrupts, zone.has_wildcard, signing)
     return table
 

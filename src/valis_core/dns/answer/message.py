@@ -12,6 +12,7 @@ room's messages and TSIG verdicts use the same.
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 import attrs
 import dns.exception
@@ -70,10 +71,25 @@ UPDATE_OPCODE = 5 << 11
 OPT_PLAIN = b"\x00" + RR_HEAD.pack(OPT, SERVER_PAYLOAD, 0, 0)
 OPT_DO = b"\x00" + RR_HEAD.pack(OPT, SERVER_PAYLOAD, DO, 0)
 
-Entry = tuple[int, int, int, int, bytes, int, bytes | None]
-"""An encoded response without header values: flags (QR, AA, RCODE), the answer,
-authority and additional counts, the body after the question, then the additional count
-and body with the optional additional records left out (``None`` when there are none)."""
+class Entry(NamedTuple):
+    """An encoded response without header values, as the response cache keeps it and
+    the compiled fast path's table reads it (``_fastpath.c``'s ``E_*`` name where each
+    field sits; tests/property/test_fastpath_constants.py holds them equal)."""
+
+    flags: int
+    """QR, AA and the RCODE."""
+    an: int
+    """The answer count."""
+    ns: int
+    """The authority count."""
+    ar: int
+    """The additional count."""
+    body: bytes
+    """The records after the question."""
+    short_ar: int
+    """The additional count with the optional additional records left out."""
+    short_body: bytes | None
+    """The body without them (``None`` when there are none)."""
 
 @attrs.frozen
 class Signature:

@@ -133,7 +133,7 @@ SECONDARIES_RCODES = (NOTAUTH, FORMERR)
 """The answer path's RCODEs for a signed query (BADKEY) and for an IXFR (its authority
 section): over UDP a listed secondary's such query goes to ``transfers.signed``."""
 MAX_DATAGRAM = 65535
-_RCODES = 16
+RCODES = 16
 _ERROR_LOG_INTERVAL = 1.0
 
 
@@ -188,8 +188,8 @@ class ServeStats:
     )
 
     def __init__(self) -> None:
-        self.udp_rcodes = [0] * _RCODES
-        self.tcp_rcodes = [0] * _RCODES
+        self.udp_rcodes = [0] * RCODES
+        self.tcp_rcodes = [0] * RCODES
         self.udp_dropped = 0
         self.tcp_dropped = 0
         self.udp_truncated = 0

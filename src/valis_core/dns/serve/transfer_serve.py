@@ -315,15 +315,16 @@ class _Refusals:
     datagram costs a stranger nothing, so a flood of them must not become a log flood;
     the lines left out are counted on the next one (every refusal is in the metrics)."""
 
-    __slots__ = ("_left_out", "_said", "_window")
+    __slots__ = ("_clock", "_left_out", "_said", "_window")
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._window = -1.0
         self._said = 0
         self._left_out = 0
 
     def say(self, what: str) -> None:
-        now = time.monotonic()
+        now = self._clock()
         if now - self._window >= 1.0:
             self._window, self._said = now, 0
         if self._said >= _REFUSALS_PER_SECOND:

@@ -45,12 +45,14 @@ Secondaries = Callable[[], Awaitable[Sequence[Listed]]]
 class ChangeWatch(IndexHolder):
     """An ``IndexHolder`` that reports, after each swap, the zones whose version changed."""
 
-    __slots__ = ("changed", "versions")
+    __slots__ = ("_clock", "changed", "versions")
 
-    def __init__(self, index: ZoneIndex) -> None:
+    def __init__(self, index: ZoneIndex, clock: Callable[[], float] = time.time) -> None:
         super().__init__(index)
+        self._clock = clock
+        """When a serial began to be served (UNIX time)."""
         self.changed: Callable[[Sequence[ServedZone]], None] | None = None
-        now = time.time()
+        now = clock()
         self.versions: dict[str, tuple[int, float]] = {
             zone.origin: (zone_serial(zone), now) for zone in index.served()
         }
@@ -60,7 +62,7 @@ class ChangeWatch(IndexHolder):
         old = super().swap(new)
         before = {zone.apex: zone for zone in old.served()}
         fresh = [zone for zone in new.served() if before.get(zone.apex) is not zone]
-        now = time.time()
+        now = self._clock()
         for zone in fresh:
             serial = zone_serial(zone)
             if self.versions.get(zone.origin, (None,))[0] != serial:
