@@ -40,6 +40,8 @@ from valis_core.documents import Document
 from valis_core.edge.stats import EdgeStats
 from valis_core.errors import ValisError
 from valis_core.fence import MAX_GENERATION, FenceState
+from valis_core.fence_verdict import DOCUMENT as VERDICT
+from valis_core.fence_verdict import FencedOutVerdict, VerdictUnreadable
 from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.ops.assess_report import render_report
 from valis_core.ops.backup_manifest import DOCUMENT as BACKUP
@@ -55,8 +57,6 @@ from valis_core.plugin.load_probe import ModuleLoadProbeError, ProbeReport
 from valis_core.reachability import DnsReachability
 from valis_core.resident.fabric import INFO_DOCUMENT as FABRIC_INFO
 from valis_core.resident.fabric import FabricError, FabricInfo
-from valis_core.resident.fence_verdict import DOCUMENT as VERDICT
-from valis_core.resident.fence_verdict import FencedOutVerdict, VerdictUnreadable
 from valis_core.resident.status_document import (
     SOA_ANSWER,
     STATUS,

@@ -7,7 +7,8 @@
   program; nor does its unprivileged stand-in ``valis_core.dev_launcher``.
 - ``valis_cli`` never imports ``fulcrum``: the two programs share only the library.
 - The resident is a program on the library too: nothing else in ``valis_core`` imports
-  it, but for what a stopped resident leaves for others to read (``RESIDENT_LEAVES``).
+  it, but the boot interface (``BOOT_INTERFACE``). What a stopped resident leaves for
+  others to read (the fenced-out verdict) is the library's (``valis_core.fence_verdict``).
 - Nothing imports upward into ``valis_core.ops`` (the verbs sit on top of the library).
 - No import cycle between modules, anywhere in ``src``: every import counts (inside a
   function or under ``TYPE_CHECKING`` too), and ``from P import x`` reads the package's
@@ -96,11 +97,6 @@ LAUNCHER_SIDE = ("fulcrum", "valis_core.dev_launcher")
 """The launcher and its stand-in: they hand the resident its descriptors and argv
 (``valis_core.launch``), and import nothing of it."""
 
-RESIDENT_LEAVES = ("valis_core.resident.fence_verdict",)
-"""What a stopped resident leaves in its state directory, which ``backup`` reads beside
-``valis status`` (the fenced-out verdict): the one part of the resident the library
-outside it may import."""
-
 BOOT_INTERFACE = "valis_core.boot"
 """What a bring-up stage sees (``Boot``, ``Stage``, the stage errors). Stage bodies live
 in their concepts' rooms (``edge.stages``, ``owner.terminus_stage``, ``plugin.modules``)
@@ -179,7 +175,6 @@ def violations(edges: Iterable[Edge], known: set[str]) -> list[str]:
             and a != BOOT_INTERFACE
             and not launcher_side
             and within(b, "valis_core.resident")
-            and not any(within(b, left) for left in RESIDENT_LEAVES)
         ):
             found.append(f"the library module {a} reaches into the resident ({b})")
         if (
@@ -437,6 +432,8 @@ BREAKERS = (
     ("valis_core/ops/condense_host.py",
      "from valis_core.resident.config_store import store_path\n", "reaches into the resident"),
     ("valis_core/plugin/load_probe.py", "from ..resident import modules\n",
+     "reaches into the resident"),
+    ("valis_core/ops/backup.py", "from valis_core.resident.fence_verdict import read_verdict\n",
      "reaches into the resident"),
 )
 
