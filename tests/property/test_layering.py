@@ -43,10 +43,23 @@ PURE_CORES = (
     "valis_core.store.manifest",
     "valis_core.documents",
     "valis_core.state_layout",
+    "valis_core.log_throttle",
     "valis_core.operator_state.site_facts",
     "valis_core.launcher_config",
     "valis_core.reachability",
     "valis_core.dns.wire.names",
+    "valis_core.dns.wire.records",
+    "valis_core.dns.wire._reading",
+    "valis_core.dns.wire.master",
+    "valis_core.dns.wire.master_general",
+    "valis_core.dns.zone._index",
+    "valis_core.dns.zone._served",
+    "valis_core.dns.zone.build",
+    "valis_core.dns.zone._patch",
+    "valis_core.dns.answer._lookup",
+    "valis_core.dns.answer.message",
+    "valis_core.dns.answer.snapshot",
+    "valis_core.dns.dnssec.zone_servable",
     "valis_core.dns.answer._answer",
     "valis_core.dns.serve.rrl",
     "valis_core.dns.dnssec.signing",
@@ -70,6 +83,15 @@ PURE_CORES = (
     "valis_core.ops.public_network",
     "valis_core.ops.provision",
     "valis_core.operator_state.peer_access",
+    "valis_core.operator_state.tls_access",
+    "valis_core.operator_state.tls_material",
+    "valis_core.ops.backup_manifest",
+    "valis_core.owner.replay",
+    "valis_core.plugin.wheel",
+    "valis_core.resident.metrics",
+    "fulcrum.activation",
+    "fulcrum.exec_chain",
+    "fulcrum.ruleset",
     "valis_core.owner.message",
     "valis_core.owner.update",
     "valis_core.plugin.simple_index",
@@ -81,10 +103,12 @@ PURE_CORES = (
     "valis_core.edge.bounds",
 )
 """The pure cores the design names (argv parsing, fence transitions, manifest, site-facts
-rendering, launcher-config validation, DNS answering), the state directory's layout, and
-the planners beside them. Their IO shells sit beside them (``store.head`` reads and
-writes the manifest ``store.manifest`` parses; ``site_facts_file`` writes what
-``site_facts`` renders)."""
+rendering, launcher-config validation, DNS answering), the state directory's layout, the
+planners beside them, and every module that says it is pure (values in, values out: the
+DNS engine's wire, zone and answer modules, the TLS and pg_hba text, a wheel's check, the
+metrics text, the launcher's activation, exec chain and ruleset). Their IO shells sit
+beside them (``store.head`` reads and writes the manifest ``store.manifest`` parses;
+``site_facts_file`` writes what ``site_facts`` renders)."""
 
 IO_MODULES = frozenset({
     "socket", "trio", "psycopg", "subprocess", "pyroute2", "os", "shutil", "tempfile",
@@ -421,6 +445,7 @@ def test_the_source_keeps_the_layering_rules() -> None:
 
 BREAKERS = (
     ("valis_core/fence.py", "import socket\n", "imports the IO module socket"),
+    ("valis_core/log_throttle.py", "import trio\n", "imports the IO module trio"),
     ("valis_core/dns/wire/names.py", "from valis_cli.main import main\n", "imports the program"),
     ("fulcrum/launch.py", "from valis_core.resident import bring_up\n", "the resident's"),
     ("fulcrum/main.py", "from valis_cli import main\n", "the valis program's"),
