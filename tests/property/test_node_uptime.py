@@ -42,5 +42,5 @@ def test_uptime_is_the_clocks_time_since_the_views_were_made(made: float, later:
     assert views.started_at == made
     now[0] = made + later
     status = views.status()
-    assert status["started_at"] == made
-    assert status["uptime_seconds"] == max(0.0, (made + later) - made)
+    assert status.started_at == made
+    assert status.uptime_seconds == max(0.0, (made + later) - made)

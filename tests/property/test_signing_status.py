@@ -49,8 +49,8 @@ def test_each_signed_zone_is_described_in_status_and_in_one_line() -> None:
         ask(node, name)
     assert signer.hits >= 1
     assert signer.made >= 2
-    document = node.status()
-    assert document["signed_zones"] == [
+    status = node.status()
+    assert STATUS.unstructure(status)["signed_zones"] == [
         {"zone": LOST, "key_held": False},
         {
             "zone": Z, "key_held": True, "algorithm": 13, "key_tag": KEY.tag,
@@ -59,7 +59,7 @@ def test_each_signed_zone_is_described_in_status_and_in_one_line() -> None:
             "signatures_cached": signer.made, "rollover_step": None,
         },
     ]
-    lines = render_status(STATUS.structure(document), NOW).splitlines()
+    lines = render_status(status, NOW).splitlines()
     assert (
         f"zone {Z}: signed with algorithm 13, key tag {KEY.tag} (DNSKEY {KEY.tag}), compact "
         f"denial; signatures valid 14d, made again every 1d, {signer.made} cached"
@@ -86,7 +86,7 @@ def test_a_rolling_zone_shows_its_step_its_keys_and_when_the_next_step_is_due() 
     holder.sign_with(signer_at(rollover.PUBLISHED))
     node = views(holder)
     node.zones = (Z,)
-    (zone,) = node.status()["signed_zones"]
+    (zone,) = STATUS.unstructure(node.status())["signed_zones"]
     assert (zone["key_tag"], zone["dnskey_tags"]) == (OLD.tag, [OLD.tag, NEW.tag])
     assert zone["rollover_step"] == "published"
     due = NOW - 5 + Timing().propagation_delay + 60  # the DNSKEY TTL signer_at gives
@@ -94,7 +94,7 @@ def test_a_rolling_zone_shows_its_step_its_keys_and_when_the_next_step_is_due() 
         (rollover.step_number("published"), {"zone": Z, "step": "published"}),
     ]
     assert samples(node, "valis_dnssec_rollover_step_due") == [(due, {"zone": Z})]
-    text = render_status(STATUS.structure(node.status()), NOW)
+    text = render_status(node.status(), NOW)
     assert f"(DNSKEY {OLD.tag} {NEW.tag})" in text
     assert "key rollover at step published for 0h00m05s, next step in 0h05m55s (at " in text
 

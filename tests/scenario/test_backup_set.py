@@ -21,6 +21,7 @@ from tests.scenario.edge_ca import make_test_ca
 from tests.scenario.pg import RUN_USER, ensure_system_user
 from valis_core import safe_tar
 from valis_core.fence import FencedOut, FenceState
+from valis_core.fence_verdict import record_verdict
 from valis_core.identity.custody import load_or_create_keyfile, public_key_hex
 from valis_core.operator_state.site_facts_file import write_site_facts
 from valis_core.ops.backup import (
@@ -34,7 +35,6 @@ from valis_core.ops.backup import (
     restore_backup,
     verify_backup_set,
 )
-from valis_core.resident.fence_verdict import record_verdict
 from valis_core.state_layout import OPERATOR_STATE_TLS
 from valis_core.store.manifest import Manifest, dumps
 

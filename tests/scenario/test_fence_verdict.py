@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from valis_core.fence import FencedOut, FenceState
-from valis_core.resident.fence_verdict import clear_verdict, read_verdict, record_verdict
+from valis_core.fence_verdict import clear_verdict, read_verdict, record_verdict
 from valis_core.state_layout import fenced_out_path
 
 SUCCESSOR = FenceState(5, "node-a@elsewhere#0123456789abcdef")

@@ -204,7 +204,7 @@ def _pinned_modules(state_dir: Path) -> list[str]:
 
 def _fenced_out(state_dir: Path) -> str | None:
     """What the fenced-out verdict left in ``state_dir`` says, if one holds for its store."""
-    from valis_core.resident.fence_verdict import read_verdict
+    from valis_core.fence_verdict import read_verdict
     from valis_core.store.head import read_store_head
     from valis_core.store.manifest import ManifestError
 
@@ -217,7 +217,7 @@ def _fenced_out(state_dir: Path) -> str | None:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from valis_core.resident.fence_verdict import NodeFencedOut
+    from valis_core.fence_verdict import NodeFencedOut
     from valis_core.resident.node_status import NodeNotRunning, read_node_status
     from valis_core.resident.status_document import render_indented
 

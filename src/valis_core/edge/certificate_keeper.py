@@ -45,6 +45,7 @@ from valis_core.edge.challenge import (
     write_fenced,
 )
 from valis_core.edge.renewal import Lifetime, is_due, next_attempt
+from valis_core.edge.stats import AcmeStatus
 from valis_core.errors import ValisError
 from valis_core.fence import FencedOut, FenceState
 from valis_core.operator_state.connection import connect
@@ -127,17 +128,17 @@ class CertificateKeeper:
         self._conn: psycopg.Connection[Any] | None = None
         self.stats = KeeperStats()
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> AcmeStatus:
         """What the node's status says of the certificate's ACME side."""
-        return {
-            "domain": self.domain,
-            "directory_url": self.directory_url,
-            "orders": self.stats.orders,
-            "failures_in_a_row": self.stats.failures_in_a_row,
-            "last_error": self.stats.last_error or None,
-            "last_step": self.stats.last_step or None,
-            "next_attempt": self.stats.next_attempt,
-        }
+        return AcmeStatus(
+            domain=self.domain,
+            directory_url=self.directory_url,
+            orders=self.stats.orders,
+            failures_in_a_row=self.stats.failures_in_a_row,
+            last_error=self.stats.last_error or None,
+            last_step=self.stats.last_step or None,
+            next_attempt=self.stats.next_attempt,
+        )
 
     # -- the boot ----------------------------------------------------------------------
 

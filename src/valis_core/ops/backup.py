@@ -46,6 +46,7 @@ from valis_core.acting_as import acting_as
 from valis_core.atomic import write_atomic
 from valis_core.edge.acme_store import backed_up_problem
 from valis_core.fence import MAX_GENERATION
+from valis_core.fence_verdict import read_verdict
 from valis_core.identity.custody import SEED_SIZE, public_key_hex
 from valis_core.ops.backup_manifest import (
     MANIFEST_NAME,
@@ -60,7 +61,6 @@ from valis_core.ops.backup_manifest import (
     wrong,
 )
 from valis_core.ops.backup_read import opened_state_dir, read_backup_files, read_beneath
-from valis_core.resident.fence_verdict import read_verdict
 from valis_core.safe_tar import TarDefect
 from valis_core.state_layout import CONFIG_STORE, OPERATOR_STATE_TLS, SIGNING_KEYS, STORE_HEAD
 from valis_core.state_layout import KEYFILE as KEYFILE_NAME

@@ -212,7 +212,7 @@ def _refused(why: str) -> bytes:
 
 
 def _status(views: NodeViews, _: Request) -> tuple[int, bytes, str]:
-    return 200, STATUS.render(STATUS.structure(views.status())), _JSON
+    return 200, STATUS.render(views.status()), _JSON
 
 
 def _metrics(views: NodeViews, _: Request) -> tuple[int, bytes, str]:

@@ -12,8 +12,8 @@ import trio
 
 from valis_core.boot import Boot, need
 from valis_core.boot import boot_log as log
+from valis_core.fence_verdict import clear_verdict
 from valis_core.identity.instance import holder_name, instance_token
-from valis_core.resident.fence_verdict import clear_verdict
 from valis_core.resident.fence_watch import FenceWatch
 
 

@@ -13,7 +13,7 @@ first). Each step of it is bounded in time. A failure ends the process with one 
 ``valis: <stage>: <cause>`` and status 1; a signal with status 0. A fenced-out instance
 (refused at the fence at boot, or superseded while serving) ends with
 ``FENCED_OUT_EXIT_STATUS`` instead, which the unit never restarts, after leaving its
-verdict in the state directory for ``valis status`` (``resident.fence_verdict``).
+verdict in the state directory for ``valis status`` (``valis_core.fence_verdict``).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from valis_core.boot import (
 )
 from valis_core.boot import boot_log as log
 from valis_core.fence import FencedOut
+from valis_core.fence_verdict import record_verdict
 from valis_core.resident.bring_up import STAGES, teardown_order
-from valis_core.resident.fence_verdict import record_verdict
 from valis_core.resident.process import log_as
 from valis_core.resident.reload import Reloader
 from valis_core.resident.sd_notify import Notifier

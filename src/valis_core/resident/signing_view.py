@@ -5,59 +5,66 @@ index carries (``None``: no zone is signed, and there is nothing to show).
 
 from __future__ import annotations
 
-from typing import Any
-
 from valis_core.dns import wire as names
-from valis_core.dns.answer.signed import REFRESH, VALIDITY, Signer
+from valis_core.dns.answer.signed import REFRESH, VALIDITY, Signer, ZoneKeys
 from valis_core.dns.dnssec.rollover import ALL_STEPS, step_number
 from valis_core.resident.metrics import Family, Sample
+from valis_core.resident.status_document import RolloverStatus, SignedZone
 
 
-def rollover_status(signer: Signer | None) -> list[dict[str, Any]]:
-    """Each signed zone's key rollover under way: its step, since and until when."""
-    if signer is None:
-        return []
+def _rolling(signer: Signer) -> list[tuple[str, ZoneKeys, str]]:
+    """Each signed zone whose keys roll: its name, its keys and the step they are at."""
     return [
-        {
-            "zone": names.to_text(apex),
-            "step": zone.keys.step,
-            "kind": zone.keys.kind,
-            "since": zone.keys.since,
-            "due": zone.keys.due,
-            "key_tags": [key.tag for key in zone.keys.published],
-        }
+        (names.to_text(apex), zone.keys, zone.keys.step)
         for apex, zone in sorted(signer.zones.items())
         if zone.keys is not None and zone.keys.step is not None
     ]
 
 
-def signing_status(signer: Signer | None) -> list[dict[str, Any]]:
+def rollover_status(signer: Signer | None) -> tuple[RolloverStatus, ...]:
+    """Each signed zone's key rollover under way: its step, since and until when."""
+    if signer is None:
+        return ()
+    return tuple(
+        RolloverStatus(
+            zone=zone,
+            step=step,
+            kind=keys.kind,
+            since=keys.since,
+            due=keys.due,
+            key_tags=tuple(key.tag for key in keys.published),
+        )
+        for zone, keys, step in _rolling(signer)
+    )
+
+
+def signing_status(signer: Signer | None) -> tuple[SignedZone, ...]:
     """Each signed zone as this node signs it: the key signing its RRsets, the keys
     its DNSKEY RRset holds, its denial of existence, how long signatures are valid
     and how often they are made again, and how many are kept. A zone whose key this
     node lacks (answered SERVFAIL) says only that."""
     if signer is None:
-        return []
+        return ()
     cached = signer.cached_by_zone()
-    found: list[dict[str, Any]] = []
+    found: list[SignedZone] = []
     for apex, zone in sorted(signer.zones.items()):
         keys = zone.keys
         if keys is None:
-            found.append({"zone": names.to_text(apex), "key_held": False})
+            found.append(SignedZone(zone=names.to_text(apex), key_held=False))
             continue
-        found.append({
-            "zone": names.to_text(apex),
-            "key_held": True,
-            "algorithm": keys.signer.algorithm,
-            "key_tag": keys.signer.tag,
-            "dnskey_tags": [key.tag for key in keys.published],
-            "denial": "compact" if zone.nsec3 is None else "nsec3",
-            "signature_validity_seconds": VALIDITY,
-            "signature_refresh_seconds": REFRESH,
-            "signatures_cached": cached.get(apex, 0),
-            "rollover_step": keys.step,
-        })
-    return found
+        found.append(SignedZone(
+            zone=names.to_text(apex),
+            key_held=True,
+            algorithm=keys.signer.algorithm,
+            key_tag=keys.signer.tag,
+            dnskey_tags=tuple(key.tag for key in keys.published),
+            denial="compact" if zone.nsec3 is None else "nsec3",
+            signature_validity_seconds=VALIDITY,
+            signature_refresh_seconds=REFRESH,
+            signatures_cached=cached.get(apex, 0),
+            rollover_step=keys.step,
+        ))
+    return tuple(found)
 
 
 def signing_families(signer: Signer | None) -> list[Family]:
@@ -66,7 +73,8 @@ def signing_families(signer: Signer | None) -> list[Family]:
     if signer is None:
         return []
     lacking = len(signer.lacking)
-    rolls = rollover_status(signer)
+    rolls = _rolling(signer)
+    cached = signer.cached_by_zone()
     numbered = ", ".join(f"{step_number(step)} {step}" for step in ALL_STEPS)
     return [
         Family(
@@ -85,18 +93,15 @@ def signing_families(signer: Signer | None) -> list[Family]:
             f"Each rolling zone's rollover step, by number ({numbered}), its name in "
             "the step label.",
             tuple(
-                Sample(step_number(roll["step"]),
-                       (("zone", roll["zone"]), ("step", roll["step"])))
-                for roll in rolls
+                Sample(step_number(step), (("zone", zone), ("step", step)))
+                for zone, _keys, step in rolls
             ),
         ), Family(
             "valis_dnssec_rollover_step_due",
             "gauge",
             "When each rolling zone's timed step ends and the next begins (UNIX time; "
             "0 while the step waits for the operator to confirm the parent's DS).",
-            tuple(
-                Sample(roll["due"] or 0, (("zone", roll["zone"]),)) for roll in rolls
-            ),
+            tuple(Sample(keys.due or 0, (("zone", zone),)) for zone, keys, _step in rolls),
         )] if rolls else []),
         Family(
             "valis_dnssec_signatures_made_total",
@@ -120,8 +125,8 @@ def signing_families(signer: Signer | None) -> list[Family]:
             "gauge",
             "RRSIGs kept for each signed zone whose key this node holds.",
             tuple(
-                Sample(zone["signatures_cached"], (("zone", zone["zone"]),))
-                for zone in signing_status(signer) if zone["key_held"]
+                Sample(cached.get(apex, 0), (("zone", names.to_text(apex)),))
+                for apex, zone in sorted(signer.zones.items()) if zone.keys is not None
             ),
         ),
     ]

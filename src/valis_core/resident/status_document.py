@@ -2,7 +2,9 @@
 ``valis status --json`` prints) and the public view's answer for a zone's apex SOA
 (``/view/soa``, which bring-up asks for every served zone).
 
-The resident's views make it (``NodeViews.status``); the fabric sends it through
+The resident's views make it (``NodeViews.status``, each part as the class here says,
+the edge's ACME part as ``edge.stats.AcmeStatus`` and a secondary's as
+``SecondaryState``); the fabric sends it through
 ``STATUS`` (so what leaves is what this class says); ``valis status`` reads it back through
 ``STATUS`` and reasons on the class. Every key may be absent — a resident older than a
 key did not send it, and ``valis status`` has always read what a node sent — and then
@@ -19,6 +21,7 @@ import attrs
 from valis_core import documents
 from valis_core.dns.transfer.secondary_progress import SecondaryState
 from valis_core.documents import Document, may_be_absent
+from valis_core.edge.stats import AcmeStatus
 from valis_core.errors import ValisError
 
 _ABSENT = may_be_absent()
@@ -72,19 +75,6 @@ class DatabaseStatus:
     since: float | None = _optional()
     serving: str | None = _optional()
     following: bool | None = _optional()
-
-
-@attrs.frozen
-class AcmeStatus:
-    """How obtaining and renewing the edge's certificate goes."""
-
-    domain: str | None = _optional()
-    directory_url: str | None = _optional()
-    orders: int | None = _optional()
-    failures_in_a_row: int | None = _optional()
-    last_error: str | None = _optional()
-    last_step: str | None = _optional()
-    next_attempt: float | None = _optional()
 
 
 @attrs.frozen

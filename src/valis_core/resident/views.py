@@ -27,11 +27,21 @@ from valis_core.dns.serve.rrl import RrlSettings
 from valis_core.dns.serve.transfer_serve import TransferStats
 from valis_core.dns.transfer.notify_send import NotifyStats
 from valis_core.dns.transfer.secondary_progress import SecondaryState
-from valis_core.edge.stats import EdgeStats
+from valis_core.edge.stats import AcmeStatus, EdgeStats
 from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.reachability import DnsReachability
 from valis_core.resident.metrics import Family, Sample
 from valis_core.resident.signing_view import rollover_status, signing_families, signing_status
+from valis_core.resident.status_document import (
+    DatabaseStatus,
+    DnsStatus,
+    EdgeStatus,
+    NodeStatus,
+    RateLimiting,
+    RolloverStatus,
+    SignedZone,
+    ZoneServed,
+)
 
 
 @attrs.frozen
@@ -135,7 +145,7 @@ class NodeViews:
     """What the DNS-over-HTTPS edge has served; None when the edge is not elected."""
     edge_not_after: Callable[[], float | None] | None = None
     """When the edge's certificate expires (UNIX time; None while it has none)."""
-    acme: Callable[[], Mapping[str, Any]] | None = None
+    acme: Callable[[], AcmeStatus] | None = None
     """How obtaining and renewing the edge's certificate goes; None without ACME."""
     rate_limits: Callable[[], RrlSettings | None] | None = None
     """The UDP loop's rate limits at the moment (None from it: off); None when not wired."""
@@ -147,93 +157,96 @@ class NodeViews:
         default=attrs.Factory(lambda self: self.clock(), takes_self=True))
     """When bring-up made these views (UNIX time): the node's uptime is counted from it."""
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> NodeStatus:
+        """The status document (``resident.status_document``): what ``/status`` sends."""
         views = [public_soa(self.holder, zone) for zone in self.zones]
-        return {
-            "node": self.node,
-            "location": self.location,
-            "owner_public_key": self.owner_public_key,
-            "generation": self.store_generation,
-            "fence_generation": self.fence_generation(),
-            "ready": self.ready,
-            "zones": {view.zone: {"serial": view.serial, "rcode": view.rcode} for view in views},
-            "zones_gone_from_database": sorted(
+        return NodeStatus(
+            node=self.node,
+            location=self.location,
+            owner_public_key=self.owner_public_key,
+            generation=self.store_generation,
+            fence_generation=self.fence_generation(),
+            ready=self.ready,
+            zones={view.zone: ZoneServed(serial=view.serial, rcode=view.rcode) for view in views},
+            zones_gone_from_database=tuple(sorted(
                 zone for zone in self.zone_stats.gone if zone in self.zones
-            ),
-            "reload_refused": self.reload_refused,
-            "records": self.holder.current.record_count,
-            "dns": self.dns_status(),
-            "fence_holder": None if self.fence_holder is None else self.fence_holder(),
-            "database": self.database_status(),
-            "modules": list(self.modules),
-            "secondaries": None if self.secondaries is None else [
-                state.document() for state in self.secondaries()
-            ],
-            "edge": self.edge_status(),
-            "rollovers": self.rollover_status(),
-            "signed_zones": self.signing_status(),
-            "started_at": self.started_at,
-            "uptime_seconds": max(0.0, self.clock() - self.started_at),
-        }
+            )),
+            reload_refused=self.reload_refused,
+            records=self.holder.current.record_count,
+            dns=self.dns_status(),
+            fence_holder=None if self.fence_holder is None else self.fence_holder(),
+            database=self.database_status(),
+            modules=self.modules,
+            secondaries=None if self.secondaries is None else tuple(self.secondaries()),
+            edge=self.edge_status(),
+            rollovers=self.rollover_status(),
+            signed_zones=self.signing_status(),
+            started_at=self.started_at,
+            uptime_seconds=max(0.0, self.clock() - self.started_at),
+        )
 
-    def rollover_status(self) -> list[dict[str, Any]]:
+    def rollover_status(self) -> tuple[RolloverStatus, ...]:
         """Each signed zone's key rollover under way: its step, since and until when."""
         return rollover_status(self.holder.signer)
 
-    def signing_status(self) -> list[dict[str, Any]]:
+    def signing_status(self) -> tuple[SignedZone, ...]:
         """Each signed zone as this node signs it (``signing_view.signing_status``)."""
         return signing_status(self.holder.signer)
 
-    def edge_status(self) -> dict[str, Any] | None:
+    def edge_status(self) -> EdgeStatus | None:
         """The edge's certificate expiry and counts; None when the edge is not elected."""
         stats = self.edge_stats
         if stats is None:
             return None
         not_after = None if self.edge_not_after is None else self.edge_not_after()
-        return {
-            "certificate_not_after": not_after,
-            "connections": stats.connections,
-            "handshakes_failed": stats.handshakes_failed,
-            "displaced": stats.displaced,
-            "responses": sum(stats.responses.values()),
-            "acme": None if self.acme is None else dict(self.acme()),
-        }
+        return EdgeStatus(
+            certificate_not_after=not_after,
+            connections=stats.connections,
+            handshakes_failed=stats.handshakes_failed,
+            displaced=stats.displaced,
+            responses=sum(stats.responses.values()),
+            acme=None if self.acme is None else self.acme(),
+        )
 
-    def database_status(self) -> dict[str, Any] | None:
+    def database_status(self) -> DatabaseStatus | None:
         """Whether the operator-state session stands, and since when; while it does not,
         what is served (the last good snapshot) is said in words too."""
         if self.database is None:
             return None
         connected, since = self.database()
         serving = None if connected else serving_last_good(since)
-        return {"connected": connected, "since": since, "serving": serving,
-                "following": self.zone_stats.following}
+        return DatabaseStatus(connected=connected, since=since, serving=serving,
+                              following=self.zone_stats.following)
 
-    def dns_status(self) -> dict[str, Any]:
+    def dns_status(self) -> DnsStatus:
         """Where DNS is served and whether the outside can reach it (and why not)."""
         reach = self.dns_reachability
-        return {
-            "udp": self.dns_udp,
-            "tcp": self.dns_tcp,
-            "behind_launcher_firewall": reach is not None,
-            "reachable_from_outside": None if reach is None else reach.reachable,
-            "problem": None if reach is None else reach.problem,
-            "rate_limiting": self.rate_limit_status(),
-        }
+        return DnsStatus(
+            udp=self.dns_udp,
+            tcp=self.dns_tcp,
+            behind_launcher_firewall=reach is not None,
+            reachable_from_outside=None if reach is None else reach.reachable,
+            problem=None if reach is None else reach.problem,
+            rate_limiting=self.rate_limit_status(),
+        )
 
-    def rate_limit_status(self) -> dict[str, Any] | None:
+    def rate_limit_settings(self) -> RrlSettings | None:
+        """The UDP loop's rate limits at the moment; None when limiting is off."""
+        return None if self.rate_limits is None else self.rate_limits()
+
+    def rate_limit_status(self) -> RateLimiting | None:
         """Response rate limiting as the UDP loop applies it now; None when off."""
-        settings = None if self.rate_limits is None else self.rate_limits()
+        settings = self.rate_limit_settings()
         if settings is None:
             return None
-        return {
-            "rate": settings.rate,
-            "slip": settings.slip,
-            "ipv4_prefix": settings.ipv4_prefix,
-            "ipv6_prefix": settings.ipv6_prefix,
-            "table_size": settings.table_size,
-            "exempt": [str(network) for network in settings.exempt],
-        }
+        return RateLimiting(
+            rate=settings.rate,
+            slip=settings.slip,
+            ipv4_prefix=settings.ipv4_prefix,
+            ipv6_prefix=settings.ipv6_prefix,
+            table_size=settings.table_size,
+            exempt=tuple(str(network) for network in settings.exempt),
+        )
 
     def metric_families(self) -> list[Family]:
         counts = self.serve_stats.snapshot()
@@ -400,6 +413,7 @@ class NodeViews:
     def _node_families(
         self, counts: ServeCounts, zone_stats: ZoneSourceStats, fence: int | None
     ) -> list[Family]:
+        limits = self.rate_limit_settings()
         return [
             Family(
                 "valis_dns_responses_total",
@@ -448,7 +462,7 @@ class NodeViews:
                 "valis_dns_rate_limit",
                 "gauge",
                 "UDP responses a second each rate-limit bucket allows; 0: limiting off.",
-                (Sample((self.rate_limit_status() or {}).get("rate", 0)),),
+                (Sample(0 if limits is None else limits.rate),),
             ),
             Family(
                 "valis_dns_udp_compiled_total",

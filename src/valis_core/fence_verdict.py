@@ -8,6 +8,9 @@ at. ``valis status`` reads it when no node answers and says "fenced out by HOLDE
 generation G". The verdict holds only for the store it was written against: a condense
 onto this state directory writes a higher store generation, which makes the verdict
 stale (it is ignored), and an instance that passes the fence removes it.
+
+The library's, beside the fence (``valis_core.fence``): the resident writes and clears it,
+``valis status`` and ``backup`` read it, and none of them imports the others for it.
 """
 
 from __future__ import annotations
