@@ -57,8 +57,8 @@ PYTHON: Mapping[str, int] = {
     "SIGNED": fastpath.SIGNED,
     "SIGNED_ELSEWHERE": fastpath.SIGNED_ELSEWHERE,
     # where each field of an answer entry sits (message.Entry)
-    **{f"E_{field.upper()}": at for at, field in enumerate(message.Entry._fields)},
-    "E_FIELDS": len(message.Entry._fields),
+    **{f"E_{field.upper()}": at for at, field in enumerate(message.ENTRY_FIELDS)},
+    "E_FIELDS": len(message.ENTRY_FIELDS),
 }
 """Each copy in the C source and the Python value it must equal."""
 

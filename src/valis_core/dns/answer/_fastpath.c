@@ -4,8 +4,8 @@
  *
  * - Table: the encoded responses of one snapshot, keyed by the question as _answer.py keys
  *   its response cache (the question name lowercased, then the type), each the same
- *   entry (message.Entry) the Python path keeps. Python fills it; C reads it. Bounded: at `limit`
- *   entries it is emptied and fills again.
+ *   entry (message.Entry) the Python path keeps. Python fills it; C reads it. Bounded:
+ *   at `limit` entries it is emptied and fills again.
  * - Pump: one UDP socket's batch. `drain` takes up to `batch` datagrams with one
  *   recvmmsg, answers in C each the table can answer that takes the plain path (class
  *   IN, at most one OPT of version 0, no TSIG, ...), and hands the rest back;
@@ -49,9 +49,10 @@
 #define T_IXFR 251
 #define T_AXFR 252
 
-/* Where each field of an answer entry sits (message.Entry, a named tuple Python keeps in
- * its response cache and hands to put and negative). These, and the values above, copy
- * the Python path's: tests/property/test_fastpath_constants.py holds them equal. */
+/* Where each field of an answer entry sits (message.Entry, the tuple Python keeps in its
+ * response cache and hands to put and negative; message.ENTRY_FIELDS names them). These,
+ * and the values above, copy the Python path's: tests/property/test_fastpath_constants.py
+ * holds them equal. */
 enum {
     E_FLAGS = 0,
     E_AN = 1,

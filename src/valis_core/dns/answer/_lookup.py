@@ -43,7 +43,7 @@ from valis_core.dns.zone import ServedZone, ZoneIndex
 MAX_CHAIN = 12
 """CNAME/DNAME links followed for one answer."""
 
-_REFUSED_ENTRY = Entry(QR | REFUSED, 0, 0, 0, b"", 0, None)
+_REFUSED_ENTRY: Entry = (QR | REFUSED, 0, 0, 0, b"", 0, None)
 
 RR = tuple[bytes, int, int, bytes]
 """One record to write: owner (wire), type, TTL, rdata (uncompressed wire)."""
@@ -159,7 +159,7 @@ def negative_entry(cache: ResponseCache, zone: ServedZone, rcode: int, at: int) 
         writer = Writer(zone.apex, skip=at)
         start = len(writer.buf)
         writer.record(zone.apex, SOA, zone.negative_ttl, zone.soa)
-        entry = Entry(QR | AA | rcode, 0, 1, 0, bytes(writer.buf[start:]), 0, None)
+        entry = (QR | AA | rcode, 0, 1, 0, bytes(writer.buf[start:]), 0, None)
         if len(cache.negatives) >= NEGATIVE_ENTRIES:
             cache.negatives.clear()
         cache.negatives[key] = entry
@@ -372,7 +372,7 @@ def encode(qname: bytes, draft: Draft) -> Entry:
         writer.record(*record)
     flags = QR | (AA if draft.aa else 0) | draft.rcode
     buf = writer.buf
-    return Entry(
+    return (
         flags,
         len(draft.answer),
         len(draft.authority),

@@ -90,8 +90,8 @@ KEY_TTL = 3600
 _KEY_TYPES = frozenset({DNSKEY, CDS, CDNSKEY})
 _APEX_TYPES = _KEY_TYPES | {NSEC3PARAM}
 _QR = 0x8000
-_SERVFAIL = Entry(_QR | SERVFAIL, 0, 0, 0, b"", 0, None)
-_FORMERR = Entry(_QR | FORMERR, 0, 0, 0, b"", 0, None)
+_SERVFAIL: Entry = (_QR | SERVFAIL, 0, 0, 0, b"", 0, None)
+_FORMERR: Entry = (_QR | FORMERR, 0, 0, 0, b"", 0, None)
 
 
 @attrs.frozen(eq=False)
