@@ -72,7 +72,7 @@ from valis_core.ops.backup import BackupError, restore_backup, verify_backup_set
 from valis_core.owner.message import Received, receive
 
 if TYPE_CHECKING:
-    from valis_core.dns._fastpath import Table
+    from valis_core.dns.answer._fastpath import Table
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_ZONE = REPO / "tests" / "scenario" / "data" / "example.com.zone"
@@ -196,7 +196,7 @@ def fast_tables() -> tuple[tuple[Snapshot, Table], ...]:
 
 
 def run_fastpath(data: bytes, scratch: Path) -> None:
-    from valis_core.dns._fastpath import Table
+    from valis_core.dns.answer._fastpath import Table
 
     del scratch
     for snapshot, table in fast_tables():

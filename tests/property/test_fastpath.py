@@ -34,7 +34,7 @@ from valis_core.dns.wire.records import RecordRow
 from valis_core.dns.zone import ZoneIndex
 
 if TYPE_CHECKING:
-    from valis_core.dns._fastpath import Table
+    from valis_core.dns.answer._fastpath import Table
 
 pytestmark = pytest.mark.usefixtures("compiled")  # every test here asks C
 
@@ -55,7 +55,7 @@ def table_of(snapshot: Snapshot) -> Table:
 def new_table(entries: int) -> Table:
     """A bare table of ``entries`` (imported here: the module collects in a tree that has
     not built the extension, and its tests skip there)."""
-    from valis_core.dns._fastpath import Table
+    from valis_core.dns.answer._fastpath import Table
 
     return Table(entries)
 

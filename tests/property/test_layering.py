@@ -22,7 +22,7 @@
 - A private name (``_y``) or a private module (``_x``) is used only inside its own
   package (trio's ``_core`` pattern: the modules of one package share their insides);
   from anywhere else, ``from x import _y``, ``x._y`` on an imported module, and
-  ``import P._x`` are refused. The compiled fast path ``valis_core.dns._fastpath`` is
+  ``import P._x`` are refused. The compiled fast path ``valis_core.dns.answer._fastpath`` is
   such a private module.
 
 Each rule is also shown to fail on a synthetic module that breaks it, so a rule that
