@@ -82,14 +82,14 @@ def steps(output: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def host(delivery: Path, build_root: Path) -> Iterator[Host]:
+def host(delivery: Path, build_binds: tuple[Path, ...]) -> Iterator[Host]:
     require_root()
     sweep_stale()
     sweep_stale_grounds()
     ground = Ground().build()
     try:
-        binds = [Bind(build_root)]
-        if not delivery.is_relative_to(build_root):
+        binds = [Bind(path) for path in build_binds]
+        if not any(delivery.is_relative_to(path) for path in build_binds):
             binds.append(Bind(delivery.parent))
         with SystemdContainer(binds=binds) as box:
             box.adopt_link(ground.nic)

@@ -117,7 +117,7 @@ def _operator_state(pg_cluster: PgCluster) -> str:
 
 @pytest.fixture(scope="module")
 def node(pg_cluster: PgCluster, bundle: Path, delivery: Path, plain_build: PlainBuild,
-         build_root: Path) -> Iterator[Node]:
+         *, build_root: Path, build_binds: tuple[Path, ...]) -> Iterator[Node]:
     require_root()
     ensure_system_user(RUN_USER)
     sweep_stale()
@@ -132,7 +132,7 @@ def node(pg_cluster: PgCluster, bundle: Path, delivery: Path, plain_build: Plain
     broken = delivery_of(plain_build.bundle, BROKEN, staged / "plain.tar.gz")
     ground = Ground().build()
     try:
-        binds = [Bind(build_root), Bind(pg_cluster.cluster.socket_dir)]
+        binds = [*map(Bind, build_binds), Bind(pg_cluster.cluster.socket_dir)]
         with SystemdContainer(binds=binds) as box:
             box.adopt_link(ground.nic)
             config = unit_config_text(ground, [f"{ROOT}/current/bin/valis"])
