@@ -103,9 +103,22 @@ async def run_all(ids: list[str], jobs: int, timeout: float, logs: Path) -> list
         outcomes.append(outcome)
         print(f"[{len(outcomes):{width}}/{len(ids)}] {outcome.line()}", flush=True)
 
-    async with trio.open_nursery() as nursery:
-        for index, test_id in enumerate(ids):
-            nursery.start_soon(one, index, test_id)
+    async def stop_on_signal(cancel: trio.CancelScope) -> None:
+        # SIGTERM or SIGINT: every running id's process group is killed (deliver_cancel),
+        # not left behind in its own session.
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                print(f"each-test-alone: {signal.Signals(signum).name}: stopping",
+                      flush=True)
+                cancel.cancel()
+                return
+
+    async with trio.open_nursery() as outer:
+        outer.start_soon(stop_on_signal, outer.cancel_scope)
+        async with trio.open_nursery() as nursery:
+            for index, test_id in enumerate(ids):
+                nursery.start_soon(one, index, test_id)
+        outer.cancel_scope.cancel()
     return outcomes
 
 
@@ -156,7 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"each-test-alone: {len(ids)} ids, {args.jobs} at a time, {args.timeout:g} s "
           "each at most", flush=True)
     outcomes = trio.run(run_all, ids, args.jobs, args.timeout, logs)
-    return report(outcomes, time.monotonic() - started, seed, logs)
+    status = report(outcomes, time.monotonic() - started, seed, logs)
+    if len(outcomes) < len(ids):
+        print(f"each-test-alone: stopped after {len(outcomes)} of {len(ids)} ids")
+        return 1
+    return status
 
 
 if __name__ == "__main__":
