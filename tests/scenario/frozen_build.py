@@ -68,7 +68,9 @@ from tests.script_module import load_script
 REPO = Path(__file__).resolve().parents[2]
 BUILD_TIMEOUT = 600
 RUN_TIMEOUT = 120
-BUILD_INPUTS = ("src", "packaging", "docs", "pyproject.toml", "setup.py", "scripts/build")
+# README.md is the distribution metadata's description, which the bundle carries.
+BUILD_INPUTS = ("src", "packaging", "docs", "pyproject.toml", "setup.py", "scripts/build",
+                "README.md")
 CACHE_ROOT = Path("/tmp/valis-build-cache")
 CACHE_KEEP_DAYS = 7
 # How long a session waits for another building the same cache entry.
