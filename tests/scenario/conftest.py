@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import require_root
 from tests.scenario.frozen_build import (  # noqa: F401 (session fixtures, built once)
+    build_binds,
     build_root,
     bundle,
     control_bundle,

@@ -1,13 +1,29 @@
-"""The frozen build, once per test session: ``make build``'s bundle and ``make dist``'s
-delivery, for every scenario that runs the serving binary rather than the venv.
+"""The frozen build, cached across test sessions: ``make build``'s bundle and ``make
+dist``'s delivery, for every scenario that runs the serving binary rather than the venv.
 
-Each bundle is built by ``scripts/build`` (what ``make build`` runs) into one directory
-under /tmp, outside the checkout, that every account may traverse. The first time any of
-the fixtures below is asked for, every build the collected tests use starts at once in the
-background (``Builds``: one process group each, output to files, every one killed and
+Each bundle is built by ``scripts/build`` (what ``make build`` runs). The first time any
+of the fixtures below is asked for, every build the collected tests use starts at once in
+the background (``Builds``: one process group each, output to files, every one killed and
 reaped at session end), so that the builds share both cores instead of taking turns (20
-to 40 s each alone); each fixture then waits for its own, and the session reuses it. The
-fixtures reach the scenario files through ``tests/scenario/conftest.py``:
+to 40 s each alone); each fixture then waits for its own, and the session reuses it.
+
+The bundle, the control, the plain build and the delivery are kept between sessions in
+``CACHE_ROOT`` (``/tmp/valis-build-cache``, root's, mode 0755: every account may traverse
+it, as the run account must to execute the bundle), one directory per build kind and key:
+the key is a hash of the build inputs (``BUILD_INPUTS``: every file git tracks or would
+track under them, its path, mode and bytes) and of the python that builds. A build runs
+under an exclusive ``flock`` on its entry's lock file (two sessions building the same
+entry at once: the second waits, then reuses the first's), into ``<entry>.partial``
+(anything left there by a killed session is removed first), and is renamed to the entry
+only when every step finished as expected; a build that failed is moved into the
+session's own ``build_root`` instead, never reused. So an entry is never stale (other
+inputs give another key) nor half written (the rename is the last step). Entries unused
+for ``CACHE_KEEP_DAYS`` days are removed when a session starts a build of the same kind.
+``VALIS_TEST_BUILD_CACHE=0`` builds into the session's ``build_root`` instead, as before.
+Containers that run a build bind ``build_binds``: the session's ``build_root`` and the
+cache.
+
+The fixtures reach the scenario files through ``tests/scenario/conftest.py``:
 
 - ``bundle``: the bundle, ``valis`` and ``fulcrum`` over the frozen interpreter;
 - ``control_bundle``: the known-bad control (``--control``: only what the entry points
@@ -17,7 +33,10 @@ fixtures reach the scenario files through ``tests/scenario/conftest.py``:
 - ``delivery``: ``make dist``'s tarball of ``bundle``;
 - ``fresh_deliveries``: ``make build`` then ``make dist`` in fresh clones of HEAD, for
   ``test_reproducible_build.py`` (one clone when this working tree holds exactly HEAD's
-  build inputs and ``delivery`` counts as the other, two otherwise).
+  build inputs and ``delivery`` counts as the other, two otherwise); never cached.
+
+Tests must not write into a cached bundle or delivery (copy it first): the next session
+reuses it. ``build_root`` is each session's own scratch directory.
 
 ``delivery_of`` stages any of them as a delivery of another version number, for
 scenarios that apply one delivery over another.
@@ -26,15 +45,19 @@ scenarios that apply one delivery over another.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import os
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -45,7 +68,13 @@ from tests.script_module import load_script
 REPO = Path(__file__).resolve().parents[2]
 BUILD_TIMEOUT = 600
 RUN_TIMEOUT = 120
-BUILD_INPUTS = ("src", "packaging", "docs", "pyproject.toml", "setup.py", "scripts/build")
+# README.md is the distribution metadata's description, which the bundle carries.
+BUILD_INPUTS = ("src", "packaging", "docs", "pyproject.toml", "setup.py", "scripts/build",
+                "README.md")
+CACHE_ROOT = Path("/tmp/valis-build-cache")
+CACHE_KEEP_DAYS = 7
+# How long a session waits for another building the same cache entry.
+CACHE_LOCK_TIMEOUT = 2 * BUILD_TIMEOUT
 with open(REPO / "pyproject.toml", "rb") as _pyproject:
     VERSION: str = tomllib.load(_pyproject)["project"]["version"]
 
@@ -107,48 +136,115 @@ class Step:
 
 
 @attrs.frozen
+class CacheEntry:
+    """Where a cached build lives between sessions: ``final`` once accepted, built under
+    ``lock`` into ``partial``; a build not accepted (``accept``, a shell condition run in
+    the logs directory) is moved to the session's ``failed`` instead."""
+
+    final: Path
+    accept: str
+
+    @property
+    def partial(self) -> Path:
+        return self.final.with_name(self.final.name + ".partial")
+
+    @property
+    def lock(self) -> Path:
+        return self.final.with_name(self.final.name + ".lock")
+
+
+@attrs.frozen
 class Job:
     """Steps run one after another in one background process group, stopping at the
-    first that fails; each step leaves ``<name>.out``, ``<name>.err`` and ``<name>.rc``."""
+    first that fails; each step leaves ``<name>.out``, ``<name>.err`` and ``<name>.rc``
+    in the logs directory. A cached job (``cache``) writes its outputs under ``base`` and
+    its logs in ``base/logs``, where ``base`` is the entry's ``partial`` while it builds
+    and its ``final`` (or the session's ``failed``) once done."""
 
     name: str
     steps: tuple[Step, ...]
     logs: Path
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | None
+    cache: CacheEntry | None = None
+    failed: Path | None = None
 
     @classmethod
-    def start(cls, name: str, steps: tuple[Step, ...], logs: Path) -> Job:
-        logs.mkdir(parents=True, exist_ok=True)
+    def start(cls, name: str, steps: tuple[Step, ...], logs: Path,
+              cache: CacheEntry | None = None, failed: Path | None = None) -> Job:
         lines = ["set -u"]
+        if cache is None:
+            logs.mkdir(parents=True, exist_ok=True)
+        else:
+            assert failed is not None
+            final, partial = shlex.quote(str(cache.final)), shlex.quote(str(cache.partial))
+            if cache.final.is_dir():
+                os.utime(cache.final)
+                return cls(name, steps, logs, None, cache, failed)
+            # Under the entry's lock: reuse what another session built meanwhile, or
+            # build into the partial directory (whatever a killed session left there is
+            # removed first) and rename it to the entry only once accepted.
+            lines += [
+                f"exec 9>>{shlex.quote(str(cache.lock))}",
+                f"flock -w {CACHE_LOCK_TIMEOUT} 9 || exit 75",
+                f"if [ -d {final} ]; then touch {final}; exit 0; fi",
+                f"rm -rf {partial} && mkdir -p {shlex.quote(str(logs))} || exit 1",
+            ]
+        body = []
         for step in steps:
             base = shlex.quote(str(logs / step.name))
-            lines.append(
+            body.append(
                 f"(cd {shlex.quote(str(step.cwd))} && exec {shlex.join(step.argv)})"
                 f" >{base}.out 2>{base}.err; rc=$?; echo $rc >{base}.rc;"
                 ' [ "$rc" -eq 0 ] || exit "$rc"'
             )
+        if cache is None:
+            lines += body
+        else:
+            assert failed is not None
+            lines += [
+                "(", *body, ")", "status=$?",
+                f"if (cd {shlex.quote(str(logs))} && {cache.accept}); then",
+                f"  chmod 755 {partial} && mv -T {partial} {final}",
+                "else",
+                f"  mkdir -p {shlex.quote(str(failed.parent))} &&"
+                f" mv -T {partial} {shlex.quote(str(failed))}",
+                "fi",
+                'exit "$status"',
+            ]
         process = subprocess.Popen(
             ["/bin/sh", "-c", "\n".join(lines)],
             env={**os.environ, "VALIS_BUILD_PYTHON": sys.executable},
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        return cls(name, steps, logs, process)
+        return cls(name, steps, logs, process, cache, failed)
+
+    @property
+    def base(self) -> Path:
+        """Where a cached job's outputs are, once it is done."""
+        assert self.cache is not None
+        assert self.failed is not None
+        return self.cache.final if self.cache.final.is_dir() else self.failed
 
     def result(self, step: str) -> subprocess.CompletedProcess[str]:
-        """What ``step`` did, once the job is over (bounded by the build timeout)."""
-        try:
-            self.process.wait(timeout=BUILD_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.stop()
-            raise AssertionError(
-                f"{self.name}: not done within {BUILD_TIMEOUT} s (step {step})"
-            ) from None
-        base = self.logs / step
+        """What ``step`` did, once the job is over (bounded by the build timeout, and for
+        a cached job by the wait for another session's build of the same entry)."""
+        if self.process is not None:
+            try:
+                self.process.wait(
+                    timeout=BUILD_TIMEOUT + (0 if self.cache is None else CACHE_LOCK_TIMEOUT))
+            except subprocess.TimeoutExpired:
+                self.stop()
+                raise AssertionError(
+                    f"{self.name}: not done within {BUILD_TIMEOUT} s (step {step})"
+                ) from None
+        logs = self.logs if self.cache is None else self.base / "logs"
+        base = logs / step
         rc_file = base.with_suffix(".rc")
         if not rc_file.exists():
+            exit_status = None if self.process is None else self.process.returncode
             raise AssertionError(f"{self.name}: step {step} never ran (job exit "
-                                 f"{self.process.returncode}); see {self.logs}")
+                                 f"{exit_status}); see {logs}")
         argv = next(s.argv for s in self.steps if s.name == step)
         return subprocess.CompletedProcess(
             list(argv), int(rc_file.read_text()),
@@ -158,10 +254,79 @@ class Job:
 
     def stop(self) -> None:
         """Kill the job's process group if it still runs, and reap it."""
+        if self.process is None:
+            return
         if self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=RUN_TIMEOUT)
+
+
+def cache_enabled() -> bool:
+    """Whether builds are cached between sessions (``VALIS_TEST_BUILD_CACHE=0``: not)."""
+    return os.environ.get("VALIS_TEST_BUILD_CACHE", "1") != "0"
+
+
+def cache_root() -> Path:
+    """``CACHE_ROOT``, made if missing; refused unless it is a real directory of this
+    account that no other may write (another account could otherwise plant a build)."""
+    with contextlib.suppress(FileExistsError):
+        CACHE_ROOT.mkdir(mode=0o755)
+    info = CACHE_ROOT.lstat()
+    if (not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid()
+            or info.st_mode & 0o022):
+        raise AssertionError(
+            f"the build cache {CACHE_ROOT} is not a directory of uid {os.getuid()} that "
+            f"only it may write (mode {stat.filemode(info.st_mode)}, uid {info.st_uid}); "
+            "remove it, or set VALIS_TEST_BUILD_CACHE=0 to build in the session")
+    if stat.S_IMODE(info.st_mode) != 0o755:
+        CACHE_ROOT.chmod(0o755)
+    return CACHE_ROOT
+
+
+def build_key() -> str:
+    """A hash of the build inputs (every file git tracks or would track under
+    ``BUILD_INPUTS``: path, executable bit, bytes) and of the python that builds."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--",
+         *BUILD_INPUTS],
+        cwd=REPO, capture_output=True, check=True, timeout=RUN_TIMEOUT,
+    ).stdout.decode()
+    digest = hashlib.sha256()
+    for part in (sys.executable, os.path.realpath(sys.executable), sys.version):
+        digest.update(part.encode() + b"\0")
+    for name in sorted(set(filter(None, listed.split("\0")))):
+        path = REPO / name
+        if path.is_symlink():
+            content = b"link:" + os.readlink(path).encode()
+        elif path.is_file():
+            content = hashlib.sha256(path.read_bytes()).digest()
+            content += b"x" if os.access(path, os.X_OK) else b"-"
+        else:
+            continue  # tracked but deleted in this working tree
+        digest.update(name.encode() + b"\0" + content + b"\0")
+    return digest.hexdigest()[:32]
+
+
+def prune_cache(root: Path, kind: str, keep: Path) -> None:
+    """Remove ``kind``'s entries other than ``keep`` unused for ``CACHE_KEEP_DAYS`` days,
+    each only when its lock is free (no session is building it)."""
+    horizon = time.time() - CACHE_KEEP_DAYS * 86400
+    for entry in root.glob(f"{kind}-*.lock"):
+        final = entry.with_suffix("")
+        if final == keep:
+            continue
+        with contextlib.suppress(OSError):
+            if final.is_dir() and final.stat().st_mtime > horizon:
+                continue
+            with open(entry, "a") as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                shutil.rmtree(final, ignore_errors=True)
+                shutil.rmtree(final.with_name(final.name + ".partial"), ignore_errors=True)
+                entry.unlink()
 
 
 def working_tree_is_the_commit() -> bool:
@@ -204,14 +369,47 @@ class FreshDeliveries:
     session_delivery_counts: bool
 
 
+@attrs.frozen
+class Kind:
+    """One cacheable build: its steps given the directory its outputs go under, and the
+    shell condition (run in its logs directory) under which it may be kept."""
+
+    fixture: str
+    title: str
+    steps: Callable[[Path], tuple[Step, ...]]
+    accept: str
+
+
+KINDS = {
+    "frozen": Kind(
+        "bundle", "make build (bundle)",
+        lambda base: (_build_step(REPO, base / "frozen"),
+                      _dist_step(REPO, base / "frozen" / "valis",
+                                 base / "dist" / "valis-serving.tar.gz")),
+        '[ "$(cat build.rc)" = 0 ] && [ "$(cat dist.rc)" = 0 ]'),
+    # scripts/build refuses this build (exit 1) after its self-test, leaving the bundle.
+    "plain": Kind(
+        "plain_build", "build without the serving codec",
+        lambda base: (_build_step(REPO, base / "plain", "--without-serving-codec"),),
+        '[ "$(cat build.rc)" = 1 ] && grep -q "failed its self-test" build.err'),
+    "control": Kind(
+        "control_bundle", "known-bad control",
+        lambda base: (_build_step(REPO, base / "control", "--control"),),
+        '[ "$(cat build.rc)" = 0 ]'),
+}
+
+
 @attrs.define
 class Builds:
     """Every build the collected tests use, started together in the background the first
-    time one is asked for, so that they share both cores; each fixture waits for its own."""
+    time one is asked for, so that they share both cores; each fixture waits for its own.
+    The kinds in ``KINDS`` come from the cache when it holds them (see the module's
+    docstring)."""
 
     root: Path
     jobs: dict[str, Job] = attrs.field(factory=dict)
     fresh: FreshDeliveries | None = None
+    cached: bool = attrs.field(factory=cache_enabled)
 
     def launch(self, needed: frozenset[str]) -> None:
         root = self.root
@@ -226,12 +424,8 @@ class Builds:
             counts = working_tree_is_the_commit()
             if counts:
                 needed |= {"delivery"}
-        frozen_steps: list[Step] = []
-        if needed & {"bundle", "delivery"}:
-            frozen_steps.append(_build_step(REPO, root / "frozen"))
         if "delivery" in needed:
-            frozen_steps.append(_dist_step(REPO, root / "frozen" / "valis",
-                                           root / "dist" / "valis-serving.tar.gz"))
+            needed |= {"bundle"}
         # Longest first: the clones' builds and the full bundle, then the rest.
         if "fresh_deliveries" in needed:
             # The second tree sits elsewhere, at a longer path: nothing may depend on where.
@@ -244,34 +438,40 @@ class Builds:
                 self.jobs[str(at)] = job
                 fresh_trees.append((job, out / "valis-serving.tar.gz"))
             self.fresh = FreshDeliveries(commit, tuple(fresh_trees), counts)
-        if frozen_steps:
-            self.jobs["frozen"] = Job.start("make build (bundle)", tuple(frozen_steps),
-                                            root / "logs" / "frozen")
-        if "plain_build" in needed:
-            self.jobs["plain"] = Job.start(
-                "build without the serving codec",
-                (_build_step(REPO, root / "plain", "--without-serving-codec"),),
-                root / "logs" / "plain")
-        if "control_bundle" in needed:
-            self.jobs["control"] = Job.start(
-                "known-bad control", (_build_step(REPO, root / "control", "--control"),),
-                root / "logs" / "control")
+        kinds = [name for name, kind in KINDS.items()
+                 if kind.fixture in needed and name not in self.jobs]
+        if not kinds:
+            return
+        key = build_key() if self.cached else ""
+        cache = cache_root() if self.cached else None
+        for name in kinds:
+            kind = KINDS[name]
+            if cache is None:
+                self.jobs[name] = Job.start(kind.title, kind.steps(root / name),
+                                            root / "logs" / name)
+                continue
+            entry = CacheEntry(cache / f"{name}-{key}", kind.accept)
+            prune_cache(cache, name, entry.final)
+            self.jobs[name] = Job.start(kind.title, kind.steps(entry.partial),
+                                        entry.partial / "logs", entry,
+                                        root / "failed" / name)
+
+    def base(self, job: str) -> Path:
+        """The directory ``job``'s outputs are under, once it is done."""
+        started = self.jobs[job]
+        return self.root / job if started.cache is None else started.base
 
     def result(self, job: str, step: str) -> subprocess.CompletedProcess[str]:
         """What ``step`` of ``job`` did; a job no collected test named starts now."""
         if job not in self.jobs:
-            self.launch(frozenset({_FIXTURE_OF[job]}))
+            self.launch(frozenset({KINDS[job].fixture}))
         return self.jobs[job].result(step)
-
-    def has_step(self, job: str, step: str) -> bool:
-        return job in self.jobs and any(s.name == step for s in self.jobs[job].steps)
 
     def stop(self) -> None:
         for job in self.jobs.values():
             job.stop()
 
 
-_FIXTURE_OF = {"frozen": "bundle", "control": "control_bundle", "plain": "plain_build"}
 _FROZEN_FIXTURES = frozenset(
     {"bundle", "control_bundle", "plain_build", "delivery", "fresh_deliveries"}
 )
@@ -304,37 +504,41 @@ def frozen_builds(request: pytest.FixtureRequest, build_root: Path) -> Iterator[
 
 
 @pytest.fixture(scope="session")
-def bundle(frozen_builds: Builds, build_root: Path) -> Path:
+def build_binds(build_root: Path) -> tuple[Path, ...]:
+    """What a container that runs a build must bind: the session's ``build_root`` and,
+    when builds are cached, the cache (the bundle and delivery live there)."""
+    return (build_root, CACHE_ROOT) if cache_enabled() else (build_root,)
+
+
+@pytest.fixture(scope="session")
+def bundle(frozen_builds: Builds) -> Path:
     """``make build``'s bundle: ``valis`` and ``fulcrum`` over the frozen interpreter."""
     done = frozen_builds.result("frozen", "build")
     assert done.returncode == 0, done.stderr
-    return build_root / "frozen" / "valis"
+    return frozen_builds.base("frozen") / "frozen" / "valis"
 
 
 @pytest.fixture(scope="session")
-def control_bundle(frozen_builds: Builds, build_root: Path) -> Path:
+def control_bundle(frozen_builds: Builds) -> Path:
     """The known-bad control: frozen without collecting subsystems or metadata."""
     done = frozen_builds.result("control", "build")
     assert done.returncode == 0, done.stderr
-    return build_root / "control" / "valis"
+    return frozen_builds.base("control") / "control" / "valis"
 
 
 @pytest.fixture(scope="session")
-def plain_build(frozen_builds: Builds, build_root: Path) -> PlainBuild:
+def plain_build(frozen_builds: Builds) -> PlainBuild:
     """The build without the serving codec, refused by ``scripts/build``."""
-    return PlainBuild(frozen_builds.result("plain", "build"), build_root / "plain" / "valis")
+    done = frozen_builds.result("plain", "build")
+    return PlainBuild(done, frozen_builds.base("plain") / "plain" / "valis")
 
 
 @pytest.fixture(scope="session")
-def delivery(bundle: Path, frozen_builds: Builds, build_root: Path) -> Path:
-    """``make dist``'s tarball of the session's bundle (made now if no collected test
-    named ``delivery``, so it was not started with the builds)."""
-    out = build_root / "dist" / "valis-serving.tar.gz"
-    if not frozen_builds.has_step("frozen", "dist"):
-        return dist(bundle, out)
+def delivery(bundle: Path, frozen_builds: Builds) -> Path:
+    """``make dist``'s tarball of the session's bundle (built with it)."""
     done = frozen_builds.result("frozen", "dist")
     assert done.returncode == 0, done.stderr
-    return out
+    return frozen_builds.base("frozen") / "dist" / "valis-serving.tar.gz"
 
 
 @pytest.fixture(scope="session")

@@ -264,11 +264,19 @@ def challenge_rows(world: World) -> list[tuple[str, str]]:
     return [(str(owner), str(rdata)) for owner, rdata in rows]
 
 
+@pytest.fixture(scope="module")
+def node_a(world: World, nodes: dict[str, Node]) -> Node:
+    """Node A, condensed from genesis on ground A by the operator's command: what the
+    evacuation to B starts from, built here rather than by the genesis test."""
+    nodes["a"] = condense(world, world.grounds[0], ADDRESS_A, ["--genesis"])
+    return nodes["a"]
+
+
 def test_a_node_condensed_from_genesis_obtains_its_certificate_and_serves_doh_on_443(
-    world: World, nodes: dict[str, Node]
+    world: World, node_a: Node
 ) -> None:
     ground = world.grounds[0]
-    a = nodes["a"] = condense(world, ground, ADDRESS_A, ["--genesis"])
+    a = node_a
 
     # The node obtained its certificate from pebble, which validated the DNS-01 record
     # against the node's :53, and withdrew the record after.
@@ -304,11 +312,9 @@ def test_a_node_condensed_from_genesis_obtains_its_certificate_and_serves_doh_on
 
 
 def test_evacuated_to_b_the_node_serves_doh_with_its_certificate_and_a_writes_no_challenge(
-    world: World, nodes: dict[str, Node]
+    world: World, nodes: dict[str, Node], node_a: Node
 ) -> None:
-    a = nodes.get("a")
-    if a is None:
-        pytest.skip("needs node A from the genesis test")
+    a = node_a
     archive = world.workdir / "a.backup"
     create_backup(a.state_dir, archive)
     generation = verify_backup_set(archive).generation

@@ -7,8 +7,15 @@ fresh Debian host with PostgreSQL installed but stopped and nothing of valis on 
 proving ground's NIC is its public interface, addressed and routed as a provider would
 leave it; the client namespace asks the unit's address from outside. The delivery is
 the session's ``make dist`` tarball (``frozen_build``), unpacked inside as cloud-init
-would; everything after that is the delivery's own ``valis``. The scenarios run in file
-order on that one host.
+would; everything after that is the delivery's own ``valis``.
+
+The host's life is built by module-scoped fixtures, one stage on the next, never by the
+test before: ``host`` (fresh), ``provisioned`` (``valis provision`` under umask 077),
+``condensed`` (the zone imported and ``condense --genesis`` run) and ``serving`` (the
+condensed node with its unit running, started again if a test stopped it). Each test asks
+for the stage it looks at, so it passes alone and in any ``-k`` subset; the stages only
+move forward, so a test of an earlier stage (the plan on a fresh host) comes before the
+later ones in the file.
 """
 
 from __future__ import annotations
@@ -81,15 +88,24 @@ def steps(output: str) -> dict[str, str]:
     return {name: status for status, name in STEP.findall(output)}
 
 
+@attrs.frozen
+class Done:
+    """What one command said: its exit status, output and error output."""
+
+    status: int
+    out: str
+    err: str
+
+
 @pytest.fixture(scope="module")
-def host(delivery: Path, build_root: Path) -> Iterator[Host]:
+def host(delivery: Path, build_binds: tuple[Path, ...]) -> Iterator[Host]:
     require_root()
     sweep_stale()
     sweep_stale_grounds()
     ground = Ground().build()
     try:
-        binds = [Bind(build_root)]
-        if not delivery.is_relative_to(build_root):
+        binds = [Bind(path) for path in build_binds]
+        if not any(delivery.is_relative_to(path) for path in build_binds):
             binds.append(Bind(delivery.parent))
         with SystemdContainer(binds=binds) as box:
             box.adopt_link(ground.nic)
@@ -118,6 +134,36 @@ def host(delivery: Path, build_root: Path) -> Iterator[Host]:
         ground.cleanup()
 
 
+@pytest.fixture(scope="module")
+def provisioned(host: Host) -> Done:
+    """The fresh host provisioned by the unpacked delivery's ``valis`` under umask 077:
+    what ``valis provision`` said."""
+    return Done(*host.provision(f"{UNPACKED}/bin/valis", umask="077"))
+
+
+@pytest.fixture(scope="module")
+def condensed(host: Host, provisioned: Done) -> Done:
+    """The provisioned host with the zone imported and ``valis condense --genesis`` run:
+    what the condense said."""
+    assert provisioned.status == 0, provisioned.out + provisioned.err
+    status, out, err = host.as_run_account(f"{INSTALLED} zone import {ZONE_FILE}")
+    assert status == 0, out + err
+    return Done(*host.sh(
+        f"{INSTALLED} condense --genesis --site-facts /etc/valis/site-facts.env "
+        f"--systemd-unit {UNIT} --dns-address {UNIT_IP}:53 --ask-in-netns valis",
+        timeout=CONDENSE_TIMEOUT,
+    ))
+
+
+@pytest.fixture
+def serving(host: Host, condensed: Done) -> Host:
+    """The condensed node with its unit running (started again if a test stopped it)."""
+    assert condensed.status == 0, condensed.out + condensed.err + host.box.journal(UNIT)
+    if host.box.show(UNIT, "ActiveState")["ActiveState"] != "active":
+        host.box.systemctl("start", UNIT, timeout=CONDENSE_TIMEOUT)
+    return host
+
+
 def test_the_plan_is_shown_first_and_plan_alone_changes_nothing(host: Host) -> None:
     status, out, err = host.provision(f"{UNPACKED}/bin/valis", "--plan")
     assert status == 0, out + err
@@ -135,9 +181,9 @@ def test_the_plan_is_shown_first_and_plan_alone_changes_nothing(host: Host) -> N
 
 
 def test_a_fresh_host_is_provisioned_by_the_unpacked_delivery_under_umask_077(
-    host: Host,
+    host: Host, provisioned: Done,
 ) -> None:
-    status, out, err = host.provision(f"{UNPACKED}/bin/valis", umask="077")
+    status, out, err = provisioned.status, provisioned.out, provisioned.err
     assert status == 0, out + err
     shown = steps(out)
     # Operator state on this host's own PostgreSQL: no database host, no client bundle.
@@ -181,16 +227,9 @@ def test_a_fresh_host_is_provisioned_by_the_unpacked_delivery_under_umask_077(
 
 
 def test_condense_from_genesis_and_the_node_answers_from_a_client_namespace(
-    host: Host,
+    host: Host, condensed: Done,
 ) -> None:
-    status, out, err = host.as_run_account(f"{INSTALLED} zone import {ZONE_FILE}")
-    assert status == 0, out + err
-    status, out, err = host.sh(
-        f"{INSTALLED} condense --genesis --site-facts /etc/valis/site-facts.env "
-        f"--systemd-unit {UNIT} --dns-address {UNIT_IP}:53 --ask-in-netns valis",
-        timeout=CONDENSE_TIMEOUT,
-    )
-    assert status == 0, out + err + host.box.journal(UNIT)
+    assert condensed.status == 0, condensed.out + condensed.err + host.box.journal(UNIT)
     for tcp in (False, True):
         soa = dig(host.ground.client, UNIT_IP, EXAMPLE_ZONE, "SOA", tcp=tcp)
         assert (soa.status, soa.authoritative) == ("NOERROR", True), soa.raw
@@ -199,8 +238,9 @@ def test_condense_from_genesis_and_the_node_answers_from_a_client_namespace(
 
 
 def test_fulcrum_is_handed_the_run_accounts_control_socket_which_outlives_its_restart(
-    host: Host,
+    serving: Host,
 ) -> None:
+    host = serving
     assert host.sh(f"stat -c '%F %U:%G %a' {CONTROL_SOCKET}")[1].strip() == (
         "socket valis:valis 600")
     names, passed, listening = host.handed_control_socket()
@@ -217,7 +257,8 @@ def test_fulcrum_is_handed_the_run_accounts_control_socket_which_outlives_its_re
     assert (soa.status, soa.authoritative) == ("NOERROR", True), soa.raw
 
 
-def test_provision_again_changes_nothing_and_leaves_the_node_serving(host: Host) -> None:
+def test_provision_again_changes_nothing_and_leaves_the_node_serving(serving: Host) -> None:
+    host = serving
     kept = ["/etc/fulcrum/launcher.toml", "/etc/valis/site-facts.env",
             "/etc/postgresql/15/main/pg_hba.conf", "/etc/postgresql/15/main/pg_ident.conf"]
     before = [host.inode(path) for path in kept]
@@ -238,8 +279,9 @@ def test_provision_again_changes_nothing_and_leaves_the_node_serving(host: Host)
 
 
 def test_after_the_unit_stops_its_bare_interface_keeps_the_written_network(
-    host: Host,
+    serving: Host,
 ) -> None:
+    host = serving
     before = host.inode("/etc/fulcrum/launcher.toml")
     host.box.systemctl("stop", UNIT)
     # fulcrum hands the dedicated NIC back without its address.
@@ -253,7 +295,10 @@ def test_after_the_unit_stops_its_bare_interface_keeps_the_written_network(
     assert host.inode("/etc/fulcrum/launcher.toml") == before
 
 
-def test_postgresql_that_is_not_local_stops_with_what_the_dba_must_do(host: Host) -> None:
+def test_postgresql_that_is_not_local_stops_with_what_the_dba_must_do(
+    host: Host, condensed: Done,
+) -> None:
+    assert condensed.status == 0, condensed.out + condensed.err
     status, out, err = host.provision(INSTALLED, "--pg-port", "5499")
     assert status == 1
     assert err.count("\n") == 1
@@ -265,8 +310,10 @@ def test_postgresql_that_is_not_local_stops_with_what_the_dba_must_do(host: Host
 
 
 def test_a_named_account_whose_home_is_not_traversable_is_named_with_the_directory(
-    host: Host,
+    host: Host, condensed: Done,
 ) -> None:
+    # The last stage: it makes alice the unit's account, which no test after it expects.
+    assert condensed.status == 0, condensed.out + condensed.err
     status, _, err = host.sh(
         "mkdir -p /srv/closed && chmod 0700 /srv/closed && "
         "useradd --system --home-dir /srv/closed/alice --create-home alice"

@@ -52,7 +52,7 @@ def dsn(pg_cluster: PgCluster) -> str:
 
 
 @pytest.fixture(scope="module")
-def old_host(pg_cluster: PgCluster, bundle: Path, delivery: Path, build_root: Path,
+def old_host(pg_cluster: PgCluster, bundle: Path, delivery: Path, build_binds: tuple[Path, ...],
              dsn: str) -> Iterator[Node]:
     """The old host with the unit applied and serving node-a at the genesis generation."""
     require_root()
@@ -61,7 +61,7 @@ def old_host(pg_cluster: PgCluster, bundle: Path, delivery: Path, build_root: Pa
     sweep_stale_grounds()
     ground = Ground().build()
     try:
-        binds = [Bind(build_root), Bind(pg_cluster.cluster.socket_dir)]
+        binds = [*map(Bind, build_binds), Bind(pg_cluster.cluster.socket_dir)]
         with SystemdContainer(binds=binds) as box:
             box.adopt_link(ground.nic)
             config = unit_config_text(ground, [f"{ROOT}/current/bin/valis"])

@@ -3,8 +3,13 @@
 One container (``systemd_container``) is this module's host: the host's own systemd as
 PID 1 over a copy-on-write of its root, with the proving ground's NIC moved into its
 network namespace, so the client namespace asks the unit's address from outside as it
-would a real host. The scenarios run in file order on that one host, each starting from
-the state the one before left, as an operator's days on one node would.
+would a real host. The host's days are built by fixtures, one stage on the next, never by
+the test before: ``node`` (placed, nothing applied), ``applied`` (the delivery applied),
+``newer_applied`` (then a newer one), ``broken_applied`` (then one whose resident fails),
+all module-scoped, and per test ``serving`` (the unit running, started again if a test
+stopped it) or ``stopped``. Each test asks for the stage it looks at, so it passes alone
+and in any ``-k`` subset; the stages only move forward, so the tests of a stage come
+before those of the next in the file.
 
 The host is placed as ``valis provision`` would leave it: the run account, the launcher
 config at ``/etc/fulcrum/launcher.toml`` (root, 0644), the site facts at
@@ -62,7 +67,7 @@ UNCHANGED = "reload: the store is unchanged"
 
 @pytest.fixture(scope="module")
 def node(pg_cluster: PgCluster, bundle: Path, delivery: Path, plain_build: PlainBuild,
-         build_root: Path) -> Iterator[Node]:
+         *, build_root: Path, build_binds: tuple[Path, ...]) -> Iterator[Node]:
     require_root()
     ensure_system_user(RUN_USER)
     sweep_stale()
@@ -77,7 +82,7 @@ def node(pg_cluster: PgCluster, bundle: Path, delivery: Path, plain_build: Plain
     broken = delivery_of(plain_build.bundle, BROKEN, staged / "plain.tar.gz")
     ground = Ground().build()
     try:
-        binds = [Bind(build_root), Bind(pg_cluster.cluster.socket_dir)]
+        binds = [*map(Bind, build_binds), Bind(pg_cluster.cluster.socket_dir)]
         with SystemdContainer(binds=binds) as box:
             box.adopt_link(ground.nic)
             config = unit_config_text(ground, [f"{ROOT}/current/bin/valis"])
@@ -95,8 +100,67 @@ def node(pg_cluster: PgCluster, bundle: Path, delivery: Path, plain_build: Plain
         ground.cleanup()
 
 
-def test_apply_starts_the_unit_and_the_residents_ready_reaches_systemd(node: Node) -> None:
-    status, out, err = node.apply(node.delivery, "--timeout", str(UP_TIMEOUT))
+@attrs.frozen
+class Applied:
+    """What one ``valis apply`` said, and the unit's main pid and the control socket's
+    inode just before it."""
+
+    status: int
+    out: str
+    err: str
+    main_before: str
+    control_socket_before: str
+
+
+def _apply(node: Node, delivery: Path) -> Applied:
+    main = node.unit("MainPID")["MainPID"]
+    socket = node.box.run("stat", "-c", "%i", CONTROL_SOCKET, check=False).stdout
+    return Applied(*node.apply(delivery, "--timeout", str(UP_TIMEOUT)), main, socket)
+
+
+@pytest.fixture(scope="module")
+def applied(node: Node) -> Applied:
+    """The placed host with the session's delivery applied (the first version)."""
+    return _apply(node, node.delivery)
+
+
+@pytest.fixture(scope="module")
+def newer_applied(node: Node, applied: Applied) -> Applied:
+    """Then the newer delivery applied over it."""
+    assert applied.status == 0, applied.err + node.box.journal(UNIT)
+    return _apply(node, node.newer)
+
+
+@pytest.fixture(scope="module")
+def broken_applied(node: Node, newer_applied: Applied) -> Applied:
+    """Then the delivery whose resident fails applied over the newer one."""
+    assert newer_applied.status == 0, newer_applied.err + node.box.journal(UNIT)
+    return _apply(node, node.broken)
+
+
+@pytest.fixture
+def serving(node: Node, applied: Applied) -> Node:
+    """The applied node with its unit running (started again if a test stopped it)."""
+    assert applied.status == 0, applied.err + node.box.journal(UNIT)
+    if node.unit("ActiveState")["ActiveState"] != "active":
+        node.box.systemctl("reset-failed", UNIT, check=False)
+        node.box.systemctl("start", UNIT, timeout=UP_TIMEOUT)
+    node.box.wait_state(UNIT, "active", timeout=UP_TIMEOUT)
+    return node
+
+
+@pytest.fixture
+def stopped(node: Node, applied: Applied) -> Node:
+    """The applied node with its unit stopped."""
+    assert applied.status == 0, applied.err + node.box.journal(UNIT)
+    node.box.systemctl("stop", UNIT, timeout=UP_TIMEOUT)
+    return node
+
+
+def test_apply_starts_the_unit_and_the_residents_ready_reaches_systemd(
+    node: Node, applied: Applied,
+) -> None:
+    status, out, err = applied.status, applied.out, applied.err
     assert status == 0, err + node.box.journal(UNIT)
     assert out == f"valis: {VERSION} is serving (previous: none)\n"
     assert node.box.run("readlink", f"{ROOT}/current").stdout.strip() == f"versions/{VERSION}"
@@ -110,8 +174,9 @@ def test_apply_starts_the_unit_and_the_residents_ready_reaches_systemd(node: Nod
 
 
 def test_fulcrum_is_handed_the_control_socket_systemd_made_for_the_run_account(
-    node: Node,
+    serving: Node,
 ) -> None:
+    node = serving
     assert node.box.run("stat", "-c", "%F %U:%G %a", CONTROL_SOCKET).stdout.strip() == (
         f"socket {RUN_USER}:{RUN_USER} 600")
     assert node.box.show(SOCKET_UNIT, "ActiveState")["ActiveState"] == "active"
@@ -128,8 +193,9 @@ def _owner_and_mode(box: SystemdContainer, path: str) -> str:
 
 
 def test_the_state_directory_is_the_run_accounts_and_the_config_directories_roots(
-    node: Node,
+    serving: Node,
 ) -> None:
+    node = serving
     assert _owner_and_mode(node.box, STATE_DIRECTORY) == f"{RUN_USER}:{RUN_USER} 700"
     key = _owner_and_mode(node.box, f"{STATE_DIRECTORY}/owner.key")
     assert key == f"{RUN_USER}:{RUN_USER} 600"
@@ -142,7 +208,8 @@ def test_the_state_directory_is_the_run_accounts_and_the_config_directories_root
     assert node.box.run("stat", "-c", "%U", f"/proc/{resident}").stdout.strip() == RUN_USER
 
 
-def test_a_killed_resident_is_restarted_by_systemd_as_the_same_node(node: Node) -> None:
+def test_a_killed_resident_is_restarted_by_systemd_as_the_same_node(serving: Node) -> None:
+    node = serving
     key, generation = node.owner_key_digest(), node.generation()
     before = node.unit("NRestarts", "MainPID")
     node.box.run("kill", "-KILL", str(node.resident()))
@@ -158,10 +225,12 @@ def test_a_killed_resident_is_restarted_by_systemd_as_the_same_node(node: Node) 
     node.assert_answers()
 
 
-def test_apply_of_a_newer_delivery_restarts_the_unit_on_it(node: Node) -> None:
-    before = node.unit("MainPID")["MainPID"]
-    control_socket = node.box.run("stat", "-c", "%i", CONTROL_SOCKET).stdout
-    status, out, err = node.apply(node.newer, "--timeout", str(UP_TIMEOUT))
+def test_apply_of_a_newer_delivery_restarts_the_unit_on_it(
+    node: Node, newer_applied: Applied,
+) -> None:
+    before = newer_applied.main_before
+    control_socket = newer_applied.control_socket_before
+    status, out, err = newer_applied.status, newer_applied.out, newer_applied.err
     assert status == 0, err + node.box.journal(UNIT)
     assert out == f"valis: {NEWER} is serving (previous: {VERSION})\n"
     # systemd runs the newer version's unit file, not the one it loaded before.
@@ -178,8 +247,10 @@ def test_apply_of_a_newer_delivery_restarts_the_unit_on_it(node: Node) -> None:
     node.assert_answers()
 
 
-def test_apply_of_a_delivery_whose_resident_fails_switches_back(node: Node) -> None:
-    status, _, err = node.apply(node.broken, "--timeout", str(UP_TIMEOUT))
+def test_apply_of_a_delivery_whose_resident_fails_switches_back(
+    node: Node, broken_applied: Applied,
+) -> None:
+    status, err = broken_applied.status, broken_applied.err
     assert status == 1, err
     assert f"version {BROKEN} did not come up" in err
     assert f"switched back to {NEWER}, which came up again" in err
@@ -193,10 +264,11 @@ def test_apply_of_a_delivery_whose_resident_fails_switches_back(node: Node) -> N
 
 
 def test_the_residents_warnings_and_errors_reach_the_journal_at_their_priority(
-    node: Node,
+    serving: Node,
 ) -> None:
     """A reload asking for a zone operator state does not hold is refused: that error is
     in ``journalctl -p warning``, the resident's routine lines are not (they are info)."""
+    node = serving
     store = f"{STATE_DIRECTORY}/{CONFIG_STORE}/{CONFIG_FILE}"
     kept = node.box.read_text(store)
     facts = parse_site_facts(kept)
@@ -223,7 +295,8 @@ def test_the_residents_warnings_and_errors_reach_the_journal_at_their_priority(
                           UP_TIMEOUT, "the reload of the kept store")
 
 
-def test_systemctl_stop_tears_the_netns_down_and_leaves_no_process(node: Node) -> None:
+def test_systemctl_stop_tears_the_netns_down_and_leaves_no_process(serving: Node) -> None:
+    node = serving
     control_group = node.unit("ControlGroup")["ControlGroup"]
     assert node.ground.unit_netns in node.box.run("ip", "netns", "list").stdout
     node.box.systemctl("stop", UNIT)
@@ -237,7 +310,8 @@ def test_systemctl_stop_tears_the_netns_down_and_leaves_no_process(node: Node) -
     assert node.box.run("ip", "link", "show", "dev", node.ground.nic, check=False).returncode == 0
 
 
-def test_without_a_launcher_config_systemd_tries_five_times_then_refuses(node: Node) -> None:
+def test_without_a_launcher_config_systemd_tries_five_times_then_refuses(stopped: Node) -> None:
+    node = stopped
     box = node.box
     config = box.read_text(LAUNCHER_CONFIG)
     box.run("rm", LAUNCHER_CONFIG)
@@ -271,6 +345,7 @@ def test_without_a_launcher_config_systemd_tries_five_times_then_refuses(node: N
         assert box.show(UNIT, "ActiveState")["ActiveState"] == "active"
         node.assert_answers()
     finally:
+        box.put_text(LAUNCHER_CONFIG, config, mode=0o644)
         box.run("rm", "-r", f"/etc/systemd/system/{UNIT}.d")
         box.systemctl("daemon-reload")
 
@@ -291,7 +366,10 @@ def _fulcrum_reasons(journal: str) -> list[str]:
     return [line for line in journal.splitlines() if line.startswith(MISSING_CONFIG)]
 
 
-def test_the_unit_is_linked_where_apply_puts_the_delivered_one(node: Node) -> None:
+def test_the_unit_is_linked_where_apply_puts_the_delivered_one(
+    node: Node, newer_applied: Applied,
+) -> None:
+    assert newer_applied.status == 0, newer_applied.err
     fragment = node.unit("FragmentPath")["FragmentPath"]
     assert fragment == f"/etc/systemd/system/{UNIT}"
     target = node.box.run("readlink", "-f", fragment).stdout.strip()

@@ -203,13 +203,13 @@ def workdir() -> Iterator[Path]:
 
 
 def test_a_node_boots_updates_evacuates_and_is_restored_by_the_operators_commands(
-    delivery: Path, build_root: Path, workdir: Path
+    delivery: Path, build_binds: tuple[Path, ...], workdir: Path
 ) -> None:
     require_root()
     sweep_stale()
     sweep_stale_grounds()
-    binds = [Bind(build_root)]
-    if not delivery.is_relative_to(build_root):
+    binds = [Bind(path) for path in build_binds]
+    if not any(delivery.is_relative_to(path) for path in build_binds):
         binds.append(Bind(delivery.parent))
     ground = Ground().build()
     try:
