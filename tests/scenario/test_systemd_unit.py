@@ -30,6 +30,7 @@ import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
 from tests.conftest import require_root
