@@ -25,11 +25,6 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 CLOCK_MODULE = Path("valis_core/clock.py")
 
-DEFERRED = (Path("valis_core/dns"),)
-"""Packages whose clock reads are still to be routed (issue 26: the DNS engine is being
-moved into sub-packages at the same time). Each must still hold a read — once it holds
-none, ``test_a_deferred_package_still_needs_its_exemption`` says to drop it from here."""
-
 _TIME_READS = frozenset({
     "time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns",
     "clock_gettime", "clock_gettime_ns",
@@ -96,11 +91,11 @@ def clock_reads(source: str) -> Iterator[tuple[int, str]]:
                 yield node.lineno, f"time.{func.attr} with no time given"
 
 
-def offenders(root: Path, deferred: tuple[Path, ...] = ()) -> list[str]:
+def offenders(root: Path) -> list[str]:
     found = []
     for path in sorted(root.rglob("*.py")):
         relative = path.relative_to(root)
-        if relative == CLOCK_MODULE or any(relative.is_relative_to(d) for d in deferred):
+        if relative == CLOCK_MODULE:
             continue
         found.extend(f"{relative}:{line}: reads the clock directly ({what}); take `now` "
                      f"or a clock from valis_core.clock instead"
@@ -110,14 +105,7 @@ def offenders(root: Path, deferred: tuple[Path, ...] = ()) -> list[str]:
 
 def test_only_the_clock_module_reads_the_time() -> None:
     assert (SRC / CLOCK_MODULE).is_file()
-    assert offenders(SRC, DEFERRED) == []
-
-
-@pytest.mark.parametrize("package", DEFERRED, ids=str)
-def test_a_deferred_package_still_needs_its_exemption(package: Path) -> None:
-    reads = [hit for path in (SRC / package).rglob("*.py")
-             for hit in clock_reads(path.read_text())]
-    assert reads, f"{package} reads no clock directly now: remove it from DEFERRED"
+    assert offenders(SRC) == []
 
 
 BREAKERS = (

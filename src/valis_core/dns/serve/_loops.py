@@ -80,10 +80,12 @@ import attrs
 import dns.rcode
 import trio
 
+from valis_core.clock import trio_now
 from valis_core.dns.answer import Transport
 from valis_core.dns.answer.snapshot import Snapshot
 from valis_core.dns.wire.records import FORMERR, NOTAUTH
 from valis_core.dns.zone import ZoneIndex
+from valis_core.log_throttle import LogThrottle
 
 if TYPE_CHECKING:
     pass
@@ -228,22 +230,19 @@ class ServeStats:
 
 class ThrottledLog:
     """Log an engine failure at most once a second, so a packet flood that trips a bug
-    cannot turn into a log flood; the suppressed count rides on the next line."""
+    cannot turn into a log flood; the suppressed count rides on the next line
+    (``valis_core.log_throttle`` decides, on trio's clock)."""
 
-    __slots__ = ("_last", "_suppressed")
+    __slots__ = ("_throttle",)
 
     def __init__(self) -> None:
-        self._last = -_ERROR_LOG_INTERVAL
-        self._suppressed = 0
+        self._throttle = LogThrottle(_ERROR_LOG_INTERVAL)
 
     def failure(self, transport: Transport, query: bytes) -> None:
-        now = trio.current_time()
-        if now - self._last < _ERROR_LOG_INTERVAL:
-            self._suppressed += 1
+        held = self._throttle.admit(trio_now())
+        if held is None:
             return
-        self._last = now
-        more = f" ({self._suppressed} more since the last report)" if self._suppressed else ""
-        self._suppressed = 0
+        more = f" ({held} more since the last report)" if held else ""
         log.exception(
             "answering a %d-byte %s query failed; the query was dropped and serving goes on%s",
             len(query),

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from valis_core.clock import trio_now
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve._loops import (
@@ -150,7 +151,7 @@ class _Connections:
         """The accepted connection's task has started: it becomes a slot. Under pressure
         the connections already waiting get the shorter idle timeout too."""
         self._reserved -= 1
-        slot = _Slot(trio.current_time())
+        slot = _Slot(trio_now())
         self._slots.add(slot)
         if self.busy():
             for other in self._slots:
@@ -230,7 +231,7 @@ async def _serve_connection(
             if not first:
                 await turns.take()
             first = False
-            slot.last = trio.current_time()
+            slot.last = trio_now()
             frames: list[bytes] = []
             for query in queries:
                 if transfers is not None and transfer_question(query) is not None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from valis_core.clock import trio_now
 from valis_core.dns.answer import Transport, answer, fastpath
 from valis_core.dns.answer.snapshot import IndexHolder, Snapshot
 from valis_core.dns.serve._loops import (
@@ -110,7 +111,7 @@ class _Datagrams:
         limiter = self.limiter
         if limiter is None:
             return response
-        limited = limiter.limit(response, peer_of()[0], trio.current_time())
+        limited = limiter.limit(response, peer_of()[0], trio_now())
         if limited is None:
             self.counts.udp_rate_dropped += 1
         elif limited is not response:

@@ -35,13 +35,13 @@ line); completed (by what was sent), failed and running transfers are counted to
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 
 import attrs
 import trio
 
+from valis_core.clock import Clock, monotonic, trio_now, wall
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.answer.snapshot import Snapshot
 from valis_core.dns.serve.tcp import framed
@@ -117,7 +117,7 @@ class Transfers:
         max_transfers: int = MAX_TRANSFERS,
         deadline: float = DEADLINE,
         write_timeout: float = 5.0,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = wall,
     ) -> None:
         self._secondaries = secondaries
         self._known = known
@@ -266,7 +266,7 @@ class Transfers:
                 else "whole_zone" if ixfr else "axfr")
         label = {"axfr": "AXFR", "incremental": f"IXFR from serial {ixfr_serial(grant.query)}",
                  "whole_zone": "IXFR (whole zone)", "up_to_date": "IXFR (up to date)"}[kind]
-        started = trio.current_time()
+        started = trio_now()
         sent = messages = 0
         with trio.move_on_after(self._deadline) as bounded:
             async with self._limiter:
@@ -298,7 +298,7 @@ class Transfers:
         self.progress.saw(zone, peer, has, self._clock())
         log.info("zone transfer: %s of %s serial %d to %s: %d message(s), %d bytes in %.3fs",
                  label, zone, zone_serial(grant.zone), peer, messages, sent,
-                 trio.current_time() - started)
+                 trio_now() - started)
         return True
 
     async def _send(self, stream: trio.SocketStream, response: bytes | None) -> bool:
@@ -317,7 +317,7 @@ class _Refusals:
 
     __slots__ = ("_clock", "_left_out", "_said", "_window")
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Clock = monotonic) -> None:
         self._clock = clock
         self._window = -1.0
         self._said = 0

@@ -20,12 +20,12 @@ import ipaddress
 import logging
 import random
 import socket
-import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import attrs
 import trio
 
+from valis_core.clock import Clock, wall
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.transfer._transfer import Listed, zone_serial
 from valis_core.dns.transfer.notify import Notify, answer_to, notify_message, rejection
@@ -47,7 +47,7 @@ class ChangeWatch(IndexHolder):
 
     __slots__ = ("_clock", "changed", "versions")
 
-    def __init__(self, index: ZoneIndex, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, index: ZoneIndex, clock: Clock = wall) -> None:
         super().__init__(index)
         self._clock = clock
         """When a serial began to be served (UNIX time)."""
