@@ -767,7 +767,7 @@ CLASSES: list[Rule] = [
          and a["nsd"][:1] == ("rcode=NOTIMP",) and a["valis"] == a["knot"],
          _like("nsd", "valis")),
     Rule("unsigned NOTIFY: NOTIMP from valis (it is nobody's secondary), NOTAUTH from "
-         "Knot, NXDOMAIN or REFUSED from NSD (documented in answer.py)", CHOICE,
+         "Knot, NXDOMAIN or REFUSED from NSD (documented in dns/answer/_answer.py)", CHOICE,
          _tagged("opcode:NOTIFY"), lambda q, a: dict.fromkeys(a, ("(notify refused)",))),
     Rule("EDNS payload below 512: FORMERR from Knot; RFC 6891 section 6.2.5 says treat it "
          "as 512 (valis and NSD do)", QUIRK, _tagged("payload:0", "payload:1", "payload:511"),
@@ -801,12 +801,12 @@ CLASSES: list[Rule] = [
          lambda q, a: _tagged("type:AXFR", "type:IXFR")(q, a) and not _tagged("opcode:")(q, a),
          _each(_transfer_rcode)),
     Rule("chain into another served zone followed by valis and NSD; Knot stops at the "
-         "zone's edge (documented in answer.py)", CHOICE,
+         "zone's edge (documented in dns/answer/_answer.py)", CHOICE,
          lambda q, a: q.text.split(".")[0].lower() in ("cother", "dnin", "cdn")
          or ".dnin." in q.text.lower() or ".cdn." in q.text.lower(),
          _within_question_zone),
     Rule("another class (CH, HS, ANY, NONE, unassigned): valis refuses it; NSD and Knot "
-         "answer class ANY from IN data (documented in answer.py)", CHOICE,
+         "answer class ANY from IN data (documented in dns/answer/_answer.py)", CHOICE,
          _tagged("class:"), lambda q, a: dict.fromkeys(a, ("(another class)",))),
     Rule("malformed message dropped by Knot (and by NSD over TCP); valis answers FORMERR, "
          "as NSD over UDP", CHOICE,
@@ -814,7 +814,7 @@ CLASSES: list[Rule] = [
          lambda q, a: {s: a["valis"] if lines == ("no answer",) else lines
                        for s, lines in a.items()}),
     Rule("trailing bytes after the message: FORMERR from valis and Knot; NSD ignores them "
-         "(documented in answer.py)", CHOICE, _tagged("malformed:trailing"),
+         "(documented in dns/answer/_answer.py)", CHOICE, _tagged("malformed:trailing"),
          _like("nsd", "valis", lambda a: a["valis"] == a["knot"])),
     Rule("records in a query's answer, authority or additional section, or an OPT not "
          "owned by the root: FORMERR from valis and NSD (NSD judges a transfer's access "
