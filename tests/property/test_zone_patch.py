@@ -34,10 +34,10 @@ from valis_core.dns.answer.signed import REFRESH, Signer
 from valis_core.dns.answer.snapshot import IndexHolder, Snapshot
 from valis_core.dns.dnssec.nsec3 import Nsec3Params
 from valis_core.dns.dnssec.zone_keys import file_zone
-from valis_core.operator_state.zone_signing import ZoneSigning
-from valis_core.resident.signing import signer_for
 from valis_core.dns.wire.records import RecordRow, ZoneError
 from valis_core.dns.zone import ServedZone, ZoneIndex
+from valis_core.operator_state.zone_signing import ZoneSigning
+from valis_core.resident.signing import signer_for
 
 Z = "example.com."
 CHILD = "sub.example.com."
