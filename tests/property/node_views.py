@@ -3,13 +3,14 @@ says: node ``node-a`` serving ``example.test.``, every other figure at rest."""
 
 from __future__ import annotations
 
+from valis_core.clock import Clock, wall
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import ServeStats
 from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.resident.views import NodeViews
 
 
-def views(holder: IndexHolder) -> NodeViews:
+def views(holder: IndexHolder, clock: Clock = wall) -> NodeViews:
     return NodeViews(
         node="node-a",
         location="rack-1",
@@ -21,4 +22,5 @@ def views(holder: IndexHolder) -> NodeViews:
         zone_stats=ZoneSourceStats(),
         fence_generation=lambda: 0,
         heartbeats=lambda: 1,
+        clock=clock,
     )

@@ -7,11 +7,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.property.node_views import views as node_views
 from valis_core.dns.answer.snapshot import IndexHolder
-from valis_core.dns.serve import ServeStats
 from valis_core.dns.zone import ZoneIndex
-from valis_core.operator_state.zone_source import ZoneSourceStats
-from valis_core.resident.views import NodeViews
 
 ZONE_TEXT = """$ORIGIN example.test.
 $TTL 300
@@ -26,19 +24,7 @@ MOMENTS = st.floats(1e9, 4e9)
 @given(MOMENTS, st.floats(-1e6, 1e8))
 def test_uptime_is_the_clocks_time_since_the_views_were_made(made: float, later: float) -> None:
     now = [made]
-    views = NodeViews(
-        node="node-a",
-        location="rack-1",
-        owner_public_key="00" * 32,
-        store_generation=0,
-        zones=("example.test.",),
-        holder=HOLDER,
-        serve_stats=ServeStats(),
-        zone_stats=ZoneSourceStats(),
-        fence_generation=lambda: 0,
-        heartbeats=lambda: 1,
-        clock=lambda: now[0],
-    )
+    views = node_views(HOLDER, clock=lambda: now[0])
     assert views.started_at == made
     now[0] = made + later
     status = views.status()
