@@ -418,3 +418,20 @@ def test_a_patch_of_one_zone_leaves_every_zones_answers_fresh(
 ) -> None:
     signing = {zone: denial for zone, (signed, denial) in denials.items() if signed}
     serve_patches(make_valid(CROSS_BASE + extra), patches, moments, signing, CROSS_QUESTIONS)
+
+
+
+def test_changed_from_names_exactly_the_zones_a_patch_replaced() -> None:
+    rows = [
+        *BASE,
+        RecordRow(CHILD, CHILD, "SOA", 300, f"ns.{CHILD} h.{CHILD} 1 1 1 1 1"),
+        RecordRow(CHILD, CHILD, "NS", 300, f"ns.{CHILD}"),
+    ]
+    first = ZoneIndex.from_records(rows)
+    new_www = RecordRow(Z, f"www.{Z}", "A", 300, "192.0.2.77")
+    patched = first.with_owners_replaced(Z, [f"www.{Z}"], [new_www])
+    assert patched.changed_from(first) == {key(Z)}
+    assert first.changed_from(patched) == {key(Z)}
+    assert patched.changed_from(patched) == frozenset()
+    only_child = ZoneIndex.from_records(rows[len(BASE):])
+    assert only_child.changed_from(first) == {key(Z), key(CHILD)}  # Z dropped, CHILD rebuilt

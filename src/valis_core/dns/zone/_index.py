@@ -123,6 +123,17 @@ class ZoneIndex:
         """The nearest zone enclosing ``zone`` that this index also serves."""
         return self._parents.get(zone.apex)
 
+    def changed_from(self, older: ZoneIndex) -> frozenset[bytes]:
+        """The apexes (lowercased wire form) whose zone is not the very same version in
+        ``older`` and here: changed, added or dropped. What a cache of answers kept
+        across a swap from ``older`` to this index must forget (and only that)."""
+        if older is self:
+            return frozenset()
+        mine, theirs = self._by_apex, older._by_apex
+        changed = {apex for apex, zone in mine.items() if theirs.get(apex) is not zone}
+        changed.update(apex for apex in theirs if apex not in mine)
+        return frozenset(changed)
+
     def zone_for(self, name: bytes) -> ServedZone | None:
         """The deepest served zone at or above ``name`` (lowercased wire form)."""
         zones = self._by_apex
