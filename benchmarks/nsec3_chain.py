@@ -78,7 +78,7 @@ def main() -> None:
         (after,) = changed.served()
         took, result = cpu(lambda: nsec3.chain_for(after, params, chain), args.repeat)
         assert isinstance(result, nsec3.Chain)
-        assert result.ring == nsec3.chain_for(after, params).ring
+        assert list(result.ring) == list(nsec3.chain_for(after, params).ring)
         patch, _ = cpu(lambda: index.with_owners_replaced(ZONE, [*gone, *new], rows_new), 1)
         return took, patch
 

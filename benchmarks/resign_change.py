@@ -111,7 +111,7 @@ def run(index: ZoneIndex, size: int, key: dnssec.ZoneKey, denial: Nsec3Params | 
         assert isinstance(patched, ZoneIndex)
         served = patched
         times["patch"].append(took)
-        times["swap"].append(timed(lambda: holder.swap(served))[0])
+        times["swap"].append(timed(lambda: holder.swap(patched))[0])  # noqa: B023
         times["signer"].append(timed(lambda: holder.sign_with(
             make_signer(key, denial, clock, carry=holder.signer)))[0])
         times["answer"].append(timed(lambda: ask(holder, asked))[0])  # noqa: B023

@@ -207,8 +207,7 @@ def test_the_chain_holds_each_name_once_and_covers_the_hash_space_once(
     (zone,) = index.served()
     chain = nsec3.chain_for(zone, params)
     want = {h(n, params) for n in authoritative(records)}
-    found = [(base64.b32hexencode(d).decode().lower(), rdata) for d, (_, rdata) in zip(
-        chain.ring, chain.records(), strict=True)]
+    found = [(base64.b32hexencode(d).decode().lower(), rdata) for d, _, rdata in chain.records()]
     assert {owner for owner, _ in found} == want
     assert len(found) == len(want)
     nexts = {}
@@ -246,8 +245,7 @@ def test_a_chain_patched_owner_by_owner_is_the_chain_built_whole(
     (first,) = old.served()
     chain = nsec3.chain_for(zone, params, nsec3.chain_for(first, params))
     whole = nsec3.chain_for(zone, params)
-    assert chain.ring == whole.ring
-    assert chain.by_name == whole.by_name
+    assert list(chain.ring) == list(whole.ring)
     assert list(chain.records()) == list(whole.records())
 
 

@@ -513,7 +513,7 @@ def _denial(chain: Chain, name: bytes) -> tuple[bytes, ...]:
     if wildcard is None:
         wildcard = chain.covering(nsec3.hash_name(source, chain.params))
     return (
-        chain.by_name[encloser],
+        chain.digest(encloser),
         chain.covering(nsec3.hash_name(nearer, chain.params)),
         wildcard,
     )

@@ -108,8 +108,7 @@ def signed_zone_records(zone: ServedZone, signer: Signer, window: int) -> Iterat
                 for sig in by_type.get(rtype, ()):
                     yield owner, RRSIG, ttl, sig
         chain = signer.chain(zone)
-        for digest in chain.ring:
-            owner, rdata = chain.record(digest)
+        for digest, owner, rdata in chain.records():
             yield owner, NSEC3, negative, rdata
             entry = digest + rdata  # a hash is as long as every other
             found = store.get(entry, 1)

@@ -112,6 +112,7 @@ def replace_owners(
         children=children,  # shared when unchanged: no version ever mutates it
         wildcards=wildcards,
         record_count=count,
+        lineage=zone.lineage.patched(owners),
     )
 
 

@@ -11,6 +11,43 @@ import attrs
 
 from valis_core.dns.wire import names as wire
 
+PAST_PATCHES = 64
+"""How many of the patches before a version its ``Lineage`` remembers."""
+PAST_OWNERS = 1 << 16
+"""How many replaced owners in all it remembers (a bulk change forgets the rest)."""
+
+
+@attrs.frozen(eq=False)
+class Lineage:
+    """Where a zone version came from, for what is derived from one version and carried
+    to the next (an NSEC3 chain): the owners each of the last few patches replaced,
+    oldest first, each with the ``mark`` of the version it patched. A built version
+    remembers none. Marks are bare objects, so a version's lineage keeps no other
+    version alive."""
+
+    past: tuple[tuple[object, frozenset[bytes]], ...] = ()
+    mark: object = attrs.field(factory=object, init=False)
+
+    def since(self, before: Lineage) -> frozenset[bytes] | None:
+        """The owners replaced on the way from the version ``before`` is the lineage of
+        to this one; ``None`` when this one does not remember it (another build, a
+        branch of its own, or further back than it remembers)."""
+        if before.mark is self.mark:
+            return frozenset()
+        for at, (mark, _) in enumerate(self.past):
+            if mark is before.mark:
+                return frozenset().union(*(owners for _, owners in self.past[at:]))
+        return None
+
+    def patched(self, owners: frozenset[bytes]) -> Lineage:
+        """The lineage of the version a patch of ``owners`` makes from this one."""
+        past = (*self.past, (self.mark, owners))
+        total = sum(len(replaced) for _, replaced in past)
+        while past and (len(past) > PAST_PATCHES or total > PAST_OWNERS):
+            total -= len(past[0][1])
+            past = past[1:]
+        return Lineage(past)
+
 
 @attrs.frozen(eq=False)
 class ServedZone:
@@ -38,6 +75,8 @@ class ServedZone:
     children: Mapping[bytes, int]
     wildcards: int
     record_count: int
+    lineage: Lineage = attrs.field(factory=Lineage)
+    """The patches this version came by (``replace_owners`` extends it)."""
     has_wildcard: bool = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
