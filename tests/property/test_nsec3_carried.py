@@ -2,8 +2,9 @@
 version's chain) is the chain built whole, whatever the patches between them replaced:
 names that come and go with the empty non-terminals above them, delegation points set
 over names a patch leaves in place (they leave the chain) or taken away from above them
-(they join it), and versions the later one does not descend from as far as its
-``lineage`` remembers (compared name by name). Beneath it, the persistent sorted ring
+(they join it), back from the later version to the earlier, and versions neither of
+which descends from the other as far as its ``lineage`` remembers (compared name by
+name). Beneath it, the persistent sorted ring
 the chain keeps its hashes in (``valis_core.dns.dnssec.ring``) holds after any change
 what a sorted list holds, and the ring it was changed from is left as it was."""
 
@@ -91,6 +92,8 @@ def test_a_chain_carried_across_patches_is_the_chain_built_whole(
         carried = nsec3.chain_for(zone, params, chain)
         assert_whole(carried, zone, params)
         assert_whole(chain, zone_of(index), params)  # the last version's, untouched
+        back = nsec3.chain_for(zone_of(index), params, carried)  # the last one asked again
+        assert_whole(back, zone_of(index), params)
         apart = built(rows)  # the same records built apart: no lineage to follow
         assert apart is not None
         assert_whole(nsec3.chain_for(zone, params, nsec3.chain_for(zone_of(apart), params)),

@@ -1,9 +1,10 @@
 """The signature cache (``valis_core.dns.dnssec.signature_cache``) as the resident uses it: a
 signer built because one zone's signing changed keeps every other zone's signatures (and
-the counts), a zone whose key changed loses its own, a key sharing another's key tag is
-never served the other's signatures; a second signed transfer of an unchanged NSEC3 zone
-signs nothing, a changed one signs only what the change touched, and a transfer never
-pushes the answer path's signatures out."""
+the counts, and the very ``SignedZone`` the last signer had, by which a cache of signed
+answers knows the zone is signed as before), a zone whose key changed loses its own, a
+key sharing another's key tag is never served the other's signatures; a second signed
+transfer of an unchanged NSEC3 zone signs nothing, a changed one signs only what the
+change touched, and a transfer never pushes the answer path's signatures out."""
 
 from __future__ import annotations
 
@@ -81,11 +82,15 @@ def test_a_rollover_step_of_one_zone_leaves_the_others_signatures_and_counts(
     assert made[A] > 0
     assert made[B] > 0
 
+    last = first
     for step in (rollover.DS_SUBMIT, rollover.PUBLISHED, rollover.SWITCHED):
         follower._apply(holder, rows(step), ring)
         signer = holder.signer
         assert signer is not None
         assert signer is not first
+        assert signer.zones[A] is first.zones[A]  # signed as before
+        assert signer.zones[B] is not last.zones[B]  # the step changed B's keys
+        last = signer
         hits = signer.cache.hits.get(A, 0)
         # the very signatures made before (P-256 signs with a random nonce)
         assert [sections(message) for message in answers(holder, A_NAMES)] == before
@@ -118,6 +123,8 @@ def test_a_zone_whose_key_changed_loses_its_signatures_and_signs_anew(
     assert signer is not None
     assert signer.cached_by_zone().get(A, 0) == 0
     assert signer.cached_by_zone()[B] == b_cached
+    assert signer.zones[A] is not first.zones[A]
+    assert signer.zones[B] is first.zones[B]
     made = signer.cache.made[A]
     for message in answers(holder, A_NAMES):
         validate_sections(message, dnskeys(A, a_new), now=NOW)
@@ -181,8 +188,10 @@ def test_a_second_transfer_of_an_unchanged_zone_signs_nothing() -> None:
                      carry=signer)  # as when another zone's signing changes
     assert transferred(index, rebuilt) == first
     assert rebuilt.made == made
+    assert rebuilt.zones[N_APEX] is signer.zones[N_APEX]
     compact = Signer({N_APEX: key}, clock=lambda: NOW, carry=rebuilt)
     assert compact.cached_by_zone().get(N_APEX, 0) == 0  # no chain: nothing to transfer
+    assert compact.zones[N_APEX] is not rebuilt.zones[N_APEX]  # it denies otherwise now
 
 
 def test_a_changed_zone_transfers_as_signed_afresh_signing_only_what_changed() -> None:

@@ -145,6 +145,21 @@ class SignedZone:
         object.__setattr__(self, "key", None if keys is None else keys.signer)
         object.__setattr__(self, "apex_sets", sets)
 
+    def signs_as(self, other: SignedZone) -> bool:
+        """Whether ``other`` signs and publishes exactly as this does: the same keys
+        (by DNSKEY rdata) in the same roles, rollover step and NSEC3 parameters."""
+        return _signing(self) == _signing(other)
+
+
+def _signing(zone: SignedZone) -> tuple[object, ...]:
+    keys = zone.keys
+    roles = None if keys is None else (
+        tuple(tuple(key.dnskey for key in held) for held in (
+            (keys.signer,), keys.published, keys.key_signers, keys.parent)),
+        keys.dnskey_ttl, keys.step, keys.since, keys.due, keys.kind,
+    )
+    return zone.apex, zone.nsec3, roles
+
 
 class Signer:
     """The signed zones by apex (lowercased wire form), the clock signatures are dated
@@ -160,14 +175,18 @@ class Signer:
     ) -> None:
         """``nsec3``: the zones denying with an NSEC3 chain, and its parameters;
         ``carry``: the signer this one replaces, whose signatures by keys still signing
-        (and NSEC3 chains, and counts) it goes on with."""
+        (and NSEC3 chains, and counts) it goes on with, and whose ``SignedZone`` it keeps
+        for each zone signed as before (so ``zones[apex] is`` the last one's says that
+        nothing this signer adds to that zone's answers changed)."""
         chains = nsec3 or {}
-        self.zones = {
-            apex: SignedZone(
+        kept = {} if carry is None else carry.zones
+        self.zones: dict[bytes, SignedZone] = {}
+        for apex, key in zones.items():
+            made = SignedZone(
                 apex, ZoneKeys.single(key) if isinstance(key, ZoneKey) else key, chains.get(apex)
             )
-            for apex, key in zones.items()
-        }
+            before = kept.get(apex)  # signed as before: the very same object, for the caches
+            self.zones[apex] = before if before is not None and before.signs_as(made) else made
         self.lacking = frozenset(apex for apex, key in zones.items() if key is None)
         self._clock = clock
         self._lock = threading.Lock()

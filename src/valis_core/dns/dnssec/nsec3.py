@@ -220,11 +220,13 @@ def chain_for(zone: ServedZone, params: Nsec3Params, previous: Chain | None = No
 
 def changed_names(before: ServedZone, after: ServedZone) -> set[bytes]:
     """Names that may be in one version's chain and not the other's: the owners the
-    patches between them replaced (``ServedZone.lineage``) and the names above them
-    (empty non-terminals come and go with what lies beneath), and when a delegation
-    point came or went, the names beneath it. Two versions not patched one from the
-    other (as far as the later remembers) are compared name by name."""
+    patches between them replaced (``ServedZone.lineage``; either may be the later) and
+    the names above them (empty non-terminals come and go with what lies beneath), and
+    when a delegation point came or went, the names beneath it. Two versions neither of
+    which remembers being patched from the other are compared name by name."""
     owners = after.lineage.since(before.lineage)
+    if owners is None:  # back: a transfer of the last version, after the new one's query
+        owners = before.lineage.since(after.lineage)
     if owners is None:
         names = set(after.nodes.keys() ^ before.nodes.keys())
         names |= after.empty_nonterminals ^ before.empty_nonterminals
