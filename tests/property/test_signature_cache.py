@@ -223,3 +223,29 @@ def test_a_transfer_leaves_the_answer_paths_signatures_in_place(
     again = ask(Snapshot(index, signer=signer), f"host7.{N}", "A", do=True)
     assert sections(again) == sections(hot)  # P-256: the same signature, not a new one
     assert signer.made == made
+
+
+@pytest.mark.parametrize("denial", [Nsec3Params(), None])
+def test_a_change_of_one_owner_re_signs_only_what_it_touched(denial: Nsec3Params | None) -> None:
+    """Every question asked again after an owner is added, then another removed (a new
+    snapshot each time, the signer kept): the only signatures made are over the new
+    owner's RRset and the NSEC3 records whose next hash the change moved or that it
+    added (compact denial: only the RRset)."""
+    index = ZoneIndex.from_records(nsec3_rows(40))
+    key = ZoneKey(dnssec.generate_key(13))
+    holder = IndexHolder(index, Signer({N_APEX: key}, clock=lambda: NOW,
+                                       nsec3={} if denial is None else {N_APEX: denial}))
+    signer = holder.signer
+    assert signer is not None
+    names = [(f"host{i}.{N}", "A") for i in range(40)] + [(f"nx{i}.{N}", "A")
+                                                          for i in range(60)]
+    answers(holder, names)
+    for owners, new, most in (
+        ([f"new.{N}"], [RecordRow(N, f"new.{N}", "A", 300, "192.0.2.9")], 3),
+        ([f"host3.{N}"], [], 1),
+    ):
+        index = index.with_owners_replaced(N, owners, new)
+        holder.swap(index)
+        made = signer.made
+        answers(holder, [*names, (f"new.{N}", "A")])
+        assert signer.made - made <= (most if denial is not None else 1)
