@@ -6,9 +6,10 @@ The items are kept in order in chunks of about ``CHUNK`` items (tuples, never ch
 once made) with the first item of each in a tuple beside them, so an item is found by
 two bisections. ``changed`` makes a new ring sharing every chunk the change did not
 touch: it copies the chunks it touches and the tuples of chunks and first items, so a
-change of a few items costs about ``CHUNK`` plus ``len / CHUNK`` pointer copies (a few
-microseconds at a million items) instead of the whole sequence, and a reader of the
-old ring never sees the new one's items.
+change of a few items costs about ``CHUNK`` plus ``len / CHUNK`` pointer copies (50 to
+150 microseconds at a million items on a busy two-core machine, where copying a sorted
+list of them to place one item takes 45 ms), and a reader of the old ring never sees the
+new one's items.
 """
 
 from __future__ import annotations

@@ -11,8 +11,10 @@ import attrs
 
 from valis_core.dns.wire import names as wire
 
-PAST_PATCHES = 64
-"""How many of the patches before a version its ``Lineage`` remembers."""
+PAST_PATCHES = 1024
+"""How many of the patches before a version its ``Lineage`` remembers: what is derived
+from a version is often brought up to date only when next asked for (a zone taking 50
+changes a second, an NSEC3 chain asked for once in 20 seconds)."""
 PAST_OWNERS = 1 << 16
 """How many replaced owners in all it remembers (a bulk change forgets the rest)."""
 
@@ -26,6 +28,8 @@ class Lineage:
     version alive."""
 
     past: tuple[tuple[object, frozenset[bytes]], ...] = ()
+    owners: int = 0
+    """How many owners ``past`` holds in all."""
     mark: object = attrs.field(factory=object, init=False)
 
     def since(self, before: Lineage) -> frozenset[bytes] | None:
@@ -42,11 +46,12 @@ class Lineage:
     def patched(self, owners: frozenset[bytes]) -> Lineage:
         """The lineage of the version a patch of ``owners`` makes from this one."""
         past = (*self.past, (self.mark, owners))
-        total = sum(len(replaced) for _, replaced in past)
-        while past and (len(past) > PAST_PATCHES or total > PAST_OWNERS):
-            total -= len(past[0][1])
-            past = past[1:]
-        return Lineage(past)
+        total = self.owners + len(owners)
+        drop = 0
+        while drop < len(past) and (len(past) - drop > PAST_PATCHES or total > PAST_OWNERS):
+            total -= len(past[drop][1])
+            drop += 1
+        return Lineage(past[drop:], total)
 
 
 @attrs.frozen(eq=False)
