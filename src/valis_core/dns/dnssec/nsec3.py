@@ -25,7 +25,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 
 import attrs
 
@@ -228,9 +228,9 @@ def changed_names(before: ServedZone, after: ServedZone) -> set[bytes]:
     if owners is None:  # back: a transfer of the last version, after the new one's query
         owners = before.lineage.since(after.lineage)
     if owners is None:
-        names = set(after.nodes.keys() ^ before.nodes.keys())
-        names |= after.empty_nonterminals ^ before.empty_nonterminals
-        recut: Iterable[bytes] = after.cuts ^ before.cuts
+        names = _differing(after.nodes, before.nodes)
+        names |= _differing(after.empty_nonterminals, before.empty_nonterminals)
+        recut: Iterable[bytes] = _differing(after.cuts, before.cuts)
     else:
         names = set(owners)
         for owner in owners:
@@ -242,6 +242,13 @@ def changed_names(before: ServedZone, after: ServedZone) -> set[bytes]:
     for cut in recut:
         names.update(_beneath(after, cut, names))
     return names
+
+
+def _differing(one: Collection[bytes], other: Collection[bytes]) -> set[bytes]:
+    """The names in one of two collections and not the other (any collection: a
+    version's owners may be a persistent map, its sets persistent too)."""
+    return {name for name in one if name not in other} | {
+        name for name in other if name not in one}
 
 
 def _beneath(after: ServedZone, cut: bytes, known: set[bytes]) -> Iterable[bytes]:
