@@ -376,18 +376,19 @@ def check_plotter() -> None:
                           check=False)
     if done.returncode != 0:
         raise SystemExit(f"--plot needs Debian's python3-matplotlib for {SYSTEM_PYTHON}; "
-                         "benchmarks/dns_qps installs it (as root)")
+                         "benchmarks/dns_qps and benchmarks/live install it (as root)")
 
 
-def plot(source: Path, out: Path) -> None:
-    """Draw with Debian's python3 and matplotlib, then put the PNG in place atomically."""
+def plot(source: Path, out: Path, *, drawer: str = "dns_qps_plot.py") -> None:
+    """Draw with Debian's python3 and matplotlib (``drawer``, a script beside this one),
+    then put the PNG in place atomically."""
     check_plotter()
     with tempfile.TemporaryDirectory(prefix="valis-bench-plot-") as scratch:
         drawn = Path(scratch) / "plot.png"
-        done = subprocess.run([SYSTEM_PYTHON, str(Path(__file__).with_name("dns_qps_plot.py")),
+        done = subprocess.run([SYSTEM_PYTHON, str(Path(__file__).with_name(drawer)),
                                str(source), str(drawn)], check=False, timeout=300)
         if done.returncode != 0:
-            raise SystemExit(f"dns_qps_plot.py failed (exit {done.returncode})")
+            raise SystemExit(f"{drawer} failed (exit {done.returncode})")
         out.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(out, drawn.read_bytes())
     print(f"plot: {out}")
