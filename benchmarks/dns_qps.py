@@ -106,8 +106,9 @@ def main(argv: Sequence[str]) -> int:
                         f"rate ({', '.join(SINGLE_KINDS)}), or none")
     parser.add_argument("--server-core", default="0")
     parser.add_argument("--client-core", default="1")
-    parser.add_argument("--json", type=Path, default=DEFAULT_JSON,
-                        help="where the results go (default build/bench/dns_qps.json)")
+    parser.add_argument("--json", type=Path,
+                        help="where the results go (default build/bench/dns_qps.json; "
+                        "dns_qps_live.json with --changes-per-second)")
     parser.add_argument("--plot", type=Path,
                         help="also draw CPU per query by kind to this PNG "
                         "(docs/performance-cpu-per-query.png for the docs)")
@@ -117,6 +118,10 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--sign", choices=("none", "other", "bench"), default="none",
                         help="valis signs online (algorithm 13, compact denial) another zone "
                         f"it also serves ({SIGNED_OTHER}), or the benchmark's zone itself")
+    parser.add_argument("--changes-per-second", type=float, metavar="N",
+                        help="measure instead the normal mix's q/s with and without N "
+                        "single-record changes a second to one zone of a 100-zone node: "
+                        "valis from PostgreSQL, Knot by DDNS (root; dns_qps_live.py)")
     args = parser.parse_args(argv)
     if args.source is not None:
         try:
@@ -142,6 +147,11 @@ def main(argv: Sequence[str]) -> int:
     args.rounds = args.rounds or (1 if quick else 3)
     args.duration = args.duration or (2 if quick else 6)
     args.kind_duration = args.kind_duration or (2 if quick else 4)
+    if args.changes_per_second is not None:
+        from dns_qps_live import run_live
+
+        return run_live(args)
+    args.json = args.json or DEFAULT_JSON
     if args.plot is not None:
         check_plotter()
     workloads = ordered_workloads(mixes, kinds)
@@ -432,8 +442,19 @@ def parse_dnsperf(output: str, cpu_seconds: float) -> Run:
     )
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every live descendant."""
+    return list(_process_table(pid)[1])
+
+
 def tree_cpu_seconds(pid: int) -> float:
     """utime+stime of ``pid`` and every live descendant (NSD serves from a child)."""
+    ticks, tree = _process_table(pid)
+    return sum(ticks.get(each, 0) for each in tree) / os.sysconf("SC_CLK_TCK")
+
+
+def _process_table(pid: int) -> tuple[dict[int, int], list[int]]:
+    """The CPU ticks of every live process, and ``pid`` with its descendants."""
     children: dict[int, list[int]] = {}
     ticks: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
@@ -447,12 +468,12 @@ def tree_cpu_seconds(pid: int) -> float:
         ppid = int(fields[1])
         children.setdefault(ppid, []).append(int(entry.name))
         ticks[int(entry.name)] = int(fields[11]) + int(fields[12])
-    total, stack = 0, [pid]
+    tree, stack = [], [pid]
     while stack:
         current = stack.pop()
-        total += ticks.get(current, 0)
+        tree.append(current)
         stack.extend(children.get(current, []))
-    return total / os.sysconf("SC_CLK_TCK")
+    return ticks, tree
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
