@@ -61,6 +61,7 @@ from dns_qps_report import (
     Run,
     Workload,
     from_document,
+    live_tables,
     tables,
     to_document,
 )
@@ -125,7 +126,11 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     if args.source is not None:
         try:
-            results = from_document(json.loads(args.source.read_text()))
+            document = json.loads(args.source.read_text())
+            if document.get("benchmark") == "dns_qps_live":
+                print(live_tables(document), end="")
+                return 0
+            results = from_document(document)
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise SystemExit(f"{args.source}: not a make bench results document "
                              f"({type(error).__name__}: {error})") from None

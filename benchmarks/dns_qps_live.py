@@ -81,6 +81,8 @@ OTHER_ZONES = 99
 OTHER_HOSTS = 8
 OWNER_STEP = 7919
 """Each change moves to the host this many on (a prime: every host in turn)."""
+WARM_UP = 2
+"""Seconds of the normal mix each server answers, unmeasured, before the first round."""
 SETTLE = 10.0
 """Seconds after a changing run within which its last change must be answered."""
 
@@ -312,6 +314,8 @@ def run_live(args: argparse.Namespace) -> int:
                   f"{args.rounds} rounds of {args.duration}s; servers on core "
                   f"{args.server_core}, dnsperf and the changes on {args.client_core}",
                   flush=True)
+            for server, pid, _ in running:  # unmeasured: every server warm alike
+                dnsperf(server, args, queries, pid, rate=None, duration=WARM_UP)
             runs = measure(running, queries, args)
     finally:
         stop_all(processes, work, keep=args.keep)
