@@ -17,6 +17,11 @@ as the others do. The report (``dns_qps_report``) gives the median and the range
 valis/NSD; the results go to a JSON document and, with ``--plot``, to a PNG of CPU per
 query by kind (``dns_qps_plot.py``, run by Debian's python3 with matplotlib).
 
+``--changes-per-second N`` measures something else: the normal mix's queries per second
+with and without N single-record changes a second to one zone of a 100-zone node, valis
+serving from PostgreSQL beside Knot taking the changes by DDNS (``dns_qps_live.py``;
+root; ``make bench-live``).
+
 Run through ``benchmarks/dns_qps`` (``make bench``), which installs the tools.
 """
 
