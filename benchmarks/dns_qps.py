@@ -66,6 +66,8 @@ from dns_qps_report import (
     Run,
     Workload,
     from_document,
+    live_document,
+    live_runs,
     live_tables,
     tables,
     to_document,
@@ -133,7 +135,9 @@ def main(argv: Sequence[str]) -> int:
         try:
             document = json.loads(args.source.read_text())
             if document.get("benchmark") == "dns_qps_live":
-                print(live_tables(document), end="")
+                again = live_document(live_runs(document), document["settings"],
+                                      document["environment"])
+                print(live_tables(again), end="")
                 return 0
             results = from_document(document)
         except (OSError, ValueError, KeyError, TypeError) as error:

@@ -264,17 +264,20 @@ def live_document(
         for phase in LIVE_PHASES:
             mine = [r for r in runs if r.server == server and r.phase == phase]
             spread = Spread.of([r.run.qps for r in mine])
+            cpu = Spread.of([r.run.cpu_per_query * 1e6 for r in mine if r.run.completed])
             summary[server][phase] = {
                 "qps": None if spread is None else attrs.asdict(spread),
+                "cpu_per_query_us": None if cpu is None else attrs.asdict(cpu),
                 "changes": sum(r.changes for r in mine),
                 "seconds": len(mine) * float(settings["duration"]),
             }
-        quiet = Spread.of([r.run.qps for r in runs if r.server == server
-                           and r.phase == "none"])
+        quiet = summary[server]["none"]
         for phase in LIVE_PHASES:
-            busy = summary[server][phase]["qps"]
-            summary[server][phase]["ratio"] = ratio(
-                None if busy is None else Spread(**busy), quiet)
+            for figure, key in (("qps", "ratio"), ("cpu_per_query_us", "cpu_ratio")):
+                busy, calm = summary[server][phase][figure], quiet[figure]
+                summary[server][phase][key] = ratio(
+                    None if busy is None else Spread(**busy),
+                    None if calm is None else Spread(**calm))
     return {
         "format": LIVE_FORMAT,
         "benchmark": "dns_qps_live",
@@ -286,6 +289,16 @@ def live_document(
                   "changes": r.changes, **attrs.asdict(r.run)} for r in runs],
         "summary": summary,
     }
+
+
+def live_runs(document: Mapping[str, Any]) -> list[LiveRun]:
+    """The runs of a change-rate document (its summary is drawn again from them)."""
+    if document.get("format") != LIVE_FORMAT or document.get("benchmark") != "dns_qps_live":
+        raise ValueError(f"not a dns_qps_live results document of format {LIVE_FORMAT}")
+    run_fields = [field.name for field in attrs.fields(Run)]
+    return [LiveRun(r["server"], r["phase"], r["round"],
+                    Run(**{name: r[name] for name in run_fields}), r["changes"])
+            for r in document["runs"]]
 
 
 def live_tables(document: Mapping[str, Any]) -> str:
@@ -313,4 +326,17 @@ def live_tables(document: Mapping[str, Any]) -> str:
                 cells.append(_times(figures["ratio"]))
         lines.append("| " + " | ".join(cells) + " |")
     lines.append(f"| {DISPLAY['nsd']} | {NSD_LIVE} |" + " |" * (len(head) - 2))
+    lines += ["", "The server's CPU per answered query over the same runs, microseconds "
+              "(median; range):", "", "| " + " | ".join(
+                  ["server"] + [h.replace("q/s, ", "") for h in head[1:]]) + " |",
+              "|---|" + "---:|" * (len(head) - 1)]
+    for server in document["servers"]:
+        cells = [DISPLAY.get(server, server)]
+        for phase in phases:
+            figures = document["summary"][server][phase["name"]]
+            cpu = figures["cpu_per_query_us"]
+            cells.append("-" if cpu is None else _cell(Spread(**cpu), 1))
+            if phase["name"] != "none":
+                cells.append(_times(figures["cpu_ratio"]))
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -243,3 +243,19 @@ def test_the_change_rate_table_names_nsd_without_figures() -> None:
     header = next(line for line in text.splitlines() if line.startswith("| server"))
     nsd = next(line for line in text.splitlines() if line.startswith("| NSD"))
     assert header.count("|") == nsd.count("|")
+
+
+def test_the_change_rate_document_gives_cpu_per_query_with_changes_over_without() -> None:
+    document = _live_document()
+    valis = document["summary"]["valis"]
+    # 1.0 s of CPU over 1 000 answered queries in every run: 1 000 us each, ratio 1.
+    assert valis["queried"]["cpu_per_query_us"]["median"] == pytest.approx(1000.0)
+    assert valis["queried"]["cpu_ratio"] == pytest.approx(1.0)
+    assert "The server's CPU per answered query" in report.live_tables(document)
+
+
+def test_the_change_rate_document_reads_back_to_its_runs() -> None:
+    document = _live_document()
+    assert report.live_runs(document) == _live_runs()
+    with pytest.raises(ValueError, match="dns_qps_live"):
+        report.live_runs({"format": 1, "benchmark": "reload_latency"})
