@@ -1,7 +1,7 @@
 # The test command is `make test`: it installs what the tests need on a fresh Debian
 # machine (Debian packages when missing, a .venv with the package and its test extras),
 # then runs ruff, mypy --strict and pytest.
-.PHONY: test check lint venv lock bench demo dep-dist build dist
+.PHONY: test check lint venv lock bench bench-live demo dep-dist build dist
 
 test:
 	./scripts/test
@@ -30,6 +30,16 @@ lint: venv
 # BENCH_ARGS="--plot docs/performance-cpu-per-query.png" or BENCH_ARGS=--quick.
 bench: venv
 	./benchmarks/dns_qps $(BENCH_ARGS)
+
+# Live changes at any size (docs/performance.md, as root): commit -> new answer on the
+# wire by size and layout, 1e4 to 1e6 records (half an hour: the import of 1e5 zones is
+# most of it), then the normal mix's q/s with and without CHANGES single-record changes a
+# second to one zone of a 100-zone node, valis beside Knot. Options in CURVE_ARGS and
+# RATE_ARGS, e.g. CURVE_ARGS="--plot docs/performance-reload-latency.png".
+CHANGES ?= 50
+bench-live: venv
+	./benchmarks/live curve --plot build/bench/reload_latency.png $(CURVE_ARGS)
+	./benchmarks/live rate --changes-per-second $(CHANGES) $(RATE_ARGS)
 
 # A whole node on this machine, without root: private PostgreSQL under your cache
 # directory, the example zone, a genesis state directory, the resident answering DNS on

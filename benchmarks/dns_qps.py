@@ -17,6 +17,11 @@ as the others do. The report (``dns_qps_report``) gives the median and the range
 valis/NSD; the results go to a JSON document and, with ``--plot``, to a PNG of CPU per
 query by kind (``dns_qps_plot.py``, run by Debian's python3 with matplotlib).
 
+``--changes-per-second N`` measures something else: the normal mix's queries per second
+with and without N single-record changes a second to one zone of a 100-zone node, valis
+serving from PostgreSQL beside Knot taking the changes by DDNS (``dns_qps_live.py``;
+root; ``make bench-live``).
+
 Run through ``benchmarks/dns_qps`` (``make bench``), which installs the tools.
 """
 
@@ -61,6 +66,9 @@ from dns_qps_report import (
     Run,
     Workload,
     from_document,
+    live_document,
+    live_runs,
+    live_tables,
     tables,
     to_document,
 )
@@ -106,8 +114,9 @@ def main(argv: Sequence[str]) -> int:
                         f"rate ({', '.join(SINGLE_KINDS)}), or none")
     parser.add_argument("--server-core", default="0")
     parser.add_argument("--client-core", default="1")
-    parser.add_argument("--json", type=Path, default=DEFAULT_JSON,
-                        help="where the results go (default build/bench/dns_qps.json)")
+    parser.add_argument("--json", type=Path,
+                        help="where the results go (default build/bench/dns_qps.json; "
+                        "dns_qps_live.json with --changes-per-second)")
     parser.add_argument("--plot", type=Path,
                         help="also draw CPU per query by kind to this PNG "
                         "(docs/performance-cpu-per-query.png for the docs)")
@@ -117,10 +126,20 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--sign", choices=("none", "other", "bench"), default="none",
                         help="valis signs online (algorithm 13, compact denial) another zone "
                         f"it also serves ({SIGNED_OTHER}), or the benchmark's zone itself")
+    parser.add_argument("--changes-per-second", type=float, metavar="N",
+                        help="measure instead the normal mix's q/s with and without N "
+                        "single-record changes a second to one zone of a 100-zone node: "
+                        "valis from PostgreSQL, Knot by DDNS (root; dns_qps_live.py)")
     args = parser.parse_args(argv)
     if args.source is not None:
         try:
-            results = from_document(json.loads(args.source.read_text()))
+            document = json.loads(args.source.read_text())
+            if document.get("benchmark") == "dns_qps_live":
+                again = live_document(live_runs(document), document["settings"],
+                                      document["environment"])
+                print(live_tables(again), end="")
+                return 0
+            results = from_document(document)
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise SystemExit(f"{args.source}: not a make bench results document "
                              f"({type(error).__name__}: {error})") from None
@@ -142,6 +161,11 @@ def main(argv: Sequence[str]) -> int:
     args.rounds = args.rounds or (1 if quick else 3)
     args.duration = args.duration or (2 if quick else 6)
     args.kind_duration = args.kind_duration or (2 if quick else 4)
+    if args.changes_per_second is not None:
+        from dns_qps_live import run_live
+
+        return run_live(args)
+    args.json = args.json or DEFAULT_JSON
     if args.plot is not None:
         check_plotter()
     workloads = ordered_workloads(mixes, kinds)
@@ -376,18 +400,19 @@ def check_plotter() -> None:
                           check=False)
     if done.returncode != 0:
         raise SystemExit(f"--plot needs Debian's python3-matplotlib for {SYSTEM_PYTHON}; "
-                         "benchmarks/dns_qps installs it (as root)")
+                         "benchmarks/dns_qps and benchmarks/live install it (as root)")
 
 
-def plot(source: Path, out: Path) -> None:
-    """Draw with Debian's python3 and matplotlib, then put the PNG in place atomically."""
+def plot(source: Path, out: Path, *, drawer: str = "dns_qps_plot.py") -> None:
+    """Draw with Debian's python3 and matplotlib (``drawer``, a script beside this one),
+    then put the PNG in place atomically."""
     check_plotter()
     with tempfile.TemporaryDirectory(prefix="valis-bench-plot-") as scratch:
         drawn = Path(scratch) / "plot.png"
-        done = subprocess.run([SYSTEM_PYTHON, str(Path(__file__).with_name("dns_qps_plot.py")),
+        done = subprocess.run([SYSTEM_PYTHON, str(Path(__file__).with_name(drawer)),
                                str(source), str(drawn)], check=False, timeout=300)
         if done.returncode != 0:
-            raise SystemExit(f"dns_qps_plot.py failed (exit {done.returncode})")
+            raise SystemExit(f"{drawer} failed (exit {done.returncode})")
         out.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(out, drawn.read_bytes())
     print(f"plot: {out}")
@@ -431,8 +456,19 @@ def parse_dnsperf(output: str, cpu_seconds: float) -> Run:
     )
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every live descendant."""
+    return list(_process_table(pid)[1])
+
+
 def tree_cpu_seconds(pid: int) -> float:
     """utime+stime of ``pid`` and every live descendant (NSD serves from a child)."""
+    ticks, tree = _process_table(pid)
+    return sum(ticks.get(each, 0) for each in tree) / os.sysconf("SC_CLK_TCK")
+
+
+def _process_table(pid: int) -> tuple[dict[int, int], list[int]]:
+    """The CPU ticks of every live process, and ``pid`` with its descendants."""
     children: dict[int, list[int]] = {}
     ticks: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
@@ -446,12 +482,12 @@ def tree_cpu_seconds(pid: int) -> float:
         ppid = int(fields[1])
         children.setdefault(ppid, []).append(int(entry.name))
         ticks[int(entry.name)] = int(fields[11]) + int(fields[12])
-    total, stack = 0, [pid]
+    tree, stack = [], [pid]
     while stack:
         current = stack.pop()
-        total += ticks.get(current, 0)
+        tree.append(current)
         stack.extend(children.get(current, []))
-    return total / os.sysconf("SC_CLK_TCK")
+    return ticks, tree
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:

@@ -223,3 +223,120 @@ def tables(results: Results) -> str:
             lines += ["", f"Queries lost at {pass_} (unanswered within dnsperf's 2 s), "
                       "over all rounds: " + "; ".join(lost)]
     return "\n".join(lines) + "\n"
+
+
+# -- live changes (dns_qps.py --changes-per-second, dns_qps_live.py) --------------------
+
+LIVE_FORMAT = 1
+LIVE_PHASES = ("none", "other", "queried")
+"""Where a phase's changes go: nowhere, another zone of the node, the zone queried."""
+NSD_LIVE = "cannot change a zone without a reload: not measured"
+
+
+@attrs.frozen
+class LiveRun:
+    """One saturation run of the normal mix in a phase, and the changes committed (or
+    sent) beside it."""
+
+    server: str
+    phase: str
+    round: int
+    run: Run
+    changes: int
+
+
+def live_phase_label(phase: str, rate: float) -> str:
+    return {"none": "no changes", "other": f"{rate:g}/s to another zone",
+            "queried": f"{rate:g}/s to the zone queried"}[phase]
+
+
+def live_document(
+    runs: Sequence[LiveRun], settings: Mapping[str, Any], environment: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The JSON document of a change-rate run: the runs as measured, and per server and
+    phase the q/s (median and range over the rounds), the changes made, and the median
+    q/s over the median without changes."""
+    servers = list(dict.fromkeys(r.server for r in runs))
+    rate = float(settings["changes_per_second"])
+    summary: dict[str, dict[str, Any]] = {}
+    for server in servers:
+        summary[server] = {}
+        for phase in LIVE_PHASES:
+            mine = [r for r in runs if r.server == server and r.phase == phase]
+            spread = Spread.of([r.run.qps for r in mine])
+            cpu = Spread.of([r.run.cpu_per_query * 1e6 for r in mine if r.run.completed])
+            summary[server][phase] = {
+                "qps": None if spread is None else attrs.asdict(spread),
+                "cpu_per_query_us": None if cpu is None else attrs.asdict(cpu),
+                "changes": sum(r.changes for r in mine),
+                "seconds": len(mine) * float(settings["duration"]),
+            }
+        quiet = summary[server]["none"]
+        for phase in LIVE_PHASES:
+            for figure, key in (("qps", "ratio"), ("cpu_per_query_us", "cpu_ratio")):
+                busy, calm = summary[server][phase][figure], quiet[figure]
+                summary[server][phase][key] = ratio(
+                    None if busy is None else Spread(**busy),
+                    None if calm is None else Spread(**calm))
+    return {
+        "format": LIVE_FORMAT,
+        "benchmark": "dns_qps_live",
+        "environment": dict(environment),
+        "settings": dict(settings),
+        "servers": servers,
+        "phases": [{"name": p, "label": live_phase_label(p, rate)} for p in LIVE_PHASES],
+        "runs": [{"server": r.server, "phase": r.phase, "round": r.round,
+                  "changes": r.changes, **attrs.asdict(r.run)} for r in runs],
+        "summary": summary,
+    }
+
+
+def live_runs(document: Mapping[str, Any]) -> list[LiveRun]:
+    """The runs of a change-rate document (its summary is drawn again from them)."""
+    if document.get("format") != LIVE_FORMAT or document.get("benchmark") != "dns_qps_live":
+        raise ValueError(f"not a dns_qps_live results document of format {LIVE_FORMAT}")
+    run_fields = [field.name for field in attrs.fields(Run)]
+    return [LiveRun(r["server"], r["phase"], r["round"],
+                    Run(**{name: r[name] for name in run_fields}), r["changes"])
+            for r in document["runs"]]
+
+
+def live_tables(document: Mapping[str, Any]) -> str:
+    """The Markdown table of a change-rate document: q/s per phase (median; range), each
+    changing phase's ratio to no changes, and NSD's row saying why it has no figures."""
+    settings = document["settings"]
+    phases = document["phases"]
+    head = ["server"]
+    for phase in phases:
+        head.append(f"q/s, {phase['label']}")
+        if phase["name"] != "none":
+            head.append("ratio")
+    lines = [f"Normal mix, saturation, {settings['zones']} zones served (median of "
+             f"{settings['rounds']} rounds of {settings['duration']} s; range):", "",
+             "| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for server in document["servers"]:
+        cells = [DISPLAY.get(server, server)]
+        for phase in phases:
+            figures = document["summary"][server][phase["name"]]
+            qps = figures["qps"]
+            cells.append("-" if qps is None else _cell(Spread(**qps), 0))
+            if phase["name"] != "none":
+                achieved = figures["changes"] / figures["seconds"] if figures["seconds"] else 0
+                cells[-1] += f", {achieved:.0f} changes/s made"
+                cells.append(_times(figures["ratio"]))
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append(f"| {DISPLAY['nsd']} | {NSD_LIVE} |" + " |" * (len(head) - 2))
+    lines += ["", "The server's CPU per answered query over the same runs, microseconds "
+              "(median; range):", "", "| " + " | ".join(
+                  ["server"] + [h.replace("q/s, ", "") for h in head[1:]]) + " |",
+              "|---|" + "---:|" * (len(head) - 1)]
+    for server in document["servers"]:
+        cells = [DISPLAY.get(server, server)]
+        for phase in phases:
+            figures = document["summary"][server][phase["name"]]
+            cpu = figures["cpu_per_query_us"]
+            cells.append("-" if cpu is None else _cell(Spread(**cpu), 1))
+            if phase["name"] != "none":
+                cells.append(_times(figures["cpu_ratio"]))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

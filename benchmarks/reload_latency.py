@@ -1,31 +1,46 @@
-"""Reload latency: from a committed record change to the new answer on the wire.
+"""Reload latency: from a committed record change to the new answer on the wire, as a
+curve over the zone's size and the node's layout.
 
 Stands up a private PostgreSQL cluster (``valis_core.operator_state.local_cluster``; as
 root the server runs as ``postgres``, otherwise as you, and your account is mapped to
-role ``valis``), imports ``--records`` A records spread over ``--zones`` zones, runs
-``PgZoneSource`` feeding ``serve_udp`` on 127.0.0.1, and then, ``--changes`` times:
-commits an UPDATE of one record's address (``--rows-per-change``: of that many records,
-in one statement), and asks over UDP until the new address comes
-back (one probe per millisecond). The latency is the time from the commit returning to
-that answer arriving. "Source update" is the zone source's own time to apply a change
-(read the changed owners and patch the zone's index, or re-read the zone whole), from
-``ZoneSourceStats.last_load_seconds``; each run also prints (on stderr) how many zone
-updates were owner-level patches and how many re-read the zone whole.
+role ``valis``; fsync off, a throwaway cluster) and measures each point of the curve:
+``--sizes`` records in all (10^4, 10^5 and 10^6 by default) in each ``--layouts`` (one
+zone; zones of 100 records; zones of 10). For a point it imports what the database does
+not hold yet (each zone by ``replace_zone``: one COPY in a transaction of its own, the
+fastest path the triggers allow, since they net each statement zone by zone), runs
+``PgZoneSource`` over the point's zones feeding ``serve_udp`` on 127.0.0.1, and then
+commits ``--changes`` UPDATEs of one record's address to the first zone (each to another
+owner and another address; ``--rows-per-change``: that many records in one statement),
+and after each asks over UDP until the new address comes back (one probe per
+millisecond), at most ``--point-seconds`` per point. The latency is the time from the
+commit returning to that answer arriving. "Source update" is the zone source's own time
+to apply a change (read the changed owners and patch the zone's index, or re-read the
+zone whole), from ``ZoneSourceStats.last_load_seconds``; each point also says how many
+zone updates were owner-level patches and how many re-read a zone whole.
 
-    .venv/bin/python benchmarks/reload_latency.py               # 100k in 1 and in 100 zones
-    .venv/bin/python benchmarks/reload_latency.py --zones 1 --records 100000 --changes 20
+The figures go to a Markdown table (stdout), a JSON document (``--json``;
+``reload_latency_report``) and, with ``--plot``, a PNG of p50 and p99 against the
+records on a log axis, one pair of lines per layout (``reload_latency_plot.py``, drawn by
+Debian's python3 with matplotlib: ``benchmarks/live`` installs it).
+
+    .venv/bin/python benchmarks/reload_latency.py                 # the whole curve
+    .venv/bin/python benchmarks/reload_latency.py --sizes 1e4,1e5 --layouts one,10 \\
+        --changes 50
+    .venv/bin/python benchmarks/reload_latency.py --from build/bench/reload_latency.json \\
+        --plot docs/performance-reload-latency.png
 """
 
 from __future__ import annotations
 
 import argparse
 import getpass
+import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +48,21 @@ import dns.message
 import dns.rrset
 import psycopg
 import trio
+from dns_qps import check_plotter, describe_environment  # beside this script
+from dns_qps import plot as draw_plot
+from reload_latency_report import (
+    DEFAULT_LAYOUTS,
+    DEFAULT_SIZES,
+    Measured,
+    Point,
+    parse_layouts,
+    parse_sizes,
+    points,
+    table,
+    to_document,
+)
 
+from valis_core.atomic import write_atomic
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import serve_udp
 from valis_core.dns.wire.records import RecordRow
@@ -42,11 +71,15 @@ from valis_core.operator_state.schema import migrate
 from valis_core.operator_state.zone_source import PgZoneSource
 from valis_core.operator_state.zones import replace_zone
 
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_JSON = ROOT / "build" / "bench" / "reload_latency.json"
 PROBE_TIMEOUT = 0.05
 PROBE_INTERVAL = 0.001
 """Between probes: resolution of the measurement, without the probe loop itself
 competing with the rebuild for the interpreter."""
 CHANGE_TIMEOUT = 30.0
+OWNER_STEP = 7919
+"""Each change moves to the owner this many hosts on (a prime: every host in turn)."""
 
 
 def zone_rows(zone: str, count: int) -> list[RecordRow]:
@@ -63,15 +96,41 @@ def zone_rows(zone: str, count: int) -> list[RecordRow]:
     return rows
 
 
+def changed_owners(zone: str, hosts: int, change: int, rows: int) -> list[str]:
+    """The owners change number ``change`` updates: ``rows`` hosts from one that moves
+    by ``OWNER_STEP`` each change."""
+    first = change * OWNER_STEP
+    return [f"h{(first + i) % hosts}.{zone}" for i in range(min(rows, hosts))]
+
+
+def changed_address(change: int) -> str:
+    """An address no earlier change wrote (198.18.0.0/15, for the first 2**17)."""
+    return f"198.{18 + (change >> 16 & 1)}.{change >> 8 & 255}.{change & 255}"
+
+
 def cluster_for_this_user(root: Path) -> LocalCluster:
     me = getpass.getuser()
     server = "postgres" if os.geteuid() == 0 else me
     cluster = LocalCluster(root=root, server_user=server)
-    cluster.initialize({me: ["valis"]})
+    cluster.initialize({me: ["valis"]}, durable=False)
     cluster.start()
     cluster.ensure_role("valis")
     cluster.ensure_database("valis_state", owner="valis")
     return cluster
+
+
+def import_missing(dsn: str, point: Point) -> float:
+    """Import the point's zones the database does not hold; the seconds it took."""
+    started = time.perf_counter()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        held = {name for (name,) in conn.execute("SELECT name FROM zones")}
+        missing = [name for name in point.zone_names() if name not in held]
+        for done, name in enumerate(missing, start=1):
+            replace_zone(conn, zone_rows(name, point.per_zone))
+            if done % 5000 == 0:
+                print(f"  imported {done:,} of {len(missing):,} zones", file=sys.stderr,
+                      flush=True)
+    return time.perf_counter() - started
 
 
 async def ask(sock: trio.socket.SocketType, name: str) -> set[str]:
@@ -101,103 +160,126 @@ def commit_change(conn: psycopg.Connection[Any], owners: list[str], address: str
 
 
 async def measure(
-    dsn: str, zones: list[str], changes: int, rows_per_change: int = 1
-) -> tuple[list[float], float, float]:
+    dsn: str, point: Point, args: argparse.Namespace, import_seconds: float
+) -> Measured:
+    zones = point.zone_names()
     source = PgZoneSource.from_dsn(dsn, zones)
     started = time.perf_counter()
     holder = IndexHolder(await source.load())
     load_seconds = time.perf_counter() - started
     latencies: list[float] = []
-    reloads: list[float] = []
+    updates: list[float] = []
     server = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_DGRAM)
     await server.bind(("127.0.0.1", 0))
     client = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_DGRAM)
     await client.connect(server.getsockname())
     writer = psycopg.connect(dsn)
+    hosts = point.per_zone - 3
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(serve_udp, server, holder)
             await nursery.start(source.run, holder)
-            zone = zones[0]
-            owner = f"h7.{zone}"
-            owners = [f"h{7 + i}.{zone}" for i in range(rows_per_change)]
-            for n in range(changes):
-                address = f"203.0.113.{n % 250 + 1}"
+            deadline = time.monotonic() + args.point_seconds
+            for n in range(args.changes):
+                if time.monotonic() > deadline:
+                    break
+                owners = changed_owners(zones[0], hosts, n, args.rows_per_change)
+                address = changed_address(n)
                 committed = await trio.to_thread.run_sync(commit_change, writer, owners, address)
                 with trio.fail_after(CHANGE_TIMEOUT):
-                    while address not in await ask(client, owner):
+                    while address not in await ask(client, owners[0]):
                         await trio.sleep(PROBE_INTERVAL)
                 latencies.append(time.perf_counter() - committed)
-                reloads.append(source.stats.last_load_seconds)
-                await trio.sleep(0.05)
+                updates.append(source.stats.last_load_seconds)
+                await trio.sleep(args.gap)
             nursery.cancel_scope.cancel()
-        print(
-            f"zones patched {source.stats.patched_zones}, rebuilt whole "
-            f"{source.stats.rebuilt_zones}, failed {source.stats.failed_reloads}",
-            file=sys.stderr,
-        )
     finally:
         writer.close()
         server.close()
         client.close()
-    return latencies, load_seconds, statistics.median(reloads)
+        source.close()
+    return Measured(point, tuple(latencies), tuple(updates), load_seconds, import_seconds,
+                    source.stats.patched_zones, source.stats.rebuilt_zones,
+                    source.stats.failed_reloads)
 
 
-def report(label: str, records: int, latencies: list[float], load: float, reload: float) -> str:
-    ms = sorted(x * 1000 for x in latencies)
-    p90 = ms[min(len(ms) - 1, int(len(ms) * 0.9))]
-    return (
-        f"| {label} | {records} | {len(ms)} | {statistics.median(ms):.1f} | {p90:.1f} "
-        f"| {ms[-1]:.1f} | {reload * 1000:.1f} | {load:.2f} |"
-    )
+def parser() -> argparse.ArgumentParser:
+    out = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    out.add_argument("--sizes", type=parse_sizes, default=DEFAULT_SIZES,
+                     help="comma-separated records in all per point (default 1e4,1e5,1e6)")
+    out.add_argument("--layouts", type=parse_layouts, default=DEFAULT_LAYOUTS,
+                     help="comma-separated: 'one' (one zone) or records per zone "
+                     "(default one,100,10)")
+    out.add_argument("--changes", type=int, default=200,
+                     help="changes per point (default 200: enough for a p99)")
+    out.add_argument("--point-seconds", type=float, default=120.0,
+                     help="at most this long changing per point (default 120)")
+    out.add_argument("--gap", type=float, default=0.02,
+                     help="seconds between one change answered and the next commit")
+    out.add_argument("--rows-per-change", type=int, default=1,
+                     help="records each change updates in one statement; above 64 the "
+                     "triggers name the zone only and the source re-reads it whole")
+    out.add_argument("--json", type=Path, default=DEFAULT_JSON,
+                     help="where the results go (default build/bench/reload_latency.json)")
+    out.add_argument("--plot", type=Path, help="also draw the curve to this PNG "
+                     "(docs/performance-reload-latency.png for the docs)")
+    out.add_argument("--from", dest="source", type=Path, metavar="JSON",
+                     help="measure nothing: print the table (and plot) of a results document")
+    return out
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--zones", type=int, action="append", help="repeatable; default 1, 100")
-    parser.add_argument("--changes", type=int, default=20)
-    parser.add_argument(
-        "--rows-per-change",
-        type=int,
-        default=1,
-        help="records each change updates in one statement; above 64 the triggers name the "
-        "zone only and the source re-reads it whole",
-    )
-    args = parser.parse_args()
-    layouts = args.zones or [1, 100]
+def main(argv: Sequence[str]) -> int:
+    args = parser().parse_args(argv)
+    if args.source is not None:
+        document = json.loads(args.source.read_text())
+        print(table(document), end="")
+        if args.plot is not None:
+            plot(args.source, args.plot)
+        return 0
+    if args.changes < 1 or args.rows_per_change < 1:
+        parser().error("--changes and --rows-per-change are at least 1")
+    if args.plot is not None:
+        check_plotter()
+    curve = points(args.sizes, args.layouts)
+    if not curve:
+        parser().error("no point: every size is smaller than one zone of its layout")
+    environment = describe_environment()
     root = Path(tempfile.mkdtemp(prefix="valis-reload-bench-", dir="/tmp"))
     cluster = cluster_for_this_user(root)
-    lines = [
-        "| layout | records | changes | median ms | p90 ms | max ms | source update ms "
-        "| full load s |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    measured: list[Measured] = []
     try:
-        for count in layouts:
-            database = f"bench_{count}"
-            cluster.ensure_database(database, owner="valis")
-            dsn = cluster.dsn("valis", database)
-            names = [f"z{i}.bench.example." for i in range(count)]
-            with psycopg.connect(dsn) as conn:
-                migrate(conn)
-                for name in names:
-                    replace_zone(conn, zone_rows(name, args.records // count))
-            latencies, load, reload = trio.run(
-                measure, dsn, names, args.changes, args.rows_per_change
-            )
-            per_zone = args.records // count
-            label = f"{count} zone(s) of {per_zone}"
-            if args.rows_per_change > 1:
-                label += f", {args.rows_per_change} rows per change"
-            lines.append(report(label, per_zone * count, latencies, load, reload))
-            print(lines[-1], file=sys.stderr)
+        dsn = cluster.dsn("valis", "valis_state")
+        with psycopg.connect(dsn) as conn:
+            migrate(conn)
+        for point in curve:
+            print(f"{point.label}: importing ...", file=sys.stderr, flush=True)
+            imported = import_missing(dsn, point)
+            measured.append(trio.run(measure, dsn, point, args, imported))
+            done = measured[-1]
+            print(f"{point.label}: {len(done.latencies)} changes; zones patched "
+                  f"{done.patched}, rebuilt whole {done.rebuilt}, failed {done.failed}; "
+                  f"import {imported:.1f}s, full load {done.full_load_seconds:.2f}s",
+                  file=sys.stderr, flush=True)
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
-    print("\n".join(lines))
+    environment["load_average_after"] = list(os.getloadavg())
+    settings = {"sizes": list(args.sizes), "layouts": list(args.layouts),
+                "changes": args.changes, "point_seconds": args.point_seconds,
+                "gap": args.gap, "rows_per_change": args.rows_per_change}
+    document = to_document(measured, args.layouts, settings, environment)
+    print(table(document), end="")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(args.json, (json.dumps(document, indent=1) + "\n").encode())
+    print(f"\nresults: {args.json}")
+    if args.plot is not None:
+        plot(args.json, args.plot)
     return 0
 
 
+def plot(source: Path, out: Path) -> None:
+    draw_plot(source, out, drawer="reload_latency_plot.py")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
