@@ -25,7 +25,7 @@ import dns.rdatatype
 
 from valis_core.dns.wire import Emit, MasterFileError, Record
 from valis_core.dns.wire import names as wire
-from valis_core.dns.wire.master import read_master, row_rdata
+from valis_core.dns.wire.master import ipv4, read_master, row_rdata
 from valis_core.dns.wire.records import (
     AAAA,
     CNAME,
@@ -171,11 +171,13 @@ class _ZoneParts:
         record is of a type ``freeze_node`` checks (NS, SOA, DNAME)."""
 
     def put(self, owner: bytes, rtype: int, record: bytes) -> None:
-        """Keep one checked record (``RR_HEAD`` and rdata) of ``owner`` (lowercased)."""
+        """Keep one checked record (``RR_HEAD`` and rdata, a new object) of ``owner``
+        (lowercased). Putting the same record object again changes nothing in ``nodes``:
+        a caller may ``setdefault`` it there first and call this only when that did not
+        settle it."""
         nodes = self.nodes
-        held = nodes.get(owner)
-        if held is None:
-            nodes[owner] = record
+        held = nodes.setdefault(owner, record)
+        if held is record:
             if rtype in _CHECKED_ALONE:
                 self.notable.add(owner)
             return
@@ -244,20 +246,22 @@ class Builder:
 
     def add_fields(
         self, zone: str, owner: str, rtype: str, ttl: int, rdata: str
-    ) -> None:
-        """Add one record given as a row's fields (see ``RecordRow``).
+    ) -> bool:
+        """Add one record given as a row's fields (see ``RecordRow``); return whether it
+        took the short way, which it takes only for an owner written plainly (printable
+        ASCII, no escapes, not the root).
 
-        The rows a large zone is made of take a short way: an owner written plainly
-        (ASCII, no escapes) inside its zone, whose wire form is its own labels followed
-        by the apex's; a type seen before; rdata ``row_rdata`` reads. Any other row, and
-        every row the zone refuses, goes ``add_fields_general``'s way, which the short
-        way equals in every outcome (tests/property/test_zone_build_rows.py)."""
+        The rows a large zone is made of take a short way: such an owner inside its
+        zone, whose wire form is its own labels followed by the apex's; a type seen
+        before; rdata ``row_rdata`` reads. Any other row, and every row the zone refuses,
+        goes ``add_fields_general``'s way, which the short way equals in every outcome
+        (tests/property/test_zone_build_rows.py)."""
         shape = self._shapes.get(zone)
         if shape is None:
             shape = self._shape(zone)
         apex, parts, suffix = shape
         code = self._types.get(rtype)
-        if code is not None and suffix and owner.isascii():
+        if code is not None and suffix and owner.isascii() and owner.isprintable():
             low = owner.lower()
             key: bytes | None = None
             if low.endswith(suffix) and "\\" not in low:
@@ -267,11 +271,16 @@ class Builder:
             elif low == parts.origin:
                 key = apex
             if key is not None and 0 <= ttl <= MAX_TTL:
-                data = row_rdata(code, rdata)
+                data = ipv4(rdata) if code == A else row_rdata(code, rdata)
                 if data is not None:
-                    parts.put(key, code, RR_HEAD.pack(code, IN, ttl, len(data)) + data)
-                    return
+                    record = RR_HEAD.pack(code, IN, ttl, len(data)) + data
+                    if parts.nodes.setdefault(key, record) is not record or (
+                        code in _CHECKED_ALONE
+                    ):
+                        parts.put(key, code, record)
+                    return True
         self.add_fields_general(zone, owner, rtype, ttl, rdata)
+        return False
 
     def add_fields_general(
         self, zone: str, owner: str, rtype: str, ttl: int, rdata: str
