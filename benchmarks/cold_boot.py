@@ -14,6 +14,8 @@ instance's genesis and the others its restarts) ``--boots`` times and measures
 - ``rss_mib``/``hwm_mib``: the process's resident set after the first answer and a
   settling second, and its peak (``VmHWM``); ``pss_mib``: its proportional set
   (``smaps_rollup``), the figure that adds up over a tree of processes;
+- ``to_first_log_s``: from starting it to its first log line (interpreter, imports);
+  ``loaded_to_ready_s``: from the zone source's load logged to READY logged;
 - ``progress_lines``: how many ``loading zones`` lines the boot logged.
 
 Then NSD (``/usr/sbin/nsd -d``, configured as ``dns_qps`` runs it: one server process,
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import os
 import re
@@ -145,6 +148,7 @@ def boot_resident(running: Any, state_dir: Path, pg_dsn: str, names: Sequence[st
     from tests.scenario.resident_harness import site_facts
 
     extra = {"PYTHONPATH": str(source)} if source is not None else None
+    wall = time.time()
     started = time.monotonic()
     resident = running.start(state_dir, site_facts(pg_dsn, ",".join(names)), extra_env=extra)
     try:
@@ -167,7 +171,30 @@ def boot_resident(running: Any, state_dir: Path, pg_dsn: str, names: Sequence[st
     found = re.search(r"zone index: \d+ zone\(s\), \d+ records in ([\d.]+)s", log)
     return {"how": "resident", "ready_s": round(ready, 3), "answer_s": round(answer, 3),
             "load_s": float(found.group(1)) if found else None, **measured,
-            "progress_lines": log.count("loading zones")}
+            **timeline(log, wall), "progress_lines": log.count("loading zones")}
+
+
+def timeline(log: str, wall: float) -> dict[str, float | None]:
+    """From the resident's log: seconds from starting it to its first line (the
+    interpreter and the imports), and from the zone source's last line of its load to
+    READY (everything after the zones are built)."""
+    stamps = {}
+    for line in log.splitlines():
+        found = re.match(r"(\d{4}-\d\d-\d\dT[\d:.]+)Z ", line)
+        if found is None:
+            continue
+        when = datetime.datetime.fromisoformat(found.group(1)).replace(
+            tzinfo=datetime.UTC).timestamp()
+        stamps.setdefault("first", when)
+        if "zone source: loaded" in line:
+            stamps["loaded"] = when
+        if "resident: info: ready: " in line:
+            stamps["ready"] = when
+    return {
+        "to_first_log_s": round(stamps["first"] - wall, 3) if "first" in stamps else None,
+        "loaded_to_ready_s": round(stamps["ready"] - stamps["loaded"], 3)
+        if "ready" in stamps and "loaded" in stamps else None,
+    }
 
 
 async def _in_process(dsn: str, names: Sequence[str]) -> tuple[float, float]:
