@@ -28,7 +28,9 @@ reads the zones, forks the server and xfrd: ``rss_mib`` is the largest process's
 Not as root there is no run account: the zone source is loaded in this process instead
 (``PgZoneSource.load``, then ``serve_udp`` answers the first SOA; reported with
 ``how: in-process``), over ``reload_latency``'s cluster. ``--source DIR`` runs the
-resident from another checkout's ``src`` (a before/after comparison on one database).
+resident from another checkout's ``src``; ``--compare DIR`` boots that one too, each of
+its boots right after one of the first's, on the same database (before/after, fairly on
+a machine whose load moves). Every figure is the median over ``--boots``.
 
     .venv/bin/python benchmarks/cold_boot.py                      # 10^4, 10^5, 10^6
     .venv/bin/python benchmarks/cold_boot.py --records 1000000 --many 1000 --json
@@ -302,9 +304,10 @@ def database_maker(root_run: bool) -> Iterator[Any]:
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The median of each figure over the boots, with the runs themselves."""
     out: dict[str, Any] = {"how": runs[0]["how"], "boots": len(runs)}
-    for key, value in runs[0].items():
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            values = [run[key] for run in runs if run.get(key) is not None]
+    for key in runs[0]:
+        values = [run[key] for run in runs
+                  if isinstance(run[key], int | float) and not isinstance(run[key], bool)]
+        if key != "how":
             out[key] = round(statistics.median(values), 3) if values else None
     out["runs"] = runs
     return out
@@ -320,6 +323,10 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--no-nsd", action="store_true", help="leave NSD out")
     parser.add_argument("--source", type=Path,
                         help="run the resident from this checkout's src (before/after)")
+    parser.add_argument("--compare", type=Path, metavar="SRC",
+                        help="also boot the resident from this other checkout's src, "
+                        "each boot right after one of --source's (a fair before/after "
+                        "on a machine whose load moves)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     args = parser.parse_args(argv)
     counts = [int(text) for text in args.records.split(",") if text]
@@ -342,15 +349,27 @@ def main(argv: Sequence[str]) -> int:
                         from tests.scenario.resident_harness import make_state_dir
 
                         state_dir = make_state_dir(running.workdir)  # one instance, restarted
-                        runs = [boot_resident(running, state_dir, dsn, names, args.source)
-                                for _ in range(args.boots)]
+                        runs, compared, nsd = [], [], []
+                        for _ in range(args.boots):
+                            runs.append(boot_resident(running, state_dir, dsn, names,
+                                                      args.source))
+                            if args.compare is not None:
+                                compared.append(boot_resident(running, state_dir, dsn, names,
+                                                              args.compare))
+                            if not args.no_nsd:
+                                nsd.append(boot_nsd(work, names, records))
                     else:
                         runs = [boot_in_process(dsn, names) for _ in range(args.boots)]
+                        compared = []
+                        nsd = [boot_nsd(work, names, records) for _ in range(args.boots)
+                               if not args.no_nsd]
                     row["valis"] = summary(runs)
-                    if not args.no_nsd:
-                        row["nsd"] = boot_nsd(work, names, records)
+                    if compared:
+                        row["compared"] = {"source": str(args.compare), **summary(compared)}
+                    if nsd:
+                        row["nsd"] = summary(nsd)
                     results.append(row)
-                    print(table([row]).splitlines()[-1], file=sys.stderr, flush=True)
+                    print("\n".join(table([row]).splitlines()[2:]), file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps({"results": results}, indent=1) if args.json else table(results))
@@ -362,11 +381,15 @@ def table(results: list[dict[str, Any]]) -> str:
              "| valis RSS MiB (peak) | NSD first answer s | NSD RSS MiB | NSD PSS MiB |",
              "|---|---|---|---|---|---|---|---|---|"]
     for row in results:
-        v, n = row["valis"], row.get("nsd", {})
-        lines.append(
-            f"| {row['records']} | {row['zones']} | {v.get('ready_s')} | {v.get('answer_s')} "
-            f"| {v.get('load_s')} | {v.get('rss_mib')} ({v.get('hwm_mib', '-')}) "
-            f"| {n.get('answer_s', '-')} | {n.get('rss_mib', '-')} | {n.get('pss_mib', '-')} |")
+        n = row.get("nsd", {})
+        for label, v in (("", row["valis"]), (" (compared)", row.get("compared"))):
+            if v is None:
+                continue
+            lines.append(
+                f"| {row['records']} | {row['zones']}{label} | {v.get('ready_s')} "
+                f"| {v.get('answer_s')} | {v.get('load_s')} "
+                f"| {v.get('rss_mib')} ({v.get('hwm_mib', '-')}) | {n.get('answer_s', '-')} "
+                f"| {n.get('rss_mib', '-')} | {n.get('pss_mib', '-')} |")
     return "\n".join(lines)
 
 
