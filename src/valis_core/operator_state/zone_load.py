@@ -4,10 +4,11 @@ zone index as it arrives, each zone built once.
 ``record_batches`` reads the rows of ``COPY (SELECT ...) TO STDOUT`` in PostgreSQL's text
 format and hands them on in batches of fields, so nothing holds a zone's rows twice.
 PostgreSQL sends each row of a COPY as a message of its own; they are taken with libpq's
-own call (``PGconn.get_copy_data``), since psycopg's ``Copy`` reader costs several times
-as much per row, and its binary rows more again, parsed field by field (measured at 10^6
-rows on two cores: text lines split here 0.5 s of CPU, psycopg's binary ``Copy.rows``
-2.4 s, a binary server-side cursor 1.7 s).
+own call (``PGconn.get_copy_data``), since psycopg's ``Copy`` reader costs more per row
+than the reading itself, and binary rows, parsed field by field, more again (measured at
+10^6 rows on two busy cores: the text lines read and split here 1.2 to 1.5 s, 0.5 s of it
+this process's CPU; psycopg's binary ``Copy.rows`` 2.5 s; a binary server-side cursor
+1.7 to 2.2 s).
 
 ``build_zones`` feeds the rows to one ``Builder`` per zone (``Builder.add_fields``: the
 short way for the common rows) and freezes each zone once at the end, telling
