@@ -27,8 +27,9 @@ reads the zones, forks the server and xfrd: ``rss_mib`` is the largest process's
 
 Not as root there is no run account: the zone source is loaded in this process instead
 (``PgZoneSource.load``, then ``serve_udp`` answers the first SOA; reported with
-``how: in-process``), over ``reload_latency``'s cluster. ``--source DIR`` runs the
-resident from another checkout's ``src``; ``--compare DIR`` boots that one too, each of
+``how: in-process``, its ``rss_mib`` what the process grew by), over
+``reload_latency``'s cluster. ``--source DIR`` runs the resident from another checkout's
+``src``; ``--compare DIR`` boots that one too, each of
 its boots right after one of the first's, on the same database (before/after, fairly on
 a machine whose load moves). Every figure is the median over ``--boots``.
 
@@ -199,7 +200,7 @@ def timeline(log: str, wall: float) -> dict[str, float | None]:
     }
 
 
-async def _in_process(dsn: str, names: Sequence[str]) -> tuple[float, float]:
+async def _in_process(dsn: str, names: Sequence[str]) -> tuple[float, float, int]:
     import trio
 
     from valis_core.dns.answer.snapshot import IndexHolder
@@ -218,11 +219,12 @@ async def _in_process(dsn: str, names: Sequence[str]) -> tuple[float, float]:
             nursery.start_soon(serve_udp, server, holder)
             answered = await trio.to_thread.run_sync(
                 first_answer, port, names[0], started, lambda: True)
+            serving = status_kib(os.getpid(), "VmRSS")  # while the index is served
             nursery.cancel_scope.cancel()
     finally:
         server.close()
         source.close()
-    return loaded, answered
+    return loaded, answered, serving
 
 
 def boot_in_process(dsn: str, names: Sequence[str]) -> dict[str, Any]:
@@ -232,10 +234,9 @@ def boot_in_process(dsn: str, names: Sequence[str]) -> dict[str, Any]:
 
     gc.collect()
     before = status_kib(os.getpid(), "VmRSS")
-    loaded, answered = trio.run(_in_process, dsn, names)
+    loaded, answered, serving = trio.run(_in_process, dsn, names)
     return {"how": "in-process", "ready_s": round(loaded, 3), "answer_s": round(answered, 3),
-            "load_s": round(loaded, 3),
-            "rss_mib": round((status_kib(os.getpid(), "VmRSS") - before) / 1024, 1)}
+            "load_s": round(loaded, 3), "rss_mib": round((serving - before) / 1024, 1)}
 
 
 def boot_nsd(work: Path, names: Sequence[str], records: int) -> dict[str, Any]:
