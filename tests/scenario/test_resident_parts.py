@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from valis_core.boot import BringUpError
 from valis_core.config_store import open_config_store, store_path
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import ServeStats
@@ -25,6 +26,7 @@ from valis_core.resident import sd_notify
 from valis_core.resident.adopt import Kind
 from valis_core.resident.descriptors import probe_descriptor
 from valis_core.resident.fabric import INFO_FILE, TOKEN_FILE, Fabric, FabricAddress, fabric_get
+from valis_core.resident.fabric_stage import check_public_view
 from valis_core.resident.sd_notify import Notifier
 from valis_core.resident.state_dir import StateDirError, check_state_dir
 from valis_core.resident.views import NodeViews
@@ -265,6 +267,25 @@ async def test_the_fabric_serves_its_views_only_to_token_holders(tmp_path: Path)
         nursery.cancel_scope.cancel()
     assert not (tmp_path / INFO_FILE).exists()
     assert not (tmp_path / TOKEN_FILE).exists()
+
+
+async def test_bring_up_asks_the_public_view_for_every_apex_and_names_one_it_lacks(
+    tmp_path: Path,
+) -> None:
+    """The first served apex is asked over the fabric itself, the others of the view its
+    route answers from: either way a zone the view does not answer stops the boot with
+    the same words."""
+    views = node_views()
+    fabric = Fabric(tmp_path, views)
+    async with trio.open_nursery() as nursery:
+        address: FabricAddress = await nursery.start(fabric.serve)
+        shown = await check_public_view(address, fabric.token, ["example.test."], (), views)
+        assert shown == "example.test. serial 7"
+        for zones in (["example.test.", "other.test."], ["other.test.", "example.test."]):
+            with pytest.raises(BringUpError, match=r"public view did not answer the apex "
+                               r"SOA of other\.test\. \(HTTP 404, rcode REFUSED\)$"):
+                await check_public_view(address, fabric.token, zones, (), views)
+        nursery.cancel_scope.cancel()
 
 
 async def test_a_fabric_client_that_never_finishes_its_request_does_not_stall_others(

@@ -44,11 +44,12 @@ the source raises ``FencedOut`` and the resident fails closed. After the check, 
 again *before* reading, then reloads every zone in full (notifications sent while it was
 away are lost), so no change made while it was away is missed.
 
-Such a source also reads the fence again after every read of rows, before it indexes
-them: the fence only moves forward, so finding it still the instance's own proves that
-no claim had committed when the rows were read, and nothing a successor wrote is among
-them. A superseded instance therefore never serves its successor's data, even in the
-moments before its heartbeat finds it out.
+Such a source also reads the fence again after every read of rows, before anything
+indexed from them is served (a load indexes rows as they stream in): the fence only
+moves forward, so finding it still the instance's own proves that no claim had committed
+when the rows were read, and nothing a successor wrote is among them. A superseded
+instance therefore never serves its successor's data, even in the moments before its
+heartbeat finds it out.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ from valis_core.dns.zone import ServedZone, ZoneIndex
 from valis_core.fence import FencedOut, FenceState, assert_fence_touch
 from valis_core.operator_state.connection import OperatorStateError, connect
 from valis_core.operator_state.fence import UnseededFence, read_instance_fence
+from valis_core.operator_state.zone_load import LoadReport, build_zones, no_records, plain_owner
 from valis_core.operator_state.zones import (
     canonical_zone_name,
     fetch_owner_rows,
@@ -178,8 +180,12 @@ class PgZoneSource:
 
     # -- public ------------------------------------------------------------------------
 
-    async def load(self) -> ZoneIndex:
+    async def load(self, progress: Callable[[str], None] | None = None) -> ZoneIndex:
         """Connect, start listening, and index every served zone; raise on any problem.
+
+        How far it got is logged as it goes (``loading zones: N of M, R records``), at
+        most every ``zone_load.PROGRESS_EVERY`` seconds, and handed to ``progress`` too (the
+        resident's ``STATUS=``).
 
         Raises ``OperatorStateError`` (unreachable database, zones missing from it),
         ``ZoneError`` (a zone that cannot be served), each naming what failed, or
@@ -187,7 +193,7 @@ class PgZoneSource:
         """
         try:
             await self._open()
-            return await self._load_all(strict=True)
+            return await self._load_all(strict=True, progress=progress)
         except BaseException:
             self.close()
             raise
@@ -335,18 +341,23 @@ class PgZoneSource:
 
     # -- loading -----------------------------------------------------------------------
 
-    async def _load_all(self, *, strict: bool) -> ZoneIndex:
+    async def _load_all(
+        self, *, strict: bool, progress: Callable[[str], None] | None = None
+    ) -> ZoneIndex:
+        """Read every served zone in one ``COPY`` and build each once as its rows stream
+        in (``zone_load.build_zones``); raise the first served zone's refusal."""
         started = self._ticks()
         zones = self.zones
-        found, missing = await self._in_thread(lambda conn: fetch_zone_rows(conn, zones))
-        if missing and strict:
-            raise missing_zones_error(missing)
-        built = {}
+        report = LoadReport(self._ticks, progress)
+        loaded = await self._in_thread(lambda conn: build_zones(conn, zones, report))
+        if loaded.missing and strict:
+            raise missing_zones_error(loaded.missing)
         for zone in zones:
-            if zone in found:
-                built[zone] = await _build(zone, found[zone])
+            if zone in loaded.refused:
+                raise loaded.refused[zone]
+        built = loaded.built
         self._built = built
-        self._patchable = {zone for zone in built if _plain_rows(found[zone])}
+        self._patchable = set(loaded.plain)
         self.stats.loads += 1
         self.stats.last_load_seconds = self._ticks() - started
         log.info(
@@ -520,7 +531,9 @@ def parse_note(payload: str) -> Note:
     try:
         apex = wire.from_text(zone).lower()
         for owner in owners:
-            if not _plain(owner) or not wire.is_at_or_below(wire.from_text(owner).lower(), apex):
+            if not plain_owner(owner):
+                return Note(zone=zone)
+            if not wire.is_at_or_below(wire.from_text(owner).lower(), apex):
                 return Note(zone=zone)
     except wire.BadName:
         return Note(zone=zone)
@@ -541,7 +554,7 @@ async def _build(zone: str, rows: Sequence[RecordRow]) -> ZoneIndex:
     cancelled build is simply abandoned."""
     index = await trio.to_thread.run_sync(ZoneIndex.from_records, rows, abandon_on_cancel=True)
     if zone not in index.zones:
-        raise ZoneError(zone, zone, "the zone has no records; import it again")
+        raise no_records(zone)
     return index
 
 
@@ -553,15 +566,8 @@ def backoff_delay(failures: int, initial: float, maximum: float, draw: float) ->
     return ceiling * (1.0 - draw / 2.0)
 
 
-def _plain(owner: str) -> bool:
-    """Whether an owner's text spells its DNS name one way only up to ASCII case, so that
-    reading rows by lowercased text finds every row of that name (the triggers apply the
-    same test before naming an owner)."""
-    return owner.isascii() and owner.isprintable() and "\\" not in owner and owner != "."
-
-
 def _plain_rows(rows: Iterable[RecordRow]) -> bool:
-    return all(_plain(row.owner) for row in rows)
+    return all(plain_owner(row.owner) for row in rows)
 
 
 def _drain(listen: psycopg.Connection[Any], served: set[str]) -> Changes:

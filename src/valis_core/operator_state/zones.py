@@ -30,6 +30,7 @@ from valis_core.dns.zone.diff import ZoneDiff, diff_zone, soa_serial, with_seria
 from valis_core.dns.zone.serial import choose_serial, next_serial, serial_gt
 from valis_core.operator_state.connection import OperatorStateError
 from valis_core.operator_state.record_writes import write_row_changes
+from valis_core.operator_state.zone_load import record_batches
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while rows are written."""
@@ -334,8 +335,8 @@ def fetch_zone_rows(
     conn: psycopg.Connection[Any], zones: Iterable[str], *, snapshot: bool = True
 ) -> tuple[dict[str, tuple[RecordRow, ...]], tuple[str, ...]]:
     """The records of each of ``zones`` (canonical names) that exists, read in one
-    snapshot, and the names of those that do not exist. ``snapshot=False`` reads inside
-    the caller's transaction instead."""
+    snapshot (by one ``COPY``: ``zone_load.record_batches``), and the names of those that
+    do not exist. ``snapshot=False`` reads inside the caller's transaction instead."""
     wanted = sorted(set(zones))
     rows: dict[str, list[RecordRow]] = {}
     with conn.transaction():
@@ -343,13 +344,9 @@ def fetch_zone_rows(
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         for (name,) in conn.execute("SELECT name FROM zones WHERE name = ANY(%s)", (wanted,)):
             rows[name] = []
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT zone, owner, rtype, ttl, rdata FROM records WHERE zone = ANY(%s)",
-                (wanted,),
-            )
-            for zone, owner, rtype, ttl, rdata in cur:
-                rows[zone].append(RecordRow(zone, owner, rtype, ttl, rdata))
+        for batch in record_batches(conn, list(rows)):
+            for zone, owner, rtype, ttl, rdata in batch:
+                rows[zone].append(RecordRow(zone, owner, rtype, int(ttl), rdata))
     missing = tuple(zone for zone in wanted if zone not in rows)
     return {zone: tuple(held) for zone, held in rows.items()}, missing
 

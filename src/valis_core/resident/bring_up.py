@@ -89,7 +89,10 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "zone index",
-        "every served zone indexed from the database, then followed live (LISTEN/NOTIFY)",
+        "every served zone read from the database in one `COPY` and indexed as its rows "
+        "stream in (a load that takes longer than a second tells how far it got, at most "
+        "once a second: logs and `STATUS=bring-up: zone index: loading zones: N of M, R "
+        "records`), then followed live (LISTEN/NOTIFY)",
         "a served zone is missing or cannot be served",
         index_zones,
         stops="the zone source",

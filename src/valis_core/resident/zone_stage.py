@@ -24,7 +24,10 @@ async def index_zones(boot: Boot) -> Boot:
     config, watch = need(boot.config), need(boot.watch)
     source = PgZoneSource.from_dsn(config.dsn, config.served_zones, standing=watch.standing)
     boot.services.stack.callback(source.close)
-    holder = ChangeWatch(await source.load())
+    notifier = boot.notifier
+    holder = ChangeWatch(await source.load(
+        progress=lambda text: notifier.status(f"bring-up: zone index: {text}")
+    ))
     log.info(
         "zone index: %d zone(s), %d records in %.3fs", len(holder.current.zones),
         holder.current.record_count, source.stats.last_load_seconds,

@@ -58,6 +58,10 @@ _NAME_RDATA = frozenset({NS, CNAME, PTR})
 _DOUBTFUL = re.compile(r"[^\t\n\x20\x21\x23-\x27\x2a-\x5b\x5d-\x7e]")
 """What a plain line never holds: anything but printable ASCII and tabs, and quotes,
 backslashes and parentheses."""
+_ROW_DOUBTFUL = re.compile(r"[^\t\x20\x21\x23-\x27\x2a-\x3a\x3c-\x5b\x5d-\x7e]")
+"""What the rdata of a row ``row_rdata`` reads never holds: anything but printable ASCII,
+blanks and tabs, and quotes, backslashes, parentheses and semicolons (dnspython's
+tokenizer gives those a meaning)."""
 _OCTETS = {str(value): value for value in range(256)}
 """The spellings of an IPv4 address's octet dnspython takes: decimal, no leading zero."""
 _SOA_TIMERS = struct.Struct("!IIIII")
@@ -226,7 +230,7 @@ def plain_line(line: str, state: ReadingState) -> tuple[()] | Record | None:
     if rtype is None or (ttl is not None and ttl > _UINT32):
         return None
     if rtype == A:  # the bulk of a large zone
-        rdata = _ipv4(tokens[i + 1]) if i + 2 == count else None
+        rdata = ipv4(tokens[i + 1]) if i + 2 == count else None
     else:
         rdata = _plain_rdata(rtype, tokens[i + 1 :], origin)
     if rdata is None:
@@ -294,9 +298,10 @@ def _uint(token: str, limit: int) -> int | None:
     return value if value <= limit else None
 
 
-def _plain_rdata(rtype: int, fields: list[str], origin: bytes) -> bytes | None:
+def _plain_rdata(rtype: int, fields: list[str], origin: bytes | None) -> bytes | None:
     """The wire form of the rdata fields of a plain type other than A (``plain_line``
-    decodes that itself), or ``None`` for dnspython."""
+    decodes that itself), or ``None`` for dnspython. Without an ``origin`` only absolute
+    names are read."""
     count = len(fields)
     if rtype in _NAME_RDATA:
         return _name(fields[0], origin) if count == 1 else None
@@ -324,7 +329,19 @@ def _plain_rdata(rtype: int, fields: list[str], origin: bytes) -> bytes | None:
     return None
 
 
-def _ipv4(text: str) -> bytes | None:
+def row_rdata(rtype: int, text: str) -> bytes | None:
+    """The wire form of a row's rdata (presentation form, names absolute) of A and the
+    types ``_plain_rdata`` reads, exactly as ``dns.rdata.from_text`` (and, for A,
+    ``dns.ipv4.inet_aton``) gives it; ``None`` when it needs dnspython's judgement, which
+    includes every text dnspython refuses."""
+    if rtype == A:
+        return ipv4(text)
+    if rtype == AAAA or _ROW_DOUBTFUL.search(text) is not None:
+        return None
+    return _plain_rdata(rtype, text.split(), None)
+
+
+def ipv4(text: str) -> bytes | None:
     """A dotted quad as dnspython's ``inet_aton`` takes it (four decimal octets, no
     leading zeros); ``None`` for anything else."""
     octets = _OCTETS

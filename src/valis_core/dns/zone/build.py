@@ -25,7 +25,7 @@ import dns.rdatatype
 
 from valis_core.dns.wire import Emit, MasterFileError, Record
 from valis_core.dns.wire import names as wire
-from valis_core.dns.wire.master import read_master
+from valis_core.dns.wire.master import ipv4, read_master, row_rdata
 from valis_core.dns.wire.records import (
     AAAA,
     CNAME,
@@ -170,6 +170,24 @@ class _ZoneParts:
         """The owners ``freeze_node`` must see: those in ``more``, and those whose one
         record is of a type ``freeze_node`` checks (NS, SOA, DNAME)."""
 
+    def put(self, owner: bytes, rtype: int, record: bytes) -> None:
+        """Keep one checked record (``RR_HEAD`` and rdata, a new object) of ``owner``
+        (lowercased). Putting the same record object again changes nothing in ``nodes``:
+        a caller may ``setdefault`` it there first and call this only when that did not
+        settle it."""
+        nodes = self.nodes
+        held = nodes.setdefault(owner, record)
+        if held is record:
+            if rtype in _CHECKED_ALONE:
+                self.notable.add(owner)
+            return
+        more = self.more.get(owner)
+        if more is None:
+            self.more[owner] = bytearray(held) + record
+            self.notable.add(owner)
+        else:
+            more += record
+
 
 _CHECKED_ALONE = frozenset({NS, SOA, DNAME})
 
@@ -179,6 +197,7 @@ class Builder:
 
     def __init__(self) -> None:
         self._zone_keys: dict[str, tuple[bytes, _ZoneParts]] = {}
+        self._shapes: dict[str, tuple[bytes, _ZoneParts, str]] = {}
         self._zones: dict[bytes, _ZoneParts] = {}
         self._types: dict[str, int] = {}
         self._servable: set[int] = set()
@@ -222,14 +241,72 @@ class Builder:
         return rtype
 
     def add_row(self, row: RecordRow) -> None:
-        apex, parts = self._zone(row.zone)
+        """Add one row (``add_fields``)."""
+        self.add_fields(row.zone, row.owner, row.rtype, row.ttl, row.rdata)
+
+    def add_fields(
+        self, zone: str, owner: str, rtype: str, ttl: int, rdata: str
+    ) -> bool:
+        """Add one record given as a row's fields (see ``RecordRow``); return whether it
+        took the short way, which it takes only for an owner written plainly (printable
+        ASCII, no escapes, not the root).
+
+        The rows a large zone is made of take a short way: such an owner inside its
+        zone, whose wire form is its own labels followed by the apex's; a type seen
+        before; rdata ``row_rdata`` reads. Any other row, and every row the zone refuses,
+        goes ``add_fields_general``'s way, which the short way equals in every outcome
+        (tests/property/test_zone_build_rows.py)."""
+        shape = self._shapes.get(zone)
+        if shape is None:
+            shape = self._shape(zone)
+        apex, parts, suffix = shape
+        code = self._types.get(rtype)
+        if code is not None and suffix and owner.isascii() and owner.isprintable():
+            low = owner.lower()
+            key: bytes | None = None
+            if low.endswith(suffix) and "\\" not in low:
+                labels = wire.plain_labels(low[: -len(suffix)])
+                if labels is not None and len(labels) + len(apex) <= wire.MAX_NAME:
+                    key = labels + apex
+            elif low == parts.origin:
+                key = apex
+            if key is not None and 0 <= ttl <= MAX_TTL:
+                data = ipv4(rdata) if code == A else row_rdata(code, rdata)
+                if data is not None:
+                    record = RR_HEAD.pack(code, IN, ttl, len(data)) + data
+                    if parts.nodes.setdefault(key, record) is not record or (
+                        code in _CHECKED_ALONE
+                    ):
+                        parts.put(key, code, record)
+                    return True
+        self.add_fields_general(zone, owner, rtype, ttl, rdata)
+        return False
+
+    def add_fields_general(
+        self, zone: str, owner: str, rtype: str, ttl: int, rdata: str
+    ) -> None:
+        """``add_fields`` the long way, for any row: every name through ``wire.from_text``
+        and every rdata through dnspython (``rdata_wire``). The reference the short way
+        is held to."""
+        apex, parts = self._zone(zone)
         try:
-            owner = wire.from_text(row.owner).lower()
+            key = wire.from_text(owner).lower()
         except wire.BadName as exc:
-            raise ZoneError(parts.origin, row.owner, f"bad owner name: {exc}") from None
-        rtype = self._rtype(parts.origin, row.owner, row.rtype)
-        rdata = rdata_wire(parts.origin, row.owner, rtype, row.rdata)
-        self._put(apex, parts, owner, rtype, row.ttl, rdata)
+            raise ZoneError(parts.origin, owner, f"bad owner name: {exc}") from None
+        code = self._rtype(parts.origin, owner, rtype)
+        data = rdata_wire(parts.origin, owner, code, rdata)
+        self._put(apex, parts, key, code, ttl, data)
+
+    def _shape(self, zone: str) -> tuple[bytes, _ZoneParts, str]:
+        """The zone's apex and parts, and the text every plainly written owner below the
+        apex ends with (its origin after a dot; empty for a zone whose name is not plain
+        text, or the root, whose owners all take the long way)."""
+        apex, parts = self._zone(zone)
+        origin = parts.origin
+        plain = origin != "." and wire.plain_labels(origin[:-1]) == apex[:-1]
+        shape = (apex, parts, "." + origin if plain else "")
+        self._shapes[zone] = shape
+        return shape
 
     def add_wire(self, zone: str, owner: bytes, rtype: int, ttl: int, rdata: bytes) -> bytes:
         """Add one record read from a master file; return its owner's key (lowercased)."""
@@ -260,20 +337,7 @@ class Builder:
             )
         if len(rdata) > 65535:
             raise ZoneError(parts.origin, wire.to_text(owner), "rdata longer than 65535 octets")
-        record = RR_HEAD.pack(rtype, IN, ttl, len(rdata)) + rdata
-        nodes = parts.nodes
-        held = nodes.get(owner)
-        if held is None:
-            nodes[owner] = record
-            if rtype in _CHECKED_ALONE:
-                parts.notable.add(owner)
-            return
-        more = parts.more.get(owner)
-        if more is None:
-            parts.more[owner] = bytearray(held) + record
-            parts.notable.add(owner)
-        else:
-            more += record
+        parts.put(owner, rtype, RR_HEAD.pack(rtype, IN, ttl, len(rdata)) + rdata)
 
     def freeze(
         self, apex: bytes, refused: Callable[[bytes, ZoneError], None] | None = None
