@@ -166,6 +166,7 @@ class PgZoneSource:
         self._listen: psycopg.Connection[Any] | None = None
         self._query: psycopg.Connection[Any] | None = None
         self._built: dict[str, ZoneIndex] = {}
+        self._index: ZoneIndex | None = None  # the last combined: ``_combine(changed)``
         self._patchable: set[str] = set()
         """Zones whose built version may be updated owner by owner (see the module doc)."""
         self.stats = ZoneSourceStats()
@@ -380,6 +381,7 @@ class PgZoneSource:
             )
             missing += missing_too
         updated: list[str] = []
+        changed: list[str] = []
         for zone in missing:
             self.stats.failed_reloads += 1
             self.stats.gone.add(zone)
@@ -392,11 +394,13 @@ class PgZoneSource:
         for zone, rows in found.items():
             if await self._rebuild(zone, rows):
                 updated.append(zone)
+                changed.append(zone)
         for zone, rows in found_owners.items():
             if await self._patch(zone, patches[zone], rows):
                 updated.append(f"{len(patches[zone])} owner(s) of {zone}")
+                changed.append(zone)
         if updated:
-            holder.swap(self._combine())
+            holder.swap(self._combine(changed))
             self.stats.reloads += 1
             self.stats.last_load_seconds = self._ticks() - started
             log.info(
@@ -458,17 +462,17 @@ class PgZoneSource:
             return False
         return await self._rebuild(zone, found[zone])
 
-    def _combine(self) -> ZoneIndex:
-        """One index over every built zone (zones are frozen and know no index, so the
-        new index shares them with the indexes still being served)."""
-        served: list[ServedZone] = []
-        count = 0
-        for zone, index in self._built.items():
-            found = index.zone_for(wire.from_text(zone))
-            assert found is not None  # a one-zone index serves its own apex
-            served.append(found)
-            count += index.record_count
-        return ZoneIndex(served, count)
+    def _combine(self, changed: Iterable[str] | None = None) -> ZoneIndex:
+        """One index over every built zone, sharing them (zones know no index): the last
+        one with the ``changed`` zones replaced (``with_zone``: O(changed)), or anew."""
+        index = self._index
+        if index is None or changed is None:
+            served = [_served_zone(zone, built) for zone, built in self._built.items()]
+            index = ZoneIndex(served, sum(built.record_count for built in self._built.values()))
+        for zone in changed or ():
+            index = index.with_zone(_served_zone(zone, self._built[zone]))
+        self._index = index
+        return index
 
     # -- following ---------------------------------------------------------------------
 
@@ -543,6 +547,12 @@ async def _build(zone: str, rows: Sequence[RecordRow]) -> ZoneIndex:
     if zone not in index.zones:
         raise ZoneError(zone, zone, "the zone has no records; import it again")
     return index
+
+
+def _served_zone(zone: str, index: ZoneIndex) -> ServedZone:
+    found = index.zone_for(wire.from_text(zone))
+    assert found is not None  # a one-zone index serves its own apex
+    return found
 
 
 def backoff_delay(failures: int, initial: float, maximum: float, draw: float) -> float:

@@ -11,9 +11,9 @@ class Table:
     def zone(
         self,
         apex: bytes,
-        nodes: dict[bytes, bytes] | None,
-        empty_nonterminals: frozenset[bytes],
-        interrupts: frozenset[bytes] | None,
+        nodes: tuple[dict[bytes, bytes], ...] | None,
+        empty_nonterminals: tuple[dict[bytes, None], ...],
+        interrupts: tuple[dict[bytes, None], ...] | None,
         wildcard: bool,
         signing: int = 0,
         /,

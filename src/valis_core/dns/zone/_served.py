@@ -5,11 +5,10 @@ between index versions (``ZoneIndex``, in ``_index``, holds them; ``build`` make
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import attrs
 
 from valis_core.dns.wire import names as wire
+from valis_core.dns.zone.owners import OwnerMap, OwnerSet
 
 
 @attrs.frozen(eq=False)
@@ -24,18 +23,19 @@ class ServedZone:
     below it that exist (have data or are empty non-terminals), and ``wildcards`` how
     many existing names are wildcards: the bookkeeping that lets ``replace_owners``
     keep the empty non-terminals and ``has_wildcard`` right without walking the whole
-    zone. No version of a zone ever mutates ``nodes`` or ``children`` once built.
+    zone. All five are persistent tables (``owners``): the next version of a zone shares
+    every shard of them its change did not touch, and no version is ever mutated.
     """
 
     origin: str
     apex: bytes
-    nodes: Mapping[bytes, bytes]
-    empty_nonterminals: frozenset[bytes]
-    cuts: frozenset[bytes]
-    dnames: frozenset[bytes]
+    nodes: OwnerMap[bytes]
+    empty_nonterminals: OwnerSet
+    cuts: OwnerSet
+    dnames: OwnerSet
     soa: bytes
     negative_ttl: int
-    children: Mapping[bytes, int]
+    children: OwnerMap[int]
     wildcards: int
     record_count: int
     has_wildcard: bool = attrs.field(init=False)

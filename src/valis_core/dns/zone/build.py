@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 import dns.exception
@@ -47,6 +47,7 @@ from valis_core.dns.wire.records import (
     merge_node,
 )
 from valis_core.dns.zone._served import ServedZone
+from valis_core.dns.zone.owners import OwnerMap, OwnerSet
 
 if TYPE_CHECKING:
     import dns.rdata
@@ -362,13 +363,13 @@ def _freeze_zone(origin: str, apex: bytes, owners: FrozenOwners) -> tuple[Served
     zone = ServedZone(
         origin=origin,
         apex=apex,
-        nodes=frozen,
-        empty_nonterminals=frozenset(empty),
-        cuts=frozenset(owners.cuts),
-        dnames=frozenset(owners.dnames),
+        nodes=OwnerMap(frozen),
+        empty_nonterminals=OwnerSet(empty),
+        cuts=OwnerSet(owners.cuts),
+        dnames=OwnerSet(owners.dnames),
         soa=soa,
         negative_ttl=negative_ttl,
-        children=children,
+        children=OwnerMap(children),
         wildcards=sum(1 for name in itertools.chain(frozen, empty) if is_wildcard(name)),
         record_count=owners.count,
     )
@@ -458,12 +459,31 @@ def _tree(apex: bytes, nodes: Mapping[bytes, bytes]) -> tuple[set[bytes], dict[b
     return empty, children
 
 
+class Names(Protocol):
+    """A set of names as ``appear`` and ``vanish`` update it: a ``set`` while a zone is
+    built, an ``owners.Draft`` while it is patched."""
+
+    def __contains__(self, key: object, /) -> bool: ...
+    def add(self, key: bytes, /) -> None: ...
+    def discard(self, key: bytes, /) -> None: ...
+
+
+class Counts(Protocol):
+    """Child counts as ``appear`` and ``vanish`` update them: a ``dict`` while a zone is
+    built, an ``owners.Draft`` while it is patched."""
+
+    def get(self, key: bytes, default: int, /) -> int: ...
+    def __getitem__(self, key: bytes, /) -> int: ...
+    def __setitem__(self, key: bytes, value: int, /) -> None: ...
+    def __delitem__(self, key: bytes, /) -> None: ...
+
+
 def appear(
     apex: bytes,
     owner: bytes,
-    nodes: Mapping[bytes, bytes],
-    empty: set[bytes],
-    children: dict[bytes, int],
+    nodes: Container[bytes],
+    empty: Names,
+    children: Counts,
 ) -> int:
     """Account for ``owner`` coming into existence (it now has data and did not exist);
     return how many wildcard names came into existence with it."""
@@ -483,9 +503,9 @@ def appear(
 def vanish(
     apex: bytes,
     owner: bytes,
-    nodes: Mapping[bytes, bytes],
-    children: dict[bytes, int],
-    empty: set[bytes],
+    nodes: Container[bytes],
+    children: Counts,
+    empty: Names,
 ) -> int:
     """Account for ``owner`` ceasing to exist (no data left, nothing beneath it); return
     how many wildcard names ceased to exist with it."""
