@@ -36,6 +36,7 @@ from valis_core.dns.dnssec.nsec3 import Nsec3Params
 from valis_core.dns.dnssec.zone_keys import file_zone
 from valis_core.dns.wire.records import RecordRow, ZoneError
 from valis_core.dns.zone import ServedZone, ZoneIndex
+from valis_core.dns.zone import owners as owners_module
 from valis_core.operator_state.zone_signing import ZoneSigning
 from valis_core.resident.signing import signer_for
 
@@ -81,9 +82,10 @@ def records_at(draw: st.DrawFn, owners: list[str]) -> list[RecordRow]:
 
 
 @st.composite
-def patch(draw: st.DrawFn) -> tuple[list[str], list[RecordRow]]:
-    """Some owners (present or not) and every record they hold afterwards."""
-    owners = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=4, unique=True))
+def patch(draw: st.DrawFn, most: int = 4) -> tuple[list[str], list[RecordRow]]:
+    """Some owners (present or not; at most ``most``) and every record they hold
+    afterwards."""
+    owners = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=most, unique=True))
     rows = draw(records_at(owners))
     if Z in owners and draw(st.integers(0, 9)):
         rows += BASE  # the apex mostly keeps its SOA and NS
@@ -145,6 +147,33 @@ def assert_same(patched: ZoneIndex, built: ZoneIndex) -> None:
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records_at(NAMES), st.lists(patch(), min_size=1, max_size=4))
 def test_replacing_owners_equals_building_the_changed_zone(
+    extra: list[RecordRow], patches: list[tuple[list[str], list[RecordRow]]]
+) -> None:
+    patch_and_compare(extra, patches)
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records_at(NAMES), st.lists(patch(most=len(NAMES)), min_size=1, max_size=4))
+def test_replacing_many_owners_in_many_shards_equals_building_the_changed_zone(
+    extra: list[RecordRow], patches: list[tuple[list[str], list[RecordRow]]]
+) -> None:
+    """Change sets adding and removing any number of owners (empty non-terminals made
+    and unmade, wildcards, cuts and DNAMEs coming and going), in tables of one owner a
+    shard, so that every lookup, copy and split of the shards is in play."""
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(owners_module, "SHARD_OWNERS", 1)
+        patch_and_compare(extra, patches)
+
+
+def test_signed_and_cross_zone_answers_stay_fresh_in_many_shards() -> None:
+    """The signed and cross-zone properties below, in tables of one owner a shard."""
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(owners_module, "SHARD_OWNERS", 1)
+        test_signed_answers_after_patches_equal_a_signer_made_from_scratch()
+        test_a_patch_of_one_zone_leaves_every_zones_answers_fresh()
+
+
+def patch_and_compare(
     extra: list[RecordRow], patches: list[tuple[list[str], list[RecordRow]]]
 ) -> None:
     rows = BASE + extra
