@@ -71,7 +71,8 @@ class Draft:
     def rrset(self, into: list[RR], zone: ServedZone, name: bytes, rtype: int) -> RRset | None:
         """Put the ``rtype`` records ``zone`` holds at ``name`` into ``into``, once per
         answer; return them (``None`` if there are none, or they are already there)."""
-        blob = zone.nodes.get(name)
+        nodes = zone.nodes  # the shard picked inline: see ``zone.owners``
+        blob = nodes.shards[hash(name) & nodes.mask].get(name)
         if blob is None or (name, rtype) in self.listed:
             return None
         rrset = decode_node(blob).get(rtype)
@@ -82,7 +83,8 @@ class Draft:
 
     def addresses(self, into: list[RR], zone: ServedZone, name: bytes) -> None:
         """The A and AAAA records ``zone`` holds at ``name``, once per answer."""
-        blob = zone.nodes.get(name)
+        nodes = zone.nodes
+        blob = nodes.shards[hash(name) & nodes.mask].get(name)
         if blob is None:
             return
         sets = decode_node(blob)
@@ -180,20 +182,23 @@ def find(zone: ServedZone, name: bytes, qtype: int) -> Found:
     wildcard's that covers it (RFC 4592), or nothing: NODATA when the name or its
     wildcard exists, NXDOMAIN when neither does."""
     above = _interruption(zone, name, qtype)
+    nodes, ents = zone.nodes, zone.empty_nonterminals  # shards picked inline (zone.owners)
     if above is not None:
         owner, is_cut = above
-        return (FOUND_CUT if is_cut else FOUND_DNAME), owner, decode_node(zone.nodes[owner])
-    blob = zone.nodes.get(name)
+        return (FOUND_CUT if is_cut else FOUND_DNAME), owner, decode_node(nodes[owner])
+    slot = hash(name)
+    blob = nodes.shards[slot & nodes.mask].get(name)
     if blob is None:
-        if name in zone.empty_nonterminals:
+        if ents.size and name in ents.shards[slot & ents.mask]:
             return None, name, None
         if zone.has_wildcard:
             encloser = wire.parent(name)
             while not zone.exists(encloser):
                 encloser = wire.parent(encloser)
             source = b"\x01*" + encloser
-            blob = zone.nodes.get(source)
-            if blob is None and source in zone.empty_nonterminals:
+            slot = hash(source)
+            blob = nodes.shards[slot & nodes.mask].get(source)
+            if blob is None and source in ents.shards[slot & ents.mask]:
                 return None, source, None
         if blob is None:
             return None, b"", None
@@ -346,8 +351,11 @@ def _interruption(zone: ServedZone, name: bytes, qtype: int) -> tuple[bytes, boo
     """The topmost delegation at or above ``name`` (``(cut, True)``), or DNAME strictly
     above it (``(owner, False)``), within ``zone``. DS at a cut belongs to the parent side,
     so the cut at ``name`` itself does not interrupt a DS query."""
-    if not zone.cuts and not zone.dnames:
+    cuts, dnames = zone.cuts, zone.dnames  # shards picked inline (zone.owners)
+    if not cuts.size and not dnames.size:
         return None
+    cut_shards, cut_mask = cuts.shards, cuts.mask
+    dname_shards, dname_mask = dnames.shards, dnames.mask
     apex_size = len(zone.apex)
     size = len(name)
     for offset in reversed(wire.label_offsets(name)):
@@ -355,9 +363,10 @@ def _interruption(zone: ServedZone, name: bytes, qtype: int) -> tuple[bytes, boo
         if suffix < apex_size:
             continue
         ancestor = name[offset:]
-        if ancestor in zone.cuts and not (offset == 0 and qtype == DS):
+        slot = hash(ancestor)
+        if ancestor in cut_shards[slot & cut_mask] and not (offset == 0 and qtype == DS):
             return ancestor, True
-        if offset and ancestor in zone.dnames:
+        if offset and ancestor in dname_shards[slot & dname_mask]:
             return ancestor, False
     return None
 

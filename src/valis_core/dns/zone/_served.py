@@ -45,7 +45,11 @@ class ServedZone:
 
     def exists(self, name: bytes) -> bool:
         """Whether ``name`` (lowercased wire form) exists in this zone, data or not."""
-        return name in self.nodes or name in self.empty_nonterminals
+        nodes, ents = self.nodes, self.empty_nonterminals  # shards picked inline (owners)
+        slot = hash(name)
+        return name in nodes.shards[slot & nodes.mask] or (
+            ents.size > 0 and name in ents.shards[slot & ents.mask]
+        )
 
     def wildcard_covering(self, name: bytes) -> bytes | None:
         """The wildcard owner (``*.`` and the closest encloser, RFC 4592) that answers
@@ -60,8 +64,10 @@ class ServedZone:
         if not self.exists(source):
             return None
         above = encloser
+        cuts, dnames = self.cuts, self.dnames
         while True:
-            if above in self.cuts or above in self.dnames:
+            slot = hash(above)
+            if above in cuts.shards[slot & cuts.mask] or above in dnames.shards[slot & dnames.mask]:
                 return None
             if len(above) <= len(self.apex):
                 return source
