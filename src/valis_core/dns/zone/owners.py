@@ -183,6 +183,9 @@ class OwnerMap(_Sharded, Mapping[bytes, _V], Generic[_V]):
     def __repr__(self) -> str:
         return f"OwnerMap({len(self)} owners)"
 
+    def __reduce__(self) -> tuple[type[OwnerMap[_V]], tuple[dict[bytes, _V]]]:
+        return OwnerMap, (dict(self.items()),)  # re-sharded: hashes differ by process
+
     def draft(self) -> Draft:
         return Draft(self)
 
@@ -230,6 +233,9 @@ class OwnerSet(_Sharded, AbstractSet[bytes]):
 
     def __repr__(self) -> str:
         return f"OwnerSet({len(self)} owners)"
+
+    def __reduce__(self) -> tuple[type[OwnerSet], tuple[list[bytes]]]:
+        return OwnerSet, (list(self),)  # re-sharded: hashes differ by process
 
     def draft(self) -> Draft:
         return Draft(self)
