@@ -464,3 +464,52 @@ def test_changed_from_names_exactly_the_zones_a_patch_replaced() -> None:
     assert patched.changed_from(patched) == frozenset()
     only_child = ZoneIndex.from_records(rows[len(BASE):])
     assert only_child.changed_from(first) == {key(Z), key(CHILD)}  # Z dropped, CHILD rebuilt
+
+
+def test_with_zone_adds_or_replaces_one_zone_and_the_index_follows_it() -> None:
+    parent = ZoneIndex.from_records(BASE)
+    child_rows = [
+        RecordRow(CHILD, CHILD, "SOA", 300, f"ns.{CHILD} h.{CHILD} 1 1 1 1 1"),
+        RecordRow(CHILD, CHILD, "NS", 300, f"ns.{CHILD}"),
+    ]
+    child = ZoneIndex.from_records(child_rows).zone_for(key(CHILD))
+    assert child is not None
+    both = parent.with_zone(child)
+    assert both.zones == (Z, CHILD)
+    assert parent.zones == (Z,)  # the index it was made from is as it was
+    assert both.record_count == parent.record_count + child.record_count
+    assert both.parent_of(child) is parent.zone_for(key(Z))
+    assert both.changed_from(parent) == {key(CHILD)}
+    assert both.with_zone(child) is both
+    www = RecordRow(Z, f"www.{Z}", "A", 300, "192.0.2.8")
+    later = both.with_owners_replaced(Z, [f"www.{Z}"], [www])
+    assert later.parent_of(child) is later.zone_for(key(Z))  # the parent's new version
+    assert later.parent_of(child) is not both.parent_of(child)
+    assert later.changed_from(both) == {key(Z)}
+    assert later.changed_from(parent) == {key(Z), key(CHILD)}
+    assert_same(later, ZoneIndex.from_records([*BASE, www, *child_rows]))
+
+
+def test_changed_from_across_many_versions_of_many_zones() -> None:
+    """Indexes of many zones (a zone table of many shards) a few steps apart: each
+    names exactly the zones replaced between the two, either way round."""
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(owners_module, "SHARD_OWNERS", 2)
+        names = [f"z{i}.{Z}" for i in range(40)]
+        rows = [
+            row for name in names for row in (
+                RecordRow(name, name, "SOA", 300, f"ns.{name} h.{name} 1 1 1 1 1"),
+                RecordRow(name, name, "NS", 300, f"ns.{name}"),
+            )
+        ]
+        versions = [ZoneIndex.from_records(rows)]
+        replaced: list[set[bytes]] = []
+        for step, name in enumerate([names[3], names[17], names[3], names[39]]):
+            www = RecordRow(name, f"www.{name}", "A", 300, f"192.0.2.{step}")
+            versions.append(versions[-1].with_owners_replaced(name, [f"www.{name}"], [www]))
+            replaced.append({key(name)})
+        for i, older in enumerate(versions):
+            for j in range(i, len(versions)):
+                expected = set().union(*replaced[i:j])
+                assert versions[j].changed_from(older) == expected
+                assert older.changed_from(versions[j]) == expected
