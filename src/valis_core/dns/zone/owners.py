@@ -116,34 +116,38 @@ class _Sharded:
     def differing(self, other: _Sharded) -> set[bytes]:
         """The keys held by one table and not the other, or held by both with values
         that are not the very same object: O(the shards they do not share) when one
-        was drafted from the other (however many versions apart), O(size) otherwise."""
-        if other is self:
-            return set()
-        if len(other.shards) != len(self.shards) or other.depths != self.depths:
-            return _differing(self._distinct(), other._distinct())
-        return _differing(
-            (a for a, b in zip(self.shards, other.shards, strict=True) if a is not b),
-            (b for a, b in zip(self.shards, other.shards, strict=True) if a is not b),
-        )
-
-    def same_as(self, other: _Sharded) -> bool:
-        """Whether the two tables hold the same keys with the very same values."""
-        return len(self) == len(other) and not self.differing(other)
+        was drafted from the other (however many versions apart, splits and all),
+        O(size) for tables made apart."""
+        return {
+            key for key in _unshared_keys(self, other)
+            if _value(self, key) is not _value(other, key)
+        }
 
 
-def _differing(mine: Iterable[dict[bytes, Any]], theirs: Iterable[dict[bytes, Any]]) -> set[bytes]:
-    merged_mine: dict[bytes, Any] = {}
-    for shard in mine:
-        merged_mine.update(shard)
-    merged_theirs: dict[bytes, Any] = {}
-    for shard in theirs:
-        merged_theirs.update(shard)
-    found = set(merged_mine.keys() ^ merged_theirs.keys())
-    found.update(
-        key for key, value in merged_mine.items()
-        if key in merged_theirs and merged_theirs[key] is not value
-    )
-    return found
+_ABSENT = object()
+
+
+def _value(table: _Sharded, key: bytes) -> object:
+    return table.shards[hash(key) & table.mask].get(key, _ABSENT)
+
+
+def _unshared_keys(a: _Sharded, b: _Sharded) -> set[bytes]:
+    """Every key of the shards ``a`` and ``b`` do not share: a key in a shard both hold
+    (the same object, so the same keys for the same slots) is held alike by both."""
+    if a is b or a.shards is b.shards:
+        return set()
+    wide, narrow = (a, b) if len(a.shards) >= len(b.shards) else (b, a)
+    keys: set[bytes] = set()
+    seen: set[tuple[int, int]] = set()
+    narrow_shards, narrow_mask = narrow.shards, narrow.mask
+    for slot, mine in enumerate(wide.shards):
+        theirs = narrow_shards[slot & narrow_mask]
+        if mine is theirs or (id(mine), id(theirs)) in seen:
+            continue
+        seen.add((id(mine), id(theirs)))
+        keys.update(mine)
+        keys.update(theirs)
+    return keys
 
 
 class OwnerMap(_Sharded, Mapping[bytes, _V], Generic[_V]):
@@ -242,15 +246,8 @@ class OwnerSet(_Sharded, AbstractSet[bytes]):
 
 
 def _equal(a: _Sharded, b: _Sharded) -> bool:
-    if a.shards is b.shards:
-        return True
-    if len(a.shards) == len(b.shards) and a.depths == b.depths:
-        return all(x is y or x == y for x, y in zip(a.shards, b.shards, strict=True))
-    mine: dict[bytes, Any] = {}
-    for shard in a._distinct():
-        mine.update(shard)
-    return all(key in mine and mine[key] == value for shard in b._distinct()
-               for key, value in shard.items())
+    """Same keys, equal values (the lengths already found equal)."""
+    return all(_value(a, key) == _value(b, key) for key in _unshared_keys(a, b))
 
 
 class Draft:
