@@ -11,7 +11,6 @@ against its origin as RFC 1035 says.
 
 from __future__ import annotations
 
-import itertools
 import struct
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol
@@ -357,7 +356,7 @@ def _freeze_zone(origin: str, apex: bytes, owners: FrozenOwners) -> tuple[Served
     record count."""
     frozen = owners.nodes
     soa, negative_ttl = check_apex(origin, frozen.get(apex, b""))
-    empty, children = _tree(apex, frozen)
+    empty, children, wildcards = _tree(apex, frozen)
     for owner, dname in occluded(apex, frozen, owners.dnames):
         refuse_occluded(origin, owner, dname)
     zone = ServedZone(
@@ -370,7 +369,7 @@ def _freeze_zone(origin: str, apex: bytes, owners: FrozenOwners) -> tuple[Served
         soa=soa,
         negative_ttl=negative_ttl,
         children=OwnerMap(children),
-        wildcards=sum(1 for name in itertools.chain(frozen, empty) if is_wildcard(name)),
+        wildcards=wildcards,
         record_count=owners.count,
     )
     return zone, owners.count
@@ -448,15 +447,19 @@ def _check_node(origin: str, apex: bytes, owner: bytes, sets: dict[int, RRset]) 
         raise ZoneError(origin, name, "more than one DNAME record; a name may have one")
 
 
-def _tree(apex: bytes, nodes: Mapping[bytes, bytes]) -> tuple[set[bytes], dict[bytes, int]]:
+def _tree(
+    apex: bytes, nodes: Mapping[bytes, bytes]
+) -> tuple[set[bytes], dict[bytes, int], int]:
     """The empty non-terminals (names with no records of their own but something beneath
-    them) and, for each name with something beneath it, how many existing names lie one
-    label below it. The apex always exists and is never an empty non-terminal."""
+    them), for each name with something beneath it how many existing names lie one
+    label below it, and how many existing names are wildcards. The apex always exists
+    and is never an empty non-terminal."""
     empty: set[bytes] = set()
     children: dict[bytes, int] = {}
+    wildcards = 0
     for owner in nodes:
-        appear(apex, owner, nodes, empty, children)
-    return empty, children
+        wildcards += appear(apex, owner, nodes, empty, children)
+    return empty, children, wildcards
 
 
 class Names(Protocol):
