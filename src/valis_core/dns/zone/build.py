@@ -46,7 +46,7 @@ from valis_core.dns.wire.records import (
     merge_node,
 )
 from valis_core.dns.zone._served import ServedZone
-from valis_core.dns.zone.owners import OwnerMap, OwnerSet
+from valis_core.dns.zone.owners import OwnerMap, owner_set
 
 if TYPE_CHECKING:
     import dns.rdata
@@ -363,9 +363,9 @@ def _freeze_zone(origin: str, apex: bytes, owners: FrozenOwners) -> tuple[Served
         origin=origin,
         apex=apex,
         nodes=OwnerMap(frozen),
-        empty_nonterminals=OwnerSet(empty),
-        cuts=OwnerSet(owners.cuts),
-        dnames=OwnerSet(owners.dnames),
+        empty_nonterminals=owner_set(empty),
+        cuts=owner_set(owners.cuts),
+        dnames=owner_set(owners.dnames),
         soa=soa,
         negative_ttl=negative_ttl,
         children=OwnerMap(children),

@@ -38,7 +38,7 @@ attribute reads.
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterable, Iterator, Mapping, ValuesView
+from collections.abc import Collection, ItemsView, Iterable, Iterator, Mapping, ValuesView
 from collections.abc import Set as AbstractSet
 from typing import Any, Generic, TypeVar, overload
 
@@ -245,6 +245,16 @@ class OwnerSet(_Sharded, AbstractSet[bytes]):
         return Draft(self)
 
 
+NO_OWNERS = OwnerSet()
+"""The empty set, shared (most zones have no delegation, DNAME or empty non-terminal:
+one object for all of them, as ``frozenset()`` is)."""
+
+
+def owner_set(keys: Collection[bytes]) -> OwnerSet:
+    """An ``OwnerSet`` of ``keys``; ``NO_OWNERS`` when there are none."""
+    return OwnerSet(keys) if keys else NO_OWNERS
+
+
 def _equal(a: _Sharded, b: _Sharded) -> bool:
     """Same keys, equal values (the lengths already found equal)."""
     return all(_value(a, key) == _value(b, key) for key in _unshared_keys(a, b))
@@ -355,6 +365,8 @@ class Draft:
         """The new ``OwnerSet`` (the version drafted from, if nothing was written)."""
         if not self._owned and isinstance(self._base, OwnerSet):
             return self._base
+        if not self._size:
+            return NO_OWNERS
         made = OwnerSet.__new__(OwnerSet)
         self._frozen(made)
         return made
