@@ -118,10 +118,17 @@ class _Sharded:
         that are not the very same object: O(the shards they do not share) when one
         was drafted from the other (however many versions apart, splits and all),
         O(size) for tables made apart."""
-        return {
-            key for key in _unshared_keys(self, other)
-            if _value(self, key) is not _value(other, key)
-        }
+        found: set[bytes] = set()
+        for mine, theirs, alike in _unshared(self, other):
+            if alike:  # two shards of the same slots: compared directly
+                found.update(k for k, v in mine.items() if theirs.get(k, _ABSENT) is not v)
+                found.update(k for k in theirs if k not in mine)
+            else:
+                found.update(
+                    k for k in mine.keys() | theirs.keys()
+                    if _value(self, k) is not _value(other, k)
+                )
+        return found
 
 
 _ABSENT = object()
@@ -131,13 +138,17 @@ def _value(table: _Sharded, key: bytes) -> object:
     return table.shards[hash(key) & table.mask].get(key, _ABSENT)
 
 
-def _unshared_keys(a: _Sharded, b: _Sharded) -> set[bytes]:
-    """Every key of the shards ``a`` and ``b`` do not share: a key in a shard both hold
-    (the same object, so the same keys for the same slots) is held alike by both."""
+def _unshared(
+    a: _Sharded, b: _Sharded
+) -> Iterator[tuple[dict[bytes, Any], dict[bytes, Any], bool]]:
+    """The pairs of shards ``a`` and ``b`` hold for the same slots and do not share
+    (``a``'s first), each once, and whether the two cover exactly the same slots. A
+    shard both hold (the same object, so the same keys for the same slots) is held
+    alike by both."""
     if a is b or a.shards is b.shards:
-        return set()
-    wide, narrow = (a, b) if len(a.shards) >= len(b.shards) else (b, a)
-    keys: set[bytes] = set()
+        return
+    swap = len(a.shards) < len(b.shards)
+    wide, narrow = (b, a) if swap else (a, b)
     seen: set[tuple[int, int]] = set()
     narrow_shards, narrow_mask = narrow.shards, narrow.mask
     for slot, mine in enumerate(wide.shards):
@@ -145,9 +156,12 @@ def _unshared_keys(a: _Sharded, b: _Sharded) -> set[bytes]:
         if mine is theirs or (id(mine), id(theirs)) in seen:
             continue
         seen.add((id(mine), id(theirs)))
-        keys.update(mine)
-        keys.update(theirs)
-    return keys
+        alike = _depth(wide, slot) == _depth(narrow, slot & narrow_mask)
+        yield (theirs, mine, alike) if swap else (mine, theirs, alike)
+
+
+def _depth(table: _Sharded, slot: int) -> int:
+    return table.mask.bit_length() if table.depths is None else table.depths[slot]
 
 
 class OwnerMap(_Sharded, Mapping[bytes, _V], Generic[_V]):
@@ -257,7 +271,11 @@ def owner_set(keys: Collection[bytes]) -> OwnerSet:
 
 def _equal(a: _Sharded, b: _Sharded) -> bool:
     """Same keys, equal values (the lengths already found equal)."""
-    return all(_value(a, key) == _value(b, key) for key in _unshared_keys(a, b))
+    return all(
+        _value(a, key) == _value(b, key)
+        for mine, theirs, _ in _unshared(a, b)
+        for key in mine.keys() | theirs.keys()
+    )
 
 
 class Draft:
