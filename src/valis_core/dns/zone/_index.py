@@ -5,7 +5,9 @@ master files (``ZoneIndex.from_zone_text``) by ``build``, and never changes
 afterwards; a reload builds a new index and the serve loop swaps it in whole.
 ``ZoneIndex.with_owners_replaced`` makes the new version of one zone from the old one by
 replacing a few owners' records (``_patch``): its cost follows the owners changed,
-not the size of the zone, and its result is the index a full build would give.
+not the size of the zone nor the number of zones, and its result is the index a full
+build would give. ``ZoneIndex.with_zone`` puts one zone's new version (or a new zone)
+in an index the same way.
 
 Both ``ServedZone`` and ``ZoneIndex`` are immutable by construction: a zone knows nothing
 of the index that serves it (the index keeps the map from each apex to the nearest
@@ -16,9 +18,10 @@ Names are compared case-insensitively: the index keys every owner by its lowerca
 wire form, and answers carry owners in lowercase (the question itself is always echoed
 exactly as asked). Rdata keeps the case it was given.
 
-Every lookup the answer path makes is a dict or set probe: the records of each owner,
-the empty non-terminals, the delegation points and the DNAME owners are precomputed, so
-a query costs the same against a million-record zone as against a ten-record one. To
+Every lookup the answer path makes is a probe of one dict (a shard of a persistent
+owner table, ``owners``): the records of each owner, the empty non-terminals, the
+delegation points and the DNAME owners are precomputed, so a query costs the same against
+a million-record zone as against a ten-record one, and so does a change of one owner. To
 keep a million records affordable, each owner's records are one ``bytes`` value (see
 ``records``).
 """
