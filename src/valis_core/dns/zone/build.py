@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import attrs
 import dns.exception
@@ -46,7 +46,7 @@ from valis_core.dns.wire.records import (
     merge_node,
 )
 from valis_core.dns.zone._served import ServedZone
-from valis_core.dns.zone.owners import OwnerMap, owner_set
+from valis_core.dns.zone.owners import Counts, Names, OwnerMap, owner_set
 
 if TYPE_CHECKING:
     import dns.rdata
@@ -460,25 +460,6 @@ def _tree(
     for owner in nodes:
         wildcards += appear(apex, owner, nodes, empty, children)
     return empty, children, wildcards
-
-
-class Names(Protocol):
-    """A set of names as ``appear`` and ``vanish`` update it: a ``set`` while a zone is
-    built, an ``owners.Draft`` while it is patched."""
-
-    def __contains__(self, key: object, /) -> bool: ...
-    def add(self, key: bytes, /) -> None: ...
-    def discard(self, key: bytes, /) -> None: ...
-
-
-class Counts(Protocol):
-    """Child counts as ``appear`` and ``vanish`` update them: a ``dict`` while a zone is
-    built, an ``owners.Draft`` while it is patched."""
-
-    def get(self, key: bytes, default: int, /) -> int: ...
-    def __getitem__(self, key: bytes, /) -> int: ...
-    def __setitem__(self, key: bytes, value: int, /) -> None: ...
-    def __delitem__(self, key: bytes, /) -> None: ...
 
 
 def appear(

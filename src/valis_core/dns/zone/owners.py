@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, ItemsView, Iterable, Iterator, Mapping, ValuesView
 from collections.abc import Set as AbstractSet
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 _V = TypeVar("_V")
 _D = TypeVar("_D")
@@ -388,3 +388,22 @@ class Draft:
         made = OwnerSet.__new__(OwnerSet)
         self._frozen(made)
         return made
+
+
+class Names(Protocol):
+    """A set of names as ``build.appear`` and ``build.vanish`` update it: a ``set``
+    while a zone is built, a ``Draft`` while it is patched."""
+
+    def __contains__(self, key: object, /) -> bool: ...
+    def add(self, key: bytes, /) -> None: ...
+    def discard(self, key: bytes, /) -> None: ...
+
+
+class Counts(Protocol):
+    """Child counts as ``build.appear`` and ``build.vanish`` update them: a ``dict``
+    while a zone is built, a ``Draft`` while it is patched."""
+
+    def get(self, key: bytes, default: int, /) -> int: ...
+    def __getitem__(self, key: bytes, /) -> int: ...
+    def __setitem__(self, key: bytes, value: int, /) -> None: ...
+    def __delitem__(self, key: bytes, /) -> None: ...
