@@ -151,9 +151,9 @@ def _filled(table: Table, snapshot: Snapshot) -> Table | None:
     for zone in index.served():
         apex = zone.apex
         # C reads the zone's own persistent tables, shard by shard (``zone.owners``).
-        if not zone.dnames:
-            interrupts = zone.cuts.shards if zone.cuts else None
-        elif not zone.cuts:
+        if not zone.dnames.size:
+            interrupts = zone.cuts.shards if zone.cuts.size else None
+        elif not zone.cuts.size:
             interrupts = zone.dnames.shards
         else:
             interrupts = _interrupts(zone).shards

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, ItemsView, Iterable, Iterator, Mapping, ValuesView
 from collections.abc import Set as AbstractSet
+from itertools import chain
 from typing import Any, Generic, Protocol, TypeVar, overload
 
 _V = TypeVar("_V")
@@ -100,8 +101,7 @@ class _Sharded:
         return key in self.shards[hash(key) & self.mask]
 
     def __iter__(self) -> Iterator[bytes]:
-        for shard in self._distinct():
-            yield from shard
+        return chain.from_iterable(self._distinct())  # C iterates each shard
 
     def _distinct(self) -> Iterator[dict[bytes, Any]]:
         """Every shard once."""
@@ -215,8 +215,7 @@ class _Items(ItemsView[bytes, _V]):
     _mapping: OwnerMap[_V]
 
     def __iter__(self) -> Iterator[tuple[bytes, _V]]:
-        for shard in self._mapping._distinct():
-            yield from shard.items()
+        return chain.from_iterable(map(dict.items, self._mapping._distinct()))
 
 
 class _Values(ValuesView[_V]):
@@ -224,8 +223,7 @@ class _Values(ValuesView[_V]):
     _mapping: OwnerMap[_V]
 
     def __iter__(self) -> Iterator[_V]:
-        for shard in self._mapping._distinct():
-            yield from shard.values()
+        return chain.from_iterable(map(dict.values, self._mapping._distinct()))
 
 
 class OwnerSet(_Sharded, AbstractSet[bytes]):
