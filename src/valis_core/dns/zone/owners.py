@@ -19,13 +19,19 @@ sizes them again).
 
 Why this structure (measured on the development machine, Python 3.11, 10**6 owner
 keys): a plain ``dict.get`` is 38 ns hot and 383 ns cold, a HAMT (``immutables.Map``)
-72/633 ns and takes 2.9 s to build 10**6 entries even through ``mutate()``; one more
-``hash() & mask`` and tuple index here adds some 50-90 ns a lookup from Python (``hash``
-of ``bytes`` is cached in the object) and nothing measurable from C, builds in about
-twice a dict's time, and a one-owner patch copies one shard (~10 us) instead of the
-whole table (36 ms at 10**6 owners). A base dict with an overlay of recent changes
-would look up slower (two probes on a miss, the common case of a flood) and stall on
-every compaction.
+72/633 ns and takes 2.9 s to build 10**6 entries even through ``mutate()`` (the cold
+boot budget is 2 s for everything); one more ``hash() & mask`` and tuple index here adds
+some 40-90 ns a lookup from Python (``hash`` of ``bytes`` is cached in the object) and
+nothing measurable from C, and sharding costs about one more dict insert per owner at
+build. A one-owner patch then copies one shard instead of the whole table:
+``benchmarks/zone_patch.py`` gives 23 us at 10**4 owners, 24 us at 10**5 and 32 us at
+10**6 (a dict copy: 58 us, 1.3 ms, 72 ms), and ``benchmarks/answer_micro.py`` stays
+within its noise. A base dict with an overlay of recent changes would look up slower
+(two probes on a miss, the common case of a flood) and stall on every compaction.
+
+Two versions tell what they do not share without walking what they do: ``differing``
+compares only the shards that are not the same object (``ZoneIndex.changed_from``, the
+NSEC3 chain's names that came or went).
 
 The compiled fast path (``answer/_fastpath.c``) reads ``shards`` directly: it hashes the
 key with ``PyObject_Hash`` (the same hash as here), indexes the tuple and probes the
