@@ -1083,7 +1083,58 @@ static PyTypeObject PumpType = {
     .tp_methods = Pump_methods,
 };
 
+/* The shard of `key` in an owner table's shards (args[0]), or NULL with TypeError: the
+ * answer path's own probes (answer/_lookup.py), one call instead of hash, mask, index
+ * and get in Python. */
+static PyObject *owner_shard(PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyTuple_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "(shards, key): shards a tuple of 2**k dicts");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(args[0]);
+    if (n < 1 || (n & (n - 1))) {
+        PyErr_SetString(PyExc_TypeError, "an owner table has 2**k shards");
+        return NULL;
+    }
+    PyObject *shard;
+    if (n == 1) {
+        shard = PyTuple_GET_ITEM(args[0], 0);
+    } else {
+        Py_hash_t hash = PyObject_Hash(args[1]);
+        if (hash == -1) return NULL;
+        shard = PyTuple_GET_ITEM(args[0], (size_t)hash & (size_t)(n - 1));
+    }
+    if (!PyDict_CheckExact(shard)) {
+        PyErr_SetString(PyExc_TypeError, "an owner table's shard is a dict");
+        return NULL;
+    }
+    return shard;
+}
+
+static PyObject *owner_get(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    PyObject *shard = owner_shard(args, nargs);
+    if (shard == NULL) return NULL;
+    PyObject *value = PyDict_GetItemWithError(shard, args[1]);
+    if (value != NULL) return Py_NewRef(value);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *owner_has(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    PyObject *shard = owner_shard(args, nargs);
+    if (shard == NULL) return NULL;
+    int held = PyDict_Contains(shard, args[1]);
+    if (held < 0) return NULL;
+    return PyBool_FromLong(held);
+}
+
 static PyMethodDef module_methods[] = {
+    {"owner_get", (PyCFunction)(void (*)(void))owner_get, METH_FASTCALL,
+     "owner_get(shards, key): key's value in an owner table's shards, or None."},
+    {"owner_has", (PyCFunction)(void (*)(void))owner_has, METH_FASTCALL,
+     "owner_has(shards, key): whether an owner table's shards hold key."},
     {NULL, NULL, 0, NULL},
 };
 

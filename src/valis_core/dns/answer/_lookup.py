@@ -9,6 +9,8 @@ signatures and denial.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from valis_core.dns.answer._cache import NEGATIVE_ENTRIES, ResponseCache
 from valis_core.dns.answer.message import (
     AA,
@@ -39,6 +41,19 @@ from valis_core.dns.wire.records import (
     decode_node,
 )
 from valis_core.dns.zone import ServedZone, ZoneIndex
+
+_V = TypeVar("_V")
+
+try:  # the owner tables' probes (zone.owners), in one C call each
+    from valis_core.dns.answer._fastpath import owner_get, owner_has
+except ImportError:  # not built: the same in Python
+
+    def owner_get(shards: tuple[dict[bytes, _V], ...], key: bytes, /) -> _V | None:
+        return shards[hash(key) & (len(shards) - 1)].get(key)
+
+    def owner_has(shards: tuple[dict[bytes, object], ...], key: bytes, /) -> bool:
+        return key in shards[hash(key) & (len(shards) - 1)]
+
 
 MAX_CHAIN = 12
 """CNAME/DNAME links followed for one answer."""
@@ -71,8 +86,7 @@ class Draft:
     def rrset(self, into: list[RR], zone: ServedZone, name: bytes, rtype: int) -> RRset | None:
         """Put the ``rtype`` records ``zone`` holds at ``name`` into ``into``, once per
         answer; return them (``None`` if there are none, or they are already there)."""
-        nodes = zone.nodes  # the shard picked inline: see ``zone.owners``
-        blob = nodes.shards[hash(name) & nodes.mask].get(name)
+        blob = owner_get(zone.nodes.shards, name)
         if blob is None or (name, rtype) in self.listed:
             return None
         rrset = decode_node(blob).get(rtype)
@@ -83,8 +97,7 @@ class Draft:
 
     def addresses(self, into: list[RR], zone: ServedZone, name: bytes) -> None:
         """The A and AAAA records ``zone`` holds at ``name``, once per answer."""
-        nodes = zone.nodes
-        blob = nodes.shards[hash(name) & nodes.mask].get(name)
+        blob = owner_get(zone.nodes.shards, name)
         if blob is None:
             return
         sets = decode_node(blob)
@@ -182,23 +195,21 @@ def find(zone: ServedZone, name: bytes, qtype: int) -> Found:
     wildcard's that covers it (RFC 4592), or nothing: NODATA when the name or its
     wildcard exists, NXDOMAIN when neither does."""
     above = _interruption(zone, name, qtype)
-    nodes, ents = zone.nodes, zone.empty_nonterminals  # shards picked inline (zone.owners)
+    nodes, ents = zone.nodes, zone.empty_nonterminals
     if above is not None:
         owner, is_cut = above
         return (FOUND_CUT if is_cut else FOUND_DNAME), owner, decode_node(nodes[owner])
-    slot = hash(name)
-    blob = nodes.shards[slot & nodes.mask].get(name)
+    blob = owner_get(nodes.shards, name)
     if blob is None:
-        if ents.size and name in ents.shards[slot & ents.mask]:
+        if ents.size and owner_has(ents.shards, name):
             return None, name, None
         if zone.has_wildcard:
             encloser = wire.parent(name)
             while not zone.exists(encloser):
                 encloser = wire.parent(encloser)
             source = b"\x01*" + encloser
-            slot = hash(source)
-            blob = nodes.shards[slot & nodes.mask].get(source)
-            if blob is None and source in ents.shards[slot & ents.mask]:
+            blob = owner_get(nodes.shards, source)
+            if blob is None and owner_has(ents.shards, source):
                 return None, source, None
         if blob is None:
             return None, b"", None
@@ -351,11 +362,11 @@ def _interruption(zone: ServedZone, name: bytes, qtype: int) -> tuple[bytes, boo
     """The topmost delegation at or above ``name`` (``(cut, True)``), or DNAME strictly
     above it (``(owner, False)``), within ``zone``. DS at a cut belongs to the parent side,
     so the cut at ``name`` itself does not interrupt a DS query."""
-    cuts, dnames = zone.cuts, zone.dnames  # shards picked inline (zone.owners)
+    cuts, dnames = zone.cuts, zone.dnames
     if not cuts.size and not dnames.size:
         return None
-    cut_shards, cut_mask = cuts.shards, cuts.mask
-    dname_shards, dname_mask = dnames.shards, dnames.mask
+    cut_shards = cuts.shards
+    dname_shards = dnames.shards if dnames.size else None
     apex_size = len(zone.apex)
     size = len(name)
     for offset in reversed(wire.label_offsets(name)):
@@ -363,10 +374,9 @@ def _interruption(zone: ServedZone, name: bytes, qtype: int) -> tuple[bytes, boo
         if suffix < apex_size:
             continue
         ancestor = name[offset:]
-        slot = hash(ancestor)
-        if ancestor in cut_shards[slot & cut_mask] and not (offset == 0 and qtype == DS):
+        if owner_has(cut_shards, ancestor) and not (offset == 0 and qtype == DS):
             return ancestor, True
-        if offset and ancestor in dname_shards[slot & dname_mask]:
+        if offset and dname_shards is not None and owner_has(dname_shards, ancestor):
             return ancestor, False
     return None
 

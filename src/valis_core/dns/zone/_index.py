@@ -169,11 +169,12 @@ class ZoneIndex:
     def zone_for(self, name: bytes) -> ServedZone | None:
         """The deepest served zone at or above ``name`` (lowercased wire form)."""
         zones = self._by_apex
-        shards, mask = zones.shards, zones.mask  # inline ``get``: the answer path's hot loop
+        shards, mask = zones.shards, zones.mask  # the shard picked inline: a hot loop
+        one = shards[0]  # the only shard of an index of fewer than SHARD_OWNERS zones
         i = 0
         while True:
             suffix = name[i:]
-            zone: ServedZone | None = shards[hash(suffix) & mask].get(suffix)
+            zone: ServedZone | None = (shards[hash(suffix) & mask] if mask else one).get(suffix)
             if zone is not None:
                 return zone
             if not name[i]:
