@@ -162,3 +162,35 @@ def test_the_compiled_path_finds_owners_in_their_shards(shard_owners: int) -> No
                 fastpath.learn(table, snapshot, key, wanted)
                 fast, _, _ = table.ask(query)
             assert fast == expected, (name, rtype)
+
+
+@pytest.mark.parametrize("shard_owners", [1, 1024], indirect=True)
+@settings(max_examples=scaled(1), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # one size a run
+@given(st.dictionaries(KEYS, st.integers(0, 3), max_size=30), st.lists(KEYS, max_size=10))
+def test_the_compiled_probes_read_a_table_as_python_does(
+    shard_owners: int, held: dict[bytes, int], asked: list[bytes]
+) -> None:
+    """``owner_get`` and ``owner_has`` (the answer path's probes, in C) find what the
+    table's own ``get`` and ``in`` find, for keys held and not."""
+    if not fastpath.COMPILED:
+        pytest.skip("the compiled fast path is not built")
+    from valis_core.dns.answer._fastpath import owner_get, owner_has
+
+    table = OwnerMap(held)
+    names = OwnerSet(held)
+    for key in [*held, *asked]:
+        assert owner_get(table.shards, key) == table.get(key)
+        assert owner_has(names.shards, key) == (key in names)
+
+
+def test_the_compiled_probes_refuse_what_is_not_an_owner_table() -> None:
+    if not fastpath.COMPILED:
+        pytest.skip("the compiled fast path is not built")
+    from valis_core.dns.answer._fastpath import owner_get, owner_has
+
+    for shards in [({}, {}, {}), (), ([],), [{}]]:
+        with pytest.raises(TypeError):
+            owner_get(shards, b"k")  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            owner_has(shards, b"k")  # type: ignore[arg-type]
