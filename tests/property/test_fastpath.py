@@ -283,6 +283,10 @@ def test_the_table_refuses_malformed_entries_with_an_error() -> None:
         table.zone(b"\x07example", {}, frozenset(), None, False)
     with pytest.raises(TypeError):
         table.zone(b"\x07example\x00", [], frozenset(), None, False)
+    with pytest.raises(TypeError):  # an owner table's shards are 2**k dicts
+        table.zone(b"\x07example\x00", ({}, {}, {}), ({},), None, False)
+    with pytest.raises(TypeError):
+        table.zone(b"\x07example\x00", ({},), ({}, frozenset()), None, False)
     assert len(table) == 0
 
 

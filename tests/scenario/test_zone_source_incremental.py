@@ -23,7 +23,7 @@ from tests.scenario.pg import PgCluster
 from valis_core.dns import wire
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.zone import ZoneIndex
-from valis_core.operator_state.zone_source import CHANNEL, Note, parse_note
+from valis_core.operator_state.zone_notes import CHANNEL, Note, parse_note
 from valis_core.operator_state.zones import delete_zone, load_zone_rows
 
 WAIT = 10.0  # bound on how long a test waits for the source to catch up; never timed

@@ -16,7 +16,7 @@ How it talks to PostgreSQL under trio. Two connections:
   thread returns promptly and the connection is never used by two threads at once.
 
 What a change costs. The triggers (migration 0003) name the changed owners of a zone
-when a statement changed a few, and only the zone otherwise (see ``parse_note``);
+when a statement changed a few, and only the zone otherwise (see ``zone_notes.parse_note``);
 notifications arriving while one batch is applied are folded into the next. Named owners
 are re-read (their current rows, not a delta) and replaced in the zone's index with
 ``ZoneIndex.with_owners_replaced``, so a change costs in proportion to the owners it
@@ -73,6 +73,7 @@ from valis_core.fence import FencedOut, FenceState, assert_fence_touch
 from valis_core.operator_state.connection import OperatorStateError, connect
 from valis_core.operator_state.fence import UnseededFence, read_instance_fence
 from valis_core.operator_state.zone_load import LoadReport, build_zones, no_records, plain_owner
+from valis_core.operator_state.zone_notes import CHANNEL, drain
 from valis_core.operator_state.zones import (
     canonical_zone_name,
     fetch_owner_rows,
@@ -81,11 +82,6 @@ from valis_core.operator_state.zones import (
 )
 
 log = logging.getLogger("valis.zone_source")
-
-CHANNEL = "valis_zone_owners_changed"
-"""The NOTIFY channel the records and zones triggers signal on (payloads: ``parse_note``).
-Migration 0003 made it; ``valis_zone_changed`` still carries bare zone names for sources
-of older valis versions."""
 
 MAX_PATCH_OWNERS = 1000
 """Above this many changed owners of one zone in one batch, the zone is re-read whole."""
@@ -168,6 +164,7 @@ class PgZoneSource:
         self._listen: psycopg.Connection[Any] | None = None
         self._query: psycopg.Connection[Any] | None = None
         self._built: dict[str, ZoneIndex] = {}
+        self._index: ZoneIndex | None = None  # the last combined: ``_combine(changed)``
         self._patchable: set[str] = set()
         """Zones whose built version may be updated owner by owner (see the module doc)."""
         self.stats = ZoneSourceStats()
@@ -391,6 +388,7 @@ class PgZoneSource:
             )
             missing += missing_too
         updated: list[str] = []
+        changed: list[str] = []
         for zone in missing:
             self.stats.failed_reloads += 1
             self.stats.gone.add(zone)
@@ -403,11 +401,13 @@ class PgZoneSource:
         for zone, rows in found.items():
             if await self._rebuild(zone, rows):
                 updated.append(zone)
+                changed.append(zone)
         for zone, rows in found_owners.items():
             if await self._patch(zone, patches[zone], rows):
                 updated.append(f"{len(patches[zone])} owner(s) of {zone}")
+                changed.append(zone)
         if updated:
-            holder.swap(self._combine())
+            holder.swap(self._combine(changed))
             self.stats.reloads += 1
             self.stats.last_load_seconds = self._ticks() - started
             log.info(
@@ -469,17 +469,17 @@ class PgZoneSource:
             return False
         return await self._rebuild(zone, found[zone])
 
-    def _combine(self) -> ZoneIndex:
-        """One index over every built zone (zones are frozen and know no index, so the
-        new index shares them with the indexes still being served)."""
-        served: list[ServedZone] = []
-        count = 0
-        for zone, index in self._built.items():
-            found = index.zone_for(wire.from_text(zone))
-            assert found is not None  # a one-zone index serves its own apex
-            served.append(found)
-            count += index.record_count
-        return ZoneIndex(served, count)
+    def _combine(self, changed: Iterable[str] | None = None) -> ZoneIndex:
+        """One index over every built zone, sharing them (zones know no index): the last
+        one with the ``changed`` zones replaced (``with_zone``: O(changed)), or anew."""
+        index = self._index
+        if index is None or changed is None:
+            served = [_served_zone(zone, built) for zone, built in self._built.items()]
+            index = ZoneIndex(served, sum(built.record_count for built in self._built.values()))
+        for zone in changed or ():
+            index = index.with_zone(_served_zone(zone, self._built[zone]))
+        self._index = index
+        return index
 
     # -- following ---------------------------------------------------------------------
 
@@ -490,7 +490,7 @@ class PgZoneSource:
         served = set(self.zones)
         while True:
             await trio.lowlevel.wait_readable(listen.fileno())
-            changes = _drain(listen, served)
+            changes = drain(listen, served)
             if changes.everything:
                 await self._reload(self.zones, holder)
                 continue
@@ -509,46 +509,6 @@ class PgZoneSource:
                 await self._reload(sorted(whole), holder, patches)
 
 
-@attrs.frozen
-class Note:
-    """One notification on ``CHANNEL``: reload everything, one zone whole, or some owners
-    of one zone."""
-
-    everything: bool = False
-    zone: str = ""
-    owners: tuple[str, ...] = ()
-
-
-def parse_note(payload: str) -> Note:
-    """Read a payload: ``""`` (everything), ``"zone"`` (that zone whole) or
-    ``"zone\\nowner\\n..."`` (those owners of it). An owner that is not plain ASCII, or
-    not inside the zone, makes the note ask for the zone whole: when in doubt, re-read."""
-    if payload == "":
-        return Note(everything=True)
-    zone, *owners = payload.split("\n")
-    if not owners:
-        return Note(zone=zone)
-    try:
-        apex = wire.from_text(zone).lower()
-        for owner in owners:
-            if not plain_owner(owner):
-                return Note(zone=zone)
-            if not wire.is_at_or_below(wire.from_text(owner).lower(), apex):
-                return Note(zone=zone)
-    except wire.BadName:
-        return Note(zone=zone)
-    return Note(zone=zone, owners=tuple(owner.lower() for owner in owners))
-
-
-@attrs.frozen
-class Changes:
-    """What one batch of notifications asks for."""
-
-    everything: bool
-    zones: frozenset[str]
-    owners: Mapping[str, set[str]]
-
-
 async def _build(zone: str, rows: Sequence[RecordRow]) -> ZoneIndex:
     """Index one zone's rows off the event loop. Building touches nothing shared, so a
     cancelled build is simply abandoned."""
@@ -556,6 +516,12 @@ async def _build(zone: str, rows: Sequence[RecordRow]) -> ZoneIndex:
     if zone not in index.zones:
         raise no_records(zone)
     return index
+
+
+def _served_zone(zone: str, index: ZoneIndex) -> ServedZone:
+    found = index.zone_for(wire.from_text(zone))
+    assert found is not None  # a one-zone index serves its own apex
+    return found
 
 
 def backoff_delay(failures: int, initial: float, maximum: float, draw: float) -> float:
@@ -568,28 +534,6 @@ def backoff_delay(failures: int, initial: float, maximum: float, draw: float) ->
 
 def _plain_rows(rows: Iterable[RecordRow]) -> bool:
     return all(plain_owner(row.owner) for row in rows)
-
-
-def _drain(listen: psycopg.Connection[Any], served: set[str]) -> Changes:
-    """Read what the socket holds and fold it into one batch of changes to served zones."""
-    pgconn = listen.pgconn
-    pgconn.consume_input()  # raises OperationalError when the connection is gone
-    if pgconn.status != psycopg.pq.ConnStatus.OK:
-        raise psycopg.OperationalError("zone source: listen connection is broken")
-    everything = False
-    zones: set[str] = set()
-    owners: dict[str, set[str]] = {}
-    while (raw := pgconn.notifies()) is not None:
-        note = parse_note(raw.extra.decode("utf-8", "replace"))
-        if note.everything:
-            everything = True
-        elif note.zone not in served:
-            continue
-        elif note.owners:
-            owners.setdefault(note.zone, set()).update(note.owners)
-        else:
-            zones.add(note.zone)
-    return Changes(everything, frozenset(zones), owners)
 
 
 def _one_line(exc: BaseException) -> str:

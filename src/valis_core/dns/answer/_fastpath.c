@@ -82,13 +82,15 @@ typedef struct {
     PyObject *body;
 } Negative;
 
-/* A served zone as the negative path reads it: ServedZone's own mappings. */
+/* A served zone as the negative path reads it: ServedZone's own tables, each the shards
+ * of a persistent owner table (zone/owners.py: a tuple of 2**k dicts, a key in shard
+ * hash(key) & (2**k - 1); a set's dicts hold None), read with shard_get. */
 typedef struct {
     unsigned char *apex;
     size_t apex_len;
-    PyObject *nodes;      /* dict: owner -> records; NULL: Python answers this zone */
-    PyObject *ents;       /* frozenset: the empty non-terminals */
-    PyObject *interrupts; /* frozenset: delegation points and DNAME owners, or NULL */
+    PyObject *nodes;      /* shards: owner -> records; NULL: Python answers this zone */
+    PyObject *ents;       /* shards: the empty non-terminals */
+    PyObject *interrupts; /* shards: delegation points and DNAME owners, or NULL */
     int wildcard;
     int signing;          /* UNSIGNED, SIGNED, or SIGNED_ELSEWHERE (no key here) */
     Negative *negatives;  /* [2][MAX_NAME + 1]: NODATA then NXDOMAIN, by offset; NULL
@@ -212,6 +214,31 @@ static int wire_name(const unsigned char *name, size_t len) {
     return i == len - 1;
 }
 
+/* Whether `shards` is an owner table's shards: a tuple of 2**k dicts (k >= 0). */
+static int owner_shards(PyObject *shards) {
+    if (!PyTuple_CheckExact(shards)) return 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(shards);
+    if (n < 1 || (n & (n - 1))) return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyDict_CheckExact(PyTuple_GET_ITEM(shards, i))) return 0;
+    return 1;
+}
+
+/* `key`'s value in an owner table's shards (borrowed), or NULL: not held, or an error
+ * (set). The hash is Python's own (cached in a bytes object), so the shard is the one
+ * zone/owners.py put the key in. */
+static PyObject *shard_get(PyObject *shards, PyObject *key) {
+    Py_hash_t hash = PyObject_Hash(key);
+    if (hash == -1) return NULL;
+    size_t mask = (size_t)PyTuple_GET_SIZE(shards) - 1;
+    return PyDict_GetItemWithError(PyTuple_GET_ITEM(shards, (size_t)hash & mask), key);
+}
+
+static int shard_has(PyObject *shards, PyObject *key) {
+    if (shard_get(shards, key) != NULL) return 1;
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 static PyObject *Table_zone(TableObject *self, PyObject *args) {
     Py_buffer apex;
     PyObject *nodes, *ents, *interrupts;
@@ -233,11 +260,12 @@ static PyObject *Table_zone(TableObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "an apex is a lowercased wire name");
         goto done;
     }
-    if ((nodes != Py_None && !PyDict_CheckExact(nodes)) || !PyFrozenSet_CheckExact(ents) ||
-        (interrupts != Py_None && !PyFrozenSet_CheckExact(interrupts))) {
+    if ((nodes != Py_None && !owner_shards(nodes)) || !owner_shards(ents) ||
+        (interrupts != Py_None && !owner_shards(interrupts))) {
         PyErr_SetString(PyExc_TypeError,
-                        "a zone is its nodes (a dict, or None), its empty non-terminals and "
-                        "its delegation and DNAME owners (frozensets, or None)");
+                        "a zone is the shards (a tuple of 2**k dicts) of its nodes (or None), "
+                        "of its empty non-terminals and of its delegation and DNAME owners "
+                        "(or None)");
         goto done;
     }
     if (zone_at(self, apex.buf, (size_t)apex.len) >= 0) {
@@ -526,19 +554,19 @@ static const Negative *negative_for(const TableObject *t, const unsigned char *n
                                                                 (Py_ssize_t)(len - at))
                                     : Py_NewRef(key);
             if (ancestor == NULL) goto fail;
-            int held = PySet_Contains(zone->interrupts, ancestor);
+            int held = shard_has(zone->interrupts, ancestor);
             Py_DECREF(ancestor);
             if (held != 0) goto fail;
             if (!name[at]) break;
         }
     }
-    PyObject *blob = PyDict_GetItemWithError(zone->nodes, key); /* borrowed */
+    PyObject *blob = shard_get(zone->nodes, key); /* borrowed */
     if (blob != NULL) {
         if (!PyBytes_CheckExact(blob) || answers_at(blob, qtype)) goto fail;
         rcode = NOERROR;
     } else {
         if (PyErr_Occurred()) goto fail;
-        int ent = PySet_Contains(zone->ents, key);
+        int ent = shard_has(zone->ents, key);
         if (ent < 0) goto fail;
         if (ent) rcode = NOERROR;
         else if (zone->wildcard) goto fail;
@@ -755,7 +783,8 @@ static PyMethodDef Table_methods[] = {
     {"clear", (PyCFunction)Table_clear, METH_NOARGS, "Forget every cached answer."},
     {"zone", (PyCFunction)Table_zone, METH_VARARGS,
      "zone(apex, nodes, empty_nonterminals, interrupts, wildcard, signing=0): a served "
-     "zone (signing: 0 unsigned, 1 signed, 2 signed without its key here)."},
+     "zone, its tables as owner-table shards (signing: 0 unsigned, 1 signed, 2 signed "
+     "without its key here)."},
     {"negative", (PyCFunction)Table_negative, METH_VARARGS,
      "negative(apex, rcode, at, entry): the zone's negative answer at an offset."},
     {"ask", (PyCFunction)Table_ask, METH_O,
@@ -1054,7 +1083,58 @@ static PyTypeObject PumpType = {
     .tp_methods = Pump_methods,
 };
 
+/* The shard of `key` in an owner table's shards (args[0]), or NULL with TypeError: the
+ * answer path's own probes (answer/_lookup.py), one call instead of hash, mask, index
+ * and get in Python. */
+static PyObject *owner_shard(PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyTuple_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "(shards, key): shards a tuple of 2**k dicts");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(args[0]);
+    if (n < 1 || (n & (n - 1))) {
+        PyErr_SetString(PyExc_TypeError, "an owner table has 2**k shards");
+        return NULL;
+    }
+    PyObject *shard;
+    if (n == 1) {
+        shard = PyTuple_GET_ITEM(args[0], 0);
+    } else {
+        Py_hash_t hash = PyObject_Hash(args[1]);
+        if (hash == -1) return NULL;
+        shard = PyTuple_GET_ITEM(args[0], (size_t)hash & (size_t)(n - 1));
+    }
+    if (!PyDict_CheckExact(shard)) {
+        PyErr_SetString(PyExc_TypeError, "an owner table's shard is a dict");
+        return NULL;
+    }
+    return shard;
+}
+
+static PyObject *owner_get(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    PyObject *shard = owner_shard(args, nargs);
+    if (shard == NULL) return NULL;
+    PyObject *value = PyDict_GetItemWithError(shard, args[1]);
+    if (value != NULL) return Py_NewRef(value);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *owner_has(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    PyObject *shard = owner_shard(args, nargs);
+    if (shard == NULL) return NULL;
+    int held = PyDict_Contains(shard, args[1]);
+    if (held < 0) return NULL;
+    return PyBool_FromLong(held);
+}
+
 static PyMethodDef module_methods[] = {
+    {"owner_get", (PyCFunction)(void (*)(void))owner_get, METH_FASTCALL,
+     "owner_get(shards, key): key's value in an owner table's shards, or None."},
+    {"owner_has", (PyCFunction)(void (*)(void))owner_has, METH_FASTCALL,
+     "owner_has(shards, key): whether an owner table's shards hold key."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,9 +1,15 @@
 """Types of the compiled UDP fast path (source: ``_fastpath.c``)."""
 
+from typing import TypeVar
+
 Wanted = tuple[bytes, int, int]
 """A negative answer the table lacks: the zone's apex, the RCODE, the apex's offset."""
 
 MAX_BATCH: int
+_V = TypeVar("_V")
+
+def owner_get(shards: tuple[dict[bytes, _V], ...], key: bytes, /) -> _V | None: ...
+def owner_has(shards: tuple[dict[bytes, object], ...], key: bytes, /) -> bool: ...
 
 class Table:
     def __init__(self, limit: int) -> None: ...
@@ -11,9 +17,9 @@ class Table:
     def zone(
         self,
         apex: bytes,
-        nodes: dict[bytes, bytes] | None,
-        empty_nonterminals: frozenset[bytes],
-        interrupts: frozenset[bytes] | None,
+        nodes: tuple[dict[bytes, bytes], ...] | None,
+        empty_nonterminals: tuple[dict[bytes, None], ...],
+        interrupts: tuple[dict[bytes, None], ...] | None,
         wildcard: bool,
         signing: int = 0,
         /,

@@ -9,6 +9,8 @@ signatures and denial.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from valis_core.dns.answer._cache import NEGATIVE_ENTRIES, ResponseCache
 from valis_core.dns.answer.message import (
     AA,
@@ -39,6 +41,19 @@ from valis_core.dns.wire.records import (
     decode_node,
 )
 from valis_core.dns.zone import ServedZone, ZoneIndex
+
+_V = TypeVar("_V")
+
+try:  # the owner tables' probes (zone.owners), in one C call each
+    from valis_core.dns.answer._fastpath import owner_get, owner_has
+except ImportError:  # not built: the same in Python
+
+    def owner_get(shards: tuple[dict[bytes, _V], ...], key: bytes, /) -> _V | None:
+        return shards[hash(key) & (len(shards) - 1)].get(key)
+
+    def owner_has(shards: tuple[dict[bytes, object], ...], key: bytes, /) -> bool:
+        return key in shards[hash(key) & (len(shards) - 1)]
+
 
 MAX_CHAIN = 12
 """CNAME/DNAME links followed for one answer."""
@@ -71,7 +86,7 @@ class Draft:
     def rrset(self, into: list[RR], zone: ServedZone, name: bytes, rtype: int) -> RRset | None:
         """Put the ``rtype`` records ``zone`` holds at ``name`` into ``into``, once per
         answer; return them (``None`` if there are none, or they are already there)."""
-        blob = zone.nodes.get(name)
+        blob = owner_get(zone.nodes.shards, name)
         if blob is None or (name, rtype) in self.listed:
             return None
         rrset = decode_node(blob).get(rtype)
@@ -82,7 +97,7 @@ class Draft:
 
     def addresses(self, into: list[RR], zone: ServedZone, name: bytes) -> None:
         """The A and AAAA records ``zone`` holds at ``name``, once per answer."""
-        blob = zone.nodes.get(name)
+        blob = owner_get(zone.nodes.shards, name)
         if blob is None:
             return
         sets = decode_node(blob)
@@ -180,20 +195,21 @@ def find(zone: ServedZone, name: bytes, qtype: int) -> Found:
     wildcard's that covers it (RFC 4592), or nothing: NODATA when the name or its
     wildcard exists, NXDOMAIN when neither does."""
     above = _interruption(zone, name, qtype)
+    nodes, ents = zone.nodes, zone.empty_nonterminals
     if above is not None:
         owner, is_cut = above
-        return (FOUND_CUT if is_cut else FOUND_DNAME), owner, decode_node(zone.nodes[owner])
-    blob = zone.nodes.get(name)
+        return (FOUND_CUT if is_cut else FOUND_DNAME), owner, decode_node(nodes[owner])
+    blob = owner_get(nodes.shards, name)
     if blob is None:
-        if name in zone.empty_nonterminals:
+        if ents.size and owner_has(ents.shards, name):
             return None, name, None
         if zone.has_wildcard:
             encloser = wire.parent(name)
             while not zone.exists(encloser):
                 encloser = wire.parent(encloser)
             source = b"\x01*" + encloser
-            blob = zone.nodes.get(source)
-            if blob is None and source in zone.empty_nonterminals:
+            blob = owner_get(nodes.shards, source)
+            if blob is None and owner_has(ents.shards, source):
                 return None, source, None
         if blob is None:
             return None, b"", None
@@ -346,8 +362,11 @@ def _interruption(zone: ServedZone, name: bytes, qtype: int) -> tuple[bytes, boo
     """The topmost delegation at or above ``name`` (``(cut, True)``), or DNAME strictly
     above it (``(owner, False)``), within ``zone``. DS at a cut belongs to the parent side,
     so the cut at ``name`` itself does not interrupt a DS query."""
-    if not zone.cuts and not zone.dnames:
+    cuts, dnames = zone.cuts, zone.dnames
+    if not cuts.size and not dnames.size:
         return None
+    cut_shards = cuts.shards
+    dname_shards = dnames.shards if dnames.size else None
     apex_size = len(zone.apex)
     size = len(name)
     for offset in reversed(wire.label_offsets(name)):
@@ -355,9 +374,9 @@ def _interruption(zone: ServedZone, name: bytes, qtype: int) -> tuple[bytes, boo
         if suffix < apex_size:
             continue
         ancestor = name[offset:]
-        if ancestor in zone.cuts and not (offset == 0 and qtype == DS):
+        if owner_has(cut_shards, ancestor) and not (offset == 0 and qtype == DS):
             return ancestor, True
-        if offset and ancestor in zone.dnames:
+        if offset and dname_shards is not None and owner_has(dname_shards, ancestor):
             return ancestor, False
     return None
 

@@ -16,7 +16,8 @@ The table answers two kinds of question, each with the very entry ``answer`` kee
   Python answered the question once);
 - a flood's question (a random name, a random type at a name that exists), whose
   lookup ends at once in NXDOMAIN or NODATA: C reads the zone's own ``nodes`` and
-  empty non-terminals (``table_for`` hands them over), and answers with the zone's
+  empty non-terminals (``table_for`` hands over the shards of these persistent tables,
+  ``zone.owners``; C picks the shard by the key's Python hash), and answers with the zone's
   prebuilt negative answer (``learn`` copies it in the first time). It does so only where
   that is provably ``answer``'s answer: never for DS or ANY, never at or beneath a
   delegation or DNAME (C then hands the question back), never a missing name in a zone
@@ -52,11 +53,12 @@ import weakref
 from typing import TYPE_CHECKING
 
 from valis_core.dns.answer._cache import CACHE_ENTRIES
-from valis_core.dns.wire import names as wire
+from valis_core.dns.zone.owners import OwnerSet
 
 if TYPE_CHECKING:
     from valis_core.dns.answer._fastpath import Pump, Table, Wanted
     from valis_core.dns.answer.snapshot import Snapshot
+    from valis_core.dns.zone import ServedZone
 
 __all__ = [
     "COMPILED",
@@ -146,28 +148,33 @@ def shared_table(snapshot: Snapshot) -> Table | None:
 def _filled(table: Table, snapshot: Snapshot) -> Table | None:
     index = snapshot.index
     signer = snapshot.signer
-    for origin in index.zones:
-        apex = wire.from_text(origin).lower()
-        zone = index.zone_for(apex)
-        if zone is None or zone.apex != apex:
-            return None  # not a zone C could find: no table rather than a wrong one
-        nodes = zone.nodes if type(zone.nodes) is dict else None
-        ents = zone.empty_nonterminals
-        if type(ents) is not frozenset:
-            nodes, ents = None, frozenset()
-        if not zone.dnames:
-            interrupts = zone.cuts or None
-        elif not zone.cuts:
-            interrupts = zone.dnames
+    for zone in index.served():
+        apex = zone.apex
+        # C reads the zone's own persistent tables, shard by shard (``zone.owners``).
+        if not zone.dnames.size:
+            interrupts = zone.cuts.shards if zone.cuts.size else None
+        elif not zone.cuts.size:
+            interrupts = zone.dnames.shards
         else:
-            interrupts = zone.cuts | zone.dnames
-        if interrupts is not None and type(interrupts) is not frozenset:
-            interrupts = frozenset(interrupts)
+            interrupts = _interrupts(zone).shards
         signed = None if signer is None else signer.zones.get(apex)
         signing = UNSIGNED if signed is None else SIGNED_ELSEWHERE if signed.key is None \
             else SIGNED
-        table.zone(apex, nodes, ents, interrupts, zone.has_wildcard, signing)
+        table.zone(apex, zone.nodes.shards, zone.empty_nonterminals.shards, interrupts,
+                   zone.has_wildcard, signing)
     return table
+
+
+_INTERRUPTS: weakref.WeakKeyDictionary[ServedZone, OwnerSet] = weakref.WeakKeyDictionary()
+"""The delegation points and DNAME owners together, of each zone version (still served)
+that has both: made once per version, not per table."""
+
+
+def _interrupts(zone: ServedZone) -> OwnerSet:
+    both = _INTERRUPTS.get(zone)
+    if both is None:
+        both = _INTERRUPTS[zone] = OwnerSet([*zone.cuts, *zone.dnames])
+    return both
 
 
 def learn(table: Table, snapshot: Snapshot, key: bytes | None, wanted: Wanted | None) -> None:

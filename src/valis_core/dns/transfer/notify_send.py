@@ -60,8 +60,10 @@ class ChangeWatch(IndexHolder):
 
     def swap(self, new: ZoneIndex) -> ZoneIndex:
         old = super().swap(new)
-        before = {zone.apex: zone for zone in old.served()}
-        fresh = [zone for zone in new.served() if before.get(zone.apex) is not zone]
+        fresh = [  # O(zones changed): the index knows what it shares with the old one
+            zone for apex in sorted(new.changed_from(old))
+            if (zone := new.zone_for(apex)) is not None and zone.apex == apex
+        ]
         now = self._clock()
         for zone in fresh:
             serial = zone_serial(zone)

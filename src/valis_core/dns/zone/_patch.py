@@ -3,27 +3,21 @@
 ``ZoneIndex.with_owners_replaced`` lands here. The changed owners are checked as a build
 checks them, and the empty non-terminals, child counts, wildcards, cuts and DNAMEs are
 updated owner by owner, each step leaving them as a build of that state would; the
-unchanged parts are shared with the old version, which nothing ever mutates.
+unchanged parts are shared with the old version, which nothing ever mutates: every table
+of a zone is an ``owners`` table, and a change copies only the shards it writes to, so
+it costs O(owners changed), whatever the zone's size.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TypeVar
 
 from valis_core.dns.wire import names as wire
 from valis_core.dns.wire.records import DNAME, NS, RecordRow, ZoneError, count_records
 from valis_core.dns.zone._served import ServedZone
-from valis_core.dns.zone.build import (
-    Builder,
-    appear,
-    check_apex,
-    freeze_node,
-    refuse_occluded,
-    vanish,
-)
-
-_V = TypeVar("_V")
+from valis_core.dns.zone.build import Builder, check_apex, freeze_node
+from valis_core.dns.zone.owners import OwnerSet
+from valis_core.dns.zone.tree import appear, refuse_occluded, vanish
 
 
 def replace_owners(
@@ -55,11 +49,11 @@ def replace_owners(
     frozen = {
         owner: freeze_node(origin, apex, owner, fresh[owner]) for owner in order if owner in fresh
     }
-    # ``dict.copy`` clones the hash table as it is (no rehashing) while few entries were
-    # deleted, so owners are replaced in place and deleted only when they go.
-    nodes = _copied(zone.nodes)
-    empty: set[bytes] | None = None  # copied when the first owner appears or vanishes
-    children = zone.children
+    # Drafts copy a shard of the old version's tables the first time they write to it:
+    # the new version shares every other shard (``owners``).
+    nodes = zone.nodes.draft()
+    empty = zone.empty_nonterminals.draft()
+    children = zone.children.draft()
     wildcards = zone.wildcards
     count = zone.record_count
     for owner in order:
@@ -74,16 +68,12 @@ def replace_owners(
             del nodes[owner]
         if (old is None) == (new is None):
             continue  # it existed before and still does, or neither
-        if empty is None:
-            empty = set(zone.empty_nonterminals)
-            children = _copied(zone.children)
-        assert isinstance(children, dict)
         if new is not None:
             if owner in empty:
                 empty.discard(owner)  # it existed already, as an empty non-terminal
             else:
                 wildcards += appear(apex, owner, nodes, empty, children)
-        elif children.get(owner):
+        elif children.get(owner, 0):
             empty.add(owner)  # it still exists, for what lies beneath it
         else:
             wildcards -= vanish(apex, owner, nodes, children, empty)
@@ -92,42 +82,42 @@ def replace_owners(
     cuts = _members(zone.cuts, owners, cut_now - {apex})
     dname_now = {owner for owner, (_, types, _) in frozen.items() if DNAME in types}
     dnames = _members(zone.dnames, owners, dname_now)
+    new_nodes = nodes.finish_map()
     if apex in owners:
-        soa, negative_ttl = check_apex(origin, nodes.get(apex, b""))
+        soa, negative_ttl = check_apex(origin, new_nodes.get(apex, b""))
     else:
         soa, negative_ttl = zone.soa, zone.negative_ttl
+    new_children = children.finish_map()
     if dnames:
-        _check_occlusion_of(origin, apex, owners, nodes, children, dnames)
+        _check_occlusion_of(origin, apex, owners, new_nodes, new_children, dnames)
     return ServedZone(
         origin=origin,
         apex=apex,
-        nodes=nodes,
-        empty_nonterminals=(
-            zone.empty_nonterminals if empty is None else frozenset(empty)
-        ),
+        nodes=new_nodes,
+        empty_nonterminals=empty.finish_set(),
         cuts=cuts,
         dnames=dnames,
         soa=soa,
         negative_ttl=negative_ttl,
-        children=children,  # shared when unchanged: no version ever mutates it
+        children=new_children,
         wildcards=wildcards,
         record_count=count,
         lineage=zone.lineage.patched(owners),
     )
 
 
-def _copied(mapping: Mapping[bytes, _V]) -> dict[bytes, _V]:
-    return mapping.copy() if isinstance(mapping, dict) else dict(mapping)
-
-
-def _members(
-    before: frozenset[bytes], owners: frozenset[bytes], now: set[bytes]
-) -> frozenset[bytes]:
+def _members(before: OwnerSet, owners: frozenset[bytes], now: set[bytes]) -> OwnerSet:
     """A set of owners (cuts, DNAMEs) after ``owners`` changed, of which ``now`` are in
     it; the old set itself when nothing changed."""
     if before.isdisjoint(owners) and not now:
         return before
-    return (before - owners) | now
+    draft = before.draft()
+    for owner in owners:
+        if owner in now:
+            draft.add(owner)
+        else:
+            draft.discard(owner)
+    return draft.finish_set()
 
 
 def _check_occlusion_of(  # noqa: PLR0917 - the patched zone's parts, one caller
@@ -136,9 +126,9 @@ def _check_occlusion_of(  # noqa: PLR0917 - the patched zone's parts, one caller
     owners: frozenset[bytes],
     nodes: Mapping[bytes, bytes],
     children: Mapping[bytes, int],
-    dnames: frozenset[bytes],
+    dnames: OwnerSet,
 ) -> None:
-    """``build.occluded`` for a zone where only ``owners`` changed: a changed owner
+    """``tree.occluded`` for a zone where only ``owners`` changed: a changed owner
     with data beneath a DNAME, or a changed owner that is now a DNAME with something
     beneath it. Any other pair was already there, and already refused."""
     for owner in sorted(owners):

@@ -5,11 +5,10 @@ between index versions (``ZoneIndex``, in ``_index``, holds them; ``build`` make
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import attrs
 
 from valis_core.dns.wire import names as wire
+from valis_core.dns.zone.owners import OwnerMap, OwnerSet
 
 PAST_PATCHES = 1024
 """How many of the patches before a version its ``Lineage`` remembers: what is derived
@@ -66,18 +65,19 @@ class ServedZone:
     below it that exist (have data or are empty non-terminals), and ``wildcards`` how
     many existing names are wildcards: the bookkeeping that lets ``replace_owners``
     keep the empty non-terminals and ``has_wildcard`` right without walking the whole
-    zone. No version of a zone ever mutates ``nodes`` or ``children`` once built.
+    zone. All five are persistent tables (``owners``): the next version of a zone shares
+    every shard of them its change did not touch, and no version is ever mutated.
     """
 
     origin: str
     apex: bytes
-    nodes: Mapping[bytes, bytes]
-    empty_nonterminals: frozenset[bytes]
-    cuts: frozenset[bytes]
-    dnames: frozenset[bytes]
+    nodes: OwnerMap[bytes]
+    empty_nonterminals: OwnerSet
+    cuts: OwnerSet
+    dnames: OwnerSet
     soa: bytes
     negative_ttl: int
-    children: Mapping[bytes, int]
+    children: OwnerMap[int]
     wildcards: int
     record_count: int
     lineage: Lineage = attrs.field(factory=Lineage)
@@ -89,7 +89,11 @@ class ServedZone:
 
     def exists(self, name: bytes) -> bool:
         """Whether ``name`` (lowercased wire form) exists in this zone, data or not."""
-        return name in self.nodes or name in self.empty_nonterminals
+        nodes, ents = self.nodes, self.empty_nonterminals  # shards picked inline (owners)
+        slot = hash(name)
+        return name in nodes.shards[slot & nodes.mask] or (
+            ents.size > 0 and name in ents.shards[slot & ents.mask]
+        )
 
     def wildcard_covering(self, name: bytes) -> bytes | None:
         """The wildcard owner (``*.`` and the closest encloser, RFC 4592) that answers
@@ -104,8 +108,10 @@ class ServedZone:
         if not self.exists(source):
             return None
         above = encloser
+        cuts, dnames = self.cuts, self.dnames
         while True:
-            if above in self.cuts or above in self.dnames:
+            slot = hash(above)
+            if above in cuts.shards[slot & cuts.mask] or above in dnames.shards[slot & dnames.mask]:
                 return None
             if len(above) <= len(self.apex):
                 return source

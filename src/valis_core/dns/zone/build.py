@@ -11,9 +11,8 @@ against its origin as RFC 1035 says.
 
 from __future__ import annotations
 
-import itertools
 import struct
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import attrs
@@ -43,10 +42,11 @@ from valis_core.dns.wire.records import (
     RRset,
     ZoneError,
     decode_node,
-    is_wildcard,
     merge_node,
 )
 from valis_core.dns.zone._served import ServedZone
+from valis_core.dns.zone.owners import OwnerMap, owner_set
+from valis_core.dns.zone.tree import occluded, refuse_occluded, tree
 
 if TYPE_CHECKING:
     import dns.rdata
@@ -420,20 +420,20 @@ def _freeze_zone(origin: str, apex: bytes, owners: FrozenOwners) -> tuple[Served
     record count."""
     frozen = owners.nodes
     soa, negative_ttl = check_apex(origin, frozen.get(apex, b""))
-    empty, children = _tree(apex, frozen)
+    empty, children, wildcards = tree(apex, frozen)
     for owner, dname in occluded(apex, frozen, owners.dnames):
         refuse_occluded(origin, owner, dname)
     zone = ServedZone(
         origin=origin,
         apex=apex,
-        nodes=frozen,
-        empty_nonterminals=frozenset(empty),
-        cuts=frozenset(owners.cuts),
-        dnames=frozenset(owners.dnames),
+        nodes=OwnerMap(frozen),
+        empty_nonterminals=owner_set(empty),
+        cuts=owner_set(owners.cuts),
+        dnames=owner_set(owners.dnames),
         soa=soa,
         negative_ttl=negative_ttl,
-        children=children,
-        wildcards=sum(1 for name in itertools.chain(frozen, empty) if is_wildcard(name)),
+        children=OwnerMap(children),
+        wildcards=wildcards,
         record_count=owners.count,
     )
     return zone, owners.count
@@ -509,91 +509,3 @@ def _check_node(origin: str, apex: bytes, owner: bytes, sets: dict[int, RRset]) 
             raise ZoneError(origin, name, "more than one CNAME record; a name may have one")
     if DNAME in sets and len(sets[DNAME][1]) != 1:
         raise ZoneError(origin, name, "more than one DNAME record; a name may have one")
-
-
-def _tree(apex: bytes, nodes: Mapping[bytes, bytes]) -> tuple[set[bytes], dict[bytes, int]]:
-    """The empty non-terminals (names with no records of their own but something beneath
-    them) and, for each name with something beneath it, how many existing names lie one
-    label below it. The apex always exists and is never an empty non-terminal."""
-    empty: set[bytes] = set()
-    children: dict[bytes, int] = {}
-    for owner in nodes:
-        appear(apex, owner, nodes, empty, children)
-    return empty, children
-
-
-def appear(
-    apex: bytes,
-    owner: bytes,
-    nodes: Mapping[bytes, bytes],
-    empty: set[bytes],
-    children: dict[bytes, int],
-) -> int:
-    """Account for ``owner`` coming into existence (it now has data and did not exist);
-    return how many wildcard names came into existence with it."""
-    added = int(is_wildcard(owner))
-    name = owner
-    while name != apex:
-        up = wire.parent(name)
-        children[up] = children.get(up, 0) + 1
-        if up == apex or up in nodes or up in empty:
-            break
-        empty.add(up)
-        added += is_wildcard(up)
-        name = up
-    return added
-
-
-def vanish(
-    apex: bytes,
-    owner: bytes,
-    nodes: Mapping[bytes, bytes],
-    children: dict[bytes, int],
-    empty: set[bytes],
-) -> int:
-    """Account for ``owner`` ceasing to exist (no data left, nothing beneath it); return
-    how many wildcard names ceased to exist with it."""
-    removed = int(is_wildcard(owner))
-    name = owner
-    while name != apex:
-        up = wire.parent(name)
-        left = children[up] - 1
-        if left:
-            children[up] = left
-            break
-        del children[up]
-        if up == apex or up in nodes:
-            break
-        empty.discard(up)  # an empty non-terminal with nothing beneath it any more
-        removed += is_wildcard(up)
-        name = up
-    return removed
-
-
-def occluded(
-    apex: bytes, nodes: Iterable[bytes], dnames: set[bytes]
-) -> Iterator[tuple[bytes, bytes]]:
-    """RFC 6672 section 2.4: nothing may exist beneath a DNAME, since it is never seen.
-    Each owner of ``nodes`` that does, with the DNAME owner above it."""
-    if not dnames:
-        return
-    for owner in nodes:
-        name = owner
-        while name != apex:
-            name = wire.parent(name)
-            if name in dnames:
-                yield owner, name
-                break
-
-
-def refuse_occluded(origin: str, owner: bytes, dname: bytes) -> None:
-    raise occlusion_error(origin, owner, dname)
-
-
-def occlusion_error(origin: str, owner: bytes, dname: bytes) -> ZoneError:
-    return ZoneError(
-        origin,
-        wire.to_text(owner),
-        f"data beneath the DNAME at {wire.to_text(dname)} is never served "
-        "(RFC 6672); remove it or the DNAME",
-    )

@@ -32,13 +32,8 @@ from valis_core.dns.wire.records import (
     ZoneError,
     decode_node,
 )
-from valis_core.dns.zone.build import (
-    Builder,
-    absolute,
-    check_apex,
-    occluded,
-    occlusion_error,
-)
+from valis_core.dns.zone.build import Builder, absolute, check_apex
+from valis_core.dns.zone.tree import occluded, occlusion_error
 
 _NAME_AT = {NS: 0, CNAME: 0, PTR: 0, MX: 2, SRV: 6, DNAME: 0}
 """Types whose rdata holds a name, and the offset of that name in their wire form."""
