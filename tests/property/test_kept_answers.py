@@ -116,7 +116,12 @@ def change(
     records point at), a zone dropped or added (``toggle``: the other zones shared), or
     a zone's signing turned (``sign``)."""
     kind = draw(st.sampled_from(["patch", "patch", "patch", "toggle", "sign"]))
-    origin = draw(st.sampled_from(served if kind == "patch" else [PARENT, CHILD, OTHER]))
+    pointed = sorted({max((zone for zone in served if name.endswith(zone)), key=len)
+                      for name in targets if any(name.endswith(zone) for zone in served)})
+    zones = st.sampled_from(served)  # mostly a zone another record points into
+    origin = draw(st.one_of(zones, st.sampled_from(pointed), st.sampled_from(pointed))
+                  if pointed and kind == "patch" else zones if kind == "patch"
+                  else st.sampled_from([PARENT, CHILD, OTHER]))
     inside = [name for name in targets if name == origin or name.endswith("." + origin)]
     relative = st.lists(st.sampled_from(LABELS), max_size=2).map(
         lambda labels: "".join(label + "." for label in labels) + origin)
