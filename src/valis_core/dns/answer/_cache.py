@@ -62,14 +62,21 @@ class Reading:
 
     __slots__ = ("index", "lookups")
 
-    def __init__(self, index: ZoneIndex, qname: bytes, qtype: int) -> None:
-        """Note the lookups that find the zone answering ``qname`` and ``qtype`` (for DS
-        at an apex, the parent's), as the answer path finds it."""
+    def __init__(self, index: ZoneIndex, qname: bytes, zone: ServedZone | None,
+                 parent: bool) -> None:
+        """Begin with the lookup that found ``zone`` for ``qname`` and, with ``parent``
+        (DS at its apex), the one that found the zone above it."""
         self.index = index
-        self.lookups: list[tuple[bytes, ServedZone | None]] = []
-        zone = self.zone_for(qname)
-        if zone is not None and qtype == DS and qname == zone.apex:
+        self.lookups: list[tuple[bytes, ServedZone | None]] = [(qname, zone)]
+        if parent and zone is not None:
             self.parent_of(zone)
+
+    @classmethod
+    def question(cls, index: ZoneIndex, qname: bytes, qtype: int) -> Reading:
+        """The lookups that find the zone answering ``qname`` and ``qtype`` (for DS at
+        an apex, the parent's), as the answer path finds it."""
+        zone = index.zone_for(qname)
+        return cls(index, qname, zone, zone is not None and qtype == DS and qname == zone.apex)
 
     def zone_for(self, name: bytes) -> ServedZone | None:
         zone = self.index.zone_for(name)
@@ -153,7 +160,6 @@ class KeptAnswers:
     def keep(self, key: bytes, kept: Kept) -> None:
         answers = self.answers
         answers[key] = kept
-        answers.move_to_end(key)
         while len(answers) > CACHE_ENTRIES:
             try:
                 answers.popitem(last=False)

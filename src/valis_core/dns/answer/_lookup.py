@@ -107,16 +107,17 @@ def resolve(
     link (NXDOMAIN, NODATA) takes the zone's prebuilt negative answer
     (``negative_entry``) and is not kept (``None``): that costs the lookup alone, never an
     encoding. Refusals are not kept either."""
-    zone = index.zone_for(qname)
+    first = zone = index.zone_for(qname)
     if zone is None:
         return _REFUSED_ENTRY, None
-    if qtype == DS and qname == zone.apex:
+    at_apex = qtype == DS and qname == zone.apex
+    if at_apex:
         zone = index.parent_of(zone) or zone
     found = find(zone, qname, qtype)
     if found[0] is None:
         rcode = NOERROR if found[1] else NXDOMAIN
         return negative_entry(cache, zone, rcode, len(qname) - len(zone.apex)), None
-    reading = Reading(index, qname, qtype)  # an answer to keep: its lookups noted
+    reading = Reading(index, qname, first, at_apex)  # an answer to keep: lookups noted
     draft = Draft()
     name = qname
     seen = {qname}
@@ -158,13 +159,14 @@ def negative_entry(cache: ResponseCache, zone: ServedZone, rcode: int, at: int) 
     random names or types costs a lookup, and never pushes served answers out), across
     swaps that leave the zone as it is."""
     kept = cache.kept
-    entry = kept.negative(zone, rcode, at)
-    if entry is None:
-        writer = Writer(zone.apex, skip=at)
-        start = len(writer.buf)
-        writer.record(zone.apex, SOA, zone.negative_ttl, zone.soa)
-        entry = (QR | AA | rcode, 0, 1, 0, bytes(writer.buf[start:]), 0, None)
-        kept.keep_negative(zone, rcode, at, entry)
+    held = kept.negatives.get((zone.apex, rcode, at))  # ``kept.negative``, inline: a flood's
+    if held is not None and held[0]() is zone:
+        return held[1]
+    writer = Writer(zone.apex, skip=at)
+    start = len(writer.buf)
+    writer.record(zone.apex, SOA, zone.negative_ttl, zone.soa)
+    entry: Entry = (QR | AA | rcode, 0, 1, 0, bytes(writer.buf[start:]), 0, None)
+    kept.keep_negative(zone, rcode, at, entry)
     return entry
 
 

@@ -279,7 +279,7 @@ class Signer:
         kept = cache.kept  # what the holder's snapshots keep across swaps (``_cache``)
         entry = kept.take(cached_as, index, self.signing_along)
         if entry is None:
-            reading = Reading(index, qname, qtype)  # the lookups above, and the answer's
+            reading = Reading.question(index, qname, qtype)  # those above, and its own
             entry, keep = self._resolve(reading, zone, qname, qtype, do=do, window=window)
             if not keep:
                 return entry
