@@ -299,12 +299,12 @@ def _miss(index: ZoneIndex, cache: ResponseCache, key: bytes, qtype: int) -> Ent
     and no encoding, and a flood of random names or types would otherwise push the
     served answers out."""
     kept = cache.kept
-    entry = kept.take(key, index)
+    entry = None if key not in kept.answers else kept.take(key, index)
     if entry is None:
-        entry, reads = resolve(index, cache, key[:-2], qtype)
-        if reads is None:
+        entry, reading = resolve(index, cache, key[:-2], qtype)
+        if reading is None:
             return entry
-        kept.keep(key, (entry, reads, None))
+        kept.keep(key, reading.kept(entry, reading.refs(), None))
     cache[key] = entry
     while len(cache) > CACHE_ENTRIES:
         try:

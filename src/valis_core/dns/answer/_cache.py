@@ -5,8 +5,8 @@ A swap changes a few zones; every answer read only from zones it did not change 
 right. So each response found is kept twice: in the snapshot's own ``ResponseCache``,
 read first and as before (one dictionary probe, whatever swapped since), and in the
 ``Kept`` every snapshot of one ``IndexHolder`` shares, beside the zone versions it was
-read from (``Reads``: each name the lookup asked ``ZoneIndex.zone_for``, and the zone it
-got, as a weak reference so an old version is never kept alive by its answers). A
+read from (each name the lookup asked ``ZoneIndex.zone_for``, and the zone it got, as a
+weak reference so an old version is never kept alive by its answers). A
 question a snapshot's own cache lacks is looked up there, and its kept answer taken
 when every one of those lookups gives the very same zone version in this snapshot's
 index (``fresh``): a swap costs nothing, and no answer is ever taken for another
@@ -38,15 +38,18 @@ NEGATIVE_ENTRIES = 4096
 """Prebuilt negative answers kept: one per zone version, RCODE and offset of the zone's
 apex in the question; past this many (thousands of zones) they are built afresh."""
 
-Reads = tuple[tuple[bytes, "weakref.ref[ServedZone] | None"], ...]
-"""The lookups an answer was found through: each name asked of ``ZoneIndex.zone_for``
-(``parent_of`` is ``zone_for`` of the apex's parent) and the zone it gave (``None``:
-no served zone)."""
+Names = tuple[bytes, ...]
+"""The names an answer's lookups asked of ``ZoneIndex.zone_for`` (``parent_of`` is
+``zone_for`` of the apex's parent), in order."""
 
-Kept = tuple[Entry, Reads, tuple[object, ...] | None]
+Refs = tuple["weakref.ref[ServedZone] | None", ...]
+"""The zone each of those lookups gave (``None``: no served zone), weakly held."""
+
+Kept = tuple[Entry, Names, Refs, tuple[object, ...] | None]
 """A response kept across swaps: the entry, the lookups it was read through, and for a
 signed answer how each of those zones was signed (``signed.signing_of``); ``None`` for
-an unsigned one."""
+an unsigned one. Flat, so a kept answer is one tuple more for the collector (the names
+are bytes, which it never follows)."""
 
 
 class Zones(Protocol):
@@ -58,16 +61,17 @@ class Zones(Protocol):
 
 
 class Reading:
-    """A zone index as one answer reads it, its lookups noted (``reads``)."""
+    """A zone index as one answer reads it, its lookups noted (``kept``)."""
 
-    __slots__ = ("index", "lookups")
+    __slots__ = ("index", "names", "zones")
 
     def __init__(self, index: ZoneIndex, qname: bytes, zone: ServedZone | None,
                  parent: bool) -> None:
         """Begin with the lookup that found ``zone`` for ``qname`` and, with ``parent``
         (DS at its apex), the one that found the zone above it."""
         self.index = index
-        self.lookups: list[tuple[bytes, ServedZone | None]] = [(qname, zone)]
+        self.names = [qname]
+        self.zones = [zone]
         if parent and zone is not None:
             self.parent_of(zone)
 
@@ -80,24 +84,33 @@ class Reading:
 
     def zone_for(self, name: bytes) -> ServedZone | None:
         zone = self.index.zone_for(name)
-        self.lookups.append((name, zone))
+        self.names.append(name)
+        self.zones.append(zone)
         return zone
 
     def parent_of(self, zone: ServedZone) -> ServedZone | None:
         parent = self.index.parent_of(zone)
         if zone.apex != wire.ROOT:  # the root's parent is none, whatever is served
-            self.lookups.append((wire.parent(zone.apex), parent))
+            self.names.append(wire.parent(zone.apex))
+            self.zones.append(parent)
         return parent
 
-    def reads(self) -> Reads:
-        return tuple((name, None if zone is None else weakref.ref(zone))
-                     for name, zone in self.lookups)
+    def refs(self) -> Refs:
+        zones = self.zones
+        if len(zones) == 1:  # most answers: one lookup, one zone
+            zone = zones[0]
+            return (None if zone is None else weakref.ref(zone),)
+        ref = weakref.ref
+        return tuple([None if zone is None else ref(zone) for zone in zones])
+
+    def kept(self, entry: Entry, refs: Refs, signing: tuple[object, ...] | None) -> Kept:
+        return entry, tuple(self.names), refs, signing
 
 
-def fresh(reads: Reads, index: ZoneIndex) -> bool:
-    """Whether every lookup in ``reads`` gives the very same zone version in ``index``:
-    then the answer found through them is ``index``'s answer too."""
-    for name, held in reads:
+def fresh(names: Names, refs: Refs, index: ZoneIndex) -> bool:
+    """Whether every lookup noted gives the very same zone version in ``index``: then the
+    answer found through them is ``index``'s answer too."""
+    for name, held in zip(names, refs, strict=True):
         zone = index.zone_for(name)
         if held is None:
             if zone is not None:
@@ -107,12 +120,12 @@ def fresh(reads: Reads, index: ZoneIndex) -> bool:
     return True
 
 
-def dependencies(reads: Reads) -> tuple[bytes, ...] | None:
-    """The apexes of the zones ``reads`` went through (``b""``: a lookup found none), each
-    once: what the compiled table ties an entry to; ``None`` if one of those versions is
-    gone (then no version's)."""
+def dependencies(refs: Refs) -> tuple[bytes, ...] | None:
+    """The apexes of the zones an answer's lookups gave (``b""``: a lookup found none),
+    each once: what the compiled table ties an entry to; ``None`` if one of those
+    versions is gone (then no version's)."""
     apexes: list[bytes] = []
-    for _, held in reads:
+    for held in refs:
         apex = b""
         if held is not None:
             zone = held()
@@ -138,15 +151,16 @@ class KeptAnswers:
 
     def take(
         self, key: bytes, index: ZoneIndex,
-        signing: Callable[[Reads], tuple[object, ...]] | None = None,
+        signing: Callable[[Refs], tuple[object, ...]] | None = None,
     ) -> Entry | None:
         """The response kept for ``key`` if it is ``index``'s too: an unsigned one, or
         with ``signing`` (how the signer now signs each zone it was read from) a signed
         one made by a signer that signed them the same."""
         held = self.answers.get(key)
-        if held is None or (held[2] is None) != (signing is None) or not fresh(held[1], index):
+        if held is None or (held[3] is None) != (signing is None) \
+                or not fresh(held[1], held[2], index):
             return None
-        if signing is not None and held[2] != signing(held[1]):
+        if signing is not None and held[3] != signing(held[2]):
             return None
         self.touch(key)
         return held[0]
@@ -160,11 +174,11 @@ class KeptAnswers:
     def keep(self, key: bytes, kept: Kept) -> None:
         answers = self.answers
         answers[key] = kept
-        while len(answers) > CACHE_ENTRIES:
-            try:
+        if len(answers) > CACHE_ENTRIES:
+            try:  # noqa: SIM105 - contextlib.suppress costs more per miss
                 answers.popitem(last=False)
             except KeyError:  # emptied meanwhile by a caller on another thread
-                break
+                pass
 
     def negative(self, zone: ServedZone, rcode: int, at: int) -> Entry | None:
         held = self.negatives.get((zone.apex, rcode, at))

@@ -9,7 +9,7 @@ signatures and denial.
 
 from __future__ import annotations
 
-from valis_core.dns.answer._cache import Reading, Reads, ResponseCache, Zones
+from valis_core.dns.answer._cache import Reading, ResponseCache, Zones
 from valis_core.dns.answer.message import (
     AA,
     QR,
@@ -100,9 +100,9 @@ def records_of(owner: bytes, rtype: int, rrset: RRset) -> list[RR]:
 
 def resolve(
     index: ZoneIndex, cache: ResponseCache, qname: bytes, qtype: int
-) -> tuple[Entry, Reads | None]:
+) -> tuple[Entry, Reading | None]:
     """The answer to a question, and the lookups it was found through when it is worth
-    keeping in the response cache (``_cache.Reads``: the cache keeps it for every zone
+    keeping in the response cache (``_cache.Reading``: the cache keeps it for every zone
     version those lookups give). A question the lookup finds no data for at its first
     link (NXDOMAIN, NODATA) takes the zone's prebuilt negative answer
     (``negative_entry``) and is not kept (``None``): that costs the lookup alone, never an
@@ -133,7 +133,7 @@ def resolve(
         if link_to is None:
             break
         zone, name = link_to
-    return encode(qname, draft), reading.reads()
+    return encode(qname, draft), reading
 
 
 def next_link(
