@@ -304,7 +304,7 @@ def _miss(index: ZoneIndex, cache: ResponseCache, key: bytes, qtype: int) -> Ent
         entry, reading = resolve(index, cache, key[:-2], qtype)
         if reading is None:
             return entry
-        kept.keep(key, reading.kept(entry, reading.refs(), None))
+        kept.keep(key, reading.kept(entry, None))
     cache[key] = entry
     while len(cache) > CACHE_ENTRIES:
         try:

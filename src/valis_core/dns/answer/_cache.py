@@ -5,8 +5,9 @@ A swap changes a few zones; every answer read only from zones it did not change 
 right. So each response found is kept twice: in the snapshot's own ``ResponseCache``,
 read first and as before (one dictionary probe, whatever swapped since), and in the
 ``Kept`` every snapshot of one ``IndexHolder`` shares, beside the zone versions it was
-read from (each name the lookup asked ``ZoneIndex.zone_for``, and the zone it got, as a
-weak reference so an old version is never kept alive by its answers). A
+read from (each name the lookup asked ``ZoneIndex.zone_for``, and the version of the zone
+it got, ``ServedZone.version``: a number, so an old version is never kept alive by its
+answers). A
 question a snapshot's own cache lacks is looked up there, and its kept answer taken
 when every one of those lookups gives the very same zone version in this snapshot's
 index (``fresh``): a swap costs nothing, and no answer is ever taken for another
@@ -21,7 +22,6 @@ zone is checked, and a zone added or dropped beneath a lookup's name changes wha
 from __future__ import annotations
 
 import collections
-import weakref
 from collections.abc import Callable
 from typing import Protocol
 
@@ -42,14 +42,15 @@ Names = tuple[bytes, ...]
 """The names an answer's lookups asked of ``ZoneIndex.zone_for`` (``parent_of`` is
 ``zone_for`` of the apex's parent), in order."""
 
-Refs = tuple["weakref.ref[ServedZone] | None", ...]
-"""The zone each of those lookups gave (``None``: no served zone), weakly held."""
+Versions = tuple[int, ...]
+"""The version of the zone each of those lookups gave (``ServedZone.version``; 0: no
+served zone)."""
 
-Kept = tuple[Entry, Names, Refs, tuple[object, ...] | None]
+Kept = tuple[Entry, Names, Versions, tuple[object, ...] | None]
 """A response kept across swaps: the entry, the lookups it was read through, and for a
 signed answer how each of those zones was signed (``signed.signing_of``); ``None`` for
-an unsigned one. Flat, so a kept answer is one tuple more for the collector (the names
-are bytes, which it never follows)."""
+an unsigned one. Only bytes and numbers (an unsigned one): the collector never follows
+it, and it keeps no zone version alive."""
 
 
 class Zones(Protocol):
@@ -95,43 +96,32 @@ class Reading:
             self.zones.append(parent)
         return parent
 
-    def refs(self) -> Refs:
+    def kept(self, entry: Entry, signing: tuple[object, ...] | None) -> Kept:
         zones = self.zones
         if len(zones) == 1:  # most answers: one lookup, one zone
             zone = zones[0]
-            return (None if zone is None else weakref.ref(zone),)
-        ref = weakref.ref
-        return tuple([None if zone is None else ref(zone) for zone in zones])
-
-    def kept(self, entry: Entry, refs: Refs, signing: tuple[object, ...] | None) -> Kept:
-        return entry, tuple(self.names), refs, signing
+            return entry, (self.names[0],), (0 if zone is None else zone.version,), signing
+        versions = tuple([0 if zone is None else zone.version for zone in zones])
+        return entry, tuple(self.names), versions, signing
 
 
-def fresh(names: Names, refs: Refs, index: ZoneIndex) -> bool:
+def fresh(names: Names, versions: Versions, index: ZoneIndex) -> bool:
     """Whether every lookup noted gives the very same zone version in ``index``: then the
     answer found through them is ``index``'s answer too."""
-    for name, held in zip(names, refs, strict=True):
+    for name, version in zip(names, versions, strict=True):
         zone = index.zone_for(name)
-        if held is None:
-            if zone is not None:
-                return False
-        elif zone is None or held() is not zone:
+        if (0 if zone is None else zone.version) != version:
             return False
     return True
 
 
-def dependencies(refs: Refs) -> tuple[bytes, ...] | None:
-    """The apexes of the zones an answer's lookups gave (``b""``: a lookup found none),
-    each once: what the compiled table ties an entry to; ``None`` if one of those
-    versions is gone (then no version's)."""
+def dependencies(names: Names, index: ZoneIndex) -> tuple[bytes, ...]:
+    """The apexes of the zones an answer's lookups give in ``index`` (``b""``: a lookup
+    finds none), each once: what the compiled table ties an entry to."""
     apexes: list[bytes] = []
-    for held in refs:
-        apex = b""
-        if held is not None:
-            zone = held()
-            if zone is None:
-                return None
-            apex = zone.apex
+    for name in names:
+        zone = index.zone_for(name)
+        apex = b"" if zone is None else zone.apex
         if apex not in apexes:
             apexes.append(apex)
     return tuple(apexes)
@@ -147,11 +137,11 @@ class KeptAnswers:
 
     def __init__(self) -> None:
         self.answers: collections.OrderedDict[bytes, Kept] = collections.OrderedDict()
-        self.negatives: dict[tuple[bytes, int, int], tuple[weakref.ref[ServedZone], Entry]] = {}
+        self.negatives: dict[tuple[bytes, int, int], tuple[int, Entry]] = {}
 
     def take(
         self, key: bytes, index: ZoneIndex,
-        signing: Callable[[Refs], tuple[object, ...]] | None = None,
+        signing: Callable[[list[ServedZone | None]], tuple[object, ...]] | None = None,
     ) -> Entry | None:
         """The response kept for ``key`` if it is ``index``'s too: an unsigned one, or
         with ``signing`` (how the signer now signs each zone it was read from) a signed
@@ -160,7 +150,7 @@ class KeptAnswers:
         if held is None or (held[3] is None) != (signing is None) \
                 or not fresh(held[1], held[2], index):
             return None
-        if signing is not None and held[3] != signing(held[2]):
+        if signing is not None and held[3] != signing([index.zone_for(n) for n in held[1]]):
             return None
         self.touch(key)
         return held[0]
@@ -182,7 +172,7 @@ class KeptAnswers:
 
     def negative(self, zone: ServedZone, rcode: int, at: int) -> Entry | None:
         held = self.negatives.get((zone.apex, rcode, at))
-        if held is None or held[0]() is not zone:
+        if held is None or held[0] != zone.version:
             return None
         return held[1]
 
@@ -190,7 +180,7 @@ class KeptAnswers:
         negatives = self.negatives
         if len(negatives) >= NEGATIVE_ENTRIES:
             negatives.clear()
-        negatives[(zone.apex, rcode, at)] = (weakref.ref(zone), entry)
+        negatives[(zone.apex, rcode, at)] = (zone.version, entry)
 
 
 class ResponseCache(collections.OrderedDict[bytes, Entry]):

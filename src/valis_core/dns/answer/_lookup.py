@@ -160,7 +160,7 @@ def negative_entry(cache: ResponseCache, zone: ServedZone, rcode: int, at: int) 
     swaps that leave the zone as it is."""
     kept = cache.kept
     held = kept.negatives.get((zone.apex, rcode, at))  # ``kept.negative``, inline: a flood's
-    if held is not None and held[0]() is zone:
+    if held is not None and held[0] == zone.version:
         return held[1]
     writer = Writer(zone.apex, skip=at)
     start = len(writer.buf)

@@ -249,7 +249,9 @@ def learn(table: Table, snapshot: Snapshot, key: bytes | None, wanted: Wanted | 
             held = cache.kept.answers.get(key)
             # the zones it was read from, if what is kept is this very entry; else it is
             # tied to any change (an entry another snapshot put there meanwhile)
-            deps = dependencies(held[2]) if held is not None and held[0] is entry else None
+            deps = None
+            if held is not None and held[0] is entry:
+                deps = dependencies(held[1], snapshot.index)
             try:
                 table.put(key, entry, deps)
             except KeyError:  # a bare table, told of no zone: tied to any change

@@ -57,7 +57,7 @@ from collections.abc import Callable, Mapping
 import attrs
 
 import valis_core.dns.answer._lookup as plain
-from valis_core.dns.answer._cache import CACHE_ENTRIES, Reading, Refs, ResponseCache, Zones
+from valis_core.dns.answer._cache import CACHE_ENTRIES, Reading, ResponseCache, Zones
 from valis_core.dns.answer.message import Entry
 from valis_core.dns.dnssec import CDNSKEY, CDS, DNSKEY, NXNAME, ZoneKey, nsec3
 from valis_core.dns.dnssec import signing as dnssec
@@ -283,8 +283,7 @@ class Signer:
             entry, keep = self._resolve(reading, zone, qname, qtype, do=do, window=window)
             if not keep:
                 return entry
-            refs = reading.refs()
-            kept.keep(cached_as, reading.kept(entry, refs, self.signing_along(refs)))
+            kept.keep(cached_as, reading.kept(entry, self.signing_along(reading.zones)))
         cache[cached_as] = entry
         while len(cache) > CACHE_ENTRIES:
             try:
@@ -293,9 +292,8 @@ class Signer:
                 break
         return entry
 
-    def signing_along(self, refs: Refs) -> tuple[object, ...]:
+    def signing_along(self, zones: list[ServedZone | None]) -> tuple[object, ...]:
         """How each zone an answer's lookups gave is signed here (``signing_of``)."""
-        zones = [None if held is None else held() for held in refs]
         return tuple(zone and signing_of(self.zones.get(zone.apex)) for zone in zones)
 
     def _resolve(

@@ -5,11 +5,14 @@ between index versions (``ZoneIndex``, in ``_index``, holds them; ``build`` make
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 
 import attrs
 
 from valis_core.dns.wire import names as wire
+
+_VERSIONS = itertools.count(1)
 
 
 @attrs.frozen(eq=False)
@@ -25,6 +28,8 @@ class ServedZone:
     many existing names are wildcards: the bookkeeping that lets ``replace_owners``
     keep the empty non-terminals and ``has_wildcard`` right without walking the whole
     zone. No version of a zone ever mutates ``nodes`` or ``children`` once built.
+    ``version`` tells this version apart from every other made in this process: what
+    the answers kept across swaps are checked against (``answer._cache``).
     """
 
     origin: str
@@ -39,6 +44,7 @@ class ServedZone:
     wildcards: int
     record_count: int
     has_wildcard: bool = attrs.field(init=False)
+    version: int = attrs.field(init=False, factory=lambda: next(_VERSIONS))
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "has_wildcard", self.wildcards > 0)
