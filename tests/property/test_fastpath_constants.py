@@ -69,6 +69,10 @@ C_OWN = frozenset({
     "OPT_SIZE",  # a bare OPT record's 11 octets
     "MISS",  # what a lookup returns for a question the table does not hold
     "PLAIN_MISS",  # ... and for one it must hand back to the plain Python path
+    "SLOT_DEPS",  # the zones an entry remembers by name; past that, any change
+    "DEP_NONE",  # ... the end of that list,
+    "DEP_ROOT",  # ... "no served zone" (a lookup that found none),
+    "DEP_ANY",  # ... and "any change" (more zones than SLOT_DEPS)
 })
 """The C source's own names: not copies of anything in Python."""
 

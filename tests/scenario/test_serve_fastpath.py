@@ -4,7 +4,8 @@ much C has learnt, a flood of random names is answered and counted, and a build 
 the helper serves on the pure-Python path and says so once; the metrics say which path
 serves and how many responses C built. On a node signing one of its zones, C answers the
 other zone and the signed zone's DO=0 questions, and Python the DO=1 ones, which
-validate; a zone turned signed is answered with its keys from the next question on."""
+validate; a zone turned signed is answered with its keys from the next question on; a swap
+changing one zone leaves the other zone's answers in C."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from valis_core.dns.answer.signed import Signer
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import ServeStats, serve_udp
 from valis_core.dns.wire import from_text
+from valis_core.dns.wire.records import RecordRow
 from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.resident.views import NodeViews
@@ -224,3 +226,23 @@ async def test_a_zone_turned_signed_is_answered_with_its_keys_at_once() -> None:
     for response in signed:
         (rrset,) = dns.message.from_wire(response).answer
         assert rrset.rdtype == dns.rdatatype.DNSKEY
+
+
+@NEEDS_C
+async def test_a_swap_changing_one_zone_leaves_the_others_answered_in_c() -> None:
+    """Issue 27: the swap moves the table on by the zone it changed; the other zone's
+    answers, learnt before it, stay answered in C, and the changed one's is the new
+    version's from the first question after the swap."""
+    holder = IndexHolder(ZoneIndex.from_records(TWO_ZONES))
+    plain = queries(f"www.{PLAIN}", "A", do=False)
+    changed = queries(f"www.{SIGNED}", "A", do=False)
+    async with serving_udp(holder) as (address, stats):
+        await ask_raw(address, [plain[0], changed[0]])  # Python answers, C learns both
+        new = RecordRow(SIGNED, f"www.{SIGNED}", "A", 3600, "198.51.100.80")
+        holder.swap(holder.current.with_owners_replaced(SIGNED, [f"www.{SIGNED}"], [new]))
+        before = stats.udp_compiled
+        kept = await ask_raw(address, plain[1:])
+        assert stats.udp_compiled - before == len(plain) - 1  # every one in C
+        fresh = await ask_raw(address, changed[1:])
+    assert kept == [answer(holder.snapshot, wire, transport=Transport.UDP) for wire in plain[1:]]
+    assert {addresses(dns.message.from_wire(raw)) == {"198.51.100.80"} for raw in fresh} == {True}

@@ -65,8 +65,10 @@ additional section (nothing, or a bare OPT: one dictionary probe) is read direct
 anything else by a bounded scan (``answer_general`` uses dnspython's full parser instead:
 the reference the scan is tested against). The response comes from a bounded cache of
 encoded responses kept with the snapshot being served (``valis_core.dns.answer.snapshot``),
-keyed by the lowercased question name and type; a miss resolves against the index and
-encodes once. A cached response compresses every name against the question at offset 12,
+keyed by the lowercased question name and type; a miss takes the answer the holder's
+earlier snapshots kept when every zone it was read from is this version's too
+(``_cache``: a swap keeps every unchanged zone's answers), else resolves against the
+index and encodes once. A cached response compresses every name against the question at offset 12,
 so it fits any spelling of the same name: each query only patches in its ID, its flags
 and its own question bytes. A question whose lookup ends at once in NXDOMAIN or NODATA
 is not cached: its answer is the zone's SOA alone, encoded once per zone version and
@@ -291,17 +293,24 @@ def _refusal(qtype: int, qclass: int, tcp: bool) -> int:
 
 
 def _miss(index: ZoneIndex, cache: ResponseCache, key: bytes, qtype: int) -> Entry:
-    """Resolve a question the cache does not hold, and keep the answer. Refusals and
-    plain negative answers are not kept: they cost a lookup and no encoding, and a
-    flood of random names or types would otherwise push the served answers out."""
-    entry, keep = resolve(index, cache, key[:-2], qtype)
-    if keep:
-        cache[key] = entry
-        while len(cache) > CACHE_ENTRIES:
-            try:
-                cache.popitem(last=False)
-            except KeyError:  # emptied meanwhile by a caller on another thread
-                break
+    """Answer a question this snapshot's cache does not hold: from what the holder's
+    snapshots kept across swaps when it is this version's answer too, or resolved, and
+    kept in both. Refusals and plain negative answers are not kept: they cost a lookup
+    and no encoding, and a flood of random names or types would otherwise push the
+    served answers out."""
+    kept = cache.kept
+    entry = None if key not in kept.answers else kept.take(key, index)
+    if entry is None:
+        entry, reading = resolve(index, cache, key[:-2], qtype)
+        if reading is None:
+            return entry
+        kept.keep(key, reading.kept(entry, None))
+    cache[key] = entry
+    while len(cache) > CACHE_ENTRIES:
+        try:
+            cache.popitem(last=False)
+        except KeyError:  # emptied meanwhile by a caller on another thread
+            break
     return entry
 
 

@@ -2,10 +2,13 @@
  *
  * Two types:
  *
- * - Table: the encoded responses of one snapshot, keyed by the question as _answer.py keys
- *   its response cache (the question name lowercased, then the type), each the same
- *   entry (message.Entry) the Python path keeps. Python fills it; C reads it. Bounded:
- *   at `limit` entries it is emptied and fills again.
+ * - Table: the encoded responses of one holder's snapshots, keyed by the question as
+ *   _answer.py keys its response cache (the question name lowercased, then the type),
+ *   each the same entry (message.Entry) the Python path keeps. Python fills it; C reads
+ *   it. Bounded: at `limit` entries it is emptied and fills again. A swap replaces only
+ *   the zones it changed (`drop`, `zone`, `enclosing`): each zone has a generation, each
+ *   entry remembers the generations of the zones it was read from (`put`'s deps), and an
+ *   entry one of them moved past is a miss.
  * - Pump: one UDP socket's batch. `drain` takes up to `batch` datagrams with one
  *   recvmmsg, answers in C each the table can answer that takes the plain path (class
  *   IN, at most one OPT of version 0, no TSIG, ...), and hands the rest back;
@@ -66,6 +69,11 @@ enum {
 
 /* --- the table ------------------------------------------------------------------- */
 
+/* What an entry was read from: up to SLOT_DEPS zones (by index), "no served zone" (a
+ * lookup that found none), or when there were more, any change at all. */
+#define SLOT_DEPS 2
+enum { DEP_NONE = -1, DEP_ROOT = -2, DEP_ANY = -3 };
+
 typedef struct {
     uint32_t hash; /* 0: empty */
     uint16_t key_len;
@@ -73,6 +81,8 @@ typedef struct {
     unsigned char *key;
     PyObject *body;       /* bytes, owned */
     PyObject *short_body; /* bytes or NULL, owned */
+    int32_t dep[SLOT_DEPS]; /* a zone's index, or DEP_*; DEP_NONE ends the list */
+    uint64_t gen[SLOT_DEPS]; /* its generation when the entry was put */
 } Slot;
 
 /* A negative answer (_lookup.py's `negative_entry`): the zone's SOA, for one RCODE and one
@@ -95,6 +105,9 @@ typedef struct {
     int signing;          /* UNSIGNED, SIGNED, or SIGNED_ELSEWHERE (no key here) */
     Negative *negatives;  /* [2][MAX_NAME + 1]: NODATA then NXDOMAIN, by offset; NULL
                              until the zone's first negative answer is learnt */
+    uint64_t gen;         /* moved on whenever the zone (or what lies beneath it) changes */
+    int gone;             /* dropped: found by no lookup; its index kept, so that entries
+                             read from it stay stale if it comes back */
 } Zone;
 
 typedef struct {
@@ -109,6 +122,8 @@ typedef struct {
     int32_t *apexes; /* open addressing over zones: index + 1, 0 empty */
     size_t apex_mask;
     int signing; /* some zone is not UNSIGNED: every question's zone is looked up */
+    uint64_t stamp;    /* the last generation given out: moves on at every change */
+    uint64_t root_gen; /* moved on when a zone is added or dropped beneath no other */
 } TableObject;
 
 /* How a zone is signed, as signed.Signer holds it: not at all; online with a key
@@ -170,8 +185,9 @@ static void zones_empty(TableObject *t) {
     t->signing = 0;
 }
 
-/* The zone whose apex is `name` (`len` bytes, lowercased wire form), or -1. */
-static long zone_at(const TableObject *t, const unsigned char *name, size_t len) {
+/* The zone whose apex is `name` (`len` bytes, lowercased wire form), served or dropped,
+ * or -1. */
+static long zone_held(const TableObject *t, const unsigned char *name, size_t len) {
     if (t->apexes == NULL) return -1;
     size_t i = key_hash(name, len) & t->apex_mask;
     for (size_t probes = 0; probes <= t->apex_mask; probes++) {
@@ -182,6 +198,12 @@ static long zone_at(const TableObject *t, const unsigned char *name, size_t len)
         i = (i + 1) & t->apex_mask;
     }
     return -1;
+}
+
+/* The served zone whose apex is `name`, or -1. */
+static long zone_at(const TableObject *t, const unsigned char *name, size_t len) {
+    long z = zone_held(t, name, len);
+    return z >= 0 && t->zones[z].gone ? -1 : z;
 }
 
 static int apexes_rebuild(TableObject *t) {
@@ -272,6 +294,20 @@ static PyObject *Table_zone(TableObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "this zone is known already");
         goto done;
     }
+    long dropped = zone_held(self, apex.buf, (size_t)apex.len);
+    if (dropped >= 0) { /* back after a drop: its index again, a new generation */
+        Zone *back = &self->zones[dropped];
+        back->nodes = nodes == Py_None ? NULL : Py_NewRef(nodes);
+        back->ents = Py_NewRef(ents);
+        back->interrupts = interrupts == Py_None ? NULL : Py_NewRef(interrupts);
+        back->wildcard = wildcard;
+        back->signing = signing;
+        back->gen = ++self->stamp;
+        back->gone = 0;
+        if (signing != UNSIGNED) self->signing = 1;
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
     if (self->zone_count == self->zone_room) {
         size_t room = self->zone_room ? self->zone_room * 2 : 8;
         Zone *zones = PyMem_Realloc(self->zones, room * sizeof(Zone));
@@ -296,6 +332,7 @@ static PyObject *Table_zone(TableObject *self, PyObject *args) {
     zone->interrupts = interrupts == Py_None ? NULL : Py_NewRef(interrupts);
     zone->wildcard = wildcard;
     zone->signing = signing;
+    zone->gen = ++self->stamp;
     self->zone_count++;
     if (self->apexes == NULL || self->zone_count * 2 > self->apex_mask + 1) {
         if (apexes_rebuild(self) < 0) { /* doubled: amortised O(1) a zone */
@@ -316,6 +353,99 @@ static PyObject *Table_zone(TableObject *self, PyObject *args) {
 done:
     PyBuffer_Release(&apex);
     return result;
+}
+
+/* Forget a served zone (a swap dropped it, or replaces it: `zone` then gives its new
+ * version): lookups no longer find it, and every entry read from it is stale. */
+static PyObject *Table_drop(TableObject *self, PyObject *arg) {
+    Py_buffer apex;
+    if (PyObject_GetBuffer(arg, &apex, PyBUF_SIMPLE) < 0) return NULL;
+    long z = zone_at(self, apex.buf, (size_t)apex.len);
+    PyBuffer_Release(&apex);
+    if (z < 0) {
+        PyErr_SetString(PyExc_KeyError, "no such zone in this table");
+        return NULL;
+    }
+    Zone *zone = &self->zones[z];
+    zone->gone = 1;
+    zone->gen = ++self->stamp;
+    Py_CLEAR(zone->nodes);
+    Py_CLEAR(zone->ents);
+    Py_CLEAR(zone->interrupts);
+    if (zone->negatives != NULL) {
+        for (size_t i = 0; i < 2 * (MAX_NAME + 1); i++) Py_CLEAR(zone->negatives[i].body);
+        PyMem_Free(zone->negatives);
+        zone->negatives = NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* A zone was added or dropped at `apex`: the names beneath it were (or are now) the
+ * nearest enclosing zone's, so the entries read from that zone are stale; with none
+ * above it, those that found no zone. */
+static PyObject *Table_enclosing(TableObject *self, PyObject *arg) {
+    Py_buffer apex;
+    if (PyObject_GetBuffer(arg, &apex, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *name = apex.buf;
+    size_t len = (size_t)apex.len;
+    if (!wire_name(name, len)) {
+        PyBuffer_Release(&apex);
+        PyErr_SetString(PyExc_ValueError, "an apex is a lowercased wire name");
+        return NULL;
+    }
+    long above = -1;
+    for (size_t i = 0; name[i] && above < 0;) {
+        i += name[i] + 1;
+        above = zone_at(self, name + i, len - i);
+    }
+    PyBuffer_Release(&apex);
+    if (above >= 0) self->zones[above].gen = ++self->stamp;
+    else self->root_gen = ++self->stamp;
+    Py_RETURN_NONE;
+}
+
+/* Whether every zone a slot's entry was read from is still the version it was read
+ * from. */
+static int slot_fresh(const TableObject *t, const Slot *s) {
+    for (int k = 0; k < SLOT_DEPS; k++) {
+        int32_t dep = s->dep[k];
+        if (dep == DEP_NONE) break;
+        uint64_t now = dep >= 0 ? t->zones[dep].gen : dep == DEP_ROOT ? t->root_gen : t->stamp;
+        if (now != s->gen[k]) return 0;
+    }
+    return 1;
+}
+
+/* A slot's deps from `deps` (a tuple of apexes, b"" for "no served zone"; None: any
+ * change makes it stale), into `dep`/`gen`; -1 with an error set for an unknown zone. */
+static int slot_deps(const TableObject *t, PyObject *deps, int32_t *dep, uint64_t *gen) {
+    for (int k = 0; k < SLOT_DEPS; k++) dep[k] = DEP_NONE;
+    if (deps == Py_None || PyTuple_GET_SIZE(deps) > SLOT_DEPS) {
+        dep[0] = DEP_ANY;
+        gen[0] = t->stamp;
+        return 0;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(deps); k++) {
+        PyObject *apex = PyTuple_GET_ITEM(deps, k);
+        if (!PyBytes_CheckExact(apex)) {
+            PyErr_SetString(PyExc_TypeError, "an entry's deps are apexes (bytes)");
+            return -1;
+        }
+        if (PyBytes_GET_SIZE(apex) == 0) {
+            dep[k] = DEP_ROOT;
+            gen[k] = t->root_gen;
+            continue;
+        }
+        long z = zone_at(t, (const unsigned char *)PyBytes_AS_STRING(apex),
+                         (size_t)PyBytes_GET_SIZE(apex));
+        if (z < 0) {
+            PyErr_SetString(PyExc_KeyError, "an entry's dep is no zone in this table");
+            return -1;
+        }
+        dep[k] = (int32_t)z;
+        gen[k] = t->zones[z].gen;
+    }
+    return 0;
 }
 
 static int field_u16(PyObject *entry, Py_ssize_t at, uint16_t *out);
@@ -415,14 +545,20 @@ static int field_u16(PyObject *entry, Py_ssize_t at, uint16_t *out) {
 
 static PyObject *Table_put(TableObject *self, PyObject *args) {
     Py_buffer key;
-    PyObject *entry;
+    PyObject *entry, *deps = Py_None;
     if (self->slots == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "the table was not initialised");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*O!", &key, &PyTuple_Type, &entry)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*O!|O", &key, &PyTuple_Type, &entry, &deps)) return NULL;
     PyObject *result = NULL;
     uint16_t flags, an, ns, ar, short_ar;
+    int32_t dep[SLOT_DEPS];
+    uint64_t gen[SLOT_DEPS];
+    if (deps != Py_None && !PyTuple_CheckExact(deps)) {
+        PyErr_SetString(PyExc_TypeError, "an entry's deps are a tuple of apexes, or None");
+        goto done;
+    }
     if (key.len < 3 || key.len > KEY_MAX) {
         PyErr_SetString(PyExc_ValueError, "a key is a question name and a type (3 to 257 bytes)");
         goto done;
@@ -441,6 +577,7 @@ static PyObject *Table_put(TableObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "an entry's bodies must be bytes (the short one or None)");
         goto done;
     }
+    if (slot_deps(self, deps, dep, gen) < 0) goto done;
     uint32_t h = key_hash(key.buf, (size_t)key.len);
     Slot *s = table_find(self, key.buf, (size_t)key.len, h);
     if (!s->hash && self->count >= self->limit) {
@@ -471,6 +608,8 @@ static PyObject *Table_put(TableObject *self, PyObject *args) {
     s->ns = ns;
     s->ar = ar;
     s->short_ar = short_ar;
+    memcpy(s->dep, dep, sizeof(dep));
+    memcpy(s->gen, gen, sizeof(gen));
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&key);
@@ -743,7 +882,7 @@ static Py_ssize_t answer_from(const TableObject *t, const unsigned char *q, size
         return MISS;
     }
     const Slot *s = table_find((TableObject *)t, key, *key_len, key_hash(key, *key_len));
-    if (s != NULL && s->hash)
+    if (s != NULL && s->hash && slot_fresh(t, s))
         return assemble(q, qend, qflags, payload, do_bit, s->flags, s->an, s->ns, s->ar,
                         s->body, s->short_ar, s->short_body, out);
     const Negative *neg = negative_for(t, key, qname_len, qtype, wanted);
@@ -779,7 +918,14 @@ static PyObject *Table_ask(TableObject *self, PyObject *arg) {
 
 static PyMethodDef Table_methods[] = {
     {"put", (PyCFunction)Table_put, METH_VARARGS,
-     "put(key, entry): keep the Python path's entry for the question key."},
+     "put(key, entry, deps=None): keep the Python path's entry for the question key, "
+     "read from the zones deps names (apexes; b\"\": none found; None: any change "
+     "makes it stale)."},
+    {"drop", (PyCFunction)Table_drop, METH_O,
+     "drop(apex): forget a zone; the entries read from it are stale."},
+    {"enclosing", (PyCFunction)Table_enclosing, METH_O,
+     "enclosing(apex): a zone was added or dropped at apex; the entries read from the "
+     "zone above it (or from no zone) are stale."},
     {"clear", (PyCFunction)Table_clear, METH_NOARGS, "Forget every cached answer."},
     {"zone", (PyCFunction)Table_zone, METH_VARARGS,
      "zone(apex, nodes, empty_nonterminals, interrupts, wildcard, signing=0): a served "
@@ -799,7 +945,7 @@ static PyTypeObject TableType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "valis_core.dns.answer._fastpath.Table",
     .tp_basicsize = sizeof(TableObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Encoded responses of one snapshot, keyed by question.",
+    .tp_doc = "Encoded responses of one holder's snapshots, keyed by question.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Table_init,
     .tp_dealloc = (destructor)Table_dealloc,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from valis_core.dns.answer._cache import NEGATIVE_ENTRIES, ResponseCache
+from valis_core.dns.answer._cache import Reading, ResponseCache, Zones
 from valis_core.dns.answer.message import (
     AA,
     QR,
@@ -115,40 +115,44 @@ def records_of(owner: bytes, rtype: int, rrset: RRset) -> list[RR]:
 
 def resolve(
     index: ZoneIndex, cache: ResponseCache, qname: bytes, qtype: int
-) -> tuple[Entry, bool]:
-    """The answer to a question, and whether it is worth keeping in the response cache.
-    A question the lookup finds no data for at its first link (NXDOMAIN, NODATA) takes
-    the zone's prebuilt negative answer (``negative_entry``) and is not kept: that costs the
-    lookup alone, never an encoding. Refusals are not kept either."""
-    zone = index.zone_for(qname)
+) -> tuple[Entry, Reading | None]:
+    """The answer to a question, and the lookups it was found through when it is worth
+    keeping in the response cache (``_cache.Reading``: the cache keeps it for every zone
+    version those lookups give). A question the lookup finds no data for at its first
+    link (NXDOMAIN, NODATA) takes the zone's prebuilt negative answer
+    (``negative_entry``) and is not kept (``None``): that costs the lookup alone, never an
+    encoding. Refusals are not kept either."""
+    first = zone = index.zone_for(qname)
     if zone is None:
-        return _REFUSED_ENTRY, False
-    if qtype == DS and qname == zone.apex:
+        return _REFUSED_ENTRY, None
+    at_apex = qtype == DS and qname == zone.apex
+    if at_apex:
         zone = index.parent_of(zone) or zone
     found = find(zone, qname, qtype)
     if found[0] is None:
         rcode = NOERROR if found[1] else NXDOMAIN
-        return negative_entry(cache, zone, rcode, len(qname) - len(zone.apex)), False
+        return negative_entry(cache, zone, rcode, len(qname) - len(zone.apex)), None
+    reading = Reading(index, qname, first, at_apex)  # an answer to keep: lookups noted
     draft = Draft()
     name = qname
     seen = {qname}
     for link in range(MAX_CHAIN):
         if link:
             if qtype == DS and name == zone.apex:
-                zone = index.parent_of(zone) or zone
+                zone = reading.parent_of(zone) or zone
             found = find(zone, name, qtype)
         target = step(zone, name, qtype, found, draft, first=not link)
         if target is None:
             break
-        link_to = next_link(index, seen, target)
+        link_to = next_link(reading, seen, target)
         if link_to is None:
             break
         zone, name = link_to
-    return encode(qname, draft), True
+    return encode(qname, draft), reading
 
 
 def next_link(
-    index: ZoneIndex, seen: set[bytes], target: bytes
+    index: Zones, seen: set[bytes], target: bytes
 ) -> tuple[ServedZone, bytes] | None:
     """Where a CNAME or DNAME chain goes next: the zone serving ``target`` and its
     lowercased name, noted in ``seen``; None where the chain ends (a loop, or a name no
@@ -167,17 +171,17 @@ def negative_entry(cache: ResponseCache, zone: ServedZone, rcode: int, at: int) 
     """The NXDOMAIN or NODATA answer of ``zone`` for a question whose name holds the
     zone's apex at offset ``at``: the same SOA for every name, so it is encoded once
     per zone version and offset and kept apart from the response cache (a flood of
-    random names or types costs a lookup, and never pushes served answers out)."""
-    key = (zone.apex, rcode, at)
-    entry: Entry | None = cache.negatives.get(key)
-    if entry is None:
-        writer = Writer(zone.apex, skip=at)
-        start = len(writer.buf)
-        writer.record(zone.apex, SOA, zone.negative_ttl, zone.soa)
-        entry = (QR | AA | rcode, 0, 1, 0, bytes(writer.buf[start:]), 0, None)
-        if len(cache.negatives) >= NEGATIVE_ENTRIES:
-            cache.negatives.clear()
-        cache.negatives[key] = entry
+    random names or types costs a lookup, and never pushes served answers out), across
+    swaps that leave the zone as it is."""
+    kept = cache.kept
+    held = kept.negatives.get((zone.apex, rcode, at))  # ``kept.negative``, inline: a flood's
+    if held is not None and held[0] == zone.version:
+        return held[1]
+    writer = Writer(zone.apex, skip=at)
+    start = len(writer.buf)
+    writer.record(zone.apex, SOA, zone.negative_ttl, zone.soa)
+    entry: Entry = (QR | AA | rcode, 0, 1, 0, bytes(writer.buf[start:]), 0, None)
+    kept.keep_negative(zone, rcode, at, entry)
     return entry
 
 

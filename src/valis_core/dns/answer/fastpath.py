@@ -31,13 +31,19 @@ except DNSKEY, CDS, CDNSKEY and NSEC3PARAM at its apex (the signer's data whatev
 DO bit). DO=1 to a signed zone, DS at an apex (the parent's zone decides), and every
 question to a zone signed without its key here (SERVFAIL) go to Python.
 
-A table belongs to one snapshot, and so to one signer (a snapshot's signer never
-changes; a signing change makes a new snapshot): a new snapshot gets a new table, so a
-reload or a zone turning signed never leaves C an entry ``answer`` would now give
-otherwise. It is bounded like the response cache (``CACHE_ENTRIES``; full, it is
-emptied and fills again). The UDP loops serving one snapshot (a socket each: IPv4, IPv6,
-each address) share its table (``shared_table``), so it is made once per snapshot and what
-one socket's queries taught it answers the others'.
+A table answers for one snapshot at a time, and so for one signer (a snapshot's signer
+never changes; a signing change makes a new snapshot). The UDP loops serving one
+holder's snapshots (a socket each: IPv4, IPv6, each address) share one table
+(``shared_table``), made for the first snapshot they serve; what one socket's queries
+taught it answers the others'. When they move to a new snapshot the table moves with
+them, in what the swap changed: each zone whose version (or signing) differs is
+dropped and given again, added or dropped (``Table.drop``, ``Table.zone``; and
+``Table.enclosing`` for the zone above one added or dropped). Each entry C holds
+remembers the zones it was read from (``learn`` hands it the lookups ``answer`` kept it
+with: ``_cache``), and one whose zone moved on is a miss, so a table never gives an
+answer of another version, and a swap costs what it changed, never a refill. It is
+bounded like the response cache (``CACHE_ENTRIES``; full, it is emptied and fills
+again).
 
 ``answer`` stays the reference: ``tests/property/test_fastpath.py`` checks that what C
 answers is byte for byte what ``answer`` gives. Without the extension (the package
@@ -52,13 +58,16 @@ import logging
 import weakref
 from typing import TYPE_CHECKING
 
-from valis_core.dns.answer._cache import CACHE_ENTRIES
+import attrs
+
+from valis_core.dns.answer._cache import CACHE_ENTRIES, KeptAnswers, dependencies
 from valis_core.dns.zone.owners import OwnerSet
 
 if TYPE_CHECKING:
     from valis_core.dns.answer._fastpath import Pump, Table, Wanted
+    from valis_core.dns.answer.signed import Signer
     from valis_core.dns.answer.snapshot import Snapshot
-    from valis_core.dns.zone import ServedZone
+    from valis_core.dns.zone import ServedZone, ZoneIndex
 
 __all__ = [
     "COMPILED",
@@ -131,38 +140,94 @@ def table_for(snapshot: Snapshot) -> Table | None:
         return None
 
 
-_SHARED: weakref.WeakKeyDictionary[Snapshot, Table | None] = weakref.WeakKeyDictionary()
-"""The table of each snapshot still served (a snapshot is hashed by identity)."""
+@attrs.define(eq=False)
+class _Shared:
+    """A holder's table and the version it answers for (its snapshot's index and signer,
+    not the snapshot: a table keeps no snapshot alive)."""
+
+    table: Table | None
+    index: ZoneIndex
+    signer: Signer | None
+
+
+_SHARED: weakref.WeakKeyDictionary[KeptAnswers, _Shared] = weakref.WeakKeyDictionary()
+"""The table of each holder still served, by what its snapshots keep across swaps."""
 
 
 def shared_table(snapshot: Snapshot) -> Table | None:
-    """``table_for(snapshot)``, made by the first UDP loop that serves ``snapshot`` and
-    shared by the others (all on the trio thread); gone with the snapshot."""
-    try:
-        return _SHARED[snapshot]
-    except KeyError:
-        table = _SHARED[snapshot] = table_for(snapshot)
+    """The table of ``snapshot``'s holder, answering for ``snapshot``: made by the first
+    UDP loop that serves the holder and shared by the others (all on the trio thread),
+    moved to each new snapshot by what changed (``_moved``); gone with the holder."""
+    kept = snapshot.cache.kept
+    shared = _SHARED.get(kept)
+    if shared is None:
+        table = table_for(snapshot)
+        _SHARED[kept] = _Shared(table, snapshot.index, snapshot.signer)
         return table
+    if shared.index is not snapshot.index or shared.signer is not snapshot.signer:
+        table = shared.table
+        if table is None or not _moved(table, shared, snapshot):
+            table = table_for(snapshot)  # from nothing: no table rather than a wrong one
+        shared.table, shared.index, shared.signer = table, snapshot.index, snapshot.signer
+    return shared.table
+
+
+def _moved(table: Table, shared: _Shared, snapshot: Snapshot) -> bool:
+    """Move ``table`` from the version ``shared`` names to ``snapshot``'s: each zone that
+    differs (its version or its signing) dropped and given again, added, or dropped;
+    ``False`` when that failed (the table is then of no version: made again)."""
+    index, signer = snapshot.index, snapshot.signer
+    changed = set(index.changed_from(shared.index))
+    if signer is not shared.signer:
+        before = {} if shared.signer is None else shared.signer.zones
+        after = {} if signer is None else signer.zones
+        changed.update(apex for apex in before.keys() | after.keys()
+                       if _signing(shared.signer, apex) != _signing(signer, apex))
+    try:
+        for apex in changed:
+            held = shared.index.zone_for(apex)
+            was = held is not None and held.apex == apex
+            zone = index.zone_for(apex)
+            if zone is not None and zone.apex != apex:
+                zone = None
+            if was:
+                table.drop(apex)
+            if zone is not None and not _zone_into(table, zone, signer):
+                return False
+            if was != (zone is not None):
+                table.enclosing(apex)
+    except (MemoryError, KeyError, ValueError, TypeError):
+        log.warning("the UDP fast path's table could not follow a swap: it is made again")
+        return False
+    return True
+
+
+def _signing(signer: Signer | None, apex: bytes) -> int:
+    signed = None if signer is None else signer.zones.get(apex)
+    return UNSIGNED if signed is None else SIGNED_ELSEWHERE if signed.key is None else SIGNED
 
 
 def _filled(table: Table, snapshot: Snapshot) -> Table | None:
     index = snapshot.index
-    signer = snapshot.signer
     for zone in index.served():
-        apex = zone.apex
-        # C reads the zone's own persistent tables, shard by shard (``zone.owners``).
-        if not zone.dnames.size:
-            interrupts = zone.cuts.shards if zone.cuts.size else None
-        elif not zone.cuts.size:
-            interrupts = zone.dnames.shards
-        else:
-            interrupts = _interrupts(zone).shards
-        signed = None if signer is None else signer.zones.get(apex)
-        signing = UNSIGNED if signed is None else SIGNED_ELSEWHERE if signed.key is None \
-            else SIGNED
-        table.zone(apex, zone.nodes.shards, zone.empty_nonterminals.shards, interrupts,
-                   zone.has_wildcard, signing)
+        if not _zone_into(table, zone, snapshot.signer):
+            return None
     return table
+
+
+def _zone_into(table: Table, zone: ServedZone, signer: Signer | None) -> bool:
+    """Give ``table`` ``zone`` as its negative path reads it (the zone's own persistent
+    tables, shard by shard: ``zone.owners``), and how ``signer`` signs it; ``True`` once
+    given (a ``False`` would say C could not find it: no table rather than a wrong one)."""
+    if not zone.dnames.size:
+        interrupts = zone.cuts.shards if zone.cuts.size else None
+    elif not zone.cuts.size:
+        interrupts = zone.dnames.shards
+    else:
+        interrupts = _interrupts(zone).shards
+    table.zone(zone.apex, zone.nodes.shards, zone.empty_nonterminals.shards, interrupts,
+               zone.has_wildcard, _signing(signer, zone.apex))
+    return True
 
 
 _INTERRUPTS: weakref.WeakKeyDictionary[ServedZone, OwnerSet] = weakref.WeakKeyDictionary()
@@ -179,13 +244,26 @@ def _interrupts(zone: ServedZone) -> OwnerSet:
 
 def learn(table: Table, snapshot: Snapshot, key: bytes | None, wanted: Wanted | None) -> None:
     """After ``answer`` answered a query the table handed back: copy in what ``answer``
-    kept for it, the cached entry of its question or the zone's negative answer."""
+    kept for it, the cached entry of its question (tied to the zones it was read from) or
+    the zone's negative answer. ``table`` answers for ``snapshot`` (``shared_table``)."""
+    cache = snapshot.cache
     if key is not None:
-        entry = snapshot.cache.get(key)
+        entry = cache.get(key)
         if entry is not None:
-            table.put(key, entry)
+            held = cache.kept.answers.get(key)
+            # the zones it was read from, if what is kept is this very entry; else it is
+            # tied to any change (an entry another snapshot put there meanwhile)
+            deps = None
+            if held is not None and held[0] is entry:
+                deps = dependencies(held[1], snapshot.index)
+            try:
+                table.put(key, entry, deps)
+            except KeyError:  # a bare table, told of no zone: tied to any change
+                table.put(key, entry)
             return
     if wanted is not None:
-        negative = snapshot.cache.negatives.get(wanted)
+        apex, rcode, at = wanted
+        zone = snapshot.index.zone_for(apex)
+        negative = None if zone is None else cache.kept.negative(zone, rcode, at)
         if negative is not None:
-            table.negative(*wanted, negative)
+            table.negative(apex, rcode, at, negative)

@@ -44,7 +44,9 @@ What it changes, and only for names in a signed zone:
 
 With DO=0 the other answers are the unsigned path's, byte for byte. Signed responses are
 kept in the snapshot's response cache under their own key (the question, DO, and the
-refresh window), so a window's change re-signs them.
+refresh window), so a window's change re-signs them; across swaps (``_cache``) for as
+long as every zone they were read from is the same version and signed the same way
+(``signing_of``).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from collections.abc import Callable, Mapping
 import attrs
 
 import valis_core.dns.answer._lookup as plain
-from valis_core.dns.answer._cache import CACHE_ENTRIES, ResponseCache
+from valis_core.dns.answer._cache import CACHE_ENTRIES, Reading, ResponseCache, Zones
 from valis_core.dns.answer.message import Entry
 from valis_core.dns.dnssec import CDNSKEY, CDS, DNSKEY, NXNAME, ZoneKey, nsec3
 from valis_core.dns.dnssec import signing as dnssec
@@ -293,18 +295,28 @@ class Signer:
             except KeyError:
                 pass
             return entry
-        entry, keep = self._resolve(index, zone, qname, qtype, do=do, window=window)
-        if keep:
-            cache[cached_as] = entry
-            while len(cache) > CACHE_ENTRIES:
-                try:
-                    cache.popitem(last=False)
-                except KeyError:
-                    break
+        kept = cache.kept  # what the holder's snapshots keep across swaps (``_cache``)
+        entry = kept.take(cached_as, index, self.signing_along)
+        if entry is None:
+            reading = Reading.question(index, qname, qtype)  # those above, and its own
+            entry, keep = self._resolve(reading, zone, qname, qtype, do=do, window=window)
+            if not keep:
+                return entry
+            kept.keep(cached_as, reading.kept(entry, self.signing_along(reading.zones)))
+        cache[cached_as] = entry
+        while len(cache) > CACHE_ENTRIES:
+            try:
+                cache.popitem(last=False)
+            except KeyError:
+                break
         return entry
 
+    def signing_along(self, zones: list[ServedZone | None]) -> tuple[object, ...]:
+        """How each zone an answer's lookups gave is signed here (``signing_of``)."""
+        return tuple(zone and signing_of(self.zones.get(zone.apex)) for zone in zones)
+
     def _resolve(
-        self, index: ZoneIndex, zone: ServedZone, qname: bytes, qtype: int, *, do: bool,
+        self, index: Zones, zone: ServedZone, qname: bytes, qtype: int, *, do: bool,
         window: int,
     ) -> tuple[Entry, bool]:
         """The signed answer, and whether to keep it (not for names that do not exist:
@@ -489,6 +501,17 @@ class Signer:
         for records in (draft.answer, draft.authority, draft.extra):
             for at, record in sorted(signatures.get(id(records), []), reverse=True):
                 records.insert(at, record)
+
+
+def signing_of(signed: SignedZone | None) -> tuple[object, ...] | None:
+    """All that a zone's signed answers take from its signing (``None``: not signed
+    here): the keys signing it and its key records, the DNSKEY TTL, how it denies. Two
+    signers giving a zone the same are interchangeable for its answers kept."""
+    keys = None if signed is None else signed.keys
+    if signed is None or keys is None:
+        return None if signed is None else (signed.nsec3,)
+    return (keys.signer.dnskey, *(tuple(key.dnskey for key in held) for held in (
+        keys.key_signers, keys.published, keys.parent)), keys.dnskey_ttl, signed.nsec3)
 
 
 class _SignedDraft(plain.Draft):

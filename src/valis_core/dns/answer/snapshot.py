@@ -1,10 +1,13 @@
 """One version of what is served, and the holder that swaps versions.
 
 A ``Snapshot`` pairs a zone index with the cache of encoded responses derived from it,
-the way dnspython's versioned zones pair a version with what readers see: the cache
+the way dnspython's versioned zones pair a version with what readers see: its own cache
 lives and dies with its index, so no answer is ever taken from a cache filled by another
 version. ``IndexHolder.swap`` makes the new snapshot; a reader takes ``snapshot`` once
-per query and answers wholly from it.
+per query and answers wholly from it. The holder's snapshots share what outlives a
+swap (``_cache.KeptAnswers``): the answers found, each taken by a later snapshot only
+when every zone version it was read from is that snapshot's too, so a swap that changes
+one zone keeps every other zone's answers, at no cost to the swap.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from valis_core.dns.answer._cache import ResponseCache
+from valis_core.dns.answer._cache import KeptAnswers, ResponseCache
 from valis_core.dns.zone import ZoneIndex
 
 if TYPE_CHECKING:
@@ -33,18 +36,22 @@ class Snapshot:
 class IndexHolder:
     """The snapshot currently served. ``swap`` replaces it in one assignment."""
 
-    __slots__ = ("_signer", "_snapshot", "_swaps")
+    __slots__ = ("_kept", "_signer", "_snapshot", "_swaps")
 
     def __init__(self, index: ZoneIndex, signer: Signer | None = None) -> None:
         self._signer = signer
-        self._snapshot = Snapshot(index, signer=signer)
+        self._kept = KeptAnswers()
+        self._snapshot = self._next(index)
         self._swaps = 0
+
+    def _next(self, index: ZoneIndex) -> Snapshot:
+        return Snapshot(index, ResponseCache(self._kept), self._signer)
 
     def sign_with(self, signer: Signer | None) -> None:
         """Answer with ``signer`` (``None``: unsigned) from the next query on; the
         signer is kept across swaps."""
         self._signer = signer
-        self._snapshot = Snapshot(self._snapshot.index, signer=signer)
+        self._snapshot = self._next(self._snapshot.index)
 
     @property
     def signer(self) -> Signer | None:
@@ -65,8 +72,8 @@ class IndexHolder:
         return self._swaps
 
     def swap(self, new: ZoneIndex) -> ZoneIndex:
-        """Serve ``new`` (with a cache of its own) from the next query on; return the
-        index it replaces."""
-        old, self._snapshot = self._snapshot.index, Snapshot(new, signer=self._signer)
+        """Serve ``new`` (with a cache of its own, and the answers of every zone it
+        shares with the last one) from the next query on; return the index it replaces."""
+        old, self._snapshot = self._snapshot.index, self._next(new)
         self._swaps += 1
         return old

@@ -22,9 +22,11 @@ The drain has two forms. The compiled fast path (``valis_core.dns.answer.fastpat
 those its table for the current snapshot can answer (a question ``answer`` cached, or a
 flood's NXDOMAIN or NODATA), hands the rest to ``answer`` here, lets the table learn what
 ``answer`` kept, and sends the batch with one ``sendmmsg``; the GIL is released for the
-two system calls. A new snapshot gets a new table, so a reload never mixes versions, and
-since a signing change makes a new snapshot, a table never outlives its signer (with a
-signer, C answers only what the signer leaves to the unsigned path). Without a table (a
+two system calls. A new snapshot moves the holder's table on by what the swap changed
+(``fastpath.shared_table``), so a reload never mixes versions and the unchanged zones
+stay answered in C; a signing change makes a new snapshot too, and the table follows
+each zone's signing (with a signer, C answers only what the signer leaves to the
+unsigned path). Without a table (a
 rate limiter, or a test's ``answer_fn``) every datagram is answered here, still in
 batches. A build without the helper (``fastpath.COMPILED`` false) drains with
 ``recvfrom``/``sendto`` one datagram at a time, says once in the log that it is slower,

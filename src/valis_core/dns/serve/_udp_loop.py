@@ -190,9 +190,10 @@ async def _serve_udp_compiled(
     """``_serve_udp`` through the compiled pump (``valis_core.dns.answer.fastpath``): a batch in
     with one call, the questions the snapshot's table holds answered in C, the others
     here exactly as ``_serve_udp`` answers them, the batch out with one call. The table
-    learns what ``answer`` kept after Python answers a question, and a new snapshot gets
-    a new table (and a snapshot's signer is its own). With a rate limiter or another
-    ``answer_fn`` there is no table: every datagram is answered here (still batched)."""
+    learns what ``answer`` kept after Python answers a question, and a new snapshot
+    moves the holder's table on by what changed (and a snapshot's signer is its own).
+    With a rate limiter or another ``answer_fn`` there is no table: every datagram is
+    answered here (still batched)."""
     learn = fastpath.learn
     pump = fastpath.pump(raw.fileno(), UDP_BATCH)
     drain, reply, flush, peer_of = pump.drain, pump.reply, pump.flush, pump.peer

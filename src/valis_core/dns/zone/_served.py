@@ -5,6 +5,8 @@ between index versions (``ZoneIndex``, in ``_index``, holds them; ``build`` make
 
 from __future__ import annotations
 
+import itertools
+
 import attrs
 
 from valis_core.dns.wire import names as wire
@@ -52,6 +54,8 @@ class Lineage:
             drop += 1
         return Lineage(past[drop:], total)
 
+_VERSIONS = itertools.count(1)
+
 
 @attrs.frozen(eq=False)
 class ServedZone:
@@ -67,6 +71,8 @@ class ServedZone:
     keep the empty non-terminals and ``has_wildcard`` right without walking the whole
     zone. All five are persistent tables (``owners``): the next version of a zone shares
     every shard of them its change did not touch, and no version is ever mutated.
+    ``version`` tells this version apart from every other made in this process: what
+    the answers kept across swaps are checked against (``answer._cache``).
     """
 
     origin: str
@@ -83,6 +89,7 @@ class ServedZone:
     lineage: Lineage = attrs.field(factory=Lineage)
     """The patches this version came by (``replace_owners`` extends it)."""
     has_wildcard: bool = attrs.field(init=False)
+    version: int = attrs.field(init=False, factory=lambda: next(_VERSIONS))
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "has_wildcard", self.wildcards > 0)
