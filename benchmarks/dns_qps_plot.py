@@ -9,11 +9,12 @@ hence only the standard library and matplotlib here. Usage:
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from plot_style import finish, main  # beside this script
 
 DISPLAY = {"valis": "valis", "nsd": "NSD", "knot": "Knot"}
 COLOURS = {"valis": "#c8553d", "nsd": "#2d6a8f", "knot": "#7a9e4e"}
@@ -70,25 +71,9 @@ def draw(document: Mapping[str, Any], out: Path) -> None:
     axes.set_ylabel("server CPU per answered query (µs)")
     axes.set_title("CPU per query by query kind: valis, NSD and Knot", fontsize=12)
     axes.set_ylim(0, axes.get_ylim()[1] * 1.12)
-    figure.text(0.01, 0.01, caption(document), fontsize=7.5, color="#555555", va="bottom")
     axes.legend(frameon=False, ncol=len(series), loc="upper center")
-    axes.grid(axis="y", linewidth=0.4, alpha=0.5)
-    axes.set_axisbelow(True)
-    for side in ("top", "right"):
-        axes.spines[side].set_visible(False)
-    figure.tight_layout(rect=(0, 0.06, 1, 1))
-    figure.savefig(out, format="png", metadata={"Software": None})
-    plt.close(figure)
-
-
-def main(argv: Sequence[str]) -> int:
-    if len(argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    document = json.loads(Path(argv[0]).read_text())
-    draw(document, Path(argv[1]))
-    return 0
+    finish(figure, axes, out, caption=caption(document), grid_axis="y")
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:], draw, __doc__ or ""))

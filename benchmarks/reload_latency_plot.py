@@ -9,11 +9,12 @@ library and matplotlib here. Usage:
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from plot_style import finish, main  # beside this script
 
 COLOURS = ("#c8553d", "#2d6a8f", "#7a9e4e", "#8e6bb3", "#d49a2a")
 TARGET_MS = 5.0
@@ -68,24 +69,8 @@ def draw(document: Mapping[str, Any], out: Path) -> None:
     axes.set_ylabel("commit → new answer on the wire (ms, log scale)")
     axes.set_title("Live changes: commit to answer by size, valis", fontsize=12)
     axes.legend(frameon=False, fontsize=8, ncol=3, loc="upper left")
-    axes.grid(linewidth=0.4, alpha=0.5)
-    axes.set_axisbelow(True)
-    for side in ("top", "right"):
-        axes.spines[side].set_visible(False)
-    figure.text(0.01, 0.01, caption(document), fontsize=7.5, color="#555555", va="bottom")
-    figure.tight_layout(rect=(0, 0.07, 1, 1))
-    figure.savefig(out, format="png", metadata={"Software": None})
-    plt.close(figure)
-
-
-def main(argv: Sequence[str]) -> int:
-    if len(argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    document = json.loads(Path(argv[0]).read_text())
-    draw(document, Path(argv[1]))
-    return 0
+    finish(figure, axes, out, caption=caption(document), bottom=0.07)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:], draw, __doc__ or ""))
