@@ -1,7 +1,7 @@
 # The test command is `make test`: it installs what the tests need on a fresh Debian
 # machine (Debian packages when missing, a .venv with the package and its test extras),
 # then runs ruff, mypy --strict and pytest.
-.PHONY: test check lint venv lock bench bench-live demo dep-dist build dist
+.PHONY: test check lint venv lock bench bench-live bench-handover demo dep-dist build dist
 
 test:
 	./scripts/test
@@ -40,6 +40,15 @@ CHANGES ?= 50
 bench-live: venv
 	./benchmarks/live curve --plot build/bench/reload_latency.png $(CURVE_ARGS)
 	./benchmarks/live rate --changes-per-second $(CHANGES) $(RATE_ARGS)
+
+# Queries lost across an upgrade, a reload and a crash (docs/performance.md, as root):
+# 10 000 UDP + 200 TCP q/s from a client namespace while `valis apply --delivery`,
+# `systemctl reload fulcrum-valis` and a SIGKILL of the resident happen to the shipped
+# unit under a real systemd, beside NSD's and Knot's reload, restart and kill -9 under
+# their Debian units. Builds the delivery (cached as the scenario tests cache it).
+# Options in HANDOVER_ARGS, e.g. HANDOVER_ARGS="--plot docs/performance-handover.png".
+bench-handover: venv
+	./benchmarks/handover $(HANDOVER_ARGS)
 
 # A whole node on this machine, without root: private PostgreSQL under your cache
 # directory, the example zone, a genesis state directory, the resident answering DNS on

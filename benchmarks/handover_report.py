@@ -17,8 +17,9 @@ it counts right.
 - The *gap* is the longest time without any answer from ``event - before`` to the
   window's end (the last query sent), by answer time: queries a server holds
   in its socket's queue and answers later end the gap when they are answered. It counts
-  only when longer than ``gap_threshold``; *resumed* is then the time from the event to
-  the end of the gap (the first answer after it), else 0.
+  only when longer than ``gap_threshold``; *gap start* and *resumed* are then the times
+  from the event to its beginning (the last answer before it) and its end (the first
+  answer after it), else 0.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ class EventReport:
     wrong_rcode: int
     latency_ms: dict[str, float | None]
     gap_s: float
+    gap_start_s: float
+    """When the gap began, from the event (negative: before it)."""
     resumed_s: float
     event_s: float
     """How long the event's command took (``valis apply`` returns once serving)."""
@@ -139,6 +142,7 @@ def report(server: str, event: str, trace: Sequence[Query], *, event_at: float,
         wrong_rcode=sum(q.rcode not in ZONE_RCODES for q in answered),
         latency_ms=latency_summary([q.answered - q.sent for q in answered]),
         gap_s=round(gap, 4) if counted else 0.0,
+        gap_start_s=round(gap_from - event_at, 4) if counted else 0.0,
         resumed_s=round(max(0.0, gap_to - event_at), 4) if counted else 0.0,
         event_s=round(event_s, 3),
     )
@@ -170,7 +174,7 @@ def timeline(trace: Sequence[Query], *, event_at: float, before: float, after: f
 
 HEADS = ("server", "event", "event_s", "udp_sent", "udp_lost", "tcp_sent", "tcp_answered",
          "tcp_refused", "tcp_reset", "tcp_timeout", "wrong_rcode", "p50_ms", "p99_ms",
-         "max_ms", "gap_s", "resumed_s")
+         "max_ms", "gap_s", "gap_start_s", "resumed_s")
 
 
 def row(r: EventReport) -> list[str]:
@@ -181,7 +185,7 @@ def row(r: EventReport) -> list[str]:
             str(r.tcp_sent), str(r.tcp_answered), str(r.tcp_refused), str(r.tcp_reset),
             str(r.tcp_timeout), str(r.wrong_rcode), ms(r.latency_ms["p50"]),
             ms(r.latency_ms["p99"]), ms(r.latency_ms["max"]), f"{r.gap_s:.3f}",
-            f"{r.resumed_s:.3f}"]
+            f"{r.gap_start_s:.3f}", f"{r.resumed_s:.3f}"]
 
 
 def table(reports: Sequence[EventReport]) -> str:
