@@ -24,6 +24,8 @@ seconds more and stops. The events:
 - valis ``apply``: ``valis apply --delivery`` of a newer delivery (another version of
   the same bundle, numbered ``<version>+handover.N``); it returns once the new version
   serves (today: the unit restarted on it);
+- valis ``restart``: ``systemctl restart fulcrum-valis`` (what ``apply`` does once the
+  delivery is staged, today);
 - valis ``reload``: ``systemctl reload fulcrum-valis``;
 - valis ``kill``: SIGKILL of the resident (fulcrum's child), as a crash;
 - NSD and Knot ``reload``: the zone's serial raised in its file, then ``nsd-control
@@ -116,7 +118,7 @@ RECOVER_TIMEOUT = 180.0
 """Seconds a server may take to answer again after an event before the run fails."""
 MAX_RUN = 600.0
 """Seconds one load run lasts at most, whatever happens."""
-EVENTS = {"valis": ("apply", "reload", "kill"), "nsd": ("reload", "restart", "kill"),
+EVENTS = {"valis": ("apply", "restart", "reload", "kill"), "nsd": ("reload", "restart", "kill"),
           "knot": ("reload", "restart", "kill")}
 SERIAL = re.compile(r"\bIN\s+SOA\s+\S+\s+\S+\s+(\d+)")
 
@@ -193,6 +195,8 @@ def valis_target(node: Node, newer: Iterator[Path]) -> Target:
         box.run("kill", "-KILL", resident)
 
     target.act.update({"apply": apply, "reload": lambda: box.systemctl("reload", UNIT),
+                       "restart": lambda: box.systemctl("restart", UNIT,
+                                                        timeout=UP_TIMEOUT),
                        "kill": kill})
     return target
 
@@ -267,9 +271,10 @@ class Measured:
     load: dict[str, Any]
 
 
-def run_event(target: Target, event: str, args: argparse.Namespace, work: Path) -> Measured:
+def run_event(target: Target, event: str, args: argparse.Namespace, work: Path,
+              round_: int) -> Measured:
     """One load run with ``event`` done ``--before`` seconds into it."""
-    out = work / f"{target.name}-{event}.trace"
+    out = work / f"{target.name}-{event}-{round_}.trace"
     load = start_load(target, args, out, (args.udp_rate, args.tcp_rate), MAX_RUN)
     try:
         time.sleep(args.before)
@@ -284,7 +289,8 @@ def run_event(target: Target, event: str, args: argparse.Namespace, work: Path) 
         header = stop_load(load, out, args.timeout)
     trace = queries(header[1])
     measured = report(target.name, event, trace, event_at=event_at, event_s=event_s,
-                      before=args.before, timeout=args.timeout, gap_threshold=args.gap)
+                      before=args.before, timeout=args.timeout, gap_threshold=args.gap,
+                      round_=round_)
     span = max(q.sent for q in trace) - event_at
     line = timeline(trace, event_at=event_at, before=args.before, after=span,
                     bin_s=args.bin, timeout=args.timeout)
@@ -421,7 +427,9 @@ def main() -> int:
     parser.add_argument("--servers", default="valis,nsd,knot")
     parser.add_argument("--events", default="apply,reload,restart,kill",
                         help="events to measure where the server has them (valis: apply, "
-                        "reload, kill; NSD and Knot: reload, restart, kill)")
+                        "restart, reload, kill; NSD and Knot: reload, restart, kill)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="times each event is measured, one after another (default 1)")
     parser.add_argument("--udp-rate", type=float, default=10_000)
     parser.add_argument("--tcp-rate", type=float, default=200)
     parser.add_argument("--timeout", type=float, default=2.0,
@@ -459,7 +467,7 @@ def main() -> int:
     generator: dict[str, Any] = {}
     work = Path(tempfile.mkdtemp(prefix="valis-handover-", dir="/tmp"))
     work.chmod(0o755)
-    applies = events.count("apply") if "valis" in servers else 0
+    applies = args.rounds if "valis" in servers and "apply" in events else 0
     try:
         with valis_node(work, max(1, applies)) as (node, newer):
             box = node.box
@@ -477,20 +485,23 @@ def main() -> int:
                 print(f"generator: asked {generator['asked_rate']:,.0f} UDP q/s, sent "
                       f"{generator['sent_per_s']:,} q/s, fell behind its schedule by "
                       f"{generator['behind_max_s'] * 1000:.0f} ms at most", flush=True)
-            for name in servers:
-                for event in events:
-                    if event not in EVENTS[name]:
-                        continue
-                    print(f"{name} {event} under load ...", file=sys.stderr, flush=True)
-                    measured.append(run_event(targets[name], event, args, work))
-                    print(table([measured[-1].report]), end="", flush=True)
+            for round_ in range(1, args.rounds + 1):
+                for name in servers:
+                    for event in events:
+                        if event not in EVENTS[name]:
+                            continue
+                        print(f"round {round_}: {name} {event} under load ...",
+                              file=sys.stderr, flush=True)
+                        measured.append(run_event(targets[name], event, args, work, round_))
+                        print(table([measured[-1].report]), end="", flush=True)
     finally:
         subprocess.run(["rm", "-rf", str(work)], check=False, timeout=120)
     environment["load_average_after"] = list(os.getloadavg())
     environment["generator"] = generator
     environment["loads"] = [m.load for m in measured]
-    settings = {k: getattr(args, k) for k in ("udp_rate", "tcp_rate", "timeout", "before",
-                                              "after", "gap", "bin", "ceiling_rate")}
+    settings = {k: getattr(args, k) for k in ("rounds", "udp_rate", "tcp_rate", "timeout",
+                                              "before", "after", "gap", "bin",
+                                              "ceiling_rate")}
     settings["apply_timeout"] = APPLY_TIMEOUT
     document = to_document([m.report for m in measured], [m.timeline for m in measured],
                            settings, environment)

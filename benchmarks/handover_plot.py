@@ -1,7 +1,8 @@
 """Draw latency around each event from ``handover.py``'s JSON: one panel per event kind
 (apply or restart, reload, kill), time from the event on the x axis, the p99 answer
 latency of the queries sent in each bin on a log y axis, one line per server; a bin
-where queries were lost is marked on the panel's top edge.
+where queries were lost is marked on the panel's top edge. The first round only, when
+the events were measured more than once.
 
 Run by Debian's ``/usr/bin/python3`` with ``python3-matplotlib`` (``make bench-handover``
 installs it), so the project's locked ``.venv`` stays as it is; hence only the standard
@@ -11,6 +12,7 @@ library and matplotlib here. Usage:
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,9 +21,10 @@ from typing import Any
 from plot_style import finish, main  # beside this script
 
 COLOURS = {"valis": "#c8553d", "nsd": "#2d6a8f", "knot": "#7a9e4e"}
-PANELS = (("upgrade", ("apply", "restart")), ("reload", ("reload",)), ("kill -9", ("kill",)))
-"""Each panel's title and the events drawn in it (valis's apply beside NSD's and Knot's
-restart: what an upgrade does to each)."""
+PANELS = (("upgrade or restart", ("apply", "restart")), ("reload", ("reload",)),
+          ("kill -9", ("kill",)))
+"""Each panel's title and the events drawn in it (valis's apply and restart beside NSD's
+and Knot's restart: what an upgrade does to each)."""
 TARGET_MS = 50.0
 """Issue 28's target for p99 during a handover."""
 
@@ -31,7 +34,8 @@ def panels(document: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, list[
     out = []
     for title, kinds in PANELS:
         lines = [(f"{e['server']} {e['event']}", e["timeline"])
-                 for e in document["events"] if e["event"] in kinds]
+                 for e in document["events"]
+                 if e["event"] in kinds and e.get("round", 1) == 1]
         if lines:
             out.append((title, lines))
     return out
@@ -48,18 +52,18 @@ def draw(document: Mapping[str, Any], out: Path) -> None:
                                 squeeze=False)
     settings = document["settings"]
     for axes, (title, lines) in zip(grid[:, 0], shown, strict=True):
-        top = TARGET_MS
-        for label, line in lines:
+        top = max([TARGET_MS, *(b["p99_ms"] for _, line in lines for b in line
+                                if b["p99_ms"] is not None)])
+        for number, (label, line) in enumerate(lines):
             colour = COLOURS.get(label.split()[0], "#555555")
-            points = [(b["t"], b["p99_ms"]) for b in line if b["p99_ms"] is not None]
-            if points:
-                axes.plot([t for t, _ in points], [v for _, v in points], color=colour,
-                          linewidth=1.1, label=label)
-                top = max(top, *(v for _, v in points))
+            # A bin without an answer breaks the line (NaN), so a gap shows as one.
+            axes.plot([b["t"] for b in line],
+                      [math.nan if b["p99_ms"] is None else b["p99_ms"] for b in line],
+                      color=colour, linewidth=1.1, label=label)
             lost = [b["t"] for b in line if b["lost"]]
             if lost:
-                axes.scatter(lost, [top * 1.5] * len(lost), color=colour, marker="|",
-                             s=40, linewidths=0.8)
+                axes.scatter(lost, [top * 2.2 ** (number + 1)] * len(lost), color=colour,
+                             marker="|", s=30, linewidths=0.8)
         axes.axvline(0, color="#999999", linewidth=0.6)
         axes.axhline(TARGET_MS, color="#999999", linewidth=0.6, linestyle="--")
         axes.set_yscale("log")
@@ -68,10 +72,10 @@ def draw(document: Mapping[str, Any], out: Path) -> None:
         axes.legend(fontsize=7, frameon=False, loc="upper right")
         axes.tick_params(labelsize=7)
     grid[-1, 0].set_xlabel("seconds from the event (query send time)", fontsize=8)
-    caption = (f"{settings['udp_rate']:,.0f} UDP + {settings['tcp_rate']:,.0f} TCP q/s from a "
-               f"client namespace; p99 per {settings['bin'] * 1000:.0f} ms bin; ticks on "
+    caption = (f"{settings['udp_rate']:,.0f} UDP + {settings['tcp_rate']:,.0f} TCP q/s; "
+               f"p99 per {settings['bin'] * 1000:.0f} ms bin, none: no answer; ticks on "
                f"top: bins with lost queries; dashed: {TARGET_MS:.0f} ms target; "
-               f"{document['environment'].get('date', '')}")
+               f"{document['environment'].get('date', '')[:10]}")
     for axes in grid[:-1, 0]:
         axes.grid(axis="both", linewidth=0.4, alpha=0.5)
         for side in ("top", "right"):

@@ -73,6 +73,7 @@ class EventReport:
     resumed_s: float
     event_s: float
     """How long the event's command took (``valis apply`` returns once serving)."""
+    round: int = 1
 
 
 def queries(columns: dict[str, Sequence[float] | Sequence[int]]) -> list[Query]:
@@ -113,8 +114,8 @@ def latency_summary(values_s: Sequence[float]) -> dict[str, float | None]:
 
 
 def report(server: str, event: str, trace: Sequence[Query], *, event_at: float,
-           event_s: float, before: float, timeout: float, gap_threshold: float
-           ) -> EventReport:
+           event_s: float, before: float, timeout: float, gap_threshold: float,
+           round_: int = 1) -> EventReport:
     """What the event at ``event_at`` did to the queries of ``trace`` sent from
     ``event_at - before`` on (see the module's docstring)."""
     start = event_at - before
@@ -145,6 +146,7 @@ def report(server: str, event: str, trace: Sequence[Query], *, event_at: float,
         gap_start_s=round(gap_from - event_at, 4) if counted else 0.0,
         resumed_s=round(max(0.0, gap_to - event_at), 4) if counted else 0.0,
         event_s=round(event_s, 3),
+        round=round_,
     )
 
 
@@ -172,7 +174,7 @@ def timeline(trace: Sequence[Query], *, event_at: float, before: float, after: f
             for i in range(bins)]
 
 
-HEADS = ("server", "event", "event_s", "udp_sent", "udp_lost", "tcp_sent", "tcp_answered",
+HEADS = ("server", "event", "round", "event_s", "udp_sent", "udp_lost", "tcp_sent", "tcp_answered",
          "tcp_refused", "tcp_reset", "tcp_timeout", "wrong_rcode", "p50_ms", "p99_ms",
          "max_ms", "gap_s", "gap_start_s", "resumed_s")
 
@@ -181,7 +183,7 @@ def row(r: EventReport) -> list[str]:
     def ms(value: float | None) -> str:
         return "-" if value is None else f"{value:.1f}"
 
-    return [r.server, r.event, f"{r.event_s:.2f}", str(r.udp_sent), str(r.udp_lost),
+    return [r.server, r.event, str(r.round), f"{r.event_s:.2f}", str(r.udp_sent), str(r.udp_lost),
             str(r.tcp_sent), str(r.tcp_answered), str(r.tcp_refused), str(r.tcp_reset),
             str(r.tcp_timeout), str(r.wrong_rcode), ms(r.latency_ms["p50"]),
             ms(r.latency_ms["p99"]), ms(r.latency_ms["max"]), f"{r.gap_s:.3f}",
