@@ -54,12 +54,16 @@ def draw(document: Mapping[str, Any], out: Path) -> None:
     for axes, (title, lines) in zip(grid[:, 0], shown, strict=True):
         top = max([TARGET_MS, *(b["p99_ms"] for _, line in lines for b in line
                                 if b["p99_ms"] is not None)])
+        drawn: list[str] = []
         for number, (label, line) in enumerate(lines):
-            colour = COLOURS.get(label.split()[0], "#555555")
+            server = label.split()[0]
+            colour = COLOURS.get(server, "#555555")
+            style = "-" if server not in drawn else ":"  # a server's second event dotted
+            drawn.append(server)
             # A bin without an answer breaks the line (NaN), so a gap shows as one.
             axes.plot([b["t"] for b in line],
                       [math.nan if b["p99_ms"] is None else b["p99_ms"] for b in line],
-                      color=colour, linewidth=1.1, label=label)
+                      color=colour, linewidth=1.1, linestyle=style, label=label)
             lost = [b["t"] for b in line if b["lost"]]
             if lost:
                 axes.scatter(lost, [top * 2.2 ** (number + 1)] * len(lost), color=colour,
