@@ -24,6 +24,10 @@ seconds more and stops. The events:
 - valis ``apply``: ``valis apply --delivery`` of a newer delivery (another version of
   the same bundle, numbered ``<version>+handover.N``); it returns once the new version
   serves (today: the unit restarted on it);
+- valis ``apply-failing``: ``valis apply --delivery`` of a delivery whose resident
+  exits before READY (the build without the serving codec, as the systemd scenarios
+  use); it fails and the old version must go on serving (today: switched back and the
+  unit restarted on it);
 - valis ``restart``: ``systemctl restart fulcrum-valis`` (what ``apply`` does once the
   delivery is staged, today);
 - valis ``reload``: ``systemctl reload fulcrum-valis``;
@@ -52,6 +56,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -118,9 +123,8 @@ RECOVER_TIMEOUT = 180.0
 """Seconds a server may take to answer again after an event before the run fails."""
 MAX_RUN = 600.0
 """Seconds one load run lasts at most, whatever happens."""
-EVENTS = {"valis": ("apply", "restart", "reload", "kill"), "nsd": ("reload", "restart", "kill"),
-          "knot": ("reload", "restart", "kill")}
-SERIAL = re.compile(r"\bIN\s+SOA\s+\S+\s+\S+\s+(\d+)")
+EVENTS = {"valis": ("apply", "apply-failing", "restart", "reload", "kill"),
+          "nsd": ("reload", "restart", "kill"), "knot": ("reload", "restart", "kill")}
 
 
 def zone_text(serial: int) -> str:
@@ -179,13 +183,19 @@ class Target:
         return children[0] if len(children) == 1 else ""
 
 
-def valis_target(node: Node, newer: Iterator[Path]) -> Target:
+def valis_target(node: Node, newer: Iterator[Path], failing: Iterator[Path]) -> Target:
     box = node.box
 
     def apply() -> None:
         status, _, err = node.apply(next(newer), "--timeout", str(UP_TIMEOUT))
         if status != 0:
             raise SystemExit(f"valis apply failed ({status}): {err}\n{box.journal(UNIT)}")
+
+    def apply_failing() -> None:
+        status, _, err = node.apply(next(failing), "--timeout", str(UP_TIMEOUT))
+        if status == 0 or "did not come up" not in err:
+            raise SystemExit(f"valis apply of the failing delivery did not fail as it "
+                             f"should ({status}): {err}\n{box.journal(UNIT)}")
 
     target = Target("valis", UNIT_IP, box, node.ground, UNIT, {})
 
@@ -194,7 +204,8 @@ def valis_target(node: Node, newer: Iterator[Path]) -> Target:
         target.main_pid = resident
         box.run("kill", "-KILL", resident)
 
-    target.act.update({"apply": apply, "reload": lambda: box.systemctl("reload", UNIT),
+    target.act.update({"apply": apply, "apply-failing": apply_failing,
+                       "reload": lambda: box.systemctl("reload", UNIT),
                        "restart": lambda: box.systemctl("restart", UNIT,
                                                         timeout=UP_TIMEOUT),
                        "kill": kill})
@@ -362,20 +373,33 @@ def stop_load_when_done(load: subprocess.Popen[str], out: Path, timeout: float
 
 
 @contextlib.contextmanager
-def valis_node(work: Path, versions: int) -> Iterator[tuple[Node, list[Path]]]:
-    """The frozen build's delivery applied on a systemd host, and ``versions`` newer
-    deliveries of it to apply over it (the systemd scenarios' ``node``, ``applied``)."""
+def valis_node(work: Path, versions: int, failing: int
+               ) -> Iterator[tuple[Node, list[Path], list[Path]]]:
+    """The frozen build's delivery applied on a systemd host, ``versions`` newer
+    deliveries of it to apply over it and ``failing`` deliveries of the build without
+    the serving codec, whose resident exits before READY (the systemd scenarios'
+    ``node``, ``applied``)."""
     ensure_system_user(RUN_USER)
     sweep_stale()
     sweep_stale_grounds()
     builds = Builds(work / "builds")
     (work / "builds").mkdir(mode=0o755)
-    builds.launch(frozenset({"bundle", "delivery"}))
+    builds.launch(frozenset({"bundle", "delivery", "plain_build"} if failing
+                            else {"bundle", "delivery"}))
     try:
         for step in ("build", "dist"):
             done = builds.result("frozen", step)
             if done.returncode != 0:
                 raise SystemExit(f"make {step} failed:\n{done.stderr[-3000:]}")
+        broken = []
+        if failing:
+            plain = builds.base("plain") / "plain" / "valis"
+            if builds.result("plain", "build").returncode != 1 or not plain.is_dir():
+                raise SystemExit("the build without the serving codec did not leave its "
+                                 f"bundle at {plain}")
+            broken = [delivery_of(plain, f"{VERSION}+handover.failing.{n}",
+                                  work / "deliveries" / f"failing-{n}.tar.gz")
+                      for n in range(1, failing + 1)]
         bundle = builds.base("frozen") / "frozen" / "valis"
         delivery = builds.base("frozen") / "dist" / "valis-serving.tar.gz"
         staged = work / "deliveries"
@@ -405,7 +429,7 @@ def valis_node(work: Path, versions: int) -> Iterator[tuple[Node, list[Path]]]:
                     if status != 0:
                         raise SystemExit(f"the first valis apply failed: {err}\n"
                                          f"{box.journal(UNIT)}")
-                    yield node, newer
+                    yield node, newer, broken
             finally:
                 ground.cleanup()
     finally:
@@ -425,9 +449,10 @@ def second_nic(box: SystemdContainer, ground: Ground) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--servers", default="valis,nsd,knot")
-    parser.add_argument("--events", default="apply,reload,restart,kill",
+    parser.add_argument("--events", default="apply,apply-failing,reload,restart,kill",
                         help="events to measure where the server has them (valis: apply, "
-                        "restart, reload, kill; NSD and Knot: reload, restart, kill)")
+                        "apply-failing, restart, reload, kill; NSD and Knot: reload, "
+                        "restart, kill)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="times each event is measured, one after another (default 1)")
     parser.add_argument("--udp-rate", type=float, default=10_000)
@@ -467,13 +492,15 @@ def main() -> int:
     generator: dict[str, Any] = {}
     work = Path(tempfile.mkdtemp(prefix="valis-handover-", dir="/tmp"))
     work.chmod(0o755)
-    applies = args.rounds if "valis" in servers and "apply" in events else 0
+    valis = "valis" in servers
+    applies = args.rounds if valis and "apply" in events else 0
+    failing = args.rounds if valis and "apply-failing" in events else 0
     try:
-        with valis_node(work, max(1, applies)) as (node, newer):
+        with valis_node(work, max(1, applies), failing) as (node, newer, broken):
             box = node.box
             second_nic(box, node.ground)
             versions = iter(newer)
-            targets = {"valis": valis_target(node, versions)}
+            targets = {"valis": valis_target(node, versions, iter(broken))}
             for name in ("nsd", "knot"):
                 if name in servers:
                     targets[name] = daemon_target(name, box, node.ground)
@@ -495,7 +522,7 @@ def main() -> int:
                         measured.append(run_event(targets[name], event, args, work, round_))
                         print(table([measured[-1].report]), end="", flush=True)
     finally:
-        subprocess.run(["rm", "-rf", str(work)], check=False, timeout=120)
+        shutil.rmtree(work, ignore_errors=True)
     environment["load_average_after"] = list(os.getloadavg())
     environment["generator"] = generator
     environment["loads"] = [m.load for m in measured]
