@@ -21,10 +21,13 @@ from typing import Any
 from plot_style import finish, main  # beside this script
 
 COLOURS = {"valis": "#c8553d", "nsd": "#2d6a8f", "knot": "#7a9e4e"}
-PANELS = (("upgrade or restart", ("apply", "restart")), ("reload", ("reload",)),
+PANELS = (("upgrade or restart", ("apply", "apply-failing", "restart")), ("reload", ("reload",)),
           ("kill -9", ("kill",)))
-"""Each panel's title and the events drawn in it (valis's apply and restart beside NSD's
-and Knot's restart: what an upgrade does to each)."""
+"""Each panel's title and the events drawn in it (valis's apply, of a good and of a
+failing delivery, and restart beside NSD's and Knot's restart: what an upgrade does to
+each)."""
+STYLES = ("-", ":", "--", "-.")
+"""A server's first, second ... line in a panel."""
 TARGET_MS = 50.0
 """Issue 28's target for p99 during a handover."""
 
@@ -58,7 +61,7 @@ def draw(document: Mapping[str, Any], out: Path) -> None:
         for number, (label, line) in enumerate(lines):
             server = label.split()[0]
             colour = COLOURS.get(server, "#555555")
-            style = "-" if server not in drawn else ":"  # a server's second event dotted
+            style = STYLES[drawn.count(server) % len(STYLES)]
             drawn.append(server)
             # A bin without an answer breaks the line (NaN), so a gap shows as one.
             axes.plot([b["t"] for b in line],
