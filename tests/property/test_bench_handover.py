@@ -81,10 +81,12 @@ def test_every_query_of_the_window_is_counted_once(trace: list[object], event_at
         assert r.latency_ms["p50"] <= r.latency_ms["p99"] <= r.latency_ms["max"]
     else:
         assert r.latency_ms == {"p50": None, "p99": None, "max": None}
-    assert r.gap_s == 0.0 or r.gap_s > 0.05
+    assert 0.0 <= r.gap_s <= r.window_s + 1e-3
     assert r.resumed_s >= 0.0
-    assert r.gap_s == 0.0 or math.isclose(r.resumed_s, max(0.0, r.gap_start_s + r.gap_s),
-                                          abs_tol=1e-3)
+    if r.gap_s > 0.05:
+        assert math.isclose(r.resumed_s, max(0.0, r.gap_start_s + r.gap_s), abs_tol=1e-3)
+    else:
+        assert (r.gap_start_s, r.resumed_s) == (0.0, 0.0)
 
 
 @settings(max_examples=scaled(0.5))
@@ -133,7 +135,8 @@ def test_no_gap_when_answers_never_stop() -> None:
     trace = [_query(0, n / 1000, 0.001) for n in range(3000)]
     r = hr.report("nsd", "reload", trace, event_at=1.5, event_s=0.01, before=1.0,
                   timeout=TIMEOUT, gap_threshold=0.05)
-    assert (r.udp_lost, r.gap_s, r.gap_start_s, r.resumed_s) == (0, 0.0, 0.0, 0.0)
+    assert (r.udp_lost, r.gap_start_s, r.resumed_s) == (0, 0.0, 0.0)
+    assert math.isclose(r.gap_s, 0.001, abs_tol=1e-4)  # an answer every millisecond
 
 
 def test_latency_percentiles_are_nearest_rank() -> None:
