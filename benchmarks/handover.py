@@ -18,8 +18,9 @@ PID 1 of private namespaces over a copy-on-write of its root) on a proving groun
 For each server and event, one run of ``handover_load`` in the client namespace sends
 ``--udp-rate`` UDP and ``--tcp-rate`` TCP queries a second (a new connection each),
 every query timestamped; ``--before`` seconds into it the event happens; once the server
-answers again (and, after a kill, from a new process) the load goes on ``--after``
-seconds more and stops. The events:
+answers again (and, after a kill, from a new process; after valis's reload, which
+returns at once, once a new resident stands in or ``--settle`` seconds passed) the load
+goes on ``--after`` seconds more and stops. The events:
 
 - valis ``apply``: ``valis apply --delivery`` of a newer delivery (another version of
   the same bundle, numbered ``<version>+handover.N``); it returns once the new version
@@ -289,9 +290,12 @@ def run_event(target: Target, event: str, args: argparse.Namespace, work: Path,
     try:
         time.sleep(args.before)
         target.main_pid = ""
+        resident = target.process_after_kill() if target.name == "valis" else ""
         event_at = time.monotonic()
         target.act[event]()
         event_s = time.monotonic() - event_at
+        if resident and event == "reload":
+            replaced(target, resident, args.settle)
         wait_for(lambda: target.back(event, target.main_pid), RECOVER_TIMEOUT,
                  f"{target.name} to answer again after {event}", interval=0.1)
         time.sleep(args.after)
@@ -305,6 +309,21 @@ def run_event(target: Target, event: str, args: argparse.Namespace, work: Path,
     line = timeline(trace, event_at=event_at, before=args.before, after=span,
                     bin_s=args.bin, timeout=args.timeout)
     return Measured(measured, line, header[0])
+
+
+def replaced(target: Target, resident: str, settle: float) -> None:
+    """After ``systemctl reload``, which returns at once: wait up to ``settle`` seconds
+    for a new resident (a reload that hands over to one) to stand in for ``resident``,
+    so that the handover falls inside the measured window. Today's reload keeps the
+    resident: the whole wait passes, and so it is said."""
+    try:
+        wait_for(lambda: target.process_after_kill() not in ("", resident), settle,
+                 "a new resident", interval=0.1)
+    except TimeoutError:
+        print(f"  the resident {resident} stayed through the reload ({settle:g} s)",
+              file=sys.stderr, flush=True)
+    else:
+        print(f"  the resident {resident} was replaced", file=sys.stderr, flush=True)
 
 
 def start_load(target: Target, args: argparse.Namespace, out: Path,
@@ -462,6 +481,9 @@ def main() -> int:
                         help="seconds of load before the event (the window starts there)")
     parser.add_argument("--after", type=float, default=3.0,
                         help="seconds of load once the server answers again")
+    parser.add_argument("--settle", type=float, default=10.0,
+                        help="seconds to wait after valis's reload for a new resident "
+                        "(a reload that hands over) before waiting --after")
     parser.add_argument("--gap", type=float, default=0.05,
                         help="seconds without an answer that count as a gap")
     parser.add_argument("--bin", type=float, default=0.05, help="timeline bin (seconds)")
@@ -526,7 +548,7 @@ def main() -> int:
     environment["generator"] = generator
     environment["loads"] = [m.load for m in measured]
     settings = {k: getattr(args, k) for k in ("rounds", "udp_rate", "tcp_rate", "timeout",
-                                              "before", "after", "gap", "bin",
+                                              "before", "after", "settle", "gap", "bin",
                                               "ceiling_rate")}
     settings["apply_timeout"] = APPLY_TIMEOUT
     document = to_document([m.report for m in measured], [m.timeline for m in measured],
