@@ -48,6 +48,11 @@ from valis_core.dns.zone._served import ServedZone
 from valis_core.dns.zone.owners import OwnerMap, owner_set
 from valis_core.dns.zone.tree import occluded, refuse_occluded, tree
 
+try:  # the compiled tree of a zone's owners (_rows.c), equal to tree.tree
+    from valis_core.dns.zone._rows import tree as _tree
+except ImportError:  # not built
+    _tree = tree
+
 if TYPE_CHECKING:
     import dns.rdata
 
@@ -297,6 +302,19 @@ class Builder:
         data = rdata_wire(parts.origin, owner, code, rdata)
         self._put(apex, parts, key, code, ttl, data)
 
+    def row_target(
+        self, zone: str
+    ) -> tuple[bytes, bytes, dict[bytes, bytes], dict[bytes, bytearray], set[bytes]] | None:
+        """Where the compiled row reader (``rows.RowReader``) adds the rows of ``zone``
+        that take the short way, once ``add_fields`` has added one: the apex, the text a
+        plainly written owner below it ends with, and the parts' ``nodes``, ``more`` and
+        ``notable``; ``None`` when no row of the zone takes the short way."""
+        shape = self._shapes.get(zone)
+        if shape is None or not shape[2]:
+            return None
+        apex, parts, suffix = shape
+        return apex, suffix.encode("ascii"), parts.nodes, parts.more, parts.notable
+
     def _shape(self, zone: str) -> tuple[bytes, _ZoneParts, str]:
         """The zone's apex and parts, and the text every plainly written owner below the
         apex ends with (its origin after a dot; empty for a zone whose name is not plain
@@ -420,7 +438,7 @@ def _freeze_zone(origin: str, apex: bytes, owners: FrozenOwners) -> tuple[Served
     record count."""
     frozen = owners.nodes
     soa, negative_ttl = check_apex(origin, frozen.get(apex, b""))
-    empty, children, wildcards = tree(apex, frozen)
+    empty, children, wildcards = _tree(apex, frozen)
     for owner, dname in occluded(apex, frozen, owners.dnames):
         refuse_occluded(origin, owner, dname)
     zone = ServedZone(
