@@ -241,19 +241,23 @@ def build_zones(
     conn: psycopg.Connection[Any],
     zones: Sequence[str],
     progress: LoadProgress | None = None,
+    *,
+    compiled: bool = True,
 ) -> BuiltZones:
     """Read every record of ``zones`` (canonical names) in one snapshot and index each
     zone once. A zone that exists but holds no records is refused as the index refuses
-    a zone without SOA."""
+    a zone without SOA. The rows take the compiled way when it is built (``ZoneRows``),
+    straight from libpq when ``compiled_libpq`` found it; ``compiled=False`` takes the
+    Python way only (the reference)."""
     wanted = list(dict.fromkeys(zones))
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         held = {name for (name,) in conn.execute(
             "SELECT name FROM zones WHERE name = ANY(%s)", (wanted,))}
         existing = [zone for zone in wanted if zone in held]
-        load = ZoneRows(existing, conn.info.encoding)
+        load = ZoneRows(existing, conn.info.encoding, compiled=compiled)
         told = _Told(progress, len(existing))
-        if load.compiled and _libpq() is not None:
+        if load.compiled and compiled_libpq() is not None:
             _read_compiled(conn, load, told)
         else:
             for lines in copy_lines(conn, existing):
@@ -404,7 +408,7 @@ reader hands back every line holding another byte)."""
 
 
 @functools.cache
-def _libpq() -> int | None:
+def compiled_libpq() -> int | None:
     """The version of the libpq psycopg loaded, once the compiled reader reads through
     it; ``None`` (the rows are taken one Python call each) when it cannot be told which
     libpq that is: exactly one must be mapped in this process, of psycopg's version."""
