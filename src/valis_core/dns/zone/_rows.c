@@ -1,8 +1,8 @@
 /* The compiled row reader (valis_core.dns.zone._rows): see rows.py for the why.
  *
  * - Loader: the zones of one bulk load. It takes lines of PostgreSQL's COPY text format
- *   (`zone \t owner \t rtype \t ttl \t rdata \n`), either handed in one at a time (`line`)
- *   or read straight from libpq (`read`: PQgetCopyData on the connection psycopg holds,
+ *   (`zone \t owner \t rtype \t ttl \t rdata \n`, or without the zone for a load of one
+ *   zone), either handed in one at a time (`line`) or read straight from libpq (`read`: PQgetCopyData on the connection psycopg holds,
  *   through the libpq psycopg loaded, found by `use_libpq`), and adds each row that
  *   Builder.add_fields would take its short way into the zone's parts (`arm`: the
  *   dicts and set of build._ZoneParts), exactly as add_fields does: the owner's key,
@@ -64,6 +64,7 @@ typedef struct {
     PyObject *positions; /* dict: the zone column's bytes -> position */
     Zone *zones;
     Py_ssize_t count;
+    int zone_column;     /* whether a line starts with its zone (else: the one zone's) */
     Py_ssize_t last;     /* the position of the last line's zone, or -1 */
     PyObject *last_key;  /* its bytes */
 } Loader;
@@ -270,7 +271,7 @@ static int keep(Zone *zone, PyObject *key, int code, PyObject *record) {
 static int take(Loader *self, const char *line, Py_ssize_t size) {
     if (size < 1 || line[size - 1] != '\n') return 0;
     Span field[FIELDS];
-    int count = 0;
+    int count = self->zone_column ? 0 : 1; /* without it, the fields from the owner on */
     Py_ssize_t start = 0, end = size - 1;
     for (Py_ssize_t i = 0; i < end; i++) {
         unsigned char c = (unsigned char)line[i];
@@ -283,7 +284,7 @@ static int take(Loader *self, const char *line, Py_ssize_t size) {
     }
     if (count != FIELDS - 1) return 0;
     field[count] = (Span){line + start, end - start};
-    Py_ssize_t position = zone_of(self, field[0]);
+    Py_ssize_t position = self->zone_column ? zone_of(self, field[0]) : 0;
     if (position < 0) return position == -1 ? 0 : -1;
     Zone *zone = &self->zones[position];
     if (zone->refused) return 1;
@@ -350,9 +351,15 @@ static int take(Loader *self, const char *line, Py_ssize_t size) {
 
 static int Loader_init(Loader *self, PyObject *args, PyObject *kwds) {
     PyObject *positions;
-    static char *names[] = {"zones", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!:Loader", names, &PyDict_Type, &positions))
+    int zone_column = 1;
+    static char *names[] = {"zones", "zone_column", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|p:Loader", names, &PyDict_Type, &positions,
+                                     &zone_column))
         return -1;
+    if (!zone_column && PyDict_GET_SIZE(positions) != 1) {
+        PyErr_SetString(PyExc_ValueError, "lines without their zone are of one zone");
+        return -1;
+    }
     if (self->zones != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "a Loader is initialised once");
         return -1;
@@ -365,6 +372,7 @@ static int Loader_init(Loader *self, PyObject *args, PyObject *kwds) {
     }
     self->positions = PyDict_Copy(positions); /* bytes -> position, checked in zone_of */
     self->last = -1;
+    self->zone_column = zone_column;
     return self->positions == NULL ? -1 : 0;
 }
 

@@ -1,7 +1,7 @@
 """Types of the compiled row reader of a bulk zone load (source: ``_rows.c``)."""
 
 class Loader:
-    def __init__(self, zones: dict[bytes, int]) -> None: ...
+    def __init__(self, zones: dict[bytes, int], zone_column: bool = True) -> None: ...
     def arm(
         self,
         position: int,

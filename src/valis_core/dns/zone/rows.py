@@ -48,8 +48,10 @@ class RowReader:
 
     __slots__ = ("_loader",)
 
-    def __init__(self, zones: Sequence[bytes]) -> None:
-        self._loader = _rows.Loader({zone: at for at, zone in enumerate(zones)})
+    def __init__(self, zones: Sequence[bytes], *, zone_column: bool = True) -> None:
+        """``zone_column=False``: the lines leave their zone out (the load is of one)."""
+        positions = {zone: at for at, zone in enumerate(zones)}
+        self._loader = _rows.Loader(positions, zone_column=zone_column)
 
     def arm(self, position: int, builder: Builder, zone: str) -> bool:
         """Let C add the rows of the zone at ``position`` (``zone`` as its rows name it)
