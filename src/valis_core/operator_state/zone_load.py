@@ -393,6 +393,7 @@ class ZoneRows:
         """Freeze each zone once: those built, in the order asked, and those refused."""
         built: dict[str, ZoneIndex] = {}
         refused = self.refused
+        self.reader = None  # it holds the zones' parts: each is freed once it is frozen
         for done, zone in enumerate(self.zones, start=1):
             builder = self.builders.pop(zone)
             if builder is not None:

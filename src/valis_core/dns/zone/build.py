@@ -358,13 +358,22 @@ class Builder:
         parts.put(owner, rtype, RR_HEAD.pack(rtype, IN, ttl, len(rdata)) + rdata)
 
     def freeze(
-        self, apex: bytes, refused: Callable[[bytes, ZoneError], None] | None = None
+        self,
+        apex: bytes,
+        refused: Callable[[bytes, ZoneError], None] | None = None,
+        *,
+        spend: bool = False,
     ) -> FrozenOwners:
         """Freeze every owner of the zone at ``apex`` as ``freeze_node`` does. An owner
         that may not hold what it holds is refused with its ``ZoneError``, or, given
-        ``refused`` (a check reporting every fault), handed to it and left out."""
+        ``refused`` (a check reporting every fault), handed to it and left out.
+        ``spend``: the zone's records are frozen in place and the builder forgets them
+        (``finish``: a large zone's table is not held twice)."""
         parts = self._zones[apex]
-        frozen = dict(parts.nodes)  # the owners not notable are final already
+        if spend:
+            frozen, parts.nodes = parts.nodes, {}
+        else:
+            frozen = dict(parts.nodes)  # the owners not notable are final already
         cuts: set[bytes] = set()
         dnames: set[bytes] = set()
         count = len(frozen) - len(parts.notable)
@@ -389,11 +398,11 @@ class Builder:
 
     def finish(self) -> tuple[list[ServedZone], int]:
         """Every zone added, frozen, and how many records they hold (a ``ZoneIndex``'s
-        makings)."""
+        makings). The builder is spent: it holds no record afterwards."""
         zones = []
         count = 0
         for apex, parts in self._zones.items():
-            zone, records = _freeze_zone(parts.origin, apex, self.freeze(apex))
+            zone, records = _freeze_zone(parts.origin, apex, self.freeze(apex, spend=True))
             zones.append(zone)
             count += records
         return zones, count
