@@ -283,10 +283,12 @@ def _read_compiled(conn: psycopg.Connection[Any], load: ZoneRows, told: _Told) -
     reader = load.reader
     assert reader is not None
     pgconn = _start_copy(conn, load.zones, load.columns)
-    pointer: int | None = getattr(pgconn, "pgconn_ptr", None)  # the PGconn *, as a number
-    if pointer is None:
-        raise psycopg.OperationalError(_message(pgconn, "connection lost reading records"))
     while True:
+        # The PGconn * as a number, asked anew each time (a connection closed meanwhile
+        # has none, and is never read through a stale pointer).
+        pointer: int | None = getattr(pgconn, "pgconn_ptr", None)
+        if pointer is None:
+            raise psycopg.OperationalError(_message(pgconn, "connection lost reading records"))
         status, taken, line = reader.read(pointer, BATCH - load.records % BATCH)
         load.records += taken
         if line is not None:
