@@ -235,3 +235,19 @@ def test_the_compiled_shards_are_the_python_shards(size: int, chance: random.Ran
         expected[hash(key) & mask][key] = value
     assert [list(shard.items()) for shard in table.shards] == [
         list(shard.items()) for shard in expected]
+
+
+def test_the_compiled_loader_refuses_misuse_without_crashing() -> None:
+    require_rows_compiled()
+    from valis_core.dns.zone._rows import Loader
+
+    with pytest.raises(RuntimeError, match="not initialised"):
+        Loader.__new__(Loader).line(b"a\tb\tA\t1\t192.0.2.1\n")
+    with pytest.raises(ValueError, match="position"):
+        Loader({b"a": 5}).line(b"a\tb\tA\t1\t192.0.2.1\n")
+    with pytest.raises(ValueError, match="of one zone"):
+        Loader({b"a": 0, b"b": 1}, zone_column=False)
+    with pytest.raises(RuntimeError, match="libpq"):
+        Loader({b"a": 0}).read(0, 10)
+    with pytest.raises(OSError, match="not loaded"):
+        compiled_rows.use_libpq("/nonexistent/libpq.so.5")

@@ -269,6 +269,10 @@ static int keep(Zone *zone, PyObject *key, int code, PyObject *record) {
 /* One COPY line (its final newline included): 1 taken (or skipped: its zone is refused),
  * 0 handed back to Python, -1 on an error. */
 static int take(Loader *self, const char *line, Py_ssize_t size) {
+    if (self->zones == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "a Loader not initialised takes no line");
+        return -1;
+    }
     if (size < 1 || line[size - 1] != '\n') return 0;
     Span field[FIELDS];
     int count = self->zone_column ? 0 : 1; /* without it, the fields from the owner on */
