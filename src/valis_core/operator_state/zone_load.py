@@ -422,9 +422,30 @@ reader hands back every line holding another byte)."""
 def compiled_libpq() -> int | None:
     """The version of the libpq psycopg loaded, once the compiled reader reads through
     it; ``None`` (the rows are taken one Python call each) when it cannot be told which
-    libpq that is: exactly one must be mapped in this process, of psycopg's version."""
+    libpq that is: exactly one must be mapped in this process, of psycopg's version.
+    Which way the rows go is logged once."""
     if not rows.COMPILED:
+        log.info("zone source: the compiled row reader is not built; rows take the Python way")
         return None
+    found, why = _libpq_path()
+    version = None
+    if found is not None:
+        try:
+            version = rows.use_libpq(found)
+        except OSError as exc:
+            why = str(exc)
+        else:
+            if version != pq.version():
+                why = f"{found} is libpq {version}, psycopg's is {pq.version()}"
+    if why:
+        log.info("zone source: rows are taken from psycopg one at a time (%s)", why)
+        return None
+    log.info("zone source: the compiled row reader reads rows through %s", found)
+    return version
+
+
+def _libpq_path() -> tuple[str | None, str]:
+    """The one libpq mapped in this process, or why there is none to name."""
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
             found = {
@@ -432,12 +453,8 @@ def compiled_libpq() -> int | None:
                 if (path := line.split(maxsplit=5)[-1].strip()).startswith("/")
                 and os.path.basename(path).startswith("libpq")
             }
-    except OSError:
-        return None
+    except OSError as exc:
+        return None, f"cannot read /proc/self/maps: {exc.strerror}"
     if len(found) != 1:
-        return None
-    try:
-        version = rows.use_libpq(found.pop())
-    except OSError:
-        return None
-    return version if version == pq.version() else None
+        return None, f"{len(found)} libpq libraries are loaded, not one"
+    return found.pop(), ""
