@@ -10,10 +10,16 @@ than the reading itself, and binary rows, parsed field by field, more again (mea
 this process's CPU; psycopg's binary ``Copy.rows`` 2.5 s; a binary server-side cursor
 1.7 to 2.2 s).
 
-``build_zones`` feeds the rows to one ``Builder`` per zone (``Builder.add_fields``: the
-short way for the common rows) and freezes each zone once at the end, telling
-``progress`` how far it got as it goes. A zone that cannot be served is refused on its
-own: the others are built all the same, and the caller decides what a refusal means.
+``build_zones`` feeds the rows to one ``Builder`` per zone (``ZoneRows``) and freezes
+each zone once at the end, telling ``progress`` how far it got as it goes. A zone that
+cannot be served is refused on its own: the others are built all the same, and the
+caller decides what a refusal means. The rows take the compiled way when it is built
+(``dns.zone.rows``): C takes the lines from libpq itself (through the libpq psycopg
+loaded, ``compiled_libpq``) and adds the plain rows, handing every other line back to
+be split (``copy_fields``) and added by ``Builder.add_fields``, the reference (measured
+at 10^6 rows: 0.6 s of this process's CPU where taking the lines one Python call each
+cost 0.8 to 0.9 s before anything was done with them, and adding them 1.7 s more). A
+line PostgreSQL would never send is an ``OperatorStateError`` either way.
 """
 
 from __future__ import annotations
