@@ -398,7 +398,8 @@ class Builder:
 
     def finish(self) -> tuple[list[ServedZone], int]:
         """Every zone added, frozen, and how many records they hold (a ``ZoneIndex``'s
-        makings). The builder is spent: it holds no record afterwards."""
+        makings). The builder is spent: each zone's owner table is frozen in place and
+        forgotten, so it is called once."""
         zones = []
         count = 0
         for apex, parts in self._zones.items():
