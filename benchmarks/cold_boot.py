@@ -16,7 +16,9 @@ instance's genesis and the others its restarts) ``--boots`` times and measures
   (``smaps_rollup``), the figure that adds up over a tree of processes;
 - ``to_first_log_s``: from starting it to its first log line (interpreter, imports);
   ``loaded_to_ready_s``: from the zone source's load logged to READY logged;
-- ``progress_lines``: how many ``loading zones`` lines the boot logged.
+- ``progress_lines``: how many ``loading zones`` lines the boot logged;
+- ``reader``: ``compiled`` when the zone source said its rows were read by the compiled
+  row reader through libpq (``dns.zone.rows``), else ``python``.
 
 Then NSD (``/usr/sbin/nsd -d``, configured as ``dns_qps`` runs it: one server process,
 no database file, so it parses the master files at every start) serves master files
@@ -174,7 +176,8 @@ def boot_resident(running: Any, state_dir: Path, pg_dsn: str, names: Sequence[st
     found = re.search(r"zone index: \d+ zone\(s\), \d+ records in ([\d.]+)s", log)
     return {"how": "resident", "ready_s": round(ready, 3), "answer_s": round(answer, 3),
             "load_s": float(found.group(1)) if found else None, **measured,
-            **timeline(log, wall), "progress_lines": log.count("loading zones")}
+            **timeline(log, wall), "progress_lines": log.count("loading zones"),
+            "reader": "compiled" if "the compiled row reader reads rows" in log else "python"}
 
 
 def timeline(log: str, wall: float) -> dict[str, float | None]:
@@ -308,8 +311,10 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for key in runs[0]:
         values = [run[key] for run in runs
                   if isinstance(run[key], int | float) and not isinstance(run[key], bool)]
+        words = sorted({run[key] for run in runs if isinstance(run[key], str)})
         if key != "how":
-            out[key] = round(statistics.median(values), 3) if values else None
+            out[key] = (round(statistics.median(values), 3) if values
+                        else ", ".join(words) if words else None)
     out["runs"] = runs
     return out
 

@@ -329,3 +329,44 @@ def signed_backup_members(
     signature = OWNER.sign(manifest) if sign else bytes(64)
     return [(backup.MANIFEST_NAME, manifest), (backup.SIGNATURE_NAME, signature),
             *sorted(contents.items())]
+
+
+_ROW_FIELDS = (
+    (b"example.com.", b"fuzz.example.", b"EXAMPLE.COM.", b"other.example.", b"\\N", b""),
+    (b"example.com.", b"www.example.com.", b"W.Example.COM.", b"*.example.com.",
+     b"a.b.example.com.", b"\\\\065.example.com.", b"tab\\there.example.com.",
+     b"x..example.com.", b"www.fuzz.example.", b"www", b"\\N", b"\xc3\xa9.example.com."),
+    (b"A", b"a", b"NS", b"CNAME", b"SOA", b"PTR", b"MX", b"mx", b"SRV", b"AAAA", b"TXT",
+     b"TYPE1", b" A", b"\\N"),
+    (b"300", b"0", b"2147483647", b"2147483648", b"-1", b"1h", b"", b"\\N", b"007"),
+    (b"192.0.2.1", b"192.0.2.256", b"01.2.3.4", b"ns1.example.com.", b"ns1",
+     b"10 mail.example.com.", b"65536 mail.example.com.",
+     b"ns1.example.com. h.example.com. 1 2 3 4 5", b"0 5 5060 sip.example.com.",
+     b"2001:db8::1", b'"text"', b"a\\tb", b"\\\\# 4 c0000201", b"\\N", b""),
+)
+_GOOD_ROWS = (
+    (b"A", b"192.0.2.1"), (b"a", b"10.0.0.255"), (b"MX", b"10 mail.example.com."),
+    (b"Srv", b"0 5 5060 sip.example.com."), (b"PTR", b"p.example.net."),
+    (b"NS", b"ns.example.net."), (b"AAAA", b"2001:db8::1"), (b"TXT", b'"text"'),
+)
+
+
+def copy_lines(rng: random.Random) -> bytes:
+    """Lines of a COPY of the records table in text format, as the zone load reads them:
+    mostly the rows of a zone that builds, and hostile fields, cut lines and stray bytes
+    now and then."""
+    out = [b"example.com.\texample.com.\tSOA\t300\tns1.example.com. h.example.com. 1 2 3 4 5\n",
+           b"example.com.\texample.com.\tNS\t300\tns1.example.com.\n"]
+    for _ in range(rng.randrange(0, 30)):
+        rtype, rdata = rng.choice(_GOOD_ROWS)
+        owner = rng.choice((b"www", b"W", b"*", b"a.b", b"m-x", b"_sip._tcp")) + b".example.com."
+        fields = [b"example.com.", owner, rtype, rng.choice((b"300", b"0")), rdata]
+        if rng.random() < 0.1:
+            at = rng.randrange(len(fields))
+            fields[at] = rng.choice(_ROW_FIELDS[at])
+        line = b"\t".join(fields) + b"\n"
+        if rng.random() < 0.02:
+            at = rng.randrange(len(line))
+            line = line[:at] + rng.choice((b"", b"\t", b"\xff", b"\\", b"\x00")) + line[at + 1 :]
+        out.append(line)
+    return b"".join(out)

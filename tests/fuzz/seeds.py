@@ -4,7 +4,8 @@
 dnspython (plain, EDNS with options, TSIG-signed, other classes and opcodes), TCP
 framings of them, UPDATEs signed with the owner TSIG key, a delivery made by
 ``build_delivery_bytes`` (gzip, and the tar inside it), and a backup set made by
-``build_backup_bytes`` from a state directory laid out as a booted node's. Inputs are
+``build_backup_bytes`` from a state directory laid out as a booted node's, and COPY
+lines of the records table as the zone load reads them. Inputs are
 fixed (fixed keys, fixed contents), so rewriting gives the same files, except that a
 signed UPDATE carries the moment it was signed.
 """
@@ -12,6 +13,7 @@ signed UPDATE carries the moment it was signed.
 from __future__ import annotations
 
 import gzip
+import random
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,12 +119,18 @@ def backup_sets() -> Iterator[bytes]:
         yield build_backup_bytes(state)[0]
 
 
+def copy_lines() -> Iterator[bytes]:
+    for seed in range(4):
+        yield generate.copy_lines(random.Random(seed))
+
+
 SEEDS = {
     "answer": queries,
     "tcp_framer": tcp_streams,
     "owner_message": updates,
     "delivery": deliveries,
     "backup_set": backup_sets,
+    "copy_rows": copy_lines,
 }
 
 

@@ -28,6 +28,9 @@ target is a crash of the reader itself. Both are findings.
   passes is applied under the scratch root and stages exactly its manifest's files.
 - ``backup_set``: ``verify_backup_set`` raises only ``BackupError``; a set it passes
   restores into a fresh state directory holding exactly its manifest's files.
+- ``copy_rows``: the zone load's lines of COPY text (``zone_load.ZoneRows``), for one
+  zone and for two: the compiled row reader gives exactly what the Python way gives
+  (zones, refusals, or the same ``OperatorStateError`` at the same line).
 
 The tar targets run confined (``confine.confined``): a write anywhere outside the
 scratch directory is ``Broken``.
@@ -67,7 +70,9 @@ from valis_core.dns.answer._fastpath import Table
 from valis_core.dns.answer.signed import Signer
 from valis_core.dns.answer.snapshot import Snapshot
 from valis_core.dns.serve.tcp import framed, take_frames
-from valis_core.dns.zone import ZoneIndex
+from valis_core.dns.zone import ZoneIndex, rows
+from valis_core.operator_state.connection import OperatorStateError
+from valis_core.operator_state.zone_load import ZoneRows
 from valis_core.ops.backup import BackupError, restore_backup, verify_backup_set
 from valis_core.owner.message import Received, receive
 
@@ -365,6 +370,43 @@ def run_backup_set(data: bytes, scratch: Path) -> None:
         raise Broken(f"restored {sorted(restored)}, not the manifest's files")
 
 
+# -- copy_rows ---------------------------------------------------------------------------
+
+
+def _loaded(zones: list[str], data: bytes, *, compiled: bool) -> object:
+    """What a zone load makes of ``data`` as its COPY lines: the first error and its
+    line, or each zone built (its owners, tree and counts) or refused, and which zones
+    hold owners not written plainly."""
+    load = ZoneRows(zones, "utf-8", compiled=compiled)
+    lines = data.split(b"\n")
+    for number, line in enumerate([line + b"\n" for line in lines[:-1]] + [lines[-1]]):
+        if not line:
+            continue
+        try:
+            load.add_line(line)
+        except OperatorStateError as exc:
+            return number, str(exc)
+    built, refused = load.finish()
+    return load.records, {
+        zone: [(z.origin, list(z.nodes.items()), sorted(z.empty_nonterminals),
+                list(z.children.items()), z.wildcards, z.record_count, z.soa)
+               for z in index.served()]
+        for zone, index in built.items()
+    }, {zone: str(exc) for zone, exc in refused.items()}, sorted(load.unplain)
+
+
+def run_copy_rows(data: bytes, scratch: Path) -> None:
+    """The zone load over ``data`` as COPY lines, for one zone (lines without the zone
+    column) and for two: the compiled way gives what the Python way gives."""
+    del scratch
+    one = b"\n".join(line.split(b"\t", 1)[-1] for line in data.split(b"\n"))
+    for zones, lines in ((["example.com."], one), (["example.com.", "fuzz.example."], data)):
+        compiled = _loaded(zones, lines, compiled=rows.COMPILED)
+        python = _loaded(zones, lines, compiled=False)
+        if compiled != python:
+            raise Broken(f"the compiled way gives {compiled!r}, the Python way {python!r}")
+
+
 TARGETS: dict[str, Target] = {
     target.name: target
     for target in (
@@ -374,5 +416,6 @@ TARGETS: dict[str, Target] = {
         Target("owner_message", run_owner_message, generate.signed_update),
         Target("delivery", run_delivery, generate.delivery_tarball, (DeliveryError,)),
         Target("backup_set", run_backup_set, generate.backup_archive, (BackupError,)),
+        Target("copy_rows", run_copy_rows, generate.copy_lines, compiled=True),
     )
 }

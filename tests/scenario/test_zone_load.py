@@ -12,9 +12,10 @@ from collections.abc import Iterator
 import pytest
 import trio
 
+from tests.conftest import skip_here_fail_in_ci
 from tests.scenario.operator_state_helpers import import_zone, run_sql, zone_source
 from tests.scenario.pg import PgCluster
-from valis_core.dns.zone import ServedZone, ZoneIndex
+from valis_core.dns.zone import ServedZone, ZoneIndex, rows
 from valis_core.operator_state import zone_load
 from valis_core.operator_state.zone_load import build_zones
 from valis_core.operator_state.zones import load_zone_rows
@@ -74,6 +75,80 @@ def test_the_zones_built_from_the_stream_are_the_ones_the_rows_build(
     assert loaded.plain == {PLAIN}
     assert loaded.refused == {}
     assert loaded.missing == ()
+
+
+MIXED = "mixed.example."
+
+
+@pytest.fixture
+def three_zones(pg_cluster: PgCluster, two_zones: str) -> str:
+    """``two_zones`` and a zone of every type the compiled reader reads, owners holding
+    several records, delegations, wildcards, and rows it hands back (AAAA, TXT, a name
+    not written plainly, numbers written with a leading zero)."""
+    lines = [
+        "@ IN NS ns2.example.net.",
+        "@ 60 IN MX 10 mail",
+        "Mail IN A 192.0.2.25",
+        "mail IN AAAA 2001:db8::25",
+        "mail IN TXT \"v=spf1 -all\"",
+        "*.wild IN A 192.0.2.42",
+        "sub IN NS ns.sub",
+        "ns.sub IN A 192.0.2.53",
+        "_sip._tcp IN SRV 0 5 5060 mail",
+        "alias IN CNAME mail",
+        "1.2 IN PTR host.example.net.",
+        "e\\.f IN A 192.0.2.99",
+    ]
+    lines += [f"h{i}.deep.er IN A 10.1.{i >> 8 & 255}.{i & 255}" for i in range(300)]
+    lines += [f"h{i}.deep.er IN MX {i} mx{i}.example.net." for i in range(300)]
+    import_zone(pg_cluster, two_zones, MIXED, "\n".join(lines) + "\n")
+    insert = "INSERT INTO records (zone, owner, rtype, ttl, rdata) VALUES (%s, %s, %s, 300, %s)"
+    run_sql(pg_cluster, two_zones, *(
+        (insert, (MIXED, owner, rtype, rdata)) for owner, rtype, rdata in (
+            (f"Odd-Case.{MIXED.upper()}", "A", "192.0.2.7"),
+            (f"other-case.{MIXED}", "CNAME", "x.example."),
+            (f"srv.{MIXED}", "SRV", "1 2 3 t.example."),
+            (f"srv.{MIXED}", "SRV", "01 2 3 t.example."),
+        )))
+    return two_zones
+
+
+@pytest.mark.parametrize("zones", [[ODD, PLAIN, MIXED], [MIXED]], ids=["three", "one"])
+@pytest.mark.parametrize("way", ["libpq", "lines"])
+def test_the_compiled_way_builds_what_the_python_way_builds(
+    pg_cluster: PgCluster,
+    three_zones: str,
+    way: str,
+    zones: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Straight from libpq (or, where the libpq psycopg uses cannot be told, line by line
+    from psycopg), the compiled reader builds the zones, refusals and all, that the
+    Python way builds from the same rows (one zone's rows leave the zone out)."""
+    if not rows.COMPILED:
+        skip_here_fail_in_ci("this test needs the compiled row reader (make venv builds it)")
+    assert zone_load.compiled_libpq() is not None  # the compiled reader reads from libpq here
+    if way == "lines":
+        monkeypatch.setattr(zone_load, "compiled_libpq", lambda: None)
+    with pg_cluster.connect(three_zones, autocommit=True) as conn:
+        compiled = build_zones(conn, zones)
+        python = build_zones(conn, zones, compiled=False)
+    assert list(compiled.built) == list(python.built) == zones
+    for zone in zones:
+        (built,) = compiled.built[zone].served()
+        (expected,) = python.built[zone].served()
+        assert _fields(built) == _fields(expected)
+    assert compiled.built[MIXED].record_count == 618
+    assert compiled.plain == python.plain == {PLAIN} & set(zones)
+    run_sql(pg_cluster, three_zones, (
+        "INSERT INTO records (zone, owner, rtype, ttl, rdata) VALUES (%s, %s, 'A', 300, %s)",
+        (MIXED, f"h1.deep.er.{MIXED}", "10.0.0.01")))
+    with pg_cluster.connect(three_zones, autocommit=True) as conn:
+        compiled = build_zones(conn, zones)
+        python = build_zones(conn, zones, compiled=False)
+    assert list(compiled.built) == list(python.built) == [z for z in zones if z != MIXED]
+    assert str(compiled.refused[MIXED]) == str(python.refused[MIXED])
+    assert "cannot parse A rdata '10.0.0.01'" in str(compiled.refused[MIXED])
 
 
 def test_a_zone_that_cannot_be_served_is_refused_alone(

@@ -48,6 +48,11 @@ from valis_core.dns.zone._served import ServedZone
 from valis_core.dns.zone.owners import OwnerMap, owner_set
 from valis_core.dns.zone.tree import occluded, refuse_occluded, tree
 
+try:  # the compiled tree of a zone's owners (_rows.c), equal to tree.tree
+    from valis_core.dns.zone._rows import tree as _tree
+except ImportError:  # not built
+    _tree = tree
+
 if TYPE_CHECKING:
     import dns.rdata
 
@@ -297,6 +302,19 @@ class Builder:
         data = rdata_wire(parts.origin, owner, code, rdata)
         self._put(apex, parts, key, code, ttl, data)
 
+    def row_target(
+        self, zone: str
+    ) -> tuple[bytes, bytes, dict[bytes, bytes], dict[bytes, bytearray], set[bytes]] | None:
+        """Where the compiled row reader (``rows.RowReader``) adds the rows of ``zone``
+        that take the short way, once ``add_fields`` has added one: the apex, the text a
+        plainly written owner below it ends with, and the parts' ``nodes``, ``more`` and
+        ``notable``; ``None`` when no row of the zone takes the short way."""
+        shape = self._shapes.get(zone)
+        if shape is None or not shape[2]:
+            return None
+        apex, parts, suffix = shape
+        return apex, suffix.encode("ascii"), parts.nodes, parts.more, parts.notable
+
     def _shape(self, zone: str) -> tuple[bytes, _ZoneParts, str]:
         """The zone's apex and parts, and the text every plainly written owner below the
         apex ends with (its origin after a dot; empty for a zone whose name is not plain
@@ -340,13 +358,22 @@ class Builder:
         parts.put(owner, rtype, RR_HEAD.pack(rtype, IN, ttl, len(rdata)) + rdata)
 
     def freeze(
-        self, apex: bytes, refused: Callable[[bytes, ZoneError], None] | None = None
+        self,
+        apex: bytes,
+        refused: Callable[[bytes, ZoneError], None] | None = None,
+        *,
+        spend: bool = False,
     ) -> FrozenOwners:
         """Freeze every owner of the zone at ``apex`` as ``freeze_node`` does. An owner
         that may not hold what it holds is refused with its ``ZoneError``, or, given
-        ``refused`` (a check reporting every fault), handed to it and left out."""
+        ``refused`` (a check reporting every fault), handed to it and left out.
+        ``spend``: the zone's records are frozen in place and the builder forgets them
+        (``finish``: a large zone's table is not held twice)."""
         parts = self._zones[apex]
-        frozen = dict(parts.nodes)  # the owners not notable are final already
+        if spend:
+            frozen, parts.nodes = parts.nodes, {}
+        else:
+            frozen = dict(parts.nodes)  # the owners not notable are final already
         cuts: set[bytes] = set()
         dnames: set[bytes] = set()
         count = len(frozen) - len(parts.notable)
@@ -371,11 +398,12 @@ class Builder:
 
     def finish(self) -> tuple[list[ServedZone], int]:
         """Every zone added, frozen, and how many records they hold (a ``ZoneIndex``'s
-        makings)."""
+        makings). The builder is spent: each zone's owner table is frozen in place and
+        forgotten, so it is called once."""
         zones = []
         count = 0
         for apex, parts in self._zones.items():
-            zone, records = _freeze_zone(parts.origin, apex, self.freeze(apex))
+            zone, records = _freeze_zone(parts.origin, apex, self.freeze(apex, spend=True))
             zones.append(zone)
             count += records
         return zones, count
@@ -420,7 +448,7 @@ def _freeze_zone(origin: str, apex: bytes, owners: FrozenOwners) -> tuple[Served
     record count."""
     frozen = owners.nodes
     soa, negative_ttl = check_apex(origin, frozen.get(apex, b""))
-    empty, children, wildcards = tree(apex, frozen)
+    empty, children, wildcards = _tree(apex, frozen)
     for owner, dname in occluded(apex, frozen, owners.dnames):
         refuse_occluded(origin, owner, dname)
     zone = ServedZone(

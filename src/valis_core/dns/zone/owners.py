@@ -67,15 +67,33 @@ def _depth_for(size: int) -> int:
     return depth
 
 
-def _sharded(items: Iterable[tuple[bytes, Any]], size: int) -> tuple[dict[bytes, Any], ...]:
-    depth = _depth_for(size)
+def _sharded(held: Mapping[bytes, Any]) -> tuple[dict[bytes, Any], ...]:
+    depth = _depth_for(len(held))
     if depth == 0:
-        return (dict(items),)
-    mask = (1 << depth) - 1
+        return (dict(held.items()),)
+    if type(held) is dict:
+        return _shards(held, 1 << depth)
+    return _sharded_items(held.items(), (1 << depth) - 1)
+
+
+def _shards_of(held: dict[bytes, Any], count: int) -> tuple[dict[bytes, Any], ...]:
+    """``held`` in ``count`` shards, each key at ``hash(key) & (count - 1)``."""
+    return _sharded_items(held.items(), count - 1)
+
+
+def _sharded_items(
+    items: Iterable[tuple[bytes, Any]], mask: int
+) -> tuple[dict[bytes, Any], ...]:
     shards: list[dict[bytes, Any]] = [{} for _ in range(mask + 1)]
     for key, value in items:
         shards[hash(key) & mask][key] = value
     return tuple(shards)
+
+
+try:  # the same in C (_rows.c): a large zone's build
+    from valis_core.dns.zone._rows import shards as _shards
+except ImportError:  # not built
+    _shards = _shards_of
 
 
 class _Sharded:
@@ -179,7 +197,7 @@ class OwnerMap(_Sharded, Mapping[bytes, _V], Generic[_V]):
 
     def __init__(self, items: Mapping[bytes, _V] | None = None) -> None:
         held = items if items is not None else _EMPTY
-        self._init(_sharded(held.items(), len(held)), None, len(held))
+        self._init(_sharded(held), None, len(held))
 
     @overload
     def get(self, key: bytes, /) -> _V | None: ...
@@ -241,7 +259,7 @@ class OwnerSet(_Sharded, AbstractSet[bytes]):
 
     def __init__(self, keys: Iterable[bytes] = ()) -> None:
         held = dict.fromkeys(keys)
-        self._init(_sharded(held.items(), len(held)), None, len(held))
+        self._init(_sharded(held), None, len(held))
 
     @classmethod
     def _from_iterable(cls, it: Iterable[Any]) -> frozenset[Any]:
