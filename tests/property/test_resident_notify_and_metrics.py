@@ -16,7 +16,7 @@ from valis_core.config_store import differing_keys, facts_from_environment
 from valis_core.launch import LaunchArgError
 from valis_core.resident import bring_up
 from valis_core.resident.metrics import Family, Sample, render
-from valis_core.resident.sd_notify import render_notification, socket_address
+from valis_core.sd_notify import render_notification, socket_address
 from valis_core.resident.state_dir import (
     StateDirError,
     resolve_state_dir,

@@ -22,12 +22,12 @@ from valis_core.dns.serve import ServeStats
 from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.site_facts import SiteFactsError
 from valis_core.operator_state.zone_source import ZoneSourceStats
-from valis_core.resident import sd_notify
+from valis_core import sd_notify
 from valis_core.resident.adopt import Kind
 from valis_core.resident.descriptors import probe_descriptor
 from valis_core.resident.fabric import INFO_FILE, TOKEN_FILE, Fabric, FabricAddress, fabric_get
 from valis_core.resident.fabric_stage import check_public_view
-from valis_core.resident.sd_notify import Notifier
+from valis_core.sd_notify import Notifier
 from valis_core.resident.state_dir import StateDirError, check_state_dir
 from valis_core.resident.views import NodeViews
 from valis_core.store.head import head_path, materialise_genesis, read_store_head
