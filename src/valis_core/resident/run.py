@@ -43,8 +43,8 @@ from valis_core.fence_verdict import record_verdict
 from valis_core.resident.bring_up import STAGES, teardown_order
 from valis_core.resident.process import log_as
 from valis_core.resident.reload import Reloader
-from valis_core.sd_notify import Notifier
 from valis_core.resident.state_dir import StateDirError, resolve_state_dir
+from valis_core.sd_notify import Notifier
 
 
 @contextlib.contextmanager
