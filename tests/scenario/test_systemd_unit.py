@@ -209,18 +209,47 @@ def test_the_state_directory_is_the_run_accounts_and_the_config_directories_root
     assert node.box.run("stat", "-c", "%U", f"/proc/{resident}").stdout.strip() == RUN_USER
 
 
-def test_a_killed_resident_is_restarted_by_systemd_as_the_same_node(serving: Node) -> None:
+def _held(node: Node, resident: int) -> dict[str, str]:
+    """What ``resident`` holds that fulcrum made: its netns and each handed-down socket
+    (by the launch record's flags), as the kernel names them (``net:[N]``,
+    ``socket:[N]``)."""
+    argv = node.box.run("cat", f"/proc/{resident}/cmdline").stdout.split("\0")
+    held = {"netns": node.box.run("readlink", f"/proc/{resident}/ns/net").stdout.strip()}
+    for flag in ("--dns-udp-fd", "--dns-tcp-fd", "--owner-fd"):
+        if flag in argv:
+            fd = argv[argv.index(flag) + 1]
+            held[flag] = node.box.run("readlink", f"/proc/{resident}/fd/{fd}").stdout.strip()
+    return held
+
+
+def test_a_killed_resident_is_taken_over_by_fulcrum_on_the_same_netns_and_sockets(
+    serving: Node,
+) -> None:
+    """kill -9 of the resident: fulcrum starts the next one itself, on the netns and the
+    sockets it kept; systemd sees no restart, and the node answers again."""
     node = serving
     key, generation = node.owner_key_digest(), node.generation()
     before = node.unit("NRestarts", "MainPID")
-    node.box.run("kill", "-KILL", str(node.resident()))
+    resident = node.resident()
+    held = _held(node, resident)
+    assert held["--dns-udp-fd"].startswith("socket:["), held
+    assert held["--dns-tcp-fd"].startswith("socket:["), held
+    node.box.run("kill", "-KILL", str(resident))
 
-    def restarted() -> bool:
-        now = node.unit("NRestarts", "ActiveState", "MainPID")
-        return (int(now["NRestarts"]) > int(before["NRestarts"])
-                and now["ActiveState"] == "active" and now["MainPID"] != before["MainPID"])
+    def taken_over() -> int | None:
+        children = node.box.run(
+            "sh", "-c", f"cat /proc/{before['MainPID']}/task/*/children", check=False,
+        ).stdout.split()
+        fresh = [int(pid) for pid in children if int(pid) != resident]
+        ready = SERVING.search(node.unit("StatusText")["StatusText"])
+        return fresh[0] if len(fresh) == 1 and ready else None
 
-    node.box.wait_for(restarted, UP_TIMEOUT, "systemd to restart the unit")
+    successor = node.box.wait_for(taken_over, UP_TIMEOUT, "fulcrum to start a new resident")
+    assert node.unit("NRestarts", "MainPID", "ActiveState") == {**before, "ActiveState": "active"}
+    assert _held(node, successor) == held
+    journal = node.box.journal(UNIT)
+    assert "resident was killed by SIGKILL without being asked to stop; starting it again " \
+           "on the same sockets" in journal, journal
     assert node.owner_key_digest() == key
     assert node.generation() == generation
     node.assert_answers()
