@@ -35,6 +35,8 @@ from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 
+import attrs
+
 from fulcrum import firewall, netns
 from fulcrum.bind import UnitSockets, bind_unit_sockets
 from fulcrum.control import PushGate, open_control_socket, serve_control
@@ -47,9 +49,16 @@ from fulcrum.exec_chain import (
     launch_record,
     resident_environment,
 )
+from fulcrum.handover import (
+    close_handover_socket,
+    handover_path,
+    open_handover_socket,
+    serve_handovers,
+)
+from fulcrum.notify_relay import NotifyRelay, relay_path
 from fulcrum.respawn import RespawnPolicy, Restart
 from fulcrum.steer import Steer
-from fulcrum.supervise import ResidentExit, StopLatch, run_resident
+from fulcrum.supervise import Handover, ResidentExit, StopLatch, run_resident
 from valis_core.launch import LaunchRecord
 from valis_core.launcher_config import (
     LauncherConfig,
@@ -57,7 +66,7 @@ from valis_core.launcher_config import (
     served_dns_reachability,
 )
 from valis_core.life_lock import HeldLock, LockHeld, hold
-from valis_core.sd_notify import Notifier
+from valis_core.sd_notify import ENV_VAR as NOTIFY_ENV
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +113,21 @@ def launch(
             elected=frozenset() if cfg.edge_port is None else frozenset({cfg.edge_port}),
             assign=None if steer is None else steer.assign,
         )
+        relay = NotifyRelay.open(relay_path(cfg.netns_name), uid=uid, gid=gid,
+                                 environ=environ)
+        undo.callback(relay.close)
+        requests = handover_path(cfg.netns_name)
+        handovers = open_handover_socket(requests)
+        undo.callback(close_handover_socket, handovers, requests)
         record = _record(cfg, sockets, control.path)
-        argv = build_resident_argv(cfg, record, resident_environment(environ))
+        # Each resident tells fulcrum's relay, which tells systemd what the serving one says.
+        env = {**resident_environment(environ), NOTIFY_ENV: relay.path}
+        argv = build_resident_argv(cfg, record, env)
+        handover = Handover(
+            argv=build_resident_argv(cfg, attrs.evolve(record, successor=True), env),
+            relay=relay,
+            serve=partial(serve_handovers, handovers),
+        )
         log.info(
             "unit %s up on %s, DNS bound on port %d; starting the resident",
             cfg.netns_name, cfg.unit_ip, cfg.designated_port,
@@ -118,8 +140,6 @@ def launch(
         # fulcrum keeps its own copies of the bound sockets (closed at teardown): a
         # resident started after a crash adopts the very same ones, and what arrives
         # meanwhile waits in their queues instead of being refused.
-        notifier = Notifier.from_environ(environ)
-
         def spawned(pid: int) -> None:
             log.info("resident running as pid %d", pid)
 
@@ -128,12 +148,12 @@ def launch(
                     f"{restart.delay:g} s (restart {restart.attempt} of at most "
                     f"{respawn.attempts} in a row)")
             log.warning("%s", text)
-            notifier.status(f"resident restarting: {text}")
+            relay.tell(STATUS=f"resident restarting: {text}")
 
         outcome = run_resident(
             argv, sockets.fds(), stop_timeout=stop_timeout, latch=latch, on_spawn=spawned,
             beside=partial(serve_control, control.sock, gate),
-            respawn=respawn, on_respawn=restarting,
+            respawn=respawn, on_respawn=restarting, handover=handover,
         )
         if outcome is None:
             log.info("stop asked for before the resident started; tearing the unit down")

@@ -11,6 +11,7 @@ from valis_core.command_line import build_parser, dispatch, exit_with
 COMMAND_MODULES: tuple[str, ...] = (
     "fulcrum.commands.config",
     "fulcrum.commands.launch",
+    "fulcrum.commands.handover",
 )
 
 
