@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import re
 import shlex
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,7 +39,7 @@ from tests.conftest import require_root
 from tests.scenario.frozen_build import VERSION, PlainBuild, delivery_of
 from tests.scenario.operator_state_helpers import EXAMPLE_ZONE
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
-from tests.scenario.proving_ground import Ground, unit_config_text
+from tests.scenario.proving_ground import UNIT_IP, Ground, dig, unit_config_text
 from tests.scenario.proving_ground import sweep_stale as sweep_stale_grounds
 from tests.scenario.systemd_container import Bind, SystemdContainer, sweep_stale
 from tests.scenario.systemd_node import (
@@ -255,6 +257,93 @@ def test_a_killed_resident_is_taken_over_by_fulcrum_on_the_same_netns_and_socket
     node.assert_answers()
 
 
+class _Asking:
+    """Asks the zone from the client over and over (UDP and TCP in turn) on a thread of
+    its own until stopped: every failure is kept (bounded in count and time)."""
+
+    LIMIT = 5000
+
+    def __init__(self, node: Node) -> None:
+        self.node, self.asked, self.failures = node, 0, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._ask, daemon=True)
+
+    def _ask(self) -> None:
+        while not self._stop.is_set() and self.asked < self.LIMIT:
+            tcp = self.asked % 2 == 1
+            self.asked += 1
+            try:
+                soa = dig(self.node.ground.client, UNIT_IP, EXAMPLE_ZONE, "SOA", tcp=tcp,
+                          timeout=5.0)
+            except RuntimeError as exc:
+                self.failures.append(str(exc))
+            else:
+                if (soa.status, soa.authoritative) != ("NOERROR", True):
+                    self.failures.append(soa.raw)
+
+    def __enter__(self) -> _Asking:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+def test_reload_hands_over_to_a_new_resident_on_the_same_sockets_answering_throughout(
+    serving: Node,
+) -> None:
+    """systemctl reload: a new resident beside the old one on fulcrum's sockets, READY
+    before the old one drains, no query unanswered; systemd sees no restart."""
+    node = serving
+    generation = node.generation()
+    before = node.unit("NRestarts", "MainPID")
+    old = node.resident()
+    held = _held(node, old)
+    with _Asking(node) as asking:
+        node.box.systemctl("reload", UNIT, timeout=UP_TIMEOUT)
+        new = node.resident()
+        while asking.asked < 10:  # a few more after it, too (bounded: dig's own timeout)
+            time.sleep(0.05)
+    assert asking.failures == [], asking.failures
+    assert new != old
+    assert node.unit("NRestarts", "MainPID", "ActiveState") == {**before, "ActiveState": "active"}
+    assert _held(node, new) == held
+    argv = node.box.run("cat", f"/proc/{new}/cmdline").stdout.split("\0")
+    assert "--successor" in argv
+    journal = node.box.journal(UNIT)
+    assert f"handed over: pid {new} serves and writes; pid {old} exited" in journal, journal
+    assert "write turn granted by fulcrum" in journal, journal
+    assert node.generation() == generation
+    node.assert_answers()
+
+
+def test_a_reload_whose_new_resident_fails_leaves_the_old_one_serving_and_says_why(
+    serving: Node,
+) -> None:
+    node = serving
+    store = f"{STATE_DIRECTORY}/{CONFIG_STORE}/{CONFIG_FILE}"
+    kept = node.box.read_text(store)
+    asked = {**parse_site_facts(kept), "VALIS_SERVED_ZONES": f"{EXAMPLE_ZONE},{ABSENT_ZONE}"}
+    old = node.resident()
+    node.box.put_text(store, render_site_facts(asked), mode=0o600, owner=RUN_USER)
+    try:
+        with _Asking(node) as asking:
+            reload = node.box.systemctl("reload", UNIT, check=False, timeout=UP_TIMEOUT)
+    finally:
+        node.box.put_text(store, kept, mode=0o600, owner=RUN_USER)
+    assert reload.returncode != 0
+    assert asking.failures == [], asking.failures
+    assert node.resident() == old
+    assert node.unit("ActiveState")["ActiveState"] == "active"
+    journal = node.box.journal(UNIT)
+    failed = [line for line in journal.splitlines() if "handover failed: the new resident" in line]
+    assert failed, journal
+    assert f"pid {old} goes on serving, unchanged" in failed[-1], failed
+    assert ABSENT_ZONE in failed[-1], failed
+    node.assert_answers()
+
+
 def test_apply_of_a_newer_delivery_restarts_the_unit_on_it(
     node: Node, newer_applied: Applied,
 ) -> None:
@@ -296,8 +385,9 @@ def test_apply_of_a_delivery_whose_resident_fails_switches_back(
 def test_the_residents_warnings_and_errors_reach_the_journal_at_their_priority(
     serving: Node,
 ) -> None:
-    """A reload asking for a zone operator state does not hold is refused: that error is
-    in ``journalctl -p warning``, the resident's routine lines are not (they are info)."""
+    """An in-place reload (SIGHUP to fulcrum by hand) asking for a zone operator state
+    does not hold is refused: that error is in ``journalctl -p warning``, the resident's
+    routine lines are not (they are info)."""
     node = serving
     store = f"{STATE_DIRECTORY}/{CONFIG_STORE}/{CONFIG_FILE}"
     kept = node.box.read_text(store)
@@ -305,7 +395,7 @@ def test_the_residents_warnings_and_errors_reach_the_journal_at_their_priority(
     asked = {**facts, "VALIS_SERVED_ZONES": f"{EXAMPLE_ZONE},{ABSENT_ZONE}"}
     node.box.put_text(store, render_site_facts(asked), mode=0o600, owner=RUN_USER)
     try:
-        node.box.systemctl("reload", UNIT)
+        _sighup(node)
 
         def refused() -> str | None:
             urgent = node.box.journal(UNIT, priority="warning")
@@ -320,9 +410,14 @@ def test_the_residents_warnings_and_errors_reach_the_journal_at_their_priority(
     finally:
         unchanged = node.box.journal(UNIT).count(UNCHANGED)
         node.box.put_text(store, kept, mode=0o600, owner=RUN_USER)
-        node.box.systemctl("reload", UNIT)
+        _sighup(node)
         node.box.wait_for(lambda: node.box.journal(UNIT).count(UNCHANGED) > unchanged,
                           UP_TIMEOUT, "the reload of the kept store")
+
+
+def _sighup(node: Node) -> None:
+    """SIGHUP to fulcrum by hand: passed to the resident, its in-place reload."""
+    node.box.systemctl("kill", "--kill-who=main", "--signal=HUP", UNIT)
 
 
 def test_systemctl_stop_tears_the_netns_down_and_leaves_no_process(serving: Node) -> None:
