@@ -62,6 +62,8 @@ from valis_core.state_layout import CONFIG_FILE, CONFIG_STORE
 CONTROL_SOCKET = "/run/fulcrum/valis.sock"
 NEWER = f"{VERSION}+systemd.2"
 BROKEN = f"{VERSION}+systemd.plain"
+HANDED = f"{VERSION}+systemd.3"
+BROKEN_HANDED = f"{VERSION}+systemd.plain.3"
 NEWER_DESCRIPTION = f"valis {NEWER} (fulcrum-launched resident)"
 MISSING_CONFIG = "fulcrum: launcher config: "
 ABSENT_ZONE = "absent.test."
@@ -141,6 +143,48 @@ def broken_applied(node: Node, newer_applied: Applied) -> Applied:
     return _apply(node, node.broken)
 
 
+@pytest.fixture(scope="module")
+def handed_over(node: Node, broken_applied: Applied, bundle: Path, plain_build: PlainBuild,
+                *, build_root: Path) -> tuple[AppliedAsking, Path]:
+    """Then a delivery changing nothing fulcrum runs by (only a document) applied under
+    queries from the client: handed over to; and the build without the serving codec
+    alike, for the next stage."""
+    assert node.unit("ActiveState")["ActiveState"] == "active", node.box.journal(UNIT)
+    staged = build_root / "systemd-unit"
+    unit_text = node.box.read_text(f"{ROOT}/versions/{NEWER}/lib/systemd/system/{UNIT}")
+    same = {f"lib/systemd/system/{UNIT}": unit_text.encode(),
+            "share/doc/valis/fulcrum.md": b"# handed over\n"}
+    handed = delivery_of(bundle, HANDED, staged / "handed.tar.gz", same)
+    broken = delivery_of(plain_build.bundle, BROKEN_HANDED, staged / "plain-handed.tar.gz",
+                         same)
+    return _apply_asking(node, handed), broken
+
+
+@pytest.fixture(scope="module")
+def broken_handed_over(node: Node, handed_over: tuple[AppliedAsking, Path]) -> AppliedAsking:
+    """Then the build without the serving codec, changing nothing fulcrum runs by either,
+    applied under queries: its resident does not come up."""
+    asked, broken = handed_over
+    assert asked.applied.status == 0, asked.applied.err + node.box.journal(UNIT)
+    return _apply_asking(node, broken)
+
+
+@attrs.frozen
+class AppliedAsking:
+    """An apply made while the client asked the zone throughout, and what failed."""
+
+    applied: Applied
+    resident_before: int
+    failures: tuple[str, ...]
+
+
+def _apply_asking(node: Node, delivery: Path) -> AppliedAsking:
+    resident = node.resident()
+    with _Asking(node) as asking:
+        applied = _apply(node, delivery)
+    return AppliedAsking(applied, resident, tuple(asking.failures))
+
+
 @pytest.fixture
 def serving(node: Node, applied: Applied) -> Node:
     """The applied node with its unit running (started again if a test stopped it)."""
@@ -165,7 +209,8 @@ def test_apply_starts_the_unit_and_the_residents_ready_reaches_systemd(
 ) -> None:
     status, out, err = applied.status, applied.out, applied.err
     assert status == 0, err + node.box.journal(UNIT)
-    assert out == f"valis: {VERSION} is serving (previous: none)\n"
+    assert out == (f"valis: {VERSION}: no version serves yet: the unit is started\n"
+                   f"valis: {VERSION} is serving (previous: none)\n")
     assert node.box.run("readlink", f"{ROOT}/current").stdout.strip() == f"versions/{VERSION}"
     unit = node.unit("ActiveState", "SubState", "StatusText", "Type")
     assert (unit["ActiveState"], unit["SubState"], unit["Type"]) == ("active", "running",
@@ -351,7 +396,9 @@ def test_apply_of_a_newer_delivery_restarts_the_unit_on_it(
     control_socket = newer_applied.control_socket_before
     status, out, err = newer_applied.status, newer_applied.out, newer_applied.err
     assert status == 0, err + node.box.journal(UNIT)
-    assert out == f"valis: {NEWER} is serving (previous: {VERSION})\n"
+    assert out == (f"valis: {NEWER}: it changes lib/systemd/system/{UNIT}, which fulcrum runs "
+                   "by: the unit is restarted\n"
+                   f"valis: {NEWER} is serving (previous: {VERSION})\n")
     # systemd runs the newer version's unit file, not the one it loaded before.
     assert node.unit("Description", "NeedDaemonReload") == {
         "Description": NEWER_DESCRIPTION, "NeedDaemonReload": "no"}
@@ -505,3 +552,40 @@ def test_the_unit_is_linked_where_apply_puts_the_delivered_one(
     assert shlex.split(node.unit("ExecStart")["ExecStart"].split("argv[]=")[1])[0] == (
         f"{ROOT}/current/bin/fulcrum"
     )
+
+
+def test_apply_of_a_delivery_changing_only_the_resident_hands_over_answering_throughout(
+    node: Node, handed_over: tuple[AppliedAsking, Path],
+) -> None:
+    asked = handed_over[0]
+    applied = asked.applied
+    assert applied.status == 0, applied.err + node.box.journal(UNIT)
+    assert applied.out.splitlines() == [
+        f"valis: {HANDED}: fulcrum, its steer and its units are unchanged: the new resident "
+        "is handed over to (systemctl reload), without a restart",
+        f"valis: {HANDED} is serving (previous: {NEWER})",
+    ]
+    assert asked.failures == (), asked.failures
+    # The same fulcrum, a new resident running the new version.
+    assert node.unit("MainPID")["MainPID"] == applied.main_before
+    resident = node.resident()
+    assert resident != asked.resident_before
+    exe = node.box.run("readlink", f"/proc/{resident}/exe").stdout.strip()
+    assert exe == f"{ROOT}/versions/{HANDED}/bin/valis"
+    node.assert_answers()
+
+
+def test_apply_of_a_failing_delivery_that_would_hand_over_leaves_the_old_one_serving(
+    node: Node, broken_handed_over: AppliedAsking,
+) -> None:
+    asked = broken_handed_over
+    applied = asked.applied
+    assert applied.status == 1, applied.err
+    assert f"version {BROKEN_HANDED} did not come up" in applied.err, applied.err
+    assert "serving codec not available" in applied.err, applied.err
+    assert f"switched back to {HANDED}, which kept serving throughout" in applied.err
+    assert asked.failures == (), asked.failures
+    assert node.box.run("readlink", f"{ROOT}/current").stdout.strip() == f"versions/{HANDED}"
+    assert node.unit("MainPID")["MainPID"] == applied.main_before
+    assert node.resident() == asked.resident_before
+    node.assert_answers()
