@@ -12,6 +12,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "fulcrum.commands.config",
     "fulcrum.commands.launch",
     "fulcrum.commands.handover",
+    "fulcrum.commands.fingerprint",
 )
 
 

@@ -10,19 +10,22 @@ restarts the unit instead:
 - ``lib/sk-lookup-catchall.bpf.o``, the steer fulcrum loaded into the kernel;
 - ``lib/systemd/system/*``, the units systemd runs fulcrum by.
 
-A frozen build keeps fulcrum's Python code in the bundle it shares with the resident
-(``bin/fulcrum`` is the bundle's bootloader), so a handover leaves the running fulcrum
-on the code it was started with; ``valis apply --restart`` restarts the unit anyway, for
-a delivery whose fulcrum code must take effect now. The first delivery on a host, a unit
-not running, and a supervised unit (``--supervise``) are restarts too.
+A frozen build is one program for ``valis`` and ``fulcrum`` (``bin/fulcrum`` holds the
+resident's code too), so ``bin/fulcrum`` is compared by what fulcrum runs: each version's
+``fulcrum fingerprint`` (``fulcrum.fingerprint``), the digest of the code fulcrum loads,
+when both versions print one; by its sha256 otherwise. ``valis apply --restart``
+restarts the unit anyway. The first delivery on a host, a unit not running, and a
+supervised unit (``--supervise``) are restarts too.
 
 ``change_kind`` is pure (digests in, verdict out); ``staged_digests`` reads a staged
-version's files.
+version's files and ``fulcrum_fingerprint`` asks its program.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
+import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -32,6 +35,9 @@ FULCRUM_PROGRAM = "bin/fulcrum"
 STEER_OBJECT = "lib/sk-lookup-catchall.bpf.o"
 UNIT_DIRECTORY = "lib/systemd/system/"
 _CHUNK = 1 << 20
+_FINGERPRINT = re.compile(r"[0-9a-f]{64}")
+#: How long a version's ``fulcrum fingerprint`` may take.
+FINGERPRINT_TIMEOUT = 60.0
 
 
 def restarts_the_unit(path: str) -> bool:
@@ -47,19 +53,45 @@ class Change:
     why: str
 
 
-def change_kind(new: Mapping[str, str], old: Mapping[str, str] | None) -> Change:
+def change_kind(
+    new: Mapping[str, str],
+    old: Mapping[str, str] | None,
+    fingerprints: tuple[str | None, str | None] = (None, None),
+) -> Change:
     """The kind of change from the serving version's files ``old`` (path -> sha256 of
     those ``restarts_the_unit`` names; None: no version serves) to the delivery's ``new``
-    (path -> sha256, every file)."""
+    (path -> sha256, every file). ``fingerprints`` are the new and the serving version's
+    ``fulcrum fingerprint``: when both are known, ``bin/fulcrum`` is compared by them."""
     if old is None:
         return Change(False, "no version serves yet: the unit is started")
     paths = sorted({path for path in (*new, *old) if restarts_the_unit(path)})
-    changed = [path for path in paths if new.get(path) != old.get(path)]
+    by_code = None not in fingerprints
+
+    def differs(path: str) -> bool:
+        if path == FULCRUM_PROGRAM and by_code:
+            return fingerprints[0] != fingerprints[1]
+        return new.get(path) != old.get(path)
+
+    changed = [path for path in paths if differs(path)]
     if changed:
         return Change(False, f"it changes {', '.join(changed)}, which fulcrum runs by: "
                              "the unit is restarted")
     return Change(True, "fulcrum, its steer and its units are unchanged: the new resident "
                         "is handed over to (systemctl reload), without a restart")
+
+
+def fulcrum_fingerprint(version: Path) -> str | None:
+    """What ``<version>/bin/fulcrum fingerprint`` prints, or None when it prints no
+    fingerprint (a version that predates the command, or one that fails)."""
+    try:
+        done = subprocess.run(
+            [str(version / FULCRUM_PROGRAM), "fingerprint"], stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=FINGERPRINT_TIMEOUT, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    printed = done.stdout.strip()
+    return printed if done.returncode == 0 and _FINGERPRINT.fullmatch(printed) else None
 
 
 def staged_digests(directory: Path, paths: Iterable[str]) -> dict[str, str]:

@@ -45,7 +45,7 @@ from typing import IO
 import attrs
 
 from valis_core import documents, safe_tar
-from valis_core.apply.change import Change, change_kind, staged_digests
+from valis_core.apply.change import Change, change_kind, fulcrum_fingerprint, staged_digests
 from valis_core.apply.unit_control import UnitController
 from valis_core.atomic import fsync_dir, write_atomic
 from valis_core.documents import Document, is_sha256, shown
@@ -419,7 +419,10 @@ def _change(manifest: DeliveryManifest, root: Path, previous: str | None,
         return Change(False, "the unit is restarted (it is not running, it is supervised "
                              "directly, or --restart asks for it)")
     new = {entry.path: entry.sha256 for entry in manifest.files}
-    return change_kind(new, staged_digests(root / VERSIONS_DIR / previous, new))
+    serving = root / VERSIONS_DIR / previous
+    fingerprints = (fulcrum_fingerprint(root / VERSIONS_DIR / manifest.version),
+                    fulcrum_fingerprint(serving))
+    return change_kind(new, staged_digests(serving, new), fingerprints)
 
 
 def _make_directories(path: Path) -> None:
