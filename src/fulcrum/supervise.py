@@ -34,6 +34,7 @@ import trio
 from fulcrum.errors import LauncherError
 from fulcrum.notify_relay import NotifyRelay
 from fulcrum.respawn import GiveUp, RespawnPolicy, Restart
+from valis_core.clock import trio_now
 from valis_core.fence import FENCED_OUT_EXIT_STATUS, TURN_GRANT_SIGNAL
 
 log = logging.getLogger(__name__)
@@ -249,7 +250,7 @@ class Residents:
         while True:
             process = self.serving = await self._spawn(self.argv)
             self._serve_from(process)
-            started = trio.current_time()
+            started = trio_now()
             while True:
                 await process.wait()
                 handing_over = self.handing_over
@@ -257,13 +258,13 @@ class Residents:
                     break
                 await handing_over.wait()  # the successor serves in its place now
                 assert self.serving is not None
-                process, started, failures = self.serving, trio.current_time(), 0
+                process, started, failures = self.serving, trio_now(), 0
             self.serving = None
             assert process.returncode is not None
             ended = ResidentExit(process.returncode, stop.signal, stop.killed, restarts=restarts)
             if stop.signal is not None or respawn is None:
                 return ended
-            verdict = respawn.after_exit(ended.returncode, trio.current_time() - started,
+            verdict = respawn.after_exit(ended.returncode, trio_now() - started,
                                          failures)
             if isinstance(verdict, GiveUp):
                 return attrs.evolve(ended,
