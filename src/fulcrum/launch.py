@@ -15,7 +15,10 @@ it keeps its own copies of the bound descriptors for the unit's whole life, so a
 resident that crashes is started again on the very same sockets (``fulcrum.respawn``:
 bounded, with backoff), nothing re-bound, the netns, its firewall and the steer
 untouched, queries meanwhile waiting in the sockets' queues; systemd's ``STATUS=`` says
-so while it happens. Teardown is the same list in
+so while it happens. Asked over its handover socket (``fulcrum handover``, the unit's
+reload), it starts a new resident beside the serving one and hands over to it
+(``fulcrum.supervise.Residents``); the residents' sd_notify goes through fulcrum's relay
+(``fulcrum.notify_relay``). Teardown is the same list in
 reverse — the control socket closed, the steer's link removed, sockets closed, firewall
 table removed, NIC returned or child link deleted, netns deleted — and it runs whether
 the resident was stopped, crashed, or a bring-up stage failed. It acts on what this
