@@ -10,7 +10,15 @@ port), when ``edge-port`` is elected the sk_lookup steer attached to the netns, 
 control socket (``fulcrum.control``). The edge port is never bound: its traffic is
 steered to the listening socket the resident pushes over the control socket. Then the
 resident is started across the exec chain holding exactly the bound descriptors, and
-supervised while the control socket is served beside it. Teardown is the same list in
+supervised while the control socket is served beside it. fulcrum outlives the resident:
+it keeps its own copies of the bound descriptors for the unit's whole life, so a
+resident that crashes is started again on the very same sockets (``fulcrum.respawn``:
+bounded, with backoff), nothing re-bound, the netns, its firewall and the steer
+untouched, queries meanwhile waiting in the sockets' queues; systemd's ``STATUS=`` says
+so while it happens. Asked over its handover socket (``fulcrum handover``, the unit's
+reload), it starts a new resident beside the serving one and hands over to it
+(``fulcrum.supervise.Residents``); the residents' sd_notify goes through fulcrum's relay
+(``fulcrum.notify_relay``). Teardown is the same list in
 reverse — the control socket closed, the steer's link removed, sockets closed, firewall
 table removed, NIC returned or child link deleted, netns deleted — and it runs whether
 the resident was stopped, crashed, or a bring-up stage failed. It acts on what this
@@ -30,6 +38,8 @@ from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 
+import attrs
+
 from fulcrum import firewall, netns
 from fulcrum.bind import UnitSockets, bind_unit_sockets
 from fulcrum.control import PushGate, open_control_socket, serve_control
@@ -42,8 +52,16 @@ from fulcrum.exec_chain import (
     launch_record,
     resident_environment,
 )
+from fulcrum.handover import (
+    close_handover_socket,
+    handover_path,
+    open_handover_socket,
+    serve_handovers,
+)
+from fulcrum.notify_relay import NotifyRelay, relay_path
+from fulcrum.respawn import RespawnPolicy, Restart
 from fulcrum.steer import Steer
-from fulcrum.supervise import StopLatch, run_resident
+from fulcrum.supervise import Handover, ResidentExit, StopLatch, run_resident
 from valis_core.launch import LaunchRecord
 from valis_core.launcher_config import (
     LauncherConfig,
@@ -51,6 +69,7 @@ from valis_core.launcher_config import (
     served_dns_reachability,
 )
 from valis_core.life_lock import HeldLock, LockHeld, hold
+from valis_core.sd_notify import ENV_VAR as NOTIFY_ENV
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +82,11 @@ LOCK_DIR_MODE = 0o755
 
 
 def launch(
-    cfg: LauncherConfig, environ: Mapping[str, str], *, stop_timeout: float = STOP_TIMEOUT
+    cfg: LauncherConfig,
+    environ: Mapping[str, str],
+    *,
+    stop_timeout: float = STOP_TIMEOUT,
+    respawn: RespawnPolicy = RespawnPolicy(),  # noqa: B008 (a frozen value)
 ) -> int:
     """Run one unit from bring-up to teardown; return fulcrum's exit status."""
     preflight(cfg)
@@ -93,8 +116,21 @@ def launch(
             elected=frozenset() if cfg.edge_port is None else frozenset({cfg.edge_port}),
             assign=None if steer is None else steer.assign,
         )
+        relay = NotifyRelay.open(relay_path(cfg.netns_name), uid=uid, gid=gid,
+                                 environ=environ)
+        undo.callback(relay.close)
+        requests = handover_path(cfg.netns_name)
+        handovers = open_handover_socket(requests)
+        undo.callback(close_handover_socket, handovers, requests)
         record = _record(cfg, sockets, control.path)
-        argv = build_resident_argv(cfg, record, resident_environment(environ))
+        # Each resident tells fulcrum's relay, which tells systemd what the serving one says.
+        env = {**resident_environment(environ), NOTIFY_ENV: relay.path}
+        argv = build_resident_argv(cfg, record, env)
+        handover = Handover(
+            argv=build_resident_argv(cfg, attrs.evolve(record, successor=True), env),
+            relay=relay,
+            serve=partial(serve_handovers, handovers),
+        )
         log.info(
             "unit %s up on %s, DNS bound on port %d; starting the resident",
             cfg.netns_name, cfg.unit_ip, cfg.designated_port,
@@ -104,15 +140,23 @@ def launch(
             # A warning, not a refusal: the contract allows the port; it only never opens it.
             log.warning("unit %s: %s", cfg.netns_name, reachability.problem)
 
+        # fulcrum keeps its own copies of the bound sockets (closed at teardown): a
+        # resident started after a crash adopts the very same ones, and what arrives
+        # meanwhile waits in their queues instead of being refused.
         def spawned(pid: int) -> None:
-            # The resident holds the descriptors now; fulcrum's copies would only keep
-            # the ports bound after the resident is gone.
-            sockets.close()
             log.info("resident running as pid %d", pid)
+
+        def restarting(ended: ResidentExit, restart: Restart) -> None:
+            text = (f"{ended.describe()}; starting it again on the same sockets in "
+                    f"{restart.delay:g} s (restart {restart.attempt} of at most "
+                    f"{respawn.attempts} in a row)")
+            log.warning("%s", text)
+            relay.tell(STATUS=f"resident restarting: {text}")
 
         outcome = run_resident(
             argv, sockets.fds(), stop_timeout=stop_timeout, latch=latch, on_spawn=spawned,
             beside=partial(serve_control, control.sock, gate),
+            respawn=respawn, on_respawn=restarting, handover=handover,
         )
         if outcome is None:
             log.info("stop asked for before the resident started; tearing the unit down")

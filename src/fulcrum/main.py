@@ -11,6 +11,8 @@ from valis_core.command_line import build_parser, dispatch, exit_with
 COMMAND_MODULES: tuple[str, ...] = (
     "fulcrum.commands.config",
     "fulcrum.commands.launch",
+    "fulcrum.commands.handover",
+    "fulcrum.commands.fingerprint",
 )
 
 

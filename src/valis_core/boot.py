@@ -45,9 +45,9 @@ if TYPE_CHECKING:
     from valis_core.resident.descriptors import AdoptedSockets
     from valis_core.resident.fence_watch import FenceWatch
     from valis_core.resident.reload import ZoneFollower
-    from valis_core.resident.sd_notify import Notifier
     from valis_core.resident.signing import SigningFollower
     from valis_core.resident.views import NodeViews
+    from valis_core.sd_notify import Notifier
     from valis_core.store.manifest import Manifest
 
 #: What bring-up says is logged as the resident's, whichever room a stage lives in.

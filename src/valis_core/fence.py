@@ -25,11 +25,23 @@ than restating them.
 A writer *ahead* of the fence (a generation higher than the stored one) is refused as
 well as a superseded one: only a claim advances the fence, so a writer that never
 claimed its generation has no standing to write under it.
+
+**A handover** (fulcrum starting the next resident beside the one serving: a reload or
+an upgrade) moves nothing in the fence: both residents are one holder at one
+generation, the same standing. What keeps them from writing at once is the *write
+turn* (``TURN_TRANSITIONS``), one per process: a process that writes without saying
+otherwise holds it; a successor starts ``WAITING`` — it checks its standing (a read),
+loads, serves and says READY, but commits nothing, heartbeat included — and holds the
+turn only when fulcrum grants it, which fulcrum does only after the resident it takes
+over from has exited. Every fenced write waits for the turn. So at any moment at most
+one of the two writes, and the old one has stopped writing (it is gone) before the new
+one starts.
 """
 
 from __future__ import annotations
 
 import enum
+import signal
 
 import attrs
 
@@ -220,3 +232,60 @@ def assert_fence_touch(current: FenceState, writer: FenceState) -> None:
     key = (_order(writer.generation, current.generation), writer.holder == current.holder)
     if TOUCH_TRANSITIONS[key] is not Outcome.KEEP:
         raise FencedOut(current, writer)
+
+
+#: The signal fulcrum sends a successor to grant it the write turn.
+TURN_GRANT_SIGNAL = signal.SIGUSR2
+
+
+class Turn(enum.Enum):
+    """A process's turn to write, within the fence's standing."""
+
+    UNSET = "unset"  # nothing said or written yet
+    WAITING = "waiting"  # a successor beside the resident it takes over from: writes nothing
+    HELD = "held"  # writes (every fenced write still passes assert_fence_touch)
+
+
+class TurnEvent(enum.Enum):
+    WITHHOLD = "withhold"  # at its start: this resident is a successor
+    GRANT = "grant"  # fulcrum: the resident taken over from has exited
+    WRITE = "write"  # a fenced transaction begins
+
+
+#: the write turn: (turn, event) -> turn. A pair not listed is refused (``TurnRefused``):
+#: a waiting process does not write (its writes wait for the grant), and one that holds
+#: the turn (it may have written) is never made to wait. A process that writes without
+#: having said it is a successor (a verb, condense, a resident started alone) holds it.
+TURN_TRANSITIONS: dict[tuple[Turn, TurnEvent], Turn] = {
+    (Turn.UNSET, TurnEvent.WITHHOLD): Turn.WAITING,
+    (Turn.UNSET, TurnEvent.GRANT): Turn.HELD,
+    (Turn.UNSET, TurnEvent.WRITE): Turn.HELD,
+    (Turn.WAITING, TurnEvent.WITHHOLD): Turn.WAITING,
+    (Turn.WAITING, TurnEvent.GRANT): Turn.HELD,
+    (Turn.HELD, TurnEvent.GRANT): Turn.HELD,
+    (Turn.HELD, TurnEvent.WRITE): Turn.HELD,
+}
+
+
+class TurnRefused(ValisError):
+    """A write-turn event its state does not allow."""
+
+    def __init__(self, turn: Turn, event: TurnEvent) -> None:
+        self.turn, self.event = turn, event
+        why = ("a successor writes only once fulcrum grants it the turn (the resident it "
+               "takes over from has exited)" if event is TurnEvent.WRITE else
+               "a process that may have written cannot become a successor")
+        super().__init__(f"write turn: {event.value} refused while {turn.value}: {why}")
+
+
+def next_turn(turn: Turn, event: TurnEvent) -> Turn:
+    """The write turn after ``event``; raises ``TurnRefused`` for a pair the table lacks."""
+    try:
+        return TURN_TRANSITIONS[(turn, event)]
+    except KeyError:
+        raise TurnRefused(turn, event) from None
+
+
+def may_write(turn: Turn) -> bool:
+    """Whether a fenced transaction may begin now (``WRITE`` is allowed)."""
+    return (turn, TurnEvent.WRITE) in TURN_TRANSITIONS

@@ -9,6 +9,9 @@ resident later asks each descriptor what it is bound to rather than trusting the
 The resident's own flags, ``--state-dir PATH`` and ``--log-format FORMAT``, are in the
 same table: no launcher emits them (a development launcher, a test or an operator adds
 them), and an older resident passes them over like any flag it does not know.
+``--successor`` (a switch, right behind ``--resident``) tells a resident fulcrum starts
+beside the one serving (a handover) that it writes nothing until fulcrum grants it the
+write turn (``valis_core.fence``, ``TURN_TRANSITIONS``).
 
 Everything that reads or writes this argv lives in this module, and the flags are one
 table (``_FLAGS``): parsing and rendering both walk it, and one token reader
@@ -100,6 +103,8 @@ class LaunchRecord:
     """What one launch of the resident was told: a value, read once from argv."""
 
     resident: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    successor: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    """``--successor``: started beside the resident it takes over from (a handover)."""
     control_socket: str | None = attrs.field(default=None, validator=_check_path)
     ports: frozenset[int] = attrs.field(default=frozenset(), validator=_check_ports)
     dns_udp_fd: int | None = attrs.field(default=None, validator=_check_fd)
@@ -178,6 +183,7 @@ class _Flag:
 # The flag table, in the canonical order render_launch_argv writes them.
 _FLAGS: dict[str, _Flag] = {
     "--resident": _Flag("resident", _Kind.SWITCH, absent=False),
+    "--successor": _Flag("successor", _Kind.SWITCH, absent=False),
     "--control-socket": _Flag("control_socket", _Kind.VALUE, _read_path, _show_path),
     "--ports": _Flag("ports", _Kind.VALUE, _read_ports, _show_ports, absent=frozenset()),
     "--dns-udp-fd": _Flag("dns_udp_fd", _Kind.VALUE, _read_fd, _show_int),

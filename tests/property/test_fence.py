@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -19,8 +19,13 @@ from valis_core.fence import (
     SeedRefused,
     StaleClaim,
     Standing,
+    Turn,
+    TurnEvent,
+    TurnRefused,
     assert_fence_touch,
     claim_instance_fence,
+    may_write,
+    next_turn,
     seed_instance_fence,
 )
 
@@ -193,3 +198,65 @@ def test_a_fence_state_refuses_impossible_values() -> None:
         FenceState(generation=-1, holder="node-a")
     with pytest.raises(ValueError, match="holder"):
         FenceState(generation=0, holder="")
+
+
+# -- the write turn of a handover (TURN_TRANSITIONS) ------------------------------------
+
+turn_events = st.lists(st.sampled_from(list(TurnEvent)), max_size=12)
+
+
+def _apply_turn(events: list[TurnEvent], turn: Turn = Turn.UNSET) -> list[tuple[TurnEvent, bool]]:
+    """Each event, and whether the table took it (a refused one leaves the turn)."""
+    taken = []
+    for event in events:
+        try:
+            turn = next_turn(turn, event)
+        except TurnRefused:
+            taken.append((event, False))
+        else:
+            taken.append((event, True))
+    return taken
+
+
+@given(turn_events)
+def test_a_write_is_taken_only_by_a_process_not_withheld_or_granted_since(
+    events: list[TurnEvent],
+) -> None:
+    withheld = granted = wrote = False
+    for event, taken in _apply_turn(events):
+        if event is TurnEvent.WRITE:
+            assert taken == (not withheld or granted)
+            wrote = wrote or taken
+        elif event is TurnEvent.WITHHOLD:
+            # a process that may have written (or was granted) is never made to wait
+            assert taken == (not wrote and not granted)
+            withheld = withheld or taken
+        else:
+            assert taken
+            granted = True
+
+
+@given(st.lists(st.sampled_from(["old writes", "new writes", "old exits", "grant"]),
+                max_size=20))
+def test_in_a_handover_at_most_one_of_the_two_residents_writes_at_any_time(
+    steps: list[str],
+) -> None:
+    """fulcrum's order (the grant only after the old resident exited) applied to two
+    residents: the old one started alone, the new one a successor. Whatever the
+    interleaving, no write of the new one is taken while the old one may still write."""
+    old, new = Turn.UNSET, next_turn(Turn.UNSET, TurnEvent.WITHHOLD)
+    old_alive = True
+    for step in steps:
+        if step == "old writes" and old_alive:
+            old = next_turn(old, TurnEvent.WRITE)
+        elif step == "old exits":
+            old_alive = False
+        elif step == "grant" and not old_alive:  # fulcrum grants only then
+            new = next_turn(new, TurnEvent.GRANT)
+        elif step == "new writes":
+            if may_write(new):
+                assert not old_alive
+                new = next_turn(new, TurnEvent.WRITE)
+            else:
+                with pytest.raises(TurnRefused, match="write refused while waiting"):
+                    next_turn(new, TurnEvent.WRITE)

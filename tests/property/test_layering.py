@@ -101,6 +101,7 @@ PURE_CORES = (
     "fulcrum.activation",
     "fulcrum.exec_chain",
     "fulcrum.ruleset",
+    "fulcrum.respawn",
     "valis_core.owner.message",
     "valis_core.owner.update",
     "valis_core.plugin.simple_index",

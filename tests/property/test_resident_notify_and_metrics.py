@@ -16,12 +16,12 @@ from valis_core.config_store import differing_keys, facts_from_environment
 from valis_core.launch import LaunchArgError
 from valis_core.resident import bring_up
 from valis_core.resident.metrics import Family, Sample, render
-from valis_core.resident.sd_notify import render_notification, socket_address
 from valis_core.resident.state_dir import (
     StateDirError,
     resolve_state_dir,
     state_dir_argument,
 )
+from valis_core.sd_notify import render_notification, socket_address
 
 texts = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
 

@@ -77,9 +77,12 @@ def test_no_unit_carries_a_development_listener(path: Path) -> None:
     assert "REPL" not in text.upper()
 
 
-def test_reload_sends_sighup_to_fulcrum_with_the_privilege_to_signal_it(unit: dict) -> None:
+def test_reload_asks_fulcrum_for_a_handover_as_root_with_the_units_launcher_config(
+    unit: dict,
+) -> None:
     exec_reload = only(unit, "Service", "ExecReload")
-    assert exec_reload.startswith("+"), "the run account cannot signal the root fulcrum"
+    assert exec_reload.startswith("+"), "the handover socket is root's"
     argv = shlex.split(exec_reload[1:])
-    assert Path(argv[0]).name == "kill"
-    assert argv[1:] == ["-HUP", "$MAINPID"]
+    start = shlex.split(only(unit, "Service", "ExecStart")[1:])
+    assert argv[0] == start[0], "the same fulcrum program as ExecStart"
+    assert argv[1:] == ["handover", *start[2:]]

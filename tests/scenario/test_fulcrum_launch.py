@@ -160,14 +160,18 @@ def test_sigterm_to_fulcrum_stops_the_resident_and_tears_the_unit_down(
     assert f"unit {ground.unit_netns} torn down" in unit.fulcrum.stderr
 
 
-def test_crashing_resident_is_reported_with_its_status_and_the_unit_torn_down(
+def test_a_resident_crashing_at_every_start_is_restarted_five_times_then_reported(
     ground: Ground, launch: Any  # noqa: F811
 ) -> None:
     unit = launch(env={"VALIS_STANDIN_EXIT": "3"})
     pid = unit.report()["pid"]
 
     assert unit.fulcrum.wait() == 3
-    assert "resident exited with status 3 without being asked to stop" in unit.fulcrum.stderr
+    stderr = unit.fulcrum.stderr
+    assert stderr.count("starting it again on the same sockets") == 5, stderr
+    assert stderr.count("resident running as pid") == 6, stderr
+    assert ("resident exited with status 3 without being asked to stop; not started again: "
+            "it ended 6 times in a row") in stderr, stderr
     assert_torn_down(ground, pid)
 
 

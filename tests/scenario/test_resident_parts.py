@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from valis_core import sd_notify
 from valis_core.boot import BringUpError
 from valis_core.config_store import open_config_store, store_path
 from valis_core.dns.answer.snapshot import IndexHolder
@@ -22,14 +23,13 @@ from valis_core.dns.serve import ServeStats
 from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.site_facts import SiteFactsError
 from valis_core.operator_state.zone_source import ZoneSourceStats
-from valis_core.resident import sd_notify
 from valis_core.resident.adopt import Kind
 from valis_core.resident.descriptors import probe_descriptor
 from valis_core.resident.fabric import INFO_FILE, TOKEN_FILE, Fabric, FabricAddress, fabric_get
 from valis_core.resident.fabric_stage import check_public_view
-from valis_core.resident.sd_notify import Notifier
 from valis_core.resident.state_dir import StateDirError, check_state_dir
 from valis_core.resident.views import NodeViews
+from valis_core.sd_notify import Notifier
 from valis_core.store.head import head_path, materialise_genesis, read_store_head
 from valis_core.store.manifest import Manifest, dumps
 

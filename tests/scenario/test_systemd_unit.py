@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import re
 import shlex
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,7 +39,7 @@ from tests.conftest import require_root
 from tests.scenario.frozen_build import VERSION, PlainBuild, delivery_of
 from tests.scenario.operator_state_helpers import EXAMPLE_ZONE
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user
-from tests.scenario.proving_ground import Ground, unit_config_text
+from tests.scenario.proving_ground import UNIT_IP, Ground, dig, unit_config_text
 from tests.scenario.proving_ground import sweep_stale as sweep_stale_grounds
 from tests.scenario.systemd_container import Bind, SystemdContainer, sweep_stale
 from tests.scenario.systemd_node import (
@@ -60,6 +62,8 @@ from valis_core.state_layout import CONFIG_FILE, CONFIG_STORE
 CONTROL_SOCKET = "/run/fulcrum/valis.sock"
 NEWER = f"{VERSION}+systemd.2"
 BROKEN = f"{VERSION}+systemd.plain"
+HANDED = f"{VERSION}+systemd.3"
+BROKEN_HANDED = f"{VERSION}+systemd.plain.3"
 NEWER_DESCRIPTION = f"valis {NEWER} (fulcrum-launched resident)"
 MISSING_CONFIG = "fulcrum: launcher config: "
 ABSENT_ZONE = "absent.test."
@@ -139,6 +143,48 @@ def broken_applied(node: Node, newer_applied: Applied) -> Applied:
     return _apply(node, node.broken)
 
 
+@pytest.fixture(scope="module")
+def handed_over(node: Node, broken_applied: Applied, bundle: Path, plain_build: PlainBuild,
+                *, build_root: Path) -> tuple[AppliedAsking, Path]:
+    """Then a delivery changing nothing fulcrum runs by (only a document) applied under
+    queries from the client: handed over to; and the build without the serving codec
+    alike, for the next stage."""
+    assert node.unit("ActiveState")["ActiveState"] == "active", node.box.journal(UNIT)
+    staged = build_root / "systemd-unit"
+    unit_text = node.box.read_text(f"{ROOT}/versions/{NEWER}/lib/systemd/system/{UNIT}")
+    same = {f"lib/systemd/system/{UNIT}": unit_text.encode(),
+            "share/doc/valis/fulcrum.md": b"# handed over\n"}
+    handed = delivery_of(bundle, HANDED, staged / "handed.tar.gz", same)
+    broken = delivery_of(plain_build.bundle, BROKEN_HANDED, staged / "plain-handed.tar.gz",
+                         same)
+    return _apply_asking(node, handed), broken
+
+
+@pytest.fixture(scope="module")
+def broken_handed_over(node: Node, handed_over: tuple[AppliedAsking, Path]) -> AppliedAsking:
+    """Then the build without the serving codec, changing nothing fulcrum runs by either,
+    applied under queries: its resident does not come up."""
+    asked, broken = handed_over
+    assert asked.applied.status == 0, asked.applied.err + node.box.journal(UNIT)
+    return _apply_asking(node, broken)
+
+
+@attrs.frozen
+class AppliedAsking:
+    """An apply made while the client asked the zone throughout, and what failed."""
+
+    applied: Applied
+    resident_before: int
+    failures: tuple[str, ...]
+
+
+def _apply_asking(node: Node, delivery: Path) -> AppliedAsking:
+    resident = node.resident()
+    with _Asking(node) as asking:
+        applied = _apply(node, delivery)
+    return AppliedAsking(applied, resident, tuple(asking.failures))
+
+
 @pytest.fixture
 def serving(node: Node, applied: Applied) -> Node:
     """The applied node with its unit running (started again if a test stopped it)."""
@@ -163,7 +209,8 @@ def test_apply_starts_the_unit_and_the_residents_ready_reaches_systemd(
 ) -> None:
     status, out, err = applied.status, applied.out, applied.err
     assert status == 0, err + node.box.journal(UNIT)
-    assert out == f"valis: {VERSION} is serving (previous: none)\n"
+    assert out == (f"valis: {VERSION}: no version serves yet: the unit is started\n"
+                   f"valis: {VERSION} is serving (previous: none)\n")
     assert node.box.run("readlink", f"{ROOT}/current").stdout.strip() == f"versions/{VERSION}"
     unit = node.unit("ActiveState", "SubState", "StatusText", "Type")
     assert (unit["ActiveState"], unit["SubState"], unit["Type"]) == ("active", "running",
@@ -209,20 +256,136 @@ def test_the_state_directory_is_the_run_accounts_and_the_config_directories_root
     assert node.box.run("stat", "-c", "%U", f"/proc/{resident}").stdout.strip() == RUN_USER
 
 
-def test_a_killed_resident_is_restarted_by_systemd_as_the_same_node(serving: Node) -> None:
+def _held(node: Node, resident: int) -> dict[str, str]:
+    """What ``resident`` holds that fulcrum made: its netns and each handed-down socket
+    (by the launch record's flags), as the kernel names them (``net:[N]``,
+    ``socket:[N]``)."""
+    argv = node.box.run("cat", f"/proc/{resident}/cmdline").stdout.split("\0")
+    held = {"netns": node.box.run("readlink", f"/proc/{resident}/ns/net").stdout.strip()}
+    for flag in ("--dns-udp-fd", "--dns-tcp-fd", "--owner-fd"):
+        if flag in argv:
+            fd = argv[argv.index(flag) + 1]
+            held[flag] = node.box.run("readlink", f"/proc/{resident}/fd/{fd}").stdout.strip()
+    return held
+
+
+def test_a_killed_resident_is_taken_over_by_fulcrum_on_the_same_netns_and_sockets(
+    serving: Node,
+) -> None:
+    """kill -9 of the resident: fulcrum starts the next one itself, on the netns and the
+    sockets it kept; systemd sees no restart, and the node answers again."""
     node = serving
     key, generation = node.owner_key_digest(), node.generation()
     before = node.unit("NRestarts", "MainPID")
-    node.box.run("kill", "-KILL", str(node.resident()))
+    resident = node.resident()
+    held = _held(node, resident)
+    assert held["--dns-udp-fd"].startswith("socket:["), held
+    assert held["--dns-tcp-fd"].startswith("socket:["), held
+    node.box.run("kill", "-KILL", str(resident))
 
-    def restarted() -> bool:
-        now = node.unit("NRestarts", "ActiveState", "MainPID")
-        return (int(now["NRestarts"]) > int(before["NRestarts"])
-                and now["ActiveState"] == "active" and now["MainPID"] != before["MainPID"])
+    def taken_over() -> int | None:
+        children = node.box.run(
+            "sh", "-c", f"cat /proc/{before['MainPID']}/task/*/children", check=False,
+        ).stdout.split()
+        fresh = [int(pid) for pid in children if int(pid) != resident]
+        ready = SERVING.search(node.unit("StatusText")["StatusText"])
+        return fresh[0] if len(fresh) == 1 and ready else None
 
-    node.box.wait_for(restarted, UP_TIMEOUT, "systemd to restart the unit")
+    successor = node.box.wait_for(taken_over, UP_TIMEOUT, "fulcrum to start a new resident")
+    assert node.unit("NRestarts", "MainPID", "ActiveState") == {**before, "ActiveState": "active"}
+    assert _held(node, successor) == held
+    journal = node.box.journal(UNIT)
+    assert "resident was killed by SIGKILL without being asked to stop; starting it again " \
+           "on the same sockets" in journal, journal
     assert node.owner_key_digest() == key
     assert node.generation() == generation
+    node.assert_answers()
+
+
+class _Asking:
+    """Asks the zone from the client over and over (UDP and TCP in turn) on a thread of
+    its own until stopped: every failure is kept (bounded in count and time)."""
+
+    LIMIT = 5000
+
+    def __init__(self, node: Node) -> None:
+        self.node, self.asked, self.failures = node, 0, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._ask, daemon=True)
+
+    def _ask(self) -> None:
+        while not self._stop.is_set() and self.asked < self.LIMIT:
+            tcp = self.asked % 2 == 1
+            self.asked += 1
+            try:
+                soa = dig(self.node.ground.client, UNIT_IP, EXAMPLE_ZONE, "SOA", tcp=tcp,
+                          timeout=5.0)
+            except RuntimeError as exc:
+                self.failures.append(str(exc))
+            else:
+                if (soa.status, soa.authoritative) != ("NOERROR", True):
+                    self.failures.append(soa.raw)
+
+    def __enter__(self) -> _Asking:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+def test_reload_hands_over_to_a_new_resident_on_the_same_sockets_answering_throughout(
+    serving: Node,
+) -> None:
+    """systemctl reload: a new resident beside the old one on fulcrum's sockets, READY
+    before the old one drains, no query unanswered; systemd sees no restart."""
+    node = serving
+    generation = node.generation()
+    before = node.unit("NRestarts", "MainPID")
+    old = node.resident()
+    held = _held(node, old)
+    with _Asking(node) as asking:
+        node.box.systemctl("reload", UNIT, timeout=UP_TIMEOUT)
+        new = node.resident()
+        while asking.asked < 10:  # a few more after it, too (bounded: dig's own timeout)
+            time.sleep(0.05)
+    assert asking.failures == [], asking.failures
+    assert new != old
+    assert node.unit("NRestarts", "MainPID", "ActiveState") == {**before, "ActiveState": "active"}
+    assert _held(node, new) == held
+    argv = node.box.run("cat", f"/proc/{new}/cmdline").stdout.split("\0")
+    assert "--successor" in argv
+    journal = node.box.journal(UNIT)
+    assert f"handed over: pid {new} serves and writes; pid {old} exited" in journal, journal
+    assert "write turn granted by fulcrum" in journal, journal
+    assert node.generation() == generation
+    node.assert_answers()
+
+
+def test_a_reload_whose_new_resident_fails_leaves_the_old_one_serving_and_says_why(
+    serving: Node,
+) -> None:
+    node = serving
+    store = f"{STATE_DIRECTORY}/{CONFIG_STORE}/{CONFIG_FILE}"
+    kept = node.box.read_text(store)
+    asked = {**parse_site_facts(kept), "VALIS_SERVED_ZONES": f"{EXAMPLE_ZONE},{ABSENT_ZONE}"}
+    old = node.resident()
+    node.box.put_text(store, render_site_facts(asked), mode=0o600, owner=RUN_USER)
+    try:
+        with _Asking(node) as asking:
+            reload = node.box.systemctl("reload", UNIT, check=False, timeout=UP_TIMEOUT)
+    finally:
+        node.box.put_text(store, kept, mode=0o600, owner=RUN_USER)
+    assert reload.returncode != 0
+    assert asking.failures == [], asking.failures
+    assert node.resident() == old
+    assert node.unit("ActiveState")["ActiveState"] == "active"
+    journal = node.box.journal(UNIT)
+    failed = [line for line in journal.splitlines() if "handover failed: the new resident" in line]
+    assert failed, journal
+    assert f"pid {old} goes on serving, unchanged" in failed[-1], failed
+    assert ABSENT_ZONE in failed[-1], failed
     node.assert_answers()
 
 
@@ -233,7 +396,9 @@ def test_apply_of_a_newer_delivery_restarts_the_unit_on_it(
     control_socket = newer_applied.control_socket_before
     status, out, err = newer_applied.status, newer_applied.out, newer_applied.err
     assert status == 0, err + node.box.journal(UNIT)
-    assert out == f"valis: {NEWER} is serving (previous: {VERSION})\n"
+    assert out == (f"valis: {NEWER}: it changes lib/systemd/system/{UNIT}, which fulcrum runs "
+                   "by: the unit is restarted\n"
+                   f"valis: {NEWER} is serving (previous: {VERSION})\n")
     # systemd runs the newer version's unit file, not the one it loaded before.
     assert node.unit("Description", "NeedDaemonReload") == {
         "Description": NEWER_DESCRIPTION, "NeedDaemonReload": "no"}
@@ -267,8 +432,9 @@ def test_apply_of_a_delivery_whose_resident_fails_switches_back(
 def test_the_residents_warnings_and_errors_reach_the_journal_at_their_priority(
     serving: Node,
 ) -> None:
-    """A reload asking for a zone operator state does not hold is refused: that error is
-    in ``journalctl -p warning``, the resident's routine lines are not (they are info)."""
+    """An in-place reload (SIGHUP to fulcrum by hand) asking for a zone operator state
+    does not hold is refused: that error is in ``journalctl -p warning``, the resident's
+    routine lines are not (they are info)."""
     node = serving
     store = f"{STATE_DIRECTORY}/{CONFIG_STORE}/{CONFIG_FILE}"
     kept = node.box.read_text(store)
@@ -276,7 +442,7 @@ def test_the_residents_warnings_and_errors_reach_the_journal_at_their_priority(
     asked = {**facts, "VALIS_SERVED_ZONES": f"{EXAMPLE_ZONE},{ABSENT_ZONE}"}
     node.box.put_text(store, render_site_facts(asked), mode=0o600, owner=RUN_USER)
     try:
-        node.box.systemctl("reload", UNIT)
+        _sighup(node)
 
         def refused() -> str | None:
             urgent = node.box.journal(UNIT, priority="warning")
@@ -291,9 +457,14 @@ def test_the_residents_warnings_and_errors_reach_the_journal_at_their_priority(
     finally:
         unchanged = node.box.journal(UNIT).count(UNCHANGED)
         node.box.put_text(store, kept, mode=0o600, owner=RUN_USER)
-        node.box.systemctl("reload", UNIT)
+        _sighup(node)
         node.box.wait_for(lambda: node.box.journal(UNIT).count(UNCHANGED) > unchanged,
                           UP_TIMEOUT, "the reload of the kept store")
+
+
+def _sighup(node: Node) -> None:
+    """SIGHUP to fulcrum by hand: passed to the resident, its in-place reload."""
+    node.box.systemctl("kill", "--kill-who=main", "--signal=HUP", UNIT)
 
 
 def test_systemctl_stop_tears_the_netns_down_and_leaves_no_process(serving: Node) -> None:
@@ -381,3 +552,40 @@ def test_the_unit_is_linked_where_apply_puts_the_delivered_one(
     assert shlex.split(node.unit("ExecStart")["ExecStart"].split("argv[]=")[1])[0] == (
         f"{ROOT}/current/bin/fulcrum"
     )
+
+
+def test_apply_of_a_delivery_changing_only_the_resident_hands_over_answering_throughout(
+    node: Node, handed_over: tuple[AppliedAsking, Path],
+) -> None:
+    asked = handed_over[0]
+    applied = asked.applied
+    assert applied.status == 0, applied.err + node.box.journal(UNIT)
+    assert applied.out.splitlines() == [
+        f"valis: {HANDED}: fulcrum, its steer and its units are unchanged: the new resident "
+        "is handed over to (systemctl reload), without a restart",
+        f"valis: {HANDED} is serving (previous: {NEWER})",
+    ]
+    assert asked.failures == (), asked.failures
+    # The same fulcrum, a new resident running the new version.
+    assert node.unit("MainPID")["MainPID"] == applied.main_before
+    resident = node.resident()
+    assert resident != asked.resident_before
+    exe = node.box.run("readlink", f"/proc/{resident}/exe").stdout.strip()
+    assert exe == f"{ROOT}/versions/{HANDED}/bin/valis"
+    node.assert_answers()
+
+
+def test_apply_of_a_failing_delivery_that_would_hand_over_leaves_the_old_one_serving(
+    node: Node, broken_handed_over: AppliedAsking,
+) -> None:
+    asked = broken_handed_over
+    applied = asked.applied
+    assert applied.status == 1, applied.err
+    assert f"version {BROKEN_HANDED} did not come up" in applied.err, applied.err
+    assert "serving codec not available" in applied.err, applied.err
+    assert f"switched back to {HANDED}, which kept serving throughout" in applied.err
+    assert asked.failures == (), asked.failures
+    assert node.box.run("readlink", f"{ROOT}/current").stdout.strip() == f"versions/{HANDED}"
+    assert node.unit("MainPID")["MainPID"] == applied.main_before
+    assert node.resident() == asked.resident_before
+    node.assert_answers()

@@ -1,4 +1,11 @@
-"""``valis apply``: stage a delivery, switch to it, restart the unit, roll back if it fails.
+"""``valis apply``: stage a delivery, switch to it, bring it up, roll back if it fails.
+
+Under systemd a delivery that changes nothing fulcrum runs by (its program, its steer,
+its units: ``valis_core.apply.change``) is handed over to: ``systemctl reload`` starts
+the new version's resident beside the serving one, which drains once the new one is
+READY; one that does not come up leaves the old version serving (``current`` switched
+back) and apply fails, saying why. Any other delivery, or ``--restart``, restarts the
+unit. apply says which kind of change it was.
 
 ``--unit NAME`` drives a systemd unit. ``--supervise CMD`` is for hosts without systemd as
 PID 1: this process starts CMD itself, reads its READY over a NOTIFY_SOCKET it owns, and
@@ -55,6 +62,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"the account the resident runs as, which must reach the staged version "
         f"(with --supervise as root, it may also notify) (default: {DEFAULT_RUN_ACCOUNT}, "
         "when it exists)",
+    )
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="restart the unit even when the delivery could be handed over to (a new "
+        "resident beside the serving one, systemctl reload): fulcrum's own code then "
+        "takes effect too",
     )
     parser.add_argument(
         "--timeout",
@@ -122,8 +136,11 @@ def _apply(args: argparse.Namespace) -> int:
     if args.supervise is None:
         controller = SystemdUnitController(args.unit or DEFAULT_UNIT)
         applied = apply_delivery(
-            args.delivery, args.root, controller, timeout=timeout, reachable=reachable
+            args.delivery, args.root, controller, timeout=timeout, reachable=reachable,
+            hand_over=controller.hand_over, restart=args.restart,
         )
+        if applied.change is not None:
+            print(f"valis: {applied.version}: {applied.change.why}")
         print(f"valis: {applied.version} is serving (previous: {applied.previous or 'none'})")
         return 0
     previous: dict[int, Any] = {}

@@ -45,6 +45,7 @@ from typing import IO
 import attrs
 
 from valis_core import documents, safe_tar
+from valis_core.apply.change import Change, change_kind, fulcrum_fingerprint, staged_digests
 from valis_core.apply.unit_control import UnitController
 from valis_core.atomic import fsync_dir, write_atomic
 from valis_core.documents import Document, is_sha256, shown
@@ -167,6 +168,8 @@ class AppliedDelivery:
     version: str
     path: Path
     previous: str | None
+    #: how it was applied: handed over to, or the unit restarted (``apply.change``)
+    change: Change | None = None
 
 
 # -- soundness (reads only) -----------------------------------------------------------
@@ -408,6 +411,20 @@ def _came_up(controller: UnitController, timeout: float) -> bool:
     return controller.wait_up(timeout)
 
 
+def _change(manifest: DeliveryManifest, root: Path, previous: str | None,
+            may_hand_over: bool) -> Change:
+    if previous is None:
+        return change_kind({}, None)
+    if not may_hand_over:
+        return Change(False, "the unit is restarted (it is not running, it is supervised "
+                             "directly, or --restart asks for it)")
+    new = {entry.path: entry.sha256 for entry in manifest.files}
+    serving = root / VERSIONS_DIR / previous
+    fingerprints = (fulcrum_fingerprint(root / VERSIONS_DIR / manifest.version),
+                    fulcrum_fingerprint(serving))
+    return change_kind(new, staged_digests(serving, new), fingerprints)
+
+
 def _make_directories(path: Path) -> None:
     """``path`` and any missing parent, each made 0755 whatever the umask (existing
     directories keep the mode their owner gave them: the reachability check judges them)."""
@@ -473,8 +490,16 @@ def apply_delivery(
     *,
     timeout: float = DEFAULT_UP_TIMEOUT,
     reachable: Reachable | None = None,
+    hand_over: Callable[[], None] | None = None,
+    restart: bool = False,
 ) -> AppliedDelivery:
-    """Prove ``tarball`` sound, stage it under ``root``, switch to it and restart the unit.
+    """Prove ``tarball`` sound, stage it under ``root``, switch to it and bring it up.
+
+    With ``hand_over`` (the unit's reload: fulcrum's handover), a delivery that changes
+    nothing fulcrum runs by (``apply.change``) is handed over to while the unit runs:
+    a new version that does not come up leaves the old one serving, ``current``
+    switched back, and raises ``DeliveryError`` saying why. Otherwise (or with
+    ``restart``) the unit is restarted.
 
     Raises ``DeliveryError`` if the delivery is unsound (nothing written), if ``reachable``
     says the run account cannot reach a staged executable (nothing switched), or if the
@@ -484,9 +509,21 @@ def apply_delivery(
     link = root / CURRENT_LINK
     manifest, staged = stage_delivery(tarball, root, reachable=reachable)
     previous = current_version(root)
+    change = _change(manifest, root, previous, hand_over is not None and not restart
+                     and controller.is_up())
     _switch(root, manifest.version)
+    if change.handover and hand_over is not None:
+        try:
+            hand_over()
+        except ValisError as exc:
+            _switch(root, previous)
+            raise DeliveryError(
+                f"apply: version {manifest.version} did not come up: {exc}; switched back "
+                f"to {previous}, which kept serving throughout (nothing was restarted)"
+            ) from None
+        return AppliedDelivery(manifest.version, staged, previous, change)
     if _came_up(controller, timeout):
-        return AppliedDelivery(manifest.version, staged, previous)
+        return AppliedDelivery(manifest.version, staged, previous, change)
     _switch(root, previous)
     if previous is None:
         controller.stop()

@@ -143,6 +143,29 @@ class SystemdUnitController:
     def stop(self) -> None:
         self._run("stop", self.unit)
 
+    def hand_over(self) -> None:
+        """``systemctl reload``: the unit hands over to a new resident (fulcrum's
+        handover); ``UnitControlError`` with fulcrum's reason when it did not."""
+        self._run("daemon-reload")
+        done = self._run("reload", self.unit)
+        if done.returncode == 0:
+            return
+        journal = self._journal()
+        said = [line for line in journal.splitlines() if "handover failed" in line]
+        why = said[-1] if said else " ".join(done.stderr.split()) or "no reason given"
+        raise UnitControlError(
+            f"systemctl reload {self.unit} failed: {why} (journalctl -u {self.unit})")
+
+    def _journal(self) -> str:
+        try:
+            done = subprocess.run(
+                ["journalctl", "--no-pager", "-o", "cat", "-n", "200", "-u", self.unit],
+                stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False,
+            )
+        except OSError:
+            return ""
+        return done.stdout
+
 
 class ProcessUnitController:
     """A unit supervised directly: this object starts the command and listens for READY.

@@ -24,10 +24,17 @@ Why row locks under READ COMMITTED, and why ``FOR SHARE``:
 SERIALIZABLE would also stop the lost update, but only by aborting one side with a
 serialization failure that every caller must retry; the row lock gives the same guarantee
 by waiting, with the fence's own error (``FencedOut``) as the only refusal.
+
+The process's write turn (``WRITE_TURN``, the handover's rule in ``valis_core.fence``) is
+kept here too: ``fenced_transaction`` begins only once this process holds it. A resident
+started as a successor withholds it at its start, and its fenced writes (an owner
+update, a heartbeat is skipped instead) wait, at most ``TURN_PATIENCE`` seconds, for
+fulcrum's grant; one still waiting then fails with ``TurnNotGranted`` and writes nothing.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -35,14 +42,16 @@ from typing import Any
 import psycopg
 
 from valis_core import fence as rules
-from valis_core.fence import FencedOut, FenceState, SeedRefused, StaleClaim
+from valis_core.fence import FencedOut, FenceState, SeedRefused, StaleClaim, Turn, TurnEvent
 from valis_core.operator_state.connection import OperatorStateError
 
 __all__ = [
+    "WRITE_TURN",
     "FenceState",
     "FencedOut",
     "SeedRefused",
     "StaleClaim",
+    "TurnNotGranted",
     "UnseededFence",
     "assert_fence_touch",
     "claim_instance_fence",
@@ -52,6 +61,55 @@ __all__ = [
 ]
 
 _SEED_ATTEMPTS = 3
+#: How long a fenced write of a successor waits for fulcrum's grant of the write turn.
+TURN_PATIENCE = 120.0
+
+
+class TurnNotGranted(OperatorStateError):
+    """A successor's fenced write waited for the write turn and was not given it."""
+
+    def __init__(self, waited: float) -> None:
+        super().__init__(
+            f"instance fence: this resident is a successor and was not given the write "
+            f"turn within {waited:g} s (the resident it takes over from still runs); "
+            "nothing was written: the handover did not finish, see fulcrum's log"
+        )
+
+
+class WriteTurn:
+    """This process's write turn: the pure table (``valis_core.fence.TURN_TRANSITIONS``)
+    applied under a lock, with a wait for the grant. One per process (``WRITE_TURN``)."""
+
+    def __init__(self) -> None:
+        self._turn = Turn.UNSET
+        self._changed = threading.Condition()
+
+    @property
+    def turn(self) -> Turn:
+        return self._turn
+
+    def may_write(self) -> bool:
+        return rules.may_write(self._turn)
+
+    def withhold(self) -> None:
+        """This process is a successor: it writes nothing until ``grant``."""
+        with self._changed:
+            self._turn = rules.next_turn(self._turn, TurnEvent.WITHHOLD)
+
+    def grant(self) -> None:
+        with self._changed:
+            self._turn = rules.next_turn(self._turn, TurnEvent.GRANT)
+            self._changed.notify_all()
+
+    def begin_write(self, patience: float = TURN_PATIENCE) -> None:
+        """Wait (at most ``patience`` s) until this process may write, and mark it written."""
+        with self._changed:
+            if not self._changed.wait_for(self.may_write, timeout=patience):
+                raise TurnNotGranted(patience)
+            self._turn = rules.next_turn(self._turn, TurnEvent.WRITE)
+
+
+WRITE_TURN = WriteTurn()
 
 
 class UnseededFence(OperatorStateError):
@@ -149,9 +207,11 @@ def fenced_transaction(
 ) -> Iterator[psycopg.Cursor[Any]]:
     """A transaction that may write only while the fence is ``writer``'s standing.
 
-    The fence check is the transaction's first statement and its lock lasts until the
-    commit; ``FencedOut`` (from the check or anywhere in the body) rolls everything back.
+    It begins once this process holds the write turn (``WRITE_TURN``). The fence check
+    is the transaction's first statement and its lock lasts until the commit;
+    ``FencedOut`` (from the check or anywhere in the body) rolls everything back.
     """
+    WRITE_TURN.begin_write()
     with conn.transaction(), conn.cursor() as cur:
         assert_fence_touch(cur, writer)
         yield cur

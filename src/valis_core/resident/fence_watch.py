@@ -48,6 +48,7 @@ from valis_core.operator_state.connection import (
     still_open,
 )
 from valis_core.operator_state.fence import (
+    WRITE_TURN,
     UnseededFence,
     fenced_transaction,
     read_instance_fence,
@@ -138,7 +139,12 @@ class FenceWatch:
                 raise UnseededFence(f"start at store generation {self.generation}")
             self.fence = current
             assert_fence_touch(current, self.standing)
-            self._beat(conn)
+            if WRITE_TURN.may_write():
+                self._beat(conn)
+            else:
+                log.info("operator state: a successor: the standing is checked; the first "
+                         "heartbeat waits for the write turn fulcrum grants once the "
+                         "resident it takes over from has exited")
             self._reached(True)
         except BaseException:
             with contextlib.suppress(psycopg.Error):
@@ -156,6 +162,8 @@ class FenceWatch:
         failed = 0
         while True:
             await trio.sleep(self.interval)
+            if not WRITE_TURN.may_write():
+                continue  # a successor not yet given the turn writes nothing, beats neither
             try:
                 await trio.to_thread.run_sync(self._beat_reconnecting)
             except (FencedOut, UnseededFence):

@@ -24,7 +24,7 @@ from valis_core.dns.transfer.journal import Difference
 from valis_core.errors import ValisError
 from valis_core.fence import FenceState, assert_fence_touch
 from valis_core.operator_state.connection import OperatorStateError, connect, kept_session
-from valis_core.operator_state.fence import UnseededFence, read_instance_fence
+from valis_core.operator_state.fence import WRITE_TURN, UnseededFence, read_instance_fence
 from valis_core.operator_state.journal import (
     DEFAULT_MAX_AGE,
     DEFAULT_MAX_RECORDS,
@@ -100,6 +100,8 @@ class JournalReader:
         task_status.started()
         while True:
             await trio.sleep(self._prune_every)
+            if not WRITE_TURN.may_write():
+                continue  # a successor not yet given the write turn deletes nothing
             try:
                 gone = await self._run(self._prune_sync)
             except (psycopg.Error, ValisError) as exc:

@@ -3,7 +3,10 @@
 ``run_resident(argv)`` is ``valis --resident``. It runs the stage table
 (``resident.bring_up.STAGES``) in order, each stage under its name (``STATUS=bring-up:
 <stage>``), then says ``READY=1`` and serves until signalled; SIGHUP reloads
-(``resident.reload``).
+(``resident.reload``). Started with ``--successor`` (fulcrum's handover: beside the
+resident it takes over from), it withholds its write turn at once and writes nothing
+until fulcrum grants it with SIGUSR2, once the other has exited
+(``valis_core.fence``, ``TURN_TRANSITIONS``).
 
 Every long-lived task runs in the resident's nursery under a cancel scope of its own, so
 unwinding the exit stack stops things in reverse bring-up order. The same unwinding runs
@@ -38,13 +41,15 @@ from valis_core.boot import (
     need,
 )
 from valis_core.boot import boot_log as log
-from valis_core.fence import FencedOut
+from valis_core.fence import TURN_GRANT_SIGNAL, FencedOut
 from valis_core.fence_verdict import record_verdict
+from valis_core.launch import LaunchArgError, parse_launch_argv
+from valis_core.operator_state.fence import WRITE_TURN
 from valis_core.resident.bring_up import STAGES, teardown_order
 from valis_core.resident.process import log_as
 from valis_core.resident.reload import Reloader
-from valis_core.resident.sd_notify import Notifier
 from valis_core.resident.state_dir import StateDirError, resolve_state_dir
+from valis_core.sd_notify import Notifier
 
 
 @contextlib.contextmanager
@@ -122,9 +127,14 @@ async def _resident(argv: tuple[str, ...], environ: dict[str, str], notifier: No
     with (
         trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals,
         trio.open_signal_receiver(signal.SIGHUP) as hangups,
+        trio.open_signal_receiver(TURN_GRANT_SIGNAL) as grants,
     ):
+        if _is_successor(argv):
+            WRITE_TURN.withhold()
+            log.info("a successor: writing nothing until fulcrum grants the write turn")
         async with trio.open_nursery() as nursery:
             nursery.start_soon(stop.watch, signals)
+            nursery.start_soon(_take_turn, grants)
             try:
                 async with contextlib.AsyncExitStack() as stack:
                     boot = Boot(argv, environ, notifier, Services(nursery, stack))
@@ -144,6 +154,23 @@ async def _resident(argv: tuple[str, ...], environ: dict[str, str], notifier: No
                 log.info("stopped")
             finally:
                 nursery.cancel_scope.cancel()
+
+
+async def _take_turn(grants: Any) -> None:
+    """Hold the write turn when fulcrum grants it (the resident taken over from is gone)."""
+    async for _signum in grants:
+        if not WRITE_TURN.may_write():
+            WRITE_TURN.grant()
+            log.info("write turn granted by fulcrum: this resident writes from now on")
+
+
+def _is_successor(argv: Sequence[str]) -> bool:
+    """Whether the launch argv says ``--successor`` (a malformed argv is not one: the
+    ``launch argv`` stage refuses it)."""
+    try:
+        return parse_launch_argv(argv).successor
+    except LaunchArgError:
+        return False
 
 
 def ready_text(boot: Boot) -> str:
