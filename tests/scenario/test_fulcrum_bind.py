@@ -5,10 +5,11 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+from pathlib import Path
 
 import pytest
 
-from fulcrum.bind import bind_unit_sockets, unprivileged_port_start
+from fulcrum.bind import DNS_RECEIVE_BUFFER, bind_unit_sockets, unprivileged_port_start
 from fulcrum.errors import LauncherError
 from tests.conftest import require_root
 from tests.scenario.proving_ground import UNIT_IP, run, scratch_netns, tcp_exchange
@@ -49,6 +50,21 @@ def test_only_configured_ports_are_bound() -> None:
         try:
             assert (sockets.edge_tcp, sockets.owner_tcp) == (None, None)
             assert len(sockets.fds()) == 2
+        finally:
+            sockets.close()
+
+
+def test_the_dns_udp_queue_holds_what_waits_across_a_restart_past_rmem_max() -> None:
+    require_root()
+    rmem_max = int(Path("/proc/sys/net/core/rmem_max").read_text())
+    assert rmem_max < DNS_RECEIVE_BUFFER, "the forced size must exceed what any socket may ask"
+    with scratch_netns() as netns:
+        address_the(netns)
+        sockets = bind_unit_sockets(netns, ADDRESS)
+        try:
+            # The kernel books twice the size asked for its own overhead.
+            booked = sockets.dns_udp.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+            assert booked == 2 * DNS_RECEIVE_BUFFER
         finally:
             sockets.close()
 
