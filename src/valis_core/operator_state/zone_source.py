@@ -11,9 +11,12 @@ How it talks to PostgreSQL under trio. Two connections:
   driven with libpq's non-blocking input: ``trio.lowlevel.wait_readable`` on its socket, then
   ``consume_input`` and ``notifies``. Waiting costs no thread and is cancelled like any
   trio sleep; a lost connection shows up as a read failure at once.
-- the *query* connection reads rows with ordinary (blocking) psycopg calls inside
-  ``trio.to_thread.run_sync``. A cancelled read sends PostgreSQL a cancel request, so the
-  thread returns promptly and the connection is never used by two threads at once.
+- the *query* connection reads rows. A zone's whole rows (a load, a whole re-read) are
+  read with ordinary (blocking) psycopg calls inside ``trio.to_thread.run_sync``; a
+  cancelled read sends PostgreSQL a cancel request, so the thread returns promptly and
+  the connection is never used by two threads at once. A few changed owners' rows are
+  read on the trio thread itself, in one round trip with libpq's non-blocking API
+  (``owner_read``): no thread hop on the path from a commit to its answer.
 
 What a change costs. The triggers (migration 0003) name the changed owners of a zone
 when a statement changed a few, and only the zone otherwise (see ``zone_notes.parse_note``);
@@ -72,11 +75,11 @@ from valis_core.dns.zone import ServedZone, ZoneIndex
 from valis_core.fence import FencedOut, FenceState, assert_fence_touch
 from valis_core.operator_state.connection import OperatorStateError, connect
 from valis_core.operator_state.fence import UnseededFence, read_instance_fence
+from valis_core.operator_state.owner_read import read_owner_rows
 from valis_core.operator_state.zone_load import LoadReport, build_zones, no_records, plain_owner
 from valis_core.operator_state.zone_notes import CHANNEL, drain
 from valis_core.operator_state.zones import (
     canonical_zone_name,
-    fetch_owner_rows,
     fetch_zone_rows,
     missing_zones_error,
 )
@@ -286,8 +289,12 @@ class PgZoneSource:
 
     def _check_fence(self, conn: psycopg.Connection[Any]) -> None:
         """Raise ``FencedOut`` unless the fence is still this instance's standing."""
+        self._check_standing(read_instance_fence(conn))
+
+    def _check_standing(self, current: FenceState | None) -> None:
+        """Raise ``FencedOut`` unless ``current`` (the fence as read) is this instance's
+        standing."""
         assert self.standing is not None
-        current = read_instance_fence(conn)
         if current is None:
             raise UnseededFence("serve zones as a fenced instance")
         assert_fence_touch(current, self.standing)
@@ -336,6 +343,20 @@ class PgZoneSource:
             raise failed[0]
         return box[0]
 
+    async def _read_owners(
+        self, owners: Mapping[str, set[str]]
+    ) -> tuple[dict[str, tuple[RecordRow, ...]], tuple[str, ...]]:
+        """The rows of some owners of some zones and the zones that do not exist, read on
+        the trio thread in one round trip (``owner_read``), the fence checked after them
+        when there is a standing."""
+        conn = self._query
+        if conn is None:
+            raise psycopg.InterfaceError("zone source: not connected")
+        read = await read_owner_rows(conn, owners, fence=self.standing is not None)
+        if self.standing is not None:
+            self._check_standing(read.fence)  # a later snapshot than the rows'
+        return read.rows, read.missing
+
     # -- loading -----------------------------------------------------------------------
 
     async def _load_all(
@@ -383,9 +404,7 @@ class PgZoneSource:
             found, missing = await self._in_thread(lambda conn: fetch_zone_rows(conn, whole))
         found_owners: dict[str, tuple[RecordRow, ...]] = {}
         if patches:
-            found_owners, missing_too = await self._in_thread(
-                lambda conn: fetch_owner_rows(conn, patches)
-            )
+            found_owners, missing_too = await self._read_owners(patches)
             missing += missing_too
         updated: list[str] = []
         changed: list[str] = []
