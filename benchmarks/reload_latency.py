@@ -11,9 +11,14 @@ fastest path the triggers allow, since they net each statement zone by zone), ru
 ``PgZoneSource`` over the point's zones feeding ``serve_udp`` on 127.0.0.1, and then
 commits ``--changes`` UPDATEs of one record's address to the first zone (each to another
 owner and another address; ``--rows-per-change``: that many records in one statement),
-and after each asks over UDP until the new address comes back (one probe per
-millisecond), at most ``--point-seconds`` per point. The latency is the time from the
-commit returning to that answer arriving. "Source update" is the zone source's own time
+and after each asks over UDP until the new address comes back, at most
+``--point-seconds`` per point. The latency is the time from the commit returning to that
+answer arriving. The asking is done by a process of its own
+(``reload_latency_probe.py``), every ``--probe-interval`` seconds (0.2 ms); ``--probe
+inline`` asks from the measured process itself between its own turns, about every 1.3
+ms, as the figures before 2026-12-05 were measured: that client took turns with the
+server and the source for the interpreter, and saw an answer up to a probe interval
+after it was there. "Source update" is the zone source's own time
 to apply a change (read the changed owners and patch the zone's index, or re-read the
 zone whole), from ``ZoneSourceStats.last_load_seconds``; each point also says how many
 zone updates were owner-level patches and how many re-read a zone whole.
@@ -37,6 +42,7 @@ import getpass
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -73,6 +79,7 @@ from valis_core.operator_state.zones import replace_zone
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_JSON = ROOT / "build" / "bench" / "reload_latency.json"
+PROBE_SCRIPT = Path(__file__).resolve().parent / "reload_latency_probe.py"
 PROBE_TIMEOUT = 0.05
 PROBE_INTERVAL = 0.001
 """Between probes: resolution of the measurement, without the probe loop itself
@@ -156,7 +163,52 @@ def commit_change(conn: psycopg.Connection[Any], owners: list[str], address: str
             "UPDATE records SET rdata = %s WHERE owner = ANY(%s) AND rtype = 'A'",
             (address, owners),
         )
-    return time.perf_counter()
+    return time.monotonic()
+
+
+class Prober:
+    """The client in a process of its own (``reload_latency_probe.py``): ``seen(name,
+    address)`` starts it asking, ``when()`` is when it first saw the address (seconds on
+    ``time.monotonic``'s clock)."""
+
+    def __init__(self, process: trio.Process) -> None:
+        self._process = process
+        self._held = b""
+
+    @classmethod
+    async def start(cls, server: tuple[str, int], interval: float) -> Prober:
+        process = await trio.lowlevel.open_process(
+            [sys.executable, str(PROBE_SCRIPT), server[0], str(server[1]), str(interval)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        )
+        prober = cls(process)
+        if await prober._line() != b"ready":
+            raise RuntimeError("reload_latency: the probe process did not start")
+        return prober
+
+    async def seen(self, name: str, address: str) -> None:
+        assert self._process.stdin is not None
+        await self._process.stdin.send_all(f"{name} {address}\n".encode())
+
+    async def when(self) -> float:
+        line = await self._line()
+        if line == b"timeout":
+            raise TimeoutError(f"reload_latency: no new answer within {CHANGE_TIMEOUT}s")
+        return int(line) / 1e9
+
+    async def _line(self) -> bytes:
+        assert self._process.stdout is not None
+        while b"\n" not in self._held:
+            data = await self._process.stdout.receive_some()
+            if not data:
+                raise RuntimeError("reload_latency: the probe process ended")
+            self._held += data
+        line, self._held = self._held.split(b"\n", 1)
+        return line
+
+    async def aclose(self) -> None:
+        self._process.kill()
+        await self._process.wait()
 
 
 async def measure(
@@ -175,6 +227,9 @@ async def measure(
     await client.connect(server.getsockname())
     writer = psycopg.connect(dsn)
     hosts = point.per_zone - 3
+    prober = None
+    if args.probe == "process":
+        prober = await Prober.start(server.getsockname(), args.probe_interval)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(serve_udp, server, holder)
@@ -185,15 +240,24 @@ async def measure(
                     break
                 owners = changed_owners(zones[0], hosts, n, args.rows_per_change)
                 address = changed_address(n)
+                if prober is not None:
+                    await prober.seen(owners[0], address)
                 committed = await trio.to_thread.run_sync(commit_change, writer, owners, address)
-                with trio.fail_after(CHANGE_TIMEOUT):
-                    while address not in await ask(client, owners[0]):
-                        await trio.sleep(PROBE_INTERVAL)
-                latencies.append(time.perf_counter() - committed)
+                if prober is not None:
+                    answered = await prober.when()
+                else:
+                    with trio.fail_after(CHANGE_TIMEOUT):
+                        while address not in await ask(client, owners[0]):
+                            await trio.sleep(PROBE_INTERVAL)
+                    answered = time.monotonic()
+                latencies.append(answered - committed)
                 updates.append(source.stats.last_load_seconds)
                 await trio.sleep(args.gap)
             nursery.cancel_scope.cancel()
     finally:
+        if prober is not None:
+            with trio.CancelScope(shield=True):
+                await prober.aclose()
         writer.close()
         server.close()
         client.close()
@@ -219,6 +283,12 @@ def parser() -> argparse.ArgumentParser:
     out.add_argument("--rows-per-change", type=int, default=1,
                      help="records each change updates in one statement; above 64 the "
                      "triggers name the zone only and the source re-reads it whole")
+    out.add_argument("--probe", choices=("process", "inline"), default="process",
+                     help="ask from a process of its own every --probe-interval seconds "
+                     "(default), or from the measured process itself every millisecond "
+                     "or so (the method of the figures before 2026-12-05)")
+    out.add_argument("--probe-interval", type=float, default=0.0002,
+                     help="seconds between two asks of the probe process (default 0.0002)")
     out.add_argument("--json", type=Path, default=DEFAULT_JSON,
                      help="where the results go (default build/bench/reload_latency.json)")
     out.add_argument("--plot", type=Path, help="also draw the curve to this PNG "
@@ -266,7 +336,8 @@ def main(argv: Sequence[str]) -> int:
     environment["load_average_after"] = list(os.getloadavg())
     settings = {"sizes": list(args.sizes), "layouts": list(args.layouts),
                 "changes": args.changes, "point_seconds": args.point_seconds,
-                "gap": args.gap, "rows_per_change": args.rows_per_change}
+                "gap": args.gap, "rows_per_change": args.rows_per_change,
+                "probe": args.probe, "probe_interval": args.probe_interval}
     document = to_document(measured, args.layouts, settings, environment)
     print(table(document), end="")
     args.json.parent.mkdir(parents=True, exist_ok=True)
