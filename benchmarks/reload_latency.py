@@ -13,12 +13,13 @@ commits ``--changes`` UPDATEs of one record's address to the first zone (each to
 owner and another address; ``--rows-per-change``: that many records in one statement),
 and after each asks over UDP until the new address comes back, at most
 ``--point-seconds`` per point. The latency is the time from the commit returning to that
-answer arriving. The asking is done by a process of its own
-(``reload_latency_probe.py``), every ``--probe-interval`` seconds (0.2 ms); ``--probe
-inline`` asks from the measured process itself between its own turns, about every 1.3
-ms, as the figures before 2026-12-05 were measured: that client took turns with the
-server and the source for the interpreter, and saw an answer up to a probe interval
-after it was there. "Source update" is the zone source's own time
+answer arriving. The committing and the asking are done by a process of its own
+(``reload_latency_probe.py``), asking every ``--probe-interval`` seconds (0.2 ms), as an
+operator's writer and a resolver are; ``--probe inline`` commits from a worker thread of
+the measured process and asks from its trio loop between its own turns, about every 1.3
+ms, as the figures before 2026-12-05 were measured: that writer and client took turns
+with the server and the source for the interpreter, and saw an answer up to a probe
+interval after it was there. "Source update" is the zone source's own time
 to apply a change (read the changed owners and patch the zone's index, or re-read the
 zone whole), from ``ZoneSourceStats.last_load_seconds``; each point also says how many
 zone updates were owner-level patches and how many re-read a zone whole.
@@ -48,7 +49,6 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import dns.message
 import dns.rrset
@@ -56,6 +56,7 @@ import psycopg
 import trio
 from dns_qps import check_plotter, describe_environment  # beside this script
 from dns_qps import plot as draw_plot
+from reload_latency_probe import CHANGE_TIMEOUT, commit_change
 from reload_latency_report import (
     DEFAULT_LAYOUTS,
     DEFAULT_SIZES,
@@ -84,7 +85,6 @@ PROBE_TIMEOUT = 0.05
 PROBE_INTERVAL = 0.001
 """Between probes: resolution of the measurement, without the probe loop itself
 competing with the rebuild for the interpreter."""
-CHANGE_TIMEOUT = 30.0
 OWNER_STEP = 7919
 """Each change moves to the owner this many hosts on (a prime: every host in turn)."""
 
@@ -157,28 +157,20 @@ async def ask(sock: trio.socket.SocketType, name: str) -> set[str]:
     return set()
 
 
-def commit_change(conn: psycopg.Connection[Any], owners: list[str], address: str) -> float:
-    with conn.transaction():
-        conn.execute(
-            "UPDATE records SET rdata = %s WHERE owner = ANY(%s) AND rtype = 'A'",
-            (address, owners),
-        )
-    return time.monotonic()
-
-
 class Prober:
-    """The client in a process of its own (``reload_latency_probe.py``): ``seen(name,
-    address)`` starts it asking, ``when()`` is when it first saw the address (seconds on
-    ``time.monotonic``'s clock)."""
+    """The writer and client in a process of its own (``reload_latency_probe.py``):
+    ``change(address, owners)`` commits a change and waits until it is answered; when it
+    was committed and when answered (seconds on ``time.monotonic``'s clock)."""
 
     def __init__(self, process: trio.Process) -> None:
         self._process = process
         self._held = b""
 
     @classmethod
-    async def start(cls, server: tuple[str, int], interval: float) -> Prober:
+    async def start(cls, server: tuple[str, int], interval: float, dsn: str) -> Prober:
         process = await trio.lowlevel.open_process(
-            [sys.executable, str(PROBE_SCRIPT), server[0], str(server[1]), str(interval)],
+            [sys.executable, str(PROBE_SCRIPT), server[0], str(server[1]), str(interval),
+             dsn],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         )
         prober = cls(process)
@@ -186,15 +178,14 @@ class Prober:
             raise RuntimeError("reload_latency: the probe process did not start")
         return prober
 
-    async def seen(self, name: str, address: str) -> None:
+    async def change(self, address: str, owners: list[str]) -> tuple[float, float]:
         assert self._process.stdin is not None
-        await self._process.stdin.send_all(f"{name} {address}\n".encode())
-
-    async def when(self) -> float:
+        await self._process.stdin.send_all(" ".join([address, *owners]).encode() + b"\n")
         line = await self._line()
         if line == b"timeout":
             raise TimeoutError(f"reload_latency: no new answer within {CHANGE_TIMEOUT}s")
-        return int(line) / 1e9
+        committed, answered = line.split()
+        return int(committed) / 1e9, int(answered) / 1e9
 
     async def _line(self) -> bytes:
         assert self._process.stdout is not None
@@ -229,7 +220,7 @@ async def measure(
     hosts = point.per_zone - 3
     prober = None
     if args.probe == "process":
-        prober = await Prober.start(server.getsockname(), args.probe_interval)
+        prober = await Prober.start(server.getsockname(), args.probe_interval, dsn)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(serve_udp, server, holder)
@@ -241,11 +232,11 @@ async def measure(
                 owners = changed_owners(zones[0], hosts, n, args.rows_per_change)
                 address = changed_address(n)
                 if prober is not None:
-                    await prober.seen(owners[0], address)
-                committed = await trio.to_thread.run_sync(commit_change, writer, owners, address)
-                if prober is not None:
-                    answered = await prober.when()
+                    committed, answered = await prober.change(address, owners)
                 else:
+                    committed = await trio.to_thread.run_sync(
+                        commit_change, writer, owners, address
+                    )
                     with trio.fail_after(CHANGE_TIMEOUT):
                         while address not in await ask(client, owners[0]):
                             await trio.sleep(PROBE_INTERVAL)
@@ -284,9 +275,9 @@ def parser() -> argparse.ArgumentParser:
                      help="records each change updates in one statement; above 64 the "
                      "triggers name the zone only and the source re-reads it whole")
     out.add_argument("--probe", choices=("process", "inline"), default="process",
-                     help="ask from a process of its own every --probe-interval seconds "
-                     "(default), or from the measured process itself every millisecond "
-                     "or so (the method of the figures before 2026-12-05)")
+                     help="commit and ask from a process of its own, every "
+                     "--probe-interval seconds (default), or from the measured process "
+                     "itself, every millisecond or so (the figures before 2026-12-05)")
     out.add_argument("--probe-interval", type=float, default=0.0002,
                      help="seconds between two asks of the probe process (default 0.0002)")
     out.add_argument("--json", type=Path, default=DEFAULT_JSON,

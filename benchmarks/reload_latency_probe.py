@@ -1,21 +1,23 @@
-"""The client side of ``reload_latency.py``, in a process of its own: it asks the server
-for one name again and again until the address it waits for comes back, and says when.
+"""The client side of ``reload_latency.py``, in a process of its own: it commits each
+change and then asks the server for the changed name again and again until the new
+address comes back, and says when both happened.
 
 Run by ``reload_latency.py`` (``--probe process``, the default), never by hand:
 
-    reload_latency_probe.py HOST PORT INTERVAL
+    reload_latency_probe.py HOST PORT INTERVAL DSN
 
-It writes ``ready`` once it can ask. Each line on stdin is then ``NAME ADDRESS``: from
-then on it asks ``NAME A`` over UDP every ``INTERVAL`` seconds (each ask waits at most
-``ASK_TIMEOUT`` for its answer) until an answer holds ``ADDRESS``, then writes one line,
-the ``CLOCK_MONOTONIC`` nanoseconds at which that answer's datagram was received (the
-same clock as the measuring process's ``time.monotonic``, system-wide), or ``timeout``
-after ``CHANGE_TIMEOUT`` seconds.
+It writes ``ready`` once it can ask. Each line on stdin is then ``ADDRESS OWNER...``: it
+sets the A records of the owners to ``ADDRESS`` in one UPDATE (``commit_change``), then
+asks ``OWNER A`` (the first) over UDP every ``INTERVAL`` seconds (each ask waits at most
+``ASK_TIMEOUT`` for its answer) until an answer holds ``ADDRESS``, and writes one line:
+when the commit returned and when that answer's datagram was received, in
+``CLOCK_MONOTONIC`` nanoseconds, or ``timeout`` after ``CHANGE_TIMEOUT`` seconds.
 
-Why a process of its own: a client asking from the measured process takes turns with
-the server and the zone source for the interpreter, and a trio sleep of a millisecond
-between two asks lasts a millisecond or more (epoll's timeout is whole milliseconds), so
-the answer was seen up to about 1.3 ms after it was there. Here an ask every 0.2 ms (the
+Why a process of its own: a writer and a client in the measured process take turns
+with the server and the zone source for the interpreter (a worker thread finishing the
+commit holds it while the source wants it), and a trio sleep of a millisecond between
+two asks lasts a millisecond or more (epoll's timeout is whole milliseconds), so the
+answer was seen up to about 1.3 ms after it was there. Here an ask every 0.2 ms (the
 default) costs the server a few thousand cached answers a second.
 """
 
@@ -24,13 +26,26 @@ from __future__ import annotations
 import socket
 import sys
 import time
+from typing import Any
 
 import dns.exception
 import dns.message
 import dns.rrset
+import psycopg
 
 ASK_TIMEOUT = 0.05
 CHANGE_TIMEOUT = 30.0
+
+
+def commit_change(conn: psycopg.Connection[Any], owners: list[str], address: str) -> float:
+    """Set the A records of ``owners`` to ``address`` in one statement and commit; when
+    the commit returned (``time.monotonic``)."""
+    with conn.transaction():
+        conn.execute(
+            "UPDATE records SET rdata = %s WHERE owner = ANY(%s) AND rtype = 'A'",
+            (address, owners),
+        )
+    return time.monotonic()
 
 
 def _now_ns() -> int:
@@ -72,17 +87,21 @@ def _ask(sock: socket.socket, name: str) -> tuple[int, set[str]] | None:
 
 
 def main(argv: list[str]) -> int:
-    host, port, interval = argv[0], int(argv[1]), float(argv[2])
+    host, port, interval, dsn = argv[0], int(argv[1]), float(argv[2]), argv[3]
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.settimeout(ASK_TIMEOUT)
     sock.connect((host, port))
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
-    for line in sys.stdin:
-        name, address = line.split()
-        found = seen_at(sock, name, address, interval)
-        sys.stdout.write("timeout\n" if found is None else f"{found}\n")
+    with psycopg.connect(dsn) as writer:
+        sys.stdout.write("ready\n")
         sys.stdout.flush()
+        for line in sys.stdin:
+            address, *owners = line.split()
+            committed = commit_change(writer, owners, address)
+            found = seen_at(sock, owners[0], address, interval)
+            sys.stdout.write(
+                "timeout\n" if found is None else f"{round(committed * 1e9)} {found}\n"
+            )
+            sys.stdout.flush()
     return 0
 
 
