@@ -12,8 +12,10 @@ fastest path the triggers allow, since they net each statement zone by zone), ru
 commits ``--changes`` UPDATEs of one record's address to the first zone (each to another
 owner and another address; ``--rows-per-change``: that many records in one statement),
 and after each asks over UDP until the new address comes back, at most
-``--point-seconds`` per point. The latency is the time from the commit returning to that
-answer arriving. The committing and the asking are done by a process of its own
+``--point-seconds`` per point. The latency is the time from the COMMIT sent to that
+answer arriving (not from the commit returning: on two busy cores the writer may run
+again well after the server committed, and a clock read then would hide part of the
+latency). The committing and the asking are done by a process of its own
 (``reload_latency_probe.py``), asking every ``--probe-interval`` seconds (0.2 ms), as an
 operator's writer and a resolver are; ``--probe inline`` commits from a worker thread of
 the measured process and asks from its trio loop between its own turns, about every 1.3
