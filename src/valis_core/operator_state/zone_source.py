@@ -37,6 +37,12 @@ after its transaction commits, and the owner's rows are read after the note arri
 every changed owner is read again after its last change; every other owner is unchanged
 since the read it was last indexed from.
 
+Every zone (``VALIS_SERVED_ZONES=*``, ``every_zone``): the load serves every zone the
+database holds (none at all fails the boot, as a missing one does), a note of a zone not
+served yet reads it whole and adds it, and a zone deleted is dropped from the index (the
+operator's delete is the only way it stops being served), where a zone named in the list
+keeps its last good version. A zone that cannot be served fails the boot either way.
+
 A lost connection (server restart or outage, ``pg_terminate_backend``) is retried with
 jittered exponential backoff bounded at ``max_backoff`` (``backoff_delay``); the last good
 index keeps being served meanwhile. A source given the instance's fence ``standing`` (the
@@ -76,12 +82,15 @@ from valis_core.fence import FencedOut, FenceState, assert_fence_touch
 from valis_core.operator_state.connection import OperatorStateError, connect
 from valis_core.operator_state.fence import UnseededFence, read_instance_fence
 from valis_core.operator_state.owner_read import read_owner_rows
+from valis_core.operator_state.query_thread import in_thread
+from valis_core.operator_state.site_facts import serves_every_zone
 from valis_core.operator_state.zone_load import LoadReport, build_zones, no_records, plain_owner
 from valis_core.operator_state.zone_notes import CHANNEL, drain
 from valis_core.operator_state.zones import (
     canonical_zone_name,
     fetch_zone_rows,
     missing_zones_error,
+    zone_names,
 )
 
 log = logging.getLogger("valis.zone_source")
@@ -129,7 +138,8 @@ class ZoneSourceStats:
 
 
 class PgZoneSource:
-    """Serve ``zones`` (names as in ``VALIS_SERVED_ZONES``) from operator state.
+    """Serve ``zones`` (names as in ``VALIS_SERVED_ZONES``; ``*`` alone: every zone) from
+    operator state.
 
     ``connect`` opens a new connection as the run account (``from_dsn`` gives the usual
     one); it is called again on every reconnect. ``standing`` is the instance's standing
@@ -153,8 +163,14 @@ class PgZoneSource:
     ) -> None:
         self._connect = connect
         self.standing = standing
-        self.zones: tuple[str, ...] = tuple(dict.fromkeys(canonical_zone_name(z) for z in zones))
-        if not self.zones:
+        given = tuple(zones)
+        self.every_zone = bool(given) and serves_every_zone(given)
+        """Whether the source serves every zone of operator state (``VALIS_SERVED_ZONES=*``):
+        ``zones`` is then what it found, and follows zones added and deleted there."""
+        self.zones: tuple[str, ...] = () if self.every_zone else tuple(
+            dict.fromkeys(canonical_zone_name(z) for z in given)
+        )
+        if not self.zones and not self.every_zone:
             raise OperatorStateError(
                 "zone source: no served zones given; set VALIS_SERVED_ZONES"
             )
@@ -223,7 +239,7 @@ class PgZoneSource:
                 try:
                     if self._listen is None:
                         await self._open()
-                        await self._reload(self.zones, holder)
+                        await self._reload(await self._all_zones(), holder)
                         self.stats.following = True
                         log.info(
                             "zone source: reconnected after %d failed attempt(s); every "
@@ -311,37 +327,14 @@ class PgZoneSource:
         return read
 
     async def _in_thread(self, fn: Callable[[psycopg.Connection[Any]], _T]) -> _T:
-        """Run ``fn(query connection)`` in a worker thread, followed by the fence check
-        when there is a standing; on cancellation ask the server to cancel the running
-        statement and wait for the thread to hand the connection back, so the connection
-        is never used by two threads at once."""
+        """Run ``fn(query connection)`` in a worker thread (``query_thread.in_thread``),
+        followed by the fence check when there is a standing."""
         conn = self._query
         if conn is None:
             raise psycopg.InterfaceError("zone source: not connected")
         if self.standing is not None:
             fn = self._then_fence(fn)
-        box: list[_T] = []
-        failed: list[Exception] = []
-
-        async def canceller() -> None:
-            try:
-                await trio.sleep_forever()
-            finally:
-                if not box and not failed:
-                    with contextlib.suppress(psycopg.Error):
-                        conn.cancel_safe(timeout=2.0)
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(canceller)
-            try:
-                box.append(await trio.to_thread.run_sync(fn, conn))
-            except Exception as exc:  # re-raised below, outside the nursery's group
-                failed.append(exc)
-            nursery.cancel_scope.cancel()
-        # Reached only when not cancelled: the thread's own result or its error, bare.
-        if failed:
-            raise failed[0]
-        return box[0]
+        return await in_thread(conn, fn)
 
     async def _read_owners(
         self, owners: Mapping[str, set[str]]
@@ -366,9 +359,19 @@ class PgZoneSource:
         in (``zone_load.build_zones``); raise the first served zone's refusal."""
         started = self._ticks()
         zones = self.zones
+        if self.every_zone:
+            zones = await self._in_thread(zone_names)
+            if not zones:
+                raise OperatorStateError(
+                    "zone source: VALIS_SERVED_ZONES is * (every zone of operator state) "
+                    "and operator state holds no zone; import one (valis zone import FILE)"
+                )
         report = LoadReport(self._ticks, progress)
         loaded = await self._in_thread(lambda conn: build_zones(conn, zones, report))
-        if loaded.missing and strict:
+        if self.every_zone:  # deleted since listed: not among every zone any more
+            zones = tuple(zone for zone in zones if zone not in loaded.missing)
+            self.zones = zones
+        elif loaded.missing and strict:
             raise missing_zones_error(loaded.missing)
         for zone in zones:
             if zone in loaded.refused:
@@ -408,10 +411,14 @@ class PgZoneSource:
             missing += missing_too
         updated: list[str] = []
         changed: list[str] = []
+        dropped = False
         for zone in missing:
+            self._patchable.discard(zone)
+            if self.every_zone:
+                dropped = self._drop(zone) or dropped
+                continue
             self.stats.failed_reloads += 1
             self.stats.gone.add(zone)
-            self._patchable.discard(zone)
             log.error(
                 "zone source: served zone %s is no longer in the database; still serving "
                 "its last good version (import it again, or stop serving it)",
@@ -425,7 +432,10 @@ class PgZoneSource:
             if await self._patch(zone, patches[zone], rows):
                 updated.append(f"{len(patches[zone])} owner(s) of {zone}")
                 changed.append(zone)
-        if updated:
+        if dropped:
+            holder.swap(self._combine())
+            self.stats.reloads += 1
+        elif updated:
             holder.swap(self._combine(changed))
             self.stats.reloads += 1
             self.stats.last_load_seconds = self._ticks() - started
@@ -445,6 +455,9 @@ class PgZoneSource:
             return False
         self.stats.rebuilt_zones += 1
         self.stats.gone.discard(zone)
+        if zone not in self.zones:  # a zone added to operator state (every_zone)
+            self.zones = (*self.zones, zone)
+            log.info("zone source: zone %s is in operator state now; serving it", zone)
         if _plain_rows(rows):
             self._patchable.add(zone)
         else:
@@ -488,6 +501,25 @@ class PgZoneSource:
             return False
         return await self._rebuild(zone, found[zone])
 
+    def _drop(self, zone: str) -> bool:
+        """Stop serving ``zone``, deleted from operator state while every zone is served;
+        whether it was served."""
+        self.zones = tuple(z for z in self.zones if z != zone)
+        if self._built.pop(zone, None) is None:
+            return False
+        log.info("zone source: zone %s was deleted from operator state; no longer served",
+                 zone)
+        return True
+
+    async def _all_zones(self) -> Sequence[str]:
+        """Every served zone, to be re-read whole: when every zone of operator state is
+        served, those it holds now and those served until now (a deleted one is found
+        missing, and dropped)."""
+        if not self.every_zone:
+            return self.zones
+        held = await self._in_thread(zone_names)
+        return tuple(dict.fromkeys((*held, *self.zones)))
+
     def _combine(self, changed: Iterable[str] | None = None) -> ZoneIndex:
         """One index over every built zone, sharing them (zones know no index): the last
         one with the ``changed`` zones replaced (``with_zone``: O(changed)), or anew."""
@@ -506,12 +538,11 @@ class PgZoneSource:
         """Wait for notifications and apply what they name; returns only by raising."""
         listen = self._listen
         assert listen is not None
-        served = set(self.zones)
         while True:
             await trio.lowlevel.wait_readable(listen.fileno())
-            changes = drain(listen, served)
+            changes = drain(listen, None if self.every_zone else set(self.zones))
             if changes.everything:
-                await self._reload(self.zones, holder)
+                await self._reload(await self._all_zones(), holder)
                 continue
             whole = set(changes.zones)
             patches: dict[str, set[str]] = {}

@@ -30,6 +30,7 @@ from valis_core.dns.zone.diff import ZoneDiff, diff_zone, soa_serial, with_seria
 from valis_core.dns.zone.serial import choose_serial, next_serial, serial_gt
 from valis_core.operator_state.connection import OperatorStateError
 from valis_core.operator_state.record_writes import write_row_changes
+from valis_core.operator_state.site_facts import EVERY_ZONE
 from valis_core.operator_state.zone_load import record_batches
 
 Progress = Callable[[int, int], None]
@@ -283,13 +284,19 @@ def _serial_floor(conn: psycopg.Connection[Any], zone: str) -> int | None:
 
 def served_zones(conn: psycopg.Connection[Any]) -> dict[str, tuple[str, ...]]:
     """Each zone some node serves (its site facts' ``VALIS_SERVED_ZONES``), with the
-    nodes serving it, in canonical names."""
+    nodes serving it, in canonical names; a node serving every zone (``*``) serves each
+    zone the database holds."""
     found: dict[str, list[str]] = {}
     rows = conn.execute(
         "SELECT node, value FROM site_facts WHERE key = 'VALIS_SERVED_ZONES' ORDER BY node"
     ).fetchall()
+    held: tuple[str, ...] | None = None
     for node, value in rows:
-        for name in str(value).replace(",", " ").split():
+        names = str(value).replace(",", " ").split()
+        if names == [EVERY_ZONE]:
+            held = zone_names(conn) if held is None else held
+            names = list(held)
+        for name in names:
             try:
                 zone = canonical_zone_name(name)
             except ZoneError:
