@@ -2,19 +2,31 @@
 private cluster: it serves what the database holds, a zone imported later is served
 without a site-facts edit and a zone deleted stops being served; it fails closed as a
 list of names does (no zone at all, a zone it cannot serve); after an outage it catches
-up on zones added and deleted meanwhile; and the site facts take ``*`` only alone."""
+up on zones added and deleted meanwhile; the site facts take ``*`` only alone; and
+condense proves every zone before the fence and reads back each one's SOA."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 
+import dns.message
 import pytest
 import trio
 
-from tests.scenario.operator_state_helpers import answer_texts, import_zone, run_sql, zone_source
+from tests.dns_ask import ask
+from tests.scenario.operator_state_helpers import (
+    answer_texts,
+    import_zone,
+    run_sql,
+    soa_zone,
+    zone_source,
+)
 from tests.scenario.pg import PgCluster
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.wire.records import ZoneError
+from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.connection import OperatorStateError
 from valis_core.operator_state.site_facts import (
     EVERY_ZONE,
@@ -25,6 +37,8 @@ from valis_core.operator_state.site_facts import (
 )
 from valis_core.operator_state.zones import delete_zone
 from valis_core.operator_state.zones import served_zones as zones_served_by
+from valis_core.ops.condense import Step, StepKind
+from valis_core.ops.condense_host import LocalCondenseHost
 
 WAIT = 10.0  # a bound on waiting for the source to catch up, never a timing assertion
 ORG, NET, COM = "example.org.", "example.net.", "example.com."
@@ -158,3 +172,36 @@ def test_the_site_facts_take_every_zone_only_alone(
         (ORG,)))
     with pg_cluster.connect(state_dsn) as conn:
         assert zones_served_by(conn) == {ORG: ("node-a", "node-b"), NET: ("node-a",)}
+
+
+def test_condense_proves_and_reads_back_every_zone_when_it_serves_every_zone(
+    pg_cluster: PgCluster, state_dsn: str, tmp_path: Path
+) -> None:
+    import_zone(pg_cluster, state_dsn, ORG, "www IN A 192.0.2.80\n")
+    import_zone(pg_cluster, state_dsn, NET, "www IN A 198.51.100.80\n")
+    asked: list[str] = []
+
+    def ask_soa(zone: str, address: tuple[str, int]) -> dns.message.Message:
+        asked.append(zone)
+        index = ZoneIndex.from_zone_text(soa_zone(zone), zone)
+        return ask(index, zone, "SOA")
+
+    def never(*_: object) -> object:
+        raise AssertionError("not a step of this test")
+
+    host = LocalCondenseHost(
+        state_dir=tmp_path, run_account=(os.getuid(), os.getgid()),
+        connect=lambda: pg_cluster.connect(state_dsn, autocommit=True),
+        unit=never,  # type: ignore[arg-type]
+        holder="node-a@loopback", dns_address=("127.0.0.1", 53), assess=lambda: None,
+        ask_soa=ask_soa,
+    )
+    host.prove_zone_servable(Step(StepKind.PROVE_ZONE_SERVABLE, zone=EVERY_ZONE))
+    host.read_back_apex_soa(Step(StepKind.READ_BACK_APEX_SOA, zone=EVERY_ZONE))
+    assert sorted(asked) == [NET, ORG]
+    # A zone that cannot be served is refused before the fence, as a named one is.
+    run_sql(pg_cluster, state_dsn, (
+        "INSERT INTO records (zone, owner, rtype, ttl, rdata) "
+        "VALUES ('example.net.', 'www.example.net.', 'CNAME', 300, 'ns1.example.net.')", ()))
+    with pytest.raises(ZoneError, match=r"zone example\.net\. cannot be served"):
+        host.prove_zone_servable(Step(StepKind.PROVE_ZONE_SERVABLE, zone=EVERY_ZONE))
