@@ -6,8 +6,8 @@ root the server runs as ``postgres``, otherwise as you, and your account is mapp
 role ``valis``; fsync off, a throwaway cluster) and measures each point of the curve:
 ``--sizes`` records in all (10^4, 10^5 and 10^6 by default) in each ``--layouts`` (one
 zone; zones of 100 records; zones of 10). For a point it imports what the database does
-not hold yet (each zone by ``replace_zone``: one COPY in a transaction of its own, the
-fastest path the triggers allow, since they net each statement zone by zone), runs
+not hold yet (a large zone by ``replace_zone``, one COPY in a transaction of its own;
+small zones 100 to a transaction, ``add_zones``), runs
 ``PgZoneSource`` over the point's zones feeding ``serve_udp`` on 127.0.0.1, and then
 commits ``--changes`` UPDATEs of one record's address to the first zone (each to another
 owner and another address; ``--rows-per-change``: that many records in one statement),
@@ -51,6 +51,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import dns.message
 import dns.rrset
@@ -87,6 +88,9 @@ PROBE_TIMEOUT = 0.05
 PROBE_INTERVAL = 0.001
 """Between probes: resolution of the measurement, without the probe loop itself
 competing with the rebuild for the interpreter."""
+BULK_ZONE_RECORDS = 1000
+BULK_ZONES = 100
+"""Zones of at most ``BULK_ZONE_RECORDS`` records are added this many to a transaction."""
 OWNER_STEP = 7919
 """Each change moves to the owner this many hosts on (a prime: every host in turn)."""
 
@@ -129,17 +133,41 @@ def cluster_for_this_user(root: Path) -> LocalCluster:
 
 
 def import_missing(dsn: str, point: Point) -> float:
-    """Import the point's zones the database does not hold; the seconds it took."""
+    """Import the point's zones the database does not hold; the seconds it took. A zone
+    of more than ``BULK_ZONE_RECORDS`` records goes in by ``replace_zone``, smaller ones
+    ``BULK_ZONES`` to a transaction (``add_zones``)."""
     started = time.perf_counter()
     with psycopg.connect(dsn, autocommit=True) as conn:
         held = {name for (name,) in conn.execute("SELECT name FROM zones")}
         missing = [name for name in point.zone_names() if name not in held]
-        for done, name in enumerate(missing, start=1):
-            replace_zone(conn, zone_rows(name, point.per_zone))
+        if point.per_zone > BULK_ZONE_RECORDS:
+            for name in missing:
+                replace_zone(conn, zone_rows(name, point.per_zone))
+            return time.perf_counter() - started
+        for first in range(0, len(missing), BULK_ZONES):
+            add_zones(conn, missing[first:first + BULK_ZONES], point.per_zone)
+            done = min(first + BULK_ZONES, len(missing))
             if done % 5000 == 0:
                 print(f"  imported {done:,} of {len(missing):,} zones", file=sys.stderr,
                       flush=True)
     return time.perf_counter() - started
+
+
+def add_zones(conn: psycopg.Connection[Any], names: Sequence[str], per_zone: int) -> None:
+    """Add new zones of ``per_zone`` records (``zone_rows``) in one transaction: one COPY
+    of their names, one of their records. The triggers run as for any writer (the
+    journal, the change notes); a transaction of many small new zones only spreads their
+    per-transaction cost (measured at 10 records a zone: 2.9 ms a zone one to a
+    transaction, 0.9 ms at 100 to a transaction, 2.4 ms at 1 000, since the triggers go
+    over a statement's rows once per zone it holds)."""
+    with conn.transaction(), conn.cursor() as cur:
+        with cur.copy("COPY zones (name) FROM STDIN") as copy:
+            for name in names:
+                copy.write_row((name,))
+        with cur.copy("COPY records (zone, owner, rtype, ttl, rdata) FROM STDIN") as copy:
+            for name in names:
+                for row in zone_rows(name, per_zone):
+                    copy.write_row((row.zone, row.owner, row.rtype, row.ttl, row.rdata))
 
 
 async def ask(sock: trio.socket.SocketType, name: str) -> set[str]:
