@@ -12,16 +12,16 @@ small zones 100 to a transaction, ``add_zones``), runs
 commits ``--changes`` UPDATEs of one record's address to the first zone (each to another
 owner and another address; ``--rows-per-change``: that many records in one statement),
 and after each asks over UDP until the new address comes back, at most
-``--point-seconds`` per point. The latency is the time from the COMMIT sent to that
-answer arriving (not from the commit returning: on two busy cores the writer may run
-again well after the server committed, and a clock read then would hide part of the
-latency). The committing and the asking are done by a process of its own
-(``reload_latency_probe.py``), asking every ``--probe-interval`` seconds (0.2 ms), as an
-operator's writer and a resolver are; ``--probe inline`` commits from a worker thread of
-the measured process and asks from its trio loop between its own turns, about every 1.3
-ms, as the figures before 2026-12-05 were measured: that writer and client took turns
-with the server and the source for the interpreter, and saw an answer up to a probe
-interval after it was there. "Source update" is the zone source's own time
+``--point-seconds`` per point. The latency is the time from the commit returning (the
+clock read at real-time priority, as root: on two busy cores a writer of ordinary
+priority may run again well after the server committed, and a late read would hide part
+of the latency) to that answer arriving. The committing and the asking are done by a
+process of its own (``reload_latency_probe.py``), asking every ``--probe-interval``
+seconds (0.2 ms), as an operator's writer and a resolver are; ``--probe inline`` commits
+from a worker thread of the measured process and asks from its trio loop between its own
+turns, about every 1.3 ms, as the figures before 2026-12-05 were measured: that writer
+and client took turns with the server and the source for the interpreter, and saw an
+answer up to a probe interval after it was there. "Source update" is the zone source's own time
 to apply a change (read the changed owners and patch the zone's index, or re-read the
 zone whole), from ``ZoneSourceStats.last_load_seconds``; each point also says how many
 zone updates were owner-level patches and how many re-read a zone whole.

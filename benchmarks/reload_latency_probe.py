@@ -10,7 +10,8 @@ It writes ``ready`` once it can ask. Each line on stdin is then ``ADDRESS OWNER.
 sets the A records of the owners to ``ADDRESS`` in one UPDATE (``commit_change``), then
 asks ``OWNER A`` (the first) over UDP every ``INTERVAL`` seconds (each ask waits at most
 ``ASK_TIMEOUT`` for its answer) until an answer holds ``ADDRESS``, and writes one line:
-when the COMMIT was sent and when that answer's datagram was received, in
+when the commit returned (read at real-time priority: ``commit_change``) and when that
+answer's datagram was received (read at ordinary priority: late rather than early), in
 ``CLOCK_MONOTONIC`` nanoseconds, or ``timeout`` after ``CHANGE_TIMEOUT`` seconds.
 
 Why a process of its own: a writer and a client in the measured process take turns
@@ -23,9 +24,12 @@ default) costs the server a few thousand cached answers a second.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import dns.exception
@@ -37,18 +41,36 @@ ASK_TIMEOUT = 0.05
 CHANGE_TIMEOUT = 30.0
 
 
-def commit_change(conn: psycopg.Connection[Any], owners: list[str], address: str) -> float:
+def commit_change(
+    conn: psycopg.Connection[Any], owners: list[str], address: str, *, prompt: bool = False
+) -> float:
     """Set the A records of ``owners`` to ``address`` in one statement and commit (``conn``
-    not in autocommit); when the COMMIT was sent (``time.monotonic``). Not when it
-    returned: on two busy cores the writer may be scheduled again well after the server
-    committed and notified, and a clock read then would hide part of the latency."""
+    not in autocommit); when the commit returned (``time.monotonic``). With ``prompt``
+    the commit is awaited at real-time priority (``SCHED_FIFO``, root only; otherwise as
+    it is), so that the clock is read as soon as the commit returns: on two busy cores a
+    writer of ordinary priority may run again well after the server committed and
+    notified, and a late clock read would hide part of the latency."""
     conn.execute(
         "UPDATE records SET rdata = %s WHERE owner = ANY(%s) AND rtype = 'A'",
         (address, owners),
     )
-    sent = time.monotonic()
-    conn.commit()
-    return sent
+    with _prompt() if prompt else contextlib.nullcontext():
+        conn.commit()
+        return time.monotonic()
+
+
+@contextlib.contextmanager
+def _prompt() -> Iterator[None]:
+    """Run the body at real-time priority when allowed (root), then as before."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    except PermissionError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
 
 def _now_ns() -> int:
@@ -99,7 +121,7 @@ def main(argv: list[str]) -> int:
         sys.stdout.flush()
         for line in sys.stdin:
             address, *owners = line.split()
-            committed = commit_change(writer, owners, address)
+            committed = commit_change(writer, owners, address, prompt=True)
             found = seen_at(sock, owners[0], address, interval)
             sys.stdout.write(
                 "timeout\n" if found is None else f"{round(committed * 1e9)} {found}\n"
