@@ -446,6 +446,7 @@ class PgZoneSource:
 
     async def _rebuild(self, zone: str, rows: Sequence[RecordRow]) -> bool:
         """Index one zone whole into ``_built``; log and keep the old version on failure."""
+        added = self.every_zone and zone not in self._built  # a zone new to operator state
         try:
             self._built[zone] = await _build(zone, rows)
         except ZoneError as exc:
@@ -455,7 +456,7 @@ class PgZoneSource:
             return False
         self.stats.rebuilt_zones += 1
         self.stats.gone.discard(zone)
-        if zone not in self.zones:  # a zone added to operator state (every_zone)
+        if added and zone not in self.zones:
             self.zones = (*self.zones, zone)
             log.info("zone source: zone %s is in operator state now; serving it", zone)
         if _plain_rows(rows):
@@ -538,9 +539,10 @@ class PgZoneSource:
         """Wait for notifications and apply what they name; returns only by raising."""
         listen = self._listen
         assert listen is not None
+        served = None if self.every_zone else set(self.zones)  # a list never changes
         while True:
             await trio.lowlevel.wait_readable(listen.fileno())
-            changes = drain(listen, None if self.every_zone else set(self.zones))
+            changes = drain(listen, served)
             if changes.everything:
                 await self._reload(await self._all_zones(), holder)
                 continue
