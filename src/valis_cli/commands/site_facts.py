@@ -89,7 +89,11 @@ def _render(args: argparse.Namespace) -> int:
 
 def _set(args: argparse.Namespace) -> int:
     from valis_core.config_store import read_config_store, write_config_store
-    from valis_core.operator_state.site_facts import check_site_facts, served_zones
+    from valis_core.operator_state.site_facts import (
+        check_site_facts,
+        served_zones,
+        serves_every_zone,
+    )
     from valis_core.operator_state.site_facts_rows import set_site_facts
     from valis_core.operator_state.zones import absent_zones
 
@@ -104,7 +108,7 @@ def _set(args: argparse.Namespace) -> int:
             )
         check_site_facts(store_facts)
     with operator_connection(args) as conn, conn.transaction():
-        if "VALIS_SERVED_ZONES" in changes:
+        if "VALIS_SERVED_ZONES" in changes and not serves_every_zone(served_zones(changes)):
             absent = absent_zones(conn, served_zones(changes))
             if absent:
                 raise SiteFactsArgumentError(

@@ -10,7 +10,11 @@ exactly. A value may not hold a control character (newline and NUL among them): 
 would split or truncate it.
 
 ``VALIS_SERVED_ZONES`` is a comma-separated list of zone names with no blanks, e.g.
-``example.org.,example.net.``; ``served_zones`` splits it.
+``example.org.,example.net.``; ``served_zones`` splits it. ``*`` alone (``EVERY_ZONE``)
+serves every zone the operator-state database holds, as it holds them: a zone imported
+there later is served without a site-facts edit, and a node of 10^5 zones needs no value
+longer than the 128 KiB the kernel lets one environment string be (``execve``'s
+``MAX_ARG_STRLEN``; the launcher hands site facts down in the environment).
 
 The file is written mode 0640: it is the node's configuration (the operator-state DSN
 names the database, its socket and its role; under peer authentication it holds no
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -36,6 +40,9 @@ if TYPE_CHECKING:
     from valis_core.dns.serve.rrl import RrlSettings
 
 DSN_KEY = "VALIS_OPERATOR_STATE_DSN"
+EVERY_ZONE = "*"
+"""``VALIS_SERVED_ZONES=*``: serve every zone of operator state (never a zone's name:
+no zone is named ``*``)."""
 REQUIRED_KEYS: frozenset[str] = frozenset(
     {"VALIS_NODE_NAME", "VALIS_LOCATION", DSN_KEY, "VALIS_SERVED_ZONES"}
 )
@@ -171,8 +178,22 @@ def parse_site_facts(text: str) -> dict[str, str]:
 
 
 def served_zones(facts: Mapping[str, str]) -> tuple[str, ...]:
-    """The zone names of ``VALIS_SERVED_ZONES``, in the order given."""
+    """The zone names of ``VALIS_SERVED_ZONES``, in the order given (``(EVERY_ZONE,)``
+    for every zone: ``serves_every_zone``)."""
     return tuple(facts["VALIS_SERVED_ZONES"].split(","))
+
+
+def serves_every_zone(zones: Sequence[str]) -> bool:
+    """Whether served ``zones`` (as ``served_zones`` gives them) mean every zone of
+    operator state; ``*`` among names is refused, since it would say two things."""
+    if EVERY_ZONE not in zones:
+        return False
+    if len(zones) > 1:
+        raise SiteFactsError(
+            f"site facts: VALIS_SERVED_ZONES is {EVERY_ZONE!r} alone (every zone of "
+            f"operator state) or zone names, not both: {','.join(zones)!r}"
+        )
+    return True
 
 
 def _check_value(key: str, value: str) -> None:
@@ -204,8 +225,10 @@ def _check_value(key: str, value: str) -> None:
             if zone == "" or any(c.isspace() for c in zone):
                 raise SiteFactsError(
                     f"site facts: VALIS_SERVED_ZONES must be zone names joined by commas "
-                    f"with no blanks or empty entries, got {value!r}"
+                    f"with no blanks or empty entries (or {EVERY_ZONE} alone: every zone "
+                    f"of operator state), got {value!r}"
                 )
+        serves_every_zone(value.split(","))
     if key == ACME_DIRECTORY_KEY:
         url = urlsplit(value)
         if url.scheme != "https" or not url.hostname:

@@ -58,8 +58,9 @@ class Changes:
     owners: Mapping[str, set[str]]
 
 
-def drain(listen: psycopg.Connection[Any], served: set[str]) -> Changes:
-    """Read what the socket holds and fold it into one batch of changes to served zones."""
+def drain(listen: psycopg.Connection[Any], served: set[str] | None) -> Changes:
+    """Read what the socket holds and fold it into one batch of changes to ``served``
+    zones (None: every zone)."""
     pgconn = listen.pgconn
     pgconn.consume_input()  # raises OperationalError when the connection is gone
     if pgconn.status != psycopg.pq.ConnStatus.OK:
@@ -71,7 +72,7 @@ def drain(listen: psycopg.Connection[Any], served: set[str]) -> Changes:
         note = parse_note(raw.extra.decode("utf-8", "replace"))
         if note.everything:
             everything = True
-        elif note.zone not in served:
+        elif served is not None and note.zone not in served:
             continue
         elif note.owners:
             owners.setdefault(note.zone, set()).update(note.owners)

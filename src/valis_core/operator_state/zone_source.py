@@ -11,9 +11,12 @@ How it talks to PostgreSQL under trio. Two connections:
   driven with libpq's non-blocking input: ``trio.lowlevel.wait_readable`` on its socket, then
   ``consume_input`` and ``notifies``. Waiting costs no thread and is cancelled like any
   trio sleep; a lost connection shows up as a read failure at once.
-- the *query* connection reads rows with ordinary (blocking) psycopg calls inside
-  ``trio.to_thread.run_sync``. A cancelled read sends PostgreSQL a cancel request, so the
-  thread returns promptly and the connection is never used by two threads at once.
+- the *query* connection reads rows. A zone's whole rows (a load, a whole re-read) are
+  read with ordinary (blocking) psycopg calls inside ``trio.to_thread.run_sync``; a
+  cancelled read sends PostgreSQL a cancel request, so the thread returns promptly and
+  the connection is never used by two threads at once. A few changed owners' rows are
+  read on the trio thread itself, in one round trip with libpq's non-blocking API
+  (``owner_read``): no thread hop on the path from a commit to its answer.
 
 What a change costs. The triggers (migration 0003) name the changed owners of a zone
 when a statement changed a few, and only the zone otherwise (see ``zone_notes.parse_note``);
@@ -33,6 +36,12 @@ Why re-reading owners converges on what a full reload gives: a note is delivered
 after its transaction commits, and the owner's rows are read after the note arrives, so
 every changed owner is read again after its last change; every other owner is unchanged
 since the read it was last indexed from.
+
+Every zone (``VALIS_SERVED_ZONES=*``, ``every_zone``): the load serves every zone the
+database holds (none at all fails the boot, as a missing one does), a note of a zone not
+served yet reads it whole and adds it, and a zone deleted is dropped from the index (the
+operator's delete is the only way it stops being served), where a zone named in the list
+keeps its last good version. A zone that cannot be served fails the boot either way.
 
 A lost connection (server restart or outage, ``pg_terminate_backend``) is retried with
 jittered exponential backoff bounded at ``max_backoff`` (``backoff_delay``); the last good
@@ -72,13 +81,16 @@ from valis_core.dns.zone import ServedZone, ZoneIndex
 from valis_core.fence import FencedOut, FenceState, assert_fence_touch
 from valis_core.operator_state.connection import OperatorStateError, connect
 from valis_core.operator_state.fence import UnseededFence, read_instance_fence
+from valis_core.operator_state.owner_read import read_owner_rows
+from valis_core.operator_state.query_thread import in_thread
+from valis_core.operator_state.site_facts import serves_every_zone
 from valis_core.operator_state.zone_load import LoadReport, build_zones, no_records, plain_owner
 from valis_core.operator_state.zone_notes import CHANNEL, drain
 from valis_core.operator_state.zones import (
     canonical_zone_name,
-    fetch_owner_rows,
     fetch_zone_rows,
     missing_zones_error,
+    zone_names,
 )
 
 log = logging.getLogger("valis.zone_source")
@@ -126,7 +138,8 @@ class ZoneSourceStats:
 
 
 class PgZoneSource:
-    """Serve ``zones`` (names as in ``VALIS_SERVED_ZONES``) from operator state.
+    """Serve ``zones`` (names as in ``VALIS_SERVED_ZONES``; ``*`` alone: every zone) from
+    operator state.
 
     ``connect`` opens a new connection as the run account (``from_dsn`` gives the usual
     one); it is called again on every reconnect. ``standing`` is the instance's standing
@@ -150,8 +163,14 @@ class PgZoneSource:
     ) -> None:
         self._connect = connect
         self.standing = standing
-        self.zones: tuple[str, ...] = tuple(dict.fromkeys(canonical_zone_name(z) for z in zones))
-        if not self.zones:
+        given = tuple(zones)
+        self.every_zone = bool(given) and serves_every_zone(given)
+        """Whether the source serves every zone of operator state (``VALIS_SERVED_ZONES=*``):
+        ``zones`` is then what it found, and follows zones added and deleted there."""
+        self.zones: tuple[str, ...] = () if self.every_zone else tuple(
+            dict.fromkeys(canonical_zone_name(z) for z in given)
+        )
+        if not self.zones and not self.every_zone:
             raise OperatorStateError(
                 "zone source: no served zones given; set VALIS_SERVED_ZONES"
             )
@@ -220,7 +239,7 @@ class PgZoneSource:
                 try:
                     if self._listen is None:
                         await self._open()
-                        await self._reload(self.zones, holder)
+                        await self._reload(await self._all_zones(), holder)
                         self.stats.following = True
                         log.info(
                             "zone source: reconnected after %d failed attempt(s); every "
@@ -286,8 +305,12 @@ class PgZoneSource:
 
     def _check_fence(self, conn: psycopg.Connection[Any]) -> None:
         """Raise ``FencedOut`` unless the fence is still this instance's standing."""
+        self._check_standing(read_instance_fence(conn))
+
+    def _check_standing(self, current: FenceState | None) -> None:
+        """Raise ``FencedOut`` unless ``current`` (the fence as read) is this instance's
+        standing."""
         assert self.standing is not None
-        current = read_instance_fence(conn)
         if current is None:
             raise UnseededFence("serve zones as a fenced instance")
         assert_fence_touch(current, self.standing)
@@ -304,37 +327,28 @@ class PgZoneSource:
         return read
 
     async def _in_thread(self, fn: Callable[[psycopg.Connection[Any]], _T]) -> _T:
-        """Run ``fn(query connection)`` in a worker thread, followed by the fence check
-        when there is a standing; on cancellation ask the server to cancel the running
-        statement and wait for the thread to hand the connection back, so the connection
-        is never used by two threads at once."""
+        """Run ``fn(query connection)`` in a worker thread (``query_thread.in_thread``),
+        followed by the fence check when there is a standing."""
         conn = self._query
         if conn is None:
             raise psycopg.InterfaceError("zone source: not connected")
         if self.standing is not None:
             fn = self._then_fence(fn)
-        box: list[_T] = []
-        failed: list[Exception] = []
+        return await in_thread(conn, fn)
 
-        async def canceller() -> None:
-            try:
-                await trio.sleep_forever()
-            finally:
-                if not box and not failed:
-                    with contextlib.suppress(psycopg.Error):
-                        conn.cancel_safe(timeout=2.0)
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(canceller)
-            try:
-                box.append(await trio.to_thread.run_sync(fn, conn))
-            except Exception as exc:  # re-raised below, outside the nursery's group
-                failed.append(exc)
-            nursery.cancel_scope.cancel()
-        # Reached only when not cancelled: the thread's own result or its error, bare.
-        if failed:
-            raise failed[0]
-        return box[0]
+    async def _read_owners(
+        self, owners: Mapping[str, set[str]]
+    ) -> tuple[dict[str, tuple[RecordRow, ...]], tuple[str, ...]]:
+        """The rows of some owners of some zones and the zones that do not exist, read on
+        the trio thread in one round trip (``owner_read``), the fence checked after them
+        when there is a standing."""
+        conn = self._query
+        if conn is None:
+            raise psycopg.InterfaceError("zone source: not connected")
+        read = await read_owner_rows(conn, owners, fence=self.standing is not None)
+        if self.standing is not None:
+            self._check_standing(read.fence)  # a later snapshot than the rows'
+        return read.rows, read.missing
 
     # -- loading -----------------------------------------------------------------------
 
@@ -345,9 +359,19 @@ class PgZoneSource:
         in (``zone_load.build_zones``); raise the first served zone's refusal."""
         started = self._ticks()
         zones = self.zones
+        if self.every_zone:
+            zones = await self._in_thread(zone_names)
+            if not zones:
+                raise OperatorStateError(
+                    "zone source: VALIS_SERVED_ZONES is * (every zone of operator state) "
+                    "and operator state holds no zone; import one (valis zone import FILE)"
+                )
         report = LoadReport(self._ticks, progress)
         loaded = await self._in_thread(lambda conn: build_zones(conn, zones, report))
-        if loaded.missing and strict:
+        if self.every_zone:  # deleted since listed: not among every zone any more
+            zones = tuple(zone for zone in zones if zone not in loaded.missing)
+            self.zones = zones
+        elif loaded.missing and strict:
             raise missing_zones_error(loaded.missing)
         for zone in zones:
             if zone in loaded.refused:
@@ -383,16 +407,18 @@ class PgZoneSource:
             found, missing = await self._in_thread(lambda conn: fetch_zone_rows(conn, whole))
         found_owners: dict[str, tuple[RecordRow, ...]] = {}
         if patches:
-            found_owners, missing_too = await self._in_thread(
-                lambda conn: fetch_owner_rows(conn, patches)
-            )
+            found_owners, missing_too = await self._read_owners(patches)
             missing += missing_too
         updated: list[str] = []
         changed: list[str] = []
+        dropped = False
         for zone in missing:
+            self._patchable.discard(zone)
+            if self.every_zone:
+                dropped = self._drop(zone) or dropped
+                continue
             self.stats.failed_reloads += 1
             self.stats.gone.add(zone)
-            self._patchable.discard(zone)
             log.error(
                 "zone source: served zone %s is no longer in the database; still serving "
                 "its last good version (import it again, or stop serving it)",
@@ -406,7 +432,10 @@ class PgZoneSource:
             if await self._patch(zone, patches[zone], rows):
                 updated.append(f"{len(patches[zone])} owner(s) of {zone}")
                 changed.append(zone)
-        if updated:
+        if dropped:
+            holder.swap(self._combine())
+            self.stats.reloads += 1
+        elif updated:
             holder.swap(self._combine(changed))
             self.stats.reloads += 1
             self.stats.last_load_seconds = self._ticks() - started
@@ -417,6 +446,7 @@ class PgZoneSource:
 
     async def _rebuild(self, zone: str, rows: Sequence[RecordRow]) -> bool:
         """Index one zone whole into ``_built``; log and keep the old version on failure."""
+        added = self.every_zone and zone not in self._built  # a zone new to operator state
         try:
             self._built[zone] = await _build(zone, rows)
         except ZoneError as exc:
@@ -426,6 +456,9 @@ class PgZoneSource:
             return False
         self.stats.rebuilt_zones += 1
         self.stats.gone.discard(zone)
+        if added and zone not in self.zones:
+            self.zones = (*self.zones, zone)
+            log.info("zone source: zone %s is in operator state now; serving it", zone)
         if _plain_rows(rows):
             self._patchable.add(zone)
         else:
@@ -469,6 +502,25 @@ class PgZoneSource:
             return False
         return await self._rebuild(zone, found[zone])
 
+    def _drop(self, zone: str) -> bool:
+        """Stop serving ``zone``, deleted from operator state while every zone is served;
+        whether it was served."""
+        self.zones = tuple(z for z in self.zones if z != zone)
+        if self._built.pop(zone, None) is None:
+            return False
+        log.info("zone source: zone %s was deleted from operator state; no longer served",
+                 zone)
+        return True
+
+    async def _all_zones(self) -> Sequence[str]:
+        """Every served zone, to be re-read whole: when every zone of operator state is
+        served, those it holds now and those served until now (a deleted one is found
+        missing, and dropped)."""
+        if not self.every_zone:
+            return self.zones
+        held = await self._in_thread(zone_names)
+        return tuple(dict.fromkeys((*held, *self.zones)))
+
     def _combine(self, changed: Iterable[str] | None = None) -> ZoneIndex:
         """One index over every built zone, sharing them (zones know no index): the last
         one with the ``changed`` zones replaced (``with_zone``: O(changed)), or anew."""
@@ -487,12 +539,12 @@ class PgZoneSource:
         """Wait for notifications and apply what they name; returns only by raising."""
         listen = self._listen
         assert listen is not None
-        served = set(self.zones)
+        served = None if self.every_zone else set(self.zones)  # a list never changes
         while True:
             await trio.lowlevel.wait_readable(listen.fileno())
             changes = drain(listen, served)
             if changes.everything:
-                await self._reload(self.zones, holder)
+                await self._reload(await self._all_zones(), holder)
                 continue
             whole = set(changes.zones)
             patches: dict[str, set[str]] = {}

@@ -17,7 +17,7 @@ the same row lock (and, being a node, its ``fenced_transaction``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -30,6 +30,7 @@ from valis_core.dns.zone.diff import ZoneDiff, diff_zone, soa_serial, with_seria
 from valis_core.dns.zone.serial import choose_serial, next_serial, serial_gt
 from valis_core.operator_state.connection import OperatorStateError
 from valis_core.operator_state.record_writes import write_row_changes
+from valis_core.operator_state.site_facts import EVERY_ZONE
 from valis_core.operator_state.zone_load import record_batches
 
 Progress = Callable[[int, int], None]
@@ -283,13 +284,19 @@ def _serial_floor(conn: psycopg.Connection[Any], zone: str) -> int | None:
 
 def served_zones(conn: psycopg.Connection[Any]) -> dict[str, tuple[str, ...]]:
     """Each zone some node serves (its site facts' ``VALIS_SERVED_ZONES``), with the
-    nodes serving it, in canonical names."""
+    nodes serving it, in canonical names; a node serving every zone (``*``) serves each
+    zone the database holds."""
     found: dict[str, list[str]] = {}
     rows = conn.execute(
         "SELECT node, value FROM site_facts WHERE key = 'VALIS_SERVED_ZONES' ORDER BY node"
     ).fetchall()
+    held: tuple[str, ...] | None = None
     for node, value in rows:
-        for name in str(value).replace(",", " ").split():
+        names = str(value).replace(",", " ").split()
+        if names == [EVERY_ZONE]:
+            held = zone_names(conn) if held is None else held
+            names = list(held)
+        for name in names:
             try:
                 zone = canonical_zone_name(name)
             except ZoneError:
@@ -347,38 +354,6 @@ def fetch_zone_rows(
         for batch in record_batches(conn, list(rows)):
             for zone, owner, rtype, ttl, rdata in batch:
                 rows[zone].append(RecordRow(zone, owner, rtype, int(ttl), rdata))
-    missing = tuple(zone for zone in wanted if zone not in rows)
-    return {zone: tuple(held) for zone, held in rows.items()}, missing
-
-
-def fetch_owner_rows(
-    conn: psycopg.Connection[Any], owners: Mapping[str, Iterable[str]]
-) -> tuple[dict[str, tuple[RecordRow, ...]], tuple[str, ...]]:
-    """The records of some owners of some zones, read in one snapshot: ``owners`` maps a
-    zone (canonical name) to owner names, matched as the change notes name them
-    (lowercased in ASCII only). Returns the rows of each zone that exists (possibly none)
-    and the zones that do not exist."""
-    zones: list[str] = []
-    names: list[str] = []
-    for zone, held in owners.items():
-        for owner in dict.fromkeys(held):
-            zones.append(zone)
-            names.append(owner)
-    wanted = sorted(owners)
-    rows: dict[str, list[RecordRow]] = {}
-    with conn.transaction():
-        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        for (name,) in conn.execute("SELECT name FROM zones WHERE name = ANY(%s)", (wanted,)):
-            rows[name] = []
-        found = conn.execute(
-            "SELECT r.zone, r.owner, r.rtype, r.ttl, r.rdata"
-            " FROM unnest(%s::text[], %s::text[]) AS w (zone, owner)"
-            " JOIN records r"
-            ' ON r.zone = w.zone AND lower(r.owner COLLATE "C") = w.owner',
-            (zones, names),
-        )
-        for zone, owner, rtype, ttl, rdata in found:
-            rows[zone].append(RecordRow(zone, owner, rtype, ttl, rdata))
     missing = tuple(zone for zone in wanted if zone not in rows)
     return {zone: tuple(held) for zone, held in rows.items()}, missing
 

@@ -55,13 +55,15 @@ from valis_core.identity.instance import holder_name, load_or_mint_instance, rea
 from valis_core.operator_state.connection import connect
 from valis_core.operator_state.fence import claim_instance_fence, seed_instance_fence
 from valis_core.operator_state.site_facts import (
+    EVERY_ZONE,
     check_site_facts,
     parse_site_facts,
 )
 from valis_core.operator_state.site_facts_file import write_site_facts
 from valis_core.operator_state.site_facts_rows import record_served_zones
-from valis_core.operator_state.zone_signing import signed_zones
+from valis_core.operator_state.zone_signing import ZoneSigning, signed_zones
 from valis_core.operator_state.zone_source import PgZoneSource
+from valis_core.operator_state.zones import zone_names
 from valis_core.ops.backup import read_backup_set, restore_backup
 from valis_core.ops.condense import (
     BackupOlderThanFence,
@@ -287,6 +289,7 @@ class LocalCondenseHost:
         # resident's bring-up would refuse the zone for: its rows, and for a zone signed
         # in operator state every key its signing and its roll need, held in this state
         # directory (decided by ``zone_servable``, as the resident decides it).
+        # Every zone (``*``): one load of them all, and every signed zone's keys.
         assert step.zone is not None
         source = PgZoneSource(self.connect, [step.zone])
         try:
@@ -294,11 +297,14 @@ class LocalCondenseHost:
         finally:
             source.close()
         with self.connect() as conn:
-            row = signed_zones(conn).get(step.zone)
-        if row is None:
-            return
+            signed = signed_zones(conn)
+        for zone in source.zones:
+            if zone in signed:
+                self._prove_keys(zone, signed[zone])
+
+    def _prove_keys(self, zone: str, row: ZoneSigning) -> None:
         with acting_as(self.run_account):
-            held = load_key_ring(self.state_dir).get(file_zone(step.zone), {})
+            held = load_key_ring(self.state_dir).get(file_zone(zone), {})
         shortfall = missing_keys(row, held)
         if shortfall is not None:
             raise CondenseHostError(
@@ -399,12 +405,20 @@ class LocalCondenseHost:
 
     def read_back_apex_soa(self, step: Step) -> None:
         assert step.zone is not None
-        host, port = self.dns_address
         deadline = self.ticks() + self.soa_timeout
+        zones = [step.zone]
+        if step.zone == EVERY_ZONE:  # each zone of operator state, within one timeout
+            with self.connect() as conn:
+                zones = list(zone_names(conn))
+        for zone in zones:
+            self._read_back_soa(zone, deadline)
+
+    def _read_back_soa(self, zone: str, deadline: float) -> None:
+        host, port = self.dns_address
         problem = "no answer"
         while self.ticks() < deadline:
             try:
-                response = self.ask_soa(step.zone, self.dns_address)
+                response = self.ask_soa(zone, self.dns_address)
             except (dns.exception.DNSException, OSError, CondenseHostError) as exc:
                 problem = f"no answer ({exc or type(exc).__name__})"
                 time.sleep(0.1)
@@ -420,7 +434,7 @@ class LocalCondenseHost:
             )
             time.sleep(0.1)
         raise CondenseHostError(
-            f"the apex SOA of {step.zone} at {host} port {port}: {problem}"
+            f"the apex SOA of {zone} at {host} port {port}: {problem}"
         )
 
 
