@@ -134,12 +134,22 @@ class SigningFollower:
         dsn: str,
         state_dir: Path,
         served: Sequence[str],
+        *,
         standing: Callable[[], FenceState] | None = None,
         clock: Clock = wall,
+        follows: Callable[[], Sequence[str]] | None = None,
+        opens: Callable[[], psycopg.Connection[Any]] | None = None,
     ) -> None:
         self.dsn = dsn
         self.state_dir = state_dir
         self.served = tuple(served)
+        self.follows = follows
+        """The zones the source serves now: a node serving every zone of operator state
+        (``VALIS_SERVED_ZONES=*``) gains and loses zones while it runs, and a zone it
+        gains is signed as operator state says from the next read."""
+        self._followed = tuple(follows()) if follows is not None else ()
+        self.opens = opens
+        """How the connection is made (autocommit); ``None``: ``connect(dsn)``."""
         self.standing = standing
         """This node's fence standing, for moving rollovers on; ``None``: it never does."""
         self.clock = clock
@@ -171,7 +181,9 @@ class SigningFollower:
         from valis_core.operator_state.zone_rollover import advance_rollovers
 
         if self._conn is None or self._conn.closed:
-            self._conn = connect(self.dsn, autocommit=True)
+            self._conn = (
+                connect(self.dsn, autocommit=True) if self.opens is None else self.opens()
+            )
         try:
             if self._applied is not None:  # what the last read found, answered by now
                 self._raise_serials(self._applied)
@@ -263,6 +275,21 @@ class SigningFollower:
             self._seen = self._looked(rows, keys)
             self._sign_with(holder, *made)
 
+    def _follow_served(self) -> None:
+        """Take in the zones the source gained or lost since the last look. Only the
+        difference: a reload's ``serve`` has set the zones it changed before the source
+        it made replaces the old one, and must not be undone in between."""
+        if self.follows is None:
+            return
+        now = tuple(self.follows())
+        if now == self._followed:
+            return
+        gained = [zone for zone in now if zone not in self._followed]
+        lost = set(self._followed) - set(now)
+        self._followed = now
+        kept = [zone for zone in self.served if zone not in lost]
+        self.served = (*kept, *(zone for zone in gained if zone not in kept))
+
     def _apply(
         self,
         holder: IndexHolder,
@@ -280,6 +307,7 @@ class SigningFollower:
     ) -> tuple[object, ...]:
         """What a signer is made from, to make one only when it changed."""
         return (
+            tuple(sorted(self.served)),
             tuple(sorted(rows.items())),
             tuple(sorted((zone, tuple(sorted(tags))) for zone, tags in keys.items())),
             tuple(sorted(self._denials.items())),
@@ -312,6 +340,7 @@ class SigningFollower:
         while True:
             await trio.sleep(POLL_SECONDS)
             async with self._reading:
+                self._follow_served()
                 try:
                     rows, keys = await trio.to_thread.run_sync(self._read)
                 except (ValisError, DnssecError, OSError, psycopg.Error) as exc:

@@ -40,7 +40,8 @@ async def index_zones(boot: Boot) -> Boot:
     from valis_core.resident.signing import SigningFollower
 
     signing = SigningFollower(
-        config.dsn, need(boot.state_dir), source.zones, standing=lambda: watch.standing
+        config.dsn, need(boot.state_dir), source.zones, standing=lambda: watch.standing,
+        follows=lambda: follower.source.zones,
     )
     boot.services.stack.callback(signing.close)
     await signing.load(holder)
