@@ -46,11 +46,20 @@ Versions = tuple[int, ...]
 """The version of the zone each of those lookups gave (``ServedZone.version``; 0: no
 served zone)."""
 
-Kept = tuple[Entry, Names, Versions, tuple[object, ...] | None]
-"""A response kept across swaps: the entry, the lookups it was read through, and for a
-signed answer how each of those zones was signed (``signed.signing_of``); ``None`` for
-an unsigned one. Only bytes and numbers (an unsigned one): the collector never follows
-it, and it keeps no zone version alive."""
+Inside = tuple[bytes, object, Names]
+"""What an unsigned answer read inside the one zone all its lookups gave: the zone's apex,
+the ``Lineage.mark`` of the version it was read from, and the names it read there (each
+name looked up, each name whose records it asked for, found or not)."""
+
+Kept = tuple[Entry, Names, Versions, tuple[object, ...] | None, Inside | None]
+"""A response kept across swaps: the entry, the lookups it was read through, for a
+signed answer how each of those zones was signed (``signed.signing_of``; ``None`` for
+an unsigned one), and what it read inside its zone (``None``: taken only by that very
+zone version). Only bytes, numbers and a bare mark: the collector never follows it, and
+it keeps no zone version alive."""
+
+SINCE_KEPT = 1024
+"""Owners changed between two versions of a zone, remembered (``KeptAnswers.changed``)."""
 
 
 class Zones(Protocol):
@@ -64,7 +73,7 @@ class Zones(Protocol):
 class Reading:
     """A zone index as one answer reads it, its lookups noted (``kept``)."""
 
-    __slots__ = ("index", "names", "zones")
+    __slots__ = ("index", "names", "reads", "zones")
 
     def __init__(self, index: ZoneIndex, qname: bytes, zone: ServedZone | None,
                  parent: bool) -> None:
@@ -73,6 +82,9 @@ class Reading:
         self.index = index
         self.names = [qname]
         self.zones = [zone]
+        self.reads: Names | None = None
+        """The names the answer read inside its zone (``_lookup.resolve`` says, for an
+        unsigned answer that read only names there); ``None``: not known."""
         if parent and zone is not None:
             self.parent_of(zone)
 
@@ -97,12 +109,19 @@ class Reading:
         return parent
 
     def kept(self, entry: Entry, signing: tuple[object, ...] | None) -> Kept:
+        """``entry`` as kept, with what it read inside its zone when every lookup gave
+        one zone and ``reads`` is known."""
         zones = self.zones
+        first = zones[0]
+        inside = None
+        reads = self.reads
+        if reads is not None and first is not None and all(zone is first for zone in zones):
+            inside = (first.apex, first.lineage.mark, reads)
         if len(zones) == 1:  # most answers: one lookup, one zone
-            zone = zones[0]
-            return entry, (self.names[0],), (0 if zone is None else zone.version,), signing
+            return entry, (self.names[0],), (0 if first is None else first.version,), \
+                signing, inside
         versions = tuple([0 if zone is None else zone.version for zone in zones])
-        return entry, tuple(self.names), versions, signing
+        return entry, tuple(self.names), versions, signing, inside
 
 
 def fresh(names: Names, versions: Versions, index: ZoneIndex) -> bool:
@@ -112,6 +131,23 @@ def fresh(names: Names, versions: Versions, index: ZoneIndex) -> bool:
         zone = index.zone_for(name)
         if (0 if zone is None else zone.version) != version:
             return False
+    return True
+
+
+def untouched(reads: Names, changed: frozenset[bytes], apex: bytes) -> bool:
+    """Whether no owner in ``changed`` is a name in ``reads`` or an ancestor of one
+    beneath ``apex``: the names whose records, delegation or DNAME a lookup of those
+    names reads (``_lookup.find``, ``held_in_zone``). The apex itself only as a name
+    read: its SOA changes with every change, and a DNAME there would occlude every name
+    beneath it, which a zone refuses (``tree.refuse_occluded``)."""
+    size = len(apex)
+    for name in reads:
+        if name in changed:
+            return False
+        while len(name) > size:
+            name = wire.parent(name)
+            if len(name) > size and name in changed:
+                return False
     return True
 
 
@@ -133,11 +169,12 @@ class KeptAnswers:
     by (apex, RCODE, offset), each with the zone version it was made from
     (``negatives``)."""
 
-    __slots__ = ("__weakref__", "answers", "negatives")
+    __slots__ = ("__weakref__", "answers", "negatives", "since")
 
     def __init__(self) -> None:
         self.answers: collections.OrderedDict[bytes, Kept] = collections.OrderedDict()
         self.negatives: dict[tuple[bytes, int, int], tuple[int, Entry]] = {}
+        self.since: dict[tuple[int, object], frozenset[bytes] | None] = {}
 
     def take(
         self, key: bytes, index: ZoneIndex,
@@ -147,13 +184,52 @@ class KeptAnswers:
         with ``signing`` (how the signer now signs each zone it was read from) a signed
         one made by a signer that signed them the same."""
         held = self.answers.get(key)
-        if held is None or (held[3] is None) != (signing is None) \
-                or not fresh(held[1], held[2], index):
+        if held is None or (held[3] is None) != (signing is None):
             return None
+        if not fresh(held[1], held[2], index):
+            now = None if signing is not None else self.still(held, index)
+            if now is None:
+                return None
+            self.answers[key] = held = now  # fresh for this version from now on
         if signing is not None and held[3] != signing([index.zone_for(n) for n in held[1]]):
             return None
         self.touch(key)
         return held[0]
+
+    def still(self, held: Kept, index: ZoneIndex) -> Kept | None:
+        """``held`` made fresh for ``index`` when its zone moved on by patches that
+        changed nothing it read (``untouched``): every lookup still gives one zone, of
+        the same apex, whose lineage remembers the version it was read from."""
+        inside = held[4]
+        if inside is None:
+            return None
+        apex, mark, reads = inside
+        names = held[1]
+        zone = index.zone_for(names[0])
+        if zone is None or zone.apex != apex or (zone.dnames.size and apex in zone.dnames):
+            return None
+        for name in names[1:]:
+            if index.zone_for(name) is not zone:
+                return None
+        changed = self.changed(zone, mark)
+        if changed is None or not untouched(reads, changed, apex):
+            return None
+        return (held[0], names, (zone.version,) * len(names), None,
+                (apex, zone.lineage.mark, reads))
+
+    def changed(self, zone: ServedZone, mark: object) -> frozenset[bytes] | None:
+        """The owners replaced since the version of ``zone``'s apex whose lineage's mark
+        is ``mark`` (``Lineage.since_mark``), remembered: every answer kept from that
+        version asks the same."""
+        key = (zone.version, mark)
+        since = self.since
+        if key in since:
+            return since[key]
+        changed = zone.lineage.since_mark(mark)
+        if len(since) >= SINCE_KEPT:
+            since.clear()
+        since[key] = changed
+        return changed
 
     def touch(self, key: bytes) -> None:
         try:  # noqa: SIM105 - as the response cache: least recently used go first
