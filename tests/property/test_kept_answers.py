@@ -333,3 +333,38 @@ def test_answers_kept_inside_a_patched_zone_equal_a_fresh_snapshots(
         assert_kept_entries_fresh(holder.snapshot, fresh.index)
         for query in asked:
             assert teach(table, holder.snapshot, query) == answer(fresh, query, transport=UDP)
+
+
+def test_a_patch_keeps_the_answers_it_cannot_affect_inside_the_changed_zone_in_c() -> None:
+    """One owner of a zone replaced and its serial moved, as the zone source does: the
+    zone's answers that read neither stay in the table, answered in C; the changed
+    owner's, the apex's and the negative answers (the SOA moved) go to Python."""
+    rows = [*TWO_ZONES, RecordRow(PLAIN, f"mail.{PLAIN}", "A", 3600, "192.0.2.25"),
+            RecordRow(PLAIN, f"mx.{PLAIN}", "MX", 3600, f"10 mail.{PLAIN}")]
+    holder = IndexHolder(ZoneIndex.from_records(rows))
+    table = fastpath.shared_table(holder.snapshot)
+    assert table is not None
+    asked = {(name, rtype): dns.message.make_query(f"{name}{PLAIN}", rtype).to_wire()
+             for name, rtype in (("www.", "A"), ("ns.", "A"), ("mx.", "MX"), ("", "NS"),
+                                 ("nope.", "A"), ("www.", "TXT"))}
+    for query in asked.values():
+        teach(table, holder.snapshot, query)
+        teach(table, holder.snapshot, query)
+        assert table.ask(query)[0] is not None
+    apex = [row for row in rows if row.owner == PLAIN]
+    new = [RecordRow(PLAIN, f"mail.{PLAIN}", "A", 3600, "198.51.100.25"),
+           *(row if row.rtype != "SOA" else RecordRow(PLAIN, PLAIN, "SOA", 3600,
+                                                      row.rdata.replace(" 1 ", " 2 "))
+             for row in apex)]
+    holder.swap(holder.current.with_owners_replaced(PLAIN, [f"mail.{PLAIN}", PLAIN], new))
+    assert fastpath.shared_table(holder.snapshot) is table
+    fresh = Snapshot(ZoneIndex.from_records(
+        [row for row in rows if row.owner not in (PLAIN, f"mail.{PLAIN}")] + new))
+    for kept in (("www.", "A"), ("ns.", "A")):  # read nothing the patch changed
+        fast = table.ask(asked[kept])[0]
+        assert fast is not None, kept
+        assert fast == answer(fresh, asked[kept], transport=UDP)
+    for gone in (("mx.", "MX"), ("", "NS"), ("nope.", "A"), ("www.", "TXT")):
+        assert table.ask(asked[gone])[0] is None, gone  # mail's address, the SOA, the apex
+        assert teach(table, holder.snapshot, asked[gone]) == answer(
+            fresh, asked[gone], transport=UDP)

@@ -144,11 +144,37 @@ def untouched(reads: Names, changed: frozenset[bytes], apex: bytes) -> bool:
     for name in reads:
         if name in changed:
             return False
-        while len(name) > size:
-            name = wire.parent(name)
-            if len(name) > size and name in changed:
+        above = name
+        while len(above) > size:
+            above = wire.parent(above)
+            if len(above) > size and above in changed:
                 return False
     return True
+
+
+def reach(held: Kept, index: ZoneIndex) -> tuple[bytes, ...] | None:
+    """What ``held`` read inside its zone as the compiled table keeps it (``Table.put``'s
+    reads): each name it read and each ancestor of one beneath the apex, the names whose
+    change ``untouched`` looks for; ``None`` unless ``held`` is known to have read only
+    inside the zone ``index`` gives for it, at that zone's version."""
+    inside = held[4]
+    if inside is None:
+        return None
+    apex, mark, reads = inside
+    zone = index.zone_for(held[1][0])
+    if zone is None or zone.lineage.mark is not mark:
+        return None
+    size = len(apex)
+    names: list[bytes] = []
+    for name in reads:
+        if name not in names:
+            names.append(name)
+        above = name
+        while len(above) > size:
+            above = wire.parent(above)
+            if len(above) > size and above not in names:
+                names.append(above)
+    return tuple(names)
 
 
 def dependencies(names: Names, index: ZoneIndex) -> tuple[bytes, ...]:
