@@ -17,6 +17,17 @@ zone, a DS at a child apex answered from the parent, a chain leaving the served 
 that a zone added later would catch): each lookup is noted (``Reading``), so each such
 zone is checked, and a zone added or dropped beneath a lookup's name changes what
 ``zone_for`` gives for it.
+
+Inside a changed zone most answers still stand: a change of one host leaves every other
+host's address as it was. An unsigned answer whose lookups all gave one zone, and that
+found only names present there (no denial, no wildcard: those read names that do not
+exist), notes the names it read (``Reading.reads``: each name looked up, each name
+whose records it asked for, found or not). A later version of that zone takes it
+(``KeptAnswers.still``) when the patches between them (``Lineage.since_mark``) replaced
+none of those names nor an ancestor of one beneath the apex (``untouched``): those are
+all a lookup of a present name reads (its records, a delegation or DNAME above it). The
+apex only counts as a name read: its SOA serial moves with every change, so the answers
+that carry the SOA (denials) or read the apex are made again.
 """
 
 from __future__ import annotations

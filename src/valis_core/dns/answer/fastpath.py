@@ -38,7 +38,10 @@ holder's snapshots (a socket each: IPv4, IPv6, each address) share one table
 taught it answers the others'. When they move to a new snapshot the table moves with
 them, in what the swap changed: each zone whose version (or signing) differs is
 dropped and given again, added or dropped (``Table.drop``, ``Table.zone``; and
-``Table.enclosing`` for the zone above one added or dropped). Each entry C holds
+``Table.enclosing`` for the zone above one added or dropped); a zone whose new version
+came from the old by patches moves in place instead (``Table.moved``), and each entry
+read from it alone that read none of the owners replaced (``_cache.reach``, kept with
+the entry by ``put``) stays. Each entry C holds
 remembers the zones it was read from (``learn`` hands it the lookups ``answer`` kept it
 with: ``_cache``), and one whose zone moved on is a miss, so a table never gives an
 answer of another version, and a swap costs what it changed, never a refill. It is
