@@ -177,7 +177,7 @@ def applied(
 def assert_kept_entries_fresh(snapshot: Snapshot, fresh_index: ZoneIndex) -> None:
     """Every unsigned answer kept that ``snapshot`` would take is the fresh one."""
     kept = snapshot.cache.kept
-    for key, (_entry, _names, _refs, signing, _inside) in list(kept.answers.items()):
+    for key, (_entry, _names, _refs, signing, _mark, _reads) in list(kept.answers.items()):
         if signing is not None:
             continue
         taken = kept.take(key, snapshot.index)

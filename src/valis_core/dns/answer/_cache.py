@@ -57,17 +57,14 @@ Versions = tuple[int, ...]
 """The version of the zone each of those lookups gave (``ServedZone.version``; 0: no
 served zone)."""
 
-Inside = tuple[bytes, object, Names]
-"""What an unsigned answer read inside the one zone all its lookups gave: the zone's apex,
-the ``Lineage.mark`` of the version it was read from, and the names it read there (each
-name looked up, each name whose records it asked for, found or not)."""
-
-Kept = tuple[Entry, Names, Versions, tuple[object, ...] | None, Inside | None]
+Kept = tuple[Entry, Names, Versions, tuple[object, ...] | None, object, Names | None]
 """A response kept across swaps: the entry, the lookups it was read through, for a
 signed answer how each of those zones was signed (``signed.signing_of``; ``None`` for
-an unsigned one), and what it read inside its zone (``None``: taken only by that very
-zone version). Only bytes, numbers and a bare mark: the collector never follows it, and
-it keeps no zone version alive."""
+an unsigned one), and for an unsigned answer read inside the one zone all its lookups
+gave, the ``Lineage.mark`` of the version it was read from and the names it read there
+(each name looked up, each name whose records it asked for, found or not; ``None``,
+``None``: taken only by that very zone version). Only bytes, numbers and a bare mark:
+the collector never follows it, and it keeps no zone version alive."""
 
 SINCE_KEPT = 1024
 """Owners changed between two versions of a zone, remembered (``KeptAnswers.changed``)."""
@@ -94,8 +91,9 @@ class Reading:
         self.names = [qname]
         self.zones = [zone]
         self.reads: Names | None = None
-        """The names the answer read inside its zone (``_lookup.resolve`` says, for an
-        unsigned answer that read only names there); ``None``: not known."""
+        """The names the answer read inside its zone beyond those it looked up
+        (``_lookup.resolve`` says, for an unsigned answer that read only names present
+        there); ``None``: not known."""
         if parent and zone is not None:
             self.parent_of(zone)
 
@@ -124,15 +122,19 @@ class Reading:
         one zone and ``reads`` is known."""
         zones = self.zones
         first = zones[0]
-        inside = None
         reads = self.reads
-        if reads is not None and first is not None and all(zone is first for zone in zones):
-            inside = (first.apex, first.lineage.mark, reads)
         if len(zones) == 1:  # most answers: one lookup, one zone
-            return entry, (self.names[0],), (0 if first is None else first.version,), \
-                signing, inside
+            names: Names = (self.names[0],)
+            if reads is None or first is None:
+                return entry, names, (0 if first is None else first.version,), signing, \
+                    None, None
+            return entry, names, (first.version,), signing, first.lineage.mark, \
+                names + reads if reads else names
+        names = tuple(self.names)
         versions = tuple([0 if zone is None else zone.version for zone in zones])
-        return entry, tuple(self.names), versions, signing, inside
+        if reads is None or first is None or not all(zone is first for zone in zones):
+            return entry, names, versions, signing, None, None
+        return entry, names, versions, signing, first.lineage.mark, names + reads
 
 
 def fresh(names: Names, versions: Versions, index: ZoneIndex) -> bool:
@@ -168,14 +170,13 @@ def reach(held: Kept, index: ZoneIndex) -> tuple[bytes, ...] | None:
     reads): each name it read and each ancestor of one beneath the apex, the names whose
     change ``untouched`` looks for; ``None`` unless ``held`` is known to have read only
     inside the zone ``index`` gives for it, at that zone's version."""
-    inside = held[4]
-    if inside is None:
+    mark, reads = held[4], held[5]
+    if reads is None:
         return None
-    apex, mark, reads = inside
     zone = index.zone_for(held[1][0])
     if zone is None or zone.lineage.mark is not mark:
         return None
-    size = len(apex)
+    size = len(zone.apex)
     names: list[bytes] = []
     for name in reads:
         if name not in names:
@@ -235,15 +236,18 @@ class KeptAnswers:
 
     def still(self, held: Kept, index: ZoneIndex) -> Kept | None:
         """``held`` made fresh for ``index`` when its zone moved on by patches that
-        changed nothing it read (``untouched``): every lookup still gives one zone, of
-        the same apex, whose lineage remembers the version it was read from."""
-        inside = held[4]
-        if inside is None:
+        changed nothing it read (``untouched``): every lookup still gives one zone,
+        whose lineage remembers the version it was read from (so a version of the same
+        zone: a lineage is a zone's own)."""
+        mark, reads = held[4], held[5]
+        if reads is None:
             return None
-        apex, mark, reads = inside
         names = held[1]
         zone = index.zone_for(names[0])
-        if zone is None or zone.apex != apex or (zone.dnames.size and apex in zone.dnames):
+        if zone is None:
+            return None
+        apex = zone.apex
+        if zone.dnames.size and apex in zone.dnames:
             return None
         for name in names[1:]:
             if index.zone_for(name) is not zone:
@@ -251,8 +255,7 @@ class KeptAnswers:
         changed = self.changed(zone, mark)
         if changed is None or not untouched(reads, changed, apex):
             return None
-        return (held[0], names, (zone.version,) * len(names), None,
-                (apex, zone.lineage.mark, reads))
+        return held[0], names, (zone.version,) * len(names), None, zone.lineage.mark, reads
 
     def changed(self, zone: ServedZone, mark: object) -> frozenset[bytes] | None:
         """The owners replaced since the version of ``zone``'s apex whose lineage's mark

@@ -141,18 +141,15 @@ def resolve(
     draft = Draft()
     name = qname
     seen = {qname}
-    looked: list[bytes] | None = []  # the names found by name (None: not only those)
+    plain = True  # every link found a name present (not a denial, nor a wildcard)
     for link in range(MAX_CHAIN):
         if link:
             if qtype == DS and name == zone.apex:
                 zone = reading.parent_of(zone) or zone
             found = find(zone, name, qtype)
-        if looked is not None:
-            if found[0] is None or (found[0] == FOUND_DATA
-                                    and not owner_has(zone.nodes.shards, name)):
-                looked = None  # a denial or a wildcard: read from names that do not exist
-            else:
-                looked.append(name)
+        if plain and (found[0] is None or (found[0] == FOUND_DATA and zone.has_wildcard
+                                           and not owner_has(zone.nodes.shards, name))):
+            plain = False  # read from names that do not exist: kept for this version alone
         target = step(zone, name, qtype, found, draft, first=not link)
         if target is None:
             break
@@ -160,8 +157,8 @@ def resolve(
         if link_to is None:
             break
         zone, name = link_to
-    if looked is not None:
-        reading.reads = (*looked, *draft.probed)
+    if plain:  # each link's name is a lookup the reading noted
+        reading.reads = tuple(draft.probed)
     return encode(qname, draft), reading
 
 
