@@ -114,6 +114,8 @@ typedef struct {
     Negative *negatives;  /* [2][MAX_NAME + 1]: NODATA then NXDOMAIN, by offset; NULL
                              until the zone's first negative answer is learnt */
     uint64_t gen;         /* moved on whenever the zone (or what lies beneath it) changes */
+    size_t reading;       /* entries put with reads in it since the table was last emptied
+                             (never fewer than those held): none, and `moved` walks no slot */
     int gone;             /* dropped: found by no lookup; its index kept, so that entries
                              read from it stay stale if it comes back */
 } Zone;
@@ -159,6 +161,7 @@ static void table_empty(TableObject *t) {
         s->hash = 0;
     }
     t->count = 0;
+    for (size_t z = 0; z < t->zone_count; z++) t->zones[z].reading = 0;
 }
 
 static Slot *table_find(TableObject *t, const unsigned char *key, size_t len, uint32_t h) {
@@ -469,7 +472,7 @@ static PyObject *Table_moved(TableObject *self, PyObject *args) {
     }
     uint64_t before = zone->gen;
     uint64_t now = zone->gen = ++self->stamp;
-    for (size_t i = 0; i <= self->mask; i++) {
+    for (size_t i = 0; zone->reading && i <= self->mask; i++) {
         Slot *s = &self->slots[i];
         if (!s->hash || !s->nreads || s->dep[0] != (int32_t)z || s->gen[0] != before) continue;
         int touched = 0;
@@ -718,7 +721,10 @@ static PyObject *Table_put(TableObject *self, PyObject *args) {
     memcpy(s->dep, dep, sizeof(dep));
     memcpy(s->gen, gen, sizeof(gen));
     s->nreads = dep[0] >= 0 && dep[1] == DEP_NONE ? nreads : 0; /* one zone's entries */
-    if (s->nreads) memcpy(s->reads, read_hashes, s->nreads * sizeof(uint32_t));
+    if (s->nreads) {
+        memcpy(s->reads, read_hashes, s->nreads * sizeof(uint32_t));
+        self->zones[dep[0]].reading++;
+    }
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&key);

@@ -209,13 +209,20 @@ def _moved(table: Table, shared: _Shared, snapshot: Snapshot) -> bool:
     return True
 
 
+MOVED_OWNERS = 64
+"""Past this many owners replaced since the table's version of a zone, the zone is dropped
+and given again rather than moved (``Table.moved`` compares each entry's reads with
+each owner)."""
+
+
 def _patched(table: Table, held: ServedZone, zone: ServedZone) -> bool:
     """Move ``held`` to ``zone``, its later version by patches (``Lineage``), keeping the
     entries that read none of the owners they replaced (``Table.moved``); ``False``:
     not so related (rebuilt, or further back than its lineage remembers), or a DNAME at
     its apex (which ``_cache.untouched`` leaves to the drop)."""
     owners = zone.lineage.since(held.lineage)
-    if owners is None or (zone.dnames.size and zone.apex in zone.dnames):
+    if owners is None or len(owners) > MOVED_OWNERS or (
+            zone.dnames.size and zone.apex in zone.dnames):
         return False
     nodes, ents, interrupts = _tables(zone)
     table.moved(zone.apex, nodes, ents, interrupts, zone.has_wildcard, tuple(owners))
