@@ -368,3 +368,27 @@ def test_a_patch_keeps_the_answers_it_cannot_affect_inside_the_changed_zone_in_c
         assert table.ask(asked[gone])[0] is None, gone  # mail's address, the SOA, the apex
         assert teach(table, holder.snapshot, asked[gone]) == answer(
             fresh, asked[gone], transport=UDP)
+
+
+def test_a_bulk_patch_drops_the_zone_from_the_table_and_answers_stay_fresh() -> None:
+    """More owners replaced than a move compares (``MOVED_OWNERS``): the zone is dropped
+    and given again, and what C then answers is the new version's."""
+    hosts = [RecordRow(PLAIN, f"h{i}.{PLAIN}", "A", 3600, "192.0.2.9")
+             for i in range(fastpath.MOVED_OWNERS + 1)]
+    rows = [*TWO_ZONES, *hosts]
+    holder = IndexHolder(ZoneIndex.from_records(rows))
+    table = fastpath.shared_table(holder.snapshot)
+    assert table is not None
+    asked = [dns.message.make_query(row.owner, "A").to_wire() for row in rows]
+    for query in asked:
+        teach(table, holder.snapshot, query)
+    new = [RecordRow(PLAIN, row.owner, "A", 3600, "198.51.100.9") for row in hosts]
+    holder.swap(holder.current.with_owners_replaced(PLAIN, [row.owner for row in hosts], new))
+    assert fastpath.shared_table(holder.snapshot) is table
+    fresh = Snapshot(ZoneIndex.from_records([*TWO_ZONES, *new]))
+    for query in asked:
+        fast = table.ask(query)[0]
+        if fast is not None:
+            assert fast == answer(fresh, query, transport=UDP)
+        assert teach(table, holder.snapshot, query) == answer(fresh, query, transport=UDP)
+    assert table.ask(dns.message.make_query(f"www.{PLAIN}", "A").to_wire())[0] is not None
