@@ -73,6 +73,7 @@ C_OWN = frozenset({
     "DEP_NONE",  # ... the end of that list,
     "DEP_ROOT",  # ... "no served zone" (a lookup that found none),
     "DEP_ANY",  # ... and "any change" (more zones than SLOT_DEPS)
+    "SLOT_READS",  # the names read inside its zone an entry remembers; past that, none
 })
 """The C source's own names: not copies of anything in Python."""
 

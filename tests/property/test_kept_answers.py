@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.hypothesis_profiles import scaled
+from tests.property import owner_patches
 from tests.property.random_zones import CHILD, OTHER, PARENT, queries, zones
 from tests.property.two_zones import PLAIN, SIGNED, TWO_ZONES
 from valis_core.dns import dnssec
@@ -176,7 +177,7 @@ def applied(
 def assert_kept_entries_fresh(snapshot: Snapshot, fresh_index: ZoneIndex) -> None:
     """Every unsigned answer kept that ``snapshot`` would take is the fresh one."""
     kept = snapshot.cache.kept
-    for key, (_entry, _names, _refs, signing) in list(kept.answers.items()):
+    for key, (_entry, _names, _refs, signing, _mark, _reads) in list(kept.answers.items()):
         if signing is not None:
             continue
         taken = kept.take(key, snapshot.index)
@@ -271,3 +272,123 @@ def test_a_cname_into_a_changed_zone_is_answered_afresh() -> None:
         [row for row in rows if row.owner != f"www.{SIGNED}"] + [new]))
     assert teach(table, holder.snapshot, query) == answer(fresh, query, transport=UDP)
     assert b"\xc6\x33\x64\x50" in (table.ask(query)[0] or b"")  # 198.51.100.80, now in C
+
+
+INSIDE_QNAMES = [*owner_patches.NAMES, *(f"{rel}.{owner_patches.Z}"
+                                        for rel in ("q.b.a", "q.x.d", "nope", "q.a", "q.d"))]
+INSIDE_TYPES = ("A", "AAAA", "MX", "NS", "TXT", "CNAME", "DS", "SOA")
+
+
+def with_serial(rows: list[RecordRow], serial: int) -> tuple[list[str], list[RecordRow]]:
+    """The apex's records again with the SOA's serial moved to ``serial``, as the zone
+    source bumps it with every change."""
+    apex = owner_patches.key(owner_patches.Z)
+    held = [row for row in rows if owner_patches.key(row.owner) == apex]
+    moved = [row if row.rtype != "SOA" else
+             RecordRow(row.zone, row.owner, "SOA", row.ttl,
+                       " ".join([*row.rdata.split()[:2], str(serial), *row.rdata.split()[3:]]))
+             for row in held]
+    return [owner_patches.Z], moved
+
+
+@settings(max_examples=scaled(1), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(owner_patches.records_at(owner_patches.NAMES), min_size=1, max_size=3),
+       st.lists(st.tuples(owner_patches.patch(most=2), st.booleans()), min_size=1, max_size=6))
+def test_answers_kept_inside_a_patched_zone_equal_a_fresh_snapshots(
+    extras: list[list[RecordRow]],
+    patches: list[tuple[tuple[list[str], list[RecordRow]], bool]],
+) -> None:
+    """Owners of the queried zone replaced (its serial moved with most changes, as the
+    zone source moves it): every answer kept across the patch, in Python and in the
+    carried table, is a fresh snapshot's, byte for byte."""
+    rows = [*owner_patches.BASE, *(row for extra in extras for row in extra)]
+    try:
+        holder = IndexHolder(ZoneIndex.from_records(rows))
+    except ZoneError:
+        return
+    table = fastpath.shared_table(holder.snapshot)
+    assert table is not None
+    asked = [dns.message.make_query(name, rtype).to_wire()
+             for name in INSIDE_QNAMES for rtype in INSIDE_TYPES]
+    for query in asked:
+        teach(table, holder.snapshot, query)
+    for serial, ((drawn, drawn_rows), bump) in enumerate(patches, start=2):
+        owners, new = drawn, drawn_rows
+        if bump and owner_patches.Z not in owners:
+            apex_owners, apex_rows = with_serial(rows, serial)
+            owners, new = [*owners, *apex_owners], [*new, *apex_rows]
+        replaced = {owner_patches.key(owner) for owner in owners}
+        try:
+            holder.swap(holder.current.with_owners_replaced(owner_patches.Z, owners, new))
+        except ZoneError:
+            continue
+        rows = [row for row in rows if owner_patches.key(row.owner) not in replaced] + new
+        fresh = Snapshot(ZoneIndex.from_records(rows))
+        assert fastpath.shared_table(holder.snapshot) is table
+        for query in asked:  # what C kept, asked before Python answers anything
+            fast = table.ask(query)[0]
+            if fast is not None:
+                assert fast == answer(fresh, query, transport=UDP), query.hex()
+        assert_kept_entries_fresh(holder.snapshot, fresh.index)
+        for query in asked:
+            assert teach(table, holder.snapshot, query) == answer(fresh, query, transport=UDP)
+
+
+def test_a_patch_keeps_the_answers_it_cannot_affect_inside_the_changed_zone_in_c() -> None:
+    """One owner of a zone replaced and its serial moved, as the zone source does: the
+    zone's answers that read neither stay in the table, answered in C; the changed
+    owner's, the apex's and the negative answers (the SOA moved) go to Python."""
+    rows = [*TWO_ZONES, RecordRow(PLAIN, f"mail.{PLAIN}", "A", 3600, "192.0.2.25"),
+            RecordRow(PLAIN, f"mx.{PLAIN}", "MX", 3600, f"10 mail.{PLAIN}")]
+    holder = IndexHolder(ZoneIndex.from_records(rows))
+    table = fastpath.shared_table(holder.snapshot)
+    assert table is not None
+    asked = {(name, rtype): dns.message.make_query(f"{name}{PLAIN}", rtype).to_wire()
+             for name, rtype in (("www.", "A"), ("ns.", "A"), ("mx.", "MX"), ("", "NS"),
+                                 ("nope.", "A"), ("www.", "TXT"))}
+    for query in asked.values():
+        teach(table, holder.snapshot, query)
+        teach(table, holder.snapshot, query)
+        assert table.ask(query)[0] is not None
+    apex = [row for row in rows if row.owner == PLAIN]
+    new = [RecordRow(PLAIN, f"mail.{PLAIN}", "A", 3600, "198.51.100.25"),
+           *(row if row.rtype != "SOA" else RecordRow(PLAIN, PLAIN, "SOA", 3600,
+                                                      row.rdata.replace(" 1 ", " 2 "))
+             for row in apex)]
+    holder.swap(holder.current.with_owners_replaced(PLAIN, [f"mail.{PLAIN}", PLAIN], new))
+    assert fastpath.shared_table(holder.snapshot) is table
+    fresh = Snapshot(ZoneIndex.from_records(
+        [row for row in rows if row.owner not in (PLAIN, f"mail.{PLAIN}")] + new))
+    for kept in (("www.", "A"), ("ns.", "A")):  # read nothing the patch changed
+        fast = table.ask(asked[kept])[0]
+        assert fast is not None, kept
+        assert fast == answer(fresh, asked[kept], transport=UDP)
+    for gone in (("mx.", "MX"), ("", "NS"), ("nope.", "A"), ("www.", "TXT")):
+        assert table.ask(asked[gone])[0] is None, gone  # mail's address, the SOA, the apex
+        assert teach(table, holder.snapshot, asked[gone]) == answer(
+            fresh, asked[gone], transport=UDP)
+
+
+def test_a_bulk_patch_drops_the_zone_from_the_table_and_answers_stay_fresh() -> None:
+    """More owners replaced than a move compares (``MOVED_OWNERS``): the zone is dropped
+    and given again, and what C then answers is the new version's."""
+    hosts = [RecordRow(PLAIN, f"h{i}.{PLAIN}", "A", 3600, "192.0.2.9")
+             for i in range(fastpath.MOVED_OWNERS + 1)]
+    rows = [*TWO_ZONES, *hosts]
+    holder = IndexHolder(ZoneIndex.from_records(rows))
+    table = fastpath.shared_table(holder.snapshot)
+    assert table is not None
+    asked = [dns.message.make_query(row.owner, "A").to_wire() for row in rows]
+    for query in asked:
+        teach(table, holder.snapshot, query)
+    new = [RecordRow(PLAIN, row.owner, "A", 3600, "198.51.100.9") for row in hosts]
+    holder.swap(holder.current.with_owners_replaced(PLAIN, [row.owner for row in hosts], new))
+    assert fastpath.shared_table(holder.snapshot) is table
+    fresh = Snapshot(ZoneIndex.from_records([*TWO_ZONES, *new]))
+    for query in asked:
+        fast = table.ask(query)[0]
+        if fast is not None:
+            assert fast == answer(fresh, query, transport=UDP)
+        assert teach(table, holder.snapshot, query) == answer(fresh, query, transport=UDP)
+    assert table.ask(dns.message.make_query(f"www.{PLAIN}", "A").to_wire())[0] is not None

@@ -17,6 +17,17 @@ zone, a DS at a child apex answered from the parent, a chain leaving the served 
 that a zone added later would catch): each lookup is noted (``Reading``), so each such
 zone is checked, and a zone added or dropped beneath a lookup's name changes what
 ``zone_for`` gives for it.
+
+Inside a changed zone most answers still stand: a change of one host leaves every other
+host's address as it was. An unsigned answer whose lookups all gave one zone, and that
+found only names present there (no denial, no wildcard: those read names that do not
+exist), notes the names it read (``Reading.reads``: each name looked up, each name
+whose records it asked for, found or not). A later version of that zone takes it
+(``KeptAnswers.still``) when the patches between them (``Lineage.since_mark``) replaced
+none of those names nor an ancestor of one beneath the apex (``untouched``): those are
+all a lookup of a present name reads (its records, a delegation or DNAME above it). The
+apex only counts as a name read: its SOA serial moves with every change, so the answers
+that carry the SOA (denials) or read the apex are made again.
 """
 
 from __future__ import annotations
@@ -46,11 +57,17 @@ Versions = tuple[int, ...]
 """The version of the zone each of those lookups gave (``ServedZone.version``; 0: no
 served zone)."""
 
-Kept = tuple[Entry, Names, Versions, tuple[object, ...] | None]
-"""A response kept across swaps: the entry, the lookups it was read through, and for a
-signed answer how each of those zones was signed (``signed.signing_of``); ``None`` for
-an unsigned one. Only bytes and numbers (an unsigned one): the collector never follows
-it, and it keeps no zone version alive."""
+Kept = tuple[Entry, Names, Versions, tuple[object, ...] | None, object, Names | None]
+"""A response kept across swaps: the entry, the lookups it was read through, for a
+signed answer how each of those zones was signed (``signed.signing_of``; ``None`` for
+an unsigned one), and for an unsigned answer read inside the one zone all its lookups
+gave, the ``Lineage.mark`` of the version it was read from and the names it read there
+(each name looked up, each name whose records it asked for, found or not; ``None``,
+``None``: taken only by that very zone version). Only bytes, numbers and a bare mark:
+the collector never follows it, and it keeps no zone version alive."""
+
+SINCE_KEPT = 1024
+"""Owners changed between two versions of a zone, remembered (``KeptAnswers.changed``)."""
 
 
 class Zones(Protocol):
@@ -64,7 +81,7 @@ class Zones(Protocol):
 class Reading:
     """A zone index as one answer reads it, its lookups noted (``kept``)."""
 
-    __slots__ = ("index", "names", "zones")
+    __slots__ = ("index", "names", "reads", "zones")
 
     def __init__(self, index: ZoneIndex, qname: bytes, zone: ServedZone | None,
                  parent: bool) -> None:
@@ -73,6 +90,10 @@ class Reading:
         self.index = index
         self.names = [qname]
         self.zones = [zone]
+        self.reads: Names | None = None
+        """The names the answer read inside its zone beyond those it looked up
+        (``_lookup.resolve`` says, for an unsigned answer that read only names present
+        there); ``None``: not known."""
         if parent and zone is not None:
             self.parent_of(zone)
 
@@ -97,12 +118,23 @@ class Reading:
         return parent
 
     def kept(self, entry: Entry, signing: tuple[object, ...] | None) -> Kept:
+        """``entry`` as kept, with what it read inside its zone when every lookup gave
+        one zone and ``reads`` is known."""
         zones = self.zones
+        first = zones[0]
+        reads = self.reads
         if len(zones) == 1:  # most answers: one lookup, one zone
-            zone = zones[0]
-            return entry, (self.names[0],), (0 if zone is None else zone.version,), signing
+            names: Names = (self.names[0],)
+            if reads is None or first is None:
+                return entry, names, (0 if first is None else first.version,), signing, \
+                    None, None
+            return entry, names, (first.version,), signing, first.lineage.mark, \
+                names + reads if reads else names
+        names = tuple(self.names)
         versions = tuple([0 if zone is None else zone.version for zone in zones])
-        return entry, tuple(self.names), versions, signing
+        if reads is None or first is None or not all(zone is first for zone in zones):
+            return entry, names, versions, signing, None, None
+        return entry, names, versions, signing, first.lineage.mark, names + reads
 
 
 def fresh(names: Names, versions: Versions, index: ZoneIndex) -> bool:
@@ -113,6 +145,48 @@ def fresh(names: Names, versions: Versions, index: ZoneIndex) -> bool:
         if (0 if zone is None else zone.version) != version:
             return False
     return True
+
+
+def untouched(reads: Names, changed: frozenset[bytes], apex: bytes) -> bool:
+    """Whether no owner in ``changed`` is a name in ``reads`` or an ancestor of one
+    beneath ``apex``: the names whose records, delegation or DNAME a lookup of those
+    names reads (``_lookup.find``, ``held_in_zone``). The apex itself only as a name
+    read: its SOA changes with every change, and a DNAME there would occlude every name
+    beneath it, which a zone refuses (``tree.refuse_occluded``)."""
+    size = len(apex)
+    for name in reads:
+        if name in changed:
+            return False
+        above = name
+        while len(above) > size:
+            above = wire.parent(above)
+            if len(above) > size and above in changed:
+                return False
+    return True
+
+
+def reach(held: Kept, index: ZoneIndex) -> tuple[bytes, ...] | None:
+    """What ``held`` read inside its zone as the compiled table keeps it (``Table.put``'s
+    reads): each name it read and each ancestor of one beneath the apex, the names whose
+    change ``untouched`` looks for; ``None`` unless ``held`` is known to have read only
+    inside the zone ``index`` gives for it, at that zone's version."""
+    mark, reads = held[4], held[5]
+    if reads is None:
+        return None
+    zone = index.zone_for(held[1][0])
+    if zone is None or zone.lineage.mark is not mark:
+        return None
+    size = len(zone.apex)
+    names: list[bytes] = []
+    for name in reads:
+        if name not in names:
+            names.append(name)
+        above = name
+        while len(above) > size:
+            above = wire.parent(above)
+            if len(above) > size and above not in names:
+                names.append(above)
+    return tuple(names)
 
 
 def dependencies(names: Names, index: ZoneIndex) -> tuple[bytes, ...]:
@@ -133,11 +207,12 @@ class KeptAnswers:
     by (apex, RCODE, offset), each with the zone version it was made from
     (``negatives``)."""
 
-    __slots__ = ("__weakref__", "answers", "negatives")
+    __slots__ = ("__weakref__", "answers", "negatives", "since")
 
     def __init__(self) -> None:
         self.answers: collections.OrderedDict[bytes, Kept] = collections.OrderedDict()
         self.negatives: dict[tuple[bytes, int, int], tuple[int, Entry]] = {}
+        self.since: dict[tuple[int, object], frozenset[bytes] | None] = {}
 
     def take(
         self, key: bytes, index: ZoneIndex,
@@ -147,13 +222,54 @@ class KeptAnswers:
         with ``signing`` (how the signer now signs each zone it was read from) a signed
         one made by a signer that signed them the same."""
         held = self.answers.get(key)
-        if held is None or (held[3] is None) != (signing is None) \
-                or not fresh(held[1], held[2], index):
+        if held is None or (held[3] is None) != (signing is None):
             return None
+        if not fresh(held[1], held[2], index):
+            now = None if signing is not None else self.still(held, index)
+            if now is None:
+                return None
+            self.answers[key] = held = now  # fresh for this version from now on
         if signing is not None and held[3] != signing([index.zone_for(n) for n in held[1]]):
             return None
         self.touch(key)
         return held[0]
+
+    def still(self, held: Kept, index: ZoneIndex) -> Kept | None:
+        """``held`` made fresh for ``index`` when its zone moved on by patches that
+        changed nothing it read (``untouched``): every lookup still gives one zone,
+        whose lineage remembers the version it was read from (so a version of the same
+        zone: a lineage is a zone's own)."""
+        mark, reads = held[4], held[5]
+        if reads is None:
+            return None
+        names = held[1]
+        zone = index.zone_for(names[0])
+        if zone is None:
+            return None
+        apex = zone.apex
+        if zone.dnames.size and apex in zone.dnames:
+            return None
+        for name in names[1:]:
+            if index.zone_for(name) is not zone:
+                return None
+        changed = self.changed(zone, mark)
+        if changed is None or not untouched(reads, changed, apex):
+            return None
+        return held[0], names, (zone.version,) * len(names), None, zone.lineage.mark, reads
+
+    def changed(self, zone: ServedZone, mark: object) -> frozenset[bytes] | None:
+        """The owners replaced since the version of ``zone``'s apex whose lineage's mark
+        is ``mark`` (``Lineage.since_mark``), remembered: every answer kept from that
+        version asks the same."""
+        key = (zone.version, mark)
+        since = self.since
+        if key in since:
+            return since[key]
+        changed = zone.lineage.since_mark(mark)
+        if len(since) >= SINCE_KEPT:
+            since.clear()
+        since[key] = changed
+        return changed
 
     def touch(self, key: bytes) -> None:
         try:  # noqa: SIM105 - as the response cache: least recently used go first

@@ -74,6 +74,12 @@ enum {
 #define SLOT_DEPS 2
 enum { DEP_NONE = -1, DEP_ROOT = -2, DEP_ANY = -3 };
 
+/* What an entry read inside the one zone it was read from, when Python knows it
+ * (_cache.untouched): the key_hash of each name it read and of each ancestor of those
+ * beneath the apex, up to SLOT_READS of them. A zone moved on by patches that changed
+ * none of them keeps the entry (`moved`); more of them, or none known: it does not. */
+#define SLOT_READS 6
+
 typedef struct {
     uint32_t hash; /* 0: empty */
     uint16_t key_len;
@@ -83,6 +89,8 @@ typedef struct {
     PyObject *short_body; /* bytes or NULL, owned */
     int32_t dep[SLOT_DEPS]; /* a zone's index, or DEP_*; DEP_NONE ends the list */
     uint64_t gen[SLOT_DEPS]; /* its generation when the entry was put */
+    uint32_t reads[SLOT_READS]; /* what it read in its one zone (key_hash of each name) */
+    uint8_t nreads;             /* how many; 0: not known, stale at any move of its zone */
 } Slot;
 
 /* A negative answer (_lookup.py's `negative_entry`): the zone's SOA, for one RCODE and one
@@ -106,6 +114,8 @@ typedef struct {
     Negative *negatives;  /* [2][MAX_NAME + 1]: NODATA then NXDOMAIN, by offset; NULL
                              until the zone's first negative answer is learnt */
     uint64_t gen;         /* moved on whenever the zone (or what lies beneath it) changes */
+    size_t reading;       /* entries put with reads in it since the table was last emptied
+                             (never fewer than those held): none, and `moved` walks no slot */
     int gone;             /* dropped: found by no lookup; its index kept, so that entries
                              read from it stay stale if it comes back */
 } Zone;
@@ -151,6 +161,7 @@ static void table_empty(TableObject *t) {
         s->hash = 0;
     }
     t->count = 0;
+    for (size_t z = 0; z < t->zone_count; z++) t->zones[z].reading = 0;
 }
 
 static Slot *table_find(TableObject *t, const unsigned char *key, size_t len, uint32_t h) {
@@ -404,6 +415,82 @@ static PyObject *Table_enclosing(TableObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* A served zone moved on by patches that changed the owners `changed` (a tuple of
+ * names): its new tables replace the old, its negative answers are forgotten (the SOA
+ * moved), and of the entries read from it alone at its last version those whose reads
+ * (`put`) name none of the changed owners are kept: they take the zone's new generation.
+ * Every other entry read from it is stale. One walk of the table's slots: bounded by its
+ * size, whatever the zone's. */
+static PyObject *Table_moved(TableObject *self, PyObject *args) {
+    Py_buffer apex;
+    PyObject *nodes, *ents, *interrupts, *changed;
+    int wildcard;
+    if (self->slots == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the table was not initialised");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "y*OOOpO!", &apex, &nodes, &ents, &interrupts, &wildcard,
+                          &PyTuple_Type, &changed))
+        return NULL;
+    PyObject *result = NULL;
+    uint32_t *hashes = NULL;
+    long z = zone_at(self, apex.buf, (size_t)apex.len);
+    if (z < 0) {
+        PyErr_SetString(PyExc_KeyError, "no such zone in this table");
+        goto done;
+    }
+    if ((nodes != Py_None && !owner_shards(nodes)) || !owner_shards(ents) ||
+        (interrupts != Py_None && !owner_shards(interrupts))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "a zone is the shards (a tuple of 2**k dicts) of its nodes (or None), "
+                        "of its empty non-terminals and of its delegation and DNAME owners "
+                        "(or None)");
+        goto done;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(changed);
+    hashes = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
+    if (hashes == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *name = PyTuple_GET_ITEM(changed, k);
+        if (!PyBytes_CheckExact(name)) {
+            PyErr_SetString(PyExc_TypeError, "the changed owners are names (bytes)");
+            goto done;
+        }
+        hashes[k] = key_hash((const unsigned char *)PyBytes_AS_STRING(name),
+                             (size_t)PyBytes_GET_SIZE(name));
+    }
+    Zone *zone = &self->zones[z];
+    Py_XSETREF(zone->nodes, nodes == Py_None ? NULL : Py_NewRef(nodes));
+    Py_XSETREF(zone->ents, Py_NewRef(ents));
+    Py_XSETREF(zone->interrupts, interrupts == Py_None ? NULL : Py_NewRef(interrupts));
+    zone->wildcard = wildcard;
+    if (zone->negatives != NULL) {
+        for (size_t i = 0; i < 2 * (MAX_NAME + 1); i++) Py_CLEAR(zone->negatives[i].body);
+    }
+    uint64_t before = zone->gen;
+    uint64_t now = zone->gen = ++self->stamp;
+    for (size_t i = 0; zone->reading && i <= self->mask; i++) {
+        Slot *s = &self->slots[i];
+        if (!s->hash || !s->nreads || s->dep[0] != (int32_t)z || s->gen[0] != before) continue;
+        int touched = 0;
+        for (int r = 0; r < s->nreads && !touched; r++)
+            for (Py_ssize_t k = 0; k < n; k++)
+                if (s->reads[r] == hashes[k]) {
+                    touched = 1;
+                    break;
+                }
+        if (!touched) s->gen[0] = now;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(hashes);
+    PyBuffer_Release(&apex);
+    return result;
+}
+
 /* Whether every zone a slot's entry was read from is still the version it was read
  * from. */
 static int slot_fresh(const TableObject *t, const Slot *s) {
@@ -545,19 +632,42 @@ static int field_u16(PyObject *entry, Py_ssize_t at, uint16_t *out) {
 
 static PyObject *Table_put(TableObject *self, PyObject *args) {
     Py_buffer key;
-    PyObject *entry, *deps = Py_None;
+    PyObject *entry, *deps = Py_None, *reads = Py_None;
     if (self->slots == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "the table was not initialised");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*O!|O", &key, &PyTuple_Type, &entry, &deps)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*O!|OO", &key, &PyTuple_Type, &entry, &deps, &reads))
+        return NULL;
     PyObject *result = NULL;
     uint16_t flags, an, ns, ar, short_ar;
     int32_t dep[SLOT_DEPS];
     uint64_t gen[SLOT_DEPS];
+    uint32_t read_hashes[SLOT_READS];
+    uint8_t nreads = 0;
     if (deps != Py_None && !PyTuple_CheckExact(deps)) {
         PyErr_SetString(PyExc_TypeError, "an entry's deps are a tuple of apexes, or None");
         goto done;
+    }
+    if (reads != Py_None) {
+        if (!PyTuple_CheckExact(reads)) {
+            PyErr_SetString(PyExc_TypeError, "an entry's reads are a tuple of names, or None");
+            goto done;
+        }
+        Py_ssize_t n = PyTuple_GET_SIZE(reads);
+        for (Py_ssize_t k = 0; k < n; k++) {
+            PyObject *name = PyTuple_GET_ITEM(reads, k);
+            if (!PyBytes_CheckExact(name)) {
+                PyErr_SetString(PyExc_TypeError, "an entry's reads are names (bytes)");
+                goto done;
+            }
+            if (k < SLOT_READS)
+                read_hashes[k] = key_hash((const unsigned char *)PyBytes_AS_STRING(name),
+                                          (size_t)PyBytes_GET_SIZE(name));
+        }
+        /* more than a slot holds, or none (an answer reads its question's name): kept
+         * for its zone's version alone */
+        nreads = n > 0 && n <= SLOT_READS ? (uint8_t)n : 0;
     }
     if (key.len < 3 || key.len > KEY_MAX) {
         PyErr_SetString(PyExc_ValueError, "a key is a question name and a type (3 to 257 bytes)");
@@ -610,6 +720,11 @@ static PyObject *Table_put(TableObject *self, PyObject *args) {
     s->short_ar = short_ar;
     memcpy(s->dep, dep, sizeof(dep));
     memcpy(s->gen, gen, sizeof(gen));
+    s->nreads = dep[0] >= 0 && dep[1] == DEP_NONE ? nreads : 0; /* one zone's entries */
+    if (s->nreads) {
+        memcpy(s->reads, read_hashes, s->nreads * sizeof(uint32_t));
+        self->zones[dep[0]].reading++;
+    }
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&key);
@@ -918,9 +1033,13 @@ static PyObject *Table_ask(TableObject *self, PyObject *arg) {
 
 static PyMethodDef Table_methods[] = {
     {"put", (PyCFunction)Table_put, METH_VARARGS,
-     "put(key, entry, deps=None): keep the Python path's entry for the question key, "
-     "read from the zones deps names (apexes; b\"\": none found; None: any change "
-     "makes it stale)."},
+     "put(key, entry, deps=None, reads=None): keep the Python path's entry for the "
+     "question key, read from the zones deps names (apexes; b\"\": none found; None: any "
+     "change makes it stale), and inside its one zone the names reads gives."},
+    {"moved", (PyCFunction)Table_moved, METH_VARARGS,
+     "moved(apex, nodes, empty_nonterminals, interrupts, wildcard, changed): the zone "
+     "patched, changed the owners replaced since; entries it alone gave that read none "
+     "of them are kept."},
     {"drop", (PyCFunction)Table_drop, METH_O,
      "drop(apex): forget a zone; the entries read from it are stale."},
     {"enclosing", (PyCFunction)Table_enclosing, METH_O,

@@ -14,7 +14,18 @@ def owner_has(shards: tuple[dict[bytes, object], ...], key: bytes, /) -> bool: .
 class Table:
     def __init__(self, limit: int) -> None: ...
     def put(
-        self, key: bytes, entry: tuple[object, ...], deps: tuple[bytes, ...] | None = None, /
+        self, key: bytes, entry: tuple[object, ...], deps: tuple[bytes, ...] | None = None,
+        reads: tuple[bytes, ...] | None = None, /,
+    ) -> None: ...
+    def moved(
+        self,
+        apex: bytes,
+        nodes: tuple[dict[bytes, bytes], ...] | None,
+        empty_nonterminals: tuple[dict[bytes, None], ...],
+        interrupts: tuple[dict[bytes, None], ...] | None,
+        wildcard: bool,
+        changed: tuple[bytes, ...],
+        /,
     ) -> None: ...
     def drop(self, apex: bytes, /) -> None: ...
     def enclosing(self, apex: bytes, /) -> None: ...

@@ -68,7 +68,7 @@ RR = tuple[bytes, int, int, bytes]
 class Draft:
     """The sections of one answer while it is being found."""
 
-    __slots__ = ("aa", "answer", "authority", "extra", "glue", "listed", "rcode")
+    __slots__ = ("aa", "answer", "authority", "extra", "glue", "listed", "probed", "rcode")
 
     def __init__(self) -> None:
         self.aa = True
@@ -78,6 +78,9 @@ class Draft:
         self.glue: list[RR] = []
         self.extra: list[RR] = []
         self.listed: set[tuple[bytes, int]] = set()
+        self.probed: list[bytes] = []
+        """The names whose records were asked for (``rrset``, ``addresses``), found or
+        not: what an answer kept inside a changed zone depends on (``_cache.untouched``)."""
 
     def negative(self, zone: ServedZone, rcode: int) -> None:
         self.rcode = rcode
@@ -86,6 +89,7 @@ class Draft:
     def rrset(self, into: list[RR], zone: ServedZone, name: bytes, rtype: int) -> RRset | None:
         """Put the ``rtype`` records ``zone`` holds at ``name`` into ``into``, once per
         answer; return them (``None`` if there are none, or they are already there)."""
+        self.probed.append(name)
         blob = owner_get(zone.nodes.shards, name)
         if blob is None or (name, rtype) in self.listed:
             return None
@@ -97,6 +101,7 @@ class Draft:
 
     def addresses(self, into: list[RR], zone: ServedZone, name: bytes) -> None:
         """The A and AAAA records ``zone`` holds at ``name``, once per answer."""
+        self.probed.append(name)
         blob = owner_get(zone.nodes.shards, name)
         if blob is None:
             return
@@ -136,11 +141,15 @@ def resolve(
     draft = Draft()
     name = qname
     seen = {qname}
+    plain = True  # every link found a name present (not a denial, nor a wildcard)
     for link in range(MAX_CHAIN):
         if link:
             if qtype == DS and name == zone.apex:
                 zone = reading.parent_of(zone) or zone
             found = find(zone, name, qtype)
+        if plain and (found[0] is None or (found[0] == FOUND_DATA and zone.has_wildcard
+                                           and not owner_has(zone.nodes.shards, name))):
+            plain = False  # read from names that do not exist: kept for this version alone
         target = step(zone, name, qtype, found, draft, first=not link)
         if target is None:
             break
@@ -148,6 +157,8 @@ def resolve(
         if link_to is None:
             break
         zone, name = link_to
+    if plain:  # each link's name is a lookup the reading noted
+        reading.reads = tuple(draft.probed)
     return encode(qname, draft), reading
 
 

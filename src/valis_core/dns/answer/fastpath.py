@@ -38,7 +38,10 @@ holder's snapshots (a socket each: IPv4, IPv6, each address) share one table
 taught it answers the others'. When they move to a new snapshot the table moves with
 them, in what the swap changed: each zone whose version (or signing) differs is
 dropped and given again, added or dropped (``Table.drop``, ``Table.zone``; and
-``Table.enclosing`` for the zone above one added or dropped). Each entry C holds
+``Table.enclosing`` for the zone above one added or dropped); a zone whose new version
+came from the old by patches moves in place instead (``Table.moved``), and each entry
+read from it alone that read none of the owners replaced (``_cache.reach``, kept with
+the entry by ``put``) stays. Each entry C holds
 remembers the zones it was read from (``learn`` hands it the lookups ``answer`` kept it
 with: ``_cache``), and one whose zone moved on is a miss, so a table never gives an
 answer of another version, and a swap costs what it changed, never a refill. It is
@@ -60,7 +63,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from valis_core.dns.answer._cache import CACHE_ENTRIES, KeptAnswers, dependencies
+from valis_core.dns.answer._cache import CACHE_ENTRIES, KeptAnswers, dependencies, reach
 from valis_core.dns.zone.owners import OwnerSet
 
 if TYPE_CHECKING:
@@ -190,6 +193,10 @@ def _moved(table: Table, shared: _Shared, snapshot: Snapshot) -> bool:
             zone = index.zone_for(apex)
             if zone is not None and zone.apex != apex:
                 zone = None
+            if held is not None and was and zone is not None \
+                    and _signing(shared.signer, apex) == _signing(signer, apex) \
+                    and _patched(table, held, zone):
+                continue
             if was:
                 table.drop(apex)
             if zone is not None and not _zone_into(table, zone, signer):
@@ -199,6 +206,26 @@ def _moved(table: Table, shared: _Shared, snapshot: Snapshot) -> bool:
     except (MemoryError, KeyError, ValueError, TypeError):
         log.warning("the UDP fast path's table could not follow a swap: it is made again")
         return False
+    return True
+
+
+MOVED_OWNERS = 64
+"""Past this many owners replaced since the table's version of a zone, the zone is dropped
+and given again rather than moved (``Table.moved`` compares each entry's reads with
+each owner)."""
+
+
+def _patched(table: Table, held: ServedZone, zone: ServedZone) -> bool:
+    """Move ``held`` to ``zone``, its later version by patches (``Lineage``), keeping the
+    entries that read none of the owners they replaced (``Table.moved``); ``False``:
+    not so related (rebuilt, or further back than its lineage remembers), or a DNAME at
+    its apex (which ``_cache.untouched`` leaves to the drop)."""
+    owners = zone.lineage.since(held.lineage)
+    if owners is None or len(owners) > MOVED_OWNERS or (
+            zone.dnames.size and zone.apex in zone.dnames):
+        return False
+    nodes, ents, interrupts = _tables(zone)
+    table.moved(zone.apex, nodes, ents, interrupts, zone.has_wildcard, tuple(owners))
     return True
 
 
@@ -219,15 +246,25 @@ def _zone_into(table: Table, zone: ServedZone, signer: Signer | None) -> bool:
     """Give ``table`` ``zone`` as its negative path reads it (the zone's own persistent
     tables, shard by shard: ``zone.owners``), and how ``signer`` signs it; ``True`` once
     given (a ``False`` would say C could not find it: no table rather than a wrong one)."""
+    nodes, ents, interrupts = _tables(zone)
+    table.zone(zone.apex, nodes, ents, interrupts, zone.has_wildcard,
+               _signing(signer, zone.apex))
+    return True
+
+
+def _tables(zone: ServedZone) -> tuple[
+    tuple[dict[bytes, bytes], ...], tuple[dict[bytes, None], ...],
+    tuple[dict[bytes, None], ...] | None,
+]:
+    """The shards of ``zone``'s tables C's negative path reads: its nodes, its empty
+    non-terminals, and its delegation points and DNAME owners together (or none)."""
     if not zone.dnames.size:
         interrupts = zone.cuts.shards if zone.cuts.size else None
     elif not zone.cuts.size:
         interrupts = zone.dnames.shards
     else:
         interrupts = _interrupts(zone).shards
-    table.zone(zone.apex, zone.nodes.shards, zone.empty_nonterminals.shards, interrupts,
-               zone.has_wildcard, _signing(signer, zone.apex))
-    return True
+    return zone.nodes.shards, zone.empty_nonterminals.shards, interrupts
 
 
 _INTERRUPTS: weakref.WeakKeyDictionary[ServedZone, OwnerSet] = weakref.WeakKeyDictionary()
@@ -253,11 +290,12 @@ def learn(table: Table, snapshot: Snapshot, key: bytes | None, wanted: Wanted | 
             held = cache.kept.answers.get(key)
             # the zones it was read from, if what is kept is this very entry; else it is
             # tied to any change (an entry another snapshot put there meanwhile)
-            deps = None
+            deps = reads = None
             if held is not None and held[0] is entry:
                 deps = dependencies(held[1], snapshot.index)
+                reads = reach(held, snapshot.index)
             try:
-                table.put(key, entry, deps)
+                table.put(key, entry, deps, reads)
             except KeyError:  # a bare table, told of no zone: tied to any change
                 table.put(key, entry)
             return

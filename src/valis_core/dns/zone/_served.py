@@ -37,10 +37,15 @@ class Lineage:
         """The owners replaced on the way from the version ``before`` is the lineage of
         to this one; ``None`` when this one does not remember it (another build, a
         branch of its own, or further back than it remembers)."""
-        if before.mark is self.mark:
+        return self.since_mark(before.mark)
+
+    def since_mark(self, before: object) -> frozenset[bytes] | None:
+        """``since`` the version whose lineage's ``mark`` is ``before`` (a mark keeps
+        no version alive, nor its patches' owners)."""
+        if before is self.mark:
             return frozenset()
         for at, (mark, _) in enumerate(self.past):
-            if mark is before.mark:
+            if mark is before:
                 return frozenset().union(*(owners for _, owners in self.past[at:]))
         return None
 
