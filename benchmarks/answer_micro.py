@@ -61,6 +61,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=200_000)
     args = parser.parse_args()
+    if args.queries > args.records:
+        parser.error(f"--queries {args.queries} is more than --records {args.records}: the "
+                     "cache-miss run asks each of that many distinct names once")
 
     gc.collect()
     before = rss_mib()
