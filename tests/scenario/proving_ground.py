@@ -497,3 +497,18 @@ def dig(netns: str | None, server: str, name: str, rdtype: str = "SOA", *, tcp: 
         line for line in out.splitlines() if line.strip() and not line.startswith(";")
     )
     return DigAnswer(header.group(1), frozenset(flags.group(1).split()), answer, out)
+
+
+def fulcrum_environment(
+    notify: NotifyListener, state_dir: Path, dsn: str, zone: str
+) -> dict[str, str]:
+    """The environment systemd gives fulcrum on the proving ground (node-a serving ``zone``)."""
+    return {
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+        "NOTIFY_SOCKET": str(notify.path),
+        "STATE_DIRECTORY": str(state_dir),
+        "VALIS_NODE_NAME": "node-a",
+        "VALIS_LOCATION": "proving-ground",
+        "VALIS_OPERATOR_STATE_DSN": dsn,
+        "VALIS_SERVED_ZONES": zone,
+    }

@@ -38,6 +38,7 @@ from tests.scenario.proving_ground import (
     Ground,
     NotifyListener,
     dig,
+    fulcrum_environment,
     host_has_link,
     ip_json,
     listener_in_pid,
@@ -74,15 +75,7 @@ def test_a_host_provisioned_from_genesis_serves_its_zone_locked_down_and_stops_c
     notify_dir.mkdir()
     notify = NotifyListener(notify_dir)
     nic_index = ip_json(["link", "show", "dev", ground.nic])[0]["ifindex"]
-    environment = {
-        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
-        "NOTIFY_SOCKET": str(notify.path),
-        "STATE_DIRECTORY": str(state_dir),
-        "VALIS_NODE_NAME": "node-a",
-        "VALIS_LOCATION": "proving-ground",
-        "VALIS_OPERATOR_STATE_DSN": dsn,
-        "VALIS_SERVED_ZONES": ZONE,
-    }
+    environment = fulcrum_environment(notify, state_dir, dsn, ZONE)
 
     # -- launch ---------------------------------------------------------------------------
     fulcrum = Fulcrum.start(config, environment, workdir)

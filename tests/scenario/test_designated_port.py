@@ -36,6 +36,7 @@ from tests.scenario.proving_ground import (
     Ground,
     NotifyListener,
     dig,
+    fulcrum_environment,
     run,
     run_in_pid,
     tcp_exchange,
@@ -91,15 +92,7 @@ def test_a_designated_port_the_firewall_drops_is_served_inside_and_reported_ever
     notify_dir = workdir / "notify"
     notify_dir.mkdir()
     notify = NotifyListener(notify_dir)
-    environment = {
-        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
-        "NOTIFY_SOCKET": str(notify.path),
-        "STATE_DIRECTORY": str(state_dir),
-        "VALIS_NODE_NAME": "node-a",
-        "VALIS_LOCATION": "proving-ground",
-        "VALIS_OPERATOR_STATE_DSN": state_dsn,
-        "VALIS_SERVED_ZONES": ZONE,
-    }
+    environment = fulcrum_environment(notify, state_dir, state_dsn, ZONE)
     fulcrum = Fulcrum.start(config, environment, workdir)
     try:
         try:

@@ -55,6 +55,7 @@ from tests.scenario.proving_ground import (
     Ground,
     NotifyListener,
     dig,
+    fulcrum_environment,
     run_in,
     tcp_exchange,
     unit_config_text,
@@ -409,15 +410,7 @@ def test_the_resident_pushes_and_the_elected_edge_port_reaches_it_through_the_fi
     notify_dir = workdir / "notify"
     notify_dir.mkdir()
     notify = NotifyListener(notify_dir)
-    environment = {
-        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
-        "NOTIFY_SOCKET": str(notify.path),
-        "STATE_DIRECTORY": str(state_dir),
-        "VALIS_NODE_NAME": "node-a",
-        "VALIS_LOCATION": "proving-ground",
-        "VALIS_OPERATOR_STATE_DSN": state_dsn,
-        "VALIS_SERVED_ZONES": ZONE,
-    }
+    environment = fulcrum_environment(notify, state_dir, state_dsn, ZONE)
     control_path = Path(f"/run/fulcrum/{ground.unit_netns}.sock")
     fulcrum = Fulcrum.start(config, environment, workdir)
     try:

@@ -36,6 +36,7 @@ from tests.scenario.proving_ground import (
     Ground,
     NotifyListener,
     dig,
+    fulcrum_environment,
     unit_config_text,
 )
 from tests.scenario.resident_harness import resident_runtime
@@ -90,15 +91,7 @@ def test_a_handover_under_push_boot_replaces_the_edge_socket_in_place_refusing_n
     notify_dir = workdir / "notify"
     notify_dir.mkdir()
     notify = NotifyListener(notify_dir)
-    environment = {
-        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
-        "NOTIFY_SOCKET": str(notify.path),
-        "STATE_DIRECTORY": str(state_dir),
-        "VALIS_NODE_NAME": "node-a",
-        "VALIS_LOCATION": "proving-ground",
-        "VALIS_OPERATOR_STATE_DSN": state_dsn,
-        "VALIS_SERVED_ZONES": ZONE,
-    }
+    environment = fulcrum_environment(notify, state_dir, state_dsn, ZONE)
     query = base64.urlsafe_b64encode(
         dns.message.make_query(ZONE, "SOA").to_wire()).rstrip(b"=").decode()
     stop_file = workdir / "stop-asking"

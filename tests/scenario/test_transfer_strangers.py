@@ -40,6 +40,7 @@ from tests.scenario.proving_ground import (
     Ground,
     NotifyListener,
     dig,
+    fulcrum_environment,
     run_in,
 )
 from tests.scenario.resident_harness import resident_runtime
@@ -138,15 +139,7 @@ def test_a_stranger_s_axfr_is_refused_without_the_database_even_while_it_is_froz
     notify_dir = workdir / "notify"
     notify_dir.mkdir()
     notify = NotifyListener(notify_dir)
-    environment = {
-        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
-        "NOTIFY_SOCKET": str(notify.path),
-        "STATE_DIRECTORY": str(state_dir),
-        "VALIS_NODE_NAME": "node-a",
-        "VALIS_LOCATION": "proving-ground",
-        "VALIS_OPERATOR_STATE_DSN": state_dsn,
-        "VALIS_SERVED_ZONES": ZONE,
-    }
+    environment = fulcrum_environment(notify, state_dir, state_dsn, ZONE)
     fulcrum = Fulcrum.start(config, environment, workdir)
     try:
         try:
