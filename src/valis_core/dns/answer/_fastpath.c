@@ -19,8 +19,14 @@
  * entry; everything else goes to Python, which stays the reference (the property test
  * tests/property/test_fastpath.py compares the two). On a node signing some zones C
  * answers only the questions the signer leaves to the unsigned path (`unsigned_path`).
- * The GIL is released around the two system calls only: the table is read and written
- * with the GIL held.
+ * `Pump.drain` releases the GIL around the two system calls only. `Pump.serve` (a
+ * worker thread's drain, fastpath.py) answers the table's hits with the GIL released,
+ * which is why every change to a table is a write under the readers' lock below
+ * (`read_lock`, `write_begin`): a worker reads the table only inside a batch it holds
+ * the lock for, and a writer (the one Python thread that fills tables and swaps
+ * snapshots, holding the GIL) waits until no batch reads, changes the table, and lets
+ * them go on. A retired table (`Table.retire`: a swap made a new one) answers nothing
+ * more in a worker, which then asks Python for the new one.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -29,9 +35,13 @@
 #include <errno.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #define MAX_DATAGRAM 65535
 #define MAX_BATCH 1024
@@ -134,7 +144,55 @@ typedef struct {
     int signing; /* some zone is not UNSIGNED: every question's zone is looked up */
     uint64_t stamp;    /* the last generation given out: moves on at every change */
     uint64_t root_gen; /* moved on when a zone is added or dropped beneath no other */
+    int retired;       /* a newer table answers for its holder: workers take no answer */
 } TableObject;
+
+/* --- the readers' lock ----------------------------------------------------------- */
+
+/* One lock for every table of the process, at batch granularity. Readers are worker
+ * threads without the GIL (`read_lock` for the lookups of one batch; never across a
+ * system call, and never while waiting for the GIL) or with it (`read_trylock`: a
+ * worker holding the GIL must not wait for a writer, who may need the GIL to finish).
+ * The writer holds the GIL: `write_begin` raises the flag and waits for the readers of
+ * the batches under way (microseconds), `write_end` lowers it. Writes nest (a swap's
+ * several changes are one write, fastpath.writing); the depth is the GIL's, so the
+ * flag may be lowered by another GIL holder than raised it, which a pthread lock would
+ * not allow. Sequentially consistent atomics: a reader counts itself in and then looks
+ * for the flag, the writer raises the flag and then counts the readers, so one of the
+ * two always sees the other. */
+static atomic_int lock_readers;
+static atomic_int lock_writer;
+static long write_depth; /* guarded by the GIL */
+
+static void read_lock(void) {
+    for (;;) {
+        while (atomic_load(&lock_writer)) sched_yield();
+        atomic_fetch_add(&lock_readers, 1);
+        if (!atomic_load(&lock_writer)) return;
+        atomic_fetch_sub(&lock_readers, 1);
+    }
+}
+
+static int read_trylock(void) {
+    if (atomic_load(&lock_writer)) return 0;
+    atomic_fetch_add(&lock_readers, 1);
+    if (!atomic_load(&lock_writer)) return 1;
+    atomic_fetch_sub(&lock_readers, 1);
+    return 0;
+}
+
+static void read_unlock(void) { atomic_fetch_sub(&lock_readers, 1); }
+
+static void write_begin(void) {
+    if (write_depth++) return;
+    atomic_store(&lock_writer, 1);
+    while (atomic_load(&lock_readers)) sched_yield();
+}
+
+static void write_end(void) {
+    if (--write_depth) return;
+    atomic_store(&lock_writer, 0);
+}
 
 /* How a zone is signed, as signed.Signer holds it: not at all; online with a key
  * (DO=1 and the apex's key records are the signer's); or without the key here (the
@@ -935,10 +993,11 @@ static Py_ssize_t assemble(const unsigned char *q, size_t qend, unsigned qflags,
 /* Answer `q` from `t` into `out` (room for SERVER_PAYLOAD bytes): the response's length;
  * PLAIN_MISS when the query takes the plain path but `t` cannot answer it (its key is
  * then in `key`, `*key_len` bytes, and `wanted` may name a negative answer to learn);
- * MISS for anything the plain path does not cover. Called with the GIL held. */
+ * MISS for anything the plain path does not cover. Called with the GIL held, or
+ * (`nogil`: the table's entries only, no negative path) under read_lock. */
 static Py_ssize_t answer_from(const TableObject *t, const unsigned char *q, size_t size,
                               unsigned char *out, unsigned char *key, size_t *key_len,
-                              Wanted *wanted) {
+                              Wanted *wanted, int nogil) {
     *key_len = 0;
     wanted->zone = -1;
     if (size < 12) return MISS;
@@ -1000,6 +1059,7 @@ static Py_ssize_t answer_from(const TableObject *t, const unsigned char *q, size
     if (s != NULL && s->hash && slot_fresh(t, s))
         return assemble(q, qend, qflags, payload, do_bit, s->flags, s->an, s->ns, s->ar,
                         s->body, s->short_ar, s->short_body, out);
+    if (nogil) return PLAIN_MISS; /* the negative path reads Python's dicts: the GIL's */
     const Negative *neg = negative_for(t, key, qname_len, qtype, wanted);
     if (neg != NULL)
         return assemble(q, qend, qflags, payload, do_bit, neg->flags, neg->an, neg->ns,
@@ -1022,7 +1082,7 @@ static PyObject *Table_ask(TableObject *self, PyObject *arg) {
     unsigned char key[KEY_MAX];
     size_t key_len;
     Wanted wanted;
-    Py_ssize_t n = answer_from(self, query.buf, (size_t)query.len, out, key, &key_len, &wanted);
+    Py_ssize_t n = answer_from(self, query.buf, (size_t)query.len, out, key, &key_len, &wanted, 0);
     PyBuffer_Release(&query);
     if (n >= 0) return Py_BuildValue("(y#OO)", (const char *)out, n, Py_None, Py_None);
     PyObject *learn = wanted_tuple(self, &wanted);
@@ -1031,27 +1091,62 @@ static PyObject *Table_ask(TableObject *self, PyObject *arg) {
                          (Py_ssize_t)key_len, learn);
 }
 
+/* Every change to a table is a write under the readers' lock (the GIL held). */
+#define WRITE(method)                                                        \
+    static PyObject *method##_write(TableObject *self, PyObject *arg) {      \
+        write_begin();                                                       \
+        PyObject *result = method(self, arg);                                \
+        write_end();                                                         \
+        return result;                                                       \
+    }
+WRITE(Table_put)
+WRITE(Table_moved)
+WRITE(Table_drop)
+WRITE(Table_enclosing)
+WRITE(Table_zone)
+WRITE(Table_negative)
+WRITE(Table_clear)
+
+static int Table_init_write(TableObject *self, PyObject *args, PyObject *kwds) {
+    write_begin();
+    int result = Table_init(self, args, kwds);
+    write_end();
+    return result;
+}
+
+/* A newer table answers for this one's holder (fastpath.shared_table): a worker still
+ * holding this one answers nothing more from it and asks for the new one. */
+static PyObject *Table_retire(TableObject *self, PyObject *Py_UNUSED(ignored)) {
+    write_begin();
+    self->retired = 1;
+    write_end();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef Table_methods[] = {
-    {"put", (PyCFunction)Table_put, METH_VARARGS,
+    {"put", (PyCFunction)Table_put_write, METH_VARARGS,
      "put(key, entry, deps=None, reads=None): keep the Python path's entry for the "
      "question key, read from the zones deps names (apexes; b\"\": none found; None: any "
      "change makes it stale), and inside its one zone the names reads gives."},
-    {"moved", (PyCFunction)Table_moved, METH_VARARGS,
+    {"moved", (PyCFunction)Table_moved_write, METH_VARARGS,
      "moved(apex, nodes, empty_nonterminals, interrupts, wildcard, changed): the zone "
      "patched, changed the owners replaced since; entries it alone gave that read none "
      "of them are kept."},
-    {"drop", (PyCFunction)Table_drop, METH_O,
+    {"drop", (PyCFunction)Table_drop_write, METH_O,
      "drop(apex): forget a zone; the entries read from it are stale."},
-    {"enclosing", (PyCFunction)Table_enclosing, METH_O,
+    {"enclosing", (PyCFunction)Table_enclosing_write, METH_O,
      "enclosing(apex): a zone was added or dropped at apex; the entries read from the "
      "zone above it (or from no zone) are stale."},
-    {"clear", (PyCFunction)Table_clear, METH_NOARGS, "Forget every cached answer."},
-    {"zone", (PyCFunction)Table_zone, METH_VARARGS,
+    {"clear", (PyCFunction)Table_clear_write, METH_NOARGS, "Forget every cached answer."},
+    {"zone", (PyCFunction)Table_zone_write, METH_VARARGS,
      "zone(apex, nodes, empty_nonterminals, interrupts, wildcard, signing=0): a served "
      "zone, its tables as owner-table shards (signing: 0 unsigned, 1 signed, 2 signed "
      "without its key here)."},
-    {"negative", (PyCFunction)Table_negative, METH_VARARGS,
+    {"negative", (PyCFunction)Table_negative_write, METH_VARARGS,
      "negative(apex, rcode, at, entry): the zone's negative answer at an offset."},
+    {"retire", (PyCFunction)Table_retire, METH_NOARGS,
+     "retire(): a newer table answers for the holder; workers answer nothing more from "
+     "this one."},
     {"ask", (PyCFunction)Table_ask, METH_O,
      "ask(query): (the UDP response C gives, or None; else the question's key and the "
      "negative answer to learn, or None)."},
@@ -1066,7 +1161,7 @@ static PyTypeObject TableType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Encoded responses of one holder's snapshots, keyed by question.",
     .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Table_init,
+    .tp_init = (initproc)Table_init_write,
     .tp_dealloc = (destructor)Table_dealloc,
     .tp_methods = Table_methods,
     .tp_as_sequence = &Table_as_sequence,
@@ -1169,14 +1264,7 @@ static void queue(PumpObject *self, unsigned slot, void *data, size_t len, PyObj
     self->replied[slot] = 1;
 }
 
-static PyObject *Pump_drain(PumpObject *self, PyObject *arg) {
-    if (!pump_ready(self)) return NULL;
-    if (arg != Py_None && !PyObject_TypeCheck(arg, &TableType)) {
-        PyErr_SetString(PyExc_TypeError, "drain takes a Table or None");
-        return NULL;
-    }
-    const TableObject *table = arg == Py_None ? NULL : (const TableObject *)arg;
-    pump_release(self);
+static void prepare_rx(PumpObject *self) {
     for (unsigned i = 0; i < self->batch; i++) {
         self->rx_iov[i].iov_base = self->in + (size_t)i * MAX_DATAGRAM;
         self->rx_iov[i].iov_len = MAX_DATAGRAM;
@@ -1187,25 +1275,22 @@ static PyObject *Pump_drain(PumpObject *self, PyObject *arg) {
         self->rx[i].msg_hdr.msg_iovlen = 1;
         self->replied[i] = 0;
     }
-    int got;
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
-    got = recvmmsg(self->fd, self->rx, self->batch, MSG_DONTWAIT, NULL);
-    Py_END_ALLOW_THREADS
-    self->busy = 0;
-    /* Would block (drained), or a pending socket error (an ICMP report) the call
-     * consumed: nothing received; the caller waits for the next datagram. */
-    self->received = got > 0 ? (unsigned)got : 0;
+}
+
+/* Answer from `table` (with the GIL) every datagram of the batch not answered yet: the
+ * list of those handed back to Python, (slot, query, key, wanted) each. */
+static PyObject *answer_rest(PumpObject *self, const TableObject *table) {
     PyObject *misses = PyList_New(0);
     if (misses == NULL) return NULL;
     unsigned char key[KEY_MAX];
     for (unsigned i = 0; i < self->received; i++) {
+        if (self->replied[i]) continue;
         const unsigned char *q = self->rx_iov[i].iov_base;
         size_t size = self->rx[i].msg_len;
         unsigned char *out = self->out + (size_t)i * SERVER_PAYLOAD;
         size_t key_len;
         Wanted wanted;
-        Py_ssize_t n = answer_from(table, q, size, out, key, &key_len, &wanted);
+        Py_ssize_t n = answer_from(table, q, size, out, key, &key_len, &wanted, 0);
         if (n >= 0) {
             queue(self, i, out, (size_t)n, NULL);
             continue;
@@ -1225,8 +1310,170 @@ static PyObject *Pump_drain(PumpObject *self, PyObject *arg) {
         }
         Py_DECREF(miss);
     }
-    PyObject *result = Py_BuildValue("(IN)", self->received, misses);
-    return result;
+    return misses;
+}
+
+static PyObject *Pump_drain(PumpObject *self, PyObject *arg) {
+    if (!pump_ready(self)) return NULL;
+    if (arg != Py_None && !PyObject_TypeCheck(arg, &TableType)) {
+        PyErr_SetString(PyExc_TypeError, "drain takes a Table or None");
+        return NULL;
+    }
+    const TableObject *table = arg == Py_None ? NULL : (const TableObject *)arg;
+    pump_release(self);
+    prepare_rx(self);
+    int got;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    got = recvmmsg(self->fd, self->rx, self->batch, MSG_DONTWAIT, NULL);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    /* Would block (drained), or a pending socket error (an ICMP report) the call
+     * consumed: nothing received; the caller waits for the next datagram. */
+    self->received = got > 0 ? (unsigned)got : 0;
+    PyObject *misses = answer_rest(self, table);
+    if (misses == NULL) return NULL;
+    return Py_BuildValue("(IN)", self->received, misses);
+}
+
+static PyObject *Pump_pending(PumpObject *self, PyObject *arg) {
+    if (!pump_ready(self)) return NULL;
+    if (arg != Py_None && !PyObject_TypeCheck(arg, &TableType)) {
+        PyErr_SetString(PyExc_TypeError, "pending takes a Table or None");
+        return NULL;
+    }
+    return answer_rest(self, arg == Py_None ? NULL : (const TableObject *)arg);
+}
+
+/* Send every queued response (sendmmsg, as many calls as it takes), counting what was
+ * sent by RCODE, the truncated ones, and the failures. Needs no GIL. */
+static void send_queued(PumpObject *self, unsigned long long *sent,
+                        unsigned long long *truncated, unsigned long long *failures) {
+    unsigned at = 0, interrupted = 0;
+    while (at < self->queued) {
+        int n = sendmmsg(self->fd, self->tx + at, self->queued - at, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR && interrupted < self->batch) {
+            interrupted++; /* a signal arrived: send again, as Python's sendto does */
+            continue;
+        }
+        if (n <= 0) {
+            /* Send buffer full (EAGAIN) or an unroutable peer: UDP may lose it. */
+            (*failures)++;
+            at++;
+            continue;
+        }
+        for (int k = 0; k < n; k++) {
+            const unsigned char *response = self->tx_iov[at + (unsigned)k].iov_base;
+            sent[response[3] & 0x0F]++;
+            if (response[2] & 0x02) (*truncated)++;
+        }
+        at += (unsigned)n;
+    }
+}
+
+/* Add `sent` (by RCODE) to the Python list of 16 counters. */
+static int count_sent(PyObject *rcodes, const unsigned long long *sent) {
+    for (int r = 0; r < RCODES; r++) {
+        if (!sent[r]) continue;
+        PyObject *old = PyList_GET_ITEM(rcodes, r);
+        PyObject *add = PyLong_FromUnsignedLongLong(sent[r]);
+        if (add == NULL) return -1;
+        PyObject *sum = PyNumber_Add(old, add);
+        Py_DECREF(add);
+        if (sum == NULL) return -1;
+        PyList_SetItem(rcodes, r, sum);
+    }
+    return 0;
+}
+
+static long long monotonic_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
+}
+
+/* A worker's drain (fastpath.py, serve/_udp_loop.py): for up to `budget` milliseconds,
+ * receive batches and answer each datagram the table holds with the GIL released (the
+ * table read under read_lock, batch by batch), sending each batch whole; a batch with
+ * others takes the GIL to answer from the zones' negative answers (read_trylock: only
+ * when no write is under way), and when some are still left for Python (or the table
+ * was retired) returns with them unanswered and the batch's answers queued: then
+ * `pending`, `reply` and `flush` finish the batch on the writer's thread. Returns
+ * (datagrams left for Python, answered in C, truncated, send failures); RCODEs sent are
+ * added to `rcodes`. An idle socket is waited for in poll, never past the budget. */
+static PyObject *Pump_serve(PumpObject *self, PyObject *args) {
+    PyObject *arg, *rcodes;
+    int budget;
+    if (!PyArg_ParseTuple(args, "O!iO!", &TableType, &arg, &budget, &PyList_Type, &rcodes))
+        return NULL;
+    if (!pump_ready(self)) return NULL;
+    TableObject *t = (TableObject *)arg; /* the caller's reference keeps it */
+    if (t->slots == NULL || PyList_GET_SIZE(rcodes) != RCODES || budget < 1 || budget > 60000) {
+        PyErr_SetString(PyExc_ValueError, "serve takes an initialised table, a budget of 1 to "
+                                          "60000 ms and the list of 16 RCODE counters");
+        return NULL;
+    }
+    pump_release(self);
+    unsigned long long sent[RCODES] = {0}, truncated = 0, failures = 0, compiled = 0;
+    unsigned pending = 0;
+    long long deadline = monotonic_ns() + (long long)budget * 1000000LL;
+    unsigned char key[KEY_MAX];
+    size_t key_len;
+    Wanted wanted;
+    self->busy = 1;
+    PyThreadState *released = PyEval_SaveThread();
+    for (;;) { /* bounded by the deadline */
+        long long now = monotonic_ns();
+        if (now >= deadline) break;
+        prepare_rx(self);
+        int got = recvmmsg(self->fd, self->rx, self->batch, MSG_DONTWAIT, NULL);
+        if (got <= 0) {
+            if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                struct pollfd ready = {.fd = self->fd, .events = POLLIN};
+                (void)poll(&ready, 1, (int)((deadline - now + 999999) / 1000000));
+            }
+            continue; /* or an ICMP report the call consumed, or EINTR: receive again */
+        }
+        self->received = (unsigned)got;
+        read_lock();
+        int retired = t->retired;
+        for (unsigned i = 0; i < self->received && !retired; i++) {
+            unsigned char *out = self->out + (size_t)i * SERVER_PAYLOAD;
+            Py_ssize_t n = answer_from(t, self->rx_iov[i].iov_base, self->rx[i].msg_len, out,
+                                       key, &key_len, &wanted, 1);
+            if (n >= 0) queue(self, i, out, (size_t)n, NULL);
+        }
+        read_unlock();
+        compiled += self->queued;
+        pending = self->received - self->queued;
+        if (pending) {
+            PyEval_RestoreThread(released);
+            released = NULL;
+            if (!retired && read_trylock()) {
+                for (unsigned i = 0; i < self->received; i++) {
+                    if (self->replied[i]) continue;
+                    unsigned char *out = self->out + (size_t)i * SERVER_PAYLOAD;
+                    Py_ssize_t n = answer_from(t, self->rx_iov[i].iov_base,
+                                               self->rx[i].msg_len, out, key, &key_len,
+                                               &wanted, 0);
+                    if (n < 0) continue;
+                    queue(self, i, out, (size_t)n, NULL);
+                    pending--;
+                    compiled++;
+                }
+                read_unlock();
+            }
+            if (pending) break; /* Python's: the batch stays, answered in part */
+            released = PyEval_SaveThread();
+        }
+        send_queued(self, sent, &truncated, &failures);
+        self->queued = self->received = 0; /* C's answers only: no reference held */
+    }
+    if (released != NULL) PyEval_RestoreThread(released);
+    self->busy = 0;
+    if (!pending) self->queued = self->received = 0;
+    if (count_sent(rcodes, sent) < 0) return NULL;
+    return Py_BuildValue("(IKKK)", pending, compiled, truncated, failures);
 }
 
 static PyObject *Pump_reply(PumpObject *self, PyObject *args) {
@@ -1288,41 +1535,13 @@ static PyObject *Pump_flush(PumpObject *self, PyObject *arg) {
     }
     unsigned long long sent[RCODES] = {0};
     unsigned long long truncated = 0, failures = 0;
-    unsigned at = 0, interrupted = 0;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
-    while (at < self->queued) {
-        int n = sendmmsg(self->fd, self->tx + at, self->queued - at, MSG_DONTWAIT);
-        if (n < 0 && errno == EINTR && interrupted < self->batch) {
-            interrupted++; /* a signal arrived: send again, as Python's sendto does */
-            continue;
-        }
-        if (n <= 0) {
-            /* Send buffer full (EAGAIN) or an unroutable peer: UDP may lose it. */
-            failures++;
-            at++;
-            continue;
-        }
-        for (int k = 0; k < n; k++) {
-            const unsigned char *response = self->tx_iov[at + (unsigned)k].iov_base;
-            sent[response[3] & 0x0F]++;
-            if (response[2] & 0x02) truncated++;
-        }
-        at += (unsigned)n;
-    }
+    send_queued(self, sent, &truncated, &failures);
     Py_END_ALLOW_THREADS
     self->busy = 0;
     pump_release(self);
-    for (int r = 0; r < RCODES; r++) {
-        if (!sent[r]) continue;
-        PyObject *old = PyList_GET_ITEM(arg, r);
-        PyObject *add = PyLong_FromUnsignedLongLong(sent[r]);
-        if (add == NULL) return NULL;
-        PyObject *sum = PyNumber_Add(old, add);
-        Py_DECREF(add);
-        if (sum == NULL) return NULL;
-        PyList_SetItem(arg, r, sum);
-    }
+    if (count_sent(arg, sent) < 0) return NULL;
     return Py_BuildValue("(KK)", truncated, failures);
 }
 
@@ -1334,6 +1553,11 @@ static PyMethodDef Pump_methods[] = {
     {"peer", (PyCFunction)Pump_peer, METH_O, "peer(slot): the sender's address."},
     {"flush", (PyCFunction)Pump_flush, METH_O,
      "flush(rcodes): send every queued response; (truncated, send failures)."},
+    {"serve", (PyCFunction)Pump_serve, METH_VARARGS,
+     "serve(table, budget_ms, rcodes): a worker's drain, the GIL released while it "
+     "answers from table; (left for Python, answered in C, truncated, send failures)."},
+    {"pending", (PyCFunction)Pump_pending, METH_O,
+     "pending(table): answer the rest of the batch serve left, as drain does; the misses."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1395,7 +1619,28 @@ static PyObject *owner_has(PyObject *module, PyObject *const *args, Py_ssize_t n
     return PyBool_FromLong(held);
 }
 
+static PyObject *module_write_begin(PyObject *module, PyObject *Py_UNUSED(ignored)) {
+    (void)module;
+    write_begin();
+    Py_RETURN_NONE;
+}
+
+static PyObject *module_write_end(PyObject *module, PyObject *Py_UNUSED(ignored)) {
+    (void)module;
+    if (write_depth < 1) {
+        PyErr_SetString(PyExc_RuntimeError, "write_end without write_begin");
+        return NULL;
+    }
+    write_end();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"write_begin", (PyCFunction)module_write_begin, METH_NOARGS,
+     "write_begin(): the writer's changes to tables from here to write_end are one write: "
+     "no worker reads a table in between (fastpath.writing)."},
+    {"write_end", (PyCFunction)module_write_end, METH_NOARGS,
+     "write_end(): end the write write_begin began (they nest)."},
     {"owner_get", (PyCFunction)(void (*)(void))owner_get, METH_FASTCALL,
      "owner_get(shards, key): key's value in an owner table's shards, or None."},
     {"owner_has", (PyCFunction)(void (*)(void))owner_has, METH_FASTCALL,

@@ -56,9 +56,11 @@ and says so once in its log.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import weakref
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import attrs
@@ -85,6 +87,7 @@ __all__ = [
     "shared_table",
     "table_for",
     "tell_once",
+    "writing",
 ]
 """The compiled types (``Pump``, ``Table``) are named for annotations; ``pump`` and
 ``table_for`` make them."""
@@ -157,10 +160,29 @@ _SHARED: weakref.WeakKeyDictionary[KeptAnswers, _Shared] = weakref.WeakKeyDictio
 """The table of each holder still served, by what its snapshots keep across swaps."""
 
 
+@contextlib.contextmanager
+def writing() -> Iterator[None]:
+    """The changes to tables made inside are one write: no UDP worker reads a table
+    while it is under way (``_fastpath.c``'s readers' lock; each single change is a write
+    of its own anyway). Call only when ``COMPILED``, on the writer's thread."""
+    from valis_core.dns.answer._fastpath import write_begin, write_end
+
+    write_begin()
+    try:
+        yield
+    finally:
+        write_end()
+
+
 def shared_table(snapshot: Snapshot) -> Table | None:
     """The table of ``snapshot``'s holder, answering for ``snapshot``: made by the first
-    UDP loop that serves the holder and shared by the others (all on the trio thread),
-    moved to each new snapshot by what changed (``_moved``); gone with the holder."""
+    UDP loop that serves the holder and shared by the others (and by its workers, which
+    read it without the GIL: ``Pump.serve``), moved to each new snapshot by what changed
+    (``_moved``) in one write, so a worker answers from one version or the next, never
+    from a table half moved; gone with the holder. Called on the writer's thread only
+    (the trio thread): at each swap when workers serve (``IndexHolder.watch``), and by
+    the loops when they see a new snapshot. A table replaced by a new one is retired:
+    a worker still holding it answers nothing more from it."""
     kept = snapshot.cache.kept
     shared = _SHARED.get(kept)
     if shared is None:
@@ -168,10 +190,13 @@ def shared_table(snapshot: Snapshot) -> Table | None:
         _SHARED[kept] = _Shared(table, snapshot.index, snapshot.signer)
         return table
     if shared.index is not snapshot.index or shared.signer is not snapshot.signer:
-        table = shared.table
-        if table is None or not _moved(table, shared, snapshot):
-            table = table_for(snapshot)  # from nothing: no table rather than a wrong one
-        shared.table, shared.index, shared.signer = table, snapshot.index, snapshot.signer
+        with writing():
+            old = table = shared.table
+            if table is None or not _moved(table, shared, snapshot):
+                table = table_for(snapshot)  # from nothing: no table rather than a wrong one
+            if old is not None and old is not table:
+                old.retire()
+            shared.table, shared.index, shared.signer = table, snapshot.index, snapshot.signer
     return shared.table
 
 

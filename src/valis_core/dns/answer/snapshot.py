@@ -12,6 +12,7 @@ one zone keeps every other zone's answers, at no cost to the swap.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import attrs
@@ -36,13 +37,29 @@ class Snapshot:
 class IndexHolder:
     """The snapshot currently served. ``swap`` replaces it in one assignment."""
 
-    __slots__ = ("_kept", "_signer", "_snapshot", "_swaps")
+    __slots__ = ("_kept", "_signer", "_snapshot", "_swaps", "_watchers")
 
     def __init__(self, index: ZoneIndex, signer: Signer | None = None) -> None:
         self._signer = signer
         self._kept = KeptAnswers()
         self._snapshot = self._next(index)
         self._swaps = 0
+        self._watchers: list[Callable[[Snapshot], object]] = []
+
+    def watch(self, watcher: Callable[[Snapshot], object]) -> Callable[[], None]:
+        """Call ``watcher`` with each new snapshot, in ``swap`` (or ``sign_with``) once it
+        is served, until the function returned is called: the UDP workers' table moves
+        at the swap (``fastpath.shared_table``), not when a worker next asks."""
+        self._watchers.append(watcher)
+
+        def unwatch() -> None:
+            self._watchers.remove(watcher)
+
+        return unwatch
+
+    def _served(self) -> None:
+        for watcher in tuple(self._watchers):
+            watcher(self._snapshot)
 
     def _next(self, index: ZoneIndex) -> Snapshot:
         return Snapshot(index, ResponseCache(self._kept), self._signer)
@@ -52,6 +69,7 @@ class IndexHolder:
         signer is kept across swaps."""
         self._signer = signer
         self._snapshot = self._next(self._snapshot.index)
+        self._served()
 
     @property
     def signer(self) -> Signer | None:
@@ -76,4 +94,5 @@ class IndexHolder:
         shares with the last one) from the next query on; return the index it replaces."""
         old, self._snapshot = self._snapshot.index, self._next(new)
         self._swaps += 1
+        self._served()
         return old

@@ -1,4 +1,5 @@
-"""The UDP serve loop (``serve_udp``): see ``_loops`` for the whole story."""
+"""The UDP serve loop (``serve_udp``): see ``_loops`` for the whole story, and its
+"Workers" part for the drain on a worker thread."""
 
 from __future__ import annotations
 
@@ -26,8 +27,12 @@ from valis_core.dns.serve._loops import (
 from valis_core.dns.serve.rrl import RateLimiter
 
 if TYPE_CHECKING:
-    from valis_core.dns.answer.fastpath import Table
+    from valis_core.dns.answer.fastpath import Pump, Table
 
+WORKER_BUDGET_MS = 20
+"""How long a worker's drain (``Pump.serve``) runs without coming back to the trio
+thread when every datagram is answered in C: the bound on how late it sees a
+cancellation (a swap reaches it at once: ``IndexHolder.watch``)."""
 
 
 async def serve_udp(
@@ -38,6 +43,7 @@ async def serve_udp(
     answer_fn: AnswerFn = answer,
     transfers: TransferFn | None = None,
     limiter: RateLimiter | None = None,
+    threaded: bool | None = None,
 ) -> None:
     """Answer datagrams on ``sock`` (already bound) until cancelled.
 
@@ -45,12 +51,21 @@ async def serve_udp(
     socket's descriptor; the caller keeps ownership of ``sock``. A signed query the
     answer path refuses (NOTAUTH) goes to ``transfers``, when given, in case a listed
     secondary signed it. ``limiter``, when given, rate-limits the responses.
+    ``threaded``: drain on a worker thread, answering the table's hits without the GIL
+    (``_loops``, "Workers"); ``None`` (the default) decides by the socket: one of several
+    sharing its address (``SO_REUSEPORT``, one per worker) is, any other is drained on
+    the trio thread as before. Without a table to answer from (a limiter, another
+    ``answer_fn``, no compiled path) it is never threaded.
     """
     counts = stats if stats is not None else ServeStats()
     raw = socket.socket(fileno=os.dup(sock.fileno()))
     try:
         raw.setblocking(False)
-        loop = _serve_udp_compiled if fastpath.COMPILED else _serve_udp
+        if threaded is None:
+            threaded = bool(raw.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT))
+        tabled = answer_fn is answer and limiter is None
+        loop = (_serve_udp_threaded if threaded and tabled else _serve_udp_compiled) \
+            if fastpath.COMPILED else _serve_udp
         fastpath.tell_once()
         async with trio.open_nursery() as later:
             datagrams = _Datagrams(
@@ -194,10 +209,8 @@ async def _serve_udp_compiled(
     moves the holder's table on by what changed (and a snapshot's signer is its own).
     With a rate limiter or another ``answer_fn`` there is no table: every datagram is
     answered here (still batched)."""
-    learn = fastpath.learn
     pump = fastpath.pump(raw.fileno(), UDP_BATCH)
-    drain, reply, flush, peer_of = pump.drain, pump.reply, pump.flush, pump.peer
-    respond = datagrams.respond
+    drain, flush = pump.drain, pump.flush
     counts = datagrams.counts
     rcodes = counts.udp_rcodes
     tabled = datagrams.answer_fn is answer and datagrams.limiter is None
@@ -210,13 +223,7 @@ async def _serve_udp_compiled(
             table = fastpath.shared_table(snapshot) if tabled else None
         received, misses = drain(table)
         counts.udp_compiled += received - len(misses)
-        for slot, query, key, wanted in misses:
-            response = respond(snapshot, query, partial(peer_of, slot))
-            if response is None:
-                continue
-            reply(slot, response)
-            if table is not None and (key is not None or wanted is not None):
-                learn(table, snapshot, key, wanted)
+        _answer_misses(datagrams, pump, snapshot, table, misses)
         if received:
             truncated, failed = flush(rcodes)
             counts.udp_truncated += truncated
@@ -225,3 +232,74 @@ async def _serve_udp_compiled(
             await trio.lowlevel.checkpoint()
         else:
             await trio.lowlevel.wait_readable(sock)
+
+
+def _answer_misses(
+    datagrams: _Datagrams, pump: Pump, snapshot: Snapshot, table: Table | None,
+    misses: list[tuple[int, bytes, bytes | None, tuple[bytes, int, int] | None]],
+) -> None:
+    """Answer in Python the datagrams of a batch C handed back, queue the responses
+    beside C's, and let ``table`` (``snapshot``'s) learn what ``answer`` kept."""
+    learn, reply, peer_of = fastpath.learn, pump.reply, pump.peer
+    respond = datagrams.respond
+    for slot, query, key, wanted in misses:
+        response = respond(snapshot, query, partial(peer_of, slot))
+        if response is None:
+            continue
+        reply(slot, response)
+        if table is not None and (key is not None or wanted is not None):
+            learn(table, snapshot, key, wanted)
+
+
+async def _serve_udp_threaded(
+    sock: trio.socket.SocketType,
+    raw: socket.socket,
+    holder: IndexHolder,
+    datagrams: _Datagrams,
+) -> None:
+    """``_serve_udp_compiled`` with its drain on a worker thread (``Pump.serve`` in
+    ``trio.to_thread``): the datagrams the holder's shared table answers are answered
+    and sent there without the GIL, batch after batch; a batch with datagrams only
+    Python answers comes back here, where they are answered, taught to the table and
+    sent with the batch, as the compiled loop does. This thread stays the only writer:
+    the table moves at each swap (``IndexHolder.watch``), in one write the worker waits
+    out."""
+    pump = fastpath.pump(raw.fileno(), UDP_BATCH)
+    serve, pending, flush = pump.serve, pump.pending, pump.flush
+    counts = datagrams.counts
+    rcodes = counts.udp_rcodes
+    own = [0] * len(rcodes)  # the worker's RCODE counts, added here (one thread writes)
+    thread = trio.CapacityLimiter(1)  # its own: a worker holds no token others wait for
+    unwatch = holder.watch(fastpath.shared_table)
+    try:
+        while True:
+            snapshot = holder.snapshot
+            table = fastpath.shared_table(snapshot)
+            if table is None:  # no table for this version (out of memory): this thread's
+                await trio.lowlevel.wait_readable(sock)
+                received, misses = pump.drain(None)
+                _answer_misses(datagrams, pump, snapshot, None, misses)
+                left = received
+            else:
+                left, compiled, truncated, failed = await trio.to_thread.run_sync(
+                    serve, table, WORKER_BUDGET_MS, own, limiter=thread)
+                counts.udp_compiled += compiled
+                counts.udp_truncated += truncated
+                counts.udp_send_failures += failed
+                for rcode, sent in enumerate(own):
+                    if sent:
+                        rcodes[rcode] += sent
+                        own[rcode] = 0
+                if left:  # the rest of the batch, from the table of the snapshot now
+                    snapshot = holder.snapshot
+                    table = fastpath.shared_table(snapshot)
+                    misses = pending(table)
+                    counts.udp_compiled += left - len(misses)
+                    _answer_misses(datagrams, pump, snapshot, table, misses)
+            if left:
+                truncated, failed = flush(rcodes)
+                counts.udp_truncated += truncated
+                counts.udp_send_failures += failed
+            await trio.lowlevel.checkpoint()
+    finally:
+        unwatch()
