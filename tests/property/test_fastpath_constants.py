@@ -74,6 +74,7 @@ C_OWN = frozenset({
     "DEP_ROOT",  # ... "no served zone" (a lookup that found none),
     "DEP_ANY",  # ... and "any change" (more zones than SLOT_DEPS)
     "SLOT_READS",  # the names read inside its zone an entry remembers; past that, none
+    "WRITE",  # a macro, no value: each change to a table a write under the readers' lock
 })
 """The C source's own names: not copies of anything in Python."""
 
