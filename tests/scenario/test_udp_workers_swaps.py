@@ -1,10 +1,13 @@
 """Swaps under load never mix two snapshots (issue 29): two UDP workers sharing a port
 answer a stream of queries from several clients while the holder swaps to a new zone
 version every millisecond (1 kHz), each version with its own www address, CNAME target
-and SOA serial; every response is byte for byte what ``answer`` gives for one version
-current between the query's sending and its response's arrival (the one served when it
-was sent, or a later one) — never an older one, nor one put together from two. The
-workers answer in C meanwhile (the zone beside the swapped one stays in the table)."""
+and SOA serial, most of them patches of the last (the table moves them in place,
+keeping the answers of the owners they left alone: ``Table.moved``), every tenth made
+afresh (the zone dropped and given again); every response is byte for byte what
+``answer`` gives for one version current between the query's sending and its response's
+arrival (the one served when it was sent, or a later one) — never an older one, nor one
+put together from two. The workers answer in C meanwhile (the zone beside the swapped
+one stays in the table)."""
 
 from __future__ import annotations
 
@@ -36,31 +39,54 @@ QUESTIONS = (
     ("example.com.", "SOA"),
     ("nothere.example.com.", "A"),      # NXDOMAIN with each version's SOA
     ("www.example.com.", "MX"),         # NODATA with each version's SOA
+    ("ns.example.com.", "A"),           # owners no patch touches: kept in the table
+    ("stable.example.com.", "TXT"),
     ("www.example.org.", "A"),          # the zone beside: the same in every version
     ("nothere.example.org.", "A"),
 )
 
 
-def version(serial: int) -> ZoneIndex:
+def changing(serial: int) -> list[RecordRow]:
+    """The owners each version replaces: the apex (its serial), www, the alias and the
+    name it points to."""
     high, low = divmod(serial, 250)
-    return ZoneIndex.from_records([
+    return [
         RecordRow("example.com.", "example.com.", "SOA", 3600,
                   f"ns.example.com. h.example.com. {serial} 2 3 4 300"),
         RecordRow("example.com.", "example.com.", "NS", 3600, "ns.example.com."),
-        RecordRow("example.com.", "ns.example.com.", "A", 3600, "192.0.2.53"),
         RecordRow("example.com.", "www.example.com.", "A", 300, f"10.{high}.{low}.1"),
         RecordRow("example.com.", "alias.example.com.", "CNAME", 300,
                   f"v{serial}.example.com."),
         RecordRow("example.com.", f"v{serial}.example.com.", "A", 300, f"10.{high}.{low}.2"),
-        RecordRow("example.org.", "example.org.", "SOA", 3600,
-                  "ns.example.org. h.example.org. 1 2 3 4 300"),
-        RecordRow("example.org.", "example.org.", "NS", 3600, "ns.example.org."),
-        RecordRow("example.org.", "www.example.org.", "A", 300, "192.0.2.80"),
-    ])
+    ]
+
+
+STEADY = [
+    RecordRow("example.com.", "ns.example.com.", "A", 3600, "192.0.2.53"),
+    RecordRow("example.com.", "stable.example.com.", "TXT", 3600, '"the same in every version"'),
+    RecordRow("example.org.", "example.org.", "SOA", 3600,
+              "ns.example.org. h.example.org. 1 2 3 4 300"),
+    RecordRow("example.org.", "example.org.", "NS", 3600, "ns.example.org."),
+    RecordRow("example.org.", "www.example.org.", "A", 300, "192.0.2.80"),
+]
+
+
+def versions(count: int) -> list[ZoneIndex]:
+    """``count`` versions: the first and every tenth made afresh, the others patches of
+    the one before (as the zone source patches a zone)."""
+    made = [ZoneIndex.from_records([*changing(1), *STEADY])]
+    for serial in range(2, count + 1):
+        if serial % 10 == 0:
+            made.append(ZoneIndex.from_records([*changing(serial), *STEADY]))
+            continue
+        owners = ["example.com.", "www.example.com.", "alias.example.com.",
+                  f"v{serial - 1}.example.com.", f"v{serial}.example.com."]
+        made.append(made[-1].with_owners_replaced("example.com.", owners, changing(serial)))
+    return made
 
 
 async def test_swaps_at_a_kilohertz_under_load_never_mix_two_snapshots() -> None:
-    indexes = [version(serial) for serial in range(1, SWAPS + 2)]
+    indexes = versions(SWAPS + 1)
     holder = IndexHolder(indexes[0])
     served = [0]  # the version served now: moved by the swapper, read by the clients
     seen: list[tuple[bytes, bytes, int, int]] = []  # query, response, sent at, received at
