@@ -17,6 +17,15 @@ as the others do. The report (``dns_qps_report``) gives the median and the range
 valis/NSD; the results go to a JSON document and, with ``--plot``, to a PNG of CPU per
 query by kind (``dns_qps_plot.py``, run by Debian's python3 with matplotlib).
 
+``--workers N`` runs each server on N cores (issue 29): valis with ``--workers N`` (N UDP
+sockets sharing the port, each drained by a worker thread answering what its compiled
+table holds without the GIL), NSD with ``server-count: N``, Knot with ``udp-workers: N``;
+the servers are then pinned to every core (``--server-core``, default all of them) and
+dnsperf, still on its own core, shares one with them, and acts as ``--clients`` clients
+(8 by default with more than one worker: the kernel spreads a shared port's datagrams by
+their source address, so one client would reach one worker). Compare 1 and 2 workers with
+the same ``--clients`` for each server's scaling.
+
 ``--changes-per-second N`` measures something else: the normal mix's queries per second
 with and without N single-record changes a second to one zone of a 100-zone node, valis
 serving from PostgreSQL beside Knot taking the changes by DDNS (``dns_qps_live.py``;
@@ -29,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import platform
@@ -112,7 +122,14 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--kinds", default=",".join(SINGLE_KINDS),
                         help=f"comma-separated query kinds to measure alone at the fixed "
                         f"rate ({', '.join(SINGLE_KINDS)}), or none")
-    parser.add_argument("--server-core", default="0")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="cores each server answers on (valis --workers, NSD "
+                        "server-count, Knot udp-workers)")
+    parser.add_argument("--clients", type=int,
+                        help="dnsperf's clients (source ports); default 1, 8 with --workers "
+                        "above 1")
+    parser.add_argument("--server-core", help="cores the servers are pinned to (default 0; "
+                        "every core with --workers above 1)")
     parser.add_argument("--client-core", default="1")
     parser.add_argument("--json", type=Path,
                         help="where the results go (default build/bench/dns_qps.json; "
@@ -147,10 +164,12 @@ def main(argv: Sequence[str]) -> int:
         if args.plot is not None:
             plot(args.source, args.plot)
         return 0
+    if args.workers < 1:
+        parser.error("--workers is at least 1")
     builders: dict[str, Callable[[Path, Path, int], Server]] = {
-        "valis": valis_server,
-        "nsd": nsd_server,
-        "knot": knot_server,
+        "valis": functools.partial(valis_server, workers=args.workers),
+        "nsd": functools.partial(nsd_server, workers=args.workers),
+        "knot": functools.partial(knot_server, workers=args.workers),
     }
     wanted = picked(parser, "servers", args.servers, builders)
     mixes = picked(parser, "mixes", args.mixes, MIX_ORDER)
@@ -158,6 +177,9 @@ def main(argv: Sequence[str]) -> int:
     if not wanted or not (mixes or kinds):
         parser.error("nothing to measure")
     quick = args.quick
+    args.clients = args.clients or (1 if args.workers == 1 else 8)
+    if args.server_core is None:
+        args.server_core = "0" if args.workers == 1 else f"0-{(os.cpu_count() or 1) - 1}"
     args.rounds = args.rounds or (1 if quick else 3)
     args.duration = args.duration or (2 if quick else 6)
     args.kind_duration = args.kind_duration or (2 if quick else 4)
@@ -204,7 +226,7 @@ def main(argv: Sequence[str]) -> int:
                       "kind_duration": args.kind_duration, "rate": args.rate,
                       "outstanding": 100, "query_lines": QUERY_LINES,
                       "server_core": args.server_core, "client_core": args.client_core,
-                      "sign": args.sign},
+                      "sign": args.sign, "workers": args.workers, "clients": args.clients},
             environment=environment,
             runs=tuple(measured),
         )
@@ -424,7 +446,8 @@ def dnsperf(
 ) -> Run:
     command = ["taskset", "-c", args.client_core, "dnsperf", "-s", "127.0.0.1",
                "-p", str(server.port), "-d", str(queries), "-l", str(duration),
-               "-c", "1", "-T", "1", "-q", "100", "-t", "2"]
+               "-c", str(getattr(args, "clients", None) or 1), "-T", "1", "-q", "100",
+               "-t", "2"]
     if rate is not None:
         command += ["-Q", str(rate)]
     before = tree_cpu_seconds(pid)
@@ -511,10 +534,11 @@ def stop_all(processes: Sequence[subprocess.Popen[bytes]], work: Path, *, keep: 
         shutil.rmtree(work, ignore_errors=True)
 
 
-def valis_server(work: Path, zone_file: Path, port: int) -> Server:
+def valis_server(work: Path, zone_file: Path, port: int, *, workers: int = 1) -> Server:
     valis = Path(sys.executable).with_name("valis")
+    more = ["--workers", str(workers)] if workers > 1 else []
     return Server("valis", [str(valis), "serve", "--zone", f"{ZONE}={zone_file}",
-                            "--listen", f"127.0.0.1:{port}"], port)
+                            "--listen", f"127.0.0.1:{port}", *more], port)
 
 
 def signing(server: Server, work: Path, sign: str) -> Server:
@@ -536,11 +560,12 @@ def signing(server: Server, work: Path, sign: str) -> Server:
     return attrs.evolve(server, command=[*server.command, *extra])
 
 
-def nsd_conf(home: Path, port: int, zones: Sequence[tuple[str, Path]], *extra: str) -> Path:
+def nsd_conf(home: Path, port: int, zones: Sequence[tuple[str, Path]], *extra: str,
+             workers: int = 1) -> Path:
     """``home/nsd.conf`` for NSD on 127.0.0.1 ``port`` as the benchmarks run it: one
-    server process, run as the caller, every file under ``home``, no rate limit, no
-    control channel, serving ``zones`` (origin, file); ``extra`` are further ``server:``
-    lines."""
+    server process (``workers``: that many, ``server-count``), run as the caller, every
+    file under ``home``, no rate limit, no control channel, serving ``zones`` (origin,
+    file); ``extra`` are further ``server:`` lines."""
     more = "".join(f"    {line}\n" for line in extra)
     body = "".join(f"zone:\n    name: {origin}\n    zonefile: \"{path}\"\n"
                    for origin, path in zones)
@@ -549,7 +574,7 @@ def nsd_conf(home: Path, port: int, zones: Sequence[tuple[str, Path]], *extra: s
 server:
     ip-address: 127.0.0.1@{port}
     port: {port}
-    server-count: 1
+    server-count: {workers}
 {more}    username: ""
     chroot: ""
     zonesdir: "{home}"
@@ -568,19 +593,20 @@ remote-control:
     return conf
 
 
-def nsd_server(work: Path, zone_file: Path, port: int) -> Server:
+def nsd_server(work: Path, zone_file: Path, port: int, *, workers: int = 1) -> Server:
     home = work / "nsd"
     home.mkdir()
-    conf = nsd_conf(home, port, [(ZONE, zone_file)], "minimal-responses: yes")
+    conf = nsd_conf(home, port, [(ZONE, zone_file)], "minimal-responses: yes",
+                    workers=workers)
     return Server("nsd", [which("nsd"), "-d", "-c", str(conf)], port)
 
 
 def knot_conf(home: Path, port: int, zones: Sequence[tuple[str, Path]], *,
-              sections: str = "", module: str = "") -> Path:
+              sections: str = "", module: str = "", workers: int = 1) -> Path:
     """``home/knot.conf`` for knotd on 127.0.0.1 ``port`` as the benchmarks run it: one
-    worker of each kind, storage under ``home``, serving ``zones`` (origin, file) as they
-    are; ``sections`` are further top-level sections and ``module`` each zone's query
-    module."""
+    worker of each kind (``workers`` UDP workers), storage under ``home``, serving
+    ``zones`` (origin, file) as they are; ``sections`` are further top-level sections and
+    ``module`` each zone's query module."""
     zone_module = f"    module: {module}\n" if module else ""
     body = "".join(f"  - domain: {origin}\n    file: \"{path}\"\n    journal-content: none\n"
                    f"    zonefile-sync: -1\n{zone_module}" for origin, path in zones)
@@ -589,7 +615,7 @@ def knot_conf(home: Path, port: int, zones: Sequence[tuple[str, Path]], *,
 server:
     rundir: "{home}"
     listen: 127.0.0.1@{port}
-    udp-workers: 1
+    udp-workers: {workers}
     tcp-workers: 1
     background-workers: 1
 database:
@@ -603,12 +629,13 @@ log:
 
 
 def knot_server(work: Path, zone_file: Path, port: int, *, sections: str = "",
-                module: str = "") -> Server:
+                module: str = "", workers: int = 1) -> Server:
     """knotd serving ``zone_file`` (``knot_conf``; ``module`` is signed_qps's online
     signing)."""
     home = work / "knot"
     home.mkdir()
-    conf = knot_conf(home, port, [(ZONE, zone_file)], sections=sections, module=module)
+    conf = knot_conf(home, port, [(ZONE, zone_file)], sections=sections, module=module,
+                     workers=workers)
     return Server("knot", [which("knotd"), "-c", str(conf)], port)
 
 
