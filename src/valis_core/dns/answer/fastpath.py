@@ -48,6 +48,13 @@ answer of another version, and a swap costs what it changed, never a refill. It 
 bounded like the response cache (``CACHE_ENTRIES``; full, it is emptied and fills
 again).
 
+On N cores (``serve_udp``'s workers) a worker thread answers from the shared table
+with the GIL released (``Pump.serve``): each change to a table is a write under one
+readers' lock of batch granularity (``_fastpath.c``: a writer, holding the GIL, waits
+for the batches under way; a swap's several changes are one write, ``writing``), and a
+table replaced by a new one is retired, so a worker never reads a table half moved nor
+one no longer served. The trio thread stays the only writer.
+
 ``answer`` stays the reference: ``tests/property/test_fastpath.py`` checks that what C
 answers is byte for byte what ``answer`` gives. Without the extension (the package
 imported from a tree nobody built) the server serves on the pure-Python path, slower,

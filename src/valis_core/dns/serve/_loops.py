@@ -35,6 +35,23 @@ serve, and the property tests hold C to it. (A loop in a worker thread parked in
 blocking ``poll`` was measured too and not used: under load it contends with the trio
 thread for the GIL at every socket call. Figures in docs/performance.md.)
 
+Workers (issue 29): a node answering on N cores has N UDP sockets on one address
+(``SO_REUSEPORT``; the kernel spreads the datagrams by their source), and ``serve_udp``
+drains each such socket on a worker thread of its own (``trio.to_thread``, a limiter
+each) with ``Pump.serve``: a loop in C that receives a batch, answers with the GIL
+released every datagram the holder's shared table holds, and sends the batch; a batch
+with others takes the GIL for the zones' negative answers (a flood's NXDOMAIN and
+NODATA), and only when some are still left for ``answer`` does the call return here,
+where the trio thread answers them, teaches the table and sends the batch, and calls
+the worker again. A worker also comes back every ``WORKER_BUDGET_MS`` (so it sees a
+cancellation). The trio thread stays the only writer: it fills the table and moves it
+at each swap, in the swap itself (``IndexHolder.watch``), as one write under the
+table's readers' lock (batch by batch: a writer waits for the batches under way, which
+then see the new version whole), so a worker answers from the snapshot served when
+the query arrived or a later one, never from two. Its counts reach the stats when it
+comes back. A socket on its own (one worker, ``valis serve``'s pair, the IPv6 socket of
+a pair) is drained on the trio thread as above: one worker is today's path.
+
 Response rate limiting (``valis_core.dns.serve.rrl``, when the caller gives ``limiter``)
 applies to UDP only, to each response just before it is sent: it is sent, replaced by a
 minimal truncated reply (slipped), or dropped. TCP is never limited. Without a limiter
