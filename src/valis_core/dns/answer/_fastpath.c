@@ -1264,6 +1264,33 @@ static void queue(PumpObject *self, unsigned slot, void *data, size_t len, PyObj
     self->replied[slot] = 1;
 }
 
+/* A peer's address as Python's socket module gives it: (host, port), or for IPv6 (host
+ * with its scope, port, flow info, scope id). */
+static PyObject *peer_tuple(const struct sockaddr_storage *peer) {
+    char host[INET6_ADDRSTRLEN + IF_NAMESIZE + 2];
+    if (peer->ss_family == AF_INET) {
+        const struct sockaddr_in *v4 = (const struct sockaddr_in *)peer;
+        inet_ntop(AF_INET, &v4->sin_addr, host, sizeof(host));
+        return Py_BuildValue("(si)", host, ntohs(v4->sin_port));
+    }
+    if (peer->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)peer;
+        inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof(host));
+        if (v6->sin6_scope_id) {
+            char name[IF_NAMESIZE];
+            size_t used = strlen(host);
+            if (if_indextoname(v6->sin6_scope_id, name) != NULL)
+                snprintf(host + used, sizeof(host) - used, "%%%s", name);
+            else
+                snprintf(host + used, sizeof(host) - used, "%%%u", v6->sin6_scope_id);
+        }
+        return Py_BuildValue("(siII)", host, ntohs(v6->sin6_port), ntohl(v6->sin6_flowinfo),
+                             v6->sin6_scope_id);
+    }
+    PyErr_SetString(PyExc_ValueError, "the peer is neither IPv4 nor IPv6");
+    return NULL;
+}
+
 static void prepare_rx(PumpObject *self) {
     for (unsigned i = 0; i < self->batch; i++) {
         self->rx_iov[i].iov_base = self->in + (size_t)i * MAX_DATAGRAM;
@@ -1396,15 +1423,19 @@ static long long monotonic_ns(void) {
  * receive batches and answer each datagram the table holds with the GIL released (the
  * table read under read_lock, batch by batch), sending each batch whole; a batch with
  * others takes the GIL to answer from the zones' negative answers (read_trylock: only
- * when no write is under way), and when some are still left for Python (or the table
- * was retired) returns with them unanswered and the batch's answers queued: then
- * `pending`, `reply` and `flush` finish the batch on the writer's thread. Returns
+ * when no write is under way); those still left for Python go to `handoff` (a
+ * callable, or None), each as (query, peer, key, wanted), and when it takes them (says
+ * true) the batch is sent and the loop goes on, Python answering them later on its own
+ * thread. When it does not (or the table was retired), the call returns with them
+ * unanswered and the batch's answers queued: then `pending`, `reply` and `flush` finish
+ * the batch on the writer's thread. Returns
  * (datagrams left for Python, answered in C, truncated, send failures); RCODEs sent are
  * added to `rcodes`. An idle socket is waited for in poll, never past the budget. */
 static PyObject *Pump_serve(PumpObject *self, PyObject *args) {
-    PyObject *arg, *rcodes;
+    PyObject *arg, *rcodes, *handoff = Py_None;
     int budget;
-    if (!PyArg_ParseTuple(args, "O!iO!", &TableType, &arg, &budget, &PyList_Type, &rcodes))
+    if (!PyArg_ParseTuple(args, "O!iO!|O", &TableType, &arg, &budget, &PyList_Type, &rcodes,
+                          &handoff))
         return NULL;
     if (!pump_ready(self)) return NULL;
     TableObject *t = (TableObject *)arg; /* the caller's reference keeps it */
@@ -1449,20 +1480,51 @@ static PyObject *Pump_serve(PumpObject *self, PyObject *args) {
         if (pending) {
             PyEval_RestoreThread(released);
             released = NULL;
+            PyObject *misses = NULL; /* for `handoff`: (query, peer, key, wanted) each */
             if (!retired && read_trylock()) {
+                if (handoff != Py_None) misses = PyList_New(0);
                 for (unsigned i = 0; i < self->received; i++) {
                     if (self->replied[i]) continue;
                     unsigned char *out = self->out + (size_t)i * SERVER_PAYLOAD;
-                    Py_ssize_t n = answer_from(t, self->rx_iov[i].iov_base,
-                                               self->rx[i].msg_len, out, key, &key_len,
-                                               &wanted, 0);
-                    if (n < 0) continue;
-                    queue(self, i, out, (size_t)n, NULL);
-                    pending--;
-                    compiled++;
+                    const unsigned char *q = self->rx_iov[i].iov_base;
+                    size_t size = self->rx[i].msg_len;
+                    Py_ssize_t n = answer_from(t, q, size, out, key, &key_len, &wanted, 0);
+                    if (n >= 0) {
+                        queue(self, i, out, (size_t)n, NULL);
+                        pending--;
+                        compiled++;
+                        continue;
+                    }
+                    if (misses == NULL) continue;
+                    PyObject *peer = peer_tuple(&self->peers[i]);
+                    PyObject *learn = peer == NULL ? NULL : wanted_tuple(t, &wanted);
+                    PyObject *miss = learn == NULL ? NULL : Py_BuildValue(
+                        "(y#Ny#N)", (const char *)q, (Py_ssize_t)size, peer,
+                        key_len ? (const char *)key : NULL, (Py_ssize_t)key_len, learn);
+                    if (miss == NULL) Py_XDECREF(learn == NULL ? peer : NULL);
+                    if (miss == NULL || PyList_Append(misses, miss) < 0) {
+                        Py_XDECREF(miss);
+                        Py_CLEAR(misses); /* no memory: the batch goes back whole */
+                        PyErr_Clear();
+                        continue;
+                    }
+                    Py_DECREF(miss);
                 }
                 read_unlock();
             }
+            if (pending && misses != NULL) {
+                /* Python's, answered later on the writer's thread if `handoff` takes
+                 * them (called with no lock held: it may let the writer run) */
+                PyObject *taken = PyObject_CallOneArg(handoff, misses);
+                int took = taken == NULL ? -1 : PyObject_IsTrue(taken);
+                Py_XDECREF(taken);
+                if (took < 0) PyErr_WriteUnraisable(handoff);
+                if (took > 0) {
+                    for (unsigned i = 0; i < self->received; i++) self->replied[i] = 1;
+                    pending = 0;
+                }
+            }
+            Py_XDECREF(misses);
             if (pending) break; /* Python's: the batch stays, answered in part */
             released = PyEval_SaveThread();
         }
@@ -1502,29 +1564,7 @@ static PyObject *Pump_peer(PumpObject *self, PyObject *arg) {
         PyErr_SetString(PyExc_IndexError, "no such datagram in this batch");
         return NULL;
     }
-    const struct sockaddr_storage *peer = &self->peers[slot];
-    char host[INET6_ADDRSTRLEN + IF_NAMESIZE + 2];
-    if (peer->ss_family == AF_INET) {
-        const struct sockaddr_in *v4 = (const struct sockaddr_in *)peer;
-        inet_ntop(AF_INET, &v4->sin_addr, host, sizeof(host));
-        return Py_BuildValue("(si)", host, ntohs(v4->sin_port));
-    }
-    if (peer->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)peer;
-        inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof(host));
-        if (v6->sin6_scope_id) {
-            char name[IF_NAMESIZE];
-            size_t used = strlen(host);
-            if (if_indextoname(v6->sin6_scope_id, name) != NULL)
-                snprintf(host + used, sizeof(host) - used, "%%%s", name);
-            else
-                snprintf(host + used, sizeof(host) - used, "%%%u", v6->sin6_scope_id);
-        }
-        return Py_BuildValue("(siII)", host, ntohs(v6->sin6_port), ntohl(v6->sin6_flowinfo),
-                             v6->sin6_scope_id);
-    }
-    PyErr_SetString(PyExc_ValueError, "the peer is neither IPv4 nor IPv6");
-    return NULL;
+    return peer_tuple(&self->peers[slot]);
 }
 
 static PyObject *Pump_flush(PumpObject *self, PyObject *arg) {
@@ -1554,8 +1594,9 @@ static PyMethodDef Pump_methods[] = {
     {"flush", (PyCFunction)Pump_flush, METH_O,
      "flush(rcodes): send every queued response; (truncated, send failures)."},
     {"serve", (PyCFunction)Pump_serve, METH_VARARGS,
-     "serve(table, budget_ms, rcodes): a worker's drain, the GIL released while it "
-     "answers from table; (left for Python, answered in C, truncated, send failures)."},
+     "serve(table, budget_ms, rcodes, handoff=None): a worker's drain, the GIL released "
+     "while it answers from table; handoff(misses) may take what only Python answers; "
+     "(left for Python, answered in C, truncated, send failures)."},
     {"pending", (PyCFunction)Pump_pending, METH_O,
      "pending(table): answer the rest of the batch serve left, as drain does; the misses."},
     {NULL, NULL, 0, NULL},

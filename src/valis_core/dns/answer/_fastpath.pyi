@@ -1,9 +1,13 @@
 """Types of the compiled UDP fast path (source: ``_fastpath.c``)."""
 
+from collections.abc import Callable
 from typing import TypeVar
 
 Wanted = tuple[bytes, int, int]
 """A negative answer the table lacks: the zone's apex, the RCODE, the apex's offset."""
+
+Peer = tuple[str, int] | tuple[str, int, int, int]
+"""A datagram's sender, as the socket module gives it."""
 
 MAX_BATCH: int
 _V = TypeVar("_V")
@@ -53,10 +57,12 @@ class Pump:
         self, table: Table | None, /
     ) -> tuple[int, list[tuple[int, bytes, bytes | None, Wanted | None]]]: ...
     def reply(self, slot: int, response: bytes, /) -> None: ...
-    def peer(self, slot: int, /) -> tuple[str, int] | tuple[str, int, int, int]: ...
+    def peer(self, slot: int, /) -> Peer: ...
     def flush(self, rcodes: list[int], /) -> tuple[int, int]: ...
     def serve(
-        self, table: Table, budget_ms: int, rcodes: list[int], /
+        self, table: Table, budget_ms: int, rcodes: list[int],
+        handoff: Callable[[list[tuple[bytes, Peer, bytes | None, Wanted | None]]], bool]
+        | None = None, /,
     ) -> tuple[int, int, int, int]: ...
     def pending(
         self, table: Table | None, /

@@ -29,6 +29,9 @@ from valis_core.dns.serve.rrl import RateLimiter
 if TYPE_CHECKING:
     from valis_core.dns.answer.fastpath import Pump, Table
 
+Wanted = tuple[bytes, int, int]
+"""A negative answer the table lacks (``fastpath.learn``): apex, RCODE, offset."""
+
 WORKER_BUDGET_MS = 20
 """How long a worker's drain (``Pump.serve``) runs without coming back to the trio
 thread when every datagram is answered in C: the bound on how late it sees a
@@ -192,6 +195,59 @@ async def _serve_udp(
             await trio.lowlevel.wait_readable(sock)
 
 
+WORKER_BACKLOG = 1024
+"""Datagrams a worker may have handed to the trio thread and not yet answered; past it
+the worker waits for the trio thread (``Pump.serve`` returns with the batch)."""
+
+
+class _Later:
+    """What a worker hands the trio thread without waiting for it (``Pump.serve``'s
+    ``handoff``, called on the worker's thread): the datagrams only ``answer`` answers,
+    answered on the trio thread (``trio_token.run_sync_soon``) from the snapshot served
+    then, sent one by one and taught to the table, as long as the snapshot is the one
+    served when they were handed over (a negative answer to learn is of that version)."""
+
+    __slots__ = ("answered", "closed", "datagrams", "handed", "holder", "token")
+
+    def __init__(
+        self, datagrams: _Datagrams, holder: IndexHolder, token: trio.lowlevel.TrioToken
+    ) -> None:
+        self.datagrams = datagrams
+        self.holder = holder
+        self.token = token
+        self.handed = 0  # written by the worker only
+        self.answered = 0  # written by the trio thread only
+        self.closed = False
+
+    def handoff(self, misses: list[tuple[bytes, _Peer, bytes | None, Wanted | None]]) -> bool:
+        if self.handed - self.answered >= WORKER_BACKLOG:
+            return False
+        self.handed += len(misses)
+        self.token.run_sync_soon(self._answer, misses, self.holder.snapshot)
+        return True
+
+    def _answer(
+        self, misses: list[tuple[bytes, _Peer, bytes | None, Wanted | None]], handed: Snapshot
+    ) -> None:
+        self.answered += len(misses)
+        if self.closed:  # the loop has ended: its socket is closed
+            return
+        datagrams = self.datagrams
+        try:
+            snapshot = self.holder.snapshot
+            table = fastpath.shared_table(snapshot) if snapshot is handed else None
+            for query, peer, key, wanted in misses:
+                response = datagrams.respond(snapshot, query, partial(_itself, peer))
+                if response is None:
+                    continue
+                datagrams.send(response, peer)
+                if table is not None and (key is not None or wanted is not None):
+                    fastpath.learn(table, snapshot, key, wanted)
+        except Exception:  # never into trio's run_sync_soon: it would end the run
+            datagrams.counts.udp_answer_errors += 1
+            datagrams.failures.failure(Transport.UDP, misses[0][0])
+
+
 def _itself(peer: _Peer) -> _Peer:
     return peer
 
@@ -236,7 +292,7 @@ async def _serve_udp_compiled(
 
 def _answer_misses(
     datagrams: _Datagrams, pump: Pump, snapshot: Snapshot, table: Table | None,
-    misses: list[tuple[int, bytes, bytes | None, tuple[bytes, int, int] | None]],
+    misses: list[tuple[int, bytes, bytes | None, Wanted | None]],
 ) -> None:
     """Answer in Python the datagrams of a batch C handed back, queue the responses
     beside C's, and let ``table`` (``snapshot``'s) learn what ``answer`` kept."""
@@ -270,6 +326,7 @@ async def _serve_udp_threaded(
     rcodes = counts.udp_rcodes
     own = [0] * len(rcodes)  # the worker's RCODE counts, added here (one thread writes)
     thread = trio.CapacityLimiter(1)  # its own: a worker holds no token others wait for
+    later = _Later(datagrams, holder, trio.lowlevel.current_trio_token())
     unwatch = holder.watch(fastpath.shared_table)
     try:
         while True:
@@ -282,7 +339,7 @@ async def _serve_udp_threaded(
                 left = received
             else:
                 left, compiled, truncated, failed = await trio.to_thread.run_sync(
-                    serve, table, WORKER_BUDGET_MS, own, limiter=thread)
+                    serve, table, WORKER_BUDGET_MS, own, later.handoff, limiter=thread)
                 counts.udp_compiled += compiled
                 counts.udp_truncated += truncated
                 counts.udp_send_failures += failed
@@ -303,3 +360,4 @@ async def _serve_udp_threaded(
             await trio.lowlevel.checkpoint()
     finally:
         unwatch()
+        later.closed = True
