@@ -41,13 +41,17 @@ drains each such socket on a worker thread of its own (``trio.to_thread``, a lim
 each) with ``Pump.serve``: a loop in C that receives a batch, answers with the GIL
 released every datagram the holder's shared table holds, and sends the batch; a batch
 with others takes the GIL for the zones' negative answers (a flood's NXDOMAIN and
-NODATA), and only when some are still left for ``answer`` does the call return here,
-where the trio thread answers them, teaches the table and sends the batch, and calls
-the worker again. A worker also comes back every ``WORKER_BUDGET_MS`` (so it sees a
-cancellation). The trio thread stays the only writer: it fills the table and moves it
-at each swap, in the swap itself (``IndexHolder.watch``), as one write under the
-table's readers' lock (batch by batch: a writer waits for the batches under way, which
-then see the new version whole), so a worker answers from the snapshot served when
+NODATA), and hands those still left for ``answer`` to the trio thread
+(``trio_token.run_sync_soon``) without waiting: the trio thread answers them from the
+snapshot served then, sends each and teaches the table, while the worker drains on.
+Past ``WORKER_BACKLOG`` datagrams handed over and not yet answered, or while a write is
+under way, the worker's call returns with the batch instead, and the trio thread
+finishes it (answers, teaches, sends the batch) and calls the worker again. A worker
+also comes back every ``WORKER_BUDGET_MS`` (so it sees a cancellation). The trio
+thread stays the only writer: it fills the table and moves it at each swap, in the
+swap itself (``IndexHolder.watch``), as one write under the table's readers' lock
+(batch by batch: a writer waits for the batches under way, which then see the new
+version whole), so a worker answers from the snapshot served when
 the query arrived or a later one, never from two. Its counts reach the stats when it
 comes back. A socket on its own (one worker, ``valis serve``'s pair, the IPv6 socket of
 a pair) is drained on the trio thread as above: one worker is today's path.
