@@ -21,6 +21,7 @@ import trio
 from tests.scenario.udp_workers import LIMIT, workers
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.answer.snapshot import IndexHolder, Snapshot
+from valis_core.dns.serve import _udp_loop
 from valis_core.dns.wire.records import RecordRow
 from valis_core.dns.zone import ZoneIndex
 
@@ -85,7 +86,14 @@ def versions(count: int) -> list[ZoneIndex]:
     return made
 
 
-async def test_swaps_at_a_kilohertz_under_load_never_mix_two_snapshots() -> None:
+@pytest.mark.parametrize("backlog", [None, 0], ids=["handed-over", "batch-back"])
+async def test_swaps_at_a_kilohertz_under_load_never_mix_two_snapshots(
+    backlog: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``batch-back``: a worker may hand nothing over, so every batch with a question for
+    ``answer`` comes back to the trio thread whole (``Pump.pending``)."""
+    if backlog is not None:
+        monkeypatch.setattr(_udp_loop, "WORKER_BACKLOG", backlog)
     indexes = versions(SWAPS + 1)
     holder = IndexHolder(indexes[0])
     served = [0]  # the version served now: moved by the swapper, read by the clients
