@@ -2,8 +2,9 @@
 wildcards, delegations, DNAMEs, child zones, CNAME chains) and queries, and a flood of
 names beneath them, every response each worker gives (from the table without the GIL,
 from the zones' negative answers, or from Python for a miss) is byte for byte what
-``answer`` gives for the same snapshot; and the workers sharing one port as fulcrum binds
-them each answer in C what the table holds."""
+``answer`` gives for the same snapshot; the workers sharing one port as fulcrum binds
+them each answer in C what the table holds; and a table the writer empties over and over
+while the workers read it still gives ``answer``'s bytes."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from tests.hypothesis_profiles import scaled
 from tests.property.random_zones import queries, zones
 from tests.scenario.udp_workers import ask, workers
-from valis_core.dns.answer import Transport, answer
+from valis_core.dns.answer import Transport, answer, fastpath
 from valis_core.dns.answer.snapshot import IndexHolder, Snapshot
 from valis_core.dns.wire.records import RecordRow
 from valis_core.dns.zone import ZoneIndex
@@ -94,3 +95,33 @@ async def test_workers_sharing_a_port_each_answer_in_c_what_the_table_holds() ->
                     assert await ask(client, served.addresses[0], wire) == expected
     assert all(stats.udp_compiled > 0 for stats in served.stats)
     assert sum(stats.udp_rcodes[0] for stats in served.stats) == 32 * ROUNDS
+
+
+async def test_a_table_emptied_again_and_again_under_the_workers_answers_as_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A table of four entries, asked many questions by clients on both workers at once:
+    the writer empties it over and over (freeing the entries) while the workers read it
+    without the GIL; every response is still ``answer``'s, byte for byte."""
+    monkeypatch.setattr(fastpath, "CACHE_ENTRIES", 4)
+    rows = [*EXAMPLE_ROWS, *(RecordRow("example.com.", f"h{i}.example.com.", "A", 300,
+                                       f"192.0.2.{i}") for i in range(1, 40))]
+    holder = IndexHolder(ZoneIndex.from_records(rows))
+    oracle = Snapshot(ZoneIndex.from_records(rows))
+    wires = [dns.message.make_query(f"h{i}.example.com.", "A").to_wire() for i in range(1, 40)]
+    answered: list[tuple[bytes, bytes]] = []
+
+    async def client(address: tuple[str, int]) -> None:
+        with trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            await sock.bind(("127.0.0.1", 0))
+            for _ in range(ROUNDS * 4):
+                for wire in wires:
+                    answered.append((wire, await ask(sock, address, wire)))
+
+    async with workers(holder, 2, shared=False) as served, trio.open_nursery() as nursery:
+        for address in served.addresses:
+            for _ in range(2):
+                nursery.start_soon(client, address)
+    for wire, response in answered:
+        assert response == answer(oracle, wire, transport=UDP)
+    assert sum(stats.udp_compiled for stats in served.stats) > 0
