@@ -1451,20 +1451,24 @@ static PyObject *Pump_serve(PumpObject *self, PyObject *args) {
     unsigned char key[KEY_MAX];
     size_t key_len;
     Wanted wanted;
+    int drained = 0; /* the last batch was not full: wait in poll before receiving */
     self->busy = 1;
     PyThreadState *released = PyEval_SaveThread();
     for (;;) { /* bounded by the deadline */
         long long now = monotonic_ns();
         if (now >= deadline) break;
+        if (drained) {
+            struct pollfd ready = {.fd = self->fd, .events = POLLIN};
+            drained = 0;
+            if (poll(&ready, 1, (int)((deadline - now + 999999) / 1000000)) <= 0) continue;
+        }
         prepare_rx(self);
         int got = recvmmsg(self->fd, self->rx, self->batch, MSG_DONTWAIT, NULL);
         if (got <= 0) {
-            if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-                struct pollfd ready = {.fd = self->fd, .events = POLLIN};
-                (void)poll(&ready, 1, (int)((deadline - now + 999999) / 1000000));
-            }
+            drained = got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
             continue; /* or an ICMP report the call consumed, or EINTR: receive again */
         }
+        drained = (unsigned)got < self->batch;
         self->received = (unsigned)got;
         read_lock();
         int retired = t->retired;
