@@ -1419,6 +1419,56 @@ static long long monotonic_ns(void) {
     return (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
 }
 
+/* A datagram a worker's batch leaves for Python, noted under the read lock. */
+typedef struct {
+    unsigned slot;
+    size_t key_len;
+    unsigned char key[KEY_MAX];
+    int wanted; /* whether the zone's negative answer is to be learnt: */
+    int rcode, at;
+    size_t apex_len;
+    unsigned char apex[MAX_NAME];
+} Handed;
+
+/* Offer the `noted` misses to `handoff` as a list of (query, peer, key, wanted); whether
+ * it took them. The GIL held, no lock; a failure is reported as unraisable and the
+ * misses stay the batch's. */
+static int hand_off(PumpObject *self, PyObject *handoff, const Handed *handed,
+                    unsigned noted) {
+    PyObject *misses = PyList_New(noted);
+    if (misses == NULL) goto failed;
+    for (unsigned k = 0; k < noted; k++) {
+        const Handed *h = &handed[k];
+        PyObject *peer = peer_tuple(&self->peers[h->slot]);
+        PyObject *learn = peer == NULL ? NULL
+                          : h->wanted ? Py_BuildValue("(y#ii)", (const char *)h->apex,
+                                                      (Py_ssize_t)h->apex_len, h->rcode, h->at)
+                                      : Py_NewRef(Py_None);
+        if (learn == NULL) {
+            Py_XDECREF(peer);
+            Py_DECREF(misses);
+            goto failed;
+        }
+        PyObject *miss = Py_BuildValue(
+            "(y#Ny#N)", (const char *)self->rx_iov[h->slot].iov_base,
+            (Py_ssize_t)self->rx[h->slot].msg_len, peer,
+            h->key_len ? (const char *)h->key : NULL, (Py_ssize_t)h->key_len, learn);
+        if (miss == NULL) {
+            Py_DECREF(misses);
+            goto failed;
+        }
+        PyList_SET_ITEM(misses, k, miss);
+    }
+    PyObject *taken = PyObject_CallOneArg(handoff, misses);
+    Py_DECREF(misses);
+    int took = taken == NULL ? -1 : PyObject_IsTrue(taken);
+    Py_XDECREF(taken);
+    if (took >= 0) return took;
+failed:
+    PyErr_WriteUnraisable(handoff);
+    return 0;
+}
+
 /* A worker's drain (fastpath.py, serve/_udp_loop.py): for up to `budget` milliseconds,
  * receive batches and answer each datagram the table holds with the GIL released (the
  * table read under read_lock, batch by batch), sending each batch whole; a batch with
@@ -1451,6 +1501,11 @@ static PyObject *Pump_serve(PumpObject *self, PyObject *args) {
     unsigned char key[KEY_MAX];
     size_t key_len;
     Wanted wanted;
+    Handed *handed = NULL; /* the misses noted for `handoff`, a batch's worth */
+    if (handoff != Py_None) {
+        handed = PyMem_Malloc(self->batch * sizeof(Handed));
+        if (handed == NULL) return PyErr_NoMemory();
+    }
     int drained = 0; /* the last batch was not full: wait in poll before receiving */
     self->busy = 1;
     PyThreadState *released = PyEval_SaveThread();
@@ -1484,51 +1539,44 @@ static PyObject *Pump_serve(PumpObject *self, PyObject *args) {
         if (pending) {
             PyEval_RestoreThread(released);
             released = NULL;
-            PyObject *misses = NULL; /* for `handoff`: (query, peer, key, wanted) each */
+            /* Nothing that could run Python (an allocation of a container may collect
+             * garbage, and a finalizer let the writer in) while the read lock is held:
+             * the misses are noted in C and made Python's after it is released. */
+            unsigned noted = 0;
             if (!retired && read_trylock()) {
-                if (handoff != Py_None) misses = PyList_New(0);
                 for (unsigned i = 0; i < self->received; i++) {
                     if (self->replied[i]) continue;
                     unsigned char *out = self->out + (size_t)i * SERVER_PAYLOAD;
-                    const unsigned char *q = self->rx_iov[i].iov_base;
-                    size_t size = self->rx[i].msg_len;
-                    Py_ssize_t n = answer_from(t, q, size, out, key, &key_len, &wanted, 0);
+                    Py_ssize_t n = answer_from(t, self->rx_iov[i].iov_base,
+                                               self->rx[i].msg_len, out, key, &key_len,
+                                               &wanted, 0);
                     if (n >= 0) {
                         queue(self, i, out, (size_t)n, NULL);
                         pending--;
                         compiled++;
                         continue;
                     }
-                    if (misses == NULL) continue;
-                    PyObject *peer = peer_tuple(&self->peers[i]);
-                    PyObject *learn = peer == NULL ? NULL : wanted_tuple(t, &wanted);
-                    PyObject *miss = learn == NULL ? NULL : Py_BuildValue(
-                        "(y#Ny#N)", (const char *)q, (Py_ssize_t)size, peer,
-                        key_len ? (const char *)key : NULL, (Py_ssize_t)key_len, learn);
-                    if (miss == NULL) Py_XDECREF(learn == NULL ? peer : NULL);
-                    if (miss == NULL || PyList_Append(misses, miss) < 0) {
-                        Py_XDECREF(miss);
-                        Py_CLEAR(misses); /* no memory: the batch goes back whole */
-                        PyErr_Clear();
-                        continue;
+                    if (handed == NULL) continue;
+                    Handed *h = &handed[noted++];
+                    h->slot = i;
+                    h->key_len = key_len;
+                    memcpy(h->key, key, key_len);
+                    h->wanted = wanted.zone >= 0;
+                    if (h->wanted) {
+                        const Zone *zone = &t->zones[wanted.zone];
+                        h->apex_len = zone->apex_len;
+                        memcpy(h->apex, zone->apex, zone->apex_len);
+                        h->rcode = wanted.rcode;
+                        h->at = wanted.at;
                     }
-                    Py_DECREF(miss);
                 }
                 read_unlock();
             }
-            if (pending && misses != NULL) {
-                /* Python's, answered later on the writer's thread if `handoff` takes
-                 * them (called with no lock held: it may let the writer run) */
-                PyObject *taken = PyObject_CallOneArg(handoff, misses);
-                int took = taken == NULL ? -1 : PyObject_IsTrue(taken);
-                Py_XDECREF(taken);
-                if (took < 0) PyErr_WriteUnraisable(handoff);
-                if (took > 0) {
-                    for (unsigned i = 0; i < self->received; i++) self->replied[i] = 1;
-                    pending = 0;
-                }
+            if (pending && handed != NULL && noted == pending && hand_off(self, handoff,
+                                                                          handed, noted)) {
+                for (unsigned i = 0; i < self->received; i++) self->replied[i] = 1;
+                pending = 0;
             }
-            Py_XDECREF(misses);
             if (pending) break; /* Python's: the batch stays, answered in part */
             released = PyEval_SaveThread();
         }
@@ -1536,6 +1584,7 @@ static PyObject *Pump_serve(PumpObject *self, PyObject *args) {
         self->queued = self->received = 0; /* C's answers only: no reference held */
     }
     if (released != NULL) PyEval_RestoreThread(released);
+    PyMem_Free(handed);
     self->busy = 0;
     if (!pending) self->queued = self->received = 0;
     if (count_sent(rcodes, sent) < 0) return NULL;
