@@ -200,6 +200,10 @@ WORKER_BACKLOG = 1024
 the worker waits for the trio thread (``Pump.serve`` returns with the batch)."""
 
 
+HANDED_PASSES = 100
+"""Scheduler passes a worker loop that ends waits for what it handed over to be answered."""
+
+
 class _Later:
     """What a worker hands the trio thread without waiting for it (``Pump.serve``'s
     ``handoff``, called on the worker's thread): the datagrams only ``answer`` answers,
@@ -360,4 +364,12 @@ async def _serve_udp_threaded(
             await trio.lowlevel.checkpoint()
     finally:
         unwatch()
+        # What the worker handed over is queued on this thread already (the worker has
+        # returned): answer it before the socket closes, so a restart (a new limiter)
+        # drops none. Bounded: each pass runs every callback queued.
+        with trio.CancelScope(shield=True):
+            for _ in range(HANDED_PASSES):
+                if later.answered >= later.handed:
+                    break
+                await trio.lowlevel.checkpoint()
         later.closed = True
