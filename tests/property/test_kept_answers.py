@@ -392,3 +392,42 @@ def test_a_bulk_patch_drops_the_zone_from_the_table_and_answers_stay_fresh() -> 
             assert fast == answer(fresh, query, transport=UDP)
         assert teach(table, holder.snapshot, query) == answer(fresh, query, transport=UDP)
     assert table.ask(dns.message.make_query(f"www.{PLAIN}", "A").to_wire())[0] is not None
+
+
+@pytest.mark.parametrize("entries", [fastpath.CACHE_ENTRIES, 4])
+def test_a_patch_marks_stale_exactly_the_entries_that_read_a_changed_owner(entries: int) -> None:
+    """``Table.moved`` finds the entries that read a changed owner (or an ancestor of
+    one) through the names each entry read; in a table of 4 entries whose entries read
+    more names than it lists (5 here), by walking its slots instead. Either way the
+    entries that read the changed owner or its ancestor go to Python, the others stay
+    in C, each answer the new version's."""
+    rows = [*TWO_ZONES, *(RecordRow(PLAIN, f"{name}.{PLAIN}", "A", 3600, "192.0.2.25")
+                          for name in ("p.b", "q.b", "r.c"))]
+    with pytest.MonkeyPatch.context() as patching:
+        patching.setattr(fastpath, "CACHE_ENTRIES", entries)
+        holder = IndexHolder(ZoneIndex.from_records(rows))
+        table = fastpath.shared_table(holder.snapshot)
+    assert table is not None
+    asked = {name: dns.message.make_query(f"{name}.{PLAIN}", "A").to_wire()
+             for name in ("p.b", "q.b", "r.c")}
+    for query in asked.values():
+        teach(table, holder.snapshot, query)
+        teach(table, holder.snapshot, query)
+        assert table.ask(query)[0] is not None
+    for changed, kept, gone in (("q.b", ("p.b", "r.c"), ("q.b",)),
+                                ("b", ("r.c",), ("p.b", "q.b"))):
+        new = [RecordRow(PLAIN, f"{changed}.{PLAIN}", "TXT" if changed == "b" else "A", 3600,
+                         '"b"' if changed == "b" else "198.51.100.25")]
+        holder.swap(holder.current.with_owners_replaced(PLAIN, [f"{changed}.{PLAIN}"], new))
+        assert fastpath.shared_table(holder.snapshot) is table
+        rows = [row for row in rows if row.owner != f"{changed}.{PLAIN}"] + new
+        fresh = Snapshot(ZoneIndex.from_records(rows))
+        for name in kept:
+            fast = table.ask(asked[name])[0]
+            assert fast is not None, name
+            assert fast == answer(fresh, asked[name], transport=UDP)
+        for name in gone:
+            assert table.ask(asked[name])[0] is None, name
+        for query in asked.values():
+            assert teach(table, holder.snapshot, query) == answer(fresh, query, transport=UDP)
+            teach(table, holder.snapshot, query)

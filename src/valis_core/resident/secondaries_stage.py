@@ -33,7 +33,7 @@ async def offer_transfers(boot: Boot) -> Boot:
     await boot.services.start("secondaries", reader.follow)
     await boot.services.start("journal pruning", journal.prune_forever)
     source = need(boot.adopted).adoption.dns_udp.host
-    sender = NotifySender(source, reader.listed_fenced)
+    sender = NotifySender(source, reader.listed_fenced, known=reader.current)
     await boot.services.start("notify", sender.run)
     holder.changed = sender.changed
     views.transfer_stats = transfers.stats

@@ -101,7 +101,19 @@ typedef struct {
     uint64_t gen[SLOT_DEPS]; /* its generation when the entry was put */
     uint32_t reads[SLOT_READS]; /* what it read in its one zone (key_hash of each name) */
     uint8_t nreads;             /* how many; 0: not known, stale at any move of its zone */
+    uint8_t kept; /* gen[0] is its zone's `kept` (it has reads), not its `gen`; 0 there:
+                     a move changed a name it read */
 } Slot;
+
+/* The slots that read a name (by key_hash), for `moved` to find those a change touched
+ * without walking the table: one bucket per hash, each a growing list of slot indices.
+ * A listed slot may since hold another entry, or no longer read the name: `moved` checks
+ * each. */
+typedef struct {
+    uint32_t hash;
+    uint32_t count, room; /* room 0: the bucket is empty */
+    uint32_t *slots;
+} ReadBucket;
 
 /* A negative answer (_lookup.py's `negative_entry`): the zone's SOA, for one RCODE and one
  * offset of the apex in the question. body NULL: not known yet. */
@@ -124,6 +136,8 @@ typedef struct {
     Negative *negatives;  /* [2][MAX_NAME + 1]: NODATA then NXDOMAIN, by offset; NULL
                              until the zone's first negative answer is learnt */
     uint64_t gen;         /* moved on whenever the zone (or what lies beneath it) changes */
+    uint64_t kept;        /* what the entries with reads (Slot.kept) compare: moved on as
+                             gen, but not by `moved`, which marks the touched ones instead */
     size_t reading;       /* entries put with reads in it since the table was last emptied
                              (never fewer than those held): none, and `moved` walks no slot */
     int gone;             /* dropped: found by no lookup; its index kept, so that entries
@@ -145,6 +159,11 @@ typedef struct {
     uint64_t stamp;    /* the last generation given out: moves on at every change */
     uint64_t root_gen; /* moved on when a zone is added or dropped beneath no other */
     int retired;       /* a newer table answers for its holder: workers take no answer */
+    ReadBucket *readers; /* the slots that read each name (ReadBucket), or NULL */
+    size_t readers_mask;
+    size_t readers_used, readers_listed; /* buckets taken; slot indices listed */
+    int readers_lost; /* a slot read a name not listed (full, or no memory): `moved`
+                         walks every slot until the table is next emptied */
 } TableObject;
 
 /* --- the readers' lock ----------------------------------------------------------- */
@@ -217,9 +236,64 @@ static void table_empty(TableObject *t) {
         Py_CLEAR(s->body);
         Py_CLEAR(s->short_body);
         s->hash = 0;
+        s->kept = 0; /* its reads are listed no more */
     }
     t->count = 0;
     for (size_t z = 0; z < t->zone_count; z++) t->zones[z].reading = 0;
+    if (t->readers != NULL) {
+        for (size_t i = 0; i <= t->readers_mask; i++) PyMem_Free(t->readers[i].slots);
+        memset(t->readers, 0, (t->readers_mask + 1) * sizeof(ReadBucket));
+    }
+    t->readers_used = t->readers_listed = 0;
+    t->readers_lost = 0;
+}
+
+/* The bucket of `hash` (an empty one if it has none), or NULL. */
+static ReadBucket *readers_of(const TableObject *t, uint32_t hash) {
+    if (t->readers == NULL) return NULL;
+    size_t i = hash & t->readers_mask;
+    for (size_t probes = 0; probes <= t->readers_mask; probes++) {
+        ReadBucket *b = &t->readers[i];
+        if (!b->room || b->hash == hash) return b;
+        i = (i + 1) & t->readers_mask;
+    }
+    return NULL;
+}
+
+/* List slot `at` among the readers of `hash`; when it cannot be listed (more names or
+ * listings than the table's size allows, or no memory), `moved` walks every slot. */
+static void readers_note(TableObject *t, uint32_t hash, size_t at) {
+    if (t->readers_lost) return;
+    if (t->readers == NULL) {
+        t->readers = PyMem_Calloc(t->mask + 1, sizeof(ReadBucket));
+        if (t->readers == NULL) {
+            t->readers_lost = 1;
+            return;
+        }
+        t->readers_mask = t->mask;
+    }
+    ReadBucket *b = readers_of(t, hash);
+    if (b == NULL || t->readers_listed >= (size_t)t->limit * SLOT_READS ||
+        (!b->room && (t->readers_used + 1) * 2 > t->readers_mask + 1)) {
+        t->readers_lost = 1;
+        return;
+    }
+    if (b->count == b->room) {
+        uint32_t room = b->room ? b->room * 2 : 2;
+        uint32_t *slots = PyMem_Realloc(b->slots, room * sizeof(uint32_t));
+        if (slots == NULL) {
+            t->readers_lost = 1;
+            return;
+        }
+        if (!b->room) {
+            b->hash = hash;
+            t->readers_used++;
+        }
+        b->slots = slots;
+        b->room = room;
+    }
+    b->slots[b->count++] = (uint32_t)at;
+    t->readers_listed++;
 }
 
 static Slot *table_find(TableObject *t, const unsigned char *key, size_t len, uint32_t h) {
@@ -371,7 +445,7 @@ static PyObject *Table_zone(TableObject *self, PyObject *args) {
         back->interrupts = interrupts == Py_None ? NULL : Py_NewRef(interrupts);
         back->wildcard = wildcard;
         back->signing = signing;
-        back->gen = ++self->stamp;
+        back->gen = back->kept = ++self->stamp;
         back->gone = 0;
         if (signing != UNSIGNED) self->signing = 1;
         result = Py_NewRef(Py_None);
@@ -401,7 +475,7 @@ static PyObject *Table_zone(TableObject *self, PyObject *args) {
     zone->interrupts = interrupts == Py_None ? NULL : Py_NewRef(interrupts);
     zone->wildcard = wildcard;
     zone->signing = signing;
-    zone->gen = ++self->stamp;
+    zone->gen = zone->kept = ++self->stamp;
     self->zone_count++;
     if (self->apexes == NULL || self->zone_count * 2 > self->apex_mask + 1) {
         if (apexes_rebuild(self) < 0) { /* doubled: amortised O(1) a zone */
@@ -437,7 +511,7 @@ static PyObject *Table_drop(TableObject *self, PyObject *arg) {
     }
     Zone *zone = &self->zones[z];
     zone->gone = 1;
-    zone->gen = ++self->stamp;
+    zone->gen = zone->kept = ++self->stamp;
     Py_CLEAR(zone->nodes);
     Py_CLEAR(zone->ents);
     Py_CLEAR(zone->interrupts);
@@ -468,17 +542,28 @@ static PyObject *Table_enclosing(TableObject *self, PyObject *arg) {
         above = zone_at(self, name + i, len - i);
     }
     PyBuffer_Release(&apex);
-    if (above >= 0) self->zones[above].gen = ++self->stamp;
+    if (above >= 0) self->zones[above].gen = self->zones[above].kept = ++self->stamp;
     else self->root_gen = ++self->stamp;
     Py_RETURN_NONE;
+}
+
+/* Whether slot `s` holds an entry read from zone `z` alone, fresh by its reads, that
+ * read a name of hash `hash`. */
+static int slot_reads(const Slot *s, long z, const Zone *zone, uint32_t hash) {
+    if (!s->hash || !s->kept || s->dep[0] != (int32_t)z || s->gen[0] != zone->kept) return 0;
+    for (int r = 0; r < s->nreads; r++)
+        if (s->reads[r] == hash) return 1;
+    return 0;
 }
 
 /* A served zone moved on by patches that changed the owners `changed` (a tuple of
  * names): its new tables replace the old, its negative answers are forgotten (the SOA
  * moved), and of the entries read from it alone at its last version those whose reads
- * (`put`) name none of the changed owners are kept: they take the zone's new generation.
- * Every other entry read from it is stale. One walk of the table's slots: bounded by its
- * size, whatever the zone's. */
+ * (`put`) name none of the changed owners are kept (Slot.kept: they compare the zone's
+ * `kept`, which a move leaves as it was); those that read one are marked stale, found
+ * through the readers of each changed owner: O(changed), whatever the zone's or the
+ * table's size (a walk of every slot when the readers are not all listed). Every other
+ * entry read from it is stale (its `gen` moves on). */
 static PyObject *Table_moved(TableObject *self, PyObject *args) {
     Py_buffer apex;
     PyObject *nodes, *ents, *interrupts, *changed;
@@ -528,19 +613,25 @@ static PyObject *Table_moved(TableObject *self, PyObject *args) {
     if (zone->negatives != NULL) {
         for (size_t i = 0; i < 2 * (MAX_NAME + 1); i++) Py_CLEAR(zone->negatives[i].body);
     }
-    uint64_t before = zone->gen;
-    uint64_t now = zone->gen = ++self->stamp;
-    for (size_t i = 0; zone->reading && i <= self->mask; i++) {
-        Slot *s = &self->slots[i];
-        if (!s->hash || !s->nreads || s->dep[0] != (int32_t)z || s->gen[0] != before) continue;
-        int touched = 0;
-        for (int r = 0; r < s->nreads && !touched; r++)
+    zone->gen = ++self->stamp;
+    if (zone->reading && !self->readers_lost) {
+        for (Py_ssize_t k = 0; k < n; k++) {
+            const ReadBucket *b = readers_of(self, hashes[k]);
+            if (b == NULL || !b->room) continue;
+            for (uint32_t j = 0; j < b->count; j++) {
+                Slot *s = &self->slots[b->slots[j]];
+                if (slot_reads(s, z, zone, hashes[k])) s->gen[0] = 0; /* never a `kept` */
+            }
+        }
+    } else if (zone->reading) {
+        for (size_t i = 0; i <= self->mask; i++) {
+            Slot *s = &self->slots[i];
             for (Py_ssize_t k = 0; k < n; k++)
-                if (s->reads[r] == hashes[k]) {
-                    touched = 1;
+                if (slot_reads(s, z, zone, hashes[k])) {
+                    s->gen[0] = 0;
                     break;
                 }
-        if (!touched) s->gen[0] = now;
+        }
     }
     result = Py_NewRef(Py_None);
 done:
@@ -555,7 +646,8 @@ static int slot_fresh(const TableObject *t, const Slot *s) {
     for (int k = 0; k < SLOT_DEPS; k++) {
         int32_t dep = s->dep[k];
         if (dep == DEP_NONE) break;
-        uint64_t now = dep >= 0 ? t->zones[dep].gen : dep == DEP_ROOT ? t->root_gen : t->stamp;
+        uint64_t now = dep >= 0 ? (k == 0 && s->kept ? t->zones[dep].kept : t->zones[dep].gen)
+                       : dep == DEP_ROOT ? t->root_gen : t->stamp;
         if (now != s->gen[k]) return 0;
     }
     return 1;
@@ -654,6 +746,9 @@ static int Table_init(TableObject *self, PyObject *args, PyObject *kwds) {
     table_empty(self);
     zones_empty(self);
     PyMem_Free(self->slots);
+    PyMem_Free(self->readers); /* sized by the slots: made again for the new size */
+    self->readers = NULL;
+    self->readers_mask = 0;
     self->slots = PyMem_Calloc(capacity, sizeof(Slot));
     if (self->slots == NULL) {
         PyErr_NoMemory();
@@ -669,6 +764,7 @@ static void Table_dealloc(TableObject *self) {
     table_empty(self);
     zones_empty(self);
     PyMem_Free(self->slots);
+    PyMem_Free(self->readers);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -778,10 +874,18 @@ static PyObject *Table_put(TableObject *self, PyObject *args) {
     s->short_ar = short_ar;
     memcpy(s->dep, dep, sizeof(dep));
     memcpy(s->gen, gen, sizeof(gen));
-    s->nreads = dep[0] >= 0 && dep[1] == DEP_NONE ? nreads : 0; /* one zone's entries */
+    nreads = dep[0] >= 0 && dep[1] == DEP_NONE ? nreads : 0; /* one zone's entries */
+    /* listed already when it held the same reads (an entry put again: no new listing) */
+    int listed = s->kept && s->nreads == nreads &&
+                 memcmp(s->reads, read_hashes, nreads * sizeof(uint32_t)) == 0;
+    s->nreads = nreads;
+    s->kept = nreads != 0;
     if (s->nreads) {
         memcpy(s->reads, read_hashes, s->nreads * sizeof(uint32_t));
+        s->gen[0] = self->zones[dep[0]].kept;
         self->zones[dep[0]].reading++;
+        for (int r = 0; r < s->nreads && !listed; r++)
+            readers_note(self, read_hashes[r], (size_t)(s - self->slots));
     }
     result = Py_NewRef(Py_None);
 done:

@@ -243,8 +243,8 @@ def _moved(table: Table, shared: _Shared, snapshot: Snapshot) -> bool:
 
 MOVED_OWNERS = 64
 """Past this many owners replaced since the table's version of a zone, the zone is dropped
-and given again rather than moved (``Table.moved`` compares each entry's reads with
-each owner)."""
+and given again rather than moved (``Table.moved`` marks stale the entries that read
+each owner, found through the names each entry read)."""
 
 
 def _patched(table: Table, held: ServedZone, zone: ServedZone) -> bool:

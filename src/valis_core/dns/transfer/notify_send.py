@@ -12,6 +12,10 @@ a newer change of the same zone replaces the NOTIFY still being retried for it.
 
 Nothing is sent when ``secondaries`` raises ``FencedOut`` (the resident's reader checks
 the fence after reading them): a node another instance has superseded tells no one.
+Given ``known`` (the list in memory when it is known to be the database's, the
+resident's ``SecondaryReader.current``), a batch none of whose zones it lists is sent
+to no one without reading: nobody is to be told, fenced or not, and a node taking
+many changes to zones without secondaries reads nothing per change.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ TIMEOUT = 1.0
 QUEUE = 256
 
 Secondaries = Callable[[], Awaitable[Sequence[Listed]]]
+Known = Callable[[], Sequence[Listed] | None]
 
 
 class ChangeWatch(IndexHolder):
@@ -96,9 +101,11 @@ class NotifySender:
         port: int = 53,
         attempts: int = ATTEMPTS,
         timeout: float = TIMEOUT,
+        known: Known | None = None,
     ) -> None:
         self._source = source
         self._secondaries = secondaries
+        self._known = known
         self._port = port
         self._attempts = attempts
         self._timeout = timeout
@@ -120,6 +127,8 @@ class NotifySender:
         async with trio.open_nursery() as nursery:
             task_status.started()
             async for zones in self._receive:
+                if self._none_listed(zones):
+                    continue
                 try:
                     listed = await self._secondaries()
                 except FencedOut as exc:
@@ -136,6 +145,14 @@ class NotifySender:
                     for secondary in listed:
                         if secondary.zone == zone.origin:
                             self._start(nursery, zone, secondary)
+
+    def _none_listed(self, zones: Sequence[ServedZone]) -> bool:
+        """Whether the list in memory, known to be current, lists none of ``zones``."""
+        listed = None if self._known is None else self._known()
+        if listed is None:
+            return False
+        origins = {zone.origin for zone in zones}
+        return not any(secondary.zone in origins for secondary in listed)
 
     def _start(self, nursery: trio.Nursery, zone: ServedZone, secondary: Listed) -> None:
         slot = (zone.origin, secondary.address)

@@ -197,6 +197,16 @@ class _ZoneParts:
 _CHECKED_ALONE = frozenset({NS, SOA, DNAME})
 
 
+TYPES_REMEMBERED = 256
+"""Type texts remembered across builders (``_SERVABLE_TYPES``), at most."""
+
+_SERVABLE_TYPES: dict[str, int] = {}
+"""Each type text some builder's ``_rtype`` read and found servable, and its code: a
+pure function's results, so that every builder knows them from its first row (a
+patch's builder holds a few rows: without them each would take the long way,
+dnspython's, issue 27)."""
+
+
 class Builder:
     """Accumulates records per zone and owner, then checks and freezes them."""
 
@@ -204,7 +214,7 @@ class Builder:
         self._zone_keys: dict[str, tuple[bytes, _ZoneParts]] = {}
         self._shapes: dict[str, tuple[bytes, _ZoneParts, str]] = {}
         self._zones: dict[bytes, _ZoneParts] = {}
-        self._types: dict[str, int] = {}
+        self._types: dict[str, int] = dict(_SERVABLE_TYPES)
         self._servable: set[int] = set()
 
     def add_zone(self, zone: str) -> None:
@@ -243,6 +253,8 @@ class Builder:
         if reason is not None:
             raise ZoneError(zone, owner, reason)
         self._types[text] = rtype
+        if len(_SERVABLE_TYPES) < TYPES_REMEMBERED:
+            _SERVABLE_TYPES[text] = rtype
         return rtype
 
     def add_row(self, row: RecordRow) -> None:
