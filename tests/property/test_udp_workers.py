@@ -3,8 +3,9 @@ wildcards, delegations, DNAMEs, child zones, CNAME chains) and queries, and a fl
 names beneath them, every response each worker gives (from the table without the GIL,
 from the zones' negative answers, or from Python for a miss) is byte for byte what
 ``answer`` gives for the same snapshot; the workers sharing one port as fulcrum binds
-them each answer in C what the table holds; and a table the writer empties over and over
-while the workers read it still gives ``answer``'s bytes."""
+them each answer in C what the table holds; a table the writer empties over and over
+while the workers read it still gives ``answer``'s bytes; and on a node signing one zone
+the workers' answers are ``answer``'s with the signer, DO=0 and DO=1."""
 
 from __future__ import annotations
 
@@ -18,9 +19,13 @@ from hypothesis import strategies as st
 
 from tests.hypothesis_profiles import scaled
 from tests.property.random_zones import queries, zones
+from tests.property.two_zones import PLAIN, SIGNED, TWO_ZONES
 from tests.scenario.udp_workers import ask, workers
+from valis_core.dns import dnssec
 from valis_core.dns.answer import Transport, answer, fastpath
+from valis_core.dns.answer.signed import Signer
 from valis_core.dns.answer.snapshot import IndexHolder, Snapshot
+from valis_core.dns.wire import from_text
 from valis_core.dns.wire.records import RecordRow
 from valis_core.dns.zone import ZoneIndex
 
@@ -125,3 +130,23 @@ async def test_a_table_emptied_again_and_again_under_the_workers_answers_as_answ
     for wire, response in answered:
         assert response == answer(oracle, wire, transport=UDP)
     assert sum(stats.udp_compiled for stats in served.stats) > 0
+
+
+async def test_on_a_node_signing_a_zone_every_workers_answer_is_answers() -> None:
+    """One zone signed online here (Ed25519, a fixed clock: signatures are the same bytes
+    from any signer with the key), one plain: DO=0 questions and the plain zone's are
+    the workers' own in C, DO=1 questions to the signed zone go to Python (the signer's),
+    and every response is what ``answer`` gives with a signer of the same key."""
+    key = dnssec.ZoneKey(dnssec.generate_key(dnssec.ED25519))
+
+    def signer() -> Signer:
+        return Signer({from_text(SIGNED): key}, clock=lambda: 1_800_000_000)
+
+    holder = IndexHolder(ZoneIndex.from_records(TWO_ZONES), signer())
+    oracle = Snapshot(ZoneIndex.from_records(TWO_ZONES), signer=signer())
+    wires = [dns.message.make_query(name, rtype, want_dnssec=do, use_edns=0).to_wire()
+             for name in (f"www.{SIGNED}", f"nope.{SIGNED}", SIGNED, f"www.{PLAIN}")
+             for rtype in ("A", "DNSKEY") for do in (False, True)]
+    expected = [answer(oracle, wire, transport=UDP) for wire in wires]
+    for responses in await asked_of_every_worker(holder, wires):
+        assert responses == expected * ROUNDS

@@ -22,7 +22,7 @@
  * `Pump.drain` releases the GIL around the two system calls only. `Pump.serve` (a
  * worker thread's drain, fastpath.py) answers the table's hits with the GIL released,
  * which is why every change to a table is a write under the readers' lock below
- * (`read_lock`, `write_begin`): a worker reads the table only inside a batch it holds
+ * (`read_lock_until`, `write_begin`): a worker reads the table only inside a batch it holds
  * the lock for, and a writer (the one Python thread that fills tables and swaps
  * snapshots, holding the GIL) waits until no batch reads, changes the table, and lets
  * them go on. A retired table (`Table.retire`: a swap made a new one) answers nothing
@@ -169,7 +169,7 @@ typedef struct {
 /* --- the readers' lock ----------------------------------------------------------- */
 
 /* One lock for every table of the process, at batch granularity. Readers are worker
- * threads without the GIL (`read_lock` for the lookups of one batch; never across a
+ * threads without the GIL (`read_lock_until` for the lookups of one batch; never across a
  * system call, and never while waiting for the GIL) or with it (`read_trylock`: a
  * worker holding the GIL must not wait for a writer, who may need the GIL to finish).
  * The writer holds the GIL: `write_begin` raises the flag and waits for the readers of
@@ -183,12 +183,23 @@ static atomic_int lock_readers;
 static atomic_int lock_writer;
 static long write_depth; /* guarded by the GIL */
 
-static void read_lock(void) {
-    for (;;) {
-        while (atomic_load(&lock_writer)) sched_yield();
-        atomic_fetch_add(&lock_readers, 1);
-        if (!atomic_load(&lock_writer)) return;
-        atomic_fetch_sub(&lock_readers, 1);
+static long long monotonic_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
+}
+
+/* Whether the read lock was taken before `deadline` (monotonic_ns): a worker waits for
+ * a write under way no longer than its budget, and then hands its batch to Python. */
+static int read_lock_until(long long deadline) {
+    for (unsigned spins = 1;; spins++) {
+        if (!atomic_load(&lock_writer)) {
+            atomic_fetch_add(&lock_readers, 1);
+            if (!atomic_load(&lock_writer)) return 1;
+            atomic_fetch_sub(&lock_readers, 1);
+        }
+        if (spins % 64 == 0 && monotonic_ns() >= deadline) return 0;
+        sched_yield();
     }
 }
 
@@ -1098,7 +1109,7 @@ static Py_ssize_t assemble(const unsigned char *q, size_t qend, unsigned qflags,
  * PLAIN_MISS when the query takes the plain path but `t` cannot answer it (its key is
  * then in `key`, `*key_len` bytes, and `wanted` may name a negative answer to learn);
  * MISS for anything the plain path does not cover. Called with the GIL held, or
- * (`nogil`: the table's entries only, no negative path) under read_lock. */
+ * (`nogil`: the table's entries only, no negative path) under the read lock. */
 static Py_ssize_t answer_from(const TableObject *t, const unsigned char *q, size_t size,
                               unsigned char *out, unsigned char *key, size_t *key_len,
                               Wanted *wanted, int nogil) {
@@ -1517,12 +1528,6 @@ static int count_sent(PyObject *rcodes, const unsigned long long *sent) {
     return 0;
 }
 
-static long long monotonic_ns(void) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
-}
-
 /* A datagram a worker's batch leaves for Python, noted under the read lock. */
 typedef struct {
     unsigned slot;
@@ -1575,7 +1580,7 @@ failed:
 
 /* A worker's drain (fastpath.py, serve/_udp_loop.py): for up to `budget` milliseconds,
  * receive batches and answer each datagram the table holds with the GIL released (the
- * table read under read_lock, batch by batch), sending each batch whole; a batch with
+ * table read under the read lock, batch by batch), sending each batch whole; a batch with
  * others takes the GIL to answer from the zones' negative answers (read_trylock: only
  * when no write is under way); those still left for Python go to `handoff` (a
  * callable, or None), each as (query, peer, key, wanted), and when it takes them (says
@@ -1629,15 +1634,17 @@ static PyObject *Pump_serve(PumpObject *self, PyObject *args) {
         }
         drained = (unsigned)got < self->batch;
         self->received = (unsigned)got;
-        read_lock();
-        int retired = t->retired;
-        for (unsigned i = 0; i < self->received && !retired; i++) {
-            unsigned char *out = self->out + (size_t)i * SERVER_PAYLOAD;
-            Py_ssize_t n = answer_from(t, self->rx_iov[i].iov_base, self->rx[i].msg_len, out,
-                                       key, &key_len, &wanted, 1);
-            if (n >= 0) queue(self, i, out, (size_t)n, NULL);
+        int retired = 1; /* not read: a write outlasted the budget, or the table retired */
+        if (read_lock_until(deadline)) {
+            retired = t->retired;
+            for (unsigned i = 0; i < self->received && !retired; i++) {
+                unsigned char *out = self->out + (size_t)i * SERVER_PAYLOAD;
+                Py_ssize_t n = answer_from(t, self->rx_iov[i].iov_base, self->rx[i].msg_len,
+                                           out, key, &key_len, &wanted, 1);
+                if (n >= 0) queue(self, i, out, (size_t)n, NULL);
+            }
+            read_unlock();
         }
-        read_unlock();
         compiled += self->queued;
         pending = self->received - self->queued;
         if (pending) {

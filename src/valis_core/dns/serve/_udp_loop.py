@@ -237,19 +237,19 @@ class _Later:
         if self.closed:  # the loop has ended: its socket is closed
             return
         datagrams = self.datagrams
-        try:
-            snapshot = self.holder.snapshot
-            table = fastpath.shared_table(snapshot) if snapshot is handed else None
-            for query, peer, key, wanted in misses:
+        snapshot = self.holder.snapshot
+        table = fastpath.shared_table(snapshot) if snapshot is handed else None
+        for query, peer, key, wanted in misses:
+            try:
                 response = datagrams.respond(snapshot, query, partial(_itself, peer))
                 if response is None:
                     continue
                 datagrams.send(response, peer)
                 if table is not None and (key is not None or wanted is not None):
                     fastpath.learn(table, snapshot, key, wanted)
-        except Exception:  # never into trio's run_sync_soon: it would end the run
-            datagrams.counts.udp_answer_errors += 1
-            datagrams.failures.failure(Transport.UDP, misses[0][0])
+            except Exception:  # never into trio's run_sync_soon: it would end the run
+                datagrams.counts.udp_answer_errors += 1
+                datagrams.failures.failure(Transport.UDP, query)
 
 
 def _itself(peer: _Peer) -> _Peer:
