@@ -44,9 +44,10 @@ class Lineage:
         no version alive, nor its patches' owners)."""
         if before is self.mark:
             return frozenset()
-        for at, (mark, _) in enumerate(self.past):
-            if mark is before:
-                return frozenset().union(*(owners for _, owners in self.past[at:]))
+        past = self.past
+        for at in range(len(past) - 1, -1, -1):  # newest first: most asked (the last swap)
+            if past[at][0] is before:
+                return frozenset().union(*(owners for _, owners in past[at:]))
         return None
 
     def patched(self, owners: frozenset[bytes]) -> Lineage:

@@ -1,0 +1,42 @@
+"""A zone version's ``Lineage``: the owners replaced since any version it remembers.
+
+``since_mark`` is asked at every swap of a patched zone (the compiled table's move, the
+kept answers of the last version), so it looks for the newest versions first; whichever
+way it looks, what it gives is the union of the owners of every patch since that
+version, ``frozenset()`` for the version itself, and ``None`` for one it does not
+remember (another lineage, or further back than ``PAST_PATCHES``).
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.hypothesis_profiles import scaled
+from valis_core.dns.zone import _served
+from valis_core.dns.zone._served import Lineage
+
+PATCHES = st.lists(st.frozensets(st.sampled_from([b"\x01a\x00", b"\x01b\x00", b"\x01c\x00",
+                                                   b"\x00"]), max_size=3), max_size=12)
+
+
+@settings(max_examples=scaled(1))
+@given(PATCHES, st.integers(min_value=1, max_value=12))
+def test_since_a_version_is_every_owner_replaced_after_it(
+    patches: list[frozenset[bytes]], remembered: int
+) -> None:
+    kept = _served.PAST_PATCHES
+    _served.PAST_PATCHES = remembered
+    try:
+        lineage, marks = Lineage(), []
+        for owners in patches:
+            marks.append(lineage.mark)
+            lineage = lineage.patched(owners)
+    finally:
+        _served.PAST_PATCHES = kept
+    assert lineage.since_mark(lineage.mark) == frozenset()
+    for at, mark in enumerate(marks):
+        expected = frozenset().union(*patches[at:])
+        found = lineage.since_mark(mark)
+        assert found == (expected if len(patches) - at <= remembered else None)
+    assert lineage.since_mark(Lineage().mark) is None
