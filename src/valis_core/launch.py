@@ -7,9 +7,10 @@ something to hand down, ``--dns-udp-fd N`` (or, for N UDP sockets on the DNS add
 ``--owner-fd N`` and ``--edge-tcp-fd N``. One UDP socket is always written
 ``--dns-udp-fd``, as before workers; several are written ``--dns-udp-fds`` only, so a
 resident older than the workers finds no UDP descriptor and refuses to boot rather than
-serving one socket of a group the kernel spreads queries across. The descriptor flags say what was bound; ``--ports`` says what is
-served. The two are independent: a port may appear in both, or in either alone, and the
-resident later asks each descriptor what it is bound to rather than trusting the flag.
+serving one socket of a group the kernel spreads queries across. The descriptor flags
+say what was bound; ``--ports`` says what is served. The two are independent: a port may
+appear in both, or in either alone, and the resident later asks each descriptor what it
+is bound to rather than trusting the flag.
 The resident's own flags, ``--state-dir PATH`` and ``--log-format FORMAT``, are in the
 same table: no launcher emits them (a development launcher, a test or an operator adds
 them), and an older resident passes them over like any flag it does not know.

@@ -17,6 +17,7 @@ moment (wildcard answers, compact denial: ``valis_core.dns.serve.rrl.classify``)
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import trio
 
@@ -90,3 +91,41 @@ class LimitedUdp:
         self._pending = (settings, limiter_for(settings, self.holder))
         self._scope.cancel()
         await restarted.wait()
+
+
+class LimitedUdpWorkers:
+    """The DNS workers: one ``LimitedUdp`` per UDP socket of the DNS address (the
+    ``SO_REUSEPORT`` group fulcrum bound), each counting into its own ``ServeStats``; a
+    replacement applies to every one of them."""
+
+    def __init__(self, workers: Sequence[LimitedUdp]) -> None:
+        if not workers:
+            raise ValueError("DNS workers: at least one")
+        self.workers = tuple(workers)
+
+    @property
+    def holder(self) -> IndexHolder:
+        return self.workers[0].holder
+
+    @property
+    def settings(self) -> RrlSettings | None:
+        return self.workers[0].settings
+
+    @property
+    def stats(self) -> tuple[ServeStats, ...]:
+        """Each worker's counters, worker 0 first."""
+        return tuple(worker.stats for worker in self.workers)
+
+    async def run(self) -> None:
+        """Serve on every socket until cancelled from outside."""
+        async with trio.open_nursery() as nursery:
+            for worker in self.workers:
+                nursery.start_soon(worker.run)
+
+    async def replace(self, settings: RrlSettings | None) -> None:
+        """Serve under a new limiter for ``settings`` on every worker (each its own
+        limiter: the buckets are per worker, as each socket sees its own share of a
+        source's queries only when the kernel's hash spreads them; one source's flow
+        stays on one socket)."""
+        for worker in self.workers:
+            await worker.replace(settings)

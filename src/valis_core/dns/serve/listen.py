@@ -5,8 +5,10 @@ down), ``valis serve`` and the demo's launcher stand-in (unprivileged, on this h
 three make each socket with ``bound_socket``, so the pair behaves the same everywhere:
 ``SO_REUSEADDR`` on TCP (a restarted server rebinds while old connections linger in
 TIME_WAIT), ``IPV6_V6ONLY`` on IPv6 (an IPv6 pair never claims the IPv4 port), the kernel's
-largest accept backlog. ``bind_dns_pair`` is the unprivileged way in: it refuses a
-privileged port, because valis never binds one itself.
+largest accept backlog; ``SO_REUSEPORT`` when asked, for the DNS workers' UDP sockets
+that share one address (all of a group must ask for it, each made by the same account).
+``bind_dns_pair`` is the unprivileged way in: it refuses a privileged port, because valis
+never binds one itself.
 """
 
 from __future__ import annotations
@@ -26,10 +28,15 @@ class ListenError(ValisError):
     """The DNS pair cannot be bound where it was asked for."""
 
 
-def bound_socket(family: socket.AddressFamily, kind: int, host: str, port: int) -> socket.socket:
-    """One socket of the pair, bound (and listening, for TCP); raises ``OSError``."""
+def bound_socket(
+    family: socket.AddressFamily, kind: int, host: str, port: int, *, reuse_port: bool = False
+) -> socket.socket:
+    """One socket of the pair, bound (and listening, for TCP); raises ``OSError``.
+    ``reuse_port``: joins (or starts) the ``SO_REUSEPORT`` group on that address."""
     sock = socket.socket(family, kind)
     try:
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         if kind == socket.SOCK_STREAM:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if family == socket.AF_INET6:
