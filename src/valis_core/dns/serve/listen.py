@@ -59,25 +59,43 @@ def bind_dns_pair(
 ) -> tuple[socket.socket, socket.socket]:
     """The (UDP, TCP) pair on ``host``:``port``, unprivileged; port 0 picks a port free
     for both. Raises ``ListenError``."""
+    (udp,), tcp = bind_dns_sockets(family, host, port)
+    return udp, tcp
+
+
+def bind_dns_sockets(
+    family: socket.AddressFamily, host: str, port: int, workers: int = 1
+) -> tuple[tuple[socket.socket, ...], socket.socket]:
+    """``workers`` UDP sockets (one ``SO_REUSEPORT`` group above one) and a listening
+    TCP socket on ``host``:``port``, unprivileged; port 0 picks a port free for both.
+    Raises ``ListenError``."""
     if 0 < port < PRIVILEGED_PORT_LIMIT:
         raise ListenError(
             f"refusing privileged port {port}: valis never binds a privileged port itself "
             "(fulcrum binds :53 and hands it to the resident); use a port of 1024 or above"
         )
+    if workers < 1:
+        raise ListenError(f"{workers} DNS workers: at least one UDP socket is bound")
+    group = workers > 1
     for _ in range(_BIND_ATTEMPTS):
         try:
             tcp = bound_socket(family, socket.SOCK_STREAM, host, port)
         except OSError as exc:
             raise _cannot(host, port, exc) from None
         chosen = tcp.getsockname()[1]
+        udps: list[socket.socket] = []
         try:
-            udp = bound_socket(family, socket.SOCK_DGRAM, host, chosen)
+            for _ in range(workers):
+                udps.append(
+                    bound_socket(family, socket.SOCK_DGRAM, host, chosen, reuse_port=group)
+                )
         except OSError as exc:
-            tcp.close()
+            for sock in (*udps, tcp):
+                sock.close()
             if port == 0 and exc.errno == errno.EADDRINUSE:
                 continue
             raise _cannot(host, port, exc) from None
-        return udp, tcp
+        return tuple(udps), tcp
     raise ListenError(
         f"found no port free for both UDP and TCP on {host}; name a port to listen on"
     )
