@@ -1,43 +1,17 @@
 """The DNS workers as the fabric shows them: each UDP socket's counters (``ServeStats``,
 one per worker; worker 0's is the node's own, which the TCP loop shares) summed for the
-node's totals, one row per worker for the status document, and the per-worker metric
-families (label ``worker``). Pure: counters in, values out.
+node's totals (``limited_udp.summed_counts``), one row per worker for the status
+document, and the per-worker metric families (label ``worker``). Pure: counters in,
+values out.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-from valis_core.dns.serve import ServeCounts, ServeStats
+from valis_core.dns.serve import ServeStats
 from valis_core.resident.metrics import Family, Sample
 from valis_core.resident.status_document import DnsWorker
-
-
-def _summed(maps: Sequence[Mapping[str, int]]) -> dict[str, int]:
-    total: Counter[str] = Counter()
-    for item in maps:
-        total.update(item)
-    return dict(total)
-
-
-def summed_counts(counts: Sequence[ServeCounts]) -> ServeCounts:
-    """The node's totals over every worker's counts (the first holds TCP's too)."""
-    responses: Counter[tuple[str, str]] = Counter()
-    for item in counts:
-        responses.update(item.responses)
-    return ServeCounts(
-        responses=dict(responses),
-        dropped=_summed([item.dropped for item in counts]),
-        truncated=sum(item.truncated for item in counts),
-        answer_errors=_summed([item.answer_errors for item in counts]),
-        send_failures=_summed([item.send_failures for item in counts]),
-        tcp_accepted=sum(item.tcp_accepted for item in counts),
-        tcp_refused=sum(item.tcp_refused for item in counts),
-        tcp_idle_closed=sum(item.tcp_idle_closed for item in counts),
-        rate_limited=_summed([item.rate_limited for item in counts]),
-        compiled=sum(item.compiled for item in counts),
-    )
 
 
 def worker_rows(stats: Sequence[ServeStats]) -> tuple[DnsWorker, ...]:

@@ -23,6 +23,7 @@ from valis_core.clock import Clock, wall
 from valis_core.dns.answer import Transport, answer, fastpath
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import ServeCounts, ServeStats
+from valis_core.dns.serve.limited_udp import summed_counts
 from valis_core.dns.serve.rrl import RrlSettings
 from valis_core.dns.serve.transfer_serve import TransferStats
 from valis_core.dns.transfer.notify_send import NotifyStats
@@ -30,7 +31,7 @@ from valis_core.dns.transfer.secondary_progress import SecondaryState
 from valis_core.edge.stats import AcmeStatus, EdgeStats
 from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.reachability import DnsReachability
-from valis_core.resident.dns_workers import summed_counts, worker_families, worker_rows
+from valis_core.resident.dns_workers import worker_families, worker_rows
 from valis_core.resident.metrics import Family, Sample
 from valis_core.resident.signing_view import rollover_status, signing_families, signing_status
 from valis_core.resident.status_document import (

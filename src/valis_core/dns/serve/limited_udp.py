@@ -17,12 +17,13 @@ moment (wildcard answers, compact denial: ``valis_core.dns.serve.rrl.classify``)
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 
 import trio
 
 from valis_core.dns.answer.snapshot import IndexHolder
-from valis_core.dns.serve._loops import ServeStats, TransferFn
+from valis_core.dns.serve._loops import ServeCounts, ServeStats, TransferFn
 from valis_core.dns.serve._udp_loop import serve_udp
 from valis_core.dns.serve.rrl import RateLimiter, RrlSettings
 from valis_core.dns.zone import ZoneIndex
@@ -129,3 +130,29 @@ class LimitedUdpWorkers:
         stays on one socket)."""
         for worker in self.workers:
             await worker.replace(settings)
+
+
+def _summed(maps: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for item in maps:
+        total.update(item)
+    return dict(total)
+
+
+def summed_counts(counts: Sequence[ServeCounts]) -> ServeCounts:
+    """The node's totals over every worker's counts (the first holds TCP's too)."""
+    responses: Counter[tuple[str, str]] = Counter()
+    for item in counts:
+        responses.update(item.responses)
+    return ServeCounts(
+        responses=dict(responses),
+        dropped=_summed([item.dropped for item in counts]),
+        truncated=sum(item.truncated for item in counts),
+        answer_errors=_summed([item.answer_errors for item in counts]),
+        send_failures=_summed([item.send_failures for item in counts]),
+        tcp_accepted=sum(item.tcp_accepted for item in counts),
+        tcp_refused=sum(item.tcp_refused for item in counts),
+        tcp_idle_closed=sum(item.tcp_idle_closed for item in counts),
+        rate_limited=_summed([item.rate_limited for item in counts]),
+        compiled=sum(item.compiled for item in counts),
+    )
