@@ -274,16 +274,20 @@ def test_the_node_serves_dns_on_two_workers_each_answering(serving: Node) -> Non
     grew = [after - before for before, after in zip(answered_before, answered, strict=True)]
     assert all(more > 0 for more in grew), (answered_before, answered)
     assert sum(grew) >= asks
-    shown = node.box.run(f"{ROOT}/current/bin/valis", "status", "--state-dir", STATE_DIRECTORY,
+    shown = node.box.run("ip", "netns", "exec", node.ground.unit_netns,
+                         f"{ROOT}/current/bin/valis", "status", "--state-dir", STATE_DIRECTORY,
                          check=False).stdout
     assert "worker 1: answered" in shown, shown
     assert f"(2 workers) tcp={UNIT_IP}:53" in node.box.journal(UNIT)
 
 
 def _worker_answers(node: Node) -> list[int]:
-    """Each DNS worker's answered count, as ``valis status --json`` reads it."""
-    shown = node.box.run(f"{ROOT}/current/bin/valis", "status", "--json", "--state-dir",
+    """Each DNS worker's answered count, as ``valis status --json`` reads it (from the
+    unit's netns, where the fabric listens)."""
+    shown = node.box.run("ip", "netns", "exec", node.ground.unit_netns,
+                         f"{ROOT}/current/bin/valis", "status", "--json", "--state-dir",
                          STATE_DIRECTORY, check=False)
+    assert shown.stdout.startswith("{"), (shown.returncode, shown.stdout, shown.stderr)
     document = json.loads(shown.stdout)
     return [row["answered"] for row in document["dns"]["workers"]]
 
