@@ -17,9 +17,21 @@ The same thread reads ``net.ipv4.ip_unprivileged_port_start`` as the unit's netn
 it (``/proc/sys/net`` answers for the reading thread's namespace) and refuses to bind
 when it is below 1024: with it lowered, the resident could bind :53 itself.
 
+With ``dns_workers`` above 1 (``VALIS_DNS_WORKERS``), the DNS address gets that many UDP
+sockets, each bound with ``SO_REUSEPORT`` into one group: the kernel spreads datagrams
+across them by a hash of the source and destination addresses and ports, so one client
+flow stays on one socket and many clients spread evenly; each socket is drained by a
+worker of its own. No reuseport BPF program is attached (``SO_ATTACH_REUSEPORT_CBPF``
+choosing by the receiving CPU): it pays only when each worker is pinned to the CPU that
+takes its packets' interrupts, and the unit's traffic comes in over a veth, macvlan or
+ipvlan device whose receive work runs on the sender's CPU, so choosing by CPU would
+crowd one socket (docs/fulcrum.md). One worker binds one socket without
+``SO_REUSEPORT``, as before workers. TCP keeps one listening socket: accepted
+connections are served as they always were.
+
 The DNS UDP socket's receive queue is what carries queries across a resident's restart or
 handover (nothing is re-bound; the next resident reads what waited), so fulcrum, being
-root, forces it to ``DNS_RECEIVE_BUFFER`` past ``net.core.rmem_max``: the kernel's default
+root, forces each of them to ``DNS_RECEIVE_BUFFER`` past ``net.core.rmem_max``: the kernel's default
 of about 208 KiB holds a few hundred queries, 20-30 ms at 10 000 q/s.
 """
 
@@ -64,9 +76,17 @@ class UnitSockets:
     dns_tcp: socket.socket
     edge_tcp: socket.socket | None = None
     owner_tcp: socket.socket | None = None
+    #: the DNS workers' UDP sockets after ``dns_udp``, in one ``SO_REUSEPORT`` group
+    dns_udp_more: tuple[socket.socket, ...] = ()
+
+    @property
+    def dns_udps(self) -> tuple[socket.socket, ...]:
+        """Every DNS UDP socket, one per worker, ``dns_udp`` first."""
+        return (self.dns_udp, *self.dns_udp_more)
 
     def all(self) -> tuple[socket.socket, ...]:
-        present = (self.dns_udp, self.dns_tcp, self.edge_tcp, self.owner_tcp)
+        present = (self.dns_udp, self.dns_tcp, self.edge_tcp, self.owner_tcp,
+                   *self.dns_udp_more)
         return tuple(sock for sock in present if sock is not None)
 
     def fds(self) -> tuple[int, ...]:
@@ -84,10 +104,17 @@ def bind_unit_sockets(
     edge_port: int | None = None,
     owner_port: int | None = None,
     dns_port: int = DNS_PORT,
+    dns_workers: int = 1,
 ) -> UnitSockets:
-    """Bind the unit's public sockets inside ``netns_name``; the caller stays where it is."""
+    """Bind the unit's public sockets inside ``netns_name``; the caller stays where it is.
+    ``dns_workers`` UDP sockets share the DNS address (``SO_REUSEPORT`` above one)."""
+    if dns_workers < 1:
+        raise LauncherError(f"dns_workers is {dns_workers}; a unit answers on at least one")
     return _in_netns_thread(
-        netns_name, lambda: _bind_all(netns_name, unit_ip, dns_port, edge_port, owner_port)
+        netns_name,
+        lambda: _bind_all(
+            netns_name, unit_ip, dns_port, edge_port, owner_port, dns_workers=dns_workers
+        ),
     )
 
 
@@ -102,6 +129,8 @@ def _bind_all(
     dns_port: int,
     edge_port: int | None,
     owner_port: int | None,
+    *,
+    dns_workers: int = 1,
 ) -> UnitSockets:
     floor = _read_port_start()
     if floor < PRIVILEGED_PORT_FLOOR:
@@ -113,8 +142,13 @@ def _bind_all(
         )
     made: list[socket.socket] = []
     try:
-        dns_udp = _bind(made, unit_ip, dns_port, socket.SOCK_DGRAM, netns_name)
-        _force_receive_buffer(dns_udp, DNS_RECEIVE_BUFFER)
+        group = dns_workers > 1
+        udps = [
+            _bind(made, unit_ip, dns_port, socket.SOCK_DGRAM, netns_name, reuse_port=group)
+            for _ in range(dns_workers)
+        ]
+        for udp in udps:
+            _force_receive_buffer(udp, DNS_RECEIVE_BUFFER)
         dns_tcp = _bind(made, unit_ip, dns_port, socket.SOCK_STREAM, netns_name)
         edge = _bind_optional(made, unit_ip, edge_port, netns_name)
         owner = _bind_optional(made, unit_ip, owner_port, netns_name)
@@ -124,7 +158,7 @@ def _bind_all(
         for sock in made:
             sock.close()
         raise
-    return UnitSockets(dns_udp, dns_tcp, edge, owner)
+    return UnitSockets(udps[0], dns_tcp, edge, owner, dns_udp_more=tuple(udps[1:]))
 
 
 def _bind_optional(
@@ -136,13 +170,19 @@ def _bind_optional(
 
 
 def _bind(
-    made: list[socket.socket], unit_ip: IPAddress, port: int, kind: int, netns_name: str
+    made: list[socket.socket],
+    unit_ip: IPAddress,
+    port: int,
+    kind: int,
+    netns_name: str,
+    *,
+    reuse_port: bool = False,
 ) -> socket.socket:
     family = socket.AF_INET if unit_ip.version == 4 else socket.AF_INET6
     proto = "udp" if kind == socket.SOCK_DGRAM else "tcp"
     where = f"[{unit_ip}]:{port}" if unit_ip.version == 6 else f"{unit_ip}:{port}"
     try:
-        sock = bound_socket(family, kind, str(unit_ip), port)
+        sock = bound_socket(family, kind, str(unit_ip), port, reuse_port=reuse_port)
     except OSError as exc:
         raise LauncherError(
             f"binding {where}/{proto} in netns {netns_name}: {exc.strerror}; is the unit "

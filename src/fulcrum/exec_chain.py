@@ -89,7 +89,7 @@ def control_socket_path(cfg: LauncherConfig) -> str:
 def launch_record(
     cfg: LauncherConfig,
     *,
-    dns_udp_fd: int,
+    dns_udp_fds: tuple[int, ...],
     dns_tcp_fd: int,
     edge_tcp_fd: int | None = None,
     owner_fd: int | None = None,
@@ -104,7 +104,7 @@ def launch_record(
         resident=True,
         control_socket=control_socket or control_socket_path(cfg),
         ports=served_ports(cfg),
-        dns_udp_fd=dns_udp_fd,
+        dns_udp_fds=dns_udp_fds,
         dns_tcp_fd=dns_tcp_fd,
         owner_fd=owner_fd,
         edge_tcp_fd=edge_tcp_fd,

@@ -69,6 +69,7 @@ from valis_core.launcher_config import (
     served_dns_reachability,
 )
 from valis_core.life_lock import HeldLock, LockHeld, hold
+from valis_core.operator_state.site_facts import DNS_WORKERS_KEY, SiteFactsError, dns_workers
 from valis_core.sd_notify import ENV_VAR as NOTIFY_ENV
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,7 @@ def launch(
 ) -> int:
     """Run one unit from bring-up to teardown; return fulcrum's exit status."""
     preflight(cfg)
+    workers = launch_workers(environ)
     with StopLatch() as latch, hold_unit_lock(cfg), ExitStack() as undo:
         surface = netns.bring_up(cfg)
         made = surface.netns
@@ -102,6 +104,7 @@ def launch(
             cfg.unit_ip,
             dns_port=cfg.designated_port,
             owner_port=cfg.owner_port,
+            dns_workers=workers,
         )
         undo.callback(sockets.close)
         steer = attach_steer(cfg, made)
@@ -167,6 +170,15 @@ def launch(
             status = outcome.exit_status
     log.info("unit %s torn down", cfg.netns_name)
     return status
+
+
+def launch_workers(environ: Mapping[str, str]) -> int:
+    """How many DNS UDP sockets to bind: ``VALIS_DNS_WORKERS`` from the site facts in
+    fulcrum's environment, else one per CPU fulcrum (and so the resident) may run on."""
+    try:
+        return dns_workers(environ.get(DNS_WORKERS_KEY), len(os.sched_getaffinity(0)))
+    except SiteFactsError as exc:
+        raise LauncherError(f"{exc}; fix it in /etc/valis/site-facts.env") from None
 
 
 def unit_lock_path(cfg: LauncherConfig) -> Path:
@@ -260,7 +272,7 @@ def run_ids(cfg: LauncherConfig) -> tuple[int, int]:
 def _record(cfg: LauncherConfig, sockets: UnitSockets, control_socket: str) -> LaunchRecord:
     return launch_record(
         cfg,
-        dns_udp_fd=sockets.dns_udp.fileno(),
+        dns_udp_fds=tuple(sock.fileno() for sock in sockets.dns_udps),
         dns_tcp_fd=sockets.dns_tcp.fileno(),
         owner_fd=sockets.owner_tcp.fileno() if sockets.owner_tcp else None,
         control_socket=control_socket,

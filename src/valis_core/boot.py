@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from valis_core.config_store import ConfigStore
     from valis_core.dns.serve import ServeStats
-    from valis_core.dns.serve.limited_udp import LimitedUdp
+    from valis_core.dns.serve.limited_udp import LimitedUdpWorkers
     from valis_core.dns.serve.transfer_serve import Transfers
     from valis_core.dns.transfer.notify_send import ChangeWatch
     from valis_core.edge.certificate import CertificateSlot
@@ -223,7 +223,7 @@ class Boot:
     edge_listener: trio.socket.SocketType | None = None
     certificates: CertificateSlot | None = None
     edge_stats: EdgeStats | None = None
-    udp: LimitedUdp | None = None
+    udp: LimitedUdpWorkers | None = None
 
 
 Step = Callable[[Boot], Awaitable[Boot]]

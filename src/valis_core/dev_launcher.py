@@ -125,7 +125,7 @@ def resident_argv(
 ) -> list[str]:
     """The resident's argv: the launch record's flags, its state directory among them."""
     record = LaunchRecord(
-        resident=True, ports=frozenset({port}), dns_udp_fd=udp_fd, dns_tcp_fd=tcp_fd,
+        resident=True, ports=frozenset({port}), dns_udp_fds=(udp_fd,), dns_tcp_fd=tcp_fd,
         owner_fd=owner_fd, state_dir=str(state_dir),
     )
     return [*valis_command, *render_launch_argv(record)]

@@ -2,10 +2,15 @@
 
 fulcrum execs valis with ``--resident``, ``--control-socket PATH``, ``--ports 53,443``
 (the whole SET of served ports in one comma-joined token) and, only when it bound
-something to hand down, ``--dns-udp-fd N``, ``--dns-tcp-fd N``, ``--owner-fd N`` and
-``--edge-tcp-fd N``. The descriptor flags say what was bound; ``--ports`` says what is
-served. The two are independent: a port may appear in both, or in either alone, and the
-resident later asks each descriptor what it is bound to rather than trusting the flag.
+something to hand down, ``--dns-udp-fd N`` (or, for N UDP sockets on the DNS address,
+``--dns-udp-fds N,M,...``: the DNS workers, ``VALIS_DNS_WORKERS``), ``--dns-tcp-fd N``,
+``--owner-fd N`` and ``--edge-tcp-fd N``. One UDP socket is always written
+``--dns-udp-fd``, as before workers; several are written ``--dns-udp-fds`` only, so a
+resident older than the workers finds no UDP descriptor and refuses to boot rather than
+serving one socket of a group the kernel spreads queries across. The descriptor flags
+say what was bound; ``--ports`` says what is served. The two are independent: a port may
+appear in both, or in either alone, and the resident later asks each descriptor what it
+is bound to rather than trusting the flag.
 The resident's own flags, ``--state-dir PATH`` and ``--log-format FORMAT``, are in the
 same table: no launcher emits them (a development launcher, a test or an operator adds
 them), and an older resident passes them over like any flag it does not know.
@@ -79,6 +84,18 @@ def _check_fd(_: object, attribute: attrs.Attribute[int | None], value: int | No
         raise ValueError(f"{attribute.name} must be a descriptor number 0..{MAX_FD}")
 
 
+def _check_fds(
+    _: object, attribute: attrs.Attribute[tuple[int, ...]], value: tuple[int, ...]
+) -> None:
+    if type(value) is not tuple:
+        raise TypeError(f"{attribute.name} must be a tuple of descriptor numbers")
+    for fd in value:
+        if type(fd) is not int or not 0 <= fd <= MAX_FD:
+            raise ValueError(f"{attribute.name} must hold descriptor numbers 0..{MAX_FD}")
+    if len(set(value)) != len(value):
+        raise ValueError(f"{attribute.name} names a descriptor twice")
+
+
 def _check_ports(
     _: object, attribute: attrs.Attribute[frozenset[int]], value: frozenset[int]
 ) -> None:
@@ -107,7 +124,8 @@ class LaunchRecord:
     """``--successor``: started beside the resident it takes over from (a handover)."""
     control_socket: str | None = attrs.field(default=None, validator=_check_path)
     ports: frozenset[int] = attrs.field(default=frozenset(), validator=_check_ports)
-    dns_udp_fd: int | None = attrs.field(default=None, validator=_check_fd)
+    dns_udp_fds: tuple[int, ...] = attrs.field(default=(), validator=_check_fds)
+    """The DNS UDP sockets, one per worker (``()``: none handed down)."""
     dns_tcp_fd: int | None = attrs.field(default=None, validator=_check_fd)
     owner_fd: int | None = attrs.field(default=None, validator=_check_fd)
     edge_tcp_fd: int | None = attrs.field(default=None, validator=_check_fd)
@@ -118,6 +136,11 @@ class LaunchRecord:
     )
     """``--log-format``: as written; the resident applies it when it is a format it knows."""
 
+    @property
+    def dns_udp_fd(self) -> int | None:
+        """The first DNS UDP socket (``None``: none handed down)."""
+        return self.dns_udp_fds[0] if self.dns_udp_fds else None
+
 
 # --- value readers and writers: a reader returns the value or raises ValueError with
 # --- the problem as its message; the caller names the flag and the token.
@@ -127,6 +150,22 @@ def _read_fd(token: str) -> int:
     if _DIGITS.fullmatch(token) is None or int(token) > MAX_FD:
         raise ValueError(f"expected a descriptor number 0..{MAX_FD}")
     return int(token)
+
+
+def _read_one_fd(token: str) -> tuple[int, ...]:
+    return (_read_fd(token),)
+
+
+def _read_fds(token: str) -> tuple[int, ...]:
+    items = token.split(",")
+    if len(items) < 2:
+        raise ValueError(
+            "expected two or more descriptor numbers comma-joined (one is --dns-udp-fd)"
+        )
+    fds = tuple(_read_fd(item) for item in items)
+    if len(set(fds)) != len(fds):
+        raise ValueError("a descriptor is named twice")
+    return fds
 
 
 def _read_ports(token: str) -> frozenset[int]:
@@ -157,6 +196,18 @@ def _show_int(value: Any) -> str:
     return str(value)
 
 
+def _show_fds(value: Any) -> str:
+    return ",".join(str(fd) for fd in value)
+
+
+def _one(value: Any) -> bool:
+    return len(value) == 1
+
+
+def _several(value: Any) -> bool:
+    return len(value) > 1
+
+
 def _show_ports(value: Any) -> str:
     return ",".join(str(port) for port in sorted(value))
 
@@ -178,6 +229,8 @@ class _Flag:
     show: Callable[[Any], str] | None = None
     #: the field's value when the flag is absent; render omits a flag holding it
     absent: Any = None
+    #: for a field two flags write: whether this flag writes the value (else the other)
+    writes: Callable[[Any], bool] | None = None
 
 
 # The flag table, in the canonical order render_launch_argv writes them.
@@ -186,7 +239,12 @@ _FLAGS: dict[str, _Flag] = {
     "--successor": _Flag("successor", _Kind.SWITCH, absent=False),
     "--control-socket": _Flag("control_socket", _Kind.VALUE, _read_path, _show_path),
     "--ports": _Flag("ports", _Kind.VALUE, _read_ports, _show_ports, absent=frozenset()),
-    "--dns-udp-fd": _Flag("dns_udp_fd", _Kind.VALUE, _read_fd, _show_int),
+    "--dns-udp-fd": _Flag(
+        "dns_udp_fds", _Kind.VALUE, _read_one_fd, _show_fds, absent=(), writes=_one
+    ),
+    "--dns-udp-fds": _Flag(
+        "dns_udp_fds", _Kind.VALUE, _read_fds, _show_fds, absent=(), writes=_several
+    ),
     "--dns-tcp-fd": _Flag("dns_tcp_fd", _Kind.VALUE, _read_fd, _show_int),
     "--owner-fd": _Flag("owner_fd", _Kind.VALUE, _read_fd, _show_int),
     "--edge-tcp-fd": _Flag("edge_tcp_fd", _Kind.VALUE, _read_fd, _show_int),
@@ -254,7 +312,9 @@ def parse_launch_argv(argv: Sequence[str]) -> LaunchRecord:
             continue  # not ours: passed over with the value token behind it
         if spec.field in values:
             raise LaunchArgError(
-                token.name, token.token, "given twice; the launcher passes each flag once"
+                token.name, token.token,
+                "given twice (or beside its other spelling, as --dns-udp-fd and "
+                "--dns-udp-fds); the launcher passes each flag once",
             )
         if spec.kind is _Kind.SWITCH:
             if token.inline:
@@ -272,14 +332,15 @@ def parse_launch_argv(argv: Sequence[str]) -> LaunchRecord:
 
 
 def render_launch_argv(record: LaunchRecord) -> list[str]:
-    """The canonical argv for a record: table order, ports sorted, absent flags omitted.
+    """The canonical argv for a record: table order, ports sorted, absent flags omitted,
+    the UDP descriptors in their order (the first is worker 0).
 
     ``parse_launch_argv(render_launch_argv(r)) == r`` for every record.
     """
     argv: list[str] = []
     for name, spec in _FLAGS.items():
         value = getattr(record, spec.field)
-        if value == spec.absent:
+        if value == spec.absent or (spec.writes is not None and not spec.writes(value)):
             continue
         argv.append(name)
         if spec.kind is _Kind.VALUE:

@@ -451,9 +451,13 @@ def wired_views() -> NodeViews:
     ))
     edge = EdgeStats(connections=3, handshakes_failed=1)
     edge.responded(200, "h2")
+    # Two DNS workers: worker 0 counts into the node's ServeStats, worker 1 its own.
+    node_stats, worker_1 = ServeStats(), ServeStats()
+    worker_1.udp_rcodes[0], worker_1.udp_compiled, worker_1.udp_dropped = 3, 2, 1
     return NodeViews(
         node="node-a", location="rack-1", owner_public_key="00" * 32, store_generation=4,
-        zones=("example.test.", "absent.test."), holder=holder, serve_stats=ServeStats(),
+        zones=("example.test.", "absent.test."), holder=holder, serve_stats=node_stats,
+        udp_workers=(node_stats, worker_1),
         zone_stats=ZoneSourceStats(), fence_generation=lambda: 4, heartbeats=lambda: 1,
         ready=True, dns_udp="192.0.2.1:53", dns_tcp="192.0.2.1:53",
         dns_reachability=DnsReachability(
@@ -504,6 +508,12 @@ def sent_before(key_tag: int) -> dict[str, Any]:
             "reachable_from_outside": False,
             "tcp": "192.0.2.1:53",
             "udp": "192.0.2.1:53",
+            "workers": [
+                {"answered": 0, "compiled": 0, "dropped": 0, "handed_to_python": 0,
+                 "worker": 0},
+                {"answered": 3, "compiled": 2, "dropped": 1, "handed_to_python": 1,
+                 "worker": 1},
+            ],
         },
         "edge": {
             "acme": {

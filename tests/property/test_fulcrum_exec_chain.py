@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from fulcrum.exec_chain import (
     resident_environment,
     served_ports,
 )
+from fulcrum.launch import launch_workers
 from tests.hypothesis_profiles import scaled
 from valis_core.launch import MAX_FD, parse_launch_argv
 from valis_core.launcher_config import LauncherConfig, launcher_config_from_mapping
@@ -64,7 +66,7 @@ def launches(draw: st.DrawFn) -> tuple[LauncherConfig, Any, dict[str, str]]:
     cfg = draw(configs())
     record = launch_record(
         cfg,
-        dns_udp_fd=draw(fds),
+        dns_udp_fds=(draw(fds),),
         dns_tcp_fd=draw(fds),
         edge_tcp_fd=draw(fds) if cfg.edge_port is not None else None,
         owner_fd=draw(fds) if cfg.owner_port is not None else None,
@@ -101,7 +103,7 @@ def test_record_serves_every_named_port_and_hands_down_only_bound_descriptors(
 ) -> None:
     record = launch_record(
         cfg,
-        dns_udp_fd=udp,
+        dns_udp_fds=(udp,),
         dns_tcp_fd=tcp,
         edge_tcp_fd=edge if cfg.edge_port is not None else None,
         owner_fd=owner if cfg.owner_port is not None else None,
@@ -142,6 +144,13 @@ def test_the_journal_stream_systemd_names_crosses_the_privilege_drop() -> None:
 def test_a_program_path_env_would_read_as_an_assignment_is_refused(
     cfg: LauncherConfig, udp: int, tcp: int
 ) -> None:
-    record = launch_record(cfg, dns_udp_fd=udp, dns_tcp_fd=tcp)
+    record = launch_record(cfg, dns_udp_fds=(udp,), dns_tcp_fd=tcp)
     with pytest.raises(LauncherError, match="contains '='"):
         build_resident_argv(cfg, record, {})
+
+
+def test_fulcrum_binds_one_udp_socket_per_cpu_it_may_use_unless_told() -> None:
+    assert launch_workers({}) == len(os.sched_getaffinity(0))
+    assert launch_workers({"VALIS_DNS_WORKERS": "3"}) == 3
+    with pytest.raises(LauncherError, match=r"VALIS_DNS_WORKERS 'x' .*site-facts\.env"):
+        launch_workers({"VALIS_DNS_WORKERS": "x"})

@@ -36,6 +36,7 @@ KNOWN_FLAGS = {
     "--control-socket",
     "--ports",
     "--dns-udp-fd",
+    "--dns-udp-fds",
     "--dns-tcp-fd",
     "--owner-fd",
     "--edge-tcp-fd",
@@ -53,7 +54,7 @@ records = st.builds(
     resident=st.booleans(),
     control_socket=st.none() | paths,
     ports=st.frozensets(ports, max_size=6),
-    dns_udp_fd=fds,
+    dns_udp_fds=st.lists(st.integers(0, MAX_FD), max_size=4, unique=True).map(tuple),
     dns_tcp_fd=fds,
     owner_fd=fds,
     edge_tcp_fd=fds,
@@ -286,7 +287,7 @@ def test_a_full_launch_reads_as_the_contract_describes() -> None:
         resident=True,
         control_socket="/run/valis/control.sock",
         ports=frozenset({53, 443}),
-        dns_udp_fd=3,
+        dns_udp_fds=(3,),
         dns_tcp_fd=4,
         edge_tcp_fd=5,
     )
@@ -377,7 +378,7 @@ def test_the_stand_in_launcher_writes_what_the_resident_reads(
     argv = resident_argv(["valis"], udp, tcp, port, state_dir, owner_fd=owner)
     assert argv[0] == "valis"
     assert parse_launch_argv(argv[1:]) == LaunchRecord(
-        resident=True, ports=frozenset({port}), dns_udp_fd=udp, dns_tcp_fd=tcp,
+        resident=True, ports=frozenset({port}), dns_udp_fds=(udp,), dns_tcp_fd=tcp,
         owner_fd=owner, state_dir=str(state_dir),
     )
     assert is_resident_launch(argv[1:])
@@ -391,3 +392,42 @@ def test_valis_hands_a_launch_the_resident_refuses_to_the_resident(
     monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
     with pytest.raises(ValisError, match="launch argv: --resident got '--resident=1'"):
         run(["--resident=1"])
+
+
+# -- the DNS workers' UDP sockets ----------------------------------------------------
+
+
+@given(st.lists(st.integers(0, MAX_FD), min_size=1, max_size=8, unique=True))
+def test_udp_sockets_are_written_one_way_for_one_and_another_for_several(
+    udp: list[int],
+) -> None:
+    record = LaunchRecord(resident=True, dns_udp_fds=tuple(udp))
+    argv = render_launch_argv(record)
+    if len(udp) == 1:
+        # Today's argv exactly: an older resident reads it.
+        assert argv == ["--resident", "--dns-udp-fd", str(udp[0])]
+    else:
+        # Never --dns-udp-fd: an older resident finds no UDP socket and refuses, rather
+        # than serving one socket of a group the kernel spreads queries across.
+        assert argv == ["--resident", "--dns-udp-fds", ",".join(map(str, udp))]
+    assert parse_launch_argv(argv) == record
+    assert record.dns_udp_fd == udp[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (["--dns-udp-fds", "3"], "two or more"),
+        (["--dns-udp-fds", "3,3"], "named twice"),
+        (["--dns-udp-fds", "3,x"], "descriptor number"),
+        (["--dns-udp-fd", "3", "--dns-udp-fds", "4,5"], "other spelling"),
+    ],
+)
+def test_malformed_udp_socket_lists_are_refused(argv: list[str], problem: str) -> None:
+    with pytest.raises(LaunchArgError, match=problem):
+        parse_launch_argv(argv)
+
+
+def test_a_record_names_each_udp_descriptor_once() -> None:
+    with pytest.raises(ValueError, match="twice"):
+        LaunchRecord(dns_udp_fds=(3, 3))

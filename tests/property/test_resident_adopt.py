@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,6 +18,7 @@ from valis_core.resident.adopt import (
     Kind,
     Probe,
     Role,
+    all_handed_down,
     handed_down,
     judge,
 )
@@ -34,17 +36,23 @@ def good_probe(fd: int, role: Role, host: str, port: int) -> Probe:
 def launches(draw: st.DrawFn) -> tuple[LaunchRecord, dict[int, Probe]]:
     """A record with a well-formed DNS pair (and maybe owner/edge) and served ports all
     bound by one of its descriptors."""
-    fds = draw(st.lists(st.integers(3, 1000), min_size=4, max_size=4, unique=True))
+    fds = draw(st.lists(st.integers(3, 1000), min_size=7, max_size=7, unique=True))
     roles = [Role.DNS_UDP, Role.DNS_TCP, Role.OWNER, Role.EDGE]
     present = [True, True, draw(st.booleans()), draw(st.booleans())]
     probes: dict[int, Probe] = {}
     fields: dict[str, Any] = {}
     names = {Role.DNS_UDP: "dns_udp_fd", Role.DNS_TCP: "dns_tcp_fd", Role.OWNER: "owner_fd",
              Role.EDGE: "edge_tcp_fd"}
-    for fd, role, here in zip(fds, roles, present, strict=True):
+    for fd, role, here in zip(fds[:4], roles, present, strict=True):
         if here:
             probes[fd] = good_probe(fd, role, draw(hosts), draw(ports))
             fields[names[role]] = fd
+    # The DNS workers' other UDP sockets, on the first one's address.
+    first = fields.pop("dns_udp_fd")
+    more = fds[4:4 + draw(st.integers(0, 3))]
+    for fd in more:
+        probes[fd] = attrs.evolve(probes[first], fd=fd)
+    fields["dns_udp_fds"] = (first, *more)
     bound = sorted({probe.port for probe in probes.values() if probe.port is not None})
     served = draw(st.frozensets(st.sampled_from(bound)))
     return LaunchRecord(resident=True, ports=served, **fields), probes
@@ -56,7 +64,8 @@ def test_descriptors_that_are_what_their_flags_say_are_adopted(
 ) -> None:
     record, probes = launch
     adoption = judge(record, probes)
-    assert {item.fd for item in adoption.all()} == set(handed_down(record).values())
+    assert {item.fd for item in adoption.all()} == set(all_handed_down(record))
+    assert tuple(item.fd for item in adoption.dns_udps) == record.dns_udp_fds
     for item in adoption.all():
         assert probes[item.fd].kind is EXPECTED[item.role]
         assert item.port == probes[item.fd].port
@@ -87,7 +96,7 @@ def test_a_served_privileged_port_without_a_descriptor_is_refused_never_bound(
     served = LaunchRecord(
         resident=True,
         ports=record.ports | {port},
-        dns_udp_fd=record.dns_udp_fd,
+        dns_udp_fds=record.dns_udp_fds,
         dns_tcp_fd=record.dns_tcp_fd,
         owner_fd=record.owner_fd,
         edge_tcp_fd=record.edge_tcp_fd,
@@ -99,7 +108,7 @@ def test_a_served_privileged_port_without_a_descriptor_is_refused_never_bound(
 def test_a_served_unprivileged_port_without_a_descriptor_is_refused_too() -> None:
     probes = {3: good_probe(3, Role.DNS_UDP, "127.0.0.1", 5353),
               4: good_probe(4, Role.DNS_TCP, "127.0.0.1", 5353)}
-    record = LaunchRecord(resident=True, ports=frozenset({5353, 8443}), dns_udp_fd=3,
+    record = LaunchRecord(resident=True, ports=frozenset({5353, 8443}), dns_udp_fds=(3,),
                           dns_tcp_fd=4)
     with pytest.raises(AdoptionError, match=r"port 8443 .*binds no port itself"):
         judge(record, probes)
@@ -112,13 +121,13 @@ def test_one_descriptor_handed_down_under_two_flags_is_refused() -> None:
         judge(record, probes)
 
 
-@pytest.mark.parametrize("present", ["dns_udp_fd", "dns_tcp_fd", None])
+@pytest.mark.parametrize("present", ["dns_udp_fds", "dns_tcp_fd", None])
 def test_dns_is_served_only_over_a_whole_pair(present: str | None) -> None:
     probes = {3: good_probe(3, Role.DNS_UDP, "127.0.0.1", 5353),
               4: good_probe(4, Role.DNS_TCP, "127.0.0.1", 5353)}
     fields: dict[str, Any] = {}
     if present is not None:
-        fields[present] = 3 if present == "dns_udp_fd" else 4
+        fields[present] = (3,) if present == "dns_udp_fds" else 4
     with pytest.raises(AdoptionError, match="no DNS descriptor pair"):
         judge(LaunchRecord(resident=True, **fields), probes)
 
@@ -127,7 +136,7 @@ def test_a_socket_bound_to_no_port_is_refused() -> None:
     probes = {3: Probe(fd=3, kind=Kind.UDP, host="0.0.0.0", port=0),
               4: good_probe(4, Role.DNS_TCP, "127.0.0.1", 5353)}
     with pytest.raises(AdoptionError, match="--dns-udp-fd 3 is a UDP socket bound to no port"):
-        judge(LaunchRecord(resident=True, dns_udp_fd=3, dns_tcp_fd=4), probes)
+        judge(LaunchRecord(resident=True, dns_udp_fds=(3,), dns_tcp_fd=4), probes)
 
 
 @given(
@@ -145,6 +154,8 @@ def test_a_socket_bound_to_no_port_is_refused() -> None:
 def test_judging_any_probes_either_adopts_or_refuses_with_an_adoption_error(
     fields: dict[str, Any], served: frozenset[int], drawn: dict[int, Probe]
 ) -> None:
+    if "dns_udp_fd" in fields:
+        fields["dns_udp_fds"] = (fields.pop("dns_udp_fd"),)
     record = LaunchRecord(resident=True, ports=served, **fields)
     probes = {fd: Probe(fd=fd, kind=Kind.NOT_OPEN) for fd in range(3, 9)}
     probes.update({fd: Probe(fd=fd, kind=p.kind, host=p.host, port=p.port)
@@ -167,7 +178,7 @@ def test_with_a_control_socket_a_served_port_without_a_descriptor_is_left_to_the
         resident=True,
         control_socket="/run/fulcrum/valis.sock",
         ports=record.ports | extra,
-        dns_udp_fd=record.dns_udp_fd,
+        dns_udp_fds=record.dns_udp_fds,
         dns_tcp_fd=record.dns_tcp_fd,
         owner_fd=record.owner_fd,
         edge_tcp_fd=record.edge_tcp_fd,
@@ -184,3 +195,32 @@ def test_without_the_dns_pair_nothing_is_left_to_the_push() -> None:
                           ports=frozenset({53, 443}))
     with pytest.raises(AdoptionError, match=r"port 53 is served .*never binds a privileged"):
         judge(record, {})
+
+
+def test_a_workers_udp_socket_on_another_address_is_refused() -> None:
+    probes = {3: good_probe(3, Role.DNS_UDP, "192.0.2.1", 53),
+              5: good_probe(5, Role.DNS_UDP, "192.0.2.1", 5353),
+              4: good_probe(4, Role.DNS_TCP, "192.0.2.1", 53)}
+    record = LaunchRecord(resident=True, ports=frozenset({53}), dns_udp_fds=(3, 5),
+                          dns_tcp_fd=4)
+    with pytest.raises(AdoptionError, match=r"--dns-udp-fds 5 is bound to 192.0.2.1:5353"):
+        judge(record, probes)
+
+
+def test_a_workers_udp_socket_that_is_no_udp_socket_is_refused() -> None:
+    probes = {3: good_probe(3, Role.DNS_UDP, "192.0.2.1", 53),
+              5: good_probe(5, Role.DNS_TCP, "192.0.2.1", 53),
+              4: good_probe(4, Role.DNS_TCP, "192.0.2.1", 53)}
+    record = LaunchRecord(resident=True, ports=frozenset({53}), dns_udp_fds=(3, 5),
+                          dns_tcp_fd=4)
+    with pytest.raises(AdoptionError, match=r"--dns-udp-fd 5 is a listening TCP socket"):
+        judge(record, probes)
+
+
+def test_a_workers_udp_socket_handed_down_as_another_role_too_is_refused() -> None:
+    probes = {3: good_probe(3, Role.DNS_UDP, "192.0.2.1", 53),
+              4: good_probe(4, Role.DNS_TCP, "192.0.2.1", 53)}
+    record = LaunchRecord(resident=True, ports=frozenset({53}), dns_udp_fds=(3, 4),
+                          dns_tcp_fd=4)
+    with pytest.raises(AdoptionError, match="descriptor 4 is handed down as both"):
+        judge(record, probes)

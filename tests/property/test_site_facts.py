@@ -16,11 +16,14 @@ from tests.hypothesis_profiles import scaled
 from valis_core.errors import ValisError
 from valis_core.operator_state.local_cluster import socket_dsn
 from valis_core.operator_state.site_facts import (
+    DNS_WORKERS_KEY,
+    MAX_DNS_WORKERS,
     OPTIONAL_KEYS,
     REQUIRED_KEYS,
     SITE_FACTS_MODE,
     IncompleteSiteFacts,
     SiteFactsError,
+    dns_workers,
     parse_site_facts,
     render_site_facts,
     served_zones,
@@ -313,7 +316,24 @@ def test_optional_keys_may_be_given_or_left_out() -> None:
         "VALIS_LOG_LEVEL": "info",
         "VALIS_LOG_FORMAT": "json",
         "VALIS_EDGE_CERT": "on-demand",
+        "VALIS_DNS_WORKERS": "2",
     }
     assert set(full) == REQUIRED_KEYS | OPTIONAL_KEYS
     assert parse_site_facts(render_site_facts(full)) == full
     assert parse_site_facts(render_site_facts(EXAMPLE)) == EXAMPLE
+
+
+@given(st.integers(1, MAX_DNS_WORKERS), st.integers(1, 4096))
+def test_dns_workers_are_what_the_fact_says_else_the_cpus(workers: int, cpus: int) -> None:
+    assert dns_workers(str(workers), cpus) == workers
+    assert dns_workers(None, cpus) == min(cpus, MAX_DNS_WORKERS)
+    facts = {**EXAMPLE, DNS_WORKERS_KEY: str(workers)}
+    assert parse_site_facts(render_site_facts(facts)) == facts
+
+
+@given(st.text(max_size=6).filter(
+    lambda v: not (v.isascii() and v.isdigit() and 1 <= int(v) <= MAX_DNS_WORKERS)
+))
+def test_dns_workers_other_than_a_whole_number_in_range_are_refused(value: str) -> None:
+    with pytest.raises(SiteFactsError, match=r"VALIS_DNS_WORKERS .* is not a whole number"):
+        dns_workers(value, 2)

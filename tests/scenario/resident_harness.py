@@ -313,6 +313,7 @@ class Harness:
         netns: str | None = None,
         host: str = "127.0.0.1",
         dns_port: int = 0,
+        dns_workers: int = 1,
     ) -> Resident:
         """Start a resident; with ``netns`` it runs in that network namespace, its
         descriptors bound there on ``host`` (as fulcrum binds them in the unit's)."""
@@ -323,15 +324,22 @@ class Harness:
                 control_socket]
         fds: list[int] = []
         port = None
-        pair: tuple[socket.socket, socket.socket] | None = None
+        pair: tuple[socket.socket, ...] | None = None
         if pass_pair:
             with inside_netns(netns):
-                pair = bind_dns_pair(host, dns_port)
-            udp, tcp = pair
+                udps, tcp = listen.bind_dns_sockets(socket.AF_INET, host, dns_port,
+                                                    dns_workers)
+            pair = (*udps, tcp)
+            udp = udps[0]
             port = udp.getsockname()[1]
             fds = [udp.fileno(), tcp.fileno()]
             udp_fd, tcp_fd = (tcp.fileno(), udp.fileno()) if swap_pair else tuple(fds)
-            argv += ["--dns-udp-fd", str(udp_fd), "--dns-tcp-fd", str(tcp_fd)]
+            if dns_workers == 1:
+                argv += ["--dns-udp-fd", str(udp_fd), "--dns-tcp-fd", str(tcp_fd)]
+            else:
+                fds += [sock.fileno() for sock in udps[1:]]
+                argv += ["--dns-udp-fds", ",".join(str(sock.fileno()) for sock in udps),
+                         "--dns-tcp-fd", str(tcp_fd)]
         listeners: dict[str, socket.socket] = {}
         for flag, wanted in (("--owner-fd", owner), ("--edge-tcp-fd", edge)):
             if wanted:

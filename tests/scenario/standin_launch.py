@@ -88,6 +88,8 @@ def launch(ground: Ground, account: tuple[int, int]) -> Iterator[Any]:
             "VALIS_STANDIN_REPORT": str(report_path),
             "VALIS_OPERATOR_STATE_DSN": DSN,
             "NOT_FOR_THE_RESIDENT": "root's business",
+            # One DNS UDP socket unless a test asks for more (absent: one per CPU).
+            "VALIS_DNS_WORKERS": "1",
             **(env or {}),
         }
         fulcrum = Fulcrum.start(config_path, fulcrum_env, workdir, extra_args)

@@ -99,6 +99,10 @@ def main() -> int:
     flags = flag_values(argv)
     report_path = os.environ["VALIS_STANDIN_REPORT"]
     handed = {flag: int(flags[flag]) for flag in FD_FLAGS if flag in flags}
+    if "--dns-udp-fds" in flags:  # the DNS workers' sockets: the first, then the others
+        first, *others = (int(fd) for fd in flags["--dns-udp-fds"].split(","))
+        handed["--dns-udp-fd"] = first
+        handed.update({f"--dns-udp-fds#{n}": fd for n, fd in enumerate(others, 1)})
     unit_ip = "0.0.0.0"
     if "--dns-udp-fd" in handed:
         probe = socket.socket(fileno=os.dup(handed["--dns-udp-fd"]))

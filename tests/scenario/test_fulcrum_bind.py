@@ -67,6 +67,38 @@ def test_the_dns_udp_queue_holds_what_waits_across_a_restart_past_rmem_max() -> 
             sockets.close()
 
 
+def test_dns_workers_get_one_udp_socket_each_in_one_reuseport_group() -> None:
+    require_root()
+    with scratch_netns() as netns:
+        address_the(netns)
+        sockets = bind_unit_sockets(netns, ADDRESS, dns_workers=3)
+        try:
+            assert len(sockets.dns_udps) == 3
+            assert sockets.dns_udps[0] is sockets.dns_udp
+            for udp in sockets.dns_udps:
+                assert (udp.type, udp.getsockname()) == (socket.SOCK_DGRAM, (UNIT_IP, 53))
+                assert udp.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT) == 1
+                assert udp.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == (
+                    2 * DNS_RECEIVE_BUFFER)
+                assert udp.fileno() in sockets.fds()
+            assert all(os.get_inheritable(fd) for fd in sockets.fds())
+            assert len(sockets.fds()) == 4  # and the one TCP listener
+        finally:
+            sockets.close()
+
+
+def test_one_worker_binds_one_udp_socket_outside_any_reuseport_group() -> None:
+    require_root()
+    with scratch_netns() as netns:
+        address_the(netns)
+        sockets = bind_unit_sockets(netns, ADDRESS)
+        try:
+            assert sockets.dns_udps == (sockets.dns_udp,)
+            assert sockets.dns_udp.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT) == 0
+        finally:
+            sockets.close()
+
+
 def test_a_netns_with_lowered_unprivileged_port_start_is_refused_and_nothing_bound() -> None:
     require_root()
     with scratch_netns() as netns:

@@ -35,8 +35,8 @@ from tests.scenario.pg import RUN_USER, run_as
 from tests.scenario.resident_harness import Harness, Resident, make_state_dir, site_facts
 from tests.scenario.serve_process import ZONE_FILE, start_server, stop_server, valis_command
 from valis_core.dns.answer.snapshot import IndexHolder
-from valis_core.dns.serve import ServeStats, serve_tcp, serve_udp
-from valis_core.dns.serve.limited_udp import LimitedUdp
+from valis_core.dns.serve import ServeStats, listen, serve_tcp, serve_udp
+from valis_core.dns.serve.limited_udp import LimitedUdp, LimitedUdpWorkers
 from valis_core.dns.serve.listen import bind_dns_pair
 from valis_core.dns.serve.rrl import RateLimiter, RrlSettings
 from valis_core.dns.zone import ZoneIndex
@@ -374,3 +374,32 @@ def test_valis_serve_refuses_a_rate_limit_flag_it_cannot_use_naming_it(
     assert done.returncode != 0
     assert said in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+async def test_a_new_limiter_applies_to_every_dns_worker(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    # Two workers on one SO_REUSEPORT group, each its own limiter: a replacement restarts
+    # both under the new settings, and a flood from one source port (one flow: one
+    # socket) is capped at the rate wherever the kernel put it.
+    holder = IndexHolder(ZoneIndex.from_zone_text(WILD_TEXT, "example.com."))
+    (first, second), tcp = listen.bind_dns_sockets(socket.AF_INET, "127.0.0.1", 0, 2)
+    tcp.close()
+    with trio.socket.from_stdlib_socket(first) as one, \
+            trio.socket.from_stdlib_socket(second) as two:
+        workers = LimitedUdpWorkers([LimitedUdp(sock, holder, None, stats=ServeStats())
+                                     for sock in (one, two)])
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(workers.run)
+            await trio.testing.wait_all_tasks_blocked()
+            new = RrlSettings(rate=RATE, slip=0, table_size=4096)
+            await workers.replace(new)
+            assert [worker.settings for worker in workers.workers] == [new, new]
+            assert [worker.restarts for worker in workers.workers] == [1, 1]
+            assert workers.settings == new
+            port = one.getsockname()[1]
+            limited = await trio.to_thread.run_sync(flood, port, VICTIMS[:1], FLOOD)
+            nursery.cancel_scope.cancel()
+    assert len(answered(limited)) == RATE
+    dropped = sum(stats.snapshot().rate_limited["dropped"] for stats in workers.stats)
+    assert dropped == FLOOD - RATE

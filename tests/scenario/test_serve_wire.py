@@ -250,3 +250,22 @@ def test_a_privileged_port_is_refused_without_binding() -> None:
     done = run_valis("serve", "--zone", str(ZONE_FILE), "--listen", "127.0.0.1:53")
     assert done.returncode == 1
     assert "refusing privileged port 53" in done.stderr
+
+
+def test_workers_answer_on_every_socket_of_the_address(tmp_path: Path) -> None:
+    # Two UDP sockets in one SO_REUSEPORT group: the kernel spreads these 64 source
+    # ports across both; a socket nobody served would leave its share unanswered.
+    server = start_server(tmp_path / "valis.log", extra=("--workers", "2"))
+    try:
+        for _ in range(64):
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.settimeout(ASK_TIMEOUT)
+                sock.bind(("127.0.0.1", 0))
+                sock.sendto(query("example.com.", "SOA").to_wire(), ("127.0.0.1", server.port))
+                reply = dns.message.from_wire(sock.recvfrom(65535)[0])
+            assert reply.rcode() == dns.rcode.NOERROR
+    finally:
+        assert stop_server(server) == 0
+    log = server.log_text()
+    assert "(2 UDP workers each)" in log
+    assert "stopped on SIGTERM after 65 responses" in log  # and the start's own query

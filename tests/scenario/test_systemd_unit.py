@@ -25,6 +25,7 @@ bound in read-only at their host paths.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import threading
@@ -68,6 +69,8 @@ NEWER_DESCRIPTION = f"valis {NEWER} (fulcrum-launched resident)"
 MISSING_CONFIG = "fulcrum: launcher config: "
 ABSENT_ZONE = "absent.test."
 UNCHANGED = "reload: the store is unchanged"
+#: The site facts' VALIS_DNS_WORKERS: fulcrum binds this many UDP sockets on :53.
+DNS_WORKERS = 2
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +96,8 @@ def node(pg_cluster: PgCluster, bundle: Path, delivery: Path, plain_build: Plain
             config = unit_config_text(ground, [f"{ROOT}/current/bin/valis"])
             box.put_text(LAUNCHER_CONFIG, config, mode=0o644)
             facts = {"VALIS_NODE_NAME": "node-a", "VALIS_LOCATION": "systemd-container",
-                     "VALIS_OPERATOR_STATE_DSN": dsn, "VALIS_SERVED_ZONES": EXAMPLE_ZONE}
+                     "VALIS_OPERATOR_STATE_DSN": dsn, "VALIS_SERVED_ZONES": EXAMPLE_ZONE,
+                     "VALIS_DNS_WORKERS": str(DNS_WORKERS)}
             box.put_text(SITE_FACTS, render_site_facts(facts), mode=0o644)
             # What `systemctl link` makes; it refuses a file not yet staged.
             for unit in (UNIT, SOCKET_UNIT):
@@ -256,16 +260,51 @@ def test_the_state_directory_is_the_run_accounts_and_the_config_directories_root
     assert node.box.run("stat", "-c", "%U", f"/proc/{resident}").stdout.strip() == RUN_USER
 
 
+def test_the_node_serves_dns_on_two_workers_each_answering(serving: Node) -> None:
+    """VALIS_DNS_WORKERS=2: fulcrum hands two UDP sockets of one SO_REUSEPORT group to
+    the resident, and queries from many source ports (each dig its own) reach both."""
+    node = serving
+    answered_before = _worker_answers(node)
+    assert len(answered_before) == DNS_WORKERS
+    asks = 24  # the chance that 24 source ports all hash to one of two sockets: 2^-23
+    for _ in range(asks):
+        soa = dig(node.ground.client, UNIT_IP, EXAMPLE_ZONE, "SOA", timeout=5.0)
+        assert (soa.status, soa.authoritative) == ("NOERROR", True), soa.raw
+    answered = _worker_answers(node)
+    grew = [after - before for before, after in zip(answered_before, answered, strict=True)]
+    assert all(more > 0 for more in grew), (answered_before, answered)
+    assert sum(grew) >= asks
+    shown = node.box.run("ip", "netns", "exec", node.ground.unit_netns,
+                         f"{ROOT}/current/bin/valis", "status", "--state-dir", STATE_DIRECTORY,
+                         check=False).stdout
+    assert "worker 1: answered" in shown, shown
+    assert f"(2 workers) tcp={UNIT_IP}:53" in node.box.journal(UNIT)
+
+
+def _worker_answers(node: Node) -> list[int]:
+    """Each DNS worker's answered count, as ``valis status --json`` reads it (from the
+    unit's netns, where the fabric listens)."""
+    shown = node.box.run("ip", "netns", "exec", node.ground.unit_netns,
+                         f"{ROOT}/current/bin/valis", "status", "--json", "--state-dir",
+                         STATE_DIRECTORY, check=False)
+    assert shown.stdout.startswith("{"), (shown.returncode, shown.stdout, shown.stderr)
+    document = json.loads(shown.stdout)
+    return [row["answered"] for row in document["dns"]["workers"]]
+
+
 def _held(node: Node, resident: int) -> dict[str, str]:
     """What ``resident`` holds that fulcrum made: its netns and each handed-down socket
-    (by the launch record's flags), as the kernel names them (``net:[N]``,
-    ``socket:[N]``)."""
+    (by the launch record's flags; ``--dns-udp-fds``, the DNS workers' UDP sockets, as
+    one comma-joined entry), as the kernel names them (``net:[N]``, ``socket:[N]``)."""
     argv = node.box.run("cat", f"/proc/{resident}/cmdline").stdout.split("\0")
     held = {"netns": node.box.run("readlink", f"/proc/{resident}/ns/net").stdout.strip()}
-    for flag in ("--dns-udp-fd", "--dns-tcp-fd", "--owner-fd"):
+    for flag in ("--dns-udp-fd", "--dns-udp-fds", "--dns-tcp-fd", "--owner-fd"):
         if flag in argv:
-            fd = argv[argv.index(flag) + 1]
-            held[flag] = node.box.run("readlink", f"/proc/{resident}/fd/{fd}").stdout.strip()
+            fds = argv[argv.index(flag) + 1].split(",")
+            held[flag] = ",".join(
+                node.box.run("readlink", f"/proc/{resident}/fd/{fd}").stdout.strip()
+                for fd in fds
+            )
     return held
 
 
@@ -279,7 +318,9 @@ def test_a_killed_resident_is_taken_over_by_fulcrum_on_the_same_netns_and_socket
     before = node.unit("NRestarts", "MainPID")
     resident = node.resident()
     held = _held(node, resident)
-    assert held["--dns-udp-fd"].startswith("socket:["), held
+    udp = held["--dns-udp-fds"].split(",")
+    assert len(udp) == DNS_WORKERS, held
+    assert all(sock.startswith("socket:[") for sock in udp), held
     assert held["--dns-tcp-fd"].startswith("socket:["), held
     node.box.run("kill", "-KILL", str(resident))
 

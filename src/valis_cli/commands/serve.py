@@ -42,6 +42,9 @@ listening:
   --listen ADDRESS:PORT binds UDP and TCP on the same port (default {DEFAULT_LISTEN});
   IPv6 as [::1]:5310; repeat --listen for several addresses. Port 0 picks a free port;
   privileged ports (below 1024) are refused: valis never binds :53 itself.
+  --workers N binds N UDP sockets on each address (one SO_REUSEPORT group; the kernel
+  spreads clients across them), each answered by a worker of its own (default 1; a node
+  under fulcrum takes VALIS_DNS_WORKERS, default one per CPU). TCP keeps one listener.
 
 signing:
   --sign-key ZONE=KEYFILE signs ZONE online (DNSSEC, compact denial) with the private key
@@ -105,6 +108,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="ZONE=KEYFILE",
         help="sign ZONE online with the key in KEYFILE (repeatable; see 'signing' below)",
     )
+    parser.add_argument(
+        "--workers",
+        dest="workers",
+        metavar="N",
+        help="UDP sockets (and workers) per --listen address, 1..1024 (default 1; see "
+        "'listening' below)",
+    )
     add_rrl_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -113,26 +123,45 @@ def run(args: argparse.Namespace) -> int:
     import trio
 
     from valis_core.dns.serve.file_server import load_zone_files, serve_zone_files
-    from valis_core.dns.serve.listen import bind_dns_pair
+    from valis_core.dns.serve.listen import bind_dns_sockets
     from valis_core.operator_state.site_facts import rrl_settings
 
     rrl = rrl_settings(rrl_facts(args))
+    workers = parse_workers(args.workers)
     files = [parse_zone_argument(text) for text in args.zones]
     addresses = [parse_listen(text) for text in (args.listen or [DEFAULT_LISTEN])]
     _configure_logging()
     index = load_zone_files(files)
     signer = signer_for_keys(index, args.sign_keys)
     pairs: list[tuple[socket.socket, socket.socket]] = []
+    more: list[socket.socket] = []
     try:
         for address in addresses:
-            pairs.append(bind_dns_pair(address.family, address.host, address.port))
+            (udp, *others), tcp = bind_dns_sockets(
+                address.family, address.host, address.port, workers
+            )
+            pairs.append((udp, tcp))
+            more.extend(others)
     except BaseException:
-        for udp, tcp in pairs:
-            udp.close()
-            tcp.close()
+        for sock in (*(item for pair in pairs for item in pair), *more):
+            sock.close()
         raise
-    trio.run(partial(serve_zone_files, files, pairs, index, signer=signer, rrl=rrl))
+    trio.run(partial(serve_zone_files, files, pairs, index, signer=signer, rrl=rrl,
+                     more_udp=more))
     return 0
+
+
+def parse_workers(text: str | None) -> int:
+    """``--workers N``: 1..1024 UDP sockets per address, checked as the site fact
+    ``VALIS_DNS_WORKERS`` is; absent, 1 (the development server as it always was)."""
+    from valis_core.operator_state.site_facts import SiteFactsError, dns_workers
+
+    if text is None:
+        return 1
+    try:
+        return dns_workers(text, 1, given_as="serve: --workers")
+    except SiteFactsError as exc:
+        raise ServeSetupError(str(exc)) from None
 
 
 def signer_for_keys(index: ZoneIndex, texts: list[str]) -> Signer | None:

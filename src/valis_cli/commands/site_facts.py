@@ -90,6 +90,7 @@ def _render(args: argparse.Namespace) -> int:
 def _set(args: argparse.Namespace) -> int:
     from valis_core.config_store import read_config_store, write_config_store
     from valis_core.operator_state.site_facts import (
+        DNS_WORKERS_KEY,
         check_site_facts,
         served_zones,
         serves_every_zone,
@@ -122,6 +123,10 @@ def _set(args: argparse.Namespace) -> int:
             path = write_config_store(args.state_dir, store_facts)
     shown = ", ".join(sorted(changes))
     print(f"stored {shown} for node {args.node}")
+    if DNS_WORKERS_KEY in changes:
+        print(f"{DNS_WORKERS_KEY} is fulcrum's, read from /etc/valis/site-facts.env when it "
+              "starts: render the facts there (valis site-facts render) and `systemctl "
+              "restart fulcrum-valis`; a reload does not change the DNS workers")
     if store_facts is not None:
         print(f"updated the configuration store {path}; apply it with "
               "`systemctl reload fulcrum-valis` (SIGHUP to the resident)")

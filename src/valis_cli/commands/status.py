@@ -185,6 +185,11 @@ def render_status(status: NodeStatus, now: float) -> str:
     lines.append(f"up for {_ago(status.started_at, now)}")
     dns = status.dns
     lines.append(f"dns: udp {dns and dns.udp} tcp {dns and dns.tcp}")
+    for row in dns.workers if dns is not None else ():
+        lines.append(
+            f"  worker {row.worker}: answered {row.answered} (compiled {row.compiled}, "
+            f"handed to Python {row.handed_to_python}), dropped {row.dropped}"
+        )
     if dns is not None and dns.problem:
         lines.append(f"warning: {dns.problem}")
     return "\n".join(lines) + "\n"

@@ -53,9 +53,14 @@ EDGE_CERT_MODES: frozenset[str] = frozenset({"required", "on-demand"})
 ACME_DIRECTORY_KEY = "VALIS_ACME_DIRECTORY_URL"
 """The ACME CA's directory URL (``acme-directory-url``): where the edge's certificate is
 obtained. No default: a URL names a host, and a default would be somebody else's CA."""
+DNS_WORKERS_KEY = "VALIS_DNS_WORKERS"
+"""How many UDP sockets fulcrum binds on the DNS address (``SO_REUSEPORT``), each
+drained by a worker of its own; absent: the CPUs the unit may run on
+(``sched_getaffinity``). Read by fulcrum at launch (``dns_workers``)."""
+MAX_DNS_WORKERS = 1024
 OPTIONAL_KEYS: frozenset[str] = frozenset(
     {"VALIS_SERVED_DOMAIN", "VALIS_LOG_LEVEL", "VALIS_LOG_FORMAT", EDGE_CERT_KEY,
-     ACME_DIRECTORY_KEY}
+     ACME_DIRECTORY_KEY, DNS_WORKERS_KEY}
 )
 JOURNAL_MAX_AGE_KEY = "VALIS_JOURNAL_MAX_AGE"
 """Seconds each zone's change journal keeps a change, so IXFR reaches back that far
@@ -214,6 +219,8 @@ def _check_value(key: str, value: str) -> None:
         )
     if key in RRL_RANGES:
         check_rrl_number(key, value)
+    if key == DNS_WORKERS_KEY:
+        dns_workers(value, 1)
     if key == RRL_EXEMPT_KEY:
         rrl_exempt_networks(value)
     try:
@@ -251,6 +258,21 @@ def _check_value(key: str, value: str) -> None:
             f"site facts: {EDGE_CERT_KEY} {value!r} is not one of "
             f"{', '.join(sorted(EDGE_CERT_MODES))}"
         )
+
+
+def dns_workers(value: str | None, cpus: int, given_as: str = DNS_WORKERS_KEY) -> int:
+    """The DNS workers ``value`` (``VALIS_DNS_WORKERS``, or a command's flag named
+    ``given_as``) asks for: a whole number 1..``MAX_DNS_WORKERS``; absent, ``cpus`` (the
+    CPUs the unit may use, at most ``MAX_DNS_WORKERS``)."""
+    if value is None:
+        return max(1, min(cpus, MAX_DNS_WORKERS))
+    if not (value.isascii() and value.isdigit() and 1 <= int(value) <= MAX_DNS_WORKERS):
+        raise SiteFactsError(
+            f"{'site facts: ' if given_as == DNS_WORKERS_KEY else ''}{given_as} {value!r} "
+            f"is not a whole number from 1 to {MAX_DNS_WORKERS} (the UDP sockets, one per "
+            "worker, DNS is answered on; leave it out for one per CPU the unit may use)"
+        )
+    return int(value)
 
 
 def check_rrl_number(key: str, value: str, given_as: str = "") -> int:

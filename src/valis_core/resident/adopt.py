@@ -10,7 +10,9 @@ The rules, in the order they are applied:
 
 1. each flag's descriptor must be what the flag says: ``--dns-udp-fd`` a bound UDP
    socket, ``--dns-tcp-fd``, ``--owner-fd`` and ``--edge-tcp-fd`` listening TCP
-   sockets (IPv4 or IPv6); no descriptor may be handed down under two flags;
+   sockets (IPv4 or IPv6); no descriptor may be handed down under two flags (or twice
+   under one); with several UDP sockets (``--dns-udp-fds``: one per DNS worker) each is
+   judged as the first and must be bound to the first one's address and port;
 2. every served port must be satisfied: by a descriptor bound to it, or — when the
    launch names fulcrum's control socket and the DNS pair was handed down — by a push
    (``Adoption.to_push``: the resident mints its own listening socket on an unprivileged
@@ -126,9 +128,16 @@ class Adoption:
     edge: Adopted | None = None
     #: served ports no descriptor is bound to: satisfied only by a successful push
     to_push: frozenset[int] = frozenset()
+    #: the DNS workers' UDP sockets after the first, on its address (``--dns-udp-fds``)
+    dns_udp_more: tuple[Adopted, ...] = ()
+
+    @property
+    def dns_udps(self) -> tuple[Adopted, ...]:
+        """Every DNS UDP socket, one per worker, the first first."""
+        return (self.dns_udp, *self.dns_udp_more)
 
     def all(self) -> tuple[Adopted, ...]:
-        found = (self.dns_udp, self.dns_tcp, self.owner, self.edge)
+        found = (self.dns_udp, self.dns_tcp, self.owner, self.edge, *self.dns_udp_more)
         return tuple(item for item in found if item is not None)
 
 
@@ -152,14 +161,25 @@ def handed_down(record: LaunchRecord) -> dict[Role, int]:
     return found
 
 
+def more_udp(record: LaunchRecord) -> tuple[int, ...]:
+    """The DNS workers' UDP descriptors after the first (``--dns-udp-fds``)."""
+    return record.dns_udp_fds[1:]
+
+
+def all_handed_down(record: LaunchRecord) -> tuple[int, ...]:
+    """Every descriptor the launch record names: what the resident asks the kernel about."""
+    return (*handed_down(record).values(), *more_udp(record))
+
+
 def judge(record: LaunchRecord, probes: Mapping[int, Probe]) -> Adoption:
     """Decide the adoption for ``record`` given the kernel's answer for each descriptor.
 
-    ``probes`` must hold a probe for every descriptor ``handed_down(record)`` names.
+    ``probes`` must hold a probe for every descriptor ``all_handed_down(record)`` names.
     """
     roles = handed_down(record)
+    named = [*roles.items(), *((Role.DNS_UDP, fd) for fd in more_udp(record))]
     by_fd: dict[int, Role] = {}
-    for role, fd in roles.items():
+    for role, fd in named:
         if fd in by_fd:
             raise AdoptionError(
                 f"descriptor {fd} is handed down as both {by_fd[fd].value} and {role.value}; "
@@ -167,21 +187,18 @@ def judge(record: LaunchRecord, probes: Mapping[int, Probe]) -> Adoption:
             )
         by_fd[fd] = role
 
-    adopted: dict[Role, Adopted] = {}
-    for role, fd in roles.items():
-        probe = probes[fd]
-        expected = EXPECTED[role]
-        if probe.kind is not expected or probe.port is None or probe.host is None:
+    adopted: dict[Role, Adopted] = {
+        role: _judge_one(role, fd, probes[fd]) for role, fd in roles.items()
+    }
+    more = tuple(_judge_one(Role.DNS_UDP, fd, probes[fd]) for fd in more_udp(record))
+    for item in more:
+        first = adopted[Role.DNS_UDP]
+        if (item.host, item.port) != (first.host, first.port):
             raise AdoptionError(
-                f"{role.value} {fd} is {probe.describe()}, not {expected.value}; "
-                "the launcher handed down the wrong descriptor — check its config"
+                f"--dns-udp-fds {item.fd} is bound to {item.address}, not to "
+                f"{first.address} as the first DNS UDP socket is; the DNS workers' sockets "
+                "share one address — the launcher handed down the wrong descriptor"
             )
-        if probe.port == 0:
-            raise AdoptionError(
-                f"{role.value} {fd} is {expected.value} bound to no port; "
-                "the launcher must bind it before handing it down"
-            )
-        adopted[role] = Adopted(role=role, fd=fd, host=probe.host, port=probe.port)
 
     bound = {item.port for item in adopted.values()}
     unbound = record.ports - bound
@@ -210,8 +227,23 @@ def judge(record: LaunchRecord, probes: Mapping[int, Probe]) -> Adoption:
         )
     return Adoption(
         dns_udp=udp, dns_tcp=tcp, owner=adopted.get(Role.OWNER), edge=adopted.get(Role.EDGE),
-        to_push=frozenset(unbound),
+        to_push=frozenset(unbound), dns_udp_more=more,
     )
+
+
+def _judge_one(role: Role, fd: int, probe: Probe) -> Adopted:
+    expected = EXPECTED[role]
+    if probe.kind is not expected or probe.port is None or probe.host is None:
+        raise AdoptionError(
+            f"{role.value} {fd} is {probe.describe()}, not {expected.value}; "
+            "the launcher handed down the wrong descriptor — check its config"
+        )
+    if probe.port == 0:
+        raise AdoptionError(
+            f"{role.value} {fd} is {expected.value} bound to no port; "
+            "the launcher must bind it before handing it down"
+        )
+    return Adopted(role=role, fd=fd, host=probe.host, port=probe.port)
 
 
 def adopted_dns_reachability(record: LaunchRecord, adoption: Adoption) -> DnsReachability | None:

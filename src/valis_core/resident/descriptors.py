@@ -17,7 +17,7 @@ import attrs
 import trio
 
 from valis_core.launch import LaunchRecord
-from valis_core.resident.adopt import Adopted, Adoption, Kind, Probe, handed_down, judge
+from valis_core.resident.adopt import Adopted, Adoption, Kind, Probe, all_handed_down, judge
 
 _FILE_TYPES = (
     (stat.S_ISREG, "a regular file"),
@@ -76,10 +76,17 @@ class AdoptedSockets:
     dns_tcp: trio.socket.SocketType
     owner: trio.socket.SocketType | None
     edge: trio.socket.SocketType | None
+    #: the DNS workers' UDP sockets after ``dns_udp`` (``--dns-udp-fds``)
+    dns_udp_more: tuple[trio.socket.SocketType, ...] = ()
+
+    @property
+    def dns_udps(self) -> tuple[trio.socket.SocketType, ...]:
+        """Every DNS UDP socket, one per worker, ``dns_udp`` first."""
+        return (self.dns_udp, *self.dns_udp_more)
 
     def close(self) -> None:
         """Close every adopted socket, edge first and the DNS pair last."""
-        for sock in (self.edge, self.owner, self.dns_tcp, self.dns_udp):
+        for sock in (self.edge, self.owner, self.dns_tcp, *reversed(self.dns_udps)):
             if sock is not None:
                 sock.close()
 
@@ -90,7 +97,7 @@ def adopt_descriptors(record: LaunchRecord) -> AdoptedSockets:
     Raises ``AdoptionError`` before taking anything over when a descriptor is not what
     its flag says or a served port has none.
     """
-    probes = {fd: probe_descriptor(fd) for fd in handed_down(record).values()}
+    probes = {fd: probe_descriptor(fd) for fd in all_handed_down(record)}
     adoption = judge(record, probes)
     return AdoptedSockets(
         adoption=adoption,
@@ -98,6 +105,7 @@ def adopt_descriptors(record: LaunchRecord) -> AdoptedSockets:
         dns_tcp=_take(adoption.dns_tcp),
         owner=_take(adoption.owner) if adoption.owner is not None else None,
         edge=_take(adoption.edge) if adoption.edge is not None else None,
+        dns_udp_more=tuple(_take(item) for item in adoption.dns_udp_more),
     )
 
 

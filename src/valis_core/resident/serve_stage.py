@@ -1,5 +1,7 @@
-"""The ``serve DNS`` stage: the UDP loop (under the response rate limits the site facts
-set, which a reload can change) and the TCP loop on the adopted pair, both answering from
+"""The ``serve DNS`` stage: the UDP loops (one per UDP socket fulcrum handed down, the DNS
+workers, each counting into its own ``ServeStats``; worker 0 counts into the node's, which
+the TCP loop shares; under the response rate limits the site facts set, which a reload
+can change) and the TCP loop on the adopted pair, both answering from
 the index the zone source swaps and offering zone transfers. The serve loops themselves
 are the DNS engine's (``dns.serve``, ``dns.limited_udp``); this is the resident starting
 them.
@@ -18,32 +20,39 @@ from valis_core.boot import boot_log as log
 
 if TYPE_CHECKING:
     from valis_core.dns.serve import ServeStats
-    from valis_core.dns.serve.limited_udp import LimitedUdp
+    from valis_core.dns.serve.limited_udp import LimitedUdpWorkers
     from valis_core.dns.serve.transfer_serve import Transfers
     from valis_core.resident.descriptors import AdoptedSockets
 
 
 async def serve_dns(boot: Boot) -> Boot:
-    from valis_core.dns.serve.limited_udp import LimitedUdp
+    from valis_core.dns.serve import ServeStats
+    from valis_core.dns.serve.limited_udp import LimitedUdp, LimitedUdpWorkers
     from valis_core.dns.serve.rrl import describe
     from valis_core.operator_state.site_facts import rrl_settings
 
     adopted = need(boot.adopted)
     settings = rrl_settings(need(boot.config).facts)
-    udp = LimitedUdp(adopted.dns_udp, need(boot.holder), settings, stats=need(boot.stats),
-                     transfers=need(boot.transfers))
+    udp = LimitedUdpWorkers([
+        LimitedUdp(sock, need(boot.holder), settings,
+                   stats=need(boot.stats) if n == 0 else ServeStats(),
+                   transfers=need(boot.transfers))
+        for n, sock in enumerate(adopted.dns_udps)
+    ])
     await boot.services.start(
         "serve DNS", _dns_service(adopted, udp, need(boot.stats), need(boot.transfers))
     )
     need(boot.views).rate_limits = lambda: udp.settings
+    need(boot.views).udp_workers = udp.stats
     log.info("%s", describe(settings))
     pair = adopted.adoption
-    log.info("serving DNS on udp=%s tcp=%s", pair.dns_udp.address, pair.dns_tcp.address)
+    log.info("serving DNS on udp=%s (%d worker%s) tcp=%s", pair.dns_udp.address,
+             len(udp.workers), "" if len(udp.workers) == 1 else "s", pair.dns_tcp.address)
     return attrs.evolve(boot, udp=udp)
 
 
 def _dns_service(
-    adopted: AdoptedSockets, udp: LimitedUdp, stats: ServeStats, transfers: Transfers
+    adopted: AdoptedSockets, udp: LimitedUdpWorkers, stats: ServeStats, transfers: Transfers
 ) -> Service:
     from valis_core.dns.serve import serve_tcp
 

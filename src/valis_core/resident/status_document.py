@@ -56,6 +56,17 @@ class RateLimiting:
 
 
 @attrs.frozen
+class DnsWorker:
+    """One DNS worker (one UDP socket of the DNS address) and what it served."""
+
+    worker: int | None = _optional()
+    answered: int | None = _optional()
+    compiled: int | None = _optional()
+    handed_to_python: int | None = _optional()
+    dropped: int | None = _optional()
+
+
+@attrs.frozen
 class DnsStatus:
     """Where DNS is served and whether the outside can reach it (and why not)."""
 
@@ -65,6 +76,8 @@ class DnsStatus:
     reachable_from_outside: bool | None = _optional()
     problem: str | None = _optional()
     rate_limiting: RateLimiting | None = attrs.field(default=None, metadata=_ABSENT)
+    workers: tuple[DnsWorker, ...] = _optional(())
+    """The DNS workers, worker 0 first (empty from a resident older than workers)."""
 
 
 @attrs.frozen

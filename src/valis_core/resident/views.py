@@ -23,6 +23,7 @@ from valis_core.clock import Clock, wall
 from valis_core.dns.answer import Transport, answer, fastpath
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import ServeCounts, ServeStats
+from valis_core.dns.serve.limited_udp import summed_counts
 from valis_core.dns.serve.rrl import RrlSettings
 from valis_core.dns.serve.transfer_serve import TransferStats
 from valis_core.dns.transfer.notify_send import NotifyStats
@@ -30,6 +31,7 @@ from valis_core.dns.transfer.secondary_progress import SecondaryState
 from valis_core.edge.stats import AcmeStatus, EdgeStats
 from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.reachability import DnsReachability
+from valis_core.resident.dns_workers import worker_families, worker_rows
 from valis_core.resident.metrics import Family, Sample
 from valis_core.resident.signing_view import rollover_status, signing_families, signing_status
 from valis_core.resident.status_document import (
@@ -124,6 +126,8 @@ class NodeViews:
     """(applied, refused) by the owner terminus; set when the node serves one."""
     dns_udp: str = ""
     dns_tcp: str = ""
+    udp_workers: tuple[ServeStats, ...] = ()
+    """Each DNS worker's counters, worker 0's (``serve_stats``) first; set once serving."""
     dns_reachability: DnsReachability | None = None
     """Whether the DNS pair is reachable through the launcher's firewall; None when the
     resident was not launched behind one."""
@@ -228,6 +232,7 @@ class NodeViews:
             reachable_from_outside=None if reach is None else reach.reachable,
             problem=None if reach is None else reach.problem,
             rate_limiting=self.rate_limit_status(),
+            workers=worker_rows(self.udp_workers),
         )
 
     def rate_limit_settings(self) -> RrlSettings | None:
@@ -249,11 +254,13 @@ class NodeViews:
         )
 
     def metric_families(self) -> list[Family]:
-        counts = self.serve_stats.snapshot()
+        workers = self.udp_workers or (self.serve_stats,)
+        counts = summed_counts([item.snapshot() for item in workers])
         zone_stats = self.zone_stats
         fence = self.fence_generation()
         return [
             *self._node_families(counts, zone_stats, fence),
+            *worker_families(worker_rows(workers)),
             *self._database_families(),
             *self._owner_families(),
             *self._transfer_families(),

@@ -23,7 +23,7 @@ from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve._loops import ServeStats
 from valis_core.dns.serve._tcp_loop import serve_tcp
 from valis_core.dns.serve._udp_loop import serve_udp
-from valis_core.dns.serve.limited_udp import limiter_for
+from valis_core.dns.serve.limited_udp import limiter_for, summed_counts
 from valis_core.dns.serve.listen import format_address
 from valis_core.dns.serve.rrl import RrlSettings, describe
 from valis_core.dns.wire import to_text
@@ -67,18 +67,23 @@ def load_zone_files(files: Sequence[ZoneFile]) -> ZoneIndex:
 async def serve_zone_files(
     files: Sequence[ZoneFile], pairs: Sequence[Pair], index: ZoneIndex,
     *, signer: Signer | None = None, rrl: RrlSettings | None = None,
+    more_udp: Sequence[socket.socket] = (),
 ) -> str:
     """Answer ``index`` on ``pairs`` (closed on the way out) until SIGINT or SIGTERM,
     reloading ``files`` on SIGHUP; returns the name of the signal that stopped it. With
     ``signer`` its zones are signed online (kept across reloads); with ``rrl`` the UDP
-    responses are rate limited (one limiter for every pair)."""
+    responses are rate limited (one limiter for every pair). ``more_udp`` are the other
+    DNS workers' UDP sockets (each in the ``SO_REUSEPORT`` group of a pair's UDP socket),
+    each served by a loop of its own, counting into its own ``ServeStats``."""
     bound = [
         (trio.socket.from_stdlib_socket(udp), trio.socket.from_stdlib_socket(tcp))
         for udp, tcp in pairs
     ]
+    more = [trio.socket.from_stdlib_socket(udp) for udp in more_udp]
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         holder = IndexHolder(index, signer)
         stats = ServeStats()
+        more_stats = [ServeStats() for _ in more]
         limiter = limiter_for(rrl, holder)
         stopped_by = "?"
         try:
@@ -87,11 +92,15 @@ async def serve_zone_files(
                     nursery.start_soon(functools.partial(serve_udp, udp, holder, stats=stats,
                                                          limiter=limiter))
                     nursery.start_soon(functools.partial(serve_tcp, tcp, holder, stats=stats))
+                for udp, own in zip(more, more_stats, strict=True):
+                    nursery.start_soon(functools.partial(serve_udp, udp, holder, stats=own,
+                                                         limiter=limiter))
                 log.info(
-                    "serving %s (%d records) on %s",
+                    "serving %s (%d records) on %s%s",
                     describe_zones(index),
                     index.record_count,
                     ", ".join(_describe_pair(udp, tcp) for udp, tcp in pairs),
+                    f" ({len(more) // len(pairs) + 1} UDP workers each)" if more else "",
                 )
                 if rrl is not None:
                     log.info("%s", describe(rrl))
@@ -110,12 +119,14 @@ async def serve_zone_files(
             for udp, tcp in bound:
                 udp.close()
                 tcp.close()
-        counts = stats.snapshot()
+            for udp in more:
+                udp.close()
+        total = summed_counts([stats.snapshot(), *(item.snapshot() for item in more_stats)])
         held = "" if rrl is None else (
-            f"; rate limiting dropped {counts.rate_limited['dropped']} and slipped "
-            f"{counts.rate_limited['slipped']}"
+            f"; rate limiting dropped {total.rate_limited['dropped']} and slipped "
+            f"{total.rate_limited['slipped']}"
         )
-        log.info("stopped on %s after %d responses%s", stopped_by, counts.responses_total,
+        log.info("stopped on %s after %d responses%s", stopped_by, total.responses_total,
                  held)
     return stopped_by
 

@@ -17,11 +17,13 @@ moment (wildcard answers, compact denial: ``valis_core.dns.serve.rrl.classify``)
 from __future__ import annotations
 
 import os
+from collections import Counter
+from collections.abc import Mapping, Sequence
 
 import trio
 
 from valis_core.dns.answer.snapshot import IndexHolder
-from valis_core.dns.serve._loops import ServeStats, TransferFn
+from valis_core.dns.serve._loops import ServeCounts, ServeStats, TransferFn
 from valis_core.dns.serve._udp_loop import serve_udp
 from valis_core.dns.serve.rrl import RateLimiter, RrlSettings
 from valis_core.dns.zone import ZoneIndex
@@ -90,3 +92,67 @@ class LimitedUdp:
         self._pending = (settings, limiter_for(settings, self.holder))
         self._scope.cancel()
         await restarted.wait()
+
+
+class LimitedUdpWorkers:
+    """The DNS workers: one ``LimitedUdp`` per UDP socket of the DNS address (the
+    ``SO_REUSEPORT`` group fulcrum bound), each counting into its own ``ServeStats``; a
+    replacement applies to every one of them."""
+
+    def __init__(self, workers: Sequence[LimitedUdp]) -> None:
+        if not workers:
+            raise ValueError("DNS workers: at least one")
+        self.workers = tuple(workers)
+
+    @property
+    def holder(self) -> IndexHolder:
+        return self.workers[0].holder
+
+    @property
+    def settings(self) -> RrlSettings | None:
+        return self.workers[0].settings
+
+    @property
+    def stats(self) -> tuple[ServeStats, ...]:
+        """Each worker's counters, worker 0 first."""
+        return tuple(worker.stats for worker in self.workers)
+
+    async def run(self) -> None:
+        """Serve on every socket until cancelled from outside."""
+        async with trio.open_nursery() as nursery:
+            for worker in self.workers:
+                nursery.start_soon(worker.run)
+
+    async def replace(self, settings: RrlSettings | None) -> None:
+        """Serve under a new limiter for ``settings`` on every worker (each its own
+        limiter: the buckets are per worker, as each socket sees its own share of a
+        source's queries only when the kernel's hash spreads them; one source's flow
+        stays on one socket)."""
+        for worker in self.workers:
+            await worker.replace(settings)
+
+
+def _summed(maps: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for item in maps:
+        total.update(item)
+    return dict(total)
+
+
+def summed_counts(counts: Sequence[ServeCounts]) -> ServeCounts:
+    """The node's totals over every worker's counts (the first holds TCP's too)."""
+    responses: Counter[tuple[str, str]] = Counter()
+    for item in counts:
+        responses.update(item.responses)
+    return ServeCounts(
+        responses=dict(responses),
+        dropped=_summed([item.dropped for item in counts]),
+        truncated=sum(item.truncated for item in counts),
+        answer_errors=_summed([item.answer_errors for item in counts]),
+        send_failures=_summed([item.send_failures for item in counts]),
+        tcp_accepted=sum(item.tcp_accepted for item in counts),
+        tcp_refused=sum(item.tcp_refused for item in counts),
+        tcp_idle_closed=sum(item.tcp_idle_closed for item in counts),
+        rate_limited=_summed([item.rate_limited for item in counts]),
+        compiled=sum(item.compiled for item in counts),
+    )
