@@ -340,7 +340,10 @@ class ZoneRows:
     def __init__(self, zones: Sequence[str], encoding: str, *, compiled: bool = True) -> None:
         self.zones = list(zones)
         self.encoding = encoding
-        self.builders: dict[str, Builder | None] = {zone: Builder() for zone in self.zones}
+        types: dict[str, int] = {}  # one for all the builders (``Builder``'s doc)
+        self.builders: dict[str, Builder | None] = {
+            zone: Builder(types) for zone in self.zones
+        }
         self.refused: dict[str, ZoneError] = {}
         self.unplain: set[str] = set()
         self.records = 0

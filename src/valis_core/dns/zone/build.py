@@ -198,13 +198,19 @@ _CHECKED_ALONE = frozenset({NS, SOA, DNAME})
 
 
 class Builder:
-    """Accumulates records per zone and owner, then checks and freezes them."""
+    """Accumulates records per zone and owner, then checks and freezes them.
 
-    def __init__(self) -> None:
+    ``types`` is where the type texts already read are kept (text to type code; only
+    types a zone may hold): builders given the same dict share it, so a load of many
+    small zones (one builder each) reads ``SOA`` through dnspython once, not once a
+    zone, and a zone's first row takes the short way too (what a text means does not
+    depend on the zone)."""
+
+    def __init__(self, types: dict[str, int] | None = None) -> None:
         self._zone_keys: dict[str, tuple[bytes, _ZoneParts]] = {}
         self._shapes: dict[str, tuple[bytes, _ZoneParts, str]] = {}
         self._zones: dict[bytes, _ZoneParts] = {}
-        self._types: dict[str, int] = {}
+        self._types: dict[str, int] = {} if types is None else types
         self._servable: set[int] = set()
 
     def add_zone(self, zone: str) -> None:
