@@ -208,10 +208,11 @@ async def _in_process(dsn: str, names: Sequence[str]) -> tuple[float, float, int
 
     from valis_core.dns.answer.snapshot import IndexHolder
     from valis_core.dns.serve import serve_udp
+    from valis_core.heap import RESIDENT_HEAP
     from valis_core.operator_state.zone_source import PgZoneSource
 
     started = time.monotonic()
-    source = PgZoneSource.from_dsn(dsn, names)
+    source = PgZoneSource.from_dsn(dsn, names, heap=RESIDENT_HEAP)  # as the resident's
     holder = IndexHolder(await source.load())
     loaded = time.monotonic() - started
     server = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_DGRAM)

@@ -76,6 +76,7 @@ from valis_core.atomic import write_atomic
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve import serve_udp
 from valis_core.dns.wire.records import RecordRow
+from valis_core.heap import RESIDENT_HEAP
 from valis_core.operator_state.local_cluster import LocalCluster
 from valis_core.operator_state.schema import migrate
 from valis_core.operator_state.zone_source import PgZoneSource
@@ -236,7 +237,7 @@ async def measure(
     dsn: str, point: Point, args: argparse.Namespace, import_seconds: float
 ) -> Measured:
     zones = point.zone_names()
-    source = PgZoneSource.from_dsn(dsn, zones)
+    source = PgZoneSource.from_dsn(dsn, zones, heap=RESIDENT_HEAP)  # as the resident's
     started = time.perf_counter()
     holder = IndexHolder(await source.load())
     load_seconds = time.perf_counter() - started

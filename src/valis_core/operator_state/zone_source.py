@@ -79,6 +79,7 @@ from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.wire.records import RecordRow, ZoneError
 from valis_core.dns.zone import ServedZone, ZoneIndex
 from valis_core.fence import FencedOut, FenceState, assert_fence_touch
+from valis_core.heap import PLAIN_HEAP, HeapPolicy
 from valis_core.operator_state.connection import OperatorStateError, connect
 from valis_core.operator_state.fence import UnseededFence, read_instance_fence
 from valis_core.operator_state.owner_read import read_owner_rows
@@ -145,7 +146,8 @@ class PgZoneSource:
     one); it is called again on every reconnect. ``standing`` is the instance's standing
     at the fence (a resident's); without one (condense proving a zone, ``valis serve``)
     nothing is checked. ``sleep`` and ``draw`` (a uniform number in [0, 1)) pace the
-    reconnects, ``ticks`` times the loads; tests may pass their own.
+    reconnects, ``ticks`` times the loads; tests may pass their own. ``heap``: what a full
+    load does with Python's garbage collector (``valis_core.heap``).
     """
 
     def __init__(
@@ -160,8 +162,10 @@ class PgZoneSource:
         sleep: Callable[[float], Awaitable[None]] = trio.sleep,
         draw: Callable[[], float] = random.random,
         ticks: Clock = monotonic,
+        heap: HeapPolicy = PLAIN_HEAP,
     ) -> None:
         self._connect = connect
+        self._heap = heap
         self.standing = standing
         given = tuple(zones)
         self.every_zone = bool(given) and serves_every_zone(given)
@@ -190,18 +194,18 @@ class PgZoneSource:
 
     @classmethod
     def from_dsn(
-        cls, dsn: str, zones: Iterable[str], *, standing: FenceState | None = None
+        cls, dsn: str, zones: Iterable[str], *, standing: FenceState | None = None,
+        heap: HeapPolicy = PLAIN_HEAP,
     ) -> PgZoneSource:
-        return cls(lambda: connect(dsn, autocommit=True), zones, standing=standing)
+        return cls(lambda: connect(dsn, autocommit=True), zones, standing=standing, heap=heap)
 
     # -- public ------------------------------------------------------------------------
 
     async def load(self, progress: Callable[[str], None] | None = None) -> ZoneIndex:
         """Connect, start listening, and index every served zone; raise on any problem.
 
-        How far it got is logged as it goes (``loading zones: N of M, R records``), at
-        most every ``zone_load.PROGRESS_EVERY`` seconds, and handed to ``progress`` too (the
-        resident's ``STATUS=``).
+        How far it got is logged as it goes (``loading zones: N of M, R records``), at most
+        every ``zone_load.PROGRESS_EVERY`` s, and handed to ``progress`` (``STATUS=``).
 
         Raises ``OperatorStateError`` (unreachable database, zones missing from it),
         ``ZoneError`` (a zone that cannot be served), each naming what failed, or
@@ -209,7 +213,8 @@ class PgZoneSource:
         """
         try:
             await self._open()
-            return await self._load_all(strict=True, progress=progress)
+            with self._heap.bulk():
+                return await self._load_all(strict=True, progress=progress)
         except BaseException:
             self.close()
             raise
@@ -231,7 +236,8 @@ class PgZoneSource:
         try:
             if self._listen is None:
                 await self._open()
-                holder.swap(await self._load_all(strict=True))
+                with self._heap.bulk():
+                    holder.swap(await self._load_all(strict=True))
             self.stats.following = True
             task_status.started()
             failures = 0
@@ -239,7 +245,8 @@ class PgZoneSource:
                 try:
                     if self._listen is None:
                         await self._open()
-                        await self._reload(await self._all_zones(), holder)
+                        with self._heap.bulk():
+                            await self._reload(await self._all_zones(), holder)
                         self.stats.following = True
                         log.info(
                             "zone source: reconnected after %d failed attempt(s); every "
@@ -544,7 +551,8 @@ class PgZoneSource:
             await trio.lowlevel.wait_readable(listen.fileno())
             changes = drain(listen, served)
             if changes.everything:
-                await self._reload(await self._all_zones(), holder)
+                with self._heap.bulk():
+                    await self._reload(await self._all_zones(), holder)
                 continue
             whole = set(changes.zones)
             patches: dict[str, set[str]] = {}

@@ -188,6 +188,7 @@ def ready_text(boot: Boot) -> str:
 def reloader(boot: Boot) -> Reloader:
     """What SIGHUP reloads in the node ``boot`` brought up (see ``reload``); a SIGHUP
     that arrives during bring-up waits in the receiver until this is watching."""
+    from valis_core.heap import RESIDENT_HEAP
     from valis_core.operator_state.zone_source import PgZoneSource
 
     return Reloader(
@@ -197,7 +198,7 @@ def reloader(boot: Boot) -> Reloader:
         views=need(boot.views),
         standing=need(boot.watch).standing,
         configure_logging=partial(log_as, boot),
-        make_source=PgZoneSource.from_dsn,
+        make_source=partial(PgZoneSource.from_dsn, heap=RESIDENT_HEAP),
         rate_limits=need(boot.udp).replace,
         signing=boot.signing,
     )

@@ -19,10 +19,13 @@ from valis_core.resident.reload import ZoneFollower
 async def index_zones(boot: Boot) -> Boot:
     from valis_core.dns.serve import ServeStats
     from valis_core.dns.transfer.notify_send import ChangeWatch
+    from valis_core.heap import RESIDENT_HEAP
     from valis_core.operator_state.zone_source import PgZoneSource
 
     config, watch = need(boot.config), need(boot.watch)
-    source = PgZoneSource.from_dsn(config.dsn, config.served_zones, standing=watch.standing)
+    source = PgZoneSource.from_dsn(
+        config.dsn, config.served_zones, standing=watch.standing, heap=RESIDENT_HEAP
+    )
     boot.services.stack.callback(source.close)
     notifier = boot.notifier
     holder = ChangeWatch(await source.load(
