@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.property.random_zones import queries, zones
-from tests.property.two_zones import PLAIN, SIGNED, TWO_ZONES
+from tests.property.two_zones import EXAMPLE_ROWS, PLAIN, SIGNED, TWO_ZONES
 from valis_core.dns import dnssec
 from valis_core.dns.answer import Transport, answer, fastpath
 from valis_core.dns.answer._fastpath import Table
@@ -225,14 +225,6 @@ def test_garbage_is_handed_to_python_or_answered_as_python_would(garbage: bytes)
     if fast is not None:
         assert fast == answer(snapshot, garbage, transport=UDP)
 
-
-EXAMPLE_ROWS = [
-    RecordRow("example.com.", "example.com.", "SOA", 3600,
-              "ns.example.com. h.example.com. 1 2 3 4 300"),
-    RecordRow("example.com.", "example.com.", "NS", 3600, "ns.example.com."),
-    RecordRow("example.com.", "ns.example.com.", "A", 3600, "192.0.2.53"),
-    RecordRow("example.com.", "www.example.com.", "A", 300, "192.0.2.80"),
-]
 
 
 def test_the_sockets_serving_one_snapshot_share_its_table_and_it_goes_with_the_snapshot(

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from tests.hypothesis_profiles import scaled
 from tests.property.random_zones import queries, zones
-from tests.property.two_zones import PLAIN, SIGNED, TWO_ZONES
+from tests.property.two_zones import EXAMPLE_ROWS, PLAIN, SIGNED, TWO_ZONES
 from tests.scenario.udp_workers import ask, workers
 from valis_core.dns import dnssec
 from valis_core.dns.answer import Transport, answer, fastpath
@@ -36,14 +36,6 @@ ROUNDS = 3
 """Each query asked this often of each worker: the first teaches the table, the others
 are the worker's own (C, without the GIL)."""
 
-
-EXAMPLE_ROWS = [
-    RecordRow("example.com.", "example.com.", "SOA", 3600,
-              "ns.example.com. h.example.com. 1 2 3 4 300"),
-    RecordRow("example.com.", "example.com.", "NS", 3600, "ns.example.com."),
-    RecordRow("example.com.", "ns.example.com.", "A", 3600, "192.0.2.53"),
-    RecordRow("example.com.", "www.example.com.", "A", 300, "192.0.2.80"),
-]
 
 
 async def asked_of_every_worker(holder: IndexHolder, wires: list[bytes]) -> list[list[bytes]]:

@@ -285,13 +285,20 @@ async def _serve_udp_compiled(
         counts.udp_compiled += received - len(misses)
         _answer_misses(datagrams, pump, snapshot, table, misses)
         if received:
-            truncated, failed = flush(rcodes)
-            counts.udp_truncated += truncated
-            counts.udp_send_failures += failed
+            _flushed(counts, flush, rcodes)
         if received == UDP_BATCH:
             await trio.lowlevel.checkpoint()
         else:
             await trio.lowlevel.wait_readable(sock)
+
+
+def _flushed(
+    counts: ServeStats, flush: Callable[[list[int]], tuple[int, int]], rcodes: list[int]
+) -> None:
+    """Send every response a batch queued (``Pump.flush``), counting what was sent."""
+    truncated, failed = flush(rcodes)
+    counts.udp_truncated += truncated
+    counts.udp_send_failures += failed
 
 
 def _answer_misses(
@@ -358,9 +365,7 @@ async def _serve_udp_threaded(
                     counts.udp_compiled += left - len(misses)
                     _answer_misses(datagrams, pump, snapshot, table, misses)
             if left:
-                truncated, failed = flush(rcodes)
-                counts.udp_truncated += truncated
-                counts.udp_send_failures += failed
+                _flushed(counts, flush, rcodes)
             await trio.lowlevel.checkpoint()
     finally:
         unwatch()
