@@ -10,7 +10,7 @@ test:
 # `make test` stays the whole suite, as CI runs it.
 check: venv
 	.venv/bin/ruff check src tests benchmarks packaging
-	.venv/bin/mypy --strict src
+	.venv/bin/mypy --strict src tests
 	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-dev} .venv/bin/pytest -q tests/property
 
 venv:
@@ -24,7 +24,7 @@ lock:
 
 lint: venv
 	.venv/bin/ruff check src tests benchmarks packaging
-	.venv/bin/mypy --strict src
+	.venv/bin/mypy --strict src tests
 
 # valis, NSD and Knot side by side (see docs/performance.md); options in BENCH_ARGS, e.g.
 # BENCH_ARGS="--plot docs/performance-cpu-per-query.png" or BENCH_ARGS=--quick.

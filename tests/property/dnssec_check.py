@@ -13,6 +13,8 @@ import dns._features
 import dns.dnssec
 import dns.message
 import dns.name
+import dns.node
+import dns.rdataset
 import dns.rdatatype
 import dns.rrset
 
@@ -31,12 +33,13 @@ def validate(
     reconstruct the wildcard from the RRSIG's Labels, as Unbound does: checked at that
     reconstructed name."""
     name = rrset.name
-    labels = min(rdata.labels for rdata in sigs)  # type: ignore[attr-defined]
+    judge: dict[dns.name.Name, dns.node.Node | dns.rdataset.Rdataset] = dict(keys)
+    labels = min(rdata.labels for rdata in sigs)
     if name.is_wild() and labels < len(name) - 2:
         source = dns.name.from_text("*", dns.name.Name(name.labels[-(labels + 1):]))
-        dns.dnssec.validate((source, rrset), (source, sigs), keys, now=now)
+        dns.dnssec.validate((source, rrset), (source, sigs), judge, now=now)
         return
-    dns.dnssec.validate(rrset, sigs, keys, now=now)
+    dns.dnssec.validate(rrset, sigs, judge, now=now)
 
 
 def validate_sections(
@@ -100,7 +103,7 @@ def wildcard_answers_proven(message: dns.message.Message) -> int:
 
 
 def _covers(nsec: dns.rrset.RRset, name: dns.name.Name) -> bool:
-    nxt = next(iter(nsec)).next  # type: ignore[attr-defined]
+    nxt = next(iter(nsec)).next
     if name == nsec.name:
         return False
     if nsec.name < nxt:
@@ -111,6 +114,6 @@ def _covers(nsec: dns.rrset.RRset, name: dns.name.Name) -> bool:
 def _encloser(nsec: dns.rrset.RRset, name: dns.name.Name) -> dns.name.Name:
     """The closest encloser a validator reads from an NSEC covering ``name``: the longer
     of the names ``name`` shares with the NSEC's owner and with its next name."""
-    nxt = next(iter(nsec)).next  # type: ignore[attr-defined]
+    nxt = next(iter(nsec)).next
     shared = [name.fullcompare(end)[2] for end in (nsec.name, nxt)]
     return dns.name.Name(name.labels[-max(shared):])

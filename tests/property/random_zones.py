@@ -6,12 +6,18 @@ mixed case) with the size limit its response must keep."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import dns.flags
 import dns.message
 from hypothesis import strategies as st
 
 from valis_core.dns.answer import SERVER_PAYLOAD, Transport
 from valis_core.dns.wire.records import RecordRow
+
+# What draws a value: a composite's ``draw`` or ``st.data()``'s.
+Draw = Callable[[st.SearchStrategy[Any]], Any]
 
 PARENT = "example.com."
 CHILD = "sub.example.com."
@@ -113,7 +119,7 @@ def make_valid(rows: list[RecordRow]) -> list[RecordRow]:
     return [row for row in kept if not (row.rtype == "DNAME" and (row.zone, row.owner) in beneath)]
 
 
-def mixed_case(draw: st.DrawFn, name: str) -> str:
+def mixed_case(draw: Draw, name: str) -> str:
     flips = draw(st.lists(st.booleans(), min_size=len(name), max_size=len(name)))
     return "".join(c.upper() if flip else c for c, flip in zip(name, flips, strict=True))
 

@@ -309,7 +309,7 @@ class _State:
     """The response while the lookup fills it."""
 
     def __init__(self) -> None:
-        self.rcode = dns.rcode.NOERROR
+        self.rcode: int = dns.rcode.NOERROR
         self.aa = True
         self.answer: list[Record] = []
         self.authority: list[Record] = []

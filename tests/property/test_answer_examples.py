@@ -576,7 +576,8 @@ def test_an_update_on_the_query_port_is_notimp_even_signed_with_a_right_key() ->
     is not judged), and to a client speaking EDNS where updates go (RFC 8914)."""
     keyring = dns.tsigkeyring.from_text({"owner.": "c2VjcmV0c2VjcmV0c2VjcmV0"})
     for edns in (-1, 0):
-        update = dns.update.UpdateMessage("example.com.", keyring=keyring, keyname="owner.")
+        update = dns.update.UpdateMessage("example.com.", keyring=keyring,
+                                          keyname=dns.name.from_text("owner."))
         update.add("new", 300, "A", "192.0.2.9")
         update.use_edns(edns)
         for transport in Transport:

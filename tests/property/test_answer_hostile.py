@@ -25,7 +25,7 @@ from valis_core.dns.answer import (
     answer,
     answer_general,
 )
-from valis_core.dns.answer.snapshot import ResponseCache
+from valis_core.dns.answer._cache import ResponseCache
 from valis_core.dns.zone import ZoneIndex
 
 # By path: the package's face exports the ``answer`` function under the module's name.

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from tests.property.random_zones import PARENT, queries, zones
 from valis_core.dns.answer import Transport, answer, answer_general
-from valis_core.dns.answer.snapshot import ResponseCache
+from valis_core.dns.answer._cache import ResponseCache
 from valis_core.dns.wire.records import RecordRow
 from valis_core.dns.zone import ZoneIndex
 

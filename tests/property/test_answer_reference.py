@@ -16,7 +16,7 @@ import dns.rdatatype
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.property.random_zones import make_valid, mixed_case
+from tests.property.random_zones import Draw, make_valid, mixed_case
 from tests.property.reference_resolver import Expected, Record, Reference
 from valis_core.dns.answer import Transport, answer
 from valis_core.dns.answer.snapshot import Snapshot
@@ -164,7 +164,7 @@ def beneath_child(row: RecordRow) -> bool:
     return row.owner not in (CHILD, f"ns.{CHILD}") or row.rtype not in ("NS", "A", "DS")
 
 
-def question(draw: st.DrawFn, rows: list[RecordRow]) -> tuple[str, str]:
+def question(draw: Draw, rows: list[RecordRow]) -> tuple[str, str]:
     """A name that exists, lies beneath one that does (a wildcard's label replaced, a
     label or two prepended, one of them long enough to overflow a DNAME's target), or
     anywhere in or out of the served zones; a type held there or any other."""

@@ -44,6 +44,7 @@ def _outcome(line: str) -> tuple[str, str]:
     text, rdtype_text = line.split()
     name = dns.name.from_text(text)
     rdtype = dns.rdatatype.from_text(rdtype_text)
+    assert ZONE.origin is not None
     relative = name.relativize(ZONE.origin).to_text()
     where = ("apex" if relative == "@" else "host" if relative.startswith("host")
              else "alias" if relative.startswith("alias") else "other")

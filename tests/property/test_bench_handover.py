@@ -13,6 +13,7 @@ import math
 import struct
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import dns.message
 import dns.rdatatype
@@ -37,7 +38,7 @@ TIMEOUT = 2.0
 
 
 def _query(kind: int, sent: float, latency: float | None, outcome: int | None = None,
-           rcode: int = 0) -> object:
+           rcode: int = 0) -> Any:
     if latency is None:
         return Query(kind, sent, NAN, load.TIMEOUT if outcome is None else outcome, -1)
     return Query(kind, sent, sent + latency, load.ANSWERED, rcode)
@@ -59,7 +60,7 @@ queries_drawn = st.lists(
 
 @settings(max_examples=scaled(0.5))
 @given(queries_drawn, st.floats(0, 20, allow_nan=False), st.floats(0, 5, allow_nan=False))
-def test_every_query_of_the_window_is_counted_once(trace: list[object], event_at: float,
+def test_every_query_of_the_window_is_counted_once(trace: list[Any], event_at: float,
                                                    before: float) -> None:
     r = hr.report("s", "e", trace, event_at=event_at, event_s=0.0, before=before,
                   timeout=TIMEOUT, gap_threshold=0.05)

@@ -92,7 +92,7 @@ def clock_reads(source: str) -> Iterator[tuple[int, str]]:
 
 
 def offenders(root: Path) -> list[str]:
-    found = []
+    found: list[str] = []
     for path in sorted(root.rglob("*.py")):
         relative = path.relative_to(root)
         if relative == CLOCK_MODULE:

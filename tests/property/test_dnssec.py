@@ -4,6 +4,8 @@ canonical order, NSEC bitmaps and name successors agree with RFC 4034's definiti
 
 from __future__ import annotations
 
+from typing import Any
+
 import dns.name
 import dns.rdata
 import dns.rdataclass
@@ -13,8 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.property.dnssec_check import dns as _dns  # noqa: F401 - enables dns.dnssec
-from tests.property.dnssec_check import validate
+from tests.property.dnssec_check import validate  # importing it enables dns.dnssec
 from valis_core.dns import dnssec, wire
 
 NOW = 1_800_000_000
@@ -39,7 +40,8 @@ RDATA = {
 
 
 def dnskeys(key: dnssec.ZoneKey) -> dict[dns.name.Name, dns.rrset.RRset]:
-    rdata = dns.rdata.from_wire(dns.rdataclass.IN, dnssec.DNSKEY, key.dnskey, 0, len(key.dnskey))
+    rdata: Any = dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.RdataType.make(dnssec.DNSKEY),
+                                     key.dnskey, 0, len(key.dnskey))
     name = dns.name.from_text(APEX)
     return {name: dns.rrset.from_text_list(name, 300, "IN", "DNSKEY", [rdata.to_text()])}
 
@@ -47,10 +49,11 @@ def dnskeys(key: dnssec.ZoneKey) -> dict[dns.name.Name, dns.rrset.RRset]:
 @pytest.mark.parametrize("algorithm", dnssec.ALGORITHMS)
 def test_dnskey_tag_and_ds_are_dnspythons(algorithm: int) -> None:
     key = KEYS[algorithm]
-    rdata = dns.rdata.from_wire(dns.rdataclass.IN, dnssec.DNSKEY, key.dnskey, 0, len(key.dnskey))
+    rdata: Any = dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.RdataType.make(dnssec.DNSKEY),
+                                     key.dnskey, 0, len(key.dnskey))
     assert key.algorithm == algorithm
-    assert dns.dnssec.key_id(rdata) == key.tag  # type: ignore[attr-defined]
-    ds = dns.dnssec.make_ds(APEX, rdata, "SHA256")  # type: ignore[attr-defined]
+    assert dns.dnssec.key_id(rdata) == key.tag
+    ds = dns.dnssec.make_ds(APEX, rdata, "SHA256")
     assert ds.to_wire() == dnssec.ds_rdata(wire.from_text(APEX), key.dnskey)
 
 
@@ -81,7 +84,7 @@ def test_every_signature_verifies_with_dnspython(
         key, wire.from_text(APEX), wire.from_text(owner), rrset.rdtype, (ttl, tuple(rdatas)),
         inception=NOW - 3600, expiration=NOW + 86400,
     )
-    rrsig = dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.RRSIG, sig, 0, len(sig))
+    rrsig: Any = dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.RRSIG, sig, 0, len(sig))
     assert rrsig.labels == len(dns.name.from_text(owner)) - 1 - owner.startswith("*.")
     sigset = dns.rrset.from_text_list(owner, ttl, "IN", "RRSIG", [rrsig.to_text()])
     validate(rrset, sigset, dnskeys(key), now=NOW)
@@ -115,7 +118,7 @@ def test_predecessor_and_successor_surround_a_name_beneath_the_apex(text: str) -
 @given(st.sets(st.integers(1, 65535), max_size=12))
 def test_type_bitmap_is_nsecs(types: set[int]) -> None:
     rdata = dnssec.nsec_rdata(b"\x00", types)
-    parsed = dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.NSEC, rdata, 0, len(rdata))
+    parsed: Any = dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.NSEC, rdata, 0, len(rdata))
     listed = {int(t) for window in parsed.windows for t in _window_types(*window)}
     assert listed == {*types, dns.rdatatype.RRSIG, dns.rdatatype.NSEC}
 

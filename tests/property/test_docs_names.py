@@ -91,7 +91,8 @@ def _exported(tree: ast.Module) -> set[str]:
             and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
             and isinstance(node.value, (ast.List, ast.Tuple))
         ):
-            return {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+            return {e.value for e in node.value.elts
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str)}
     return set()
 
 
@@ -136,7 +137,7 @@ def picture(text: str) -> str:
     section = text.split("\n## The picture\n", 1)[1].split("\n## ", 1)[0]
     blocks = _FENCE.findall(section)
     assert blocks, "docs/architecture.md's picture section has no fenced block"
-    return blocks[0]
+    return str(blocks[0])
 
 
 def library_parts(src: Path) -> list[str]:

@@ -44,9 +44,9 @@ from valis_core.fence_verdict import DOCUMENT as VERDICT
 from valis_core.fence_verdict import FencedOutVerdict, VerdictUnreadable
 from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.ops.assess_report import render_report
+from valis_core.ops.assessment import Clause
 from valis_core.ops.backup_manifest import DOCUMENT as BACKUP
 from valis_core.ops.backup_manifest import BackupError, BackupFile, BackupManifest
-from valis_core.ops.host_readiness import Clause
 from valis_core.ops.public_network import PublicNetwork
 from valis_core.plugin.dist_home import DOCUMENT as REGISTRATION
 from valis_core.plugin.dist_home import DistHomeError, Registration
@@ -683,5 +683,5 @@ def test_the_zone_listings_print_what_they_printed_before() -> None:
         json.dumps([plain], indent=1) + "\n"
     ).encode()
     assert SECONDARIES_WITH_SECRETS.render(
-        (SecondaryListingWithSecret(*plain.values(), "c2VjcmV0"),)
+        (SecondaryListingWithSecret(**plain, secret="c2VjcmV0"),)
     ) == (json.dumps([{**plain, "secret": "c2VjcmV0"}], indent=1) + "\n").encode()

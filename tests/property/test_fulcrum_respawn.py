@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,7 +21,7 @@ failed = st.one_of(st.integers(1, 255).filter(lambda rc: rc != FENCED_OUT_EXIT_S
                    st.integers(-64, -1))
 
 
-def _quick(policy: RespawnPolicy, runs: st.DrawFn) -> float:
+def _quick(policy: RespawnPolicy, runs: Callable[[st.SearchStrategy[float]], float]) -> float:
     return runs(st.floats(0, policy.stable_after, exclude_max=True))
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gc
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -81,7 +81,9 @@ def test_a_frozen_zone_version_replaced_by_a_change_is_freed_without_the_collect
     gc.disable()  # the collector cannot be what frees them below
     zone = index.zone_for(b"\x02z7\x07example\x00")
     assert zone is not None
-    refs = [weakref.ref(index), weakref.ref(zone), weakref.ref(zone.lineage)]
+    refs: list[Callable[[], object]] = [
+        weakref.ref(index), weakref.ref(zone), weakref.ref(zone.lineage)
+    ]
     changed = index.with_owners_replaced("z7.example.", ["www.z7.example."], [])
     again = changed.with_owners_replaced("z7.example.", ["www.z7.example."], [])
     del index, zone, changed

@@ -93,12 +93,13 @@ def test_the_ixfr_on_the_wire_is_soa_old_deletions_soa_new_additions(
     assert served is not None
     query = dns.message.make_query(ZONE, dns.rdatatype.IXFR)
     query.use_tsig(KEY)
-    query = dns.message.from_wire(query.to_wire(), keyring={KEY.name: KEY})
-    grant = Grant(served, query, KEY, True, incremental_records(served, difference))
+    signed = dns.message.from_wire(query.to_wire(), keyring={KEY.name: KEY})
+    assert signed.tsig is not None
+    grant = Grant(served, signed, KEY, True, incremental_records(served, difference))
     rrs = []
     ctx = None
-    mac = query.mac
-    for wire in transfer_messages(grant, now=query.tsig[0].time_signed):
+    mac = signed.mac
+    for wire in transfer_messages(grant, now=signed.tsig[0].time_signed):
         message = dns.message.from_wire(
             wire, keyring={KEY.name: KEY}, request_mac=mac, xfr=True, multi=ctx is not None,
             tsig_ctx=ctx, one_rr_per_rrset=True,

@@ -32,7 +32,7 @@ from tests.property.random_zones import CHILD, OTHER, PARENT, queries, zones
 from tests.property.two_zones import PLAIN, SIGNED, TWO_ZONES
 from valis_core.dns import dnssec
 from valis_core.dns.answer import Transport, answer, fastpath
-from valis_core.dns.answer._cache import ResponseCache
+from valis_core.dns.answer._cache import CACHE_ENTRIES, ResponseCache
 from valis_core.dns.answer._lookup import resolve
 from valis_core.dns.answer.signed import Signer
 from valis_core.dns.answer.snapshot import IndexHolder, Snapshot
@@ -394,7 +394,7 @@ def test_a_bulk_patch_drops_the_zone_from_the_table_and_answers_stay_fresh() -> 
     assert table.ask(dns.message.make_query(f"www.{PLAIN}", "A").to_wire())[0] is not None
 
 
-@pytest.mark.parametrize("entries", [fastpath.CACHE_ENTRIES, 4])
+@pytest.mark.parametrize("entries", [CACHE_ENTRIES, 4])
 def test_a_patch_marks_stale_exactly_the_entries_that_read_a_changed_owner(entries: int) -> None:
     """``Table.moved`` finds the entries that read a changed owner (or an ancestor of
     one) through the names each entry read; in a table of 4 entries whose entries read

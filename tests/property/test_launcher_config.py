@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import pytest
@@ -28,14 +28,14 @@ names = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}", fullmatch=True)
 ports = st.integers(1, 65535)
 service_ports = ports.filter(lambda p: p != 53)
 ids = st.integers(1, 2**32 - 2)
-text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"))
+text = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\0"))
 
 
 @st.composite
 def unit_networks(draw: st.DrawFn) -> tuple[Any, int, Any]:
     """A unit address, its prefix, and a gateway inside its network (or, for IPv6, a
     link-local one)."""
-    version = draw(st.sampled_from([4, 6]))
+    version: Literal[4, 6] = draw(st.sampled_from([4, 6]))
     unit = draw(st.ip_addresses(v=version))
     assume(not (unit.is_unspecified or unit.is_multicast or unit.is_loopback))
     prefix = draw(st.integers(0, unit.max_prefixlen - 1))

@@ -251,7 +251,7 @@ def _base(name: str, node: ast.ImportFrom, *, package: bool) -> str:
 
 def module_imports(name: str, tree: ast.AST, known: set[str], *, package: bool) -> set[str]:
     """The modules of ``known`` that ``name`` imports (see the module's docstring)."""
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)

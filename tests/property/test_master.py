@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from valis_core.dns import wire
-from valis_core.dns.wire import master, master_general
+from valis_core.dns.wire import _reading, master, master_general
 
 Record = tuple[bytes, int, int, bytes]
 
@@ -125,11 +125,11 @@ def read(text: str, origin: str | None, *, whole: bool) -> list[Record] | str:
     try:
         if whole:
             lines = text.split("\n")
-            state = master.ReadingState(wire.from_text(origin) if origin is not None else None)
+            state = _reading.ReadingState(wire.from_text(origin) if origin is not None else None)
             master._read_with_dnspython(lines, 1, state, emit)
         else:
             master.read_master(text, origin, emit)
-    except master.MasterFileError as exc:
+    except _reading.MasterFileError as exc:
         opened = _unclosed_at(text) if whole else None
         if opened is not None and exc.line >= opened:
             return f"error at line {opened}"  # blamed where it opened, not at the end
@@ -145,7 +145,7 @@ def _unclosed_at(text: str) -> int | None:
         if depth <= 0:
             depth = 0
             opened = number
-        depth += master.parenthesis_depth(line.removesuffix("\r"))
+        depth += _reading.parenthesis_depth(line.removesuffix("\r"))
     return opened if depth > 0 else None
 
 
@@ -162,9 +162,9 @@ LAST_OWNERS = st.sampled_from([None, "prev.example.com.", "PREV.example.com."])
 
 
 @st.composite
-def reading_states(draw: st.DrawFn) -> master.ReadingState:
+def reading_states(draw: st.DrawFn) -> _reading.ReadingState:
     origin = draw(ORIGINS)
-    state = master.ReadingState(wire.from_text(origin) if origin is not None else None)
+    state = _reading.ReadingState(wire.from_text(origin) if origin is not None else None)
     last = draw(LAST_OWNERS)
     state.last_owner = wire.from_text(last) if last is not None else None
     state.last_ttl = draw(st.sampled_from([0, 60, 2**31]))
@@ -175,13 +175,13 @@ def reading_states(draw: st.DrawFn) -> master.ReadingState:
     return state
 
 
-def _values(state: master.ReadingState) -> tuple[object, ...]:
-    return tuple(getattr(state, slot) for slot in master.ReadingState.__slots__)
+def _values(state: _reading.ReadingState) -> tuple[object, ...]:
+    return tuple(getattr(state, slot) for slot in _reading.ReadingState.__slots__)
 
 
-def _copy(state: master.ReadingState) -> master.ReadingState:
-    copied = master.ReadingState(state.origin)
-    for slot in master.ReadingState.__slots__:
+def _copy(state: _reading.ReadingState) -> _reading.ReadingState:
+    copied = _reading.ReadingState(state.origin)
+    for slot in _reading.ReadingState.__slots__:
         setattr(copied, slot, getattr(state, slot))
     return copied
 
@@ -194,7 +194,7 @@ ONE_LINES = st.one_of(record_lines(), record_lines(), DIRECTIVES, SOAS, ODD, HOS
 @settings(deadline=None)
 @given(reading_states(), ONE_LINES)
 def test_a_line_the_plain_path_takes_reads_the_same_in_dnspython(
-    state: master.ReadingState, line: str
+    state: _reading.ReadingState, line: str
 ) -> None:
     """Whatever the plain path makes of a line (a record, or nothing), dnspython's reader
     makes of it too, from the same state and leaving the same state; where the plain
@@ -213,7 +213,7 @@ def test_a_line_the_plain_path_takes_reads_the_same_in_dnspython(
 
 
 def test_the_plain_path_takes_the_lines_big_zones_are_made_of() -> None:
-    state = master.ReadingState(wire.from_text("example.com."))
+    state = _reading.ReadingState(wire.from_text("example.com."))
     taken = [
         master.plain_line(line, state)
         for line in (
@@ -258,17 +258,21 @@ def test_a_plain_zone_is_read_without_dnspython() -> None:
     ["www\r0\n", "\r0", "a A 192.0.2.1\rb\n", "x\ry\rz\nw", "owner\nother A 192.0.2.1\nlast"],
 )
 def test_a_lone_carriage_return_or_a_lone_owner_never_breaks_the_reader(text: str) -> None:
-    problems: list[master.MasterFileError] = []
+    problems: list[_reading.MasterFileError] = []
     positions: list[int] = []
-    master.read_master(text, "example.com.", [].append, problems=problems, positions=positions)
+    records: list[tuple[bytes, int, int, bytes]] = []
+    master.read_master(text, "example.com.", records.append, problems=problems,
+                       positions=positions)
     lines = text.count("\n") + 1
     assert problems
     assert all(1 <= place <= lines for place in [p.line for p in problems] + positions)
 
 
 def test_an_owner_alone_on_its_line_is_named_as_such() -> None:
-    problems: list[master.MasterFileError] = []
-    master.read_master("www\nok 60 A 192.0.2.1\n", "example.com.", [].append, problems=problems)
+    problems: list[_reading.MasterFileError] = []
+    records: list[tuple[bytes, int, int, bytes]] = []
+    master.read_master("www\nok 60 A 192.0.2.1\n", "example.com.", records.append,
+                       problems=problems)
     assert [(p.line, p.reason) for p in problems] == [
         (1, "an owner and nothing else: a record needs its type and data after the owner")
     ]
@@ -279,6 +283,6 @@ def test_an_error_names_the_line_the_record_starts_on() -> None:
         "$TTL 60\n@ SOA ns1 h (\n 1 2 3 4 5 )\nok A 192.0.2.1\nbad A 192.0.2.300\n"
         "ok2 A 192.0.2.2\n"
     )
-    with pytest.raises(master.MasterFileError) as caught:
+    with pytest.raises(_reading.MasterFileError) as caught:
         master.read_master(text, "example.com.", lambda record: None)
     assert caught.value.where == "line 5"

@@ -8,6 +8,7 @@ every authoritative RRset (never glue or a delegation's NS) and carries the whol
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import dns.flags
 import dns.message
@@ -212,7 +213,7 @@ def test_the_chain_holds_each_name_once_and_covers_the_hash_space_once(
     assert len(found) == len(want)
     nexts = {}
     for owner, rdata in found:
-        parsed = dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.NSEC3, rdata, 0,
+        parsed: Any = dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.NSEC3, rdata, 0,
                                      len(rdata))
         nexts[owner] = base64.b32hexencode(parsed.next).decode().lower()
         assert (parsed.iterations, parsed.salt, parsed.flags) == (params.iterations,
@@ -280,10 +281,11 @@ def test_a_signed_transfer_signs_every_authoritative_rrset_and_carries_the_chain
     rrsets: dict[tuple[dns.name.Name, int, int], dns.rrset.RRset] = {}
     for owner, rtype, ttl, rdata in sent[1:-1]:
         name = dns.name.from_wire(owner, 0)[0]
-        parsed = dns.rdata.from_wire(dns.rdataclass.IN, rtype, rdata, 0, len(rdata))
+        rdtype = dns.rdatatype.RdataType.make(rtype)
+        parsed = dns.rdata.from_wire(dns.rdataclass.IN, rdtype, rdata, 0, len(rdata))
         covers = parsed.covers() if rtype == dns.rdatatype.RRSIG else dns.rdatatype.NONE
         rrset = rrsets.setdefault((name, rtype, covers),
-                                  dns.rrset.RRset(name, dns.rdataclass.IN, rtype, covers))
+                                  dns.rrset.RRset(name, dns.rdataclass.IN, rdtype, covers))
         rrset.add(parsed, ttl)
     names = authoritative(records)
     cuts = {dns.name.from_text(r.owner) for r in records if r.rtype == "NS" and r.owner != GEN}

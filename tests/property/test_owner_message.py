@@ -14,9 +14,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from valis_core.dns.wire.records import CLASS_ANY as ANY
+from valis_core.dns.wire.records import IN
 from valis_core.owner.key import derive_owner_tsig
 from valis_core.owner.message import Received, receive, respond
-from valis_core.owner.update import ANY, IN, UpdateRR
+from valis_core.owner.update import UpdateRR
 
 KEY = derive_owner_tsig(Ed25519PrivateKey.from_private_bytes(b"\x11" * 32))
 SIGNING = dns.tsig.Key(KEY.name, KEY.secret, KEY.algorithm)

@@ -189,7 +189,8 @@ def test_the_compiled_probes_refuse_what_is_not_an_owner_table() -> None:
         pytest.skip("the compiled fast path is not built")
     from valis_core.dns.answer._fastpath import owner_get, owner_has
 
-    for shards in [({}, {}, {}), (), ([],), [{}]]:
+    bad: list[object] = [({}, {}, {}), (), ([],), [{}]]
+    for shards in bad:
         with pytest.raises(TypeError):
             owner_get(shards, b"k")  # type: ignore[arg-type]
         with pytest.raises(TypeError):

@@ -14,13 +14,12 @@ from dns.rcode import Rcode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from valis_core.dns.wire.records import RecordRow
+from valis_core.dns.wire.records import CLASS_ANY as ANY
+from valis_core.dns.wire.records import CLASS_NONE as NONE
+from valis_core.dns.wire.records import IN, RecordRow
 from valis_core.dns.zone import ZoneIndex
 from valis_core.dns.zone.serial import next_serial, serial_gt
 from valis_core.owner.update import (
-    ANY,
-    IN,
-    NONE,
     UpdateOutcome,
     UpdateRequest,
     UpdateRR,

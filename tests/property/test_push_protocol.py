@@ -57,7 +57,9 @@ def test_any_split_of_a_proper_push_gives_the_same_events(
     glued = glue % (len(head) + 1)
     before, carried_head = head[: len(head) - glued], head[len(head) - glued :]
     first_tail = 1 + (tail_cuts[0] % len(tail) if tail_cuts else len(tail) - 1)
-    chunks = [(piece, ()) for piece in split(before, head_cuts)]
+    chunks: list[tuple[bytes, tuple[int, ...]]] = [
+        (piece, ()) for piece in split(before, head_cuts)
+    ]
     chunks.append((carried_head + tail[:first_tail], (FD,)))
     chunks += [(piece, ()) for piece in split(tail[first_tail:], tail_cuts[1:])]
     assert feed(chunks) == [Declared(declared), Pushed(declared, FD)]
@@ -111,8 +113,11 @@ def test_a_descriptor_line_without_a_descriptor_is_refused() -> None:
 
 
 def test_two_descriptors_are_refused_in_one_read_or_two() -> None:
-    for chunks in ([(DESCRIPTOR_LINE, (FD, FD + 1))],
-                   [(DESCRIPTOR_LINE[:3], (FD,)), (DESCRIPTOR_LINE[3:], (FD + 1,))]):
+    both: list[list[tuple[bytes, tuple[int, ...]]]] = [
+        [(DESCRIPTOR_LINE, (FD, FD + 1))],
+        [(DESCRIPTOR_LINE[:3], (FD,)), (DESCRIPTOR_LINE[3:], (FD + 1,))],
+    ]
+    for chunks in both:
         receiver = PushReceiver()
         receiver.receive(declare_line(frozenset({443})))
         with pytest.raises(PushProtocolError, match="2 descriptors"):

@@ -5,6 +5,7 @@ says so in the same words, never by refusing it."""
 from __future__ import annotations
 
 import ipaddress
+from typing import Any
 
 import attrs
 import pytest
@@ -111,8 +112,9 @@ def test_the_contracts_example_of_a_dropped_port_is_said_in_full() -> None:
 
 @pytest.mark.parametrize("field", ["edge_port", "owner_port"])
 def test_a_listener_on_the_designated_port_is_refused_naming_both(field: str) -> None:
+    ports: dict[str, Any] = {field: 5353}
     with pytest.raises(LauncherConfigError) as raised:
-        attrs.evolve(BASE, designated_port=5353, **{field: 5353})
+        attrs.evolve(BASE, designated_port=5353, **ports)
     assert raised.value.field == field.replace("_", "-")
     assert "also the designated-port" in str(raised.value)
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from valis_core.dns.serve.listen import PRIVILEGED_PORT_LIMIT
 from valis_core.launch import LaunchRecord
 from valis_core.resident.adopt import (
     EXPECTED,
-    PRIVILEGED_PORT_LIMIT,
     AdoptionError,
     Kind,
     Probe,

@@ -99,9 +99,9 @@ def test_a_split_zone_signs_its_key_sets_with_the_ksk_and_the_rest_with_the_zsk(
         key for key in keys if dns.dnssec.key_id(key) == OLD.tag
     ])
     validate_sections(message, {APEX: anchor}, now=NOW)  # the KSK alone chains the set
-    for rdtype in (dns.rdatatype.CDS, dns.rdatatype.CDNSKEY):
-        found = ask(snap, Z, dns.rdatatype.to_text(rdtype), do=True)
-        assert sig_tags(found, rdtype) == {OLD.tag}
+    for cd_type in (dns.rdatatype.CDS, dns.rdatatype.CDNSKEY):
+        found = ask(snap, Z, dns.rdatatype.to_text(cd_type), do=True)
+        assert sig_tags(found, cd_type) == {OLD.tag}
         validate_sections(found, {APEX: anchor}, now=NOW)
     cds = rrset(ask(snap, Z, "CDS", do=False, edns=True), dns.rdatatype.CDS)
     assert [ds.key_tag for ds in cds] == [OLD.tag]

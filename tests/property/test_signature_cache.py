@@ -99,6 +99,7 @@ def test_a_rollover_step_of_one_zone_leaves_the_others_signatures_and_counts(
         assert signer.cached_by_zone()[A] == cached[A]
         for message in answers(holder, B_NAMES):
             validate_sections(message, dnskeys(B, B_OLD, B_NEW), now=NOW)
+    assert signer is not None
     assert signer.made >= sum(made.values())  # the node's counts go on
 
 

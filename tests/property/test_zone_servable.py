@@ -7,6 +7,8 @@ would let the node claim."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 from hypothesis import given
 from hypothesis import strategies as st
@@ -72,7 +74,8 @@ def _later(row: ZoneSigning) -> list[ZoneSigning]:
             moved = rollover.confirm(roll, roll.since + 1)
         if moved is None:
             column = "zsk_tag" if roll.kind == rollover.ZSK else "key_tag"
-            found.append(attrs.evolve(row, rollover=None, **{column: roll.new}))
+            tag: dict[str, Any] = {column: roll.new}
+            found.append(attrs.evolve(row, rollover=None, **tag))
         else:
             found.append(attrs.evolve(row, rollover=moved))
         roll = moved

@@ -39,6 +39,20 @@ def tsig_of(response: bytes) -> tuple[int, int, bytes, bytes]:
     return message.rcode(), tsig.error, tsig.mac, tsig.other
 
 
+def mac_of(message: bytes) -> bytes:
+    """The MAC of a signed message, unchecked."""
+    parsed = dns.message.from_wire(message, keyring=False)
+    assert parsed.tsig is not None
+    return bytes(parsed.tsig[0].mac)
+
+
+def signed_time(message: bytes) -> int:
+    """The Time Signed of a signed message, unchecked."""
+    parsed = dns.message.from_wire(message, keyring=False)
+    assert parsed.tsig is not None
+    return int(parsed.tsig[0].time_signed)
+
+
 def verifies_as_badtime(response: bytes, query: dns.message.Message, key: dns.tsig.Key) -> bool:
     """Whether a BADTIME response's MAC covers the request's MAC, the response and its
     TSIG variables (RFC 8945 section 5.3.2), as Knot and BIND sign one. dnspython stops at
@@ -46,9 +60,13 @@ def verifies_as_badtime(response: bytes, query: dns.message.Message, key: dns.ts
     message = dns.message.from_wire(response, keyring=False)
     assert message.tsig is not None
     tsig = message.tsig[0]
-    size = len(tsig.to_wire()) + 10 + len(key.name.to_wire())
+    tsig_wire = tsig.to_wire()
+    assert tsig_wire is not None
+    key_wire = key.name.to_wire()
+    assert key_wire is not None
+    size = len(tsig_wire) + 10 + len(key_wire)
     unsigned = (response[:10] + (int.from_bytes(response[10:12], "big") - 1).to_bytes(2, "big")
                 + response[12:-size])
-    expected, _ = dns.tsig.sign(unsigned, key, tsig.replace(mac=b""), tsig.time_signed,
-                                query.mac)
+    expected, _ = dns.tsig.sign(  # type: ignore[no-untyped-call]
+        unsigned, key, tsig.replace(mac=b""), tsig.time_signed, query.mac)
     return bool(expected.mac == tsig.mac)

@@ -856,13 +856,14 @@ class Condense:
 
     def judge(self, work: Path) -> list[str]:
         problems = []
-        for label, read in (
+        reads: tuple[tuple[str, Callable[[], object]], ...] = (
             ("the owner seed", lambda: _seed(self._state)),
             ("the store head", lambda: read_store_head(self._state)),
             ("the configuration store", lambda: _config(self._state)),
             ("the instance token", lambda: read_instance(self._state)),
             ("the fabric's address", lambda: _fabric_info(self._state)),
-        ):
+        )
+        for label, read in reads:
             try:
                 read()
             except Exception as exc:

@@ -22,12 +22,13 @@ from tests.scenario.resident_harness import make_state_dir, resident_runtime, si
 from valis_core.apply.unit_control import ProcessUnitController
 from valis_core.identity.custody import load_or_create_keyfile, public_key_hex
 from valis_core.operator_state.site_facts_file import write_site_facts
+from valis_core.ops.assessment import AssessConfig
 from valis_core.ops.condense_host import (
     LocalCondenseHost,
     ask_soa_in_netns,
     let_unit_notify,
 )
-from valis_core.ops.host_readiness import AssessConfig, assess_host
+from valis_core.ops.host_readiness import assess_host
 from valis_core.ops.local_probe import LocalHostProbe
 
 ZONE = "example.test."

@@ -137,14 +137,15 @@ class Pebble:
             "PEBBLE_AUTHZREUSE": "0",
         }
         with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
+            proc = subprocess.Popen(
                 ["ip", "netns", "exec", self.ca_netns, "pebble", "-config", str(config_path),
                  "-dnsserver", f"{self.node_ip}:{dns_port}"],
                 env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
             )
-        wait_for(lambda: "Listening on" in self.log() or self.proc.poll() is not None,
+        self.proc = proc
+        wait_for(lambda: "Listening on" in self.log() or proc.poll() is not None,
                  START_TIMEOUT, "pebble to listen")
-        assert self.proc.poll() is None, self.log()
+        assert proc.poll() is None, self.log()
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

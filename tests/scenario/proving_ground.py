@@ -312,7 +312,7 @@ def _kill_processes_in(netns: str) -> None:
 
 def sweep_stale() -> list[str]:
     """Clean up grounds whose owning process is gone; return their tags."""
-    swept = []
+    swept: list[str] = []
     if not STATE_DIR.is_dir():
         return swept
     for entry in STATE_DIR.iterdir():

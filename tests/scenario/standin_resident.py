@@ -142,8 +142,9 @@ def serve(handed: dict[str, int], report_path: str) -> int:
     deadline = time.monotonic() + float(os.environ.get("VALIS_STANDIN_LIFETIME", "120"))
     while not stopped and time.monotonic() < deadline:
         for key, _ in selector.select(timeout=0.1):
-            sock = key.fileobj
-            assert isinstance(sock, socket.socket)
+            ready = key.fileobj
+            assert isinstance(ready, socket.socket)
+            sock = ready
             try:
                 if sock.type == socket.SOCK_DGRAM:
                     data, peer = sock.recvfrom(65535)

@@ -18,11 +18,11 @@ from tests.scenario.operator_state_helpers import soa_zone
 from tests.scenario.pg import RUN_USER, PgCluster, run_as
 from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
 from valis_cli.commands.status import not_ready_reasons, not_serving_reasons, render_status
-from valis_cli.operator_dsn import DSN_KEY, find_dsn, node_run_account
+from valis_cli.operator_dsn import find_dsn, node_run_account
 from valis_core import __version__
 from valis_core.dns.zone.build import parse_zone_text
 from valis_core.launcher_config import launcher_config_from_mapping, render_launcher_config
-from valis_core.operator_state.site_facts import render_site_facts
+from valis_core.operator_state.site_facts import DSN_KEY, render_site_facts
 from valis_core.operator_state.site_facts_rows import set_site_facts
 from valis_core.operator_state.zones import replace_zone
 from valis_core.resident.status_document import STATUS

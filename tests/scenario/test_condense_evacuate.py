@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import dns.dnssec
 import dns.message
@@ -107,7 +108,7 @@ def zone_ds(state_dir: Path, zone: str) -> dns.rdata.Rdata:
     return dns.rdata.from_text(dns.rdataclass.IN, dns.rdatatype.DS, ds_text)
 
 
-def answers_under(netns: str, server: str, ds: dict[str, dns.rdata.Rdata]) -> dict[str, bytes]:
+def answers_under(netns: str, server: str, ds: dict[str, Any]) -> dict[str, bytes]:
     """Ask ``server`` each zone's DNSKEY RRset, a name it holds and one it does not (DO=1):
     the key with the zone's DS must sign the RRset, and every answer must validate under
     that RRset. Returns each zone's DNSKEY RRset in wire form, to compare servers by."""
@@ -197,8 +198,8 @@ def test_evacuate_moves_the_node_and_its_signing_keys_to_b_and_fences_a_out_for_
             assert b.zone_keys() == a.zone_keys()
 
             # fulcrum passes the fenced-out resident's status through as its own.
-            status = a.unit.wait_exit(EXIT_TIMEOUT)
-            assert status == FENCED_OUT_EXIT_STATUS, a.log.read_text()
+            exited = a.unit.wait_exit(EXIT_TIMEOUT)
+            assert exited == FENCED_OUT_EXIT_STATUS, a.log.read_text()
             assert "fenced out" in a.log.read_text()
             with pytest.raises(RuntimeError, match="no DNS response"):
                 dig(ground_a.client, ADDRESS_A, ZONE, "DNSKEY", timeout=1.0)

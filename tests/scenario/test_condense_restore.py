@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import attrs
 import dns.exception
@@ -62,6 +63,7 @@ from valis_core.ops.backup import (
 )
 from valis_core.ops.condense import (
     CondenseFailed,
+    CondenseHost,
     CondenseRequest,
     RequestKind,
     Step,
@@ -539,7 +541,7 @@ def test_an_evacuation_that_failed_at_any_step_finishes_when_run_again(
     node = Node(workdir, pg_cluster, seeded_dsn, facts=True)
     nodes.append(node)
     with pytest.raises(CondenseFailed, match="injected failure") as failed:
-        condense_onto_host(request, FailingAt(node, number, after))
+        condense_onto_host(request, cast(CondenseHost, FailingAt(node, number, after)))
     assert len(failed.value.completed) == number - 1
 
     report = condense_onto_host(request, node.host)  # the same condense, run again
@@ -569,7 +571,7 @@ def test_a_second_restore_of_one_backup_is_refused_at_the_fence(
     nodes.append(first)
     claim = 1 + [step.kind for step in plan_condense(request)].index(StepKind.CLAIM_FENCE)
     with pytest.raises(CondenseFailed):
-        condense_onto_host(request, FailingAt(first, claim, after=True))
+        condense_onto_host(request, cast(CondenseHost, FailingAt(first, claim, after=True)))
     # Another state directory restored from the same backup set is another instance: it
     # may not re-claim the first one's generation as if it were its own.
     second = Node(workdir, pg_cluster, seeded_dsn, facts=True)

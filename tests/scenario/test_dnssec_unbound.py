@@ -23,6 +23,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import dns.rdata
@@ -176,11 +177,11 @@ class Signed:
             "+noall", "+comments", "+answer", *flags,
         ], check=False, timeout=15).stdout
         header = re.search(r"->>HEADER<<- opcode: \w+, status: (\w+)", out)
-        flags = re.search(r";; flags: ([a-z ]*);", out)
+        shown = re.search(r";; flags: ([a-z ]*);", out)
         assert header is not None, out
-        assert flags is not None, out
+        assert shown is not None, out
         answer = tuple(line for line in out.splitlines() if line.strip() and line[0] != ";")
-        return Resolved(header.group(1), frozenset(flags.group(1).split()), answer, out)
+        return Resolved(header.group(1), frozenset(shown.group(1).split()), answer, out)
 
     def at_node(self, name: str, rdtype: str) -> str:
         return run_in(self.wire.resolver, [
@@ -690,8 +691,8 @@ def _split_keys(signed: Signed) -> dict[int, int]:
         fields = line.split(None, 4)
         if line.startswith(";") or len(fields) < 5 or fields[3] != "DNSKEY":
             continue
-        rdata = dns.rdata.from_text(dns.rdataclass.IN, dns.rdatatype.DNSKEY, fields[4])
-        found[key_tag(rdata.to_wire())] = int(rdata.flags)  # type: ignore[attr-defined]
+        rdata: Any = dns.rdata.from_text(dns.rdataclass.IN, dns.rdatatype.DNSKEY, fields[4])
+        found[key_tag(rdata.to_wire())] = int(rdata.flags)
     return found
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import random
 import socket
 import ssl
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -77,7 +79,7 @@ def dnspython_ask(edge: Edge, name: str, rdtype: str, *, post: bool) -> dns.mess
     )
 
 
-async def curl(edge: Edge, *args: str) -> trio.CompletedProcess[bytes]:
+async def curl(edge: Edge, *args: str) -> subprocess.CompletedProcess[bytes]:
     with trio.fail_after(LIMIT):
         return await trio.run_process(
             ["curl", "--silent", "--show-error", "--max-time", "10", "--cacert",
@@ -94,7 +96,7 @@ async def test_dnspython_over_http2_gets_the_answer_port_53_gives(tmp_path: Path
     async with running_edge(tmp_path) as edge:
         for post in (True, False):
             reply = await trio.to_thread.run_sync(
-                lambda post=post: dnspython_ask(edge, "www.example.com.", "A", post=post))
+                functools.partial(dnspython_ask, edge, "www.example.com.", "A", post=post))
             assert reply.rcode() == dns.rcode.NOERROR
             assert [r.to_text() for r in reply.answer[0]] == ["192.0.2.80"]
         assert edge.stats.responses[(200, "h2")] == 2

@@ -117,7 +117,7 @@ def test_resident_runs_as_valis_without_capabilities_holding_only_the_bound_sock
     assert record.ports == frozenset({53, 443, 8853})
     # The edge port is steered to the socket the resident pushes, never bound by fulcrum.
     assert record.edge_tcp_fd is None
-    expected = {
+    expected: dict[int | None, tuple[int, list[object], bool]] = {
         **{fd: (2, [UNIT_IP, 53], False) for fd in record.dns_udp_fds},
         record.dns_tcp_fd: (1, [UNIT_IP, 53], True),
         record.owner_fd: (1, [UNIT_IP, 8853], True),

@@ -363,7 +363,7 @@ async def test_a_peer_that_lies_is_refused_with_a_reason(
             sock.listen()
         host_listener.bind(("127.0.0.1", 0))
         host_listener.listen()
-        cases = [
+        cases: list[tuple[list[tuple[bytes, list[int]]], str]] = [
             ([(b"GET / HTTP/1.1\r\n", [])], "expected 'PUSH/1 PORTS"),
             ([(b"x" * 300, [])], "longer than"),
             ([(declare + DESCRIPTOR_LINE, [])], "without a descriptor"),

@@ -99,6 +99,7 @@ def test_the_owner_terminus_takes_updates_for_the_zones_a_reload_serves(
     def update(zone: str, name: str) -> int:
         message = dns.update.UpdateMessage(zone, keyring=signer)
         message.add(name, 300, "A", "192.0.2.90")
+        assert resident.owner_port is not None
         return dns.query.tcp(message, "127.0.0.1", port=resident.owner_port,
                              timeout=10).rcode()
 

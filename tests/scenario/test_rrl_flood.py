@@ -93,7 +93,7 @@ def flood(
         for n in range(count):
             query = dns.message.make_query(name, "A", use_edns=False)
             sockets[n % len(sockets)].sendto(query.to_wire(), ("127.0.0.1", port))
-        replies = []
+        replies: list[dns.message.Message] = []
         for _ in range(count):
             readable, _, _ = select.select(sockets, [], [], QUIET)
             if not readable:

@@ -25,7 +25,7 @@ from tests.scenario.loopback_serve import (
 )
 from tests.scenario.operator_state_helpers import addresses
 from valis_core.dns.answer import Transport, answer
-from valis_core.dns.answer.snapshot import IndexHolder
+from valis_core.dns.answer.snapshot import IndexHolder, Snapshot
 from valis_core.dns.serve import (
     TCP_BATCH,
     TCP_TURNS,
@@ -172,7 +172,8 @@ async def test_one_connection_pipelining_many_queries_yields_to_other_clients() 
         socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp_client,
     ):
 
-        def recording(index: ZoneIndex, query: bytes, *, transport: Transport) -> bytes | None:
+        def recording(index: Snapshot | ZoneIndex, query: bytes, *, transport: Transport
+                ) -> bytes | None:
             if b"flood" in query:
                 if not order:  # the first pipelined query: the others ask now
                     udp_client.sendto(honest, udp_address)
@@ -213,7 +214,8 @@ async def test_many_pipelining_clients_take_turns_so_each_round_stays_small() ->
     clients, each = 30, 320
     order: list[bytes] = []
 
-    def recording(index: ZoneIndex, query: bytes, *, transport: Transport) -> bytes | None:
+    def recording(index: Snapshot | ZoneIndex, query: bytes, *, transport: Transport
+            ) -> bytes | None:
         order.append(query[13 : 13 + query[12]])  # the client, from the first label
         return answer(index, query, transport=transport)
 
@@ -263,7 +265,8 @@ async def test_an_engine_failure_on_one_query_is_counted_and_serving_goes_on(
 ) -> None:
     poison = dns.message.make_query("poison.example.com.", "A", use_edns=False).to_wire()
 
-    def fragile(index: ZoneIndex, query: bytes, *, transport: Transport) -> bytes | None:
+    def fragile(index: Snapshot | ZoneIndex, query: bytes, *, transport: Transport
+            ) -> bytes | None:
         if b"poison" in query:
             raise RuntimeError("engine bug")
         return answer(index, query, transport=transport)

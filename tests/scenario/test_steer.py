@@ -329,7 +329,7 @@ def launch_unit(ground: Ground) -> Iterator[Any]:
     standin.chmod(0o644)
     started: list[Fulcrum] = []
 
-    def start(**fields: object) -> tuple[Fulcrum, Path]:
+    def start(**fields: Any) -> tuple[Fulcrum, Path]:
         config = workdir / f"launcher-{len(started)}.toml"
         config.write_text(unit_config_text(ground, (PYTHON, "-I", str(standin)), **fields))
         report = workdir / f"report-{len(started)}.json"

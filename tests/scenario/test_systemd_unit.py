@@ -350,7 +350,8 @@ class _Asking:
     LIMIT = 5000
 
     def __init__(self, node: Node) -> None:
-        self.node, self.asked, self.failures = node, 0, []
+        self.node, self.asked = node, 0
+        self.failures: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._ask, daemon=True)
 

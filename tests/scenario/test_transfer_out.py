@@ -8,6 +8,7 @@ when up to date, the journal's difference when it fits the datagram, TC otherwis
 from __future__ import annotations
 
 import base64
+import functools
 import re
 import socket
 import struct
@@ -266,8 +267,7 @@ async def test_a_tsig_that_fails_is_notauth_with_the_error_rfc_8945_names(
         request = signed_at(query, key, skew)
         before = int(time.time())
         response = await trio.to_thread.run_sync(
-            lambda request=request: exchange(node.port if tcp else node.udp_port, request,
-                                             tcp=tcp))
+            functools.partial(exchange, node.port if tcp else node.udp_port, request, tcp=tcp))
         assert response.rcode() == dns.rcode.NOTAUTH, kind
         assert response.edns >= 0  # the query had EDNS, so the reply has an OPT
         assert response.tsig is not None
@@ -343,7 +343,8 @@ async def test_dig_reads_the_tsig_errors_as_it_reads_nsd_s(node: Node) -> None:
     wrong = base64.b64encode(bytes(32)).decode()
     for key, error in ((f"hmac-sha256:{KEY_NAME}:{wrong}", None),
                        (f"hmac-sha256:nobody.example.:{wrong}", "BADKEY")):
-        result = await trio.to_thread.run_sync(lambda key=key: subprocess.run(
+        result = await trio.to_thread.run_sync(functools.partial(
+            subprocess.run,
             ["dig", "@127.0.0.1", "-p", str(node.udp_port), ZONE, "SOA", "+edns", "-y", key],
             capture_output=True, text=True, timeout=LIMIT, check=False))
         assert "status: NOTAUTH" in result.stdout

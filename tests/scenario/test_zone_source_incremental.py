@@ -74,7 +74,7 @@ def contents(index: ZoneIndex) -> dict[str, tuple[object, ...]]:
             zone.soa,
             zone.negative_ttl,
             zone.record_count,
-            None if index.parent_of(zone) is None else index.parent_of(zone).origin,
+            getattr(index.parent_of(zone), "origin", None),
         )
     return out
 
