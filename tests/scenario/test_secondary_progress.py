@@ -1,7 +1,9 @@
 """How far each listed secondary has followed its zone outlives the resident: a real
 resident writes what it saw to operator state, and the one started after it on the same
 state directory shows the same serial in ``valis status`` before the secondary asks
-again; the write keeps the newer sighting and skips a secondary no longer listed."""
+again; the write keeps the newer sighting and skips a secondary no longer listed; the
+journal's age limit keeps what the slowest listed secondary still needs, up to its own
+bound, while the limit on records never yields."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ import dns.tsig
 import dns.xfr
 import dns.zone
 
+from tests.scenario.operator_state_helpers import run_sql
 from tests.scenario.pg import PgCluster
 from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
 from valis_core.dns.transfer.secondary_progress import Seen
+from valis_core.operator_state.journal import prune, read_difference
 from valis_core.operator_state.secondaries import Secondary, add_secondary, remove_secondary
 from valis_core.operator_state.secondary_progress import read_progress, save_progress
 
@@ -46,6 +50,35 @@ def test_a_write_keeps_the_newer_sighting_and_skips_a_secondary_no_longer_listed
                                        Seen(ZONE, "192.0.2.7", 5, 2000.0))
         assert remove_secondary(conn, ZONE, "192.0.2.7")
         assert read_progress(conn) == (Seen(ZONE, "2001:db8::7", 10, 1200.0),)
+
+
+def versions(pg_cluster: PgCluster, dsn: str, count: int) -> None:
+    """``count`` more versions of the zone, one TXT record each (one journal entry)."""
+    for i in range(count):
+        run_sql(pg_cluster, dsn, ("INSERT INTO records (zone, owner, rtype, ttl, rdata)"
+                                  " VALUES (%s, %s, 'TXT', 60, '\"v\"')", (ZONE, f"t{i}.{ZONE}")))
+
+
+def test_the_journal_keeps_what_the_slowest_listed_secondary_needs_up_to_its_bound(
+    pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    versions(pg_cluster, zone_dsn, 4)  # serials 1 -> 5, an entry each
+    with pg_cluster.connect(zone_dsn, autocommit=True) as conn:
+        add_secondary(conn, listed_at("192.0.2.7"))
+        add_secondary(conn, listed_at("192.0.2.8"))
+        save_progress(conn, [Seen(ZONE, "192.0.2.7", 3, 1000.0),
+                             Seen(ZONE, "192.0.2.8", 5, 1000.0)])
+        assert prune(conn, max_age=0) == 2  # 1 -> 2 and 2 -> 3: nobody needs them
+        assert read_difference(conn, ZONE, 2, 5) is None
+        assert read_difference(conn, ZONE, 3, 5) is not None  # the slow one's IXFR
+        assert prune(conn, max_age=0) == 0
+        # the records limit never yields (an entry: the SOA out and in, and its TXT)
+        assert prune(conn, max_age=0, max_records=3) == 1
+        assert read_difference(conn, ZONE, 3, 5) is None
+        assert read_difference(conn, ZONE, 4, 5) is not None
+        save_progress(conn, [Seen(ZONE, "192.0.2.7", 4, 2000.0)])
+        assert prune(conn, max_age=0, hold_max_age=0) == 1  # past its own bound
+        assert read_difference(conn, ZONE, 4, 5) is None
 
 
 def axfr(port: int) -> int:
