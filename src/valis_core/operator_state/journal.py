@@ -6,7 +6,10 @@ module only reads it and cuts it back. ``read_difference`` reads the sealed entr
 zone and condenses those leading from a secondary's serial to the served one
 (``valis_core.dns.transfer.journal``). ``prune`` keeps each zone's journal within an age and a
 number of records, deleting at most ``batch`` entries per call, oldest first, so one
-call is short however far behind pruning has fallen.
+call is short however far behind pruning has fallen. The age yields to a listed
+secondary that still needs an entry (its last serial, in ``zone_secondary_progress``, is
+where the entry's chain starts or before), up to ``hold_max_age``: a slow secondary then
+takes an IXFR, not the whole zone. The number of records never yields.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ DEFAULT_MAX_AGE = 7 * 86400
 """Seconds an entry is kept (``VALIS_JOURNAL_MAX_AGE``)."""
 DEFAULT_MAX_RECORDS = 100_000
 """Removed and added records kept per zone (``VALIS_JOURNAL_MAX_RECORDS``)."""
+DEFAULT_HOLD_MAX_AGE = 28 * 86400
+"""Seconds an entry a listed secondary still needs is kept (``VALIS_JOURNAL_HOLD_MAX_AGE``;
+never less than the max age)."""
 PRUNE_BATCH = 1000
 
 
@@ -62,22 +68,33 @@ def prune(
     *,
     max_age: int = DEFAULT_MAX_AGE,
     max_records: int = DEFAULT_MAX_RECORDS,
+    hold_max_age: int = DEFAULT_HOLD_MAX_AGE,
     batch: int = PRUNE_BATCH,
 ) -> int:
-    """Delete up to ``batch`` of the oldest entries that are older than ``max_age``
-    seconds or beyond each zone's newest ``max_records`` records; how many went."""
+    """Delete up to ``batch`` of the oldest entries that are beyond each zone's newest
+    ``max_records`` records, or older than ``max_age`` seconds and not held for a listed
+    secondary (or older than ``hold_max_age``); how many went."""
     with conn.transaction():
         cur = conn.execute(
             "WITH sized AS ("
-            "  SELECT j.id, j.committed_at,"
+            "  SELECT j.id, j.zone, j.committed_at,"
             "   sum(count(r.entry)) OVER (PARTITION BY j.zone ORDER BY j.id DESC) AS kept"
             "  FROM zone_journal j LEFT JOIN zone_journal_records r ON r.entry = j.id"
             "  WHERE j.new_serial IS NOT NULL GROUP BY j.id"
+            "), held AS ("  # the first entry of the slowest listed secondary's chain
+            "  SELECT j.zone, min(j.id) AS from_id"
+            "  FROM zone_secondary_progress p"
+            "  JOIN zone_journal j ON j.zone = p.zone AND j.old_serial = p.serial"
+            "  WHERE j.new_serial IS NOT NULL GROUP BY j.zone"
             "), doomed AS ("
-            "  SELECT id FROM sized"
-            "  WHERE committed_at < now() - make_interval(secs => %s) OR kept > %s"
-            "  ORDER BY id LIMIT %s"
+            "  SELECT s.id FROM sized s LEFT JOIN held h ON h.zone = s.zone"
+            "  WHERE s.kept > %(records)s"
+            "   OR (s.committed_at < now() - make_interval(secs => %(age)s)"
+            "       AND (h.from_id IS NULL OR s.id < h.from_id"
+            "            OR s.committed_at < now() - make_interval(secs => %(hold)s)))"
+            "  ORDER BY s.id LIMIT %(batch)s"
             ") DELETE FROM zone_journal WHERE id IN (SELECT id FROM doomed)",
-            (max_age, max_records, batch),
+            {"records": max_records, "age": max_age, "hold": max(hold_max_age, max_age),
+             "batch": batch},
         )
         return cur.rowcount

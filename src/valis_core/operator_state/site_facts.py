@@ -67,7 +67,13 @@ JOURNAL_MAX_AGE_KEY = "VALIS_JOURNAL_MAX_AGE"
 (default 604800, a week); a secondary further behind gets the whole zone."""
 JOURNAL_MAX_RECORDS_KEY = "VALIS_JOURNAL_MAX_RECORDS"
 """Changed records each zone's change journal keeps at most (default 100000)."""
-JOURNAL_KEYS: frozenset[str] = frozenset({JOURNAL_MAX_AGE_KEY, JOURNAL_MAX_RECORDS_KEY})
+JOURNAL_HOLD_MAX_AGE_KEY = "VALIS_JOURNAL_HOLD_MAX_AGE"
+"""Seconds a change is kept past ``VALIS_JOURNAL_MAX_AGE`` while a listed secondary still
+needs it for an IXFR (default 2419200, four weeks); beyond it that secondary gets the
+whole zone."""
+JOURNAL_KEYS: frozenset[str] = frozenset(
+    {JOURNAL_MAX_AGE_KEY, JOURNAL_MAX_RECORDS_KEY, JOURNAL_HOLD_MAX_AGE_KEY}
+)
 RRL_RATE_KEY = "VALIS_RRL_RATE"
 """UDP responses a second per source prefix and response class; present and not 0, it
 turns response rate limiting on (``valis_core.dns.serve.rrl``); absent or 0 it is off (0, as

@@ -26,13 +26,18 @@ from valis_core.fence import FenceState, assert_fence_touch
 from valis_core.operator_state.connection import OperatorStateError, connect, kept_session
 from valis_core.operator_state.fence import WRITE_TURN, UnseededFence, read_instance_fence
 from valis_core.operator_state.journal import (
+    DEFAULT_HOLD_MAX_AGE,
     DEFAULT_MAX_AGE,
     DEFAULT_MAX_RECORDS,
     PRUNE_BATCH,
     prune,
     read_difference,
 )
-from valis_core.operator_state.site_facts import JOURNAL_MAX_AGE_KEY, JOURNAL_MAX_RECORDS_KEY
+from valis_core.operator_state.site_facts import (
+    JOURNAL_HOLD_MAX_AGE_KEY,
+    JOURNAL_MAX_AGE_KEY,
+    JOURNAL_MAX_RECORDS_KEY,
+)
 
 log = logging.getLogger("valis.journal")
 _T = TypeVar("_T")
@@ -49,12 +54,15 @@ class JournalLimits:
 
     max_age: int = DEFAULT_MAX_AGE
     max_records: int = DEFAULT_MAX_RECORDS
+    hold_max_age: int = DEFAULT_HOLD_MAX_AGE
+    """How long a change a listed secondary still needs outlives ``max_age``."""
 
     @classmethod
     def from_facts(cls, facts: Mapping[str, str]) -> JournalLimits:
         return cls(
             int(facts.get(JOURNAL_MAX_AGE_KEY, DEFAULT_MAX_AGE)),
             int(facts.get(JOURNAL_MAX_RECORDS_KEY, DEFAULT_MAX_RECORDS)),
+            int(facts.get(JOURNAL_HOLD_MAX_AGE_KEY, DEFAULT_HOLD_MAX_AGE)),
         )
 
 
@@ -126,7 +134,8 @@ class JournalReader:
         gone = 0
         for _ in range(PRUNE_ROUNDS):
             batch = prune(conn, max_age=self._limits.max_age,
-                          max_records=self._limits.max_records, batch=PRUNE_BATCH)
+                          max_records=self._limits.max_records,
+                          hold_max_age=self._limits.hold_max_age, batch=PRUNE_BATCH)
             gone += batch
             if batch < PRUNE_BATCH:
                 break

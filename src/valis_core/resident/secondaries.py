@@ -18,6 +18,11 @@ the listening session opened and after the last announcement it heard, with no
 announcement waiting on its socket. NOTIFY asks it first (``NotifySender``): a change
 to a zone no secondary lists then costs no read (issue 27: 50 changes a second each
 read the list and the fence on a worker thread before).
+
+``keep_progress`` writes how far each secondary has followed (``Progress.unsaved``) to
+operator state every ``SAVE_EVERY`` seconds over the same session, only while the fence
+is this instance's and the write turn is its own; ``read_progress`` reads it back when
+the resident starts, so the lag ``valis status`` shows survives a restart.
 """
 
 from __future__ import annotations
@@ -32,16 +37,26 @@ import psycopg
 import trio
 
 from valis_core.dns.transfer import Listed
+from valis_core.dns.transfer.secondary_progress import Progress, Seen
+from valis_core.errors import ValisError
 from valis_core.fence import FenceState, assert_fence_touch
 from valis_core.operator_state.connection import OperatorStateError, connect, kept_session
-from valis_core.operator_state.fence import UnseededFence, read_instance_fence
+from valis_core.operator_state.fence import (
+    WRITE_TURN,
+    UnseededFence,
+    fenced_transaction,
+    read_instance_fence,
+)
 from valis_core.operator_state.secondaries import CHANNEL, list_secondaries
+from valis_core.operator_state.secondary_progress import read_progress, save_progress
 
 log = logging.getLogger("valis.secondaries")
 
 STATEMENT_TIMEOUT_MS = 5000
 REFRESH = 10.0
 """Seconds between reads of the secondaries while nothing else asks for them."""
+SAVE_EVERY = 5.0
+"""Seconds between writes of the secondaries' progress (when there is any to write)."""
 
 
 class SecondaryReader:
@@ -143,6 +158,51 @@ class SecondaryReader:
         """The secondaries now, read while the fence is this instance's; raises
         ``FencedOut`` when it is not, and the database's error when it cannot be read."""
         return await self._read(fenced=True)
+
+    async def read_progress(self) -> tuple[Seen, ...]:
+        """The secondaries' progress operator state holds (none when it cannot be read:
+        the lag then shows from the next transfer on)."""
+        try:
+            async with self._lock:
+                return await trio.to_thread.run_sync(
+                    lambda: read_progress(self._connection()))
+        except (psycopg.Error, OperatorStateError) as exc:
+            self.close()
+            log.warning("secondaries: their progress cannot be read (%s); it shows again "
+                        "from each one's next transfer", " ".join(str(exc).split()))
+            return ()
+
+    async def keep_progress(
+        self, progress: Progress, *, every: float = SAVE_EVERY,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Write ``progress``'s new sightings every ``every`` seconds until cancelled."""
+        task_status.started()
+        while True:
+            await trio.sleep(every)
+            if not WRITE_TURN.may_write():
+                continue  # a successor not yet given the write turn writes nothing
+            seen = progress.unsaved()
+            if not seen:
+                continue
+            try:
+                async with self._lock:
+                    await trio.to_thread.run_sync(self._save_sync, seen)
+            except (psycopg.Error, ValisError) as exc:
+                if isinstance(exc, (psycopg.Error, OperatorStateError)):
+                    self.close()
+                progress.keep(seen)
+                log.warning("secondaries: their progress not written (%s); tried again "
+                            "in %.0fs", " ".join(str(exc).split()), every)
+
+    def _save_sync(self, seen: tuple[Seen, ...]) -> None:
+        conn = self._connection()
+        if self._standing is None:
+            with conn.transaction():
+                save_progress(conn, seen)
+            return
+        with fenced_transaction(conn, self._standing):
+            save_progress(conn, seen)
 
     def close(self) -> None:
         self._close_listen()

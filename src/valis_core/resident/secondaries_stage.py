@@ -7,6 +7,8 @@ the serving stack is imported before the ``codec`` stage.
 
 from __future__ import annotations
 
+from functools import partial
+
 import attrs
 
 from valis_core.boot import Boot, need
@@ -30,7 +32,10 @@ async def offer_transfers(boot: Boot) -> Boot:
     boot.services.stack.callback(journal.close)
     listed = await reader.listed_fenced()
     transfers = Transfers(reader.listed, reader.known, journal=journal.difference)
+    transfers.progress.restore(await reader.read_progress())
     await boot.services.start("secondaries", reader.follow)
+    await boot.services.start("secondaries' progress",
+                              partial(reader.keep_progress, transfers.progress))
     await boot.services.start("journal pruning", journal.prune_forever)
     source = need(boot.adopted).adoption.dns_udp.host
     sender = NotifySender(source, reader.listed_fenced, known=reader.current)

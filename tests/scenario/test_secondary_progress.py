@@ -1,0 +1,124 @@
+"""How far each listed secondary has followed its zone outlives the resident: a real
+resident writes what it saw to operator state, and the one started after it on the same
+state directory shows the same serial in ``valis status`` before the secondary asks
+again; the write keeps the newer sighting and skips a secondary no longer listed; the
+journal's age limit keeps what the slowest listed secondary still needs, up to its own
+bound, while the limit on records never yields."""
+
+from __future__ import annotations
+
+import time
+
+import dns.query
+import dns.tsig
+import dns.xfr
+import dns.zone
+
+from tests.scenario.operator_state_helpers import run_sql
+from tests.scenario.pg import PgCluster
+from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
+from valis_core.dns.transfer.secondary_progress import Seen
+from valis_core.operator_state.journal import prune, read_difference
+from valis_core.operator_state.secondaries import Secondary, add_secondary, remove_secondary
+from valis_core.operator_state.secondary_progress import read_progress, save_progress
+
+ZONE = "example.test."
+KEY_NAME = "xfr.example."
+SECRET = bytes(range(32))
+BOUND = 30.0
+
+
+def listed_at(address: str) -> Secondary:
+    return Secondary(ZONE, address, KEY_NAME, "hmac-sha256", SECRET)
+
+
+def test_a_write_keeps_the_newer_sighting_and_skips_a_secondary_no_longer_listed(
+    pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    with pg_cluster.connect(zone_dsn) as conn:
+        add_secondary(conn, listed_at("192.0.2.7"))
+        add_secondary(conn, listed_at("2001:db8::7"))
+        assert save_progress(conn, [Seen(ZONE, "192.0.2.7", 5, 2000.0),
+                                    Seen(ZONE, "2001:db8::7", 9, 1000.0),
+                                    Seen(ZONE, "192.0.2.99", 1, 1000.0)]) == 2
+        conn.commit()
+        # an older sighting written late changes nothing; a newer one replaces
+        save_progress(conn, [Seen(ZONE, "192.0.2.7", 3, 1500.0),
+                             Seen(ZONE, "2001:db8::7", 10, 1200.0)])
+        conn.commit()
+        assert read_progress(conn) == (Seen(ZONE, "2001:db8::7", 10, 1200.0),
+                                       Seen(ZONE, "192.0.2.7", 5, 2000.0))
+        assert remove_secondary(conn, ZONE, "192.0.2.7")
+        assert read_progress(conn) == (Seen(ZONE, "2001:db8::7", 10, 1200.0),)
+
+
+def versions(pg_cluster: PgCluster, dsn: str, count: int) -> None:
+    """``count`` more versions of the zone, one TXT record each (one journal entry)."""
+    for i in range(count):
+        run_sql(pg_cluster, dsn, ("INSERT INTO records (zone, owner, rtype, ttl, rdata)"
+                                  " VALUES (%s, %s, 'TXT', 60, '\"v\"')", (ZONE, f"t{i}.{ZONE}")))
+
+
+def test_the_journal_keeps_what_the_slowest_listed_secondary_needs_up_to_its_bound(
+    pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    versions(pg_cluster, zone_dsn, 4)  # serials 1 -> 5, an entry each
+    with pg_cluster.connect(zone_dsn, autocommit=True) as conn:
+        add_secondary(conn, listed_at("192.0.2.7"))
+        add_secondary(conn, listed_at("192.0.2.8"))
+        save_progress(conn, [Seen(ZONE, "192.0.2.7", 3, 1000.0),
+                             Seen(ZONE, "192.0.2.8", 5, 1000.0)])
+        assert prune(conn, max_age=0) == 2  # 1 -> 2 and 2 -> 3: nobody needs them
+        assert read_difference(conn, ZONE, 2, 5) is None
+        assert read_difference(conn, ZONE, 3, 5) is not None  # the slow one's IXFR
+        assert prune(conn, max_age=0) == 0
+        # the records limit never yields (an entry: the SOA out and in, and its TXT)
+        assert prune(conn, max_age=0, max_records=3) == 1
+        assert read_difference(conn, ZONE, 3, 5) is None
+        assert read_difference(conn, ZONE, 4, 5) is not None
+        save_progress(conn, [Seen(ZONE, "192.0.2.7", 4, 2000.0)])
+        assert prune(conn, max_age=0, hold_max_age=0) == 1  # past its own bound
+        assert read_difference(conn, ZONE, 4, 5) is None
+
+
+def axfr(port: int) -> int:
+    """A whole-zone transfer from the node as the listed secondary; the serial it got."""
+    zone = dns.zone.Zone(ZONE)
+    query, _ = dns.xfr.make_query(zone)
+    key = dns.tsig.Key(KEY_NAME, SECRET, "hmac-sha256")
+    query.use_tsig({key.name: key}, key.name)
+    dns.query.inbound_xfr("127.0.0.1", zone, query, port=port, timeout=BOUND, lifetime=BOUND)
+    soa = zone.get_soa()
+    return int(soa.serial)
+
+
+def secondary_shown(status: dict[str, object]) -> list[tuple[str, int | None]]:
+    shown = status.get("secondaries") or []
+    assert isinstance(shown, list)
+    return [(s["address"], s["serial"]) for s in shown]
+
+
+def test_a_restarted_resident_shows_how_far_each_secondary_had_followed(
+    resident_harness: Harness, pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    with pg_cluster.connect(zone_dsn) as conn:
+        add_secondary(conn, listed_at("127.0.0.1"))
+    state_dir = make_state_dir(resident_harness.workdir)
+    first = resident_harness.start(state_dir, site_facts(zone_dsn))
+    first.wait_ready()
+    assert first.port is not None
+    serial = axfr(first.port)
+    assert secondary_shown(first.status()) == [("127.0.0.1", serial)]
+    deadline = time.monotonic() + BOUND
+    while time.monotonic() < deadline:  # written within SAVE_EVERY, under the fence
+        with pg_cluster.connect(zone_dsn) as conn:
+            if [(s.address, s.serial) for s in read_progress(conn)] == [("127.0.0.1", serial)]:
+                break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"the progress was not written: {first.stderr()}")
+    first.stop()
+
+    second = resident_harness.start(state_dir, site_facts(zone_dsn))
+    second.wait_ready()
+    assert secondary_shown(second.status()) == [("127.0.0.1", serial)]
