@@ -7,16 +7,24 @@ bound, while the limit on records never yields."""
 
 from __future__ import annotations
 
+import secrets
+import socket
 import time
+from collections.abc import Iterator
 
+import dns.message
+import dns.opcode
 import dns.query
 import dns.tsig
 import dns.xfr
 import dns.zone
+import pytest
 
+from tests.conftest import require_root
 from tests.scenario.operator_state_helpers import run_sql
 from tests.scenario.pg import PgCluster
-from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
+from tests.scenario.proving_ground import run
+from tests.scenario.resident_harness import Harness, inside_netns, make_state_dir, site_facts
 from valis_core.dns.transfer.secondary_progress import Seen
 from valis_core.operator_state.journal import prune, read_difference
 from valis_core.operator_state.secondaries import Secondary, add_secondary, remove_secondary
@@ -122,3 +130,59 @@ def test_a_restarted_resident_shows_how_far_each_secondary_had_followed(
     second = resident_harness.start(state_dir, site_facts(zone_dsn))
     second.wait_ready()
     assert secondary_shown(second.status()) == [("127.0.0.1", serial)]
+
+
+@pytest.fixture
+def own_netns() -> Iterator[str]:
+    """A network namespace with its loopback up, so a test may listen on port 53."""
+    require_root()
+    name = f"vl-prog-{secrets.token_hex(3)}"
+    run(["ip", "netns", "add", name])
+    try:
+        run(["ip", "-n", name, "link", "set", "lo", "up"])
+        yield name
+    finally:
+        run(["ip", "netns", "del", name], check=False)
+
+
+def notifies_within(listening: socket.socket, seconds: float) -> list[str]:
+    """The zone of the first NOTIFY ``listening`` receives within ``seconds`` (none:
+    ``[]``)."""
+    zones: list[str] = []
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        listening.settimeout(left)
+        try:
+            data = listening.recv(65535)
+        except TimeoutError:
+            break
+        message = dns.message.from_wire(data, keyring=False)
+        if message.opcode() == dns.opcode.NOTIFY:
+            zones.append(message.question[0].name.to_text())
+            break
+    return zones
+
+
+@pytest.mark.parametrize("stored_serial", [None, 0, 1])
+def test_a_node_starting_notifies_the_secondaries_that_lack_its_version(
+    resident_harness: Harness, pg_cluster: PgCluster, zone_dsn: str, own_netns: str,
+    stored_serial: int | None,
+) -> None:
+    """The zone is at serial 1. Stored progress behind it (0) or none at all: NOTIFY at
+    start; up to date (1): nothing is sent."""
+    with pg_cluster.connect(zone_dsn) as conn:
+        add_secondary(conn, listed_at("127.0.0.1"))
+        if stored_serial is not None:
+            save_progress(conn, [Seen(ZONE, "127.0.0.1", stored_serial, 1000.0)])
+    with inside_netns(own_netns):
+        listening = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    with listening:
+        listening.bind(("127.0.0.1", 53))
+        resident = resident_harness.start(make_state_dir(resident_harness.workdir),
+                                          site_facts(zone_dsn), netns=own_netns)
+        resident.wait_ready()
+        heard = notifies_within(listening, 3.0 if stored_serial == 1 else BOUND)
+        if stored_serial == 1:
+            assert heard == []
+        else:
+            assert heard == [ZONE], resident.stderr()

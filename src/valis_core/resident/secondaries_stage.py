@@ -41,6 +41,15 @@ async def offer_transfers(boot: Boot) -> Boot:
     sender = NotifySender(source, reader.listed_fenced, known=reader.current)
     await boot.services.start("notify", sender.run)
     holder.changed = sender.changed
+    # A secondary may lack a version served now: a change committed while no node
+    # served, or one whose NOTIFY a stopped node never sent. Tell them at once, as a
+    # primary does when it loads a zone, rather than at their SOA refresh.
+    behind = {state.zone for state in transfers.progress.report(
+        reader.known(), holder.versions, wall()) if state.lag_serials != 0}
+    if behind:
+        sender.changed([zone for zone in holder.current.served() if zone.origin in behind])
+        log.info("secondaries: NOTIFY at start for %d zone(s) a listed secondary may lack",
+                 len(behind))
     views.transfer_stats = transfers.stats
     views.notify_stats = sender.stats
     views.secondaries = lambda: transfers.progress.report(

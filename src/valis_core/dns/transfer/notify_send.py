@@ -8,7 +8,8 @@ secondaries once per batch of changes, so a secondary added since is told too, a
 sends each of the zone's secondaries a signed NOTIFY over UDP from the node's DNS
 address: the secondary's ACL names the primary by that address. A NOTIFY unanswered
 after ``timeout`` seconds is sent again, the wait doubling, at most ``attempts`` times;
-a newer change of the same zone replaces the NOTIFY still being retried for it.
+a newer change of the same zone replaces the NOTIFY still being retried for it. At most
+``IN_FLIGHT`` NOTIFYs wait for their answer at once; the others queue for a turn.
 
 Nothing is sent when ``secondaries`` raises ``FencedOut`` (the resident's reader checks
 the fence after reading them): a node another instance has superseded tells no one.
@@ -42,6 +43,9 @@ ATTEMPTS = 5
 TIMEOUT = 1.0
 """Seconds to wait for the first answer; each retry waits twice as long as the last."""
 QUEUE = 256
+IN_FLIGHT = 64
+"""NOTIFYs outstanding at once (each holds a socket while it waits); the rest wait their
+turn, so a fleet of secondaries times many zones is told without a socket per pair."""
 
 Secondaries = Callable[[], Awaitable[Sequence[Listed]]]
 Known = Callable[[], Sequence[Listed] | None]
@@ -111,6 +115,7 @@ class NotifySender:
         self._timeout = timeout
         self._send, self._receive = trio.open_memory_channel[Sequence[ServedZone]](QUEUE)
         self._pending: dict[tuple[str, str], trio.CancelScope] = {}
+        self._in_flight = trio.CapacityLimiter(IN_FLIGHT)
         self.stats = NotifyStats()
 
     def changed(self, zones: Sequence[ServedZone]) -> None:
@@ -169,7 +174,8 @@ class NotifySender:
         try:
             with scope:
                 message = notify_message(zone, random.randrange(65536), secondary.key())
-                await self._exchange(message, secondary.address)
+                async with self._in_flight:
+                    await self._exchange(message, secondary.address)
         finally:
             if self._pending.get(slot) is scope:
                 del self._pending[slot]
