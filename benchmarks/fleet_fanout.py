@@ -1,0 +1,382 @@
+"""A fleet of real secondaries following one node: a committed change to every
+secondary's answer, the node's own UDP latency meanwhile, and a restart in the middle.
+
+Stands up a private PostgreSQL cluster holding ``--zones`` small zones, a real resident as
+the ``valis`` account in one network namespace (``tests/scenario/transfer_wire.py``'s
+``Wire`` and ``start_node``), and ``--secondaries`` real secondaries in the other,
+alternately Knot and NSD (Debian's), each on its own address (192.0.2.10 on) with its own
+TSIG key, listed for every zone. Once every secondary answers every zone's SOA, each
+round commits one new record to a zone drawn at random (the commit raises the serial) and
+asks every secondary for it over UDP from its namespace every 5 ms until all answer (at
+most 30 s); a prober beside it asks the node itself (a record of another zone) every
+2 ms, idle first and then throughout the rounds. Then the node is restarted on its state
+directory while the secondaries keep running, and ``--rounds`` more changes are made:
+the node's log says how many transfers after the restart were whole zones.
+
+Reported: per server kind, the seconds from the commit returning to each secondary's
+first answer (median, p99, max over every secondary and round); the node's UDP p50/p99
+idle and during the rounds; transfers by kind before and after the restart. Needs root.
+Every loop is bounded in count and time. Figures for docs/transfers.md, not a test.
+
+    .venv/bin/python benchmarks/fleet_fanout.py --zones 200 --secondaries 20 --rounds 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import random
+import re
+import select
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import dns.message
+import dns.rcode
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.scenario.nsd_conf import nsd_server
+from tests.scenario.operator_state_helpers import soa_zone
+from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user, private_cluster
+from tests.scenario.proving_ground import run
+from tests.scenario.resident_harness import Resident, inside_netns, make_state_dir, site_facts
+from tests.scenario.transfer_wire import NODE_IP, Wire, start_node
+
+from valis_core.dns.zone.build import parse_zone_text
+from valis_core.operator_state.schema import migrate
+from valis_core.operator_state.secondaries import Secondary, add_secondary
+from valis_core.operator_state.zones import replace_zone
+
+BOUND = 30.0
+SYNC_BOUND = 180.0
+POLL = 0.005
+PROBE_EVERY = 0.002
+FIRST_ADDRESS = 10
+
+
+def zone_name(i: int) -> str:
+    return f"z{i}.fleet.test."
+
+
+def address(i: int) -> str:
+    return f"192.0.2.{FIRST_ADDRESS + i}"
+
+
+def key_name(i: int) -> str:
+    return f"fleet-{i}."
+
+
+def secret(i: int) -> bytes:
+    return bytes((i + k) % 256 for k in range(32))
+
+
+def knot_conf(directory: Path, i: int, zones: list[str]) -> str:
+    entries = "".join(f"  - domain: {zone}\n" for zone in zones)
+    return f"""server:
+    listen: {address(i)}@53
+    rundir: "{directory}"
+    user: root:root
+    background-workers: 1
+    udp-workers: 1
+    tcp-workers: 1
+log:
+  - target: "{directory}/knot.log"
+    any: info
+database:
+    storage: "{directory}"
+control:
+    listen: "{directory}/knot.sock"
+key:
+  - id: {key_name(i)}
+    algorithm: hmac-sha256
+    secret: {base64.b64encode(secret(i)).decode()}
+remote:
+  - id: primary
+    address: {NODE_IP}@53
+    via: {address(i)}
+    key: {key_name(i)}
+acl:
+  - id: notify-from-primary
+    address: {NODE_IP}
+    key: {key_name(i)}
+    action: notify
+template:
+  - id: default
+    storage: "{directory}"
+    master: primary
+    acl: notify-from-primary
+zone:
+{entries}"""
+
+
+def nsd_conf(directory: Path, i: int, zones: list[str]) -> str:
+    stanzas = "".join(
+        f"zone:\n    name: \"{zone}\"\n    zonefile: \"{zone}zone\"\n"
+        f"    request-xfr: {NODE_IP} {key_name(i)}\n"
+        f"    allow-notify: {NODE_IP} {key_name(i)}\n"
+        f"    outgoing-interface: {address(i)}\n"
+        for zone in zones
+    )
+    return nsd_server(directory, address(i), "port: 53", "server-count: 1") + f"""\
+key:
+    name: "{key_name(i)}"
+    algorithm: hmac-sha256
+    secret: "{base64.b64encode(secret(i)).decode()}"
+{stanzas}"""
+
+
+def kind(i: int) -> str:
+    return "knot" if i % 2 == 0 else "nsd"
+
+
+def start_secondary(wire: Wire, workdir: Path, i: int, zones: list[str]) -> subprocess.Popen[bytes]:
+    directory = Path(tempfile.mkdtemp(prefix=f"{kind(i)}-{i}-", dir=workdir))
+    conf = directory / "server.conf"
+    if kind(i) == "knot":
+        conf.write_text(knot_conf(directory, i, zones))
+        command = ["knotd", "-c", str(conf)]
+    else:
+        conf.write_text(nsd_conf(directory, i, zones))
+        command = ["nsd", "-d", "-c", str(conf)]
+    return subprocess.Popen(
+        ["ip", "netns", "exec", wire.secondary, *command],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+class Asker:
+    """UDP sockets in the secondaries' namespace, one per secondary address."""
+
+    def __init__(self, wire: Wire, count: int) -> None:
+        self.socks: list[socket.socket] = []
+        with inside_netns(wire.secondary):
+            for _ in range(count):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                sock.setblocking(False)
+                self.socks.append(sock)
+
+    def until_all_answer(self, name: str, rdtype: str, bound: float) -> dict[int, float]:
+        """Ask every secondary for ``name`` every ``POLL`` s until each answers it
+        (NOERROR with an answer); the seconds each took. Raises past ``bound``."""
+        started = time.monotonic()
+        took: dict[int, float] = {}
+        waiting: dict[int, int] = {}
+        last_sent = 0.0
+        for _ in range(int(bound / POLL) + 1):
+            now = time.monotonic()
+            if now - started > bound:
+                break
+            if now - last_sent >= POLL:
+                last_sent = now
+                for i, sock in enumerate(self.socks):
+                    if i in took:
+                        continue
+                    query = dns.message.make_query(name, rdtype)
+                    waiting[i] = query.id
+                    sock.sendto(query.to_wire(), (address(i), 53))
+            readable, _, _ = select.select(
+                [s for i, s in enumerate(self.socks) if i not in took], [], [], POLL)
+            for sock in readable:
+                i = self.socks.index(sock)
+                while True:
+                    try:
+                        data = sock.recv(65535)
+                    except BlockingIOError:
+                        break
+                    try:
+                        reply = dns.message.from_wire(data)
+                    except Exception:
+                        continue
+                    if (reply.id == waiting.get(i) and reply.rcode() == dns.rcode.NOERROR
+                            and reply.answer and i not in took):
+                        took[i] = time.monotonic() - started
+            if len(took) == len(self.socks):
+                return took
+        missing = sorted(set(range(len(self.socks))) - set(took))
+        raise SystemExit(f"secondaries {missing} did not answer {name} {rdtype} within "
+                         f"{bound:.0f}s")
+
+    def close(self) -> None:
+        for sock in self.socks:
+            sock.close()
+
+
+class Prober(threading.Thread):
+    """Asks the node for one name every ``PROBE_EVERY`` s, from the secondaries'
+    namespace; keeps each latency (a lost query counts as 1 s)."""
+
+    def __init__(self, wire: Wire, name: str) -> None:
+        super().__init__(daemon=True)
+        with inside_netns(wire.secondary):
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.settimeout(1.0)
+        self.name = name
+        self.latencies: list[float] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        limit = time.monotonic() + 3600.0
+        while not self.stop.is_set() and time.monotonic() < limit:
+            query = dns.message.make_query(self.name, "A")
+            sent = time.monotonic()
+            self.sock.sendto(query.to_wire(), (NODE_IP, 53))
+            try:
+                while True:
+                    reply = dns.message.from_wire(self.sock.recv(65535))
+                    if reply.id == query.id:
+                        break
+                self.latencies.append(time.monotonic() - sent)
+            except (TimeoutError, OSError):
+                self.latencies.append(1.0)
+            time.sleep(PROBE_EVERY)
+
+    def take(self) -> list[float]:
+        taken, self.latencies = self.latencies, []
+        return taken
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def transfers(log: str) -> dict[str, int]:
+    return {
+        "AXFR": len(re.findall(r"zone transfer: AXFR of ", log)),
+        "IXFR from the journal": len(re.findall(r"zone transfer: IXFR from serial ", log)),
+        "IXFR answered whole": len(re.findall(r"zone transfer: IXFR \(whole zone\)", log)),
+    }
+
+
+def commit_rounds(pg: PgCluster, dsn: str, asker: Asker, zones: list[str], rounds: int, *,
+                  tag: str, seconds: dict[str, list[float]]) -> None:
+    rng = random.Random(rounds)
+    for r in range(rounds):
+        zone = rng.choice(zones)
+        name = f"{tag}{r}.{zone}"
+        with pg.connect(dsn) as conn, conn.transaction():
+            conn.execute("INSERT INTO records (zone, owner, rtype, ttl, rdata)"
+                         " VALUES (%s, %s, 'A', 300, '203.0.113.7')", (zone, name))
+        for i, took in asker.until_all_answer(name, "A", BOUND).items():
+            seconds[kind(i)].append(took)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--zones", type=int, default=200)
+    parser.add_argument("--secondaries", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=20)
+    args = parser.parse_args()
+    zones = [zone_name(i) for i in range(args.zones)]
+    with private_cluster("postgres") as pg:
+        dsn = pg.new_database("fleet")
+        with pg.connect(dsn) as conn:
+            migrate(conn)
+            for zone in zones:
+                replace_zone(conn, parse_zone_text(soa_zone(zone, extra="www IN A 192.0.2.80\n")))
+            for i in range(args.secondaries):
+                for zone in zones:
+                    add_secondary(conn, Secondary(zone, address(i), key_name(i), "hmac-sha256",
+                                                  secret(i)))
+        account = ensure_system_user(RUN_USER)
+        workdir = Path(tempfile.mkdtemp(prefix="valis-fleet-", dir="/tmp"))
+        os.chown(workdir, account.pw_uid, account.pw_gid)
+        os.chmod(workdir, 0o755)
+        wire = Wire()
+        secondaries: list[subprocess.Popen[bytes]] = []
+        node: Resident | None = None
+        asker = prober = None
+        try:
+            wire.build()
+            for i in range(args.secondaries):
+                run(["ip", "-n", wire.secondary, "addr", "add", f"{address(i)}/24", "dev",
+                     f"vxs-{wire.tag}"])
+            state_dir = make_state_dir(workdir)
+            facts = site_facts(dsn, zones=",".join(zones))
+            node = start_node(wire, state_dir, facts, workdir)
+            node.wait_ready(120.0)
+            secondaries = [start_secondary(wire, workdir, i, zones)
+                           for i in range(args.secondaries)]
+            asker = Asker(wire, args.secondaries)
+            synced = time.monotonic()
+            for zone in zones:
+                asker.until_all_answer(zone, "SOA", SYNC_BOUND)
+            print(f"{args.secondaries} secondaries ({(args.secondaries + 1) // 2} Knot, "
+                  f"{args.secondaries // 2} NSD), {args.zones} zones: all answering every "
+                  f"zone {time.monotonic() - synced:.1f}s after start")
+            prober = Prober(wire, f"www.{zones[0]}")
+            prober.start()
+            time.sleep(5.0)
+            idle = prober.take()
+            seconds: dict[str, list[float]] = {"knot": [], "nsd": []}
+            commit_rounds(pg, dsn, asker, zones, args.rounds, tag="r", seconds=seconds)
+            busy = prober.take()
+            before = transfers(node.stderr())
+
+            # A change committed, and the node stopped before its NOTIFYs are all answered.
+            middle = f"mid.{zones[-1]}"
+            committed = time.monotonic()
+            with pg.connect(dsn) as conn, conn.transaction():
+                conn.execute("INSERT INTO records (zone, owner, rtype, ttl, rdata)"
+                             " VALUES (%s, %s, 'A', 300, '203.0.113.8')", (zones[-1], middle))
+            node.stop()
+            node.notify.close()
+            node = start_node(wire, state_dir, facts, workdir)
+            node.wait_ready(120.0)
+            restarted = time.monotonic() - committed
+            caught_up = max(asker.until_all_answer(middle, "A", BOUND).values())
+            after_seconds: dict[str, list[float]] = {"knot": [], "nsd": []}
+            commit_rounds(pg, dsn, asker, zones, args.rounds, tag="s", seconds=after_seconds)
+            after = transfers(node.stderr())
+
+            print(f"node UDP latency (ms): idle p50 {1000 * quantile(idle, 0.5):.2f} "
+                  f"p99 {1000 * quantile(idle, 0.99):.2f} ({len(idle)} queries); during the "
+                  f"rounds p50 {1000 * quantile(busy, 0.5):.2f} p99 "
+                  f"{1000 * quantile(busy, 0.99):.2f} ({len(busy)} queries; "
+                  f"{quantile(busy, 0.99) / quantile(idle, 0.99):.1f}x idle)")
+            for label, figures in (("before the restart", seconds),
+                                   ("after the restart", after_seconds)):
+                for server, values in figures.items():
+                    if values:
+                        print(f"{label}, {server}: commit to answer median "
+                              f"{statistics.median(values):.3f}s p99 "
+                              f"{quantile(values, 0.99):.3f}s max {max(values):.3f}s "
+                              f"({len(values)} answers)")
+            print(f"a change committed as the node stopped: the node ready again "
+                  f"{restarted:.2f}s after the commit, every secondary answering it "
+                  f"{restarted + caught_up:.2f}s after the commit")
+            print(f"transfers before the restart: {before}")
+            print(f"transfers after the restart: {after}")
+        finally:
+            if prober is not None:
+                prober.stop.set()
+                prober.join(5.0)
+            if asker is not None:
+                asker.close()
+            for proc in secondaries:
+                proc.terminate()
+            for proc in secondaries:
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            if node is not None:
+                node.stop()
+                node.notify.close()
+            wire.cleanup()
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
