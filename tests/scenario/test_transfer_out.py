@@ -215,6 +215,30 @@ async def test_a_secondary_removed_from_the_database_is_refused_before_the_next_
     assert transfers.stats.completed == 0
 
 
+@pytest.mark.parametrize("current", [True, False])
+async def test_a_list_in_memory_known_current_decides_without_a_read(
+    nursery: trio.Nursery, current: bool
+) -> None:
+    """When the list in memory is known to be the database's (``current``), a transfer
+    it grants reads nothing (a fleet's thousands of transfers at once would each read
+    every secondary); when it may not be, the database is asked."""
+    asked = 0
+
+    async def read() -> Sequence[Listed]:
+        nonlocal asked
+        asked += 1
+        return (listed(),)
+
+    holder = IndexHolder(ZoneIndex.from_zone_text(zone_text(1, hosts=10), ZONE))
+    transfers = Transfers(read, lambda: (listed(),),
+                          current=lambda: (listed(),) if current else None)
+    async with serve_loops(nursery, holder, transfers) as (port, _):
+        await trio.to_thread.run_sync(axfr, port)
+        await trio.to_thread.run_sync(axfr, port)
+    assert transfers.stats.completed == 2
+    assert asked == (0 if current else 2)
+
+
 def signed_at(query: dns.message.Message, key: dns.tsig.Key, skew: float = 0) -> bytes:
     """``query`` signed with ``key`` by a client whose clock is ``skew`` seconds off."""
     query.use_tsig(key)

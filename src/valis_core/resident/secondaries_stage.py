@@ -31,7 +31,8 @@ async def offer_transfers(boot: Boot) -> Boot:
     )
     boot.services.stack.callback(journal.close)
     listed = await reader.listed_fenced()
-    transfers = Transfers(reader.listed, reader.known, journal=journal.difference)
+    transfers = Transfers(reader.listed, reader.known, journal=journal.difference,
+                          current=reader.current)
     transfers.progress.restore(await reader.read_progress())
     await boot.services.start("secondaries", reader.follow)
     await boot.services.start("secondaries' progress",

@@ -114,6 +114,7 @@ class Transfers:
         known: Callable[[], Sequence[Listed]],
         *,
         journal: Journal | None = None,
+        current: Callable[[], Sequence[Listed] | None] | None = None,
         max_transfers: int = MAX_TRANSFERS,
         deadline: float = DEADLINE,
         write_timeout: float = 5.0,
@@ -121,6 +122,7 @@ class Transfers:
     ) -> None:
         self._secondaries = secondaries
         self._known = known
+        self._current = current
         self._journal = journal
         self._limiter = trio.CapacityLimiter(max_transfers)
         self._deadline = deadline
@@ -210,9 +212,10 @@ class Transfers:
         decision = decide(snapshot.index, query, peer, self._known(), now=self._clock())
         if isinstance(decision, Grant):
             # Listed, with its key verified, by the list in memory: only now is the
-            # database asked, so a secondary removed since that list was read is refused.
+            # database asked, so a secondary removed since that list was read is refused
+            # (unless the list in memory is known to be the database's: ``current``).
             try:
-                listed = await self._secondaries()
+                listed = await self._listed_now()
             except Exception as exc:
                 log.error("zone transfer for %s: the secondaries cannot be read (%s); "
                           "answered SERVFAIL", peer, " ".join(str(exc).split()))
@@ -226,6 +229,13 @@ class Transfers:
         if signed is None:
             return await self._send(stream, refused(query, decision, now=self._clock()))
         return await self._transfer(stream, await self._incremental(signed), peer)
+
+    async def _listed_now(self) -> Sequence[Listed]:
+        """The secondaries as the database has them now: the list in memory when it is
+        known to be current (no read: a fleet's thousands of transfers at start would
+        each read every secondary otherwise), else a read."""
+        current = None if self._current is None else self._current()
+        return current if current is not None else await self._secondaries()
 
     def _signed(self, grant: Grant, snapshot: Snapshot, peer: str) -> Grant | None:
         """``grant`` as its zone's signing has it sent: as it is for an unsigned zone,
