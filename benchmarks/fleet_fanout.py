@@ -276,6 +276,8 @@ def main() -> None:
     parser.add_argument("--zones", type=int, default=200)
     parser.add_argument("--secondaries", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the work directory (logs of the node and secondaries)")
     args = parser.parse_args()
     zones = [zone_name(i) for i in range(args.zones)]
     with private_cluster("postgres") as pg:
@@ -375,7 +377,10 @@ def main() -> None:
                 node.stop()
                 node.notify.close()
             wire.cleanup()
-            shutil.rmtree(workdir, ignore_errors=True)
+            if args.keep:
+                print(f"kept: {workdir}")
+            else:
+                shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
