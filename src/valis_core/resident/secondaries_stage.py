@@ -1,11 +1,16 @@
 """The ``secondaries`` stage: the listed secondaries read (``resident.secondaries``, the
 fence with them) and followed, zone transfers offered to them with IXFR from the change
 journal (``resident.journal``, pruned while the fence is held), and NOTIFY sent to them
-on every change. Beside ``secondaries``, which imports the transfer engine: nothing of
-the serving stack is imported before the ``codec`` stage.
+on every change, and the commit → wire latency of every change observed
+(``resident.commit_latency``, from the journal). Beside ``secondaries``, which imports
+the transfer engine: nothing of the serving stack is imported before the ``codec``
+stage.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -13,10 +18,14 @@ from valis_core.boot import Boot, need
 from valis_core.boot import boot_log as log
 from valis_core.clock import wall
 
+if TYPE_CHECKING:
+    from valis_core.dns.zone import ServedZone
+
 
 async def offer_transfers(boot: Boot) -> Boot:
     from valis_core.dns.serve.transfer_serve import Transfers
     from valis_core.dns.transfer.notify_send import NotifySender
+    from valis_core.resident.commit_latency import CommitLatency
     from valis_core.resident.journal import JournalLimits, JournalReader
     from valis_core.resident.secondaries import SecondaryReader
 
@@ -35,7 +44,15 @@ async def offer_transfers(boot: Boot) -> Boot:
     source = need(boot.adopted).adoption.dns_udp.host
     sender = NotifySender(source, reader.listed_fenced, known=reader.current)
     await boot.services.start("notify", sender.run)
-    holder.changed = sender.changed
+    latency = CommitLatency(journal.commit_times, holder.versions)
+    await boot.services.start("commit latency", latency.run)
+
+    def changed(zones: Sequence[ServedZone]) -> None:
+        sender.changed(zones)
+        latency.swapped(zones)
+
+    holder.changed = changed
+    views.commit_latency = latency.family
     views.transfer_stats = transfers.stats
     views.notify_stats = sender.stats
     views.secondaries = lambda: transfers.progress.report(
