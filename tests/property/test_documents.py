@@ -679,9 +679,11 @@ def test_the_zone_listings_print_what_they_printed_before() -> None:
     ], indent=1) + "\n").encode()
     plain = {"zone": "example.test.", "address": "192.0.2.9", "key_name": "k.",
              "algorithm": "hmac-sha256"}
-    assert SECONDARIES.render((SecondaryListing(*plain.values()),)) == (
-        json.dumps([plain], indent=1) + "\n"
+    # What it printed before, and the NOTIFY port (issue 31; null: 53) after it.
+    assert SECONDARIES.render((SecondaryListing(**plain),)) == (
+        json.dumps([{**plain, "notify_port": None}], indent=1) + "\n"
     ).encode()
     assert SECONDARIES_WITH_SECRETS.render(
-        (SecondaryListingWithSecret(**plain, secret="c2VjcmV0"),)
-    ) == (json.dumps([{**plain, "secret": "c2VjcmV0"}], indent=1) + "\n").encode()
+        (SecondaryListingWithSecret(**plain, secret="c2VjcmV0", notify_port=5300),)
+    ) == (json.dumps([{**plain, "secret": "c2VjcmV0", "notify_port": 5300}], indent=1)
+          + "\n").encode()

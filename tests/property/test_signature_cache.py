@@ -250,3 +250,48 @@ def test_a_change_of_one_owner_re_signs_only_what_it_touched(denial: Nsec3Params
         made = signer.made
         answers(holder, [*names, (f"new.{N}", "A")])
         assert signer.made - made <= (most if denial is not None else 1)
+
+
+def test_the_transfer_stores_keep_at_most_their_bound_dropping_the_zone_used_longest_ago(
+) -> None:
+    """Three NSEC3 zones transferred in turn under a bound two of them fit in: as each
+    transfer ends the store of the zone transferred longest ago is dropped (LRU by
+    zone), counted, and a zone dropped signs anew at its next transfer; a bound below
+    one zone's size keeps nothing."""
+    origins = [f"z{i}.test." for i in range(3)]
+    rows = [RecordRow(origin, row.owner.replace(N, origin), row.rtype, row.ttl,
+                      row.rdata.replace(N, origin))
+            for origin in origins for row in nsec3_rows(30)]
+    index = ZoneIndex.from_records(rows)
+    apexes = [wire.from_text(origin) for origin in origins]
+    signer = Signer({apex: ZoneKey(dnssec.generate_key(15)) for apex in apexes},
+                    clock=lambda: NOW, nsec3={apex: Nsec3Params() for apex in apexes})
+    zones = {zone.apex: zone for zone in index.served()}
+    cache = signer.cache
+
+    def send(apex: bytes) -> int:
+        """Transfer ``apex``; the signatures it made."""
+        made = signer.made
+        list(signed_zone_records(zones[apex], signer, signer.window()))
+        return signer.made - made
+
+    sizes = [send(apex) for apex in apexes]
+    assert min(sizes) > 60
+    assert cache.transfer_zones() == tuple(apexes)  # within the default bound
+    assert cache.transfer_evictions == 0
+    a, b, c = apexes
+    cache.transfer_limit = sum(sizes) - 1  # two zones fit, not three
+    assert send(b) == 0  # kept: signs nothing, and is now the most recent
+    assert cache.transfer_zones() == (c, b)  # a, used longest ago, dropped
+    assert cache.transfer_evictions == 1
+    assert cache.transfer_signatures() <= cache.transfer_limit
+    assert send(c) == 0  # kept
+    assert cache.transfer_zones() == (b, c)
+    assert cache.transfer_evictions == 1
+    assert send(a) == sizes[0]  # dropped before: signed anew; b is the oldest now
+    assert cache.transfer_zones() == (c, a)
+    assert cache.transfer_evictions == 2
+    cache.transfer_limit = 1  # below one zone's size: nothing is kept
+    assert send(c) == 0
+    assert cache.transfer_zones() == ()
+    assert (cache.transfer_evictions, cache.transfer_signatures()) == (4, 0)

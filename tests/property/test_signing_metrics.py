@@ -44,6 +44,9 @@ def test_signing_is_counted_in_the_metrics() -> None:
     assert dnssec_samples(node) == {
         "valis_dnssec_zones": [(1, (("state", "signing"),)), (1, (("state", "lacking_key"),))],
         "valis_dnssec_signatures_made_total": [(1, ())],
+        "valis_dnssec_transfer_signatures": [(0, (("of", "kept"),)),
+                                             (2_000_000, (("of", "limit"),))],
+        "valis_dnssec_transfer_signature_evictions_total": [(0, ())],
         "valis_dnssec_signature_cache_total": [(0, (("outcome", "hit"),)),
                                                (1, (("outcome", "miss"),))],
         "valis_dnssec_signatures_cached": [(1, (("zone", "example.test."),))],

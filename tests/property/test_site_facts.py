@@ -21,12 +21,14 @@ from valis_core.operator_state.site_facts import (
     OPTIONAL_KEYS,
     REQUIRED_KEYS,
     SITE_FACTS_MODE,
+    TRANSFER_SIGNATURES_KEY,
     IncompleteSiteFacts,
     SiteFactsError,
     dns_workers,
     parse_site_facts,
     render_site_facts,
     served_zones,
+    transfer_signatures,
 )
 from valis_core.operator_state.site_facts_file import write_site_facts
 
@@ -337,3 +339,22 @@ def test_dns_workers_are_what_the_fact_says_else_the_cpus(workers: int, cpus: in
 def test_dns_workers_other_than_a_whole_number_in_range_are_refused(value: str) -> None:
     with pytest.raises(SiteFactsError, match=r"VALIS_DNS_WORKERS .* is not a whole number"):
         dns_workers(value, 2)
+
+
+@given(st.integers(1, 2**31 - 1))
+def test_the_transfer_signatures_bound_is_what_the_fact_says_else_the_default(
+    bound: int,
+) -> None:
+    facts = {**EXAMPLE, TRANSFER_SIGNATURES_KEY: str(bound)}
+    assert transfer_signatures(parse_site_facts(render_site_facts(facts))) == bound
+    assert transfer_signatures(EXAMPLE) == 2_000_000
+
+
+@given(st.text(max_size=12).filter(
+    lambda v: not (v.isascii() and v.isdigit() and 1 <= int(v) < 2**31)
+))
+def test_a_transfer_signatures_bound_other_than_a_whole_number_in_range_is_refused(
+    value: str,
+) -> None:
+    with pytest.raises(SiteFactsError, match=TRANSFER_SIGNATURES_KEY):
+        render_site_facts({**EXAMPLE, TRANSFER_SIGNATURES_KEY: value})

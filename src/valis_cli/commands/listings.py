@@ -23,12 +23,14 @@ class ZoneListing:
 
 @attrs.frozen
 class SecondaryListing:
-    """A listed secondary of a zone and the TSIG key it transfers with."""
+    """A listed secondary of a zone, the TSIG key it transfers with, and the port its
+    NOTIFY goes to (``None``: 53)."""
 
     zone: str
     address: str
     key_name: str
     algorithm: str
+    notify_port: int | None = None
 
 
 @attrs.frozen
@@ -40,6 +42,7 @@ class SecondaryListingWithSecret:
     key_name: str
     algorithm: str
     secret: str
+    notify_port: int | None = None
 
 
 def _listing(kind: object, name: str) -> Document[object]:

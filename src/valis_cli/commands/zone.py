@@ -335,7 +335,11 @@ def _register_secondary(actions: argparse._SubParsersAction[Any]) -> None:
     )
     add_dsn_arguments(run)
     run.add_argument("zone", metavar="ZONE")
-    run.add_argument("address", metavar="ADDRESS", help="the secondary's IPv4 or IPv6 address")
+    run.add_argument(
+        "address", metavar="ADDRESS[:PORT]",
+        help="the secondary's IPv4 or IPv6 address, and the port it takes NOTIFY on when "
+             "not 53 (192.0.2.2:5300, [2001:db8::2]:5300)",
+    )
     run.add_argument("--key-name", required=True, metavar="NAME", help="the TSIG key's name")
     run.add_argument(
         "--algorithm", default="hmac-sha256", metavar="ALG",
@@ -350,7 +354,7 @@ def _register_secondary(actions: argparse._SubParsersAction[Any]) -> None:
     run = verbs.add_parser("remove", help="stop transferring a zone to a secondary")
     add_dsn_arguments(run)
     run.add_argument("zone", metavar="ZONE")
-    run.add_argument("address", metavar="ADDRESS")
+    run.add_argument("address", metavar="ADDRESS[:PORT]")
     run.set_defaults(handler=_secondary_remove)
 
     run = verbs.add_parser("list", help="list the secondaries of one zone or of all")
@@ -367,12 +371,14 @@ def _secondary_add(args: argparse.Namespace) -> int:
     from valis_core.operator_state import secondaries as book
     from valis_core.operator_state.zones import canonical_zone_name
 
+    address, port = book.host_and_port(args.address)
     secondary = book.Secondary(
         zone=canonical_zone_name(args.zone),
-        address=book.host_address(args.address),
+        address=address,
         key_name=book.key_name(args.key_name),
         algorithm=book.algorithm(args.algorithm),
         secret=book.secret(args.secret),
+        notify_port=port,
     )
     from valis_core.operator_state.zone_denial import COMPACT, denial_of
 
@@ -380,7 +386,7 @@ def _secondary_add(args: argparse.Namespace) -> int:
         new = book.add_secondary(conn, secondary)
         denial = denial_of(conn, secondary.zone)
     what = "added" if new else "updated"
-    print(f"zone {secondary.zone}: secondary {secondary.address} {what}, key {secondary.key_name}")
+    print(f"zone {secondary.zone}: secondary {secondary.target} {what}, key {secondary.key_name}")
     if denial == COMPACT:
         print(f"warning: zone {secondary.zone} is signed with compact denial, which no "
               "secondary can serve: the node refuses its transfers until it is signed with "
@@ -395,7 +401,7 @@ def _secondary_remove(args: argparse.Namespace) -> int:
     from valis_core.operator_state.zones import canonical_zone_name
 
     zone = canonical_zone_name(args.zone)
-    address = book.host_address(args.address)
+    address, _ = book.host_and_port(args.address)  # as listed: the port is the address's
     with operator_connection(args) as conn:
         if not book.remove_secondary(conn, zone, address):
             raise book.SecondaryError(
@@ -417,13 +423,15 @@ def _secondary_list(args: argparse.Namespace) -> int:
         if args.secrets:
             shown = listings.SECONDARIES_WITH_SECRETS.render(tuple(
                 listings.SecondaryListingWithSecret(
-                    one.zone, one.address, one.key_name, one.algorithm, one.secret_base64
+                    one.zone, one.address, one.key_name, one.algorithm, one.secret_base64,
+                    one.notify_port,
                 )
                 for one in found
             ))
         else:
             shown = listings.SECONDARIES.render(tuple(
-                listings.SecondaryListing(one.zone, one.address, one.key_name, one.algorithm)
+                listings.SecondaryListing(one.zone, one.address, one.key_name, one.algorithm,
+                                          one.notify_port)
                 for one in found
             ))
         sys.stdout.write(shown.decode("ascii"))
@@ -431,6 +439,6 @@ def _secondary_list(args: argparse.Namespace) -> int:
     header = "ZONE\tADDRESS\tKEY\tALGORITHM"
     print(header + ("\tSECRET" if args.secrets else ""))
     for secondary in found:
-        line = f"{secondary.zone}\t{secondary.address}\t{secondary.key_name}\t{secondary.algorithm}"
+        line = f"{secondary.zone}\t{secondary.target}\t{secondary.key_name}\t{secondary.algorithm}"
         print(line + (f"\t{secondary.secret_base64}" if args.secrets else ""))
     return 0

@@ -9,11 +9,14 @@ number of records, deleting at most ``batch`` entries per call, oldest first, so
 call is short however far behind pruning has fallen. The age yields to a listed
 secondary that still needs an entry (its last serial, in ``zone_secondary_progress``, is
 where the entry's chain starts or before), up to ``hold_max_age``: a slow secondary then
-takes an IXFR, not the whole zone. The number of records never yields.
+takes an IXFR, not the whole zone. The number of records never yields. ``commit_times``
+says when the changes that made given versions were sealed (the commit → wire latency's
+start).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -98,3 +101,23 @@ def prune(
              "batch": batch},
         )
         return cur.rowcount
+
+
+def commit_times(
+    conn: psycopg.Connection[Any], versions: Sequence[tuple[str, int]]
+) -> dict[tuple[str, int], float]:
+    """When the journal entry that made each of ``versions`` (a zone and the serial its
+    change ended at) was sealed (UNIX time; the entry's ``committed_at``); a version the
+    journal has no entry for (a zone's first version, an entry pruned) is left out. Each
+    is found from the zone's newest entries back (the index by zone and id), so a
+    version just served costs a step or two whatever the journal holds."""
+    if not versions:
+        return {}
+    rows = conn.execute(
+        "SELECT v.zone, v.serial, extract(epoch FROM j.committed_at)::float8"
+        " FROM unnest(%s::text[], %s::bigint[]) AS v (zone, serial),"
+        " LATERAL (SELECT committed_at FROM zone_journal"
+        "  WHERE zone = v.zone AND new_serial = v.serial ORDER BY id DESC LIMIT 1) AS j",
+        ([zone for zone, _ in versions], [serial for _, serial in versions]),
+    ).fetchall()
+    return {(str(zone), int(serial)): float(at) for zone, serial, at in rows}

@@ -1,9 +1,12 @@
 """The secondaries of each zone in operator state: who may transfer a zone (AXFR) and who
-is sent a NOTIFY when it changes, each with its TSIG key (migration 0005).
+is sent a NOTIFY when it changes, each with its TSIG key (migration 0005) and the port
+its NOTIFY goes to (migration 0015).
 
-A secondary is one address (a host, IPv4 or IPv6) and the key its requests are signed
-with. Keys are kept in the database beside the zone, so whatever restores the database
-(``pg_dump``, a standby) restores them too. The operator adds and removes secondaries
+A secondary is one address (a host, IPv4 or IPv6), the key its requests are signed
+with, and optionally the port it listens on for NOTIFY (``ADDR:PORT``, ``[ADDR]:PORT``
+for IPv6; none: 53). Transfers are judged by the address alone. Keys are kept in the
+database beside the zone, so whatever restores the database (``pg_dump``, a standby)
+restores them too. The operator adds and removes secondaries
 (``valis zone secondary``); each change is announced on ``CHANNEL`` (``pg_notify`` in
 its transaction, so on commit), and the resident, which keeps the list in memory, reads
 it again at once (and every 10 s besides, so a change made by plain SQL applies too).
@@ -41,13 +44,21 @@ class SecondaryError(ValisError):
 
 @attrs.frozen
 class Secondary:
-    """One secondary of ``zone``: its address and the TSIG key it signs with."""
+    """One secondary of ``zone``: its address, the TSIG key it signs with, and the port
+    its NOTIFY is sent to (``None``: 53)."""
 
     zone: str
     address: str
     key_name: str
     algorithm: str
     secret: bytes = attrs.field(repr=False)
+    notify_port: int | None = None
+
+    @property
+    def target(self) -> str:
+        """The address, and the NOTIFY port when one was given, as the operator writes
+        them (``192.0.2.2:5300``, ``[2001:db8::2]:5300``)."""
+        return target_text(self.address, self.notify_port)
 
     @property
     def secret_base64(self) -> str:
@@ -72,6 +83,40 @@ def host_address(text: str) -> str:
             f"secondary address {text!r} is not an IPv4 or IPv6 address of one host "
             "(give the address the secondary sends its transfer requests from)"
         ) from None
+
+
+def target_text(address: str, port: int | None) -> str:
+    """``address`` with ``port`` as ``ADDR:PORT`` (``[ADDR]:PORT`` for IPv6), or alone."""
+    if port is None:
+        return address
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def host_and_port(text: str) -> tuple[str, int | None]:
+    """``ADDR``, ``ADDR:PORT`` or ``[ADDR]:PORT`` (an IPv6 address with a port in brackets)
+    as one host's canonical address and the port (``None`` when none is given); refuse
+    anything else, naming what was wrong."""
+    given = text.strip()
+    port_text: str | None = None
+    if given.startswith("["):
+        inside, bracket, rest = given[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            raise SecondaryError(
+                f"secondary {text!r}: write an IPv6 address with a port as [ADDR]:PORT "
+                "(e.g. [2001:db8::2]:5300)"
+            )
+        given, port_text = inside, (rest[1:] if rest else None)
+    elif given.count(":") == 1:
+        given, _, port_text = given.partition(":")
+    address = host_address(given)
+    if port_text is None:
+        return address, None
+    if not port_text.isascii() or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise SecondaryError(
+            f"secondary {text!r}: the port {port_text!r} is not a whole number from 1 to "
+            "65535 (the port the secondary takes NOTIFY on; leave it out for 53)"
+        )
+    return address, int(port_text)
 
 
 def key_name(text: str) -> str:
@@ -110,7 +155,8 @@ def secret(text: str | None) -> bytes:
 
 
 def add_secondary(conn: psycopg.Connection[Any], secondary: Secondary) -> bool:
-    """Store ``secondary`` (replacing the key of one already listed at its address);
+    """Store ``secondary`` (replacing the key and NOTIFY port of one already listed at its
+    address);
     return whether it was new. Refused when the zone is not in operator state."""
     zone = canonical_zone_name(secondary.zone)
     with conn.transaction():
@@ -119,13 +165,15 @@ def add_secondary(conn: psycopg.Connection[Any], secondary: Secondary) -> bool:
                 f"zone {zone} is not in the operator-state database; import it first"
             )
         row = conn.execute(
-            "INSERT INTO zone_secondaries (zone, address, key_name, algorithm, secret)"
-            " VALUES (%s, %s, %s, %s, %s)"
+            "INSERT INTO zone_secondaries"
+            " (zone, address, key_name, algorithm, secret, notify_port)"
+            " VALUES (%s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (zone, address) DO UPDATE SET key_name = EXCLUDED.key_name,"
-            " algorithm = EXCLUDED.algorithm, secret = EXCLUDED.secret, added_at = now()"
+            " algorithm = EXCLUDED.algorithm, secret = EXCLUDED.secret,"
+            " notify_port = EXCLUDED.notify_port, added_at = now()"
             " RETURNING (xmax = 0)",
             (zone, secondary.address, secondary.key_name, secondary.algorithm,
-             secondary.secret),
+             secondary.secret, secondary.notify_port),
         ).fetchone()
         _announce(conn, zone)
     return bool(row and row[0])
@@ -153,7 +201,8 @@ def list_secondaries(
 ) -> tuple[Secondary, ...]:
     """The secondaries of ``zone`` (of every zone when ``None``), by zone then address."""
     query = (
-        "SELECT zone, host(address), key_name, algorithm, secret FROM zone_secondaries"
+        "SELECT zone, host(address), key_name, algorithm, secret, notify_port"
+        " FROM zone_secondaries"
     )
     params: tuple[str, ...] = ()
     if zone is not None:
@@ -161,6 +210,6 @@ def list_secondaries(
         params = (canonical_zone_name(zone),)
     query += " ORDER BY zone, address"
     return tuple(
-        Secondary(str(z), str(a), str(k), str(al), bytes(s))
-        for z, a, k, al, s in conn.execute(query, params).fetchall()
+        Secondary(str(z), str(a), str(k), str(al), bytes(s), None if p is None else int(p))
+        for z, a, k, al, s, p in conn.execute(query, params).fetchall()
     )

@@ -74,6 +74,10 @@ whole zone."""
 JOURNAL_KEYS: frozenset[str] = frozenset(
     {JOURNAL_MAX_AGE_KEY, JOURNAL_MAX_RECORDS_KEY, JOURNAL_HOLD_MAX_AGE_KEY}
 )
+TRANSFER_SIGNATURES_KEY = "VALIS_TRANSFER_SIGNATURES"
+"""Signatures the signed transfers of NSEC3 zones keep across zones (default 2000000,
+about 500 MiB); past it the zone transferred longest ago loses its store
+(``valis_core.dns.dnssec.signature_cache``). Applied at the next start."""
 RRL_RATE_KEY = "VALIS_RRL_RATE"
 """UDP responses a second per source prefix and response class; present and not 0, it
 turns response rate limiting on (``valis_core.dns.serve.rrl``); absent or 0 it is off (0, as
@@ -96,7 +100,9 @@ RRL_RANGES: Mapping[str, tuple[int, int]] = {
 """The rate-limit facts and the whole numbers each may be (its bounds included)."""
 RRL_KEYS: frozenset[str] = frozenset(RRL_RANGES) | {RRL_EXEMPT_KEY}
 """Every rate-limit fact: what a reload applies to the UDP loop at once."""
-KNOWN_KEYS: frozenset[str] = REQUIRED_KEYS | OPTIONAL_KEYS | JOURNAL_KEYS | RRL_KEYS
+KNOWN_KEYS: frozenset[str] = (
+    REQUIRED_KEYS | OPTIONAL_KEYS | JOURNAL_KEYS | RRL_KEYS | {TRANSFER_SIGNATURES_KEY}
+)
 
 DEVELOPMENT_LISTENER_KEY = "VALIS_REPL_PORT"
 LOG_LEVELS: frozenset[str] = frozenset({"debug", "info", "warning", "error", "critical"})
@@ -188,6 +194,15 @@ def parse_site_facts(text: str) -> dict[str, str]:
     return facts
 
 
+def transfer_signatures(facts: Mapping[str, str]) -> int:
+    """The bound ``VALIS_TRANSFER_SIGNATURES`` sets (checked when the facts were read),
+    or the default."""
+    from valis_core.dns.dnssec.signature_cache import TRANSFER_SIGNATURES
+
+    value = facts.get(TRANSFER_SIGNATURES_KEY)
+    return TRANSFER_SIGNATURES if value is None else int(value)
+
+
 def served_zones(facts: Mapping[str, str]) -> tuple[str, ...]:
     """The zone names of ``VALIS_SERVED_ZONES``, in the order given (``(EVERY_ZONE,)``
     for every zone: ``serves_every_zone``)."""
@@ -219,7 +234,9 @@ def _check_value(key: str, value: str) -> None:
     bad = next((c for c in value if ord(c) < 0x20 or ord(c) == 0x7F), None)
     if bad is not None:
         raise SiteFactsError(f"site facts: {key} holds control character {bad!r}; remove it")
-    if key in JOURNAL_KEYS and not (value.isdigit() and 0 < int(value) < 2**31):
+    if (key in JOURNAL_KEYS or key == TRANSFER_SIGNATURES_KEY) and not (
+        value.isascii() and value.isdigit() and 0 < int(value) < 2**31
+    ):
         raise SiteFactsError(
             f"site facts: {key} {value!r} is not a whole number from 1 to 2147483647"
         )

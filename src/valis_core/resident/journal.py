@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -30,6 +30,7 @@ from valis_core.operator_state.journal import (
     DEFAULT_MAX_AGE,
     DEFAULT_MAX_RECORDS,
     PRUNE_BATCH,
+    commit_times,
     prune,
     read_difference,
 )
@@ -100,6 +101,14 @@ class JournalReader:
             log.warning("journal: cannot read %s from serial %d (%s); sending the whole zone",
                         zone, old, " ".join(str(exc).split()))
             return None
+
+    async def commit_times(
+        self, versions: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], float]:
+        """When the changes that made ``versions`` (zone, serial) were sealed
+        (``operator_state.journal.commit_times``). Raises ``psycopg.Error`` when the
+        database cannot be read."""
+        return await self._run(lambda conn: commit_times(conn, versions))
 
     async def prune_forever(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED

@@ -16,18 +16,21 @@ import attrs
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-KINDS = frozenset({"counter", "gauge"})
+KINDS = frozenset({"counter", "gauge", "histogram"})
 
 
 @attrs.frozen
 class Sample:
     value: float
     labels: tuple[tuple[str, str], ...] = ()
+    suffix: str = ""
+    """Appended to the family's name: a histogram's ``_bucket``, ``_sum`` and ``_count``."""
 
 
 @attrs.frozen
 class Family:
-    """One metric: its name, ``counter`` or ``gauge``, help text and samples."""
+    """One metric: its name, ``counter``, ``gauge`` or ``histogram``, help text and
+    samples."""
 
     name: str
     kind: str
@@ -75,5 +78,44 @@ def render(families: Iterable[Family]) -> str:
                     f'{name}="{escape_label_value(value)}"' for name, value in sample.labels
                 )
                 labels = "{" + inner + "}"
-            lines.append(f"{family.name}{labels} {format_value(sample.value)}")
+            name = family.name + sample.suffix
+            lines.append(f"{name}{labels} {format_value(sample.value)}")
     return "\n".join(lines) + "\n"
+
+
+class Histogram:
+    """Observations counted into cumulative buckets (``bounds``, upper bounds in
+    increasing order, ``+Inf`` implied), with their sum and count: a Prometheus
+    histogram's state. Observed on the trio thread; read by the fabric there too."""
+
+    __slots__ = ("bounds", "count", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        if list(bounds) != sorted(set(bounds)) or not all(map(math.isfinite, bounds)):
+            raise ValueError(f"histogram bounds must be finite and increasing: {bounds!r}")
+        self.bounds = bounds
+        self.counts = [0] * len(bounds)
+        """Observations at most each bound and above the one before (not cumulative)."""
+        self.count = 0
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        for at, bound in enumerate(self.bounds):
+            if value <= bound:
+                self.counts[at] += 1
+                break
+        self.count += 1
+        self.sum += value
+
+    def family(self, name: str, help: str) -> Family:
+        """The family rendering this histogram as ``name`` (its ``_bucket`` samples
+        cumulative, ``le`` the bound, then ``_sum`` and ``_count``)."""
+        samples: list[Sample] = []
+        below = 0
+        for bound, count in zip(self.bounds, self.counts, strict=True):
+            below += count
+            samples.append(Sample(below, (("le", format_value(bound)),), "_bucket"))
+        samples.append(Sample(self.count, (("le", "+Inf"),), "_bucket"))
+        samples.append(Sample(self.sum, (), "_sum"))
+        samples.append(Sample(self.count, (), "_count"))
+        return Family(name, "histogram", help, tuple(samples))

@@ -229,7 +229,7 @@ class SecondaryReader:
     def _read_sync(self, fenced: bool) -> tuple[Listed, ...]:
         conn = self._connection()
         found = tuple(
-            Listed(s.zone, s.address, s.key_name, s.algorithm, s.secret)
+            Listed(s.zone, s.address, s.key_name, s.algorithm, s.secret, s.notify_port)
             for s in list_secondaries(conn)
         )
         if fenced and self._standing is not None:

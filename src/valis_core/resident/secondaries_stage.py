@@ -1,13 +1,17 @@
 """The ``secondaries`` stage: the listed secondaries read (``resident.secondaries``, the
 fence with them) and followed, zone transfers offered to them with IXFR from the change
 journal (``resident.journal``, pruned while the fence is held), and NOTIFY sent to them
-on every change. Beside ``secondaries``, which imports the transfer engine: nothing of
-the serving stack is imported before the ``codec`` stage.
+on every change, and the commit → wire latency of every change observed
+(``resident.commit_latency``, from the journal). Beside ``secondaries``, which imports
+the transfer engine: nothing of the serving stack is imported before the ``codec``
+stage.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -15,10 +19,14 @@ from valis_core.boot import Boot, need
 from valis_core.boot import boot_log as log
 from valis_core.clock import wall
 
+if TYPE_CHECKING:
+    from valis_core.dns.zone import ServedZone
+
 
 async def offer_transfers(boot: Boot) -> Boot:
     from valis_core.dns.serve.transfer_serve import Transfers
     from valis_core.dns.transfer.notify_send import NotifySender
+    from valis_core.resident.commit_latency import CommitLatency
     from valis_core.resident.journal import JournalLimits, JournalReader
     from valis_core.resident.secondaries import SecondaryReader
 
@@ -41,7 +49,15 @@ async def offer_transfers(boot: Boot) -> Boot:
     source = need(boot.adopted).adoption.dns_udp.host
     sender = NotifySender(source, reader.listed_fenced, known=reader.current)
     await boot.services.start("notify", sender.run)
-    holder.changed = sender.changed
+    latency = CommitLatency(journal.commit_times, holder.versions)
+    await boot.services.start("commit latency", latency.run)
+
+    def changed(zones: Sequence[ServedZone]) -> None:
+        sender.changed(zones)
+        latency.swapped(zones)
+
+    holder.changed = changed
+    views.commit_latency = latency.family
     # A secondary may lack a version served now: a change committed while no node
     # served, or one whose NOTIFY a stopped node never sent. Tell them at once, as a
     # primary does when it loads a zone, rather than at their SOA refresh.

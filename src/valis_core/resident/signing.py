@@ -38,6 +38,7 @@ from valis_core.dns.answer.signed import REFRESH, Signer, ZoneKeys
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.dnssec import DnssecError, ZoneKey, rollover
 from valis_core.dns.dnssec.nsec3 import Nsec3Params
+from valis_core.dns.dnssec.signature_cache import TRANSFER_SIGNATURES
 from valis_core.dns.dnssec.zone_keys import file_zone, forget_zone_key, load_key_ring
 from valis_core.dns.dnssec.zone_servable import missing_keys, needed_tags
 from valis_core.errors import ValisError
@@ -80,11 +81,13 @@ def signer_for(
     *,
     carry: Signer | None = None,
     clock: Clock = wall,
+    transfer_limit: int = TRANSFER_SIGNATURES,
 ) -> tuple[Signer | None, list[str]]:
     """The signer for the served zones ``rows`` name (``None`` when none is signed), and
     one log line per signed zone saying how it is answered; ``nsec3`` names the zones
     denying with an NSEC3 chain (the others deny compactly); ``carry``, the signer it
-    replaces, whose signatures by keys still signing it keeps."""
+    replaces, whose signatures by keys still signing it keeps; ``transfer_limit``, the
+    signatures its signed transfers keep across zones (``VALIS_TRANSFER_SIGNATURES``)."""
     zones: dict[bytes, ZoneKeys | None] = {}
     chains: dict[bytes, Nsec3Params] = {}
     lines = []
@@ -123,7 +126,9 @@ def signer_for(
             f"dnssec: zone {wire.to_text(apex)} denies existence with NSEC3 (iterations "
             f"{params.iterations}, salt {params.salt.hex() or '-'}, no opt-out)"
         )
-    return Signer(zones, clock=clock, nsec3=chains, carry=carry), lines
+    signer = Signer(zones, clock=clock, nsec3=chains, carry=carry)
+    signer.cache.transfer_limit = transfer_limit
+    return signer, lines
 
 
 class SigningFollower:
@@ -139,8 +144,11 @@ class SigningFollower:
         clock: Clock = wall,
         follows: Callable[[], Sequence[str]] | None = None,
         opens: Callable[[], psycopg.Connection[Any]] | None = None,
+        transfer_limit: int = TRANSFER_SIGNATURES,
     ) -> None:
         self.dsn = dsn
+        self.transfer_limit = transfer_limit
+        """Signatures signed transfers keep across zones (``VALIS_TRANSFER_SIGNATURES``)."""
         self.state_dir = state_dir
         self.served = tuple(served)
         self.follows = follows
@@ -320,7 +328,8 @@ class SigningFollower:
         keys: dict[str, dict[int, ZoneKey]],
     ) -> tuple[Signer | None, list[str]]:
         return signer_for(
-            rows, keys, self.served, self._denials, carry=holder.signer, clock=self.clock
+            rows, keys, self.served, self._denials, carry=holder.signer, clock=self.clock,
+            transfer_limit=self.transfer_limit,
         )
 
     @staticmethod

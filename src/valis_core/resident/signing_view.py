@@ -111,6 +111,23 @@ def signing_families(signer: Signer | None) -> list[Family]:
             (Sample(signer.made),),
         ),
         Family(
+            "valis_dnssec_transfer_signatures",
+            "gauge",
+            "RRSIGs the signed transfers of NSEC3 zones keep, all zones together, and "
+            "their bound (VALIS_TRANSFER_SIGNATURES).",
+            (
+                Sample(signer.cache.transfer_signatures(), (("of", "kept"),)),
+                Sample(signer.cache.transfer_limit, (("of", "limit"),)),
+            ),
+        ),
+        Family(
+            "valis_dnssec_transfer_signature_evictions_total",
+            "counter",
+            "Zones whose transfer signatures were dropped to stay within the bound, the "
+            "zone transferred longest ago first (its next transfer signs it anew).",
+            (Sample(signer.cache.transfer_evictions),),
+        ),
+        Family(
             "valis_dnssec_signature_cache_total",
             "counter",
             "RRSIGs asked of the signature cache, by outcome: hit (kept from earlier "

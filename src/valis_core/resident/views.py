@@ -143,6 +143,9 @@ class NodeViews:
     """Zone transfers served and refused; None when not wired."""
     notify_stats: NotifyStats | None = None
     """NOTIFYs sent to secondaries; None when not wired."""
+    commit_latency: Callable[[], Family] | None = None
+    """The commit → wire latency histogram (``resident.commit_latency``); None when not
+    wired."""
     secondaries: Callable[[], Sequence[SecondaryState]] | None = None
     """Each listed secondary's serial and lag; None when not wired."""
     edge_stats: EdgeStats | None = None
@@ -266,6 +269,7 @@ class NodeViews:
             *self._transfer_families(),
             *self._edge_families(),
             *signing_families(self.holder.signer),
+            *([] if self.commit_latency is None else [self.commit_latency()]),
         ]
 
     def _edge_families(self) -> list[Family]:

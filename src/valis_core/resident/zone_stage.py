@@ -40,11 +40,13 @@ async def index_zones(boot: Boot) -> Boot:
     boot.services.stack.callback(follower.close)
     await boot.services.start("zone source", fence_final(follower.run))
 
+    from valis_core.operator_state.site_facts import transfer_signatures
     from valis_core.resident.signing import SigningFollower
 
     signing = SigningFollower(
         config.dsn, need(boot.state_dir), source.zones, standing=lambda: watch.standing,
         follows=lambda: follower.source.zones,
+        transfer_limit=transfer_signatures(config.facts),
     )
     boot.services.stack.callback(signing.close)
     await signing.load(holder)

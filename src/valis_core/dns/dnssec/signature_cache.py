@@ -22,16 +22,27 @@ served for the data, key and window it was made for:
   transferred uses, so a second transfer of an unchanged zone signs nothing and a changed
   one signs only the RRsets and NSEC3 records the change touched, while a transfer of a
   large zone never pushes the answer path's hot signatures out. Its size is the zone's:
-  at most two versions' signatures, about 260 bytes each (``docs/dnssec.md``).
+  at most two versions' signatures, about 260 bytes each (``docs/dnssec.md``). The
+  stores of all zones together keep at most ``transfer_limit`` signatures (the site fact
+  ``VALIS_TRANSFER_SIGNATURES``): as each signed transfer ends, while they hold more,
+  the store of the zone transferred longest ago is dropped (least recently used by zone;
+  the one just transferred last, so a zone larger than the bound is re-signed at each
+  transfer rather than kept), each drop counted in ``transfer_evictions``.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 
 SIGNATURE_ENTRIES = 200_000
 """Answer-path signatures kept; past this many the cache starts again."""
+
+TRANSFER_SIGNATURES = 2_000_000
+"""Signatures the transfer stores of all zones keep together by default (about 500 MiB;
+the site fact ``VALIS_TRANSFER_SIGNATURES``): ten zones of 100 000 owners transferred in
+turn."""
 
 Partition = tuple[bytes, bytes, int]
 """A zone's apex, a signing key's DNSKEY rdata, and a refresh window."""
@@ -111,14 +122,19 @@ class SignatureCache:
     counts by zone (made, and served from a store instead of made) since the node
     started."""
 
-    def __init__(self) -> None:
+    def __init__(self, transfer_limit: int = TRANSFER_SIGNATURES) -> None:
         self._parts: dict[Partition, dict[Hashable, bytes]] = {}
         self._entries = 0
         self._allowed: dict[bytes, frozenset[bytes]] | None = None
-        self._transfers: dict[bytes, TransferSignatures] = {}
+        self._transfers: OrderedDict[bytes, TransferSignatures] = OrderedDict()
+        """By zone, the one whose transfer began longest ago first."""
         self._lock = threading.Lock()
         self.made: dict[bytes, int] = {}
         self.hits: dict[bytes, int] = {}
+        self.transfer_limit = transfer_limit
+        """Signatures the transfer stores keep together, checked as each transfer ends."""
+        self.transfer_evictions = 0
+        """Zones' transfer stores dropped to stay within ``transfer_limit``."""
 
     def retain(
         self, signing: Mapping[bytes, frozenset[bytes]], transferred: frozenset[bytes]
@@ -170,14 +186,31 @@ class SignatureCache:
             kept = self._transfers.get(apex)
             if kept is None or kept.tag != tag:
                 kept = self._transfers[apex] = TransferSignatures(tag)
+            self._transfers.move_to_end(apex)
             kept.begin(version)
             return kept
 
     def counted(self, apex: bytes, made: int, hits: int) -> None:
-        """Count signatures a transfer made and found."""
+        """Count signatures a transfer made and found (as it ends), and drop the stores
+        used longest ago while they hold more than ``transfer_limit``."""
         with self._lock:
             self.made[apex] = self.made.get(apex, 0) + made
             self.hits[apex] = self.hits.get(apex, 0) + hits
+            held = sum(kept.signatures for kept in self._transfers.values())
+            while held > self.transfer_limit and self._transfers:
+                _, dropped = self._transfers.popitem(last=False)
+                held -= dropped.signatures
+                self.transfer_evictions += 1
+
+    def transfer_signatures(self) -> int:
+        """How many signatures the transfer stores of all zones keep."""
+        with self._lock:
+            return sum(kept.signatures for kept in self._transfers.values())
+
+    def transfer_zones(self) -> tuple[bytes, ...]:
+        """The zones with a transfer store, the one used longest ago first."""
+        with self._lock:
+            return tuple(self._transfers)
 
     def cached_by_zone(self) -> dict[bytes, int]:
         """How many signatures are kept for each zone, both stores'."""

@@ -101,13 +101,15 @@ WireRecord = tuple[bytes, int, int, bytes]
 
 @attrs.frozen
 class Listed:
-    """A secondary as access needs it: its zone, address and TSIG key."""
+    """A secondary as access needs it: its zone, address and TSIG key; and the port its
+    NOTIFY goes to (``None``: the sender's, 53)."""
 
     zone: str
     address: str
     key_name: str
     algorithm: str
     secret: bytes = attrs.field(repr=False)
+    notify_port: int | None = None
     signs_as: tuple[str, str] = attrs.field(
         init=False, repr=False, eq=False,
         default=attrs.Factory(

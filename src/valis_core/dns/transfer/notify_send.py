@@ -6,7 +6,8 @@ swap it hands the zones whose version changed to the ``NotifySender`` (a zone le
 untouched is the very same object in the new index). The sender asks for the listed
 secondaries once per batch of changes, so a secondary added since is told too, and
 sends each of the zone's secondaries a signed NOTIFY over UDP from the node's DNS
-address: the secondary's ACL names the primary by that address. A NOTIFY unanswered
+address (the secondary's ACL names the primary by that address) to the secondary's own
+NOTIFY port when it has one, ``port`` (53) otherwise. A NOTIFY unanswered
 after ``timeout`` seconds is sent again, the wait doubling, at most ``attempts`` times;
 a newer change of the same zone replaces the NOTIFY still being retried for it. At most
 ``IN_FLIGHT`` NOTIFYs wait for their answer at once; the others queue for a turn.
@@ -175,17 +176,18 @@ class NotifySender:
             with scope:
                 message = notify_message(zone, random.randrange(65536), secondary.key())
                 async with self._in_flight:
-                    await self._exchange(message, secondary.address)
+                    await self._exchange(message, secondary.address,
+                                         secondary.notify_port or self._port)
         finally:
             if self._pending.get(slot) is scope:
                 del self._pending[slot]
 
-    async def _exchange(self, message: Notify, address: str) -> None:
+    async def _exchange(self, message: Notify, address: str, port: int) -> None:
         family = socket.AF_INET6 if ":" in address else socket.AF_INET
         with trio.socket.socket(family, socket.SOCK_DGRAM) as sock:
             try:
                 await sock.bind((_source_for(self._source, family), 0))
-                await sock.connect((address, self._port))
+                await sock.connect((address, port))
             except OSError as exc:
                 self.stats.unanswered += 1
                 log.warning("notify: %s serial %d to %s: cannot send from %s (%s)",
