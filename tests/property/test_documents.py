@@ -677,8 +677,8 @@ def test_the_zone_listings_print_what_they_printed_before() -> None:
         {"zone": "other.test.", "records": 0, "serial": None, "served_by": [],
          "serial_policy": "date"},
     ], indent=1) + "\n").encode()
-    plain = {"zone": "example.test.", "address": "192.0.2.9", "key_name": "k.",
-             "algorithm": "hmac-sha256"}
+    plain: dict[str, Any] = {"zone": "example.test.", "address": "192.0.2.9", "key_name": "k.",
+                             "algorithm": "hmac-sha256"}
     # What it printed before, and the NOTIFY port (issue 31; null: 53) after it.
     assert SECONDARIES.render((SecondaryListing(**plain),)) == (
         json.dumps([{**plain, "notify_port": None}], indent=1) + "\n"
