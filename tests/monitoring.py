@@ -141,16 +141,17 @@ def exported(metrics_text: str) -> dict[str, str]:
     return dict(_TYPE_LINE.findall(metrics_text))
 
 
-def not_exported(names: set[str], families: dict[str, str]) -> set[str]:
+def not_exported(names: set[str], families: dict[str, str],
+                 awaited: frozenset[str] = frozenset()) -> set[str]:
     """Of ``names``, those no family exports (a histogram's ``_bucket``, ``_sum`` and
-    ``_count`` series belong to its family)."""
+    ``_count`` series belong to its family), leaving out ``awaited`` histograms' series."""
     missing = set()
     for name in names:
-        if name in families:
+        if name in families or name in awaited:
             continue
         base = next((name[: -len(suffix)] for suffix in _HISTOGRAM_SUFFIXES
                      if name.endswith(suffix)), None)
-        if base is not None and families.get(base) == "histogram":
+        if base is not None and (families.get(base) == "histogram" or base in awaited):
             continue
         missing.add(name)
     return missing
