@@ -31,9 +31,6 @@ AWAITING_MERGE = frozenset({COMMIT_TO_WIRE})
 """Names the dashboard uses that another branch adds to the node (ops-tsig's commit ->
 wire histogram): tolerated as not exported until that branch is merged. Empty it then."""
 
-PROMETHEUS_SERIES = frozenset({"up"})
-"""Series Prometheus makes itself for every scrape target, not the node."""
-
 _KEYWORDS = frozenset({
     "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or",
     "unless", "offset", "inf", "nan", "start", "end",

@@ -72,7 +72,8 @@ def test_the_rule_reader_drops_only_annotations() -> None:
 
 
 @pytest.mark.parametrize(("expr", "names"), [
-    ("up{job=\"valis\"} == 0", {"up"}),
+    ("max_over_time(valis_ready[1d]) unless valis_ready{job=\"valis\"} == 0",
+     {"valis_ready"}),
     ("valis_secondary_lag_seconds > on(job, instance, zone) group_left() "
      "(valis_zone_soa_refresh_seconds > 0)",
      {"valis_secondary_lag_seconds", "valis_zone_soa_refresh_seconds"}),
