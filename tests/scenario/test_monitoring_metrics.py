@@ -1,11 +1,13 @@
 """Every metric the shipped alerting rules and dashboard name (docs/examples) is one a live
 node exports: a resident serving a zone it signs, with a listed secondary and an elected
 edge holding its certificate (every family a rule or panel reads then exists), read over
-its fabric's ``/metrics`` as Prometheus would read it."""
+its fabric's ``/metrics`` as Prometheus would read it (``promtool check metrics`` parses
+and lints it)."""
 
 from __future__ import annotations
 
 import pwd
+import subprocess
 
 from tests.monitoring import (
     AWAITING_MERGE,
@@ -15,6 +17,7 @@ from tests.monitoring import (
     exported,
     metric_names,
     not_exported,
+    promtool,
     rule_expressions,
 )
 from tests.scenario.bounded_wait import until
@@ -48,7 +51,12 @@ def test_every_metric_a_rule_or_panel_names_is_one_the_node_exports(
 
     until(lambda: 'valis_dnssec_zones{state="signing"} 1\n' in metrics(),
           "the node to sign the zone it was told to sign")
-    families = exported(metrics())
+    text = metrics()
+    families = exported(text)
+    # Prometheus's own reading of the exposition: parsed, and clean of its lint.
+    linted = subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
 
     named = {
         f"rule {alert}": metric_names(expr)
