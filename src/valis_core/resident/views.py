@@ -335,6 +335,13 @@ class NodeViews:
                 "1 while the operator-state database answers the heartbeat, else 0.",
                 (Sample(1 if connected else 0),),
             ))
+            families.append(Family(
+                "valis_zone_source_following",
+                "gauge",
+                "1 while the zone source follows operator state (connected, every served "
+                "zone re-read since it connected), else 0: changes are not served.",
+                (Sample(1 if self.zone_stats.following else 0),),
+            ))
         if self.failed_heartbeats is not None:
             families.append(Family(
                 "valis_fence_heartbeats_failed_total",
