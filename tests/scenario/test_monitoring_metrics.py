@@ -1,8 +1,8 @@
 """Every metric the shipped alerting rules and dashboard name (docs/examples) is one a live
-node exports: a resident serving a zone it signs, with a listed secondary and an elected
-edge holding its certificate (every family a rule or panel reads then exists), read over
-its fabric's ``/metrics`` as Prometheus would read it (``promtool check metrics`` parses
-and lints it)."""
+node exports: a resident serving a zone it signs and whose key it rolls, with a listed
+secondary and an elected edge holding its certificate (every family a rule or panel reads
+then exists), read over its fabric's ``/metrics`` as Prometheus would read it (``promtool
+check metrics`` parses and lints it)."""
 
 from __future__ import annotations
 
@@ -41,16 +41,17 @@ def test_every_metric_a_rule_or_panel_names_is_one_the_node_exports(
             (account.pw_uid, account.pw_gid))
     resident = resident_harness.start(state_dir, site_facts(zone_dsn), edge=True)
     resident.wait_ready()
-    status, _, err = valis("zone", "sign", ZONE, "--state-dir", str(state_dir))
-    assert status == 0, err
+    for verb in ("sign", "rollover"):  # a roll under way: its step's families exist too
+        status, _, err = valis("zone", verb, ZONE, "--state-dir", str(state_dir))
+        assert status == 0, err
 
     def metrics() -> str:
         code, body = resident.fabric_get("/metrics")
         assert code == 200, body
         return body.decode()
 
-    until(lambda: 'valis_dnssec_zones{state="signing"} 1\n' in metrics(),
-          "the node to sign the zone it was told to sign")
+    until(lambda: f'valis_dnssec_rollover_step{{zone="{ZONE}",step="ds-submit"}}' in metrics(),
+          "the node to sign the zone it was told to sign, and to roll its key")
     text = metrics()
     families = exported(text)
     # Prometheus's own reading of the exposition: parsed, and clean of its lint.
