@@ -15,7 +15,9 @@ apply stages (``<root>/versions/<version>/``, reached as ``<root>/current/``):
   launcher config's ``catchall-object-path`` names (``<root>/current/lib/...``);
 - ``lib/systemd/system/<unit>``: every unit under ``packaging/systemd``;
 - ``share/doc/valis/``: the operator documentation (``docs/*.md``), which the unit's
-  ``Documentation=`` names.
+  ``Documentation=`` names, and under ``examples/`` the monitoring it describes
+  (``docs/monitoring.md``): the Grafana dashboard, the Prometheus alerting rules and
+  their unit tests.
 
 The version is the project's, from ``pyproject.toml``; a bundle frozen from another
 version (its ``valis-<version>.dist-info`` says which) is refused. Per-host files (the
@@ -42,6 +44,9 @@ STEER_OBJECT = "lib/sk-lookup-catchall.bpf.o"
 UNITS = "lib/systemd/system"
 UNIT_SUFFIXES = (".service", ".socket")
 DOCS = "share/doc/valis"
+MONITORING = ("valis-grafana-dashboard.json", "valis-alerts.yml", "valis-alerts.test.yml",
+              "valis-alerts-expiry.test.yml")
+"""The monitoring files of ``docs/examples``, delivered under ``share/doc/valis/examples``."""
 
 
 class DistError(ValisError):
@@ -98,7 +103,11 @@ def steer_files(steer_object: Path) -> dict[str, tuple[bytes, int]]:
 
 
 def doc_files(docs: Path = REPO / "docs") -> dict[str, tuple[bytes, int]]:
-    return {f"{DOCS}/{path.name}": (path.read_bytes(), 0o644) for path in sorted(docs.glob("*.md"))}
+    files = {f"{DOCS}/{path.name}": (path.read_bytes(), 0o644)
+             for path in sorted(docs.glob("*.md"))}
+    for name in MONITORING:
+        files[f"{DOCS}/examples/{name}"] = ((docs / "examples" / name).read_bytes(), 0o644)
+    return files
 
 
 def stage(bundle: Path, out: Path, version: str, steer_object: Path | None = None) -> int:

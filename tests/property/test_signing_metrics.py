@@ -1,6 +1,6 @@
 """The node's metrics say how many zones it signs, how many it fails closed for want of
-their key, how many signatures it has made, found cached and keeps; a node signing nothing
-shows none."""
+their key, how many signatures it has made, found cached and keeps, and when the
+signatures it serves expire; a node signing nothing shows none."""
 
 from __future__ import annotations
 
@@ -43,6 +43,10 @@ def test_signing_is_counted_in_the_metrics() -> None:
     answer(holder.snapshot, query.to_wire(), transport=Transport.UDP)
     assert dnssec_samples(node) == {
         "valis_dnssec_zones": [(1, (("state", "signing"),)), (1, (("state", "lacking_key"),))],
+        # 1.8e9 is in the refresh window starting 1_799_971_200; valid 14 days from there.
+        "valis_dnssec_signatures_not_after": [(1_799_971_200 + 14 * 86400,
+                                               (("zone", "example.test."),))],
+        "valis_dnssec_signature_validity_seconds": [(14 * 86400, ())],
         "valis_dnssec_signatures_made_total": [(1, ())],
         "valis_dnssec_transfer_signatures": [(0, (("of", "kept"),)),
                                              (2_000_000, (("of", "limit"),))],
@@ -51,3 +55,15 @@ def test_signing_is_counted_in_the_metrics() -> None:
                                                (1, (("outcome", "miss"),))],
         "valis_dnssec_signatures_cached": [(1, (("zone", "example.test."),))],
     }
+
+
+def test_each_zone_says_the_soa_refresh_its_secondaries_follow() -> None:
+    """The SOA REFRESH served for each zone (the alerts compare a secondary's lag with
+    it); a zone whose apex SOA is not answered says -1."""
+    holder = IndexHolder(ZoneIndex.from_zone_text(ZONE_TEXT, "example.test."))
+    node = views(holder)
+    node.zones = ("example.test.", "absent.test.")
+    (family,) = [f for f in node.metric_families() if f.name == "valis_zone_soa_refresh_seconds"]
+    assert [(sample.value, sample.labels) for sample in family.samples] == [
+        (7200, (("zone", "example.test."),)), (-1, (("zone", "absent.test."),)),
+    ]

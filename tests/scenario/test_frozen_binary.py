@@ -429,6 +429,9 @@ def test_dist_is_a_sound_delivery_of_the_bundle_and_the_unit(
         if not path.is_dir()
     }
     docs = {f"share/doc/valis/{path.name}" for path in (REPO / "docs").glob("*.md")}
+    docs |= {f"share/doc/valis/examples/{name}" for name in (
+        "valis-grafana-dashboard.json", "valis-alerts.yml", "valis-alerts.test.yml",
+        "valis-alerts-expiry.test.yml")}
     delivered = {*units, "lib/sk-lookup-catchall.bpf.o"}
     assert on_disk | delivered | docs == set(files)
     assert files["lib/sk-lookup-catchall.bpf.o"].mode == 0o644

@@ -52,6 +52,9 @@ def test_a_database_outage_is_one_line_down_short_retries_and_one_line_back(
     _code, body = resident.fabric_get("/metrics")
     assert metric(body.decode(), "valis_database_up") == "0"
     assert int(metric(body.decode(), "valis_fence_heartbeats_failed_total")) >= 2
+    until(lambda: metric(resident.fabric_get("/metrics")[1].decode(),
+                         "valis_zone_source_following") == "0",
+          "the metrics to say the zone source lost operator state")
 
     running.cluster.start()
     until(lambda: BACK in resident.stderr(), "the database's return logged")
@@ -70,3 +73,4 @@ def test_a_database_outage_is_one_line_down_short_retries_and_one_line_back(
     assert shown.returncode == 0, shown.stdout
     _code, body = resident.fabric_get("/metrics")
     assert metric(body.decode(), "valis_database_up") == "1"
+    assert metric(body.decode(), "valis_zone_source_following") == "1"

@@ -76,6 +76,7 @@ def signing_families(signer: Signer | None) -> list[Family]:
     rolls = _rolling(signer)
     cached = signer.cached_by_zone()
     numbered = ", ".join(f"{step_number(step)} {step}" for step in ALL_STEPS)
+    not_after = signer.window() * REFRESH + VALIDITY
     return [
         Family(
             "valis_dnssec_zones",
@@ -103,6 +104,25 @@ def signing_families(signer: Signer | None) -> list[Family]:
             "0 while the step waits for the operator to confirm the parent's DS).",
             tuple(Sample(keys.due or 0, (("zone", zone),)) for zone, keys, _step in rolls),
         )] if rolls else []),
+        Family(
+            "valis_dnssec_signatures_not_after",
+            "gauge",
+            "When the signatures each zone is served with now expire (UNIX time): the "
+            "current refresh window's start plus their validity; signatures are made "
+            "again each window, so this stays valis_dnssec_signature_validity_seconds "
+            "minus at most a day ahead of the clock.",
+            tuple(
+                Sample(not_after, (("zone", names.to_text(apex)),))
+                for apex, zone in sorted(signer.zones.items()) if zone.keys is not None
+            ),
+        ),
+        Family(
+            "valis_dnssec_signature_validity_seconds",
+            "gauge",
+            "How long a signature is valid from the start of its refresh window: a "
+            "secondary behind for longer serves expired signatures of a signed zone.",
+            (Sample(VALIDITY),),
+        ),
         Family(
             "valis_dnssec_signatures_made_total",
             "counter",

@@ -90,6 +90,11 @@ def public_soa(holder: IndexHolder, zone: str) -> SoaView:
     )
 
 
+def soa_refresh(view: SoaView) -> int:
+    """The REFRESH field of the SOA ``view`` answered (-1: none answered)."""
+    return -1 if view.soa is None else int(view.soa.split()[3])
+
+
 def serving_last_good(since: float | None) -> str:
     """What a node without its database serves, in the words /status and ``valis
     status`` use."""
@@ -307,6 +312,7 @@ class NodeViews:
         ]
 
     def _database_families(self) -> list[Family]:
+        views = [public_soa(self.holder, zone) for zone in self.zones]
         families = [
             Family(
                 "valis_zone_serial",
@@ -314,9 +320,16 @@ class NodeViews:
                 "The SOA serial served for each zone (-1 when its apex SOA is not answered).",
                 tuple(
                     Sample(-1 if view.serial is None else view.serial, (("zone", view.zone),))
-                    for view in (public_soa(self.holder, zone) for zone in self.zones)
+                    for view in views
                 ),
-            )
+            ),
+            Family(
+                "valis_zone_soa_refresh_seconds",
+                "gauge",
+                "The SOA REFRESH each zone serves: how often its secondaries ask for a newer "
+                "serial (-1 when its apex SOA is not answered).",
+                tuple(Sample(soa_refresh(view), (("zone", view.zone),)) for view in views),
+            ),
         ]
         if self.database is not None:
             connected, _since = self.database()
@@ -325,6 +338,13 @@ class NodeViews:
                 "gauge",
                 "1 while the operator-state database answers the heartbeat, else 0.",
                 (Sample(1 if connected else 0),),
+            ))
+            families.append(Family(
+                "valis_zone_source_following",
+                "gauge",
+                "1 while the zone source follows operator state (connected, every served "
+                "zone re-read since it connected), else 0: changes are not served.",
+                (Sample(1 if self.zone_stats.following else 0),),
             ))
         if self.failed_heartbeats is not None:
             families.append(Family(
