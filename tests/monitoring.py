@@ -27,10 +27,6 @@ COMMIT_TO_WIRE = "valis_commit_to_wire_seconds"
 """The commit -> wire latency histogram, as the dashboard's constant ``commit_to_wire``
 names it (its panels say ``${commit_to_wire}_bucket``)."""
 
-AWAITING_MERGE = frozenset({COMMIT_TO_WIRE})
-"""Names the dashboard uses that another branch adds to the node (ops-tsig's commit ->
-wire histogram): tolerated as not exported until that branch is merged. Empty it then."""
-
 _KEYWORDS = frozenset({
     "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or",
     "unless", "offset", "inf", "nan", "start", "end",
@@ -138,17 +134,16 @@ def exported(metrics_text: str) -> dict[str, str]:
     return dict(_TYPE_LINE.findall(metrics_text))
 
 
-def not_exported(names: set[str], families: dict[str, str],
-                 awaited: frozenset[str] = frozenset()) -> set[str]:
+def not_exported(names: set[str], families: dict[str, str]) -> set[str]:
     """Of ``names``, those no family exports (a histogram's ``_bucket``, ``_sum`` and
-    ``_count`` series belong to its family), leaving out ``awaited`` histograms' series."""
+    ``_count`` series belong to its family)."""
     missing = set()
     for name in names:
-        if name in families or name in awaited:
+        if name in families:
             continue
         base = next((name[: -len(suffix)] for suffix in _HISTOGRAM_SUFFIXES
                      if name.endswith(suffix)), None)
-        if base is not None and (families.get(base) == "histogram" or base in awaited):
+        if base is not None and families.get(base) == "histogram":
             continue
         missing.add(name)
     return missing

@@ -10,7 +10,6 @@ import pwd
 import subprocess
 
 from tests.monitoring import (
-    AWAITING_MERGE,
     RULES,
     dashboard,
     dashboard_expressions,
@@ -67,10 +66,7 @@ def test_every_metric_a_rule_or_panel_names_is_one_the_node_exports(
                   for expr in dashboard_expressions(dashboard())})
     unknown = {
         where: missing for where, names in named.items()
-        if (missing := not_exported(names, families, AWAITING_MERGE))
+        if (missing := not_exported(names, families))
     }
     assert unknown == {}, f"named but not exported by the node: {unknown}"
     assert all(names for names in named.values())
-    # Once the awaited branch is merged its names are exported: the tolerance must go.
-    assert not AWAITING_MERGE & families.keys(), (
-        "the node exports these now: empty tests.monitoring.AWAITING_MERGE")
