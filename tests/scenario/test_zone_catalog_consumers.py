@@ -1,12 +1,15 @@
 """A secondary consuming a node's catalog zone (RFC 9432) follows the operator's catalog
 with no configuration of its own touched: a zone imported and added to the catalog is
 transferred and answered by the secondary, a member removed or whose zone is deleted is
-dropped by it. Knot 3.2 (``catalog-role: interpret``) consumes the catalog in its own
-network namespace; its configuration names the catalog and nothing of its members."""
+dropped by it. Knot 3.2 (``catalog-role: interpret``) and BIND 9.18 (``catalog-zones``)
+each consume the catalog in their own network namespace; their configuration names the
+catalog and nothing of its members."""
 
 from __future__ import annotations
 
 import base64
+import re
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -102,16 +105,68 @@ def gone(wire: Wire, name: str) -> bool:
         return False
 
 
-def knot_status(directory: Path, zone: str) -> str:
-    return subprocess.run(
-        ["knotc", "-s", str(directory / "knot.sock"), "zone-status", zone],
+def bind_catalog_conf(directory: Path, secret: str) -> str:
+    """BIND 9.18 consuming the catalog (``catalog-zones``), as docs/catalog.md gives it."""
+    primary = f"{NODE_IP} key \"{KEY_NAME}\""
+    return f"""options {{
+    directory "{directory}";
+    pid-file "{directory}/named.pid";
+    session-keyfile "{directory}/session.key";
+    managed-keys-directory "{directory}";
+    listen-on port 53 {{ {SECONDARY_IP}; }};
+    listen-on-v6 {{ none; }};
+    recursion no;
+    allow-new-zones yes;
+    catalog-zones {{
+        zone "{CATALOG}" default-primaries {{ {primary}; }}
+            zone-directory "{directory}" in-memory no;
+    }};
+}};
+controls {{ }};
+key "{KEY_NAME}" {{
+    algorithm hmac-sha256;
+    secret "{secret}";
+}};
+zone "{CATALOG}" {{
+    type secondary;
+    primaries {{ {primary}; }};
+    file "{directory}/catalog.db";
+}};
+"""
+
+
+def knot_serial(wire: Wire, directory: Path) -> str:
+    """The catalog's serial Knot holds (it answers no query for a catalog zone; its
+    control socket says)."""
+    out = subprocess.run(
+        ["knotc", "-s", str(directory / "knot.sock"), "zone-status", CATALOG],
         capture_output=True, text=True, timeout=10, check=False,
     ).stdout
+    found = re.search(r"serial: (\d+)", out)
+    return found.group(1) if found else ""
 
 
-def test_knot_serves_the_members_of_the_catalog_and_drops_those_that_leave(
-    pg_cluster: PgCluster, state_dsn: str, run_account_dir: Path, wire: Wire
+def bind_serial(wire: Wire, directory: Path) -> str:
+    """The catalog's serial BIND serves."""
+    found = answers(wire, CATALOG, "SOA")
+    return found[0].split()[6] if found else ""
+
+
+CONSUMERS = {
+    "knot": (knot_catalog_conf, ["knotd", "-c"], "knot.log", knot_serial),
+    "bind": (bind_catalog_conf, ["named", "-g", "-c"], "bind.out", bind_serial),
+}
+"""Each consumer: its configuration, how it runs in the foreground, its log, and how to
+read the catalog's serial it holds."""
+
+
+@pytest.mark.parametrize("consumer", sorted(CONSUMERS))
+def test_a_consumer_serves_the_members_of_the_catalog_and_drops_those_that_leave(
+    pg_cluster: PgCluster, state_dsn: str, run_account_dir: Path, wire: Wire, consumer: str
 ) -> None:
+    conf, command, log_name, held_serial = CONSUMERS[consumer]
+    if shutil.which(command[0]) is None and not Path("/usr/sbin", command[0]).exists():
+        pytest.skip(f"{command[0]} is not installed (scripts/bootstrap installs it)")
     secret = base64.b64encode(bytes(range(1, 33))).decode()
     import_zone(pg_cluster, state_dsn, "b.test.", extra="www IN A 192.0.2.82\n")
     assert valis("zone", "catalog", "create", "--dsn", state_dsn, CATALOG)[0] == 0
@@ -123,58 +178,58 @@ def test_knot_serves_the_members_of_the_catalog_and_drops_those_that_leave(
                                       base64.b64decode(secret)))
     node = start_node(wire, make_state_dir(run_account_dir), site_facts(state_dsn, zones="*"),
                       run_account_dir)
-    directory = Path(tempfile.mkdtemp(prefix="knot-", dir=run_account_dir))
-    (directory / "knot.conf").write_text(knot_catalog_conf(directory, secret))
-    knot = None
+    directory = Path(tempfile.mkdtemp(prefix=f"{consumer}-", dir=run_account_dir))
+    (directory / f"{consumer}.conf").write_text(conf(directory, secret))
+    server = None
     try:
         node.wait_ready()
-        knot = subprocess.Popen(
-            ["ip", "netns", "exec", wire.secondary, "knotd", "-c", str(directory / "knot.conf")],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        log = directory / "knot.log"
-        # The member listed before Knot started, in group ``other``: transferred and served.
+        log = directory / log_name
+        with (directory / f"{consumer}.out").open("ab") as sink:
+            server = subprocess.Popen(
+                ["ip", "netns", "exec", wire.secondary, *command,
+                 str(directory / f"{consumer}.conf")],
+                stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, start_new_session=True,
+            )
+        # The member listed before the consumer started, in group ``other``: transferred and served.
         found = wait_for(lambda: answers(wire, "www.b.test."), BOUND,
-                         f"Knot to serve the catalog's member b.test. ({log})", interval=0.2)
+                         f"{consumer} to serve the catalog's member b.test. ({log})", interval=0.2)
         assert found[0].split()[-1] == "192.0.2.82"
 
-        # A zone imported now and added to the catalog: Knot is told (NOTIFY), transfers
+        # A zone imported now and added to the catalog: the consumer is told (NOTIFY), transfers
         # the catalog's change, then the new member, and answers for it.
         import_zone(pg_cluster, state_dsn, "a.test.", extra="www IN A 192.0.2.81\n")
         status, out, _ = valis("zone", "catalog", "add", "--dsn", state_dsn, CATALOG, "a.test.")
         assert status == 0, out
         found = wait_for(lambda: answers(wire, "www.a.test."), BOUND,
-                         f"Knot to serve the new member a.test. ({log})", interval=0.2)
+                         f"{consumer} to serve the new member a.test. ({log})", interval=0.2)
         assert found[0].split()[-1] == "192.0.2.81"
         assert "IXFR from serial" in node.stderr()  # the catalog followed incrementally
 
-        # A change to a member reaches Knot by the member's own NOTIFY and IXFR.
+        # A change to a member reaches the consumer by the member's own NOTIFY and IXFR.
         import_zone(pg_cluster, state_dsn, "a.test.", serial=2,
                     extra="www IN A 192.0.2.81\nnew IN A 192.0.2.83\n")
         wait_for(lambda: answers(wire, "new.a.test."), BOUND,
-                 f"Knot to follow a change of a.test. ({log})", interval=0.2)
+                 f"{consumer} to follow a change of a.test. ({log})", interval=0.2)
 
-        # Removed from the catalog: Knot drops the zone.
+        # Removed from the catalog: the consumer drops the zone.
         assert valis("zone", "catalog", "remove", "--dsn", state_dsn, CATALOG, "a.test.")[0] == 0
-        wait_for(lambda: gone(wire, "a.test."), BOUND, f"Knot to drop a.test. ({log})",
+        wait_for(lambda: gone(wire, "a.test."), BOUND, f"{consumer} to drop a.test. ({log})",
                  interval=0.2)
-        # Its zone deleted from operator state: it leaves the catalog, and Knot drops it.
+        # Its zone deleted from operator state: it leaves the catalog, and the consumer drops it.
         assert valis("zone", "delete", "--dsn", state_dsn, "--force", "b.test.")[0] == 0
-        wait_for(lambda: gone(wire, "b.test."), BOUND, f"Knot to drop b.test. ({log})",
+        wait_for(lambda: gone(wire, "b.test."), BOUND, f"{consumer} to drop b.test. ({log})",
                  interval=0.2)
-        # Knot holds the catalog at the node's serial (it answers no query for a catalog
-        # zone; its control socket says what it holds).
+        # The consumer holds the catalog at the node's serial.
         serial = dig(wire.node, NODE_IP, CATALOG, "SOA").answer[0].split()[6]
-        wait_for(lambda: f"serial: {serial}" in knot_status(directory, CATALOG), BOUND,
-                 f"Knot to hold serial {serial} of the catalog ({log})", interval=0.2)
+        wait_for(lambda: held_serial(wire, directory) == serial, BOUND,
+                 f"{consumer} to hold serial {serial} of the catalog ({log})", interval=0.2)
     finally:
-        if knot is not None:
-            knot.terminate()
+        if server is not None:
+            server.terminate()
             try:
-                knot.wait(10)
+                server.wait(10)
             except subprocess.TimeoutExpired:
-                knot.kill()
-                knot.wait()
+                server.kill()
+                server.wait()
         node.stop()
         node.notify.close()
