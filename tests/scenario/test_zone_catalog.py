@@ -61,6 +61,11 @@ def test_an_operator_makes_a_catalog_and_changes_its_members(
         (CATALOG, "NS", "invalid."), (f"version.{CATALOG}", "TXT", '"2"'),
     }
     assert catalog_serial(pg_cluster, state_dsn) == 1
+    # Its records are the catalog verbs' to write: an import of it is refused.
+    text = f"$ORIGIN {CATALOG}\n@ 0 IN SOA invalid. invalid. 9 1 1 1 0\n@ 0 IN NS invalid.\n"
+    status, _, err = valis("zone", "import", "--dsn", state_dsn, "-", input_text=text)
+    assert status == 1
+    assert f"zone {CATALOG} is a catalog" in err
 
     status, out, _ = valis("zone", "catalog", "add", "--dsn", state_dsn, CATALOG, "a.test")
     assert status == 0
