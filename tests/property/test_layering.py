@@ -84,6 +84,7 @@ PURE_CORES = (
     "valis_core.dns.transfer.secondary_progress",
     "valis_core.dns.zone.check",
     "valis_core.dns.zone.diff",
+    "valis_core.dns.zone.catalog",
     "valis_core.ops.condense",
     "valis_core.ops.host_readiness",
     "valis_core.ops.host_probe",

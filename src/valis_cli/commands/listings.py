@@ -1,6 +1,7 @@
-"""The JSON listings ``valis zone list --json`` and ``valis zone secondary list --json``
-print: attrs classes through ``valis_core.documents``, keys in the order a person reads
-them, one-space indent (imported by the handlers only when ``--json`` is asked)."""
+"""The JSON listings ``valis zone list --json``, ``valis zone secondary list --json`` and
+``valis zone catalog list --json`` print: attrs classes through ``valis_core.documents``,
+keys in the order a person reads them, one-space indent (imported by the handlers only
+when ``--json`` is asked)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,23 @@ class SecondaryListingWithSecret:
     notify_port: int | None = None
 
 
+@attrs.frozen
+class CatalogMemberListing:
+    """A member zone of a catalog: its unique ID and group (RFC 9432)."""
+
+    zone: str
+    unique_id: str
+    group: str | None
+
+
+@attrs.frozen
+class CatalogListing:
+    """A catalog zone and its members, in the order they joined."""
+
+    catalog: str
+    members: tuple[CatalogMemberListing, ...]
+
+
 def _listing(kind: object, name: str) -> Document[object]:
     return Document(
         kind=kind, name=name, error=ValisError, remedy="this is valis's own output",
@@ -57,3 +75,4 @@ SECONDARIES = _listing(tuple[SecondaryListing, ...], "valis zone secondary list 
 SECONDARIES_WITH_SECRETS = _listing(
     tuple[SecondaryListingWithSecret, ...], "valis zone secondary list --secrets --json"
 )
+CATALOGS = _listing(tuple[CatalogListing, ...], "valis zone catalog list --json")

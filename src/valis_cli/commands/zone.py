@@ -1,5 +1,5 @@
-"""``valis zone import|diff|export|list|check|delete|policy|secondary|sign|ds``: the operator's
-zones in operator state.
+"""``valis zone import|diff|export|list|check|delete|policy|secondary|catalog|sign|ds``: the
+operator's zones in operator state.
 
 An import checks the master file exactly as ``valis zone check`` does (every error, with
 its line), keeps serial discipline (``valis_core.dns.zone.serial``), and only then replaces the
@@ -107,6 +107,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     zone_signing.register(actions)
 
     _register_secondary(actions)
+
+    from valis_cli.commands import zone_catalog
+
+    zone_catalog.register(actions)
 
 
 def _file_arguments(parser: argparse.ArgumentParser) -> None:

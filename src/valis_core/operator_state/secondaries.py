@@ -213,3 +213,25 @@ def list_secondaries(
         Secondary(str(z), str(a), str(k), str(al), bytes(s), None if p is None else int(p))
         for z, a, k, al, s, p in conn.execute(query, params).fetchall()
     )
+
+
+def serving_secondaries(conn: psycopg.Connection[Any]) -> tuple[Secondary, ...]:
+    """Who may transfer each zone and is notified of its changes: each zone's own
+    secondaries, and a catalog member's catalogs' secondaries (RFC 9432: a consumer
+    transfers the members from the primaries it has for the catalog), with the
+    catalog's key, at the addresses the member does not list itself; by zone then
+    address."""
+    query = (
+        "SELECT DISTINCT ON (zone, address) zone, host(address), key_name, algorithm, secret,"
+        " notify_port"
+        " FROM (SELECT zone, address, key_name, algorithm, secret, notify_port, 0 AS rank"
+        "  FROM zone_secondaries"
+        "  UNION ALL SELECT m.member, s.address, s.key_name, s.algorithm, s.secret,"
+        "  s.notify_port, 1"
+        "  FROM zone_catalog_members m JOIN zone_secondaries s ON s.zone = m.catalog) AS e"
+        " ORDER BY zone, address, rank, key_name"
+    )
+    return tuple(
+        Secondary(str(z), str(a), str(k), str(al), bytes(s), None if p is None else int(p))
+        for z, a, k, al, s, p in conn.execute(query).fetchall()
+    )

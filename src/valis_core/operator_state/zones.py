@@ -201,6 +201,7 @@ def import_zone(
             ).fetchone()
             held: tuple[RecordRow, ...] = ()
             if row is not None:
+                _refuse_catalog(conn, zone)
                 held = fetch_zone_rows(conn, [zone], snapshot=False)[0][zone]
             offered = soa_serial(stored)
             assert offered is not None  # the index accepted the zone, so it has an SOA
@@ -245,6 +246,15 @@ def import_zone(
         pass
     assert outcome is not None
     return outcome
+
+
+def _refuse_catalog(conn: psycopg.Connection[Any], zone: str) -> None:
+    """A catalog zone's records are the catalog verbs' to write (migration 0016)."""
+    if conn.execute("SELECT 1 FROM zone_catalogs WHERE name = %s", (zone,)).fetchone():
+        raise OperatorStateError(
+            f"zone {zone} is a catalog: its records follow its members (valis zone catalog "
+            "add|remove change them); nothing was imported"
+        )
 
 
 def _sealed_serial(conn: psycopg.Connection[Any], zone: str) -> int | None:

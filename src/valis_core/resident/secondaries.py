@@ -4,8 +4,9 @@ zone transfers and NOTIFY.
 One database session of its own, used from a worker thread under a lock and reopened
 when it is lost. ``follow`` keeps ``known``, the list in memory that decides who may
 transfer, up to date: it reads the secondaries every ``REFRESH`` seconds and at once
-when a change is announced on ``CHANNEL`` (``valis zone secondary add|remove``), which
-it listens on over a second session (reopened at the next refresh when it is lost).
+when a change is announced on ``CHANNEL`` (``valis zone secondary add|remove``, a
+catalog's membership: a member is transferred by its catalogs' secondaries), which it
+listens on over a second session (reopened at the next refresh when it is lost).
 Transfers the list in memory grants are confirmed through ``listed``: when the database
 cannot be reached the last list read stands (secondaries keep transferring the zone
 served meanwhile), and before any list has been read every transfer is refused. NOTIFY
@@ -47,7 +48,7 @@ from valis_core.operator_state.fence import (
     fenced_transaction,
     read_instance_fence,
 )
-from valis_core.operator_state.secondaries import CHANNEL, list_secondaries
+from valis_core.operator_state.secondaries import CHANNEL, serving_secondaries
 from valis_core.operator_state.secondary_progress import read_progress, save_progress
 
 log = logging.getLogger("valis.secondaries")
@@ -230,7 +231,7 @@ class SecondaryReader:
         conn = self._connection()
         found = tuple(
             Listed(s.zone, s.address, s.key_name, s.algorithm, s.secret, s.notify_port)
-            for s in list_secondaries(conn)
+            for s in serving_secondaries(conn)
         )
         if fenced and self._standing is not None:
             current = read_instance_fence(conn)

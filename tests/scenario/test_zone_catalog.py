@@ -1,0 +1,159 @@
+"""An operator keeps catalog zones (RFC 9432) in operator state: ``valis zone catalog
+create`` makes one, ``add`` and ``remove`` change its members, and each change is the
+catalog zone's records changed in the same transaction, journalled, with its serial
+raised; deleting a member's zone takes it out of its catalogs; a member may be
+transferred by its catalog's secondaries."""
+
+from __future__ import annotations
+
+import json
+
+from tests.scenario.operator_state_helpers import import_zone
+from tests.scenario.pg import PgCluster, valis
+from valis_core.operator_state.catalogs import list_catalogs
+from valis_core.operator_state.secondaries import Secondary, add_secondary, serving_secondaries
+from valis_core.operator_state.zones import fetch_zone_rows
+
+CATALOG = "catalog.invalid."
+
+
+def catalog_rows(pg: PgCluster, dsn: str) -> set[tuple[str, str, str]]:
+    with pg.connect(dsn) as conn:
+        rows = fetch_zone_rows(conn, [CATALOG])[0][CATALOG]
+    return {(r.owner, r.rtype, r.rdata) for r in rows if r.rtype != "SOA"}
+
+
+def catalog_serial(pg: PgCluster, dsn: str) -> int:
+    with pg.connect(dsn) as conn:
+        found = conn.execute(
+            "SELECT valis_soa_serial(rdata) FROM records WHERE zone = %s AND rtype = 'SOA'",
+            (CATALOG,),
+        ).fetchone()
+    assert found is not None
+    return int(found[0])
+
+
+def journalled_serials(pg: PgCluster, dsn: str) -> list[tuple[int, int]]:
+    with pg.connect(dsn) as conn:
+        return [(int(a), int(b)) for a, b in conn.execute(
+            "SELECT old_serial, new_serial FROM zone_journal WHERE zone = %s ORDER BY id",
+            (CATALOG,),
+        )]
+
+
+def test_an_operator_makes_a_catalog_and_changes_its_members(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    for zone in ("a.test.", "b.test."):
+        import_zone(pg_cluster, state_dsn, zone)
+    status, _, err = valis("zone", "catalog", "add", "--dsn", state_dsn, CATALOG, "a.test")
+    assert status == 1
+    assert err.startswith(f"valis: {CATALOG} is not a catalog")
+
+    status, out, err = valis("zone", "catalog", "create", "--dsn", state_dsn, "Catalog.Invalid")
+    assert (status, out, err) == (0, f"catalog {CATALOG} created\n", "")
+    assert valis("zone", "catalog", "create", "--dsn", state_dsn, CATALOG)[1] == (
+        f"catalog {CATALOG} exists already\n")
+    status, _, err = valis("zone", "catalog", "create", "--dsn", state_dsn, "a.test.")
+    assert status == 1
+    assert "exists and is not a catalog" in err
+    assert catalog_rows(pg_cluster, state_dsn) == {
+        (CATALOG, "NS", "invalid."), (f"version.{CATALOG}", "TXT", '"2"'),
+    }
+    assert catalog_serial(pg_cluster, state_dsn) == 1
+    # Its records are the catalog verbs' to write: an import of it is refused.
+    text = f"$ORIGIN {CATALOG}\n@ 0 IN SOA invalid. invalid. 9 1 1 1 0\n@ 0 IN NS invalid.\n"
+    status, _, err = valis("zone", "import", "--dsn", state_dsn, "-", input_text=text)
+    assert status == 1
+    assert f"zone {CATALOG} is a catalog" in err
+
+    status, out, _ = valis("zone", "catalog", "add", "--dsn", state_dsn, CATALOG, "a.test")
+    assert status == 0
+    a_id = out.split("unique ID ")[1].rstrip(")\n")
+    assert out == f"catalog {CATALOG}: member a.test. added (unique ID {a_id})\n"
+    status, out, _ = valis("zone", "catalog", "add", "--dsn", state_dsn, CATALOG, "b.test.",
+                           "--group", "signed")
+    b_id = out.split("unique ID ")[1].split(",")[0]
+    assert out == f"catalog {CATALOG}: member b.test. added (unique ID {b_id}, group signed)\n"
+    assert a_id != b_id
+    assert catalog_rows(pg_cluster, state_dsn) == {
+        (CATALOG, "NS", "invalid."), (f"version.{CATALOG}", "TXT", '"2"'),
+        (f"{a_id}.zones.{CATALOG}", "PTR", "a.test."),
+        (f"{b_id}.zones.{CATALOG}", "PTR", "b.test."),
+        (f"group.{b_id}.zones.{CATALOG}", "TXT", '"signed"'),
+    }
+    # Each membership change is one journalled version of the catalog, serial raised.
+    assert catalog_serial(pg_cluster, state_dsn) == 3
+    assert journalled_serials(pg_cluster, state_dsn)[-2:] == [(1, 2), (2, 3)]
+
+    # Added again: unchanged, nothing written; a new group keeps the unique ID.
+    status, out, _ = valis("zone", "catalog", "add", "--dsn", state_dsn, CATALOG, "a.test.")
+    assert out == f"catalog {CATALOG}: member a.test. unchanged (unique ID {a_id})\n"
+    assert catalog_serial(pg_cluster, state_dsn) == 3
+    status, out, _ = valis("zone", "catalog", "add", "--dsn", state_dsn, CATALOG, "b.test.")
+    assert out == f"catalog {CATALOG}: member b.test. group changed (unique ID {b_id})\n"
+    assert (f"group.{b_id}.zones.{CATALOG}", "TXT", '"signed"') not in catalog_rows(
+        pg_cluster, state_dsn)
+    assert catalog_serial(pg_cluster, state_dsn) == 4
+
+    for wrong, said in (
+        (("add", CATALOG, "absent.test."), "zone absent.test. is not in the operator-state"),
+        (("add", CATALOG, CATALOG), "cannot list itself as a member"),
+        (("add", CATALOG, "a.test.", "--group", 'say "hi"'), "is not 1 to 255 printable"),
+        (("remove", CATALOG, "absent.test."), "is not a member of catalog"),
+        (("list", "a.test."), "a.test. is not a catalog"),
+    ):
+        status, out, err = valis("zone", "catalog", wrong[0], "--dsn", state_dsn, *wrong[1:])
+        assert (status, out) == (1, "")
+        assert said in err
+        assert len(err.splitlines()) == 1
+
+    status, out, _ = valis("zone", "catalog", "list", "--dsn", state_dsn, "--json")
+    assert json.loads(out) == [{"catalog": CATALOG, "members": [
+        {"zone": "a.test.", "unique_id": a_id, "group": None},
+        {"zone": "b.test.", "unique_id": b_id, "group": None},
+    ]}]
+
+    # Removed: its records go, the other member keeps its unique ID.
+    status, out, _ = valis("zone", "catalog", "remove", "--dsn", state_dsn, CATALOG, "a.test.")
+    assert (status, out) == (0, f"catalog {CATALOG}: member a.test. removed\n")
+    assert catalog_rows(pg_cluster, state_dsn) == {
+        (CATALOG, "NS", "invalid."), (f"version.{CATALOG}", "TXT", '"2"'),
+        (f"{b_id}.zones.{CATALOG}", "PTR", "b.test."),
+    }
+    assert catalog_serial(pg_cluster, state_dsn) == 5
+    status, out, _ = valis("zone", "catalog", "list", "--dsn", state_dsn, CATALOG)
+    assert out.splitlines() == [
+        "CATALOG\tMEMBER\tUNIQUE ID\tGROUP", f"{CATALOG}\tb.test.\t{b_id}\t-",
+    ]
+
+    # A member's zone deleted leaves the catalog in that transaction.
+    assert valis("zone", "delete", "--dsn", state_dsn, "b.test.")[0] == 0
+    assert f"{b_id}.zones.{CATALOG}" not in {o for o, _, _ in catalog_rows(pg_cluster,
+                                                                             state_dsn)}
+    assert catalog_serial(pg_cluster, state_dsn) == 6
+    with pg_cluster.connect(state_dsn) as conn:
+        assert list_catalogs(conn)[0].members == ()
+
+
+def test_a_member_may_be_transferred_by_its_catalogs_secondaries(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    for zone in ("a.test.", "b.test."):
+        import_zone(pg_cluster, state_dsn, zone)
+    assert valis("zone", "catalog", "create", "--dsn", state_dsn, CATALOG)[0] == 0
+    catalog_key = Secondary(CATALOG, "192.0.2.2", "cat.", "hmac-sha256", bytes(range(32)))
+    own_key = Secondary("b.test.", "192.0.2.2", "own.", "hmac-sha256", bytes(range(1, 33)))
+    with pg_cluster.connect(state_dsn) as conn:
+        add_secondary(conn, catalog_key)
+        add_secondary(conn, own_key)
+    for zone in ("a.test.", "b.test."):
+        assert valis("zone", "catalog", "add", "--dsn", state_dsn, CATALOG, zone)[0] == 0
+    with pg_cluster.connect(state_dsn) as conn:
+        found = {(s.zone, s.address, s.key_name) for s in serving_secondaries(conn)}
+    # a.test. by the catalog's key; b.test. lists the address itself, so its own key.
+    assert found == {(CATALOG, "192.0.2.2", "cat."), ("a.test.", "192.0.2.2", "cat."),
+                     ("b.test.", "192.0.2.2", "own.")}
+    assert valis("zone", "catalog", "remove", "--dsn", state_dsn, CATALOG, "a.test.")[0] == 0
+    with pg_cluster.connect(state_dsn) as conn:
+        assert "a.test." not in {s.zone for s in serving_secondaries(conn)}
