@@ -7,6 +7,7 @@ transferred by its catalog's secondaries."""
 from __future__ import annotations
 
 import json
+import re
 
 from tests.scenario.operator_state_helpers import import_zone
 from tests.scenario.pg import PgCluster, valis
@@ -157,3 +158,31 @@ def test_a_member_may_be_transferred_by_its_catalogs_secondaries(
     assert valis("zone", "catalog", "remove", "--dsn", state_dsn, CATALOG, "a.test.")[0] == 0
     with pg_cluster.connect(state_dsn) as conn:
         assert "a.test." not in {s.zone for s in serving_secondaries(conn)}
+
+
+def test_nsd_takes_its_zone_list_from_the_node_members_of_its_catalogs_included(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    """NSD has no catalog zones: ``valis zone secondary nsd-conf`` prints its keys and one
+    zone stanza for every zone it transfers, its own and its catalogs' members."""
+    for zone in ("a.test.", "b.test.", "c.test."):
+        import_zone(pg_cluster, state_dsn, zone)
+    assert valis("zone", "catalog", "create", "--dsn", state_dsn, CATALOG)[0] == 0
+    with pg_cluster.connect(state_dsn) as conn:
+        add_secondary(conn, Secondary(CATALOG, "192.0.2.2", "cat.", "hmac-sha256",
+                                      bytes(range(32))))
+        add_secondary(conn, Secondary("c.test.", "192.0.2.2", "cat.", "hmac-sha256",
+                                      bytes(range(32))))
+        add_secondary(conn, Secondary("b.test.", "192.0.2.3", "own.", "hmac-sha256",
+                                      bytes(range(1, 33))))
+    assert valis("zone", "catalog", "add", "--dsn", state_dsn, CATALOG, "a.test.")[0] == 0
+    status, out, err = valis("zone", "secondary", "nsd-conf", "--dsn", state_dsn, "192.0.2.2",
+                             "--primary", "192.0.2.1")
+    assert status == 0, err
+    assert re.findall(r'^    name: "([^"]+)"', out, re.MULTILINE) == [
+        "cat.", "a.test.", "c.test.", CATALOG]
+    assert out.count("request-xfr: 192.0.2.1 cat.") == 3
+    status, _, err = valis("zone", "secondary", "nsd-conf", "--dsn", state_dsn, "192.0.2.9",
+                           "--primary", "192.0.2.1")
+    assert status != 0
+    assert "no zone lists a secondary at 192.0.2.9" in err

@@ -370,6 +370,35 @@ def _register_secondary(actions: argparse._SubParsersAction[Any]) -> None:
     )
     run.set_defaults(handler=_secondary_list)
 
+    run = verbs.add_parser(
+        "nsd-conf",
+        help="NSD's configuration for one secondary: its keys and every zone it transfers",
+        description=(
+            "Print the key: and zone: sections of nsd.conf for the secondary at ADDRESS: "
+            "every zone that lists it, and every member of a catalog that lists it (NSD "
+            "has no catalog zones), each transferred from and notified by the node's "
+            "PRIMARY addresses. Include it from nsd.conf, regenerate it when zones come "
+            "and go, and reload NSD (nsd-control reconfig). It holds the keys' secrets."
+        ),
+    )
+    add_dsn_arguments(run)
+    run.add_argument("address", metavar="ADDRESS")
+    run.add_argument("--primary", metavar="ADDRESS", action="append", required=True,
+                     help="an address of the node NSD transfers from (repeat for several)")
+    run.set_defaults(handler=_secondary_nsd_conf)
+
+
+def _secondary_nsd_conf(args: argparse.Namespace) -> int:
+    from valis_core.operator_state import secondaries as book
+    from valis_core.operator_state.nsd_secondary import nsd_conf
+
+    address = book.host_address(args.address)
+    primaries = [book.host_address(primary) for primary in args.primary]
+    with operator_connection(args) as conn:
+        listed = book.serving_secondaries(conn)
+    sys.stdout.write(nsd_conf(listed, address, primaries))
+    return 0
+
 
 def _secondary_add(args: argparse.Namespace) -> int:
     from valis_core.operator_state import secondaries as book
