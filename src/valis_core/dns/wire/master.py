@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import re
 import struct
+from collections.abc import Callable
 
 import valis_core.dns.wire.names as wire
 from valis_core.dns.wire._reading import (
@@ -67,6 +68,14 @@ _OCTETS = {str(value): value for value in range(256)}
 _SOA_TIMERS = struct.Struct("!IIIII")
 _SRV_FIELDS = struct.Struct("!HHH")
 
+_a_line: Callable[[str, bytes], tuple[bytes, int | None, bytes] | None] | None
+try:  # the compiled reading of an A line (_master.c), equal to plain_line's
+    from valis_core.dns.wire._master import a_line as _a_line
+except ImportError:  # not built: plain_line reads every line
+    _a_line = None
+COMPILED = _a_line is not None
+"""Whether the compiled A line is built (without it the plain path is Python's alone)."""
+
 
 def read_master(
     text: str,
@@ -83,6 +92,7 @@ def read_master(
     With ``problems``, every faulty entry is appended there and reading goes on after
     it (a checker reports all of them in one run); with ``positions``, the line of each
     emitted record is appended there, in emitting order."""
+    read_line = plain_line if _a_line is None else _compiled_line
     state = ReadingState(wire.from_text(origin) if origin is not None else None)
     if "\r" in text:  # a line's one final carriage return is not part of it
         text = text.replace("\r\n", "\n").removesuffix("\r")
@@ -99,7 +109,7 @@ def read_master(
             pending.clear()
             depth = 0
         if not pending:
-            record = plain_line(line, state) if plain else None
+            record = read_line(line, state) if plain else None
             if record is not None:
                 if record:
                     emit(record)
@@ -250,6 +260,25 @@ def plain_line(line: str, state: ReadingState) -> tuple[()] | Record | None:
         state.default_ttl_from_soa = True
     state.last_owner = owner
     return owner, rtype, state.default_ttl if ttl is None else ttl, rdata
+
+
+def _compiled_line(line: str, state: ReadingState) -> tuple[()] | Record | None:
+    """``plain_line``'s result, an A line's owner, TTL and address read by ``_a_line``
+    (C) and any other line by ``plain_line``; the TTL rules are ``plain_line``'s."""
+    origin = state.origin
+    read = _a_line(line, origin) if origin is not None and _a_line is not None else None
+    if read is None:
+        return plain_line(line, state)
+    owner, ttl, rdata = read
+    if ttl is None:
+        ttl = state.implicit_ttl()
+        if ttl is None:
+            return None  # dnspython says no TTL is known (nothing was changed)
+    else:
+        state.last_ttl = ttl
+        state.last_ttl_known = True
+    state.last_owner = owner
+    return owner, A, ttl, rdata
 
 
 def _directive(tokens: list[str], state: ReadingState) -> tuple[()] | None:

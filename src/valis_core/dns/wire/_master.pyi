@@ -1,0 +1,3 @@
+"""Types of the compiled A line of the master reader's plain path (source: ``_master.c``)."""
+
+def a_line(line: str, origin: bytes, /) -> tuple[bytes, int | None, bytes] | None: ...
