@@ -1,12 +1,12 @@
 /* The compiled line of the master reader's plain path (valis_core.dns.wire._master).
  *
- * a_line(line, origin) reads the bulk of a large zone, a line stating an A record with
+ * a_lines reads the bulk of a large zone, a run of lines each stating an A record with
  * its owner in column 1 (`owner [ttl] [IN] A address`, the TTL and class in either
- * order), exactly as master.plain_line reads it, and returns (owner, ttl or None, rdata)
- * in wire form; master.py then applies the reading state's TTL rules as plain_line does.
- * It returns None for any other line (another type, a directive, a blank owner, a name
- * or address plain_line would hand to dnspython, any character but printable ASCII,
- * blanks and tabs), and plain_line reads that one: the Python path stays the reference
+ * order), exactly as master.plain_line reads them, with the reading state's TTL rules,
+ * and emits their records. It stops at any other line (another type, a directive, a
+ * blank owner, a name or address plain_line would hand to dnspython, any character but
+ * printable ASCII, blanks and tabs, a record whose TTL is not known), and plain_line
+ * reads that one: the Python path stays the reference
  * (tests/property/test_master_compiled.py).
  */
 #define PY_SSIZE_T_CLEAN
@@ -52,16 +52,10 @@ static int digits(Span s, long long *value) {
     return s.len > 0;
 }
 
-static PyObject *master_a_line(PyObject *module, PyObject *args) {
-    (void)module;
-    PyObject *line;
-    const char *origin;
-    Py_ssize_t origin_len;
-    if (!PyArg_ParseTuple(args, "Uy#", &line, &origin, &origin_len)) return NULL;
-    if (!PyUnicode_IS_ASCII(line) || origin_len < 1 || origin_len > MAX_NAME)
-        Py_RETURN_NONE;
-    const char *at = (const char *)PyUnicode_DATA(line);
-    Py_ssize_t size = PyUnicode_GET_LENGTH(line);
+/* One A line read as plain_line reads it: 1 with owner, ttl (-1: none stated) and the
+ * address filled in, 0 for a line plain_line must read. */
+static int read_a(const char *at, Py_ssize_t size, const char *origin, Py_ssize_t origin_len,
+                  char *owner, Py_ssize_t *owner_len, long long *ttl_out, char *address) {
     Span tokens[MAX_TOKENS];
     int count = 0;
     for (Py_ssize_t i = 0; i < size;) {
@@ -73,15 +67,14 @@ static PyObject *master_a_line(PyObject *module, PyObject *args) {
         }
         Py_ssize_t start = i;
         for (; i < size && at[i] != ' ' && at[i] != '\t' && at[i] != ';'; i++)
-            if (at[i] < 0x21 || at[i] > 0x7e) Py_RETURN_NONE;
-        if (count == MAX_TOKENS) Py_RETURN_NONE;
+            if (at[i] < 0x21 || at[i] > 0x7e) return 0;
+        if (count == MAX_TOKENS) return 0;
         tokens[count++] = (Span){at + start, i - start};
     }
     /* Column 1 holds the owner: not a blank (the previous owner's), not a directive. */
-    if (count < 3 || tokens[0].at != at || at[0] == '$') Py_RETURN_NONE;
-    char owner[MAX_NAME + 1];
-    Py_ssize_t owner_len = owner_name(tokens[0], origin, origin_len, owner);
-    if (owner_len < 0) Py_RETURN_NONE;
+    if (count < 3 || tokens[0].at != at || at[0] == '$') return 0;
+    *owner_len = owner_name(tokens[0], origin, origin_len, owner);
+    if (*owner_len < 0) return 0;
     /* plain_line's order: a TTL then perhaps the class, or the class then perhaps a TTL,
      * each only when a token still follows it. */
     int i = 1;
@@ -101,17 +94,90 @@ static PyObject *master_a_line(PyObject *module, PyObject *args) {
             }
         }
     }
-    if (!same(token, "a") || ttl > UINT32_LIMIT || i + 2 != count) Py_RETURN_NONE;
-    char address[4];
-    if (ipv4(tokens[i + 1], address) != 4) Py_RETURN_NONE;
-    if (ttl < 0)
-        return Py_BuildValue("(y#Oy#)", owner, owner_len, Py_None, address, (Py_ssize_t)4);
-    return Py_BuildValue("(y#Ly#)", owner, owner_len, ttl, address, (Py_ssize_t)4);
+    if (!same(token, "a") || ttl > UINT32_LIMIT || i + 2 != count) return 0;
+    if (ipv4(tokens[i + 1], address) != 4) return 0;
+    *ttl_out = ttl;
+    return 1;
+}
+
+/* The text of a str that is ASCII, else NULL. */
+static const char *ascii(PyObject *text, Py_ssize_t *size) {
+    if (!PyUnicode_Check(text) || !PyUnicode_IS_ASCII(text)) return NULL;
+    *size = PyUnicode_GET_LENGTH(text);
+    return (const char *)PyUnicode_DATA(text);
+}
+
+/* a_lines(lines, start, stop, origin, implicit, follows, emit, positions): read
+ * lines[start:stop] while each is an A line a_line takes, as master._compiled_line reads
+ * them: a record stating no TTL takes `implicit` (None: stop there), and one stating it
+ * makes that TTL the implicit one from then on if `follows` (the reading state's RFC
+ * 2308 rule); emit each record and append its line number to `positions` (or None).
+ * Returns (the index of the first line not read, the last record's owner or None, the
+ * last TTL a record stated or None): what the reading state takes from the run. */
+static PyObject *master_a_lines(PyObject *module, PyObject *args) {
+    (void)module;
+    PyObject *lines, *implicit_obj, *emit, *positions;
+    Py_ssize_t start, stop, origin_len;
+    const char *origin;
+    int follows;
+    if (!PyArg_ParseTuple(args, "O!nny#OpOO", &PyList_Type, &lines, &start, &stop, &origin,
+                          &origin_len, &implicit_obj, &follows, &emit, &positions))
+        return NULL;
+    if (stop > PyList_GET_SIZE(lines)) stop = PyList_GET_SIZE(lines);
+    long long implicit = -1;
+    if (implicit_obj != Py_None) {
+        implicit = PyLong_AsLongLong(implicit_obj);
+        if (implicit == -1 && PyErr_Occurred()) return NULL;
+    }
+    if (origin_len < 1 || origin_len > MAX_NAME)
+        return Py_BuildValue("(nOO)", start, Py_None, Py_None);
+    PyObject *last_owner = NULL;
+    long long stated = -1;
+    Py_ssize_t index = start;
+    for (; index < stop; index++) {
+        Py_ssize_t size, owner_len;
+        const char *at = ascii(PyList_GET_ITEM(lines, index), &size);
+        char owner[MAX_NAME + 1], address[4];
+        long long ttl;
+        if (at == NULL || !read_a(at, size, origin, origin_len, owner, &owner_len, &ttl, address))
+            break;
+        if (ttl < 0) {
+            if (implicit < 0) break; /* no TTL is known: plain_line says so */
+            ttl = implicit;
+        } else {
+            stated = ttl;
+            if (follows) implicit = ttl;
+        }
+        PyObject *key = PyBytes_FromStringAndSize(owner, owner_len);
+        PyObject *record = key == NULL ? NULL : Py_BuildValue(
+            "(OiLy#)", key, 1, ttl, address, (Py_ssize_t)4);
+        PyObject *done = record == NULL ? NULL : PyObject_CallOneArg(emit, record);
+        Py_XDECREF(record);
+        int failed = done == NULL;
+        Py_XDECREF(done);
+        if (!failed && positions != Py_None) {
+            PyObject *number = PyLong_FromSsize_t(index + 1);
+            failed = number == NULL || PyList_Append(positions, number) < 0;
+            Py_XDECREF(number);
+        }
+        if (failed) {
+            Py_XDECREF(key);
+            Py_XDECREF(last_owner);
+            return NULL;
+        }
+        Py_XSETREF(last_owner, key);
+    }
+    if (last_owner == NULL) return Py_BuildValue("(nOO)", index, Py_None, Py_None);
+    PyObject *result = stated < 0
+        ? Py_BuildValue("(nOO)", index, last_owner, Py_None)
+        : Py_BuildValue("(nOL)", index, last_owner, stated);
+    Py_DECREF(last_owner);
+    return result;
 }
 
 static PyMethodDef master_methods[] = {
-    {"a_line", master_a_line, METH_VARARGS,
-     "a_line(line, origin): (owner, ttl or None, rdata) of an A line, or None"},
+    {"a_lines", master_a_lines, METH_VARARGS,
+     "a_lines(lines, start, stop, origin, implicit, follows, emit, positions)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef master_module = {

@@ -68,13 +68,13 @@ _OCTETS = {str(value): value for value in range(256)}
 _SOA_TIMERS = struct.Struct("!IIIII")
 _SRV_FIELDS = struct.Struct("!HHH")
 
-_a_line: Callable[[str, bytes], tuple[bytes, int | None, bytes] | None] | None
-try:  # the compiled reading of an A line (_master.c), equal to plain_line's
-    from valis_core.dns.wire._master import a_line as _a_line
+_a_lines: Callable[..., tuple[int, bytes | None, int | None]] | None
+try:  # the compiled reading of a run of A lines (_master.c), equal to plain_line's
+    from valis_core.dns.wire._master import a_lines as _a_lines
 except ImportError:  # not built: plain_line reads every line
-    _a_line = None
-COMPILED = _a_line is not None
-"""Whether the compiled A line is built (without it the plain path is Python's alone)."""
+    _a_lines = None
+COMPILED = _a_lines is not None
+"""Whether the compiled A lines are built (without them the plain path is Python's alone)."""
 
 
 def read_master(
@@ -92,24 +92,36 @@ def read_master(
     With ``problems``, every faulty entry is appended there and reading goes on after
     it (a checker reports all of them in one run); with ``positions``, the line of each
     emitted record is appended there, in emitting order."""
-    read_line = plain_line if _a_line is None else _compiled_line
     state = ReadingState(wire.from_text(origin) if origin is not None else None)
     if "\r" in text:  # a line's one final carriage return is not part of it
         text = text.replace("\r\n", "\n").removesuffix("\r")
     lines = text.split("\n")
     doubtful = _doubtful_lines(text)
+    marks = sorted(doubtful)  # where each run of plain lines ends
+    mark = 0
     pending: list[str] = []  # consecutive lines for dnspython, read in one go
     first = 0
     depth = 0
     opened = 0  # the line whose parenthesis the pending lines have left open
-    for number, line in enumerate(lines, 1):
+    number = 0
+    while number < len(lines):  # bounded: each pass reads one line or more
+        line = lines[number]
+        number += 1
         plain = number not in doubtful
         if pending and plain and depth <= 0:
             _read_with_dnspython(pending, first, state, emit, problems, positions)
             pending.clear()
             depth = 0
+        if plain and not pending and _a_lines is not None:
+            while mark < len(marks) and marks[mark] < number:
+                mark += 1
+            stop = marks[mark] - 1 if mark < len(marks) else len(lines)
+            after = compiled_run(lines, number - 1, stop, state, emit, positions)
+            if after >= number:
+                number = after
+                continue
         if not pending:
-            record = read_line(line, state) if plain else None
+            record = plain_line(line, state) if plain else None
             if record is not None:
                 if record:
                     emit(record)
@@ -262,23 +274,30 @@ def plain_line(line: str, state: ReadingState) -> tuple[()] | Record | None:
     return owner, rtype, state.default_ttl if ttl is None else ttl, rdata
 
 
-def _compiled_line(line: str, state: ReadingState) -> tuple[()] | Record | None:
-    """``plain_line``'s result, an A line's owner, TTL and address read by ``_a_line``
-    (C) and any other line by ``plain_line``; the TTL rules are ``plain_line``'s."""
+def compiled_run(  # noqa: PLR0917 - read_master's reading state, handed on
+    lines: list[str],
+    start: int,
+    stop: int,
+    state: ReadingState,
+    emit: Emit,
+    positions: list[int] | None,
+) -> int:
+    """Read ``lines[start:stop]`` (plain lines) in C while each is an A line, exactly as
+    ``plain_line`` reads them from ``state``, emitting their records and updating
+    ``state``; return the index of the first line not read (``start`` if none was)."""
     origin = state.origin
-    read = _a_line(line, origin) if origin is not None and _a_line is not None else None
-    if read is None:
-        return plain_line(line, state)
-    owner, ttl, rdata = read
-    if ttl is None:
-        ttl = state.implicit_ttl()
-        if ttl is None:
-            return None  # dnspython says no TTL is known (nothing was changed)
-    else:
-        state.last_ttl = ttl
+    if _a_lines is None or origin is None:
+        return start
+    follows = not state.default_ttl_known or state.default_ttl_from_soa
+    after, owner, stated = _a_lines(
+        lines, start, stop, origin, state.implicit_ttl(), follows, emit, positions
+    )
+    if owner is not None:
+        state.last_owner = owner
+    if stated is not None:
+        state.last_ttl = stated
         state.last_ttl_known = True
-    state.last_owner = owner
-    return owner, A, ttl, rdata
+    return after
 
 
 def _directive(tokens: list[str], state: ReadingState) -> tuple[()] | None:
