@@ -140,3 +140,41 @@ def test_the_lines_big_zones_are_made_of_are_read_in_c() -> None:
     records: list[Record] = []
     assert master.compiled_run(lines, 0, len(lines), state, records.append, None) == 3
     assert [ttl for _, _, ttl, _ in records] == [300, 60, 60]
+
+
+RUNS = (
+    ("x 300 A 192.0.2.1", "y A 192.0.2.2", "z IN 60 A 192.0.2.3", "w A 192.0.2.4"),
+    ("x A 192.0.2.1", "y 7 IN A 192.0.2.2", "z a 192.0.2.3"),
+    ("x IN A 192.0.2.1", "$TTL 5", "y A 192.0.2.2", "z 9 A 192.0.2.3", "w A 192.0.2.4"),
+)
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("default_known", [False, True])
+@pytest.mark.parametrize("from_soa", [False, True])
+@pytest.mark.parametrize("last_known", [False, True])
+def test_the_ttl_rules_hold_across_a_run(
+    run: tuple[str, ...], default_known: bool, from_soa: bool, last_known: bool
+) -> None:
+    """Every state the RFC 2308 rule looks at, before a run of records that state their
+    TTL or not (the TTLs all differ, so taking the wrong one shows): the whole file reads
+    the same in C and in Python."""
+    state = ReadingState(from_text("example.com."))
+    state.default_ttl, state.default_ttl_known = 3600, default_known
+    state.default_ttl_from_soa = from_soa
+    state.last_ttl, state.last_ttl_known = 1800, last_known
+    lines = list(run)
+    compiled, python = _copy(state), _copy(state)
+    records: list[Record] = []
+    index = 0
+    while index < len(lines):  # bounded: each pass reads one line or more
+        after = master.compiled_run(lines, index, len(lines), compiled, records.append, None)
+        if after == index:
+            taken = master.plain_line(lines[index], compiled)
+            if taken:
+                records.append(taken)
+            after = index + 1
+        index = after
+    expected = [master.plain_line(line, python) for line in lines]
+    assert records == [record for record in expected if record]
+    assert _values(compiled) == _values(python)
