@@ -1,6 +1,7 @@
 """The compiled helpers, built from their C sources: the UDP fast path
-(``valis_core.dns.answer._fastpath``) and the row reader of a bulk zone load
-(``valis_core.dns.zone._rows``).
+(``valis_core.dns.answer._fastpath``), the row reader of a bulk zone load
+(``valis_core.dns.zone._rows``) and the A line of a master file's plain path
+(``valis_core.dns.wire._master``).
 
 Everything else about the distribution is in pyproject.toml. ``pip install -e .``
 (scripts/bootstrap) builds the extensions beside their sources; scripts/build builds them
@@ -28,7 +29,14 @@ setup(
                 "src/valis_core/dns/zone/_rows.c",
                 "src/valis_core/dns/zone/_owner_tree.c",
             ],
-            depends=["src/valis_core/dns/zone/_owner_tree.h"],
+            depends=["src/valis_core/dns/zone/_owner_tree.h", "src/valis_core/dns/_spans.h"],
+            extra_compile_args=FLAGS,
+            extra_link_args=LINK,
+        ),
+        Extension(
+            "valis_core.dns.wire._master",
+            sources=["src/valis_core/dns/wire/_master.c"],
+            depends=["src/valis_core/dns/_spans.h"],
             extra_compile_args=FLAGS,
             extra_link_args=LINK,
         ),

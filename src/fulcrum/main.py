@@ -18,7 +18,11 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 def run(argv: Sequence[str]) -> int:
     parser = build_parser(
-        "fulcrum", "The privileged launcher of a valis unit.", COMMAND_MODULES, __version__
+        "fulcrum",
+        "The privileged launcher of a valis unit.",
+        COMMAND_MODULES,
+        __version__,
+        argv,
     )
     return dispatch(parser, argv)
 

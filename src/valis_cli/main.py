@@ -35,7 +35,7 @@ def run(argv: Sequence[str]) -> int:
 
         return run_resident(list(argv))
     parser = build_parser(
-        "valis", "An authoritative DNS origin node.", COMMAND_MODULES, __version__
+        "valis", "An authoritative DNS origin node.", COMMAND_MODULES, __version__, argv
     )
     return dispatch(parser, argv)
 

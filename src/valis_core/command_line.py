@@ -4,7 +4,8 @@ the library, not in either program, so neither program imports the other.
 
 Each command lives in its own module exposing ``register(subparsers)``; the module sets
 ``handler`` on its parser (``set_defaults(handler=...)``), a callable taking the parsed
-namespace and returning the exit status.
+namespace and returning the exit status. A module registers one command, named as the
+module is with ``-`` for ``_`` (``site_facts`` registers ``site-facts``).
 """
 
 from __future__ import annotations
@@ -20,15 +21,28 @@ from valis_core.errors import ValisError
 Handler = Callable[[argparse.Namespace], int]
 
 
+def command_name(module: str) -> str:
+    """The command ``module`` registers."""
+    return module.rpartition(".")[2].replace("_", "-")
+
+
 def build_parser(
-    prog: str, description: str, modules: Sequence[str], version: str
+    prog: str,
+    description: str,
+    modules: Sequence[str],
+    version: str,
+    argv: Sequence[str] | None = None,
 ) -> argparse.ArgumentParser:
     """The program's parser. Command modules import their heavy libraries inside their
-    handlers, so building it (and ``--help``, ``--version``) stays fast."""
+    handlers, so building it (and ``--help``, ``--version``) stays fast. Given the
+    ``argv`` it will parse, a command line that begins with a command's name imports and
+    registers that command's module only (``valis zone check`` does not import every
+    other command); any other (``--help``, a misspelt command) registers them all."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--version", action="version", version=f"{prog} {version}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in modules:
+    named = [m for m in modules if argv and command_name(m) == argv[0]]
+    for name in named or modules:
         importlib.import_module(name).register(subparsers)
     return parser
 

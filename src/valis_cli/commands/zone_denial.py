@@ -8,11 +8,13 @@ choice of denial is one concept in one place.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from valis_core.dns.dnssec.nsec3 import Nsec3Params
 from valis_core.errors import ValisError
-from valis_core.fence import FenceState
+
+if TYPE_CHECKING:
+    from valis_core.dns.dnssec.nsec3 import Nsec3Params
+    from valis_core.fence import FenceState
 
 
 class DenialVerbError(ValisError):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -24,10 +24,12 @@ from valis_cli.commands.zone_denial import (
     set_asked_denial,
 )
 from valis_cli.operator_dsn import add_dsn_arguments, operator_connection
-from valis_core.dns.dnssec.rollover import Timing
 from valis_core.errors import ValisError
-from valis_core.fence import FenceState
 from valis_core.node_defaults import DEFAULT_STATE_DIR
+
+if TYPE_CHECKING:
+    from valis_core.dns.dnssec.rollover import Timing
+    from valis_core.fence import FenceState
 
 
 class SigningVerbError(ValisError):
@@ -121,6 +123,7 @@ def node_standing(state_dir: Path) -> FenceState:
     """The fence standing this state directory's node writes at: its store head's
     generation and its holder name."""
     from valis_core.config_store import read_config_store
+    from valis_core.fence import FenceState
     from valis_core.identity.instance import holder_name, instance_token
     from valis_core.store.head import read_store_head
 

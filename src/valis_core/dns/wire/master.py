@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import re
 import struct
+from collections.abc import Callable
 
 import valis_core.dns.wire.names as wire
 from valis_core.dns.wire._reading import (
@@ -67,6 +68,14 @@ _OCTETS = {str(value): value for value in range(256)}
 _SOA_TIMERS = struct.Struct("!IIIII")
 _SRV_FIELDS = struct.Struct("!HHH")
 
+_a_lines: Callable[..., tuple[int, bytes | None, int | None]] | None
+try:  # the compiled reading of a run of A lines (_master.c), equal to plain_line's
+    from valis_core.dns.wire._master import a_lines as _a_lines
+except ImportError:  # not built: plain_line reads every line
+    _a_lines = None
+COMPILED = _a_lines is not None
+"""Whether the compiled A lines are built (without them the plain path is Python's alone)."""
+
 
 def read_master(
     text: str,
@@ -88,16 +97,29 @@ def read_master(
         text = text.replace("\r\n", "\n").removesuffix("\r")
     lines = text.split("\n")
     doubtful = _doubtful_lines(text)
+    marks = sorted(doubtful)  # where each run of plain lines ends
+    mark = 0
     pending: list[str] = []  # consecutive lines for dnspython, read in one go
     first = 0
     depth = 0
     opened = 0  # the line whose parenthesis the pending lines have left open
-    for number, line in enumerate(lines, 1):
+    number = 0
+    while number < len(lines):  # bounded: each pass reads one line or more
+        line = lines[number]
+        number += 1
         plain = number not in doubtful
         if pending and plain and depth <= 0:
             _read_with_dnspython(pending, first, state, emit, problems, positions)
             pending.clear()
             depth = 0
+        if plain and not pending and _a_lines is not None:
+            while mark < len(marks) and marks[mark] < number:
+                mark += 1
+            stop = marks[mark] - 1 if mark < len(marks) else len(lines)
+            after = compiled_run(lines, number - 1, stop, state, emit, positions)
+            if after >= number:
+                number = after
+                continue
         if not pending:
             record = plain_line(line, state) if plain else None
             if record is not None:
@@ -250,6 +272,32 @@ def plain_line(line: str, state: ReadingState) -> tuple[()] | Record | None:
         state.default_ttl_from_soa = True
     state.last_owner = owner
     return owner, rtype, state.default_ttl if ttl is None else ttl, rdata
+
+
+def compiled_run(  # noqa: PLR0917 - read_master's reading state, handed on
+    lines: list[str],
+    start: int,
+    stop: int,
+    state: ReadingState,
+    emit: Emit,
+    positions: list[int] | None,
+) -> int:
+    """Read ``lines[start:stop]`` (plain lines) in C while each is an A line, exactly as
+    ``plain_line`` reads them from ``state``, emitting their records and updating
+    ``state``; return the index of the first line not read (``start`` if none was)."""
+    origin = state.origin
+    if _a_lines is None or origin is None:
+        return start
+    follows = not state.default_ttl_known or state.default_ttl_from_soa
+    after, owner, stated = _a_lines(
+        lines, start, stop, origin, state.implicit_ttl(), follows, emit, positions
+    )
+    if owner is not None:
+        state.last_owner = owner
+    if stated is not None:
+        state.last_ttl = stated
+        state.last_ttl_known = True
+    return after
 
 
 def _directive(tokens: list[str], state: ReadingState) -> tuple[()] | None:

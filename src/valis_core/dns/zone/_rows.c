@@ -22,10 +22,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../_spans.h"
 #include "_owner_tree.h"
 
-#define MAX_NAME 255
-#define MAX_LABEL 63
 #define MAX_TTL 2147483647L
 #define HEAD 10 /* records.RR_HEAD: type, class, TTL, rdata length */
 #define CLASS_IN 1
@@ -71,16 +70,6 @@ typedef struct {
 
 /* -- reading one line ------------------------------------------------------------------ */
 
-typedef struct { const char *at; Py_ssize_t len; } Span;
-
-static int same(Span s, const char *text) {
-    Py_ssize_t n = (Py_ssize_t)strlen(text);
-    if (s.len != n) return 0;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if ((s.at[i] | 0x20) != text[i]) return 0;
-    return 1;
-}
-
 static int rtype_code(Span s) {
     /* The mnemonics add_fields reads the short way, in any case, as dnspython does (they
      * are letters only, and `| 0x20` equals a lowercase letter for that letter alone, in
@@ -91,37 +80,6 @@ static int rtype_code(Span s) {
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (same(s, known[i].name)) return known[i].code;
     return 0;
-}
-
-/* master._uint: ASCII digits only, at most `limit`; -1 otherwise. */
-static long long number(Span s, long long limit) {
-    if (s.len == 0) return -1;
-    long long value = 0;
-    for (Py_ssize_t i = 0; i < s.len; i++) {
-        if (s.at[i] < '0' || s.at[i] > '9') return -1;
-        value = value * 10 + (s.at[i] - '0');
-        if (value > limit) return -1;
-    }
-    return value;
-}
-
-/* names.plain_labels: the wire form of dot-separated labels (1 to 63 octets each, as
- * written, lowercased if `lower`), into `out`; its length, or -1. */
-static Py_ssize_t labels(Span s, char *out, Py_ssize_t room, int lower) {
-    Py_ssize_t written = 0, start = 0;
-    if (s.len == 0) return -1;
-    for (Py_ssize_t i = 0; i <= s.len; i++) {
-        if (i < s.len && s.at[i] != '.') continue;
-        Py_ssize_t size = i - start;
-        if (size == 0 || size > MAX_LABEL || written + 1 + size > room) return -1;
-        out[written++] = (char)size;
-        for (Py_ssize_t j = start; j < i; j++) {
-            char c = s.at[j];
-            out[written++] = lower && c >= 'A' && c <= 'Z' ? (char)(c | 0x20) : c;
-        }
-        start = i + 1;
-    }
-    return written;
 }
 
 /* master._name without an origin: an absolute name token, or -1. */
@@ -137,23 +95,6 @@ static Py_ssize_t rdata_name(Span s, char *out, Py_ssize_t room) {
     if (n < 0 || n >= MAX_NAME || n + 1 > room) return -1;
     out[n] = 0;
     return n + 1;
-}
-
-/* master.ipv4: four decimal octets, no leading zeros; -1 otherwise. */
-static Py_ssize_t ipv4(Span s, char *out) {
-    int part = 0;
-    Py_ssize_t start = 0;
-    for (Py_ssize_t i = 0; i <= s.len; i++) {
-        if (i < s.len && s.at[i] != '.') continue;
-        Span octet = {s.at + start, i - start};
-        if (part == 4 || octet.len == 0 || octet.len > 3) return -1;
-        if (octet.len > 1 && octet.at[0] == '0') return -1;
-        long long value = number(octet, 255);
-        if (value < 0) return -1;
-        out[part++] = (char)value;
-        start = i + 1;
-    }
-    return part == 4 ? 4 : -1;
 }
 
 static void put16(char *out, unsigned value) { out[0] = (char)(value >> 8); out[1] = (char)value; }

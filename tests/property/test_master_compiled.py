@@ -1,0 +1,180 @@
+"""The master reader's plain path reads an A line in C when it is built (``_master.c``,
+``master._compiled_line``) and every other line in Python (``master.plain_line``), which
+stays the reference: from any reading state, a line reads to the same record (or the same
+refusal) and leaves the same state both ways, hostile lines included; a whole file gives
+the same records, lines and errors, and ``valis zone check`` the same findings in the
+same order."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import skip_here_fail_in_ci
+from tests.hypothesis_profiles import scaled
+from tests.property.test_master import (
+    CLASSES,
+    ONE_LINES,
+    OWNERS,
+    SPACES,
+    TTLS,
+    master_files,
+    mostly,
+    reading_states,
+)
+from valis_core.dns.wire import MasterFileError, master
+from valis_core.dns.wire._reading import ReadingState
+from valis_core.dns.wire.names import from_text
+from valis_core.dns.zone.check import check_zone_text
+
+Record = tuple[bytes, int, int, bytes]
+
+ADDRESSES = mostly(
+    ("192.0.2.1", "0.0.0.0", "255.255.255.255", "10.1.2.3"),
+    ("256.1.1.1", "1.2.3", "01.2.3.4", "1.2.3.4.", ".1.2.3", "1..2.3", "1.2.3.4 5",
+     "1.2.3.٤", "-1.2.3.4", "1.2.3.4;x", "2001:db8::1", "99999999999.1.1.1", ""),
+)
+A_HOSTILE = st.text(alphabet=" \t;.@0123456789aAinINx-\x0b\x7f", max_size=30)
+"""Characters an A line is made of, in any order."""
+
+
+@st.composite
+def a_lines(draw: st.DrawFn) -> str:
+    """A lines as zones write them, with rare faults in every field."""
+    owner = draw(OWNERS) or draw(st.sampled_from(["", " ", "\t"]))
+    fields = [draw(TTLS), draw(CLASSES)]
+    if draw(st.booleans()):
+        fields.reverse()
+    fields.append(draw(mostly(("A", "a"), ("AA", "A6", "TYPE1", "IN", "300"))))
+    fields.append(draw(ADDRESSES))
+    if draw(st.integers(0, 19)) == 0:
+        fields.append(draw(st.sampled_from(["extra", "1.2.3.4", "IN"])))
+    spacing = draw(SPACES)
+    comment = draw(st.sampled_from(["", " ; note", ";x", ";é"]))
+    return spacing.join(part for part in (owner, *fields) if part) + comment
+
+
+LINES = st.one_of(a_lines(), a_lines(), ONE_LINES, A_HOSTILE).filter(lambda line: "\n" not in line)
+
+
+@pytest.fixture
+def compiled_a_line() -> None:
+    if not master.COMPILED:
+        skip_here_fail_in_ci(
+            "this test needs the compiled A line (valis_core.dns.wire._master), not built "
+            "in this tree: `make venv` (or `pip install -e .`) builds it")
+
+
+pytestmark = pytest.mark.usefixtures("compiled_a_line")
+
+
+def _values(state: ReadingState) -> tuple[object, ...]:
+    return tuple(getattr(state, slot) for slot in ReadingState.__slots__)
+
+
+def _copy(state: ReadingState) -> ReadingState:
+    copied = ReadingState(state.origin)
+    for slot in ReadingState.__slots__:
+        setattr(copied, slot, getattr(state, slot))
+    return copied
+
+
+@settings(max_examples=scaled(1.0), deadline=None)
+@given(reading_states(), st.lists(LINES, min_size=1, max_size=4))
+def test_lines_read_the_same_in_c_and_in_python(
+    state: ReadingState, lines: list[str]
+) -> None:
+    """Whatever run of lines C reads, from any state, plain_line reads to the same records
+    and leaves the same state; C stops at the first line it does not read."""
+    lines = [line for line in lines if not master._DOUBTFUL.search(line)]
+    compiled, python = _copy(state), _copy(state)
+    records: list[Record] = []
+    positions: list[int] = []
+    after = master.compiled_run(lines, 0, len(lines), compiled, records.append, positions)
+    expected = [master.plain_line(line, python) for line in lines[:after]]
+    assert records == expected
+    assert positions == list(range(1, after + 1))
+    assert _values(compiled) == _values(python)
+
+
+def _read(text: str, origin: str | None) -> tuple[list[Record], list[str], list[int]]:
+    records: list[Record] = []
+    problems: list[MasterFileError] = []
+    positions: list[int] = []
+    master.read_master(text, origin, records.append, problems=problems, positions=positions)
+    return records, [f"{p.where}: {p.reason}" for p in problems], positions
+
+
+@st.composite
+def a_files(draw: st.DrawFn) -> str:
+    """Files of mostly A lines (the compiled path's bulk) among any other lines."""
+    lines = draw(st.lists(st.one_of(a_lines(), a_lines(), a_lines(), LINES), max_size=14))
+    prelude = [
+        draw(mostly(("$ORIGIN example.com.",), ("",))),
+        draw(mostly(("$TTL 3600",), ("", "$TTL 4294967296"))),
+        draw(st.sampled_from(["@ SOA ns1 hostmaster 1 2 3 4 5", "@ NS ns1", ""])),
+    ]
+    return "\n".join(prelude + lines) + draw(st.sampled_from(["", "\n"]))
+
+
+FILES = st.one_of(master_files(), a_files())
+
+
+@settings(max_examples=scaled(1.0), deadline=None)
+@given(FILES, st.sampled_from(["example.com.", None]))
+def test_a_file_reads_and_checks_the_same_in_c_and_in_python(
+    text: str, origin: str | None
+) -> None:
+    compiled = _read(text, origin), check_zone_text(text, origin)
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(master, "_a_lines", None)
+        python = _read(text, origin), check_zone_text(text, origin)
+    assert compiled == python
+
+
+def test_the_lines_big_zones_are_made_of_are_read_in_c() -> None:
+    """The bulk of a large zone does take the compiled way (else this file tests nothing)."""
+    lines = ["host1 300 A 192.0.2.1", "@ IN 60 a 10.0.0.1 ; c", "x.example.com. A 1.2.3.4"]
+    state = ReadingState(from_text("example.com."))
+    records: list[Record] = []
+    assert master.compiled_run(lines, 0, len(lines), state, records.append, None) == 3
+    assert [ttl for _, _, ttl, _ in records] == [300, 60, 60]
+
+
+RUNS = (
+    ("x 300 A 192.0.2.1", "y A 192.0.2.2", "z IN 60 A 192.0.2.3", "w A 192.0.2.4"),
+    ("x A 192.0.2.1", "y 7 IN A 192.0.2.2", "z a 192.0.2.3"),
+    ("x IN A 192.0.2.1", "$TTL 5", "y A 192.0.2.2", "z 9 A 192.0.2.3", "w A 192.0.2.4"),
+)
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("default_known", [False, True])
+@pytest.mark.parametrize("from_soa", [False, True])
+@pytest.mark.parametrize("last_known", [False, True])
+def test_the_ttl_rules_hold_across_a_run(
+    run: tuple[str, ...], default_known: bool, from_soa: bool, last_known: bool
+) -> None:
+    """Every state the RFC 2308 rule looks at, before a run of records that state their
+    TTL or not (the TTLs all differ, so taking the wrong one shows): the whole file reads
+    the same in C and in Python."""
+    state = ReadingState(from_text("example.com."))
+    state.default_ttl, state.default_ttl_known = 3600, default_known
+    state.default_ttl_from_soa = from_soa
+    state.last_ttl, state.last_ttl_known = 1800, last_known
+    lines = list(run)
+    compiled, python = _copy(state), _copy(state)
+    records: list[Record] = []
+    index = 0
+    while index < len(lines):  # bounded: each pass reads one line or more
+        after = master.compiled_run(lines, index, len(lines), compiled, records.append, None)
+        if after == index:
+            taken = master.plain_line(lines[index], compiled)
+            if taken:
+                records.append(taken)
+            after = index + 1
+        index = after
+    expected = [master.plain_line(line, python) for line in lines]
+    assert records == [record for record in expected if record]
+    assert _values(compiled) == _values(python)
