@@ -1777,6 +1777,184 @@ static PyTypeObject PumpType = {
     .tp_methods = Pump_methods,
 };
 
+/* --- TCP: one connection's queries (serve/_tcp_loop.py) ---------------------------- */
+
+/* `stream_serve` answers the queries of one DNS-over-TCP connection (RFC 1035 4.2.2
+ * framing, RFC 7766 pipelining) that the table holds, with the GIL released, and gives
+ * the connection back to Python at the first message it cannot answer: Python keeps
+ * the connection, its unread bytes and every limit (the cap, the idle timeout, the turns,
+ * the write timeout); C only ever reads what is there now (MSG_DONTWAIT) and never
+ * waits. A response is C's only when it is the bytes `answer` gives over TCP: the
+ * table's entry whole, which TCP's larger room always takes when the UDP answer C
+ * assembles took it (`answer_stream`); anything else is Python's. */
+
+enum {
+    STREAM_WAIT = 0,    /* no whole message buffered and nothing more to read now */
+    STREAM_MISS = 1,    /* the first buffered message is Python's */
+    STREAM_TURN = 2,    /* `frames` messages answered: the connection's turn is over */
+    STREAM_EOF = 3,     /* the peer closed its side */
+    STREAM_STALLED = 4, /* the socket took part of the responses: Python writes the rest */
+    STREAM_FAILED = 5   /* the connection failed (reset): Python closes it */
+};
+
+#define STREAM_READ (MAX_DATAGRAM + 2)    /* one read, as Python's loop reads */
+#define STREAM_IN (2 * STREAM_READ)       /* less than a message buffered, and a read */
+#define STREAM_FRAMES 64                  /* messages a call answers at most */
+#define STREAM_OUT (STREAM_FRAMES * (2 + SERVER_PAYLOAD))
+#define STREAM_RETRIES 64                 /* EINTRs retried per call */
+
+/* The response to `q` (`size` bytes) over TCP from `t`'s entries (under the read lock,
+ * no GIL): answer_from's, when the entry went in whole (not the short body, not TC: then
+ * `answer` over TCP, with room for all of it, gives these very bytes); else MISS, or
+ * PLAIN_MISS with the key when the table lacks the question. */
+static Py_ssize_t answer_stream(const TableObject *t, const unsigned char *q, size_t size,
+                                unsigned char *out, unsigned char *key, size_t *key_len) {
+    Wanted wanted;
+    Py_ssize_t n = answer_from(t, q, size, out, key, key_len, &wanted, 1);
+    if (n < 0) return n;
+    size_t qend = 12 + *key_len + 2;
+    const Slot *s = table_find((TableObject *)t, key, *key_len, key_hash(key, *key_len));
+    if (s == NULL || (out[2] & (F_TC >> 8)) ||
+        (size_t)n != qend + (size_t)PyBytes_GET_SIZE(s->body) + (size > qend ? OPT_SIZE : 0)) {
+        *key_len = 0; /* held, but not whole in a UDP answer's room: Python's */
+        return MISS;
+    }
+    return n;
+}
+
+/* Write `out[*at..len]` (no GIL): 0 when all of it went, STREAM_STALLED when the socket
+ * took less (`*at` then marks what is left), STREAM_FAILED when the connection failed. */
+static int stream_write(int fd, const unsigned char *out, size_t len, size_t *at,
+                        unsigned *retries) {
+    while (*at < len) {
+        ssize_t n = send(fd, out + *at, len - *at, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+            *at += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR && (*retries)++ < STREAM_RETRIES) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return STREAM_STALLED;
+        return STREAM_FAILED;
+    }
+    return 0;
+}
+
+/* stream_serve(fd, table, pending, frames, budget_ms, rcodes): see the section's comment.
+ * `pending`: the connection's unread bytes; `frames`: the messages to answer at most
+ * (a turn); `budget_ms`: how long to wait for a write to a table under way before
+ * handing the message to Python. Returns (state, answered, rest, unsent, key): the
+ * STREAM_* state, the messages answered, the unread bytes (for STREAM_MISS the message
+ * Python answers first), the responses not yet written (STREAM_STALLED: Python writes
+ * them before anything else), and the missed question's key for `learn` (or None).
+ * RCODEs of the responses answered are added to `rcodes`. */
+static PyObject *stream_serve(PyObject *module, PyObject *args) {
+    int fd, frames, budget;
+    PyObject *arg, *rcodes;
+    Py_buffer pending;
+    if (!PyArg_ParseTuple(args, "iO!y*iiO!", &fd, &TableType, &arg, &pending, &frames, &budget,
+                          &PyList_Type, &rcodes))
+        return NULL;
+    const TableObject *t = (const TableObject *)arg; /* the caller's reference keeps it */
+    if (fd < 0 || t->slots == NULL || frames < 1 || frames > STREAM_FRAMES || budget < 1 ||
+        budget > 60000 || PyList_GET_SIZE(rcodes) != RCODES || pending.len >= STREAM_IN) {
+        PyBuffer_Release(&pending);
+        PyErr_SetString(PyExc_ValueError,
+                        "stream_serve takes a descriptor, an initialised table, the unread "
+                        "bytes (less than two messages), 1 to 64 messages a turn, a budget "
+                        "of 1 to 60000 ms and the list of 16 RCODE counters");
+        return NULL;
+    }
+    unsigned char *in = PyMem_Malloc(STREAM_IN);
+    unsigned char *out = PyMem_Malloc(STREAM_OUT);
+    if (in == NULL || out == NULL) {
+        PyBuffer_Release(&pending);
+        PyMem_Free(in);
+        PyMem_Free(out);
+        return PyErr_NoMemory();
+    }
+    size_t have = (size_t)pending.len;
+    memcpy(in, pending.buf, have);
+    PyBuffer_Release(&pending);
+    unsigned long long sent[RCODES] = {0};
+    unsigned char key[KEY_MAX];
+    size_t key_len = 0, start = 0, queued = 0, written = 0;
+    unsigned answered = 0, retries = 0;
+    int state;
+    long long deadline = monotonic_ns() + (long long)budget * 1000000LL;
+    Py_BEGIN_ALLOW_THREADS
+    for (;;) { /* bounded: each pass answers a message or reads, `frames` and one read */
+        /* every whole message buffered, up to the turn's, answered under one lock */
+        state = -1;
+        if (have - start >= 2 && have - start >= 2 + ((size_t)in[start] << 8 | in[start + 1])) {
+            if (!read_lock_until(deadline)) {
+                state = STREAM_MISS;
+            } else {
+                while (state < 0) {
+                    size_t size = (size_t)in[start] << 8 | in[start + 1];
+                    if (t->retired || have - start < 2 + size) break;
+                    unsigned char *slot = out + queued;
+                    Py_ssize_t n = answer_stream(t, in + start + 2, size, slot + 2, key,
+                                                 &key_len);
+                    if (n < 0) {
+                        state = STREAM_MISS;
+                        break;
+                    }
+                    slot[0] = (unsigned char)(n >> 8);
+                    slot[1] = (unsigned char)n;
+                    sent[slot[5] & 0x0F]++;
+                    queued += 2 + (size_t)n;
+                    start += 2 + size;
+                    if (++answered == (unsigned)frames) state = STREAM_TURN;
+                }
+                int retired = t->retired;
+                read_unlock();
+                if (state < 0 && retired && have - start >= 2) state = STREAM_MISS;
+            }
+        }
+        if (state != STREAM_MISS) key_len = 0;
+        int wrote = stream_write(fd, out, queued, &written, &retries);
+        if (wrote) {
+            state = wrote;
+            break;
+        }
+        queued = written = 0;
+        if (state >= 0) break;
+        /* nothing whole left: read what is there now */
+        if (start) {
+            memmove(in, in + start, have - start);
+            have -= start;
+            start = 0;
+        }
+        size_t room = STREAM_IN - have;
+        ssize_t got = recv(fd, in + have, room < STREAM_READ ? room : STREAM_READ,
+                           MSG_DONTWAIT);
+        if (got > 0) {
+            have += (size_t)got;
+            continue;
+        }
+        if (got == 0) {
+            state = STREAM_EOF;
+        } else if (errno == EINTR && retries++ < STREAM_RETRIES) {
+            continue;
+        } else {
+            state = errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? STREAM_WAIT
+                                                                              : STREAM_FAILED;
+        }
+        break;
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL;
+    if (count_sent(rcodes, sent) == 0)
+        result = Py_BuildValue("(iIy#y#y#)", state, answered, (const char *)in + start,
+                               (Py_ssize_t)(have - start), (const char *)out + written,
+                               (Py_ssize_t)(state == STREAM_STALLED ? queued - written : 0),
+                               key_len ? (const char *)key : NULL, (Py_ssize_t)key_len);
+    PyMem_Free(in);
+    PyMem_Free(out);
+    return result;
+}
+
 /* The shard of `key` in an owner table's shards (args[0]), or NULL with TypeError: the
  * answer path's own probes (answer/_lookup.py), one call instead of hash, mask, index
  * and get in Python. */
@@ -1850,6 +2028,10 @@ static PyMethodDef module_methods[] = {
      "owner_get(shards, key): key's value in an owner table's shards, or None."},
     {"owner_has", (PyCFunction)(void (*)(void))owner_has, METH_FASTCALL,
      "owner_has(shards, key): whether an owner table's shards hold key."},
+    {"stream_serve", (PyCFunction)stream_serve, METH_VARARGS,
+     "stream_serve(fd, table, pending, frames, budget_ms, rcodes): answer a TCP "
+     "connection's queries the table holds until one is Python's; (state, answered, rest, "
+     "unsent, key)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1867,7 +2049,8 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "Table", (PyObject *)&TableType) < 0 ||
         PyModule_AddObjectRef(m, "Pump", (PyObject *)&PumpType) < 0 ||
-        PyModule_AddIntConstant(m, "MAX_BATCH", MAX_BATCH) < 0) {
+        PyModule_AddIntConstant(m, "MAX_BATCH", MAX_BATCH) < 0 ||
+        PyModule_AddIntConstant(m, "STREAM_FRAMES", STREAM_FRAMES) < 0) {
         Py_DECREF(m);
         return NULL;
     }
