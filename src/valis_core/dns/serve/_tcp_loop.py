@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
 from valis_core.clock import trio_now
-from valis_core.dns.answer import Transport, answer
+from valis_core.dns.answer import Transport, answer, fastpath
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve._loops import (
     MAX_DATAGRAM,
@@ -23,8 +25,7 @@ from valis_core.dns.transfer import transfer_question
 from valis_core.dns.wire.records import NOTAUTH
 
 if TYPE_CHECKING:
-    pass
-
+    from valis_core.dns.answer.fastpath import Table
 
 
 async def serve_tcp(
@@ -38,10 +39,15 @@ async def serve_tcp(
     max_connections: int = 128,
     answer_fn: AnswerFn = answer,
     transfers: TransferFn | None = None,
+    workers: int = 0,
 ) -> None:
     """Accept DNS-over-TCP connections on ``listener`` (already listening) until
     cancelled; each connection is served by its own task. AXFR and IXFR requests go to
     ``transfers`` when given (otherwise the answer path refuses them).
+
+    With the compiled path and ``answer`` (``_loops``, "TCP workers"), C answers what
+    the holder's table holds: on ``workers`` worker threads at most at once (the GIL
+    released), or on the trio thread with ``workers`` 0.
 
     At ``max_connections`` a new connection closes the longest-idle one and is served;
     one closed this way counts in ``tcp_idle_closed``. With no idle connection to close
@@ -53,23 +59,23 @@ async def serve_tcp(
     failures = ThrottledLog()
     pool = _Connections(max_connections, idle_timeout, busy_idle_timeout)
     turns = _Turns()
+    compiled = None
+    if fastpath.COMPILED and answer_fn is answer:
+        compiled = _Compiled(
+            serve=fastpath.stream_server(),
+            limiter=trio.CapacityLimiter(workers) if workers > 0 else None,
+        )
+    conn = _Connection(
+        pool=pool, turns=turns, holder=holder, counts=counts, failures=failures,
+        write_timeout=write_timeout, answer_fn=answer_fn, transfers=transfers,
+        compiled=compiled,
+    )
 
     async def connection(stream: trio.SocketStream) -> None:
         slot = pool.enter()
         try:
             async with stream:
-                await _serve_connection(
-                    stream,
-                    slot=slot,
-                    pool=pool,
-                    turns=turns,
-                    holder=holder,
-                    counts=counts,
-                    failures=failures,
-                    write_timeout=write_timeout,
-                    answer_fn=answer_fn,
-                    transfers=transfers,
-                )
+                await _serve_connection(stream, slot, conn)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         finally:
@@ -204,67 +210,68 @@ class _Turns:
             await trio.lowlevel.checkpoint()
 
 
-async def _serve_connection(
-    stream: trio.SocketStream,
-    *,
-    slot: _Slot,
-    pool: _Connections,
-    turns: _Turns,
-    holder: IndexHolder,
-    counts: ServeStats,
-    failures: ThrottledLog,
-    write_timeout: float,
-    answer_fn: AnswerFn,
-    transfers: TransferFn | None = None,
-) -> None:
+@attrs.frozen(kw_only=True)
+class _Connection:
+    """What a connection's task answers with, the same for every connection of a
+    listener: the pool and turns it takes part in, the holder, the counts, the answer
+    path and the transfers, and (compiled) how C serves it (``_Compiled``)."""
+
+    pool: _Connections
+    turns: _Turns
+    holder: IndexHolder
+    counts: ServeStats
+    failures: ThrottledLog
+    write_timeout: float
+    answer_fn: AnswerFn
+    transfers: TransferFn | None
+    compiled: _Compiled | None
+
+
+@attrs.frozen(kw_only=True)
+class _Compiled:
+    """C's part of the TCP path (``fastpath.stream_server``): where it runs, on the trio
+    thread (``limiter`` None) or on a worker thread, at most ``limiter``'s many at once."""
+
+    serve: Callable[
+        [int, Table, bytes, int, int, list[int]], tuple[int, int, bytes, bytes, bytes | None]
+    ]
+    limiter: trio.CapacityLimiter | None
+
+
+async def _serve_connection(stream: trio.SocketStream, slot: _Slot, conn: _Connection) -> None:
     """Read length-prefixed queries and answer them in order, a batch at a time (one
     send per batch, a turn awaited before each further batch), reading again only when
     every complete query read is answered; return on EOF, idle timeout, eviction or a
-    stalled write."""
-    tcp = Transport.TCP
-    rcodes = counts.tcp_rcodes
+    stalled write. Compiled (``conn.compiled``), C answers what the table holds, reading
+    what is there, and gives the connection back here at the first query it cannot
+    answer (``_compiled_step``): here it is answered, with the rest of what was read."""
     pending = bytearray()
     first = True
     while True:
-        queries = take_frames(pending, TCP_BATCH)
-        if queries:
-            if not first:
-                await turns.take()
+        step = _PYTHON if conn.compiled is None else await _compiled_step(
+            stream, slot, conn, conn.compiled, pending, first=first)
+        if step is _DONE:
+            return
+        if step is _AGAIN:
             first = False
-            slot.last = trio_now()
-            frames: list[bytes] = []
-            for query in queries:
-                if transfers is not None and transfer_question(query) is not None:
-                    # Answers read before it go first; the transfer writes its own.
-                    if frames and not await _send(stream, frames, write_timeout):
-                        counts.tcp_send_failures += 1
-                        return
-                    if not await transfers.transfer(stream, query, holder.snapshot):
-                        return
-                    continue
-                try:
-                    response = answer_fn(holder.snapshot, query, transport=tcp)
-                except Exception:
-                    counts.tcp_answer_errors += 1
-                    failures.failure(tcp, query)
-                    continue
-                if response is None:
-                    counts.tcp_dropped += 1
-                    continue
-                if transfers is not None and response[3] & 0x0F == NOTAUTH:
-                    peer = _peer_host(stream)
-                    response = transfers.signed(holder.snapshot, query, peer, tcp) or response
-                frames.append(len(response).to_bytes(2, "big"))
-                frames.append(response)
-                rcodes[response[3] & 0x0F] += 1
-            if frames and not await _send(stream, frames, write_timeout):
-                counts.tcp_send_failures += 1
-                return
             continue
+        if step is _PYTHON:
+            queries = take_frames(pending, TCP_BATCH)
+            if queries:
+                if not first:
+                    await conn.turns.take()
+                first = False
+                slot.last = trio_now()
+                if not await _answer_batch(stream, conn, queries):
+                    return
+                continue
         first = True
-        with trio.CancelScope(deadline=slot.last + pool.idle_timeout()) as wait:
+        with trio.CancelScope(deadline=slot.last + conn.pool.idle_timeout()) as wait:
             slot.wait = wait
             try:
+                if step is _WAIT:  # C reads what is there
+                    await trio.lowlevel.wait_readable(stream.socket)
+                    continue
                 data = await stream.receive_some(MAX_DATAGRAM + 2)
             finally:
                 slot.wait = None
@@ -273,8 +280,102 @@ async def _serve_connection(
             pending += data
             continue
         if not slot.evicted:
-            counts.tcp_idle_closed += 1
+            conn.counts.tcp_idle_closed += 1
         return
+
+
+_PYTHON, _AGAIN, _WAIT, _DONE = "python", "again", "wait", "done"
+"""What a compiled step leaves the connection's loop to do: answer here, go on (take a
+turn and call C again), wait for something to read, or close."""
+
+STREAM_BUDGET_MS = 20
+"""How long C waits for a write to the table under way before giving the query to Python."""
+
+
+async def _compiled_step(
+    stream: trio.SocketStream, slot: _Slot, conn: _Connection, compiled: _Compiled,
+    pending: bytearray, *, first: bool,
+) -> str:
+    """One call of C on the connection (after a turn, unless ``first``): it answers the
+    whole queries ``pending`` holds and those it reads, while the table holds them, up
+    to a turn's (``TCP_BATCH``). A query C gives back is answered here with the others
+    read (``_answer_batch``), and the table learns it. A table-less version: ``_PYTHON``."""
+    holder, counts = conn.holder, conn.counts
+    snapshot = holder.snapshot
+    table = fastpath.shared_table(snapshot)
+    if table is None:  # no table for this version (out of memory): Python answers
+        return _PYTHON
+    if not first:
+        await conn.turns.take()
+    own = [0] * len(counts.tcp_rcodes)
+    call = (stream.socket.fileno(), table, bytes(pending), TCP_BATCH, STREAM_BUDGET_MS, own)
+    if compiled.limiter is None:
+        state, answered, rest, unsent, key = compiled.serve(*call)
+    else:
+        state, answered, rest, unsent, key = await trio.to_thread.run_sync(
+            compiled.serve, *call, limiter=compiled.limiter)
+    rcodes = counts.tcp_rcodes
+    for rcode, sent in enumerate(own):
+        if sent:
+            rcodes[rcode] += sent
+    pending[:] = rest
+    if answered:
+        slot.last = trio_now()
+    if unsent and not await _send(stream, [unsent], conn.write_timeout):
+        counts.tcp_send_failures += 1
+        return _DONE
+    if state == fastpath.STREAM_MISS:
+        queries = take_frames(pending, TCP_BATCH)
+        if not queries:  # a retired table with a message not yet whole: read on
+            return _WAIT
+        slot.last = trio_now()
+        if not await _answer_batch(stream, conn, queries):
+            return _DONE
+        if key is not None and holder.snapshot is snapshot:
+            fastpath.learn(table, snapshot, key, None)
+        return _AGAIN
+    if state in (fastpath.STREAM_TURN, fastpath.STREAM_STALLED):
+        return _AGAIN
+    if state == fastpath.STREAM_WAIT:
+        return _WAIT
+    return _DONE  # the peer closed, or the connection failed
+
+
+async def _answer_batch(stream: trio.SocketStream, conn: _Connection, queries: list[bytes]) -> bool:
+    """Answer ``queries`` (pipelined on one connection) in order and send the answers in
+    one write; whether the connection goes on."""
+    tcp = Transport.TCP
+    counts, transfers, holder = conn.counts, conn.transfers, conn.holder
+    rcodes = counts.tcp_rcodes
+    frames: list[bytes] = []
+    for query in queries:
+        if transfers is not None and transfer_question(query) is not None:
+            # Answers read before it go first; the transfer writes its own.
+            if frames and not await _send(stream, frames, conn.write_timeout):
+                counts.tcp_send_failures += 1
+                return False
+            if not await transfers.transfer(stream, query, holder.snapshot):
+                return False
+            continue
+        try:
+            response = conn.answer_fn(holder.snapshot, query, transport=tcp)
+        except Exception:
+            counts.tcp_answer_errors += 1
+            conn.failures.failure(tcp, query)
+            continue
+        if response is None:
+            counts.tcp_dropped += 1
+            continue
+        if transfers is not None and response[3] & 0x0F == NOTAUTH:
+            peer = _peer_host(stream)
+            response = transfers.signed(holder.snapshot, query, peer, tcp) or response
+        frames.append(len(response).to_bytes(2, "big"))
+        frames.append(response)
+        rcodes[response[3] & 0x0F] += 1
+    if frames and not await _send(stream, frames, conn.write_timeout):
+        counts.tcp_send_failures += 1
+        return False
+    return True
 
 
 async def _send(stream: trio.SocketStream, frames: list[bytes], write_timeout: float) -> bool:
