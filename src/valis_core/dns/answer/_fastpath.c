@@ -1788,13 +1788,17 @@ static PyTypeObject PumpType = {
  * table's entry whole, which TCP's larger room always takes when the UDP answer C
  * assembles took it (`answer_stream`); anything else is Python's. */
 
+/* How a call ends (fastpath.STREAM_*): no whole message buffered and nothing more to
+ * read now; the first buffered message is Python's; `frames` messages answered (the
+ * connection's turn is over); the peer closed its side; the socket took part of the
+ * responses (Python writes the rest); the connection failed (Python closes it). */
 enum {
-    STREAM_WAIT = 0,    /* no whole message buffered and nothing more to read now */
-    STREAM_MISS = 1,    /* the first buffered message is Python's */
-    STREAM_TURN = 2,    /* `frames` messages answered: the connection's turn is over */
-    STREAM_EOF = 3,     /* the peer closed its side */
-    STREAM_STALLED = 4, /* the socket took part of the responses: Python writes the rest */
-    STREAM_FAILED = 5   /* the connection failed (reset): Python closes it */
+    STREAM_WAIT = 0,
+    STREAM_MISS = 1,
+    STREAM_TURN = 2,
+    STREAM_EOF = 3,
+    STREAM_STALLED = 4,
+    STREAM_FAILED = 5
 };
 
 #define STREAM_READ (MAX_DATAGRAM + 2)    /* one read, as Python's loop reads */

@@ -197,6 +197,7 @@ class ServeStats:
     __slots__ = (
         "tcp_accepted",
         "tcp_answer_errors",
+        "tcp_compiled",
         "tcp_dropped",
         "tcp_idle_closed",
         "tcp_rcodes",
@@ -228,6 +229,7 @@ class ServeStats:
         self.udp_rate_dropped = 0
         self.udp_rate_slipped = 0
         self.udp_compiled = 0
+        self.tcp_compiled = 0  # TCP responses C built (``_tcp_loop``'s compiled path)
 
     def snapshot(self) -> ServeCounts:
         responses: dict[tuple[str, str], int] = {}

@@ -247,13 +247,20 @@ async def _serve_connection(stream: trio.SocketStream, slot: _Slot, conn: _Conne
     answer (``_compiled_step``): here it is answered, with the rest of what was read."""
     pending = bytearray()
     first = True
+    left = TCP_BATCH  # messages this turn may still answer (compiled)
+    step = _PYTHON
     while True:
-        step = _PYTHON if conn.compiled is None else await _compiled_step(
-            stream, slot, conn, conn.compiled, pending, first=first)
+        if conn.compiled is not None:
+            if not left:
+                await conn.turns.take()
+                left = TCP_BATCH
+            # after a miss, on this thread: misses come in runs (a flood over TCP)
+            step, used = await _compiled_step(
+                stream, slot, conn, pending, left, threaded=step is not _MISSED)
+            left -= used
         if step is _DONE:
             return
-        if step is _AGAIN:
-            first = False
+        if step is _AGAIN or step is _MISSED:
             continue
         if step is _PYTHON:
             queries = take_frames(pending, TCP_BATCH)
@@ -266,6 +273,7 @@ async def _serve_connection(stream: trio.SocketStream, slot: _Slot, conn: _Conne
                     return
                 continue
         first = True
+        left = TCP_BATCH
         with trio.CancelScope(deadline=slot.last + conn.pool.idle_timeout()) as wait:
             slot.wait = wait
             try:
@@ -284,32 +292,35 @@ async def _serve_connection(stream: trio.SocketStream, slot: _Slot, conn: _Conne
         return
 
 
-_PYTHON, _AGAIN, _WAIT, _DONE = "python", "again", "wait", "done"
-"""What a compiled step leaves the connection's loop to do: answer here, go on (take a
-turn and call C again), wait for something to read, or close."""
+_PYTHON, _AGAIN, _MISSED, _WAIT, _DONE = "python", "again", "missed", "wait", "done"
+"""What a compiled step leaves the connection's loop to do: answer here, go on (call C
+again, after a turn once the turn's messages are answered; ``_MISSED``: Python answered
+the last), wait for something to read, or close."""
 
 STREAM_BUDGET_MS = 20
 """How long C waits for a write to the table under way before giving the query to Python."""
 
 
 async def _compiled_step(
-    stream: trio.SocketStream, slot: _Slot, conn: _Connection, compiled: _Compiled,
-    pending: bytearray, *, first: bool,
-) -> str:
-    """One call of C on the connection (after a turn, unless ``first``): it answers the
-    whole queries ``pending`` holds and those it reads, while the table holds them, up
-    to a turn's (``TCP_BATCH``). A query C gives back is answered here with the others
-    read (``_answer_batch``), and the table learns it. A table-less version: ``_PYTHON``."""
+    stream: trio.SocketStream, slot: _Slot, conn: _Connection, pending: bytearray,
+    left: int, *, threaded: bool,
+) -> tuple[str, int]:
+    """One call of C on the connection: it answers the whole queries ``pending`` holds
+    and those it reads, while the table holds them, at most ``left``; the first it
+    cannot answer is answered here (``_answer_batch``) and taught to the table. What
+    the connection's loop does next, and how many messages were answered. A table-less
+    version (out of memory): ``_PYTHON``, the loop answers. ``threaded``: on a worker
+    thread, if the listener has them."""
+    compiled = conn.compiled
+    assert compiled is not None
     holder, counts = conn.holder, conn.counts
     snapshot = holder.snapshot
     table = fastpath.shared_table(snapshot)
-    if table is None:  # no table for this version (out of memory): Python answers
-        return _PYTHON
-    if not first:
-        await conn.turns.take()
+    if table is None:
+        return _PYTHON, 0
     own = [0] * len(counts.tcp_rcodes)
-    call = (stream.socket.fileno(), table, bytes(pending), TCP_BATCH, STREAM_BUDGET_MS, own)
-    if compiled.limiter is None:
+    call = (stream.socket.fileno(), table, bytes(pending), left, STREAM_BUDGET_MS, own)
+    if compiled.limiter is None or not threaded:
         state, answered, rest, unsent, key = compiled.serve(*call)
     else:
         state, answered, rest, unsent, key = await trio.to_thread.run_sync(
@@ -320,25 +331,26 @@ async def _compiled_step(
             rcodes[rcode] += sent
     pending[:] = rest
     if answered:
+        counts.tcp_compiled += answered
         slot.last = trio_now()
     if unsent and not await _send(stream, [unsent], conn.write_timeout):
         counts.tcp_send_failures += 1
-        return _DONE
+        return _DONE, answered
     if state == fastpath.STREAM_MISS:
-        queries = take_frames(pending, TCP_BATCH)
+        queries = take_frames(pending, 1)
         if not queries:  # a retired table with a message not yet whole: read on
-            return _WAIT
+            return _WAIT, answered
         slot.last = trio_now()
         if not await _answer_batch(stream, conn, queries):
-            return _DONE
+            return _DONE, answered
         if key is not None and holder.snapshot is snapshot:
             fastpath.learn(table, snapshot, key, None)
-        return _AGAIN
+        return _MISSED, answered + 1
     if state in (fastpath.STREAM_TURN, fastpath.STREAM_STALLED):
-        return _AGAIN
+        return _AGAIN, answered
     if state == fastpath.STREAM_WAIT:
-        return _WAIT
-    return _DONE  # the peer closed, or the connection failed
+        return _WAIT, answered
+    return _DONE, answered  # the peer closed, or the connection failed
 
 
 async def _answer_batch(stream: trio.SocketStream, conn: _Connection, queries: list[bytes]) -> bool:
