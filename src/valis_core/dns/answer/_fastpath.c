@@ -1849,8 +1849,9 @@ static int stream_write(int fd, const unsigned char *out, size_t len, size_t *at
  * (a turn); `budget_ms`: how long to wait for a write to a table under way before
  * handing the message to Python. Returns (state, answered, rest, unsent, key): the
  * STREAM_* state, the messages answered, the unread bytes (for STREAM_MISS the message
- * Python answers first), the responses not yet written (STREAM_STALLED: Python writes
- * them before anything else), and the missed question's key for `learn` (or None).
+ * Python answers first), the responses not yet written (STREAM_STALLED, and STREAM_MISS,
+ * which writes none: Python writes them before anything else, with its own answers in
+ * one write), and the missed question's key for `learn` (or None).
  * RCODEs of the responses answered are added to `rcodes`. */
 static PyObject *stream_serve(PyObject *module, PyObject *args) {
     int fd, frames, budget;
@@ -1913,10 +1914,13 @@ static PyObject *stream_serve(PyObject *module, PyObject *args) {
                 }
                 int retired = t->retired;
                 read_unlock();
-                if (state < 0 && retired && have - start >= 2) state = STREAM_MISS;
+                if (state < 0 && retired && have - start >= 2 &&
+                    have - start >= 2 + ((size_t)in[start] << 8 | in[start + 1]))
+                    state = STREAM_MISS; /* a whole message left: Python's */
             }
         }
-        if (state != STREAM_MISS) key_len = 0;
+        if (state == STREAM_MISS) break; /* Python writes C's answers with its own */
+        key_len = 0;
         int wrote = stream_write(fd, out, queued, &written, &retries);
         if (wrote) {
             state = wrote;
@@ -1952,7 +1956,8 @@ static PyObject *stream_serve(PyObject *module, PyObject *args) {
     if (count_sent(rcodes, sent) == 0)
         result = Py_BuildValue("(iIy#y#y#)", state, answered, (const char *)in + start,
                                (Py_ssize_t)(have - start), (const char *)out + written,
-                               (Py_ssize_t)(state == STREAM_STALLED ? queued - written : 0),
+                               (Py_ssize_t)(state == STREAM_STALLED || state == STREAM_MISS
+                                                ? queued - written : 0),
                                key_len ? (const char *)key : NULL, (Py_ssize_t)key_len);
     PyMem_Free(in);
     PyMem_Free(out);

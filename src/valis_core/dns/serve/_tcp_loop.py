@@ -26,6 +26,7 @@ from valis_core.dns.wire.records import NOTAUTH
 
 if TYPE_CHECKING:
     from valis_core.dns.answer.fastpath import Table
+    from valis_core.dns.serve._udp_loop import Wanted
 
 
 async def serve_tcp(
@@ -333,19 +334,19 @@ async def _compiled_step(
     if answered:
         counts.tcp_compiled += answered
         slot.last = trio_now()
+    if state == fastpath.STREAM_MISS:
+        # C's answers (unsent) and this batch's go out in one write
+        queries, taught = _run_of_misses(pending, table, key, left - answered)
+        slot.last = trio_now()
+        if not await _answer_batch(stream, conn, queries, ahead=unsent):
+            return _DONE, answered
+        if holder.snapshot is snapshot:
+            for learnt, wanted in taught:
+                fastpath.learn(table, snapshot, learnt, wanted)
+        return _MISSED, answered + len(queries)
     if unsent and not await _send(stream, [unsent], conn.write_timeout):
         counts.tcp_send_failures += 1
         return _DONE, answered
-    if state == fastpath.STREAM_MISS:
-        queries = take_frames(pending, 1)
-        if not queries:  # a retired table with a message not yet whole: read on
-            return _WAIT, answered
-        slot.last = trio_now()
-        if not await _answer_batch(stream, conn, queries):
-            return _DONE, answered
-        if key is not None and holder.snapshot is snapshot:
-            fastpath.learn(table, snapshot, key, None)
-        return _MISSED, answered + 1
     if state in (fastpath.STREAM_TURN, fastpath.STREAM_STALLED):
         return _AGAIN, answered
     if state == fastpath.STREAM_WAIT:
@@ -353,13 +354,41 @@ async def _compiled_step(
     return _DONE, answered  # the peer closed, or the connection failed
 
 
-async def _answer_batch(stream: trio.SocketStream, conn: _Connection, queries: list[bytes]) -> bool:
+def _run_of_misses(
+    pending: bytearray, table: Table, key: bytes | None, most: int
+) -> tuple[list[bytes], list[tuple[bytes | None, Wanted | None]]]:
+    """The queries Python answers when C gives a connection back: the first of
+    ``pending`` (C's miss, ``key`` its question), and those after it the table lacks
+    too (``Table.ask``), at most ``most``; taken off ``pending``. With them, what the
+    table is to learn once they are answered (``fastpath.learn``)."""
+    queries = take_frames(pending, 1)
+    taught: list[tuple[bytes | None, Wanted | None]] = [(key, None)]
+    while queries and len(queries) < most and _whole(pending):
+        size = pending[0] << 8 | pending[1]
+        query = bytes(pending[2 : 2 + size])
+        response, other, wanted = table.ask(query)
+        if response is not None:  # C's again
+            break
+        del pending[: 2 + size]
+        queries.append(query)
+        taught.append((other, wanted))
+    return queries, [(k, w) for k, w in taught if k is not None or w is not None]
+
+
+def _whole(pending: bytearray) -> bool:
+    """Whether ``pending`` begins with a whole message."""
+    return len(pending) >= 2 and len(pending) >= 2 + (pending[0] << 8 | pending[1])
+
+
+async def _answer_batch(
+    stream: trio.SocketStream, conn: _Connection, queries: list[bytes], *, ahead: bytes = b""
+) -> bool:
     """Answer ``queries`` (pipelined on one connection) in order and send the answers in
-    one write; whether the connection goes on."""
+    one write, after ``ahead`` (responses framed already); whether the connection goes on."""
     tcp = Transport.TCP
     counts, transfers, holder = conn.counts, conn.transfers, conn.holder
     rcodes = counts.tcp_rcodes
-    frames: list[bytes] = []
+    frames: list[bytes] = [ahead] if ahead else []
     for query in queries:
         if transfers is not None and transfer_question(query) is not None:
             # Answers read before it go first; the transfer writes its own.
