@@ -228,3 +228,18 @@ def test_malformed_frames_and_random_bytes_never_stop_the_server(
             assert await pipelined(served.address, framed([wire] * 3), [], 3) == [expected] * 3
 
     trio.run(run)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+async def test_a_flood_of_missing_names_is_answered_as_answer_mostly_in_c(workers: int) -> None:
+    """Random names beneath a zone, pipelined: each NXDOMAIN is ``answer``'s, and once
+    the zone's negative answer is learnt C builds most of them (on the trio thread, with
+    the GIL, the call after a query a worker gave back)."""
+    rows = EXAMPLE_ROWS
+    oracle = Snapshot(ZoneIndex.from_records(rows))
+    wires = [dns.message.make_query(f"flood{i}.example.com.", "A").to_wire() for i in range(400)]
+    expected = [answer(oracle, wire, transport=TCP) for wire in wires]
+    holder = IndexHolder(ZoneIndex.from_records(rows))
+    async with tcp_served(holder, workers) as served:
+        assert await pipelined(served.address, framed(wires), [], len(wires)) == expected
+        assert served.stats.tcp_compiled > len(wires) // 2

@@ -1807,19 +1807,25 @@ enum {
 #define STREAM_OUT (STREAM_FRAMES * (2 + SERVER_PAYLOAD))
 #define STREAM_RETRIES 64                 /* EINTRs retried per call */
 
-/* The response to `q` (`size` bytes) over TCP from `t`'s entries (under the read lock,
- * no GIL): answer_from's, when the entry went in whole (not the short body, not TC: then
- * `answer` over TCP, with room for all of it, gives these very bytes); else MISS, or
- * PLAIN_MISS with the key when the table lacks the question. */
+/* The response to `q` (`size` bytes) over TCP from `t`: answer_from's (`nogil`: the
+ * entries only, under the read lock; else with the GIL on the writer's thread, the zones'
+ * negative answers too), when the entry went in whole (not the short body, not TC: then
+ * `answer` over TCP, with room for all of it, gives these very bytes; a negative answer
+ * has no short body); else MISS, or PLAIN_MISS with the key when the table lacks the
+ * question. */
 static Py_ssize_t answer_stream(const TableObject *t, const unsigned char *q, size_t size,
-                                unsigned char *out, unsigned char *key, size_t *key_len) {
+                                unsigned char *out, unsigned char *key, size_t *key_len,
+                                int nogil) {
     Wanted wanted;
-    Py_ssize_t n = answer_from(t, q, size, out, key, key_len, &wanted, 1);
+    Py_ssize_t n = answer_from(t, q, size, out, key, key_len, &wanted, nogil);
     if (n < 0) return n;
     size_t qend = 12 + *key_len + 2;
     const Slot *s = table_find((TableObject *)t, key, *key_len, key_hash(key, *key_len));
-    if (s == NULL || (out[2] & (F_TC >> 8)) ||
-        (size_t)n != qend + (size_t)PyBytes_GET_SIZE(s->body) + (size > qend ? OPT_SIZE : 0)) {
+    int whole = !(out[2] & (F_TC >> 8));
+    if (s != NULL && s->hash && slot_fresh(t, s)) /* answer_from's entry: was it whole? */
+        whole = whole && (size_t)n == qend + (size_t)PyBytes_GET_SIZE(s->body) +
+                                           (size > qend ? OPT_SIZE : 0);
+    if (!whole) {
         *key_len = 0; /* held, but not whole in a UDP answer's room: Python's */
         return MISS;
     }
@@ -1844,7 +1850,9 @@ static int stream_write(int fd, const unsigned char *out, size_t len, size_t *at
     return 0;
 }
 
-/* stream_serve(fd, table, pending, frames, budget_ms, rcodes): see the section's comment.
+/* stream_serve(fd, table, pending, frames, budget_ms, rcodes, gil=False): see the section's
+ * comment. `gil`: keep the GIL (a call on the writer's thread, the trio thread: no write
+ * can be under way, no lock is taken, and the zones' negative answers are C's too).
  * `pending`: the connection's unread bytes; `frames`: the messages to answer at most
  * (a turn); `budget_ms`: how long to wait for a write to a table under way before
  * handing the message to Python. Returns (state, answered, rest, unsent, key): the
@@ -1854,11 +1862,11 @@ static int stream_write(int fd, const unsigned char *out, size_t len, size_t *at
  * one write), and the missed question's key for `learn` (or None).
  * RCODEs of the responses answered are added to `rcodes`. */
 static PyObject *stream_serve(PyObject *module, PyObject *args) {
-    int fd, frames, budget;
+    int fd, frames, budget, gil = 0;
     PyObject *arg, *rcodes;
     Py_buffer pending;
-    if (!PyArg_ParseTuple(args, "iO!y*iiO!", &fd, &TableType, &arg, &pending, &frames, &budget,
-                          &PyList_Type, &rcodes))
+    if (!PyArg_ParseTuple(args, "iO!y*iiO!|p", &fd, &TableType, &arg, &pending, &frames,
+                          &budget, &PyList_Type, &rcodes, &gil))
         return NULL;
     const TableObject *t = (const TableObject *)arg; /* the caller's reference keeps it */
     if (fd < 0 || t->slots == NULL || frames < 1 || frames > STREAM_FRAMES || budget < 1 ||
@@ -1887,12 +1895,12 @@ static PyObject *stream_serve(PyObject *module, PyObject *args) {
     unsigned answered = 0, retries = 0;
     int state;
     long long deadline = monotonic_ns() + (long long)budget * 1000000LL;
-    Py_BEGIN_ALLOW_THREADS
+    PyThreadState *released = gil ? NULL : PyEval_SaveThread();
     for (;;) { /* bounded: each pass answers a message or reads, `frames` and one read */
         /* every whole message buffered, up to the turn's, answered under one lock */
         state = -1;
         if (have - start >= 2 && have - start >= 2 + ((size_t)in[start] << 8 | in[start + 1])) {
-            if (!read_lock_until(deadline)) {
+            if (!gil && !read_lock_until(deadline)) {
                 state = STREAM_MISS;
             } else {
                 while (state < 0) {
@@ -1900,7 +1908,7 @@ static PyObject *stream_serve(PyObject *module, PyObject *args) {
                     if (t->retired || have - start < 2 + size) break;
                     unsigned char *slot = out + queued;
                     Py_ssize_t n = answer_stream(t, in + start + 2, size, slot + 2, key,
-                                                 &key_len);
+                                                 &key_len, !gil);
                     if (n < 0) {
                         state = STREAM_MISS;
                         break;
@@ -1913,7 +1921,7 @@ static PyObject *stream_serve(PyObject *module, PyObject *args) {
                     if (++answered == (unsigned)frames) state = STREAM_TURN;
                 }
                 int retired = t->retired;
-                read_unlock();
+                if (!gil) read_unlock();
                 if (state < 0 && retired && have - start >= 2 &&
                     have - start >= 2 + ((size_t)in[start] << 8 | in[start + 1]))
                     state = STREAM_MISS; /* a whole message left: Python's */
@@ -1951,7 +1959,7 @@ static PyObject *stream_serve(PyObject *module, PyObject *args) {
         }
         break;
     }
-    Py_END_ALLOW_THREADS
+    if (released != NULL) PyEval_RestoreThread(released);
     PyObject *result = NULL;
     if (count_sent(rcodes, sent) == 0)
         result = Py_BuildValue("(iIy#y#y#)", state, answered, (const char *)in + start,
@@ -2038,7 +2046,7 @@ static PyMethodDef module_methods[] = {
     {"owner_has", (PyCFunction)(void (*)(void))owner_has, METH_FASTCALL,
      "owner_has(shards, key): whether an owner table's shards hold key."},
     {"stream_serve", (PyCFunction)stream_serve, METH_VARARGS,
-     "stream_serve(fd, table, pending, frames, budget_ms, rcodes): answer a TCP "
+     "stream_serve(fd, table, pending, frames, budget_ms, rcodes, gil=False): answer a TCP "
      "connection's queries the table holds until one is Python's; (state, answered, rest, "
      "unsent, key)."},
     {NULL, NULL, 0, NULL},

@@ -18,7 +18,8 @@ def owner_has(shards: tuple[dict[bytes, object], ...], key: bytes, /) -> bool: .
 def write_begin() -> None: ...
 def write_end() -> None: ...
 def stream_serve(
-    fd: int, table: Table, pending: bytes, frames: int, budget_ms: int, rcodes: list[int], /
+    fd: int, table: Table, pending: bytes, frames: int, budget_ms: int, rcodes: list[int],
+    gil: bool = False, /,
 ) -> tuple[int, int, bytes, bytes, bytes | None]: ...
 
 class Table:

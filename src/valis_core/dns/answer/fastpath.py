@@ -147,7 +147,7 @@ failed."""
 
 
 def stream_server() -> Callable[
-    [int, Table, bytes, int, int, list[int]], tuple[int, int, bytes, bytes, bytes | None]
+    [int, Table, bytes, int, int, list[int], bool], tuple[int, int, bytes, bytes, bytes | None]
 ]:
     """The compiled TCP connection server (``_fastpath.c``'s ``stream_serve``: a
     connection's queries the table holds answered with the GIL released, the connection

@@ -234,7 +234,8 @@ class _Compiled:
     thread (``limiter`` None) or on a worker thread, at most ``limiter``'s many at once."""
 
     serve: Callable[
-        [int, Table, bytes, int, int, list[int]], tuple[int, int, bytes, bytes, bytes | None]
+        [int, Table, bytes, int, int, list[int], bool],
+        tuple[int, int, bytes, bytes, bytes | None],
     ]
     limiter: trio.CapacityLimiter | None
 
@@ -321,11 +322,11 @@ async def _compiled_step(
         return _PYTHON, 0
     own = [0] * len(counts.tcp_rcodes)
     call = (stream.socket.fileno(), table, bytes(pending), left, STREAM_BUDGET_MS, own)
-    if compiled.limiter is None or not threaded:
-        state, answered, rest, unsent, key = compiled.serve(*call)
+    if compiled.limiter is None or not threaded:  # here, with the GIL: negatives too
+        state, answered, rest, unsent, key = compiled.serve(*call, True)
     else:
         state, answered, rest, unsent, key = await trio.to_thread.run_sync(
-            compiled.serve, *call, limiter=compiled.limiter)
+            compiled.serve, *call, False, limiter=compiled.limiter)
     rcodes = counts.tcp_rcodes
     for rcode, sent in enumerate(own):
         if sent:
@@ -363,6 +364,9 @@ def _run_of_misses(
     table is to learn once they are answered (``fastpath.learn``)."""
     queries = take_frames(pending, 1)
     taught: list[tuple[bytes | None, Wanted | None]] = [(key, None)]
+    if queries:  # the negative answer it lacks, if any (C's call gave only the key)
+        _response, first, wanted = table.ask(queries[0])
+        taught[0] = (first or key, wanted)
     while queries and len(queries) < most and _whole(pending):
         size = pending[0] << 8 | pending[1]
         query = bytes(pending[2 : 2 + size])
