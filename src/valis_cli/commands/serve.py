@@ -44,8 +44,7 @@ listening:
   privileged ports (below 1024) are refused: valis never binds :53 itself.
   --workers N binds N UDP sockets on each address (one SO_REUSEPORT group; the kernel
   spreads clients across them), each answered by a worker of its own (default 1; a node
-  under fulcrum takes VALIS_DNS_WORKERS, default one per CPU). TCP keeps one listener;
-  with N above 1 its connections' cached answers are built on N worker threads.
+  under fulcrum takes VALIS_DNS_WORKERS, default one per CPU). TCP keeps one listener.
 
 signing:
   --sign-key ZONE=KEYFILE signs ZONE online (DNSSEC, compact denial) with the private key

@@ -56,16 +56,11 @@ def _dns_service(
 ) -> Service:
     from valis_core.dns.serve import serve_tcp
 
-    # TCP's compiled path on as many worker threads as there are UDP workers (one: on
-    # the trio thread); one listener, its connections' table hits answered there
-    tcp_workers = len(adopted.dns_udps) if len(adopted.dns_udps) > 1 else 0
-
     async def serve(task_status: trio.TaskStatus[None]) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(udp.run)
             nursery.start_soon(partial(
-                serve_tcp, adopted.dns_tcp, udp.holder, stats=stats, transfers=transfers,
-                workers=tcp_workers,
+                serve_tcp, adopted.dns_tcp, udp.holder, stats=stats, transfers=transfers
             ))
             task_status.started()
 

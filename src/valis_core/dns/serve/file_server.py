@@ -85,15 +85,13 @@ async def serve_zone_files(
         stats = ServeStats()
         more_stats = [ServeStats() for _ in more]
         limiter = limiter_for(rrl, holder)
-        tcp_workers = len(more) // len(pairs) + 1 if more else 0  # as many as UDP's
         stopped_by = "?"
         try:
             async with trio.open_nursery() as nursery:
                 for udp, tcp in bound:
                     nursery.start_soon(functools.partial(serve_udp, udp, holder, stats=stats,
                                                          limiter=limiter))
-                    nursery.start_soon(functools.partial(
-                        serve_tcp, tcp, holder, stats=stats, workers=tcp_workers))
+                    nursery.start_soon(functools.partial(serve_tcp, tcp, holder, stats=stats))
                 for udp, own in zip(more, more_stats, strict=True):
                     nursery.start_soon(functools.partial(serve_udp, udp, holder, stats=own,
                                                          limiter=limiter))
