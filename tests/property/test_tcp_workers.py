@@ -46,7 +46,9 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def tcp_served(holder: IndexHolder, workers: int) -> AsyncIterator[Served]:
+async def tcp_served(
+    holder: IndexHolder, workers: int, write_timeout: float = 5.0
+) -> AsyncIterator[Served]:
     """``serve_tcp`` over ``holder`` on 127.0.0.1, its compiled path on ``workers``
     worker threads (0: on the trio thread), until the block ends."""
     stats = ServeStats()
@@ -55,7 +57,8 @@ async def tcp_served(holder: IndexHolder, workers: int) -> AsyncIterator[Served]
         listener.listen(64)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(functools.partial(
-                serve_tcp, listener, holder, stats=stats, workers=workers))
+                serve_tcp, listener, holder, stats=stats, workers=workers,
+                write_timeout=write_timeout))
             yield Served(listener.getsockname(), stats)
             nursery.cancel_scope.cancel()
 
@@ -243,3 +246,36 @@ async def test_a_flood_of_missing_names_is_answered_as_answer_mostly_in_c(worker
     async with tcp_served(holder, workers) as served:
         assert await pipelined(served.address, framed(wires), [], len(wires)) == expected
         assert served.stats.tcp_compiled > len(wires) // 2
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+async def test_a_client_that_never_reads_is_closed_at_the_write_timeout(workers: int) -> None:
+    """Hits pipelined by a client that reads nothing: once the socket takes no more, what
+    C could not write is Python's to finish, within the write timeout, after which the
+    connection is closed (counted) while another client is answered meanwhile."""
+    rows = EXAMPLE_ROWS
+    wire = dns.message.make_query("www.example.com.", "A").to_wire()
+    expected = answer(Snapshot(ZoneIndex.from_records(rows)), wire, transport=TCP)
+    holder = IndexHolder(ZoneIndex.from_records(rows))
+    async with tcp_served(holder, workers, write_timeout=0.5) as served:
+        assert await pipelined(served.address, framed([wire]), [], 1) == [expected]
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as stuck:
+            stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            stuck.connect(served.address)
+            stuck.setblocking(False)
+            flood = framed([wire] * 2000)
+            sent = 0
+            with trio.fail_after(LIMIT):
+                while not served.stats.tcp_send_failures:
+                    assert await pipelined(served.address, framed([wire]), [], 1) == [expected]
+                    try:
+                        sent += stuck.send(flood[sent % len(flood):])
+                    except BlockingIOError:
+                        pass
+                    except OSError:  # closed by the server: the write timed out
+                        break
+                    await trio.sleep(0.05)
+                while not served.stats.tcp_send_failures:  # the close came first
+                    await trio.sleep(0.01)
+        assert served.stats.tcp_send_failures == 1
+        assert served.stats.tcp_compiled > 0
