@@ -86,6 +86,7 @@ C_OWN = frozenset({
     "STREAM_FRAMES",  # the most messages one stream_serve call answers (Python: TCP_BATCH)
     "STREAM_OUT",  # room for that many responses, each at most SERVER_PAYLOAD
     "STREAM_RETRIES",  # EINTRs a stream_serve call retries
+    "STREAM_READS",  # reads a stream_serve call makes at most
     "WRITE",  # a macro, no value: each change to a table a write under the readers' lock
 })
 """The C source's own names: not copies of anything in Python."""

@@ -1,6 +1,6 @@
 /* The compiled UDP fast path (valis_core.dns.answer._fastpath): see fastpath.py for the why.
  *
- * Two types:
+ * Two types (and a TCP section at the end: `stream_serve`, one connection's queries):
  *
  * - Table: the encoded responses of one holder's snapshots, keyed by the question as
  *   _answer.py keys its response cache (the question name lowercased, then the type),
@@ -1780,13 +1780,15 @@ static PyTypeObject PumpType = {
 /* --- TCP: one connection's queries (serve/_tcp_loop.py) ---------------------------- */
 
 /* `stream_serve` answers the queries of one DNS-over-TCP connection (RFC 1035 4.2.2
- * framing, RFC 7766 pipelining) that the table holds, with the GIL released, and gives
- * the connection back to Python at the first message it cannot answer: Python keeps
- * the connection, its unread bytes and every limit (the cap, the idle timeout, the turns,
- * the write timeout); C only ever reads what is there now (MSG_DONTWAIT) and never
- * waits. A response is C's only when it is the bytes `answer` gives over TCP: the
- * table's entry whole, which TCP's larger room always takes when the UDP answer C
- * assembles took it (`answer_stream`); anything else is Python's. */
+ * framing, RFC 7766 pipelining) that the table holds, on a worker thread with the GIL
+ * released or on the trio thread with it (then the zones' negative answers too), and
+ * gives the connection back to Python at the first message it cannot answer: Python
+ * keeps the connection, its unread bytes and every limit (the cap, the idle timeout,
+ * the turns, the write timeout); C only ever reads what is there now (MSG_DONTWAIT), at
+ * most STREAM_READS times a call, and never waits. A response is C's only when it is
+ * the bytes `answer` gives over TCP: the table's entry whole, which TCP's larger room
+ * always takes when the UDP answer C assembles took it (`answer_stream`); anything
+ * else is Python's. */
 
 /* How a call ends (fastpath.STREAM_*): no whole message buffered and nothing more to
  * read now; the first buffered message is Python's; `frames` messages answered (the
@@ -1806,6 +1808,8 @@ enum {
 #define STREAM_FRAMES 64                  /* messages a call answers at most */
 #define STREAM_OUT (STREAM_FRAMES * (2 + SERVER_PAYLOAD))
 #define STREAM_RETRIES 64                 /* EINTRs retried per call */
+#define STREAM_READS 128                  /* reads per call: a client trickling bytes as
+                                             fast as C reads them holds it no longer */
 
 /* The response to `q` (`size` bytes) over TCP from `t`: answer_from's (`nogil`: the
  * entries only, under the read lock; else with the GIL on the writer's thread, the zones'
@@ -1892,7 +1896,7 @@ static PyObject *stream_serve(PyObject *module, PyObject *args) {
     unsigned long long sent[RCODES] = {0};
     unsigned char key[KEY_MAX];
     size_t key_len = 0, start = 0, queued = 0, written = 0;
-    unsigned answered = 0, retries = 0;
+    unsigned answered = 0, retries = 0, reads = 0;
     int state;
     long long deadline = monotonic_ns() + (long long)budget * 1000000LL;
     PyThreadState *released = gil ? NULL : PyEval_SaveThread();
@@ -1941,6 +1945,10 @@ static PyObject *stream_serve(PyObject *module, PyObject *args) {
             memmove(in, in + start, have - start);
             have -= start;
             start = 0;
+        }
+        if (++reads > STREAM_READS) {
+            state = STREAM_WAIT; /* Python waits for the socket: at once if it has more */
+            break;
         }
         size_t room = STREAM_IN - have;
         ssize_t got = recv(fd, in + have, room < STREAM_READ ? room : STREAM_READ,
