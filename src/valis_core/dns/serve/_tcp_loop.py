@@ -338,6 +338,8 @@ async def _compiled_step(
     if state == fastpath.STREAM_MISS:
         # C's answers (unsent) and this batch's go out in one write
         queries, taught = _run_of_misses(pending, table, key, left - answered)
+        if not queries and not unsent:  # C gives back only a whole message: never here
+            return _WAIT, answered
         slot.last = trio_now()
         if not await _answer_batch(stream, conn, queries, ahead=unsent):
             return _DONE, answered
