@@ -122,6 +122,9 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--kinds", default=",".join(SINGLE_KINDS),
                         help=f"comma-separated query kinds to measure alone at the fixed "
                         f"rate ({', '.join(SINGLE_KINDS)}), or none")
+    parser.add_argument("--transport", choices=("udp", "tcp"), default="udp",
+                        help="what dnsperf asks over (dnsperf -m): tcp keeps its clients' "
+                        "connections open and pipelines up to 100 queries on them")
     parser.add_argument("--workers", type=int, default=1,
                         help="cores each server answers on (valis --workers, NSD "
                         "server-count, Knot udp-workers)")
@@ -226,7 +229,8 @@ def main(argv: Sequence[str]) -> int:
                       "kind_duration": args.kind_duration, "rate": args.rate,
                       "outstanding": 100, "query_lines": QUERY_LINES,
                       "server_core": args.server_core, "client_core": args.client_core,
-                      "sign": args.sign, "workers": args.workers, "clients": args.clients},
+                      "sign": args.sign, "workers": args.workers, "clients": args.clients,
+                      "transport": args.transport},
             environment=environment,
             runs=tuple(measured),
         )
@@ -447,7 +451,7 @@ def dnsperf(
     command = ["taskset", "-c", args.client_core, "dnsperf", "-s", "127.0.0.1",
                "-p", str(server.port), "-d", str(queries), "-l", str(duration),
                "-c", str(getattr(args, "clients", None) or 1), "-T", "1", "-q", "100",
-               "-t", "2"]
+               "-t", "2", "-m", getattr(args, "transport", "udp")]
     if rate is not None:
         command += ["-Q", str(rate)]
     before = tree_cpu_seconds(pid)
@@ -616,7 +620,7 @@ server:
     rundir: "{home}"
     listen: 127.0.0.1@{port}
     udp-workers: {workers}
-    tcp-workers: 1
+    tcp-workers: {workers}
     background-workers: 1
 database:
     storage: "{home}"

@@ -59,6 +59,13 @@ PYTHON: Mapping[str, int] = {
     # where each field of an answer entry sits (message.Entry)
     **{f"E_{field.upper()}": at for at, field in enumerate(message.ENTRY_FIELDS)},
     "E_FIELDS": len(message.ENTRY_FIELDS),
+    # how stream_serve gives a TCP connection back
+    "STREAM_WAIT": fastpath.STREAM_WAIT,
+    "STREAM_MISS": fastpath.STREAM_MISS,
+    "STREAM_TURN": fastpath.STREAM_TURN,
+    "STREAM_EOF": fastpath.STREAM_EOF,
+    "STREAM_STALLED": fastpath.STREAM_STALLED,
+    "STREAM_FAILED": fastpath.STREAM_FAILED,
 }
 """Each copy in the C source and the Python value it must equal."""
 
@@ -74,6 +81,12 @@ C_OWN = frozenset({
     "DEP_ROOT",  # ... "no served zone" (a lookup that found none),
     "DEP_ANY",  # ... and "any change" (more zones than SLOT_DEPS)
     "SLOT_READS",  # the names read inside its zone an entry remembers; past that, none
+    "STREAM_READ",  # one read of a TCP connection, as _tcp_loop reads (MAX_DATAGRAM + 2)
+    "STREAM_IN",  # a connection's unread bytes: less than a message, and a read
+    "STREAM_FRAMES",  # the most messages one stream_serve call answers (Python: TCP_BATCH)
+    "STREAM_OUT",  # room for that many responses, each at most SERVER_PAYLOAD
+    "STREAM_RETRIES",  # EINTRs a stream_serve call retries
+    "STREAM_READS",  # reads a stream_serve call makes at most
     "WRITE",  # a macro, no value: each change to a table a write under the readers' lock
 })
 """The C source's own names: not copies of anything in Python."""

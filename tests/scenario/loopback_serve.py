@@ -102,8 +102,10 @@ async def serving(
     idle_timeout: float = 10.0,
     busy_idle_timeout: float = 1.0,
     max_connections: int = 16,
+    tcp_workers: int = 0,
 ) -> AsyncIterator[Loopback]:
-    """Both loops over fresh loopback sockets, cancelled and closed on exit."""
+    """Both loops over fresh loopback sockets, cancelled and closed on exit; TCP's
+    compiled path on ``tcp_workers`` worker threads (0: on the trio thread)."""
     holder = IndexHolder(index_with_www("192.0.2.80"))
     stats = ServeStats()
     with (
@@ -127,6 +129,7 @@ async def serving(
                     idle_timeout=idle_timeout,
                     busy_idle_timeout=busy_idle_timeout,
                     max_connections=max_connections,
+                    workers=tcp_workers,
                 )
             )
             yield Loopback(holder, stats, udp.getsockname(), tcp.getsockname())

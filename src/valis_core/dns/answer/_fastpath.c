@@ -1,6 +1,6 @@
 /* The compiled UDP fast path (valis_core.dns.answer._fastpath): see fastpath.py for the why.
  *
- * Two types:
+ * Two types (and a TCP section at the end: `stream_serve`, one connection's queries):
  *
  * - Table: the encoded responses of one holder's snapshots, keyed by the question as
  *   _answer.py keys its response cache (the question name lowercased, then the type),
@@ -1777,6 +1777,209 @@ static PyTypeObject PumpType = {
     .tp_methods = Pump_methods,
 };
 
+/* --- TCP: one connection's queries (serve/_tcp_loop.py) ---------------------------- */
+
+/* `stream_serve` answers the queries of one DNS-over-TCP connection (RFC 1035 4.2.2
+ * framing, RFC 7766 pipelining) that the table holds, on a worker thread with the GIL
+ * released or on the trio thread with it (then the zones' negative answers too), and
+ * gives the connection back to Python at the first message it cannot answer: Python
+ * keeps the connection, its unread bytes and every limit (the cap, the idle timeout,
+ * the turns, the write timeout); C only ever reads what is there now (MSG_DONTWAIT), at
+ * most STREAM_READS times a call, and never waits. A response is C's only when it is
+ * the bytes `answer` gives over TCP: the table's entry whole, which TCP's larger room
+ * always takes when the UDP answer C assembles took it (`answer_stream`); anything
+ * else is Python's. */
+
+/* How a call ends (fastpath.STREAM_*): no whole message buffered and nothing more to
+ * read now; the first buffered message is Python's; `frames` messages answered (the
+ * connection's turn is over); the peer closed its side; the socket took part of the
+ * responses (Python writes the rest); the connection failed (Python closes it). */
+enum {
+    STREAM_WAIT = 0,
+    STREAM_MISS = 1,
+    STREAM_TURN = 2,
+    STREAM_EOF = 3,
+    STREAM_STALLED = 4,
+    STREAM_FAILED = 5
+};
+
+#define STREAM_READ (MAX_DATAGRAM + 2)    /* one read, as Python's loop reads */
+#define STREAM_IN (2 * STREAM_READ)       /* less than a message buffered, and a read */
+#define STREAM_FRAMES 64                  /* messages a call answers at most */
+#define STREAM_OUT (STREAM_FRAMES * (2 + SERVER_PAYLOAD))
+#define STREAM_RETRIES 64                 /* EINTRs retried per call */
+#define STREAM_READS 128                  /* reads per call: a client trickling bytes as
+                                             fast as C reads them holds it no longer */
+
+/* The response to `q` (`size` bytes) over TCP from `t`: answer_from's (`nogil`: the
+ * entries only, under the read lock; else with the GIL on the writer's thread, the zones'
+ * negative answers too), when the entry went in whole (not the short body, not TC: then
+ * `answer` over TCP, with room for all of it, gives these very bytes; a negative answer
+ * has no short body); else MISS, or PLAIN_MISS with the key when the table lacks the
+ * question. */
+static Py_ssize_t answer_stream(const TableObject *t, const unsigned char *q, size_t size,
+                                unsigned char *out, unsigned char *key, size_t *key_len,
+                                int nogil) {
+    Wanted wanted;
+    Py_ssize_t n = answer_from(t, q, size, out, key, key_len, &wanted, nogil);
+    if (n < 0) return n;
+    size_t qend = 12 + *key_len + 2;
+    const Slot *s = table_find((TableObject *)t, key, *key_len, key_hash(key, *key_len));
+    int whole = !(out[2] & (F_TC >> 8));
+    if (s != NULL && s->hash && slot_fresh(t, s)) /* answer_from's entry: was it whole? */
+        whole = whole && (size_t)n == qend + (size_t)PyBytes_GET_SIZE(s->body) +
+                                           (size > qend ? OPT_SIZE : 0);
+    if (!whole) {
+        *key_len = 0; /* held, but not whole in a UDP answer's room: Python's */
+        return MISS;
+    }
+    return n;
+}
+
+/* Write `out[*at..len]` (no GIL): 0 when all of it went, STREAM_STALLED when the socket
+ * took less (`*at` then marks what is left), STREAM_FAILED when the connection failed. */
+static int stream_write(int fd, const unsigned char *out, size_t len, size_t *at,
+                        unsigned *retries) {
+    while (*at < len) {
+        ssize_t n = send(fd, out + *at, len - *at, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+            *at += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR && (*retries)++ < STREAM_RETRIES) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return STREAM_STALLED;
+        return STREAM_FAILED;
+    }
+    return 0;
+}
+
+/* stream_serve(fd, table, pending, frames, budget_ms, rcodes, gil=False): see the section's
+ * comment. `gil`: keep the GIL (a call on the writer's thread, the trio thread: no write
+ * can be under way, no lock is taken, and the zones' negative answers are C's too).
+ * `pending`: the connection's unread bytes; `frames`: the messages to answer at most
+ * (a turn); `budget_ms`: how long to wait for a write to a table under way before
+ * handing the message to Python. Returns (state, answered, rest, unsent, key): the
+ * STREAM_* state, the messages answered, the unread bytes (for STREAM_MISS the message
+ * Python answers first), the responses not yet written (STREAM_STALLED, and STREAM_MISS,
+ * which writes none: Python writes them before anything else, with its own answers in
+ * one write), and the missed question's key for `learn` (or None).
+ * RCODEs of the responses answered are added to `rcodes`. */
+static PyObject *stream_serve(PyObject *module, PyObject *args) {
+    int fd, frames, budget, gil = 0;
+    PyObject *arg, *rcodes;
+    Py_buffer pending;
+    if (!PyArg_ParseTuple(args, "iO!y*iiO!|p", &fd, &TableType, &arg, &pending, &frames,
+                          &budget, &PyList_Type, &rcodes, &gil))
+        return NULL;
+    const TableObject *t = (const TableObject *)arg; /* the caller's reference keeps it */
+    if (fd < 0 || t->slots == NULL || frames < 1 || frames > STREAM_FRAMES || budget < 1 ||
+        budget > 60000 || PyList_GET_SIZE(rcodes) != RCODES || pending.len >= STREAM_IN) {
+        PyBuffer_Release(&pending);
+        PyErr_SetString(PyExc_ValueError,
+                        "stream_serve takes a descriptor, an initialised table, the unread "
+                        "bytes (less than two messages), 1 to 64 messages a turn, a budget "
+                        "of 1 to 60000 ms and the list of 16 RCODE counters");
+        return NULL;
+    }
+    unsigned char *in = PyMem_Malloc(STREAM_IN);
+    unsigned char *out = PyMem_Malloc(STREAM_OUT);
+    if (in == NULL || out == NULL) {
+        PyBuffer_Release(&pending);
+        PyMem_Free(in);
+        PyMem_Free(out);
+        return PyErr_NoMemory();
+    }
+    size_t have = (size_t)pending.len;
+    memcpy(in, pending.buf, have);
+    PyBuffer_Release(&pending);
+    unsigned long long sent[RCODES] = {0};
+    unsigned char key[KEY_MAX];
+    size_t key_len = 0, start = 0, queued = 0, written = 0;
+    unsigned answered = 0, retries = 0, reads = 0;
+    int state;
+    long long deadline = monotonic_ns() + (long long)budget * 1000000LL;
+    PyThreadState *released = gil ? NULL : PyEval_SaveThread();
+    for (;;) { /* bounded: each pass answers a message or reads, `frames` and one read */
+        /* every whole message buffered, up to the turn's, answered under one lock */
+        state = -1;
+        if (have - start >= 2 && have - start >= 2 + ((size_t)in[start] << 8 | in[start + 1])) {
+            if (!gil && !read_lock_until(deadline)) {
+                state = STREAM_MISS;
+            } else {
+                while (state < 0) {
+                    size_t size = (size_t)in[start] << 8 | in[start + 1];
+                    if (t->retired || have - start < 2 + size) break;
+                    unsigned char *slot = out + queued;
+                    Py_ssize_t n = answer_stream(t, in + start + 2, size, slot + 2, key,
+                                                 &key_len, !gil);
+                    if (n < 0) {
+                        state = STREAM_MISS;
+                        break;
+                    }
+                    slot[0] = (unsigned char)(n >> 8);
+                    slot[1] = (unsigned char)n;
+                    sent[slot[5] & 0x0F]++;
+                    queued += 2 + (size_t)n;
+                    start += 2 + size;
+                    if (++answered == (unsigned)frames) state = STREAM_TURN;
+                }
+                int retired = t->retired;
+                if (!gil) read_unlock();
+                if (state < 0 && retired && have - start >= 2 &&
+                    have - start >= 2 + ((size_t)in[start] << 8 | in[start + 1]))
+                    state = STREAM_MISS; /* a whole message left: Python's */
+            }
+        }
+        if (state == STREAM_MISS) break; /* Python writes C's answers with its own */
+        key_len = 0;
+        int wrote = stream_write(fd, out, queued, &written, &retries);
+        if (wrote) {
+            state = wrote;
+            break;
+        }
+        queued = written = 0;
+        if (state >= 0) break;
+        /* nothing whole left: read what is there now */
+        if (start) {
+            memmove(in, in + start, have - start);
+            have -= start;
+            start = 0;
+        }
+        if (++reads > STREAM_READS) {
+            state = STREAM_WAIT; /* Python waits for the socket: at once if it has more */
+            break;
+        }
+        size_t room = STREAM_IN - have;
+        ssize_t got = recv(fd, in + have, room < STREAM_READ ? room : STREAM_READ,
+                           MSG_DONTWAIT);
+        if (got > 0) {
+            have += (size_t)got;
+            continue;
+        }
+        if (got == 0) {
+            state = STREAM_EOF;
+        } else if (errno == EINTR && retries++ < STREAM_RETRIES) {
+            continue;
+        } else {
+            state = errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? STREAM_WAIT
+                                                                              : STREAM_FAILED;
+        }
+        break;
+    }
+    if (released != NULL) PyEval_RestoreThread(released);
+    PyObject *result = NULL;
+    if (count_sent(rcodes, sent) == 0)
+        result = Py_BuildValue("(iIy#y#y#)", state, answered, (const char *)in + start,
+                               (Py_ssize_t)(have - start), (const char *)out + written,
+                               (Py_ssize_t)(state == STREAM_STALLED || state == STREAM_MISS
+                                                ? queued - written : 0),
+                               key_len ? (const char *)key : NULL, (Py_ssize_t)key_len);
+    PyMem_Free(in);
+    PyMem_Free(out);
+    return result;
+}
+
 /* The shard of `key` in an owner table's shards (args[0]), or NULL with TypeError: the
  * answer path's own probes (answer/_lookup.py), one call instead of hash, mask, index
  * and get in Python. */
@@ -1850,6 +2053,10 @@ static PyMethodDef module_methods[] = {
      "owner_get(shards, key): key's value in an owner table's shards, or None."},
     {"owner_has", (PyCFunction)(void (*)(void))owner_has, METH_FASTCALL,
      "owner_has(shards, key): whether an owner table's shards hold key."},
+    {"stream_serve", (PyCFunction)stream_serve, METH_VARARGS,
+     "stream_serve(fd, table, pending, frames, budget_ms, rcodes, gil=False): answer a TCP "
+     "connection's queries the table holds until one is Python's; (state, answered, rest, "
+     "unsent, key)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1867,7 +2074,8 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "Table", (PyObject *)&TableType) < 0 ||
         PyModule_AddObjectRef(m, "Pump", (PyObject *)&PumpType) < 0 ||
-        PyModule_AddIntConstant(m, "MAX_BATCH", MAX_BATCH) < 0) {
+        PyModule_AddIntConstant(m, "MAX_BATCH", MAX_BATCH) < 0 ||
+        PyModule_AddIntConstant(m, "STREAM_FRAMES", STREAM_FRAMES) < 0) {
         Py_DECREF(m);
         return NULL;
     }

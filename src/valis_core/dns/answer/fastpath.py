@@ -67,7 +67,7 @@ import contextlib
 import functools
 import logging
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import attrs
@@ -92,6 +92,7 @@ __all__ = [
     "path_name",
     "pump",
     "shared_table",
+    "stream_server",
     "table_for",
     "tell_once",
     "writing",
@@ -136,6 +137,24 @@ def pump(fd: int, batch: int) -> Pump:
     from valis_core.dns.answer._fastpath import Pump
 
     return Pump(fd, batch)
+
+
+STREAM_WAIT, STREAM_MISS, STREAM_TURN, STREAM_EOF, STREAM_STALLED, STREAM_FAILED = range(6)
+"""How ``stream_serve`` (``_fastpath.c``'s TCP section) gave a connection back: nothing
+whole buffered and nothing to read now; the first buffered message is Python's; its
+turn's messages answered; the peer closed; responses left to write; the connection
+failed."""
+
+
+def stream_server() -> Callable[
+    [int, Table, bytes, int, int, list[int], bool], tuple[int, int, bytes, bytes, bytes | None]
+]:
+    """The compiled TCP connection server (``_fastpath.c``'s ``stream_serve``: a
+    connection's queries the table holds answered with the GIL released, the connection
+    given back at the first it cannot answer); call only when ``COMPILED``."""
+    from valis_core.dns.answer._fastpath import stream_serve
+
+    return stream_serve
 
 
 def table_for(snapshot: Snapshot) -> Table | None:

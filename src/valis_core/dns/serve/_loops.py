@@ -91,6 +91,25 @@ cannot starve the others:
   and is served; clients holding connections open cannot lock newcomers out. Only when
   no connection is idle (all are mid-query) is the new one accepted and closed at once,
   rather than left in the kernel backlog, so the client learns immediately.
+
+TCP workers (issue 29): with the compiled path and ``answer``, a connection's queries
+are answered by ``stream_serve`` (``_fastpath.c``'s TCP section) while the holder's
+table holds them: it takes the connection's unread bytes and reads what is there now
+(never waiting), answers each whole message the table holds with the very bytes
+``answer`` gives over TCP (the entry whole: C hands back a question whose answer needs
+TCP's larger room), writes the answers, and returns at the turn's ``TCP_BATCH``
+messages, when nothing whole is left to read, or at the first message it cannot
+answer. That one and the run of misses after it (``Table.ask``) are answered here,
+written after C's answers in one write, and taught to the table; then C goes on. So
+every response goes out once, in order, and everything that is per connection stays
+here: the cap and eviction, the idle timeout (the wait for the next bytes is trio's,
+with the same deadline), the turns, the write timeout (a write C could not finish is
+finished here), transfers and signed queries (C hands back AXFR, IXFR and TSIG). On the
+trio thread C keeps the GIL (no lock: the writer's own thread) and answers the zones'
+negative answers too. ``serve_tcp``'s ``workers`` runs the calls on worker threads
+instead (the GIL released, the table read under the readers' lock, entries only); it
+is not wired: at dnsperf's batch sizes a thread hop per call cost more CPU per query
+than C saved (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -197,6 +216,7 @@ class ServeStats:
     __slots__ = (
         "tcp_accepted",
         "tcp_answer_errors",
+        "tcp_compiled",
         "tcp_dropped",
         "tcp_idle_closed",
         "tcp_rcodes",
@@ -228,6 +248,7 @@ class ServeStats:
         self.udp_rate_dropped = 0
         self.udp_rate_slipped = 0
         self.udp_compiled = 0
+        self.tcp_compiled = 0  # TCP responses C built (``_tcp_loop``'s compiled path)
 
     def snapshot(self) -> ServeCounts:
         responses: dict[tuple[str, str], int] = {}

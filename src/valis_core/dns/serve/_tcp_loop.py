@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
 from valis_core.clock import trio_now
-from valis_core.dns.answer import Transport, answer
+from valis_core.dns.answer import Transport, answer, fastpath
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.serve._loops import (
     MAX_DATAGRAM,
@@ -23,8 +25,8 @@ from valis_core.dns.transfer import transfer_question
 from valis_core.dns.wire.records import NOTAUTH
 
 if TYPE_CHECKING:
-    pass
-
+    from valis_core.dns.answer.fastpath import Table
+    from valis_core.dns.serve._udp_loop import Wanted
 
 
 async def serve_tcp(
@@ -38,10 +40,15 @@ async def serve_tcp(
     max_connections: int = 128,
     answer_fn: AnswerFn = answer,
     transfers: TransferFn | None = None,
+    workers: int = 0,
 ) -> None:
     """Accept DNS-over-TCP connections on ``listener`` (already listening) until
     cancelled; each connection is served by its own task. AXFR and IXFR requests go to
     ``transfers`` when given (otherwise the answer path refuses them).
+
+    With the compiled path and ``answer`` (``_loops``, "TCP workers"), C answers what
+    the holder's table holds: on ``workers`` worker threads at most at once (the GIL
+    released), or on the trio thread with ``workers`` 0.
 
     At ``max_connections`` a new connection closes the longest-idle one and is served;
     one closed this way counts in ``tcp_idle_closed``. With no idle connection to close
@@ -53,23 +60,23 @@ async def serve_tcp(
     failures = ThrottledLog()
     pool = _Connections(max_connections, idle_timeout, busy_idle_timeout)
     turns = _Turns()
+    compiled = None
+    if fastpath.COMPILED and answer_fn is answer:
+        compiled = _Compiled(
+            serve=fastpath.stream_server(),
+            limiter=trio.CapacityLimiter(workers) if workers > 0 else None,
+        )
+    conn = _Connection(
+        pool=pool, turns=turns, holder=holder, counts=counts, failures=failures,
+        write_timeout=write_timeout, answer_fn=answer_fn, transfers=transfers,
+        compiled=compiled,
+    )
 
     async def connection(stream: trio.SocketStream) -> None:
         slot = pool.enter()
         try:
             async with stream:
-                await _serve_connection(
-                    stream,
-                    slot=slot,
-                    pool=pool,
-                    turns=turns,
-                    holder=holder,
-                    counts=counts,
-                    failures=failures,
-                    write_timeout=write_timeout,
-                    answer_fn=answer_fn,
-                    transfers=transfers,
-                )
+                await _serve_connection(stream, slot, conn)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         finally:
@@ -204,67 +211,77 @@ class _Turns:
             await trio.lowlevel.checkpoint()
 
 
-async def _serve_connection(
-    stream: trio.SocketStream,
-    *,
-    slot: _Slot,
-    pool: _Connections,
-    turns: _Turns,
-    holder: IndexHolder,
-    counts: ServeStats,
-    failures: ThrottledLog,
-    write_timeout: float,
-    answer_fn: AnswerFn,
-    transfers: TransferFn | None = None,
-) -> None:
+@attrs.frozen(kw_only=True)
+class _Connection:
+    """What a connection's task answers with, the same for every connection of a
+    listener: the pool and turns it takes part in, the holder, the counts, the answer
+    path and the transfers, and (compiled) how C serves it (``_Compiled``)."""
+
+    pool: _Connections
+    turns: _Turns
+    holder: IndexHolder
+    counts: ServeStats
+    failures: ThrottledLog
+    write_timeout: float
+    answer_fn: AnswerFn
+    transfers: TransferFn | None
+    compiled: _Compiled | None
+
+
+@attrs.frozen(kw_only=True)
+class _Compiled:
+    """C's part of the TCP path (``fastpath.stream_server``): where it runs, on the trio
+    thread (``limiter`` None) or on a worker thread, at most ``limiter``'s many at once."""
+
+    serve: Callable[
+        [int, Table, bytes, int, int, list[int], bool],
+        tuple[int, int, bytes, bytes, bytes | None],
+    ]
+    limiter: trio.CapacityLimiter | None
+
+
+async def _serve_connection(stream: trio.SocketStream, slot: _Slot, conn: _Connection) -> None:
     """Read length-prefixed queries and answer them in order, a batch at a time (one
     send per batch, a turn awaited before each further batch), reading again only when
     every complete query read is answered; return on EOF, idle timeout, eviction or a
-    stalled write."""
-    tcp = Transport.TCP
-    rcodes = counts.tcp_rcodes
+    stalled write. Compiled (``conn.compiled``), C answers what the table holds, reading
+    what is there, and gives the connection back here at the first query it cannot
+    answer (``_compiled_step``): here it is answered, with the rest of what was read."""
     pending = bytearray()
     first = True
+    left = TCP_BATCH  # messages this turn may still answer (compiled)
+    step = _PYTHON
     while True:
-        queries = take_frames(pending, TCP_BATCH)
-        if queries:
-            if not first:
-                await turns.take()
-            first = False
-            slot.last = trio_now()
-            frames: list[bytes] = []
-            for query in queries:
-                if transfers is not None and transfer_question(query) is not None:
-                    # Answers read before it go first; the transfer writes its own.
-                    if frames and not await _send(stream, frames, write_timeout):
-                        counts.tcp_send_failures += 1
-                        return
-                    if not await transfers.transfer(stream, query, holder.snapshot):
-                        return
-                    continue
-                try:
-                    response = answer_fn(holder.snapshot, query, transport=tcp)
-                except Exception:
-                    counts.tcp_answer_errors += 1
-                    failures.failure(tcp, query)
-                    continue
-                if response is None:
-                    counts.tcp_dropped += 1
-                    continue
-                if transfers is not None and response[3] & 0x0F == NOTAUTH:
-                    peer = _peer_host(stream)
-                    response = transfers.signed(holder.snapshot, query, peer, tcp) or response
-                frames.append(len(response).to_bytes(2, "big"))
-                frames.append(response)
-                rcodes[response[3] & 0x0F] += 1
-            if frames and not await _send(stream, frames, write_timeout):
-                counts.tcp_send_failures += 1
-                return
+        if conn.compiled is not None:
+            if not left:
+                await conn.turns.take()
+                left = TCP_BATCH
+            # after a miss, on this thread: misses come in runs (a flood over TCP)
+            step, used = await _compiled_step(
+                stream, slot, conn, pending, left, threaded=step is not _MISSED)
+            left -= used
+        if step is _DONE:
+            return
+        if step is _AGAIN or step is _MISSED:
             continue
+        if step is _PYTHON:
+            queries = take_frames(pending, TCP_BATCH)
+            if queries:
+                if not first:
+                    await conn.turns.take()
+                first = False
+                slot.last = trio_now()
+                if not await _answer_batch(stream, conn, queries):
+                    return
+                continue
         first = True
-        with trio.CancelScope(deadline=slot.last + pool.idle_timeout()) as wait:
+        left = TCP_BATCH
+        with trio.CancelScope(deadline=slot.last + conn.pool.idle_timeout()) as wait:
             slot.wait = wait
             try:
+                if step is _WAIT:  # C reads what is there
+                    await trio.lowlevel.wait_readable(stream.socket)
+                    continue
                 data = await stream.receive_some(MAX_DATAGRAM + 2)
             finally:
                 slot.wait = None
@@ -273,8 +290,139 @@ async def _serve_connection(
             pending += data
             continue
         if not slot.evicted:
-            counts.tcp_idle_closed += 1
+            conn.counts.tcp_idle_closed += 1
         return
+
+
+_PYTHON, _AGAIN, _MISSED, _WAIT, _DONE = "python", "again", "missed", "wait", "done"
+"""What a compiled step leaves the connection's loop to do: answer here, go on (call C
+again, after a turn once the turn's messages are answered; ``_MISSED``: Python answered
+the last), wait for something to read, or close."""
+
+STREAM_BUDGET_MS = 20
+"""How long C waits for a write to the table under way before giving the query to Python."""
+
+
+async def _compiled_step(
+    stream: trio.SocketStream, slot: _Slot, conn: _Connection, pending: bytearray,
+    left: int, *, threaded: bool,
+) -> tuple[str, int]:
+    """One call of C on the connection: it answers the whole queries ``pending`` holds
+    and those it reads, while the table holds them, at most ``left``; the first it
+    cannot answer is answered here (``_answer_batch``) and taught to the table. What
+    the connection's loop does next, and how many messages were answered. A table-less
+    version (out of memory): ``_PYTHON``, the loop answers. ``threaded``: on a worker
+    thread, if the listener has them."""
+    compiled = conn.compiled
+    assert compiled is not None
+    holder, counts = conn.holder, conn.counts
+    snapshot = holder.snapshot
+    table = fastpath.shared_table(snapshot)
+    if table is None:
+        return _PYTHON, 0
+    own = [0] * len(counts.tcp_rcodes)
+    call = (stream.socket.fileno(), table, bytes(pending), left, STREAM_BUDGET_MS, own)
+    if compiled.limiter is None or not threaded:  # here, with the GIL: negatives too
+        state, answered, rest, unsent, key = compiled.serve(*call, True)
+    else:
+        state, answered, rest, unsent, key = await trio.to_thread.run_sync(
+            compiled.serve, *call, False, limiter=compiled.limiter)
+    rcodes = counts.tcp_rcodes
+    for rcode, sent in enumerate(own):
+        if sent:
+            rcodes[rcode] += sent
+    pending[:] = rest
+    if answered:
+        counts.tcp_compiled += answered
+        slot.last = trio_now()
+    if state == fastpath.STREAM_MISS:
+        # C's answers (unsent) and this batch's go out in one write
+        queries, taught = _run_of_misses(pending, table, key, left - answered)
+        if not queries and not unsent:  # C gives back only a whole message: never here
+            return _WAIT, answered
+        slot.last = trio_now()
+        if not await _answer_batch(stream, conn, queries, ahead=unsent):
+            return _DONE, answered
+        if holder.snapshot is snapshot:
+            for learnt, wanted in taught:
+                fastpath.learn(table, snapshot, learnt, wanted)
+        return _MISSED, answered + len(queries)
+    if unsent and not await _send(stream, [unsent], conn.write_timeout):
+        counts.tcp_send_failures += 1
+        return _DONE, answered
+    if state in (fastpath.STREAM_TURN, fastpath.STREAM_STALLED):
+        return _AGAIN, answered
+    if state == fastpath.STREAM_WAIT:
+        return _WAIT, answered
+    return _DONE, answered  # the peer closed, or the connection failed
+
+
+def _run_of_misses(
+    pending: bytearray, table: Table, key: bytes | None, most: int
+) -> tuple[list[bytes], list[tuple[bytes | None, Wanted | None]]]:
+    """The queries Python answers when C gives a connection back: the first of
+    ``pending`` (C's miss, ``key`` its question), and those after it the table lacks
+    too (``Table.ask``), at most ``most``; taken off ``pending``. With them, what the
+    table is to learn once they are answered (``fastpath.learn``)."""
+    queries = take_frames(pending, 1)
+    taught: list[tuple[bytes | None, Wanted | None]] = [(key, None)]
+    if queries:  # the negative answer it lacks, if any (C's call gave only the key)
+        _response, first, wanted = table.ask(queries[0])
+        taught[0] = (first or key, wanted)
+    while queries and len(queries) < most and _whole(pending):
+        size = pending[0] << 8 | pending[1]
+        query = bytes(pending[2 : 2 + size])
+        response, other, wanted = table.ask(query)
+        if response is not None:  # C's again
+            break
+        del pending[: 2 + size]
+        queries.append(query)
+        taught.append((other, wanted))
+    return queries, [(k, w) for k, w in taught if k is not None or w is not None]
+
+
+def _whole(pending: bytearray) -> bool:
+    """Whether ``pending`` begins with a whole message."""
+    return len(pending) >= 2 and len(pending) >= 2 + (pending[0] << 8 | pending[1])
+
+
+async def _answer_batch(
+    stream: trio.SocketStream, conn: _Connection, queries: list[bytes], *, ahead: bytes = b""
+) -> bool:
+    """Answer ``queries`` (pipelined on one connection) in order and send the answers in
+    one write, after ``ahead`` (responses framed already); whether the connection goes on."""
+    tcp = Transport.TCP
+    counts, transfers, holder = conn.counts, conn.transfers, conn.holder
+    rcodes = counts.tcp_rcodes
+    frames: list[bytes] = [ahead] if ahead else []
+    for query in queries:
+        if transfers is not None and transfer_question(query) is not None:
+            # Answers read before it go first; the transfer writes its own.
+            if frames and not await _send(stream, frames, conn.write_timeout):
+                counts.tcp_send_failures += 1
+                return False
+            if not await transfers.transfer(stream, query, holder.snapshot):
+                return False
+            continue
+        try:
+            response = conn.answer_fn(holder.snapshot, query, transport=tcp)
+        except Exception:
+            counts.tcp_answer_errors += 1
+            conn.failures.failure(tcp, query)
+            continue
+        if response is None:
+            counts.tcp_dropped += 1
+            continue
+        if transfers is not None and response[3] & 0x0F == NOTAUTH:
+            peer = _peer_host(stream)
+            response = transfers.signed(holder.snapshot, query, peer, tcp) or response
+        frames.append(len(response).to_bytes(2, "big"))
+        frames.append(response)
+        rcodes[response[3] & 0x0F] += 1
+    if frames and not await _send(stream, frames, conn.write_timeout):
+        counts.tcp_send_failures += 1
+        return False
+    return True
 
 
 async def _send(stream: trio.SocketStream, frames: list[bytes], write_timeout: float) -> bool:
