@@ -235,6 +235,11 @@ def render_status(status: NodeStatus, now: float) -> str:
         )
     if dns is not None and dns.problem:
         lines.append(f"warning: {dns.problem}")
+    if status.restart_pending:
+        lines.append(
+            f"warning: restart needed: {', '.join(status.restart_pending)} changed in the "
+            "configuration store, and the node runs on the old value until it restarts "
+            "(systemctl restart fulcrum-valis)")
     return "\n".join(lines) + "\n"
 
 
