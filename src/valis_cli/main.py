@@ -12,6 +12,7 @@ from valis_core.launch import is_resident_launch
 COMMAND_MODULES: tuple[str, ...] = (
     "valis_cli.commands.serve",
     "valis_cli.commands.status",
+    "valis_cli.commands.stop",
     "valis_cli.commands.demo",
     "valis_cli.commands.apply",
     "valis_cli.commands.backup",

@@ -479,6 +479,7 @@ def wired_views() -> NodeViews:
         ),
         rate_limits=lambda: RrlSettings(rate=20, exempt=(ipaddress.ip_network("192.0.2.0/24"),)),
         reload_refused="zone missing.test. is not in the database",
+        restart_pending=("VALIS_SERVED_DOMAIN",),
         clock=lambda: 1_700_000_100.0,
         started_at=1_700_000_050.0,
     )
@@ -537,6 +538,7 @@ def sent_before(key_tag: int) -> dict[str, Any]:
         "ready": True,
         "records": 3,
         "reload_refused": "zone missing.test. is not in the database",
+        "restart_pending": ["VALIS_SERVED_DOMAIN"],
         "rollovers": [],
         "secondaries": [
             {"address": "192.0.2.9", "lag_seconds": 12.5, "lag_serials": 1,

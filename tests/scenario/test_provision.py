@@ -180,6 +180,33 @@ def test_the_plan_is_shown_first_and_plan_alone_changes_nothing(host: Host) -> N
     assert host.sh("test -e /opt/valis")[0] != 0
 
 
+def test_the_plan_takes_the_role_database_and_no_unit_and_refuses_a_libpq_password(
+    host: Host
+) -> None:
+    valis = f"{UNPACKED}/bin/valis"
+    status, out, err = host.provision(valis, "--plan", "--role", "dns_ops", "--database",
+                                      "dns_state", "--no-unit")
+    assert status == 0, out + err
+    assert "CREATE ROLE dns_ops LOGIN" in out
+    assert "CREATE DATABASE dns_state OWNER dns_ops" in out
+    assert "local  dns_state  dns_ops  peer  map=valis" in out
+    assert steps(out)["unit"] == "done"
+    assert ("start the node by hand: valis condense --unit-command "
+            "'/opt/valis/current/bin/fulcrum launch --config /etc/fulcrum/launcher.toml'"
+            ) in out
+    status, out, err = host.provision(valis, "--plan", "--role", "DNS-ops")
+    assert status == 1
+    assert "provision: --role 'DNS-ops' is not a plain lower-case PostgreSQL identifier" \
+        in err
+    status, out, err = host.sh(f"PGPASSWORD=secret {valis} provision --plan --node n "
+                               "--location l --served-zone example.test. --interface lo")
+    assert status == 1
+    assert "provision: DSN refused: the environment sets PGPASSWORD" in err
+    assert "secret" not in err
+    assert host.sh("id valis")[0] != 0
+    assert host.sh("test -e /opt/valis")[0] != 0
+
+
 def test_a_fresh_host_is_provisioned_by_the_unpacked_delivery_under_umask_077(
     host: Host, provisioned: Done,
 ) -> None:

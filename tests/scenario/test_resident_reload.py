@@ -304,3 +304,31 @@ def test_metrics_say_the_database_is_up_and_each_zones_serial(
     assert "valis_database_up 1" in text.splitlines()
     assert f'valis_zone_serial{{zone="{ZONE}"}} 1' in text.splitlines()
     assert "# TYPE valis_fence_heartbeats_failed_total counter" in text
+
+
+def test_a_changed_served_domain_or_ca_url_is_said_to_need_a_restart_reload_after_reload(
+    resident_harness: Harness, zone_dsn: str
+) -> None:
+    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
+                                      site_facts(zone_dsn))
+    resident.wait_ready()
+    assert resident.status().get("restart_pending", []) == []
+    done = run_as(RUN_USER, [
+        "valis", "site-facts", "set", "node-a", "VALIS_SERVED_DOMAIN=doh.example.test",
+        "VALIS_ACME_DIRECTORY_URL=https://acme.example.test/directory",
+        "--state-dir", str(resident.state_dir), "--dsn", zone_dsn,
+    ])
+    assert done.returncode == 0, done.stderr
+    keys = ["VALIS_ACME_DIRECTORY_URL", "VALIS_SERVED_DOMAIN"]
+    for _ in range(2):  # said again at every reload, not only the first after the change
+        resident.reload("takes effect at the next restart")
+        until(lambda: resident.stderr().count("VALIS_SERVED_DOMAIN changed in the store")
+              and resident.status().get("restart_pending") == keys, "the restart named")
+    log = resident.stderr()
+    assert log.count("VALIS_SERVED_DOMAIN changed in the store") == 2
+    assert log.count("VALIS_ACME_DIRECTORY_URL changed in the store") == 2
+    assert "still obtained and renewed for the domain it started with" in log
+    shown = run_as(RUN_USER, ["valis", "status", "--state-dir", str(resident.state_dir)])
+    assert f"warning: restart needed: {', '.join(keys)} changed" in shown.stdout
+    assert shown.returncode == 0, shown.stdout + shown.stderr  # it serves: still ready
+    assert resident.proc.poll() is None

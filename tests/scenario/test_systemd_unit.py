@@ -524,6 +524,32 @@ def test_systemctl_stop_tears_the_netns_down_and_leaves_no_process(serving: Node
     assert node.box.run("ip", "link", "show", "dev", node.ground.nic, check=False).returncode == 0
 
 
+def test_valis_stop_stops_the_service_and_its_socket_so_nothing_starts_it_again(
+    serving: Node
+) -> None:
+    node = serving
+    assert node.unit("ActiveState")["ActiveState"] == "active"
+    assert node.box.show(SOCKET_UNIT, "ActiveState")["ActiveState"] == "active"
+    done = node.box.run(f"{ROOT}/current/bin/valis", "stop", check=False, timeout=UP_TIMEOUT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"stopped {UNIT} and its control socket {SOCKET_UNIT}" in done.stdout
+    for unit in (UNIT, SOCKET_UNIT):
+        assert node.box.show(unit, "ActiveState")["ActiveState"] == "inactive", unit
+    assert node.ground.unit_netns not in node.box.run("ip", "netns", "list").stdout
+    # The run account, the one account the socket let in, finds nothing to connect to,
+    # and the service stays down.
+    knock = node.box.run("setpriv", f"--reuid={RUN_USER}", f"--regid={RUN_USER}",
+                         "--init-groups", "--", "python3", "-c",
+                         "import socket; socket.socket(socket.AF_UNIX)"
+                         f".connect({CONTROL_SOCKET!r})", check=False)
+    assert knock.returncode != 0
+    assert node.unit("ActiveState")["ActiveState"] == "inactive"
+    # Started again as the output says: the service brings its socket up first.
+    node.box.systemctl("start", UNIT, timeout=UP_TIMEOUT)
+    node.box.wait_state(UNIT, "active", timeout=UP_TIMEOUT)
+    assert node.box.show(SOCKET_UNIT, "ActiveState")["ActiveState"] == "active"
+
+
 def test_without_a_launcher_config_systemd_tries_five_times_then_refuses(stopped: Node) -> None:
     node = stopped
     box = node.box

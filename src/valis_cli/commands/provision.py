@@ -18,7 +18,12 @@ two-host topology: ``valis db host`` there, docs/operator-state.md), the bundle'
 certificate placed in the state directory and the schema migrated over TLS; the
 launcher config (as ``fulcrum config produce`` writes it, its network derived from
 ``--interface`` as ``valis assess --interface`` does); the site facts; the private dist
-when one is named; the systemd unit and its control socket unit linked and enabled.
+when one is named; the systemd unit and its control socket unit linked and enabled
+(``--no-unit``, for a host without systemd as PID 1: none, and the plan says how to
+start the node by hand). ``--role`` and ``--database`` name the operator-state role and
+database (plain lower-case PostgreSQL identifiers). libpq's PGPASSWORD, PGPASSFILE,
+PGSERVICE, PGHOST and PGHOSTADDR in the environment are refused, as a DSN carrying a
+password, a service or another host is.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from valis_core.node_defaults import (
     DEFAULT_SITE_FACTS,
     DEFAULT_STATE_DIR,
 )
+from valis_core.operator_state.peer_access import DEFAULT_DATABASE, DEFAULT_ROLE
 from valis_core.plugin.dist_home import ALLOW_INSECURE, DEFAULT_DIST_HOME
 
 if TYPE_CHECKING:
@@ -108,6 +114,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--dist-home", type=Path, default=DEFAULT_DIST_HOME,
                         help="default: %(default)s")
     parser.add_argument("--unit", default=DEFAULT_UNIT, help="default: %(default)s")
+    parser.add_argument("--no-unit", action="store_true",
+                        help="place no systemd unit (a host without systemd as PID 1); "
+                        "the plan says how to start the node by hand")
+    parser.add_argument("--role", default=DEFAULT_ROLE,
+                        help="the operator-state role (default: %(default)s)")
+    parser.add_argument("--database", default=DEFAULT_DATABASE,
+                        help="the operator-state database (default: %(default)s)")
     parser.set_defaults(handler=_provision)
 
 
@@ -184,7 +197,6 @@ def _run_group(args: argparse.Namespace) -> str:
 
 def _request(args: argparse.Namespace) -> ProvisionRequest:
     from valis_core.operator_state.local_cluster import socket_dsn
-    from valis_core.operator_state.peer_access import DEFAULT_DATABASE, DEFAULT_ROLE
     from valis_core.operator_state.site_facts import check_site_facts
     from valis_core.ops.provision import ProvisionRequest
     from valis_core.plugin.dist_home import check_index_url
@@ -194,7 +206,7 @@ def _request(args: argparse.Namespace) -> ProvisionRequest:
         args.dist, allow_insecure=args.allow_insecure_dist)
     remote = _remote_database(args)
     dsn = socket_dsn(
-        args.pg_socket_dir, role=DEFAULT_ROLE, database=DEFAULT_DATABASE, port=args.pg_port
+        args.pg_socket_dir, role=args.role, database=args.database, port=args.pg_port
     ) if remote is None else _remote_dsn(args, remote)
     facts = {
         "VALIS_NODE_NAME": args.node,
@@ -219,10 +231,22 @@ def _request(args: argparse.Namespace) -> ProvisionRequest:
         allow_insecure_dist=args.allow_insecure_dist,
         pg_port=args.pg_port,
         run_group=_run_group(args),
-        role=DEFAULT_ROLE,
-        database=DEFAULT_DATABASE,
+        role=args.role,
+        database=args.database,
         database_host=remote,
+        place_units=not args.no_unit,
     )
+
+
+def _check_names(args: argparse.Namespace) -> None:
+    """``--role`` and ``--database`` as PostgreSQL takes them unquoted in the SQL,
+    ``pg_hba.conf`` and the DSN provision writes."""
+    from valis_core.operator_state.peer_access import identifier_problem
+
+    for flag, name in (("--role", args.role), ("--database", args.database)):
+        problem = identifier_problem(name)
+        if problem is not None:
+            raise ProvisionRefused(f"provision: {flag} {problem}")
 
 
 def _remote_database(args: argparse.Namespace) -> RemoteDatabase | None:
@@ -265,22 +289,26 @@ def _host_port(text: str) -> tuple[str, int]:
 
 def _remote_dsn(args: argparse.Namespace, remote: RemoteDatabase) -> str:
     from valis_core.operator_state.dsn import CertificateFiles, render_certificate_dsn
-    from valis_core.operator_state.peer_access import DEFAULT_DATABASE, DEFAULT_ROLE
     from valis_core.state_layout import OPERATOR_STATE_TLS, TLS_CA, TLS_CLIENT_CERT, TLS_CLIENT_KEY
 
     where = Path(args.state_dir) / OPERATOR_STATE_TLS
     files = CertificateFiles(*(str(where / name)
                                for name in (TLS_CA, TLS_CLIENT_CERT, TLS_CLIENT_KEY)))
-    return render_certificate_dsn(remote.host, remote.port, files, role=DEFAULT_ROLE,
-                                  database=DEFAULT_DATABASE)
+    return render_certificate_dsn(remote.host, remote.port, files, role=args.role,
+                                  database=args.database)
 
 
 def _provision(args: argparse.Namespace) -> int:
     from valis_core.launcher_config_file import produce_config
+    from valis_core.operator_state.dsn import check_environment
     from valis_core.ops.local_probe import LocalHostProbe
     from valis_core.ops.provision import plan_provision, render_plan
     from valis_core.ops.provision_host import ProvisionHost, carry_out, observe
 
+    # libpq reads these for every connection provision makes: refused as a DSN carrying
+    # a password (or a service, or another host) is.
+    check_environment(os.environ, source="provision")
+    _check_names(args)
     if os.geteuid() != 0:
         raise ProvisionRefused(
             "provision: run as root on the node (it creates the run account, writes under "
@@ -318,6 +346,9 @@ def _provision(args: argparse.Namespace) -> int:
                 "run valis provision --plan to see why"
             )
         print(f"provisioned: {len(plan.to_do)} step(s) carried out", flush=True)
+    if not request.place_units:
+        print(f"no unit placed (--no-unit): start the node by hand: {request.hand_start}",
+              flush=True)
     return _assess(args)
 
 

@@ -29,7 +29,13 @@ from valis_core.node_defaults import DEFAULT_STATE_DIR
 
 if TYPE_CHECKING:  # the document's module imports the DNS engine: only when asked
     from valis_core.dns.transfer.secondary_progress import SecondaryState
-    from valis_core.resident.status_document import NodeStatus, RolloverStatus, SignedZone
+    from valis_core.edge.stats import AcmeStatus
+    from valis_core.resident.status_document import (
+        EdgeStatus,
+        NodeStatus,
+        RolloverStatus,
+        SignedZone,
+    )
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -153,6 +159,41 @@ def _rollover_line(roll: RolloverStatus, now: float) -> str:
     return f"{head}, next step in {_ago(now, due)} (at {at})"
 
 
+def _at(when: float, now: float) -> str:
+    """``2026-12-04T20:00:00Z (in 1d2h)`` or ``(3m ago)``: a moment and its distance."""
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
+    return f"{at} (in {_duration(when - now)})" if when >= now else \
+        f"{at} ({_duration(now - when)} ago)"
+
+
+def _edge_lines(edge: EdgeStatus, now: float) -> list[str]:
+    """The DNS-over-HTTPS edge as ``--json`` has it (``edge``): its certificate and
+    counters, then its ACME side; a part the resident did not report is left out."""
+    expiry = edge.certificate_not_after
+    certificate = "no certificate served yet" if expiry is None else (
+        ("certificate valid until " if expiry > now else "certificate EXPIRED at ")
+        + _at(expiry, now))
+    counters = ", ".join(f"{what} {count}" for what, count in (
+        ("connections", edge.connections), ("handshakes failed", edge.handshakes_failed),
+        ("displaced", edge.displaced), ("responses", edge.responses)) if count is not None)
+    lines = [f"edge: {certificate}" + (f"; {counters}" if counters else "")]
+    if edge.acme is not None:
+        lines.append(_acme_line(edge.acme, now))
+    return lines
+
+
+def _acme_line(acme: AcmeStatus, now: float) -> str:
+    parts = [f"{what} {value}" for what, value in (
+        ("for", acme.domain), ("from", acme.directory_url), ("orders", acme.orders),
+        ("failures in a row", acme.failures_in_a_row), ("last step", acme.last_step),
+    ) if value is not None]
+    if acme.next_attempt is not None:
+        parts.append(f"next attempt {_at(acme.next_attempt, now)}")
+    if acme.last_error is not None:
+        parts.append(f"last error: {acme.last_error}")
+    return "acme: " + ("; ".join(parts) or "nothing reported")
+
+
 def render_status(status: NodeStatus, now: float) -> str:
     """The status as a few lines for a person."""
     reasons = not_ready_reasons(status)
@@ -181,6 +222,8 @@ def render_status(status: NodeStatus, now: float) -> str:
             lines.append(str(database.serving or "serving the last good snapshot"))
     else:
         lines.append("database: not reported by this resident")
+    if status.edge is not None:
+        lines.extend(_edge_lines(status.edge, now))
     lines.append(f"modules: {', '.join(status.modules) or 'none'}")
     lines.append(f"up for {_ago(status.started_at, now)}")
     dns = status.dns
@@ -192,6 +235,11 @@ def render_status(status: NodeStatus, now: float) -> str:
         )
     if dns is not None and dns.problem:
         lines.append(f"warning: {dns.problem}")
+    if status.restart_pending:
+        lines.append(
+            f"warning: restart needed: {', '.join(status.restart_pending)} changed in the "
+            "configuration store, and the node runs on the old value until it restarts "
+            "(systemctl restart fulcrum-valis)")
     return "\n".join(lines) + "\n"
 
 

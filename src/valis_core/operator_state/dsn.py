@@ -15,6 +15,9 @@ Everything else is refused wherever a DSN enters (site facts, the configuration 
 (``password``, ``passfile``, ``sslpassword``, ``user:secret@``), a TCP host or address
 without the whole certificate shape, a ``service`` entry (it reads host and password from
 a file this check cannot see), and a host list that mixes a socket with TCP.
+``valis provision`` also refuses libpq's environment twins of these (``PGPASSWORD``,
+``PGPASSFILE``, ``PGSERVICE``) and of the host (``PGHOST``, ``PGHOSTADDR``):
+``check_environment``.
 
 ``dsn_problem`` judges libpq's own reading of the DSN (a mapping of keywords, as
 ``psycopg.conninfo.conninfo_to_dict`` gives it: the URI authority, a percent-encoded
@@ -49,6 +52,21 @@ REMEDY = (
     f"{EXAMPLE_DSN}) or, between hosts, a database host over TLS with a client "
     "certificate (sslmode=verify-full with sslrootcert, sslcert and sslkey: "
     "docs/operator-state.md)"
+)
+
+
+#: libpq's environment variables that change where, or with what secret, a connection
+#: goes: the twins of the keywords ``dsn_problem`` refuses (``password``, ``passfile``,
+#: ``service``), and the host, which the verb's own flags name. ``PGPASSFILE`` is one of
+#: them because the DSN's ``passfile`` is refused: a password file is a password.
+LIBPQ_ENVIRONMENT = (
+    ("PGPASSWORD", "a password (libpq's password)"),
+    ("PGPASSFILE", "a password file (libpq's passfile)"),
+    ("PGSERVICE", "a service entry (libpq's service), whose host and password this check "
+                  "cannot see"),
+    ("PGHOST", "a database host (libpq's host), which the DSN's own host overrides"),
+    ("PGHOSTADDR", "a database address (libpq's hostaddr), which the DSN's own host "
+                   "overrides"),
 )
 
 
@@ -165,6 +183,27 @@ def render_certificate_dsn(host: str, port: int, files: CertificateFiles, *,
         ("connect_timeout", str(CONNECT_TIMEOUT_S))))
     return (f"postgresql://{quote(role, safe='')}@{authority}:{port}/"
             f"{quote(database, safe='')}?{query}")
+
+
+def environment_problem(environ: Mapping[str, str]) -> str | None:
+    """Why ``environ`` would change what a verb's DSN says (a libpq variable of
+    ``LIBPQ_ENVIRONMENT`` set, even empty); None if it names none of them."""
+    held = [(name, what) for name, what in LIBPQ_ENVIRONMENT if name in environ]
+    if not held:
+        return None
+    names = ", ".join(name for name, _ in held)
+    return (f"the environment sets {names}: {'; '.join(what for _, what in held)}; peer "
+            "and certificate authentication need no password, and the DSN names where "
+            f"operator state is, so unset {names}")
+
+
+def check_environment(environ: Mapping[str, str], *, source: str) -> None:
+    """``DsnRefused`` naming ``source`` when ``environ`` sets a libpq variable that would
+    carry a password or move a connection (``environment_problem``), as a DSN carrying
+    one is refused."""
+    problem = environment_problem(environ)
+    if problem is not None:
+        raise DsnRefused(f"{source}: DSN refused: {problem}; {REMEDY}")
 
 
 def parse_dsn(dsn: str, *, source: str) -> dict[str, str]:

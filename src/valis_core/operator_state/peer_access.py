@@ -31,6 +31,16 @@ class PeerAccessError(ValisError):
     """A role, database or account name that cannot be written into PostgreSQL's files."""
 
 
+def identifier_problem(name: str) -> str | None:
+    """Why ``name`` cannot stand unquoted as a PostgreSQL role or database name in the
+    SQL and the two access files (None: it can): a lower-case letter or ``_``, then
+    lower-case letters, digits and ``_``, 63 bytes at most (PostgreSQL's NAMEDATALEN)."""
+    if _IDENTIFIER_RE.fullmatch(name):
+        return None
+    return (f"{name!r} is not a plain lower-case PostgreSQL identifier (a lower-case "
+            "letter or _, then lower-case letters, digits and _, at most 63)")
+
+
 @attrs.frozen
 class PeerAccess:
     """Who may reach what: OS ``account`` logs in as ``role`` to ``database``, by peer."""
@@ -43,11 +53,9 @@ class PeerAccess:
     def __attrs_post_init__(self) -> None:
         for kind, name in (("role", self.role), ("database", self.database),
                            ("ident map", self.ident_map)):
-            if not _IDENTIFIER_RE.fullmatch(name):
-                raise PeerAccessError(
-                    f"peer access: {kind} {name!r} is not a plain lower-case identifier "
-                    "(letters, digits, _)"
-                )
+            problem = identifier_problem(name)
+            if problem is not None:
+                raise PeerAccessError(f"peer access: {kind} {problem}")
         if not _ACCOUNT_RE.fullmatch(self.account):
             raise PeerAccessError(f"peer access: {self.account!r} is not an account name")
 

@@ -210,6 +210,9 @@ class ProvisionRequest:
     database: str = "valis_state"
     database_host: RemoteDatabase | None = None
     """None: operator state on this host's PostgreSQL, by peer over its socket."""
+    place_units: bool = True
+    """False (``--no-unit``): a host without systemd as PID 1; no unit is placed and the
+    node is started by hand under ``valis condense --unit-command`` (``hand_start``)."""
 
     @property
     def creates_account(self) -> bool:
@@ -247,6 +250,16 @@ class ProvisionRequest:
             return None
         return (f"# Written by valis provision: the run account.\n[{section}]\n"
                 f"{user}={self.account}\n{group}={self.run_group}\n")
+
+    @property
+    def hand_start(self) -> str:
+        """How the node is started without systemd: condense supervises fulcrum, as the
+        shipped service's ``ExecStart=`` runs it."""
+        fulcrum = posixpath.join(self.root, CURRENT_LINK, "bin", "fulcrum")
+        return (f"valis condense --unit-command '{fulcrum} launch --config "
+                f"{self.launcher_config_path}' --state-dir {self.state_dir} (as root; it "
+                "supervises fulcrum in the foreground, and valis apply --supervise the same "
+                "command does later)")
 
     @property
     def launcher_config_text(self) -> str:
@@ -476,9 +489,13 @@ def _unit(request: ProvisionRequest, facts: HostFacts) -> Step:
     name = StepName.UNIT
     placements = request.units
     names = " and ".join(placement.name for placement in placements)
+    if not request.place_units:
+        return _done(name, f"none (--no-unit): {names} are not placed; start the node by "
+                     f"hand: {request.hand_start}")
     if not facts.systemd:
         return _blocked(name, f"systemd is not running as PID 1 here, so {names} cannot be "
-                        "placed; supervise the node with valis apply --supervise instead")
+                        "placed; give --no-unit and start the node by hand: "
+                        f"{request.hand_start}")
     account = "" if request.creates_account else (
         f", drop-ins make {request.account} the service's user and the socket's owner")
     if all(placement.placed(facts.unit(placement.name)) for placement in placements):
@@ -534,7 +551,7 @@ def settled(request: ProvisionRequest, facts: HostFacts) -> HostFacts:
 def _placed_units(request: ProvisionRequest, facts: HostFacts) -> tuple[UnitFacts, ...]:
     """The units as the unit step leaves them: each placement linked, enabled and with
     its drop-in (others the host holds are left as they are)."""
-    if not facts.systemd:
+    if not facts.systemd or not request.place_units:
         return facts.units
     placed = tuple(UnitFacts(placement.name, placement.source, True, placement.dropin)
                    for placement in request.units)

@@ -96,7 +96,8 @@ def observe(request: ProvisionRequest, host: ProvisionHost) -> HostFacts:
         site_facts=_file(Path(request.site_facts_path)),
         dist_registration=_registration(host.dist_home),
         systemd=os.path.isdir("/run/systemd/system"),
-        units=tuple(_unit_facts(placement.name) for placement in request.units),
+        units=tuple(_unit_facts(placement.name) for placement in request.units)
+        if request.place_units else (),
         database_client=_database_client_facts(request),
         remote_schema_current=request.database_host is not None and account is not None
         and _schema_current(request, account),

@@ -11,8 +11,11 @@ What a reload applies (``plan_reload`` decides, from the store as it was and as 
   from that index; only then is it swapped in, in one assignment, and followed instead
   of the old one. A zone that cannot be served refuses the whole change, logged, and the
   node keeps serving what it served.
-- anything else (the node's name, location, DSN, served domain): logged as needing a
-  restart; the running node keeps its values.
+- anything else (the node's name, location, DSN, the served domain and the ACME CA's
+  directory URL the edge's certificate comes from): logged as needing a restart, and
+  named in the node's status (``restart_pending``, ``valis status``'s ``restart needed``
+  line) until a restart applies it or the store has the running value again; the
+  running node keeps its values, never silently.
 
 A reload never stops the node: a store that cannot be read, or a change that is refused,
 is one log line and nothing changes.
@@ -154,6 +157,9 @@ class Reloader:
             log.error("reload refused: %s; the node runs as it was", _one_line(exc))
             return False
         plan = plan_reload(self.config, new)
+        # The running config keeps a restart key's old value, so each reload names every
+        # key the store still has a new value for (and none once it has the old again).
+        self.views.restart_pending = plan.restart_keys
         if plan.empty:
             log.info("reload: the store is unchanged; nothing to apply")
             self.reloads += 1
@@ -177,7 +183,8 @@ class Reloader:
                 applied["VALIS_SERVED_ZONES"] = new.facts["VALIS_SERVED_ZONES"]
         for key in plan.restart_keys:
             log.warning("reload: %s changed in the store; it takes effect at the next "
-                        "restart (the node keeps its running value)", key)
+                        "restart (the node keeps its running value%s)", key,
+                        _RUNNING.get(key, ""))
         self.config = attrs.evolve(self.config, facts=applied)
         if ok:
             self.reloads += 1
@@ -255,6 +262,15 @@ class Reloader:
             ", ".join(added) or "none", ", ".join(removed) or "none",
         )
         return True
+
+
+_RUNNING = {
+    "VALIS_SERVED_DOMAIN": ": the edge's certificate is still obtained and renewed for the "
+                           "domain it started with",
+    "VALIS_ACME_DIRECTORY_URL": ": the edge's certificate is still obtained and renewed "
+                                "from the CA it started with",
+}
+"""What keeping the running value means, for the keys whose effect is not plain."""
 
 
 def _one_line(exc: BaseException) -> str:

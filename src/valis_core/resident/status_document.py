@@ -171,6 +171,7 @@ class NodeStatus:
     zones: dict[str, ZoneServed] = attrs.field(factory=dict, metadata=_ABSENT)
     zones_gone_from_database: tuple[str, ...] = _optional(())
     reload_refused: str | None = _optional()
+    restart_pending: tuple[str, ...] = _optional(())
     records: int | None = _optional()
     dns: DnsStatus | None = attrs.field(default=None, metadata=_ABSENT)
     fence_holder: str | None = _optional()

@@ -163,6 +163,9 @@ class NodeViews:
     """The UDP loop's rate limits at the moment (None from it: off); None when not wired."""
     reload_refused: str | None = None
     """Why the last reload (SIGHUP) was refused, until one applies; None: none was."""
+    restart_pending: tuple[str, ...] = ()
+    """The configuration store's keys a reload found changed that only a restart applies
+    (the node runs on their old values); empty once the store has them back."""
     clock: Clock = wall
     """The wall clock the node's start and uptime are read from."""
     started_at: float = attrs.field(
@@ -184,6 +187,7 @@ class NodeViews:
                 zone for zone in self.zone_stats.gone if zone in self.zones
             )),
             reload_refused=self.reload_refused,
+            restart_pending=self.restart_pending,
             records=self.holder.current.record_count,
             dns=self.dns_status(),
             fence_holder=None if self.fence_holder is None else self.fence_holder(),
