@@ -1,15 +1,8 @@
-"""dnspython's DNSSEC validation for the tests: the independent judge of what is signed.
-
-dnspython 2.9 enables ``dns.dnssec`` only with cryptography 50 or later, and valis pins
-cryptography below 50; the parts used here (ECDSA P-256 and Ed25519 verification) are
-the same in 49, so the feature is switched on and the module loaded again with it.
-"""
+"""dnspython's DNSSEC validation for the tests: the independent judge of what is signed
+(dnspython 2.9 enables ``dns.dnssec`` with cryptography 50 or later, which valis takes)."""
 
 from __future__ import annotations
 
-import importlib
-
-import dns._features
 import dns.dnssec
 import dns.message
 import dns.name
@@ -17,10 +10,6 @@ import dns.node
 import dns.rdataset
 import dns.rdatatype
 import dns.rrset
-
-dns._features.force("dnssec", True)
-importlib.reload(dns.dnssec)
-
 
 
 def validate(

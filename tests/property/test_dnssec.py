@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.property.dnssec_check import validate  # importing it enables dns.dnssec
+from tests.property.dnssec_check import validate
 from valis_core.dns import dnssec, wire
 
 NOW = 1_800_000_000
