@@ -97,6 +97,12 @@ BEGIN
             ELSE
                 SELECT * INTO one FROM valis_old_rows;
             END IF;
+            IF adding AND one.zone = changed_zone AND entry_id IS NOT NULL THEN
+                -- An UPDATE within one zone: its removed row found the entry just now.
+                PERFORM valis_journal_net_row(entry_id, adding, one.owner, one.rtype, one.ttl,
+                                              one.rdata);
+                CONTINUE;
+            END IF;
             changed_zone := one.zone;
             CONTINUE WHEN NOT EXISTS (SELECT 1 FROM zones WHERE name = changed_zone);
             IF adding THEN
