@@ -8,8 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import scaled
 from tests.scenario.operator_state_helpers import migrate_through, soa_zone
 from tests.scenario.pg import PgCluster
 from valis_core.dns.zone.build import parse_zone_text
@@ -152,3 +156,46 @@ def test_the_journal_records_and_notes_are_those_of_migration_0013(
     _, journal = state(new)
     assert len(journal) >= 15  # the changes that did not net to nothing made entries
     assert all(entry[2] is not None for entry in journal)
+
+
+OWNERS = ("a.", "A.", "b.", "x.", "y.")
+ADDRESSES = ("192.0.2.1", "192.0.2.2", "192.0.2.3")
+statements = st.one_of(
+    st.builds(insert, st.sampled_from(OWNERS), st.just("A"), st.sampled_from(ADDRESSES),
+              st.sampled_from((ONE, TWO)), st.sampled_from((300, 600))),
+    st.builds(delete, st.sampled_from(OWNERS),
+              st.sampled_from((ONE, TWO))),
+    st.builds(lambda owner, rdata, to: update(owner, "A", rdata, to), st.sampled_from(OWNERS),
+              st.sampled_from(ADDRESSES), st.sampled_from(ADDRESSES)),
+    st.builds(lambda owner, ttl: ("UPDATE records SET ttl = %s WHERE lower(owner) = %s",
+                                  (ttl, owner.lower() + ONE)),
+              st.sampled_from(OWNERS), st.sampled_from((300, 600))),
+    st.builds(lambda ttl: ("UPDATE records SET ttl = %s WHERE rtype = 'A'", (ttl,)),
+              st.sampled_from((300, 600))),
+    st.builds(soa, st.integers(1, 60), st.sampled_from((7200, 7201))),
+)
+
+
+@settings(max_examples=scaled(0.5), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # state carries on
+@given(st.lists(st.lists(statements, min_size=1, max_size=4), min_size=1, max_size=4))
+def test_any_transactions_journal_as_under_migration_0013(
+    databases: tuple[Any, Any, Any, Any], transactions: list[list[Statement]]
+) -> None:
+    """Random statements, one-row and many-row, alone or several in a transaction (a
+    statement that fails, say on a duplicate, rolls back to its savepoint on both)."""
+    old, old_listening, new, new_listening = databases
+    for transaction in transactions:
+        failed: dict[int, list[bool]] = {}
+        for conn in (old, new):
+            with conn.transaction():
+                for sql, params in transaction:
+                    try:
+                        with conn.transaction():
+                            conn.execute(sql, params)
+                        failed.setdefault(id(conn), []).append(False)
+                    except psycopg.errors.UniqueViolation:
+                        failed.setdefault(id(conn), []).append(True)
+        assert failed[id(new)] == failed[id(old)]
+        assert state(new) == state(old), transaction
+        assert notes(new_listening) == notes(old_listening), transaction
