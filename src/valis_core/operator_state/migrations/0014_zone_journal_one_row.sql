@@ -20,7 +20,9 @@
 --     returns at once for a one-row UPDATE of exactly that row, and the seal nets the SOA
 --     it replaced and the SOA it wrote into its entry itself, by valis_journal_net_row:
 --     the same two netting steps the trigger would have taken. The owner-change NOTIFY
---     trigger still runs for the seal's UPDATE (it names the apex), unchanged.
+--     trigger still runs for the seal's UPDATE (it names the apex), unchanged. The
+--     setting is the seal's alone: a writer setting it would keep its own UPDATE of
+--     that row out of the journal, as disabling the trigger would.
 --   * The seal's check for another committed version of the zone holding the serial it
 --     found (0006: a transaction that changed the zone alongside this one and committed
 --     first) read every journal entry of the zone, so a change cost more the longer the
