@@ -255,13 +255,32 @@ def one_run(
         daemon=True)
     if phase != "none":
         pacer.start()
+    began = core_times()
     run = dnsperf(server, args, queries, pid, rate=None, duration=args.duration)
+    cores = busy_shares(began, core_times())
     if phase != "none":
         pacer.join(args.duration + 60)
         if not made or not last or not answered(server.port, *last[0][1:]):
             raise SystemExit(f"{server.name}: the last change of the {phase} phase was not "
                              f"answered within {SETTLE:.0f}s")
-    return LiveRun(server.name, phase, round_, run, made[0] if made else 0)
+    return LiveRun(server.name, phase, round_, run, made[0] if made else 0, cores)
+
+
+def core_times() -> list[tuple[int, int]]:
+    """Each core's (busy, all) jiffies so far, from /proc/stat (idle and iowait not busy)."""
+    out = []
+    for line in Path("/proc/stat").read_text().splitlines():
+        name, *fields = line.split()
+        if name.startswith("cpu") and name != "cpu":
+            ticks = [int(f) for f in fields[:8]]
+            out.append((sum(ticks) - ticks[3] - ticks[4], sum(ticks)))
+    return out
+
+
+def busy_shares(began: list[tuple[int, int]], ended: list[tuple[int, int]]) -> tuple[float, ...]:
+    """Each core's busy share between two ``core_times``."""
+    return tuple((b1 - b0) / (a1 - a0) if a1 > a0 else 0.0
+                 for (b0, a0), (b1, a1) in zip(began, ended, strict=True))
 
 
 def measure(
@@ -275,7 +294,8 @@ def measure(
                 out.append(one_run(server, pid, change, phase=phase, round_=round_,
                                    queries=queries, args=args))
                 print(f"round {round_}/{args.rounds} {phase:8} {server.name:5}: "
-                      f"{out[-1].run.qps:9,.0f} q/s, {out[-1].changes} changes", flush=True)
+                      f"{out[-1].run.qps:9,.0f} q/s, {out[-1].changes} changes, cores busy "
+                      f"{' / '.join(f'{c:.2f}' for c in out[-1].cores)}", flush=True)
     return out
 
 

@@ -243,6 +243,8 @@ class LiveRun:
     round: int
     run: Run
     changes: int
+    cores: tuple[float, ...] = ()
+    """Each core's busy share over the run (``/proc/stat``: not idle, not waiting on IO)."""
 
 
 def live_phase_label(phase: str, rate: float) -> str:
@@ -265,7 +267,10 @@ def live_document(
             mine = [r for r in runs if r.server == server and r.phase == phase]
             spread = Spread.of([r.run.qps for r in mine])
             cpu = Spread.of([r.run.cpu_per_query * 1e6 for r in mine if r.run.completed])
+            cores = [Spread.of([r.cores[c] for r in mine if len(r.cores) > c])
+                     for c in range(max((len(r.cores) for r in mine), default=0))]
             summary[server][phase] = {
+                "core_busy": [None if c is None else attrs.asdict(c) for c in cores],
                 "qps": None if spread is None else attrs.asdict(spread),
                 "cpu_per_query_us": None if cpu is None else attrs.asdict(cpu),
                 "changes": sum(r.changes for r in mine),
@@ -286,7 +291,8 @@ def live_document(
         "servers": servers,
         "phases": [{"name": p, "label": live_phase_label(p, rate)} for p in LIVE_PHASES],
         "runs": [{"server": r.server, "phase": r.phase, "round": r.round,
-                  "changes": r.changes, **attrs.asdict(r.run)} for r in runs],
+                  "changes": r.changes, "cores": list(r.cores), **attrs.asdict(r.run)}
+                 for r in runs],
         "summary": summary,
     }
 
@@ -297,7 +303,8 @@ def live_runs(document: Mapping[str, Any]) -> list[LiveRun]:
         raise ValueError(f"not a dns_qps_live results document of format {LIVE_FORMAT}")
     run_fields = [field.name for field in attrs.fields(Run)]
     return [LiveRun(r["server"], r["phase"], r["round"],
-                    Run(**{name: r[name] for name in run_fields}), r["changes"])
+                    Run(**{name: r[name] for name in run_fields}), r["changes"],
+                    tuple(r.get("cores", ())))
             for r in document["runs"]]
 
 
@@ -338,5 +345,17 @@ def live_tables(document: Mapping[str, Any]) -> str:
             cells.append("-" if cpu is None else _cell(Spread(**cpu), 1))
             if phase["name"] != "none":
                 cells.append(_times(figures["cpu_ratio"]))
+        lines.append("| " + " | ".join(cells) + " |")
+    phase_head = [phase["label"] for phase in phases]
+    lines += ["", "Each core's busy share over the same runs (/proc/stat; median, core 0 / "
+              "core 1 / ...): a client core near 1.00 is what limits the q/s.", "",
+              "| server | " + " | ".join(phase_head) + " |",
+              "|---|" + "---:|" * len(phase_head)]
+    for server in document["servers"]:
+        cells = [DISPLAY.get(server, server)]
+        for phase in phases:
+            busy = document["summary"][server][phase["name"]].get("core_busy") or []
+            cells.append(" / ".join("-" if c is None else f"{c['median']:.2f}" for c in busy)
+                         or "-")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -7,7 +7,10 @@ stime from /proc before and after, first with every trigger, then with the journ
 trigger, the owner-change NOTIFY trigger, both, or the commit-time seal disabled (ALTER
 TABLE ... DISABLE TRIGGER in the scratch database: measurement only). A plain indexed
 SELECT gives the floor of one statement's round trip. The resident's reads are not counted
-here. Usage: .venv/bin/python benchmarks/pg_change_cost.py [--changes N] [--names N]
+here. ``--through 13`` also measures a database migrated only through 0013 (before 0014's
+one-row journal path and self-journalling seal), each split on both in turn, so a before
+and after share the machine's load. Usage: .venv/bin/python benchmarks/pg_change_cost.py
+[--changes N] [--names N] [--through N]
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dns_qps_queries import ZONE, generate_zone  # noqa: E402  (beside this script)
+from tests.scenario.operator_state_helpers import migrate_through  # noqa: E402
 from tests.scenario.pg import private_cluster  # noqa: E402
 
 from valis_core.dns import parse_zone_text  # noqa: E402
-from valis_core.operator_state.schema import migrate  # noqa: E402
+from valis_core.operator_state.schema import shipped_migrations  # noqa: E402
 from valis_core.operator_state.zones import replace_zone  # noqa: E402
 
 CHANGE = "UPDATE records SET rdata = %s WHERE zone = %s AND owner = %s AND rtype = 'A'"
@@ -49,44 +53,65 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=1000)
     parser.add_argument("--names", type=int, default=1000)
+    parser.add_argument("--through", type=int, action="append", default=[], metavar="N",
+                        help="also measure a database migrated only through migration N "
+                             "(repeatable), each split run on every database in turn")
     args = parser.parse_args()
+    latest = shipped_migrations()[-1].version
+    versions = [*sorted(set(args.through) - {latest}), latest]
     with private_cluster() as pg:
-        dsn = pg.new_database("cost")
-        with pg.connect(dsn) as conn:
-            migrate(conn)
-            replace_zone(conn, parse_zone_text(generate_zone(args.names), ZONE))
-        conn: Any = pg.connect(dsn, autocommit=True)
-        pid = int(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
-        serial = 0
-
-        def host(n: int) -> str:
-            return f"host{n * 7 % args.names + 1}.{ZONE}"
-
-        def run(sql: str, params: Any) -> float:
-            nonlocal serial
-            for _ in range(20):  # past psycopg's prepare threshold
-                conn.execute(sql, params(serial))
-                serial += 1
-            began = cpu_seconds(pid)
-            for _ in range(args.changes):
-                conn.execute(sql, params(serial))
-                serial += 1
-            return (cpu_seconds(pid) - began) * 1000 / args.changes
-
-        def address(n: int) -> str:
-            return f"198.{18 + (n >> 16 & 1)}.{n >> 8 & 255}.{n & 255}"
-
-        floor = run(FLOOR, lambda n: (ZONE, host(n)))
-        print(f"{'indexed SELECT (floor)':24} {floor:6.2f} ms backend CPU each", flush=True)
+        databases = [Database(pg, version, args.names) for version in versions]
+        floor = databases[-1].run(FLOOR, args.changes, lambda d, n: (ZONE, d.host(n)))
+        print(f"{'indexed SELECT (floor)':32} {floor:6.2f} ms backend CPU each", flush=True)
         for label, off in SPLITS:
-            for table, trigger in off:
-                conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER {trigger}")
-            cost = run(CHANGE, lambda n: (address(n), ZONE, host(n)))
-            for table, trigger in off:
-                conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER {trigger}")
-            print(f"{label:24} {cost:6.2f} ms backend CPU per change", flush=True)
-        conn.close()
+            for database in databases:
+                cost = database.run_without(off, args.changes)
+                print(f"{label + f' (through {database.version:04d})':32} {cost:6.2f} "
+                      "ms backend CPU per change", flush=True)
+        for database in databases:
+            database.conn.close()
     return 0
+
+
+class Database:
+    """One scratch database holding the zone, migrated through ``version``."""
+
+    def __init__(self, pg: Any, version: int, names: int) -> None:
+        self.version = version
+        self.names = names
+        dsn = pg.new_database(f"cost{version}")
+        with pg.connect(dsn, autocommit=True) as conn:
+            migrate_through(conn, version)
+            with conn.transaction():
+                replace_zone(conn, parse_zone_text(generate_zone(names), ZONE))
+        self.conn: Any = pg.connect(dsn, autocommit=True)
+        self.pid = int(self.conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+        self.serial = 0
+
+    def host(self, n: int) -> str:
+        return f"host{n * 7 % self.names + 1}.{ZONE}"
+
+    def run(self, sql: str, changes: int, params: Any) -> float:
+        for _ in range(20):  # past psycopg's prepare threshold
+            self.conn.execute(sql, params(self, self.serial))
+            self.serial += 1
+        began = cpu_seconds(self.pid)
+        for _ in range(changes):
+            self.conn.execute(sql, params(self, self.serial))
+            self.serial += 1
+        return (cpu_seconds(self.pid) - began) * 1000 / changes
+
+    def run_without(self, off: tuple[tuple[str, str], ...], changes: int) -> float:
+        for table, trigger in off:
+            self.conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER {trigger}")
+        cost = self.run(CHANGE, changes, lambda d, n: (address(n), ZONE, d.host(n)))
+        for table, trigger in off:
+            self.conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER {trigger}")
+        return cost
+
+
+def address(n: int) -> str:
+    return f"198.{18 + (n >> 16 & 1)}.{n >> 8 & 255}.{n & 255}"
 
 
 if __name__ == "__main__":

@@ -210,7 +210,7 @@ def _live_runs() -> list[Any]:
            ("valis", "queried"): [50.0, 40.0], ("knot", "none"): [200.0, 200.0],
            ("knot", "other"): [190.0, 190.0], ("knot", "queried"): [180.0, 180.0]}
     return [report.LiveRun(server, phase, round_ + 1, run(values[round_]),
-                           0 if phase == "none" else 300)
+                           0 if phase == "none" else 300, (0.5 + round_ / 10, 1.0))
             for (server, phase), values in qps.items() for round_ in (0, 1)]
 
 
@@ -252,6 +252,19 @@ def test_the_change_rate_document_gives_cpu_per_query_with_changes_over_without(
     assert valis["queried"]["cpu_per_query_us"]["median"] == pytest.approx(1000.0)
     assert valis["queried"]["cpu_ratio"] == pytest.approx(1.0)
     assert "The server's CPU per answered query" in report.live_tables(document)
+
+
+def test_the_change_rate_document_gives_each_core_s_busy_share_per_phase() -> None:
+    document = _live_document()
+    assert document["summary"]["valis"]["queried"]["core_busy"] == [
+        {"median": pytest.approx(0.55), "low": 0.5, "high": 0.6},
+        {"median": 1.0, "low": 1.0, "high": 1.0}]
+    assert "| valis | 0.55 / 1.00 | 0.55 / 1.00 | 0.55 / 1.00 |" in report.live_tables(document)
+
+
+def test_the_core_busy_shares_are_the_non_idle_part_of_each_core_s_ticks() -> None:
+    assert live.busy_shares([(10, 100), (0, 50)], [(60, 200), (0, 50)]) == (0.5, 0.0)
+    assert all(0 <= busy <= total for busy, total in live.core_times())
 
 
 def test_the_change_rate_document_reads_back_to_its_runs() -> None:

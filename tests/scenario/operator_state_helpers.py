@@ -12,6 +12,7 @@ from tests.dns_ask import ask
 from tests.scenario.pg import PgCluster
 from valis_core.dns.zone import ZoneIndex
 from valis_core.dns.zone.build import parse_zone_text
+from valis_core.operator_state.schema import shipped_migrations
 from valis_core.operator_state.zone_source import PgZoneSource
 from valis_core.operator_state.zones import replace_zone
 
@@ -60,3 +61,20 @@ def run_sql(pg: PgCluster, dsn: str, *statements: tuple[str, tuple[Any, ...]]) -
 def addresses(response: dns.message.Message) -> set[str]:
     """The rdata (presentation form) of every record in the answer section."""
     return {rdata.to_text() for rrset in response.answer for rdata in rrset}
+
+
+def migrate_through(conn: Any, version: int) -> None:
+    """Apply the shipped migrations up to ``version`` and record them as ``migrate`` does,
+    so a later ``migrate`` upgrades the database from there (an existing node's)."""
+    with conn.transaction():
+        conn.execute(
+            "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
+            " sha256 text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for migration in shipped_migrations():
+            if migration.version <= version:
+                conn.execute(migration.sql.encode("utf-8"))
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name, sha256) VALUES (%s, %s, %s)",
+                    (migration.version, migration.name, migration.checksum),
+                )
