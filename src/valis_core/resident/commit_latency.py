@@ -14,10 +14,9 @@ version, a whole-zone reload after an outage that found no change, an entry prun
 not observed. PostgreSQL's clock and the node's are the same host's (the database is
 reached over a local socket); a negative difference (a clock stepped back) counts as 0.
 
-``committed_at`` is the time the journal's seal wrote when the change's transaction
-committed (migration 0006: PostgreSQL's ``now()``, the transaction's start): for the
-owner terminus and a one-statement change that is the commit within a millisecond; a
-long transaction (a large import) shows its own length too.
+``committed_at`` is the time the journal's seal wrote as the change's transaction
+committed (migration 0014: PostgreSQL's ``clock_timestamp()`` at the seal, the commit
+within the seal's own work; before 0014 it was ``now()``, the transaction's start).
 """
 
 from __future__ import annotations

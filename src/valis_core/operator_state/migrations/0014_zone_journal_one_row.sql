@@ -237,8 +237,10 @@ BEGIN
         PERFORM valis_journal_net_row(sealed.id, true, soa_owner, 'SOA', soa_ttl,
                                       raised_rdata);
     END IF;
+    -- clock_timestamp(), not now() (the transaction's start): the commit -> wire latency
+    -- a node measures from here (valis_commit_to_wire_seconds) starts at the commit.
     UPDATE zone_journal SET old_serial = sealed.old_serial, new_serial = serial,
-        committed_at = now() WHERE id = sealed.id;
+        committed_at = clock_timestamp() WHERE id = sealed.id;
     RETURN NULL;
 END
 $$;
