@@ -19,6 +19,7 @@ import trio
 from tests.scenario.loopback_serve import (
     LIMIT,
     Loopback,
+    counted,
     index_with_www,
     serving,
     www_query,
@@ -90,6 +91,7 @@ async def test_responses_are_counted_by_transport_and_rcode(loopback: Loopback) 
         wire = www_query().to_wire()
         await stream.send_all(len(wire).to_bytes(2, "big") + wire)
         await tcp_receive_frame(stream)
+    await counted(loopback.stats, 2)
     counts = loopback.stats.snapshot()
     assert counts.responses == {("udp", "NOERROR"): 1, ("udp", "REFUSED"): 1, ("tcp", "NOERROR"): 1}
     assert counts.tcp_accepted == 1

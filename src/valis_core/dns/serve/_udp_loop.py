@@ -46,7 +46,7 @@ async def serve_udp(
     answer_fn: AnswerFn = answer,
     transfers: TransferFn | None = None,
     limiter: RateLimiter | None = None,
-    threaded: bool | None = None,
+    threaded: bool = True,
 ) -> None:
     """Answer datagrams on ``sock`` (already bound) until cancelled.
 
@@ -55,17 +55,16 @@ async def serve_udp(
     answer path refuses (NOTAUTH) goes to ``transfers``, when given, in case a listed
     secondary signed it. ``limiter``, when given, rate-limits the responses.
     ``threaded``: drain on a worker thread, answering the table's hits without the GIL
-    (``_loops``, "Workers"); ``None`` (the default) decides by the socket: one of several
-    sharing its address (``SO_REUSEPORT``, one per worker) is, any other is drained on
-    the trio thread as before. Without a table to answer from (a limiter, another
+    (``_loops``, "Workers"), whether the socket is one of several sharing its address
+    (``SO_REUSEPORT``, one per worker) or on its own: a wake-up there costs far less CPU
+    than one of the trio thread (docs/performance.md, "One socket on a worker thread");
+    false drains on the trio thread. Without a table to answer from (a limiter, another
     ``answer_fn``, no compiled path) it is never threaded.
     """
     counts = stats if stats is not None else ServeStats()
     raw = socket.socket(fileno=os.dup(sock.fileno()))
     try:
         raw.setblocking(False)
-        if threaded is None:
-            threaded = bool(raw.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT))
         tabled = answer_fn is answer and limiter is None
         loop = (_serve_udp_threaded if threaded and tabled else _serve_udp_compiled) \
             if fastpath.COMPILED else _serve_udp
