@@ -47,6 +47,7 @@ from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.resident.views import NodeViews
 
 ROUNDS = 5
+ATTEMPTS = 5
 NEEDS_C = pytest.mark.usefixtures("compiled")
 """A test that counts what C answered (skipped where the extension is not built)."""
 
@@ -81,6 +82,30 @@ async def test_a_question_asked_again_gets_the_bytes_python_gave() -> None:
         await counted(loop.stats, ROUNDS)
         assert loop.stats.snapshot().responses == {("udp", "NOERROR"): ROUNDS}
         assert loop.stats.udp_compiled == ROUNDS - 1
+
+
+@NEEDS_C
+async def test_a_socket_on_its_own_answers_what_c_holds_while_the_trio_thread_is_held() -> None:
+    """One socket (one worker, ``valis serve``) is drained on a worker thread too: a
+    question C has learnt is answered while the trio thread is held in a blocking call of
+    its own. An attempt can meet the worker just back from its budget (it then waits for
+    the trio thread), so a few attempts are allowed; on the trio thread none is answered."""
+    async with serving() as loop:
+        wire = www_query().to_wire()
+        await ask_raw(loop.udp_address, [wire])  # Python answers it, C learns it
+        expected = answer(loop.holder.snapshot, wire, transport=Transport.UDP)
+        answered = None
+        for _ in range(ATTEMPTS):
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+                client.settimeout(1.0)
+                client.sendto(wire, loop.udp_address)
+                try:
+                    answered = client.recv(65535)  # holds the trio thread
+                except TimeoutError:
+                    await trio.sleep(0.05)  # the trio thread calls the worker again
+                    continue
+            break
+        assert answered == expected
 
 
 async def test_after_a_swap_the_next_answer_comes_from_the_new_index() -> None:
