@@ -48,7 +48,9 @@ snapshot served then, sends each and teaches the table, while the worker drains 
 Past ``WORKER_BACKLOG`` datagrams handed over and not yet answered, or while a write is
 under way, the worker's call returns with the batch instead, and the trio thread
 finishes it (answers, teaches, sends the batch) and calls the worker again. A worker
-also comes back every ``WORKER_BUDGET_MS`` (so it sees a cancellation). The trio
+also comes back ``WORKER_BUDGET_MS`` after its first datagram (its counts reach the
+stats then), an idle one after ``WORKER_IDLE_MS``, and a cancellation wakes it at once
+(a byte on a pipe its poll watches beside the socket). The trio
 thread stays the only writer: it fills the table and moves it at each swap, in the
 swap itself (``IndexHolder.watch``), as one write under the table's readers' lock
 (batch by batch: a writer waits for the batches under way, which then see the new
