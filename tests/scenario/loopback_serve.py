@@ -87,6 +87,16 @@ def www_query() -> dns.message.Message:
     return question("www.example.com.", "A")
 
 
+async def counted(stats: ServeStats, responses: int) -> None:
+    """Wait (at most ``LIMIT``) until ``stats`` counts ``responses`` UDP responses sent:
+    the UDP loop's worker thread adds what it answered when it comes back to the trio
+    thread (``WORKER_BUDGET_MS`` after its first datagram), a moment after the answers
+    went, and adds its count of C's answers (``udp_compiled``) at the same time."""
+    with trio.fail_after(LIMIT):
+        while sum(stats.udp_rcodes) < responses:
+            await trio.sleep(0.002)
+
+
 @attrs.frozen
 class Loopback:
     holder: IndexHolder

@@ -27,7 +27,13 @@ import trio
 
 from tests.property.dnssec_check import validate_sections
 from tests.property.two_zones import PLAIN, SIGNED, TWO_ZONES
-from tests.scenario.loopback_serve import LIMIT, index_with_www, serving, www_query
+from tests.scenario.loopback_serve import (
+    LIMIT,
+    counted,
+    index_with_www,
+    serving,
+    www_query,
+)
 from tests.scenario.operator_state_helpers import addresses
 from valis_core.dns import dnssec
 from valis_core.dns.answer import Transport, answer, fastpath
@@ -41,6 +47,7 @@ from valis_core.operator_state.zone_source import ZoneSourceStats
 from valis_core.resident.views import NodeViews
 
 ROUNDS = 5
+ATTEMPTS = 5
 NEEDS_C = pytest.mark.usefixtures("compiled")
 """A test that counts what C answered (skipped where the extension is not built)."""
 
@@ -72,8 +79,33 @@ async def test_a_question_asked_again_gets_the_bytes_python_gave() -> None:
         responses = await ask_raw(loop.udp_address, wires)
         snapshot = loop.holder.snapshot
         assert responses == [answer(snapshot, wire, transport=Transport.UDP) for wire in wires]
+        await counted(loop.stats, ROUNDS)
         assert loop.stats.snapshot().responses == {("udp", "NOERROR"): ROUNDS}
         assert loop.stats.udp_compiled == ROUNDS - 1
+
+
+@NEEDS_C
+async def test_a_socket_on_its_own_answers_what_c_holds_while_the_trio_thread_is_held() -> None:
+    """One socket (one worker, ``valis serve``) is drained on a worker thread too: a
+    question C has learnt is answered while the trio thread is held in a blocking call of
+    its own. An attempt can meet the worker just back from its budget (it then waits for
+    the trio thread), so a few attempts are allowed; on the trio thread none is answered."""
+    async with serving() as loop:
+        wire = www_query().to_wire()
+        await ask_raw(loop.udp_address, [wire])  # Python answers it, C learns it
+        expected = answer(loop.holder.snapshot, wire, transport=Transport.UDP)
+        answered = None
+        for _ in range(ATTEMPTS):
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+                client.settimeout(1.0)
+                client.sendto(wire, loop.udp_address)
+                try:
+                    answered = client.recv(65535)  # holds the trio thread
+                except TimeoutError:
+                    await trio.sleep(0.05)  # the trio thread calls the worker again
+                    continue
+            break
+        assert answered == expected
 
 
 async def test_after_a_swap_the_next_answer_comes_from_the_new_index() -> None:
@@ -94,6 +126,7 @@ async def test_a_flood_of_random_names_is_answered_nxdomain_and_counted() -> Non
         responses = await ask_raw(loop.udp_address, wires)
         snapshot = loop.holder.snapshot
         assert responses == [answer(snapshot, wire, transport=Transport.UDP) for wire in wires]
+        await counted(loop.stats, len(names))
         counts = loop.stats.snapshot()
     assert {dns.message.from_wire(r).rcode() for r in responses} == {dns.rcode.NXDOMAIN}
     assert counts.responses == {("udp", "NXDOMAIN"): len(names)}
@@ -122,6 +155,7 @@ async def test_without_the_helper_udp_is_served_on_the_pure_path_and_logged_once
 async def test_the_metrics_say_which_path_serves_udp_and_what_c_answered() -> None:
     async with serving() as loop:
         await ask_raw(loop.udp_address, [www_query().to_wire()] * 3)
+        await counted(loop.stats, 3)
         node = NodeViews(
             node="node-a",
             location="rack-1",
@@ -173,6 +207,7 @@ async def test_a_node_signing_one_zone_answers_do0_and_the_other_zone_in_c() -> 
     async with serving_udp(holder) as (address, stats):
         # the first of each question teaches C; the same question with the other DO
         # bit is then C's from the start
+        sent = 0
         for name, do, compiled in ((f"www.{SIGNED}", False, ROUNDS - 1),
                                    (f"www.{PLAIN}", True, ROUNDS - 1),
                                    (f"www.{PLAIN}", False, ROUNDS),
@@ -182,6 +217,7 @@ async def test_a_node_signing_one_zone_answers_do0_and_the_other_zone_in_c() -> 
             responses = await ask_raw(address, wires)
             expected = [answer(holder.snapshot, wire, transport=Transport.UDP) for wire in wires]
             assert responses == expected
+            await counted(stats, sent := sent + ROUNDS)
             assert stats.udp_compiled - before == compiled, (name, do)
     nxdomain = dns.message.from_wire(responses[-1])
     assert nxdomain.rcode() == dns.rcode.NXDOMAIN  # DO=0: the unsigned denial
@@ -197,9 +233,11 @@ async def test_a_signed_zones_do1_answers_are_pythons_and_validate() -> None:
             dns.message.ANSWER, dns.name.from_text(SIGNED), dns.rdataclass.IN,
             dns.rdatatype.DNSKEY)
         names = (f"www.{SIGNED}", f"nope.{SIGNED}", SIGNED)
+        await counted(stats, 1)
         before = stats.udp_compiled
         for name in names:  # DO=0 first: C learns each question and answers it
             await ask_raw(address, queries(name, "A", do=False))
+        await counted(stats, 1 + len(names) * ROUNDS)
         assert stats.udp_compiled - before == len(names) * (ROUNDS - 1)
         before = stats.udp_compiled
         for name in names:
@@ -208,6 +246,7 @@ async def test_a_signed_zones_do1_answers_are_pythons_and_validate() -> None:
                 assert message.ednsflags & dns.flags.DO
                 checked = validate_sections(message, {dnskey.name: dnskey}, now=time.time())
                 assert checked >= 1
+        await counted(stats, 1 + 2 * len(names) * ROUNDS)
         assert stats.udp_compiled == before
 
 
@@ -216,11 +255,14 @@ async def test_a_zone_turned_signed_is_answered_with_its_keys_at_once() -> None:
     holder = IndexHolder(ZoneIndex.from_records(TWO_ZONES))
     async with serving_udp(holder) as (address, stats):
         unsigned = await ask_raw(address, queries(SIGNED, "DNSKEY", do=False))
+        await counted(stats, ROUNDS)
         assert stats.udp_compiled == ROUNDS - 1  # NODATA, learnt
         holder.sign_with(signer_of_one_zone())
         await ask_raw(address, queries(SIGNED, "TXT", do=False))  # the apex's NODATA, C's
+        await counted(stats, 2 * ROUNDS)
         assert stats.udp_compiled == 2 * (ROUNDS - 1)
         signed = await ask_raw(address, queries(SIGNED, "DNSKEY", do=False))
+        await counted(stats, 3 * ROUNDS)
         assert stats.udp_compiled == 2 * (ROUNDS - 1)  # the signer's keys: Python's
     assert not dns.message.from_wire(unsigned[-1]).answer
     for response in signed:
@@ -238,10 +280,12 @@ async def test_a_swap_changing_one_zone_leaves_the_others_answered_in_c() -> Non
     changed = queries(f"www.{SIGNED}", "A", do=False)
     async with serving_udp(holder) as (address, stats):
         await ask_raw(address, [plain[0], changed[0]])  # Python answers, C learns both
+        await counted(stats, 2)
         new = RecordRow(SIGNED, f"www.{SIGNED}", "A", 3600, "198.51.100.80")
         holder.swap(holder.current.with_owners_replaced(SIGNED, [f"www.{SIGNED}"], [new]))
         before = stats.udp_compiled
         kept = await ask_raw(address, plain[1:])
+        await counted(stats, 2 + len(plain) - 1)
         assert stats.udp_compiled - before == len(plain) - 1  # every one in C
         fresh = await ask_raw(address, changed[1:])
     assert kept == [answer(holder.snapshot, wire, transport=Transport.UDP) for wire in plain[1:]]

@@ -39,8 +39,8 @@ def _bound(port: int, *, shared: bool) -> trio.socket.SocketType:
 @contextlib.asynccontextmanager
 async def workers(holder: IndexHolder, count: int, *, shared: bool) -> AsyncIterator[Workers]:
     """``count`` worker drains over ``holder`` on 127.0.0.1 until the block ends:
-    ``shared``, on one port with ``SO_REUSEPORT`` (threaded because of it, as the
-    resident's are); else each on a port of its own, threaded by ``serve_udp``'s flag."""
+    ``shared``, on one port with ``SO_REUSEPORT`` (as the resident's are); else each on
+    a port of its own (as one worker's is); threaded either way, as ``serve_udp`` is."""
     socks: list[trio.socket.SocketType] = []
     stats = tuple(ServeStats() for _ in range(count))
     try:
@@ -53,8 +53,7 @@ async def workers(holder: IndexHolder, count: int, *, shared: bool) -> AsyncIter
                 port = sock.getsockname()[1]
         async with trio.open_nursery() as nursery:
             for sock, counts in zip(socks, stats, strict=True):
-                nursery.start_soon(functools.partial(
-                    serve_udp, sock, holder, stats=counts, threaded=None if shared else True))
+                nursery.start_soon(functools.partial(serve_udp, sock, holder, stats=counts))
             yield Workers(tuple(sock.getsockname() for sock in socks), stats)
             nursery.cancel_scope.cancel()
     finally:

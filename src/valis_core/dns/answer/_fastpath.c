@@ -1589,24 +1589,32 @@ failed:
  * unanswered and the batch's answers queued: then `pending`, `reply` and `flush` finish
  * the batch on the writer's thread. Returns
  * (datagrams left for Python, answered in C, truncated, send failures); RCODEs sent are
- * added to `rcodes`. An idle socket is waited for in poll, never past the budget. */
+ * added to `rcodes`. An idle socket is waited for in poll, never past the budget once a
+ * datagram was received; before the first, up to `idle` ms (at least the budget), and
+ * the budget then starts when one arrives; a readable `wake` descriptor (the caller's
+ * cancellation) ends the wait and the call. */
 static PyObject *Pump_serve(PumpObject *self, PyObject *args) {
     PyObject *arg, *rcodes, *handoff = Py_None;
-    int budget;
-    if (!PyArg_ParseTuple(args, "O!iO!|O", &TableType, &arg, &budget, &PyList_Type, &rcodes,
-                          &handoff))
+    int budget, wake = -1, idle = 0;
+    if (!PyArg_ParseTuple(args, "O!iO!|Oii", &TableType, &arg, &budget, &PyList_Type, &rcodes,
+                          &handoff, &wake, &idle))
         return NULL;
     if (!pump_ready(self)) return NULL;
     TableObject *t = (TableObject *)arg; /* the caller's reference keeps it */
-    if (t->slots == NULL || PyList_GET_SIZE(rcodes) != RCODES || budget < 1 || budget > 60000) {
-        PyErr_SetString(PyExc_ValueError, "serve takes an initialised table, a budget of 1 to "
-                                          "60000 ms and the list of 16 RCODE counters");
+    if (idle < budget) idle = budget;
+    if (t->slots == NULL || PyList_GET_SIZE(rcodes) != RCODES || budget < 1 || idle > 60000) {
+        PyErr_SetString(PyExc_ValueError, "serve takes an initialised table, a budget (and an "
+                                          "idle wait) of 1 to 60000 ms and the list of 16 "
+                                          "RCODE counters");
         return NULL;
     }
     pump_release(self);
     unsigned long long sent[RCODES] = {0}, truncated = 0, failures = 0, compiled = 0;
     unsigned pending = 0;
-    long long deadline = monotonic_ns() + (long long)budget * 1000000LL;
+    long long start = monotonic_ns();
+    long long deadline = start + (long long)budget * 1000000LL;
+    long long idle_deadline = start + (long long)idle * 1000000LL;
+    int received_any = 0; /* until then the idle wait bounds the call, not the budget */
     unsigned char key[KEY_MAX];
     size_t key_len;
     Wanted wanted;
@@ -1618,13 +1626,18 @@ static PyObject *Pump_serve(PumpObject *self, PyObject *args) {
     int drained = 0; /* the last batch was not full: wait in poll before receiving */
     self->busy = 1;
     PyThreadState *released = PyEval_SaveThread();
-    for (;;) { /* bounded by the deadline */
+    for (;;) { /* bounded by the deadline (the idle wait's until a datagram arrives) */
         long long now = monotonic_ns();
-        if (now >= deadline) break;
+        long long until = received_any ? deadline : idle_deadline;
+        if (now >= until) break;
         if (drained) {
-            struct pollfd ready = {.fd = self->fd, .events = POLLIN};
+            struct pollfd ready[2] = {{.fd = self->fd, .events = POLLIN},
+                                      {.fd = wake, .events = POLLIN}};
             drained = 0;
-            if (poll(&ready, 1, (int)((deadline - now + 999999) / 1000000)) <= 0) continue;
+            if (poll(ready, wake >= 0 ? 2 : 1, (int)((until - now + 999999) / 1000000)) <= 0)
+                continue;
+            if (wake >= 0 && ready[1].revents) break; /* the caller is woken: come back */
+            if (!received_any) deadline = monotonic_ns() + (long long)budget * 1000000LL;
         }
         prepare_rx(self);
         int got = recvmmsg(self->fd, self->rx, self->batch, MSG_DONTWAIT, NULL);
@@ -1632,6 +1645,7 @@ static PyObject *Pump_serve(PumpObject *self, PyObject *args) {
             drained = got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
             continue; /* or an ICMP report the call consumed, or EINTR: receive again */
         }
+        received_any = 1;
         drained = (unsigned)got < self->batch;
         self->received = (unsigned)got;
         int retired = 1; /* not read: a write outlasted the budget, or the table retired */
@@ -1758,9 +1772,10 @@ static PyMethodDef Pump_methods[] = {
     {"flush", (PyCFunction)Pump_flush, METH_O,
      "flush(rcodes): send every queued response; (truncated, send failures)."},
     {"serve", (PyCFunction)Pump_serve, METH_VARARGS,
-     "serve(table, budget_ms, rcodes, handoff=None): a worker's drain, the GIL released "
-     "while it answers from table; handoff(misses) may take what only Python answers; "
-     "(left for Python, answered in C, truncated, send failures)."},
+     "serve(table, budget_ms, rcodes, handoff=None, wake=-1, idle_ms=budget_ms): a worker's "
+     "drain, the GIL released while it answers from table; handoff(misses) may take what "
+     "only Python answers; idle (nothing received) it waits up to idle_ms, or until wake "
+     "is readable; (left for Python, answered in C, truncated, send failures)."},
     {"pending", (PyCFunction)Pump_pending, METH_O,
      "pending(table): answer the rest of the batch serve left, as drain does; the misses."},
     {NULL, NULL, 0, NULL},

@@ -67,7 +67,7 @@ class Pump:
     def serve(
         self, table: Table, budget_ms: int, rcodes: list[int],
         handoff: Callable[[list[tuple[bytes, Peer, bytes | None, Wanted | None]]], bool]
-        | None = None, /,
+        | None = None, wake: int = -1, idle_ms: int = 0, /,
     ) -> tuple[int, int, int, int]: ...
     def pending(
         self, table: Table | None, /

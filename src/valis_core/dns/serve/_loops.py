@@ -31,9 +31,10 @@ rate limiter, or a test's ``answer_fn``) every datagram is answered here, still 
 batches. A build without the helper (``fastpath.COMPILED`` false) drains with
 ``recvfrom``/``sendto`` one datagram at a time, says once in the log that it is slower,
 and answers the same bytes: ``answer`` is the reference both forms
-serve, and the property tests hold C to it. (A loop in a worker thread parked in a
-blocking ``poll`` was measured too and not used: under load it contends with the trio
-thread for the GIL at every socket call. Figures in docs/performance.md.)
+serve, and the property tests hold C to it. (An early loop in a worker thread, parked
+in a blocking ``poll``, took the GIL at every socket call and under load contended with
+the trio thread for it; the workers' loop below takes it only for what C cannot answer
+from its table. Figures in docs/performance.md.)
 
 Workers (issue 29): a node answering on N cores has N UDP sockets on one address
 (``SO_REUSEPORT``; the kernel spreads the datagrams by their source), and ``serve_udp``
@@ -47,14 +48,19 @@ snapshot served then, sends each and teaches the table, while the worker drains 
 Past ``WORKER_BACKLOG`` datagrams handed over and not yet answered, or while a write is
 under way, the worker's call returns with the batch instead, and the trio thread
 finishes it (answers, teaches, sends the batch) and calls the worker again. A worker
-also comes back every ``WORKER_BUDGET_MS`` (so it sees a cancellation). The trio
+also comes back ``WORKER_BUDGET_MS`` after its first datagram (its counts reach the
+stats then), an idle one after ``WORKER_IDLE_MS``, and a cancellation wakes it at once
+(a byte on a pipe its poll watches beside the socket). The trio
 thread stays the only writer: it fills the table and moves it at each swap, in the
 swap itself (``IndexHolder.watch``), as one write under the table's readers' lock
 (batch by batch: a writer waits for the batches under way, which then see the new
 version whole), so a worker answers from the snapshot served when
 the query arrived or a later one, never from two. Its counts reach the stats when it
 comes back. A socket on its own (one worker, ``valis serve``'s pair, the IPv6 socket of
-a pair) is drained on the trio thread as above: one worker is today's path.
+a pair) is drained so too: a wake-up of the worker (poll, recvmmsg, sendmmsg, no GIL)
+costs far less CPU than one of the trio thread (its epoll, the scheduler, Python per
+batch), at the same saturation rate; the trio-thread drains above remain for a socket
+with a limiter or another ``answer_fn``, or ``threaded=False``.
 
 Response rate limiting (``valis_core.dns.serve.rrl``, when the caller gives ``limiter``)
 applies to UDP only, to each response just before it is sent: it is sent, replaced by a

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections.abc import Awaitable, Callable
@@ -33,9 +34,14 @@ Wanted = tuple[bytes, int, int]
 """A negative answer the table lacks (``fastpath.learn``): apex, RCODE, offset."""
 
 WORKER_BUDGET_MS = 20
-"""How long a worker's drain (``Pump.serve``) runs without coming back to the trio
-thread when every datagram is answered in C: the bound on how late it sees a
-cancellation (a swap reaches it at once: ``IndexHolder.watch``)."""
+"""How long a worker's drain (``Pump.serve``) runs, from its first datagram, without
+coming back to the trio thread when every datagram is answered in C: how late its
+counts reach the stats (a swap reaches it at once: ``IndexHolder.watch``)."""
+
+WORKER_IDLE_MS = 1000
+"""How long an idle worker waits for its first datagram before coming back to the trio
+thread (each return costs the trio thread a wake-up); a cancellation wakes it at once
+(``_worker_call``)."""
 
 
 async def serve_udp(
@@ -46,7 +52,7 @@ async def serve_udp(
     answer_fn: AnswerFn = answer,
     transfers: TransferFn | None = None,
     limiter: RateLimiter | None = None,
-    threaded: bool | None = None,
+    threaded: bool = True,
 ) -> None:
     """Answer datagrams on ``sock`` (already bound) until cancelled.
 
@@ -55,17 +61,16 @@ async def serve_udp(
     answer path refuses (NOTAUTH) goes to ``transfers``, when given, in case a listed
     secondary signed it. ``limiter``, when given, rate-limits the responses.
     ``threaded``: drain on a worker thread, answering the table's hits without the GIL
-    (``_loops``, "Workers"); ``None`` (the default) decides by the socket: one of several
-    sharing its address (``SO_REUSEPORT``, one per worker) is, any other is drained on
-    the trio thread as before. Without a table to answer from (a limiter, another
+    (``_loops``, "Workers"), whether the socket is one of several sharing its address
+    (``SO_REUSEPORT``, one per worker) or on its own: a wake-up there costs far less CPU
+    than one of the trio thread (docs/performance.md, "One socket on a worker thread");
+    false drains on the trio thread. Without a table to answer from (a limiter, another
     ``answer_fn``, no compiled path) it is never threaded.
     """
     counts = stats if stats is not None else ServeStats()
     raw = socket.socket(fileno=os.dup(sock.fileno()))
     try:
         raw.setblocking(False)
-        if threaded is None:
-            threaded = bool(raw.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT))
         tabled = answer_fn is answer and limiter is None
         loop = (_serve_udp_threaded if threaded and tabled else _serve_udp_compiled) \
             if fastpath.COMPILED else _serve_udp
@@ -318,6 +323,33 @@ def _answer_misses(
             learn(table, snapshot, key, wanted)
 
 
+async def _worker_call(
+    call: Callable[[], tuple[int, int, int, int]],
+    finish: Callable[[tuple[int, int, int, int]], None],
+    wake: int, thread: trio.CapacityLimiter,
+) -> None:
+    """Run a worker's drain (``call``) on its thread and ``finish`` with what it returns,
+    on this thread as soon as it returns. Cancelled meanwhile, it wakes the worker (a
+    byte on ``wake``, which ``Pump.serve`` polls beside the socket), waits for it to
+    come back (its counts and a batch it left are still finished) and lets the
+    cancellation through."""
+    finished = trio.CancelScope()
+
+    async def run() -> None:
+        finish(await trio.to_thread.run_sync(call, limiter=thread))
+        finished.cancel()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        try:
+            with finished:
+                await trio.sleep_forever()
+        except trio.Cancelled:
+            with contextlib.suppress(BlockingIOError):  # a byte there already wakes it
+                os.write(wake, b"\0")
+            raise
+
+
 async def _serve_udp_threaded(
     sock: trio.socket.SocketType,
     raw: socket.socket,
@@ -338,6 +370,26 @@ async def _serve_udp_threaded(
     own = [0] * len(rcodes)  # the worker's RCODE counts, added here (one thread writes)
     thread = trio.CapacityLimiter(1)  # its own: a worker holds no token others wait for
     later = _Later(datagrams, holder, trio.lowlevel.current_trio_token())
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def finish(result: tuple[int, int, int, int]) -> None:
+        """Add what the worker answered to the counts and finish a batch it left."""
+        left, compiled, truncated, failed = result
+        counts.udp_compiled += compiled
+        counts.udp_truncated += truncated
+        counts.udp_send_failures += failed
+        for rcode, sent in enumerate(own):
+            if sent:
+                rcodes[rcode] += sent
+                own[rcode] = 0
+        if left:  # the rest of the batch, from the table of the snapshot now
+            snapshot = holder.snapshot
+            table = fastpath.shared_table(snapshot)
+            misses = pending(table)
+            counts.udp_compiled += left - len(misses)
+            _answer_misses(datagrams, pump, snapshot, table, misses)
+            _flushed(counts, flush, rcodes)
+
     unwatch = holder.watch(fastpath.shared_table)
     try:
         while True:
@@ -347,27 +399,16 @@ async def _serve_udp_threaded(
                 await trio.lowlevel.wait_readable(sock)
                 received, misses = pump.drain(None)
                 _answer_misses(datagrams, pump, snapshot, None, misses)
-                left = received
+                if received:
+                    _flushed(counts, flush, rcodes)
             else:
-                left, compiled, truncated, failed = await trio.to_thread.run_sync(
-                    serve, table, WORKER_BUDGET_MS, own, later.handoff, limiter=thread)
-                counts.udp_compiled += compiled
-                counts.udp_truncated += truncated
-                counts.udp_send_failures += failed
-                for rcode, sent in enumerate(own):
-                    if sent:
-                        rcodes[rcode] += sent
-                        own[rcode] = 0
-                if left:  # the rest of the batch, from the table of the snapshot now
-                    snapshot = holder.snapshot
-                    table = fastpath.shared_table(snapshot)
-                    misses = pending(table)
-                    counts.udp_compiled += left - len(misses)
-                    _answer_misses(datagrams, pump, snapshot, table, misses)
-            if left:
-                _flushed(counts, flush, rcodes)
+                await _worker_call(
+                    partial(serve, table, WORKER_BUDGET_MS, own, later.handoff, wake_r,
+                            WORKER_IDLE_MS), finish, wake_w, thread)
             await trio.lowlevel.checkpoint()
     finally:
+        os.close(wake_r)
+        os.close(wake_w)
         unwatch()
         # What the worker handed over is queued on this thread already (the worker has
         # returned): answer it before the socket closes, so a restart (a new limiter)
