@@ -163,3 +163,18 @@ def queries(draw: st.DrawFn, rows: list[RecordRow]) -> tuple[bytes, int, Transpo
     else:
         limit = max(512, min(sent.payload, SERVER_PAYLOAD))
     return wire, limit, transport
+
+
+@st.composite
+def queries_and_floods(draw: st.DrawFn, rows: list[RecordRow], most: int) -> list[bytes]:
+    """Up to ``most`` of ``queries`` (wire form) and up to 4 names under the zones' apexes
+    that do not exist, as a flood asks them (the zones' negative answers)."""
+    apexes = sorted({row.zone for row in rows})
+    labels = st.text("abcxyz0-", min_size=1, max_size=6)
+    flood = draw(st.lists(
+        st.tuples(labels, st.sampled_from(apexes), st.sampled_from(["A", "MX", "TYPE4321"])),
+        max_size=4))
+    wires = [wire for wire, _limit, _transport in
+             draw(st.lists(queries(rows), min_size=1, max_size=most))]
+    return wires + [dns.message.make_query(f"{label}.{apex}", rtype).to_wire()
+                    for label, apex, rtype in flood]

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.hypothesis_profiles import scaled
-from tests.property.random_zones import queries, zones
+from tests.property.random_zones import queries_and_floods, zones
 from tests.property.two_zones import EXAMPLE_ROWS, PLAIN, SIGNED, TWO_ZONES
 from tests.scenario.udp_workers import ask, workers
 from valis_core.dns import dnssec
@@ -58,15 +58,7 @@ async def asked_of_every_worker(holder: IndexHolder, wires: list[bytes]) -> list
 @given(st.data())
 def test_every_workers_answer_is_byte_for_byte_what_answer_gives(data: st.DataObject) -> None:
     rows = data.draw(zones())
-    apexes = sorted({row.zone for row in rows})
-    labels = st.text("abcxyz0-", min_size=1, max_size=6)
-    flood = data.draw(st.lists(
-        st.tuples(labels, st.sampled_from(apexes), st.sampled_from(["A", "MX", "TYPE4321"])),
-        max_size=4))
-    wires = [wire for wire, _limit, _transport in
-             data.draw(st.lists(queries(rows), min_size=1, max_size=6))]
-    wires += [dns.message.make_query(f"{label}.{apex}", rtype).to_wire()
-              for label, apex, rtype in flood]
+    wires = data.draw(queries_and_floods(rows, 6))
     oracle = Snapshot(ZoneIndex.from_records(rows))  # a snapshot of its own: its cache too
     expected = [answer(oracle, wire, transport=UDP) for wire in wires]
     wires = [wire for wire, response in zip(wires, expected, strict=True) if response is not None]

@@ -25,6 +25,7 @@ from tests.scenario.operator_state_helpers import EXAMPLE_WWW, EXAMPLE_ZONE, imp
 from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user, private_cluster
 from tests.scenario.proving_ground import Ground, sweep_stale
 from tests.scenario.resident_harness import Harness, harness
+from tests.scenario.transfer_wire import Wire
 from valis_core.operator_state.schema import migrate
 
 SERVER_USER = "postgres"
@@ -99,3 +100,15 @@ def resident_harness() -> Iterator[Harness]:
     require_root()
     with harness() as running:
         yield running
+
+
+@pytest.fixture
+def wire() -> Iterator[Wire]:
+    """A node's and a secondary's namespaces joined by a veth pair, for one test."""
+    require_root()
+    built = Wire()
+    try:
+        built.build()
+        yield built
+    finally:
+        built.cleanup()

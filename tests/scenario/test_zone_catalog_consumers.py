@@ -12,17 +12,21 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_root
 from tests.scenario.operator_state_helpers import import_zone
 from tests.scenario.pg import PgCluster, valis
 from tests.scenario.proving_ground import dig, wait_for
 from tests.scenario.resident_harness import make_state_dir, site_facts
-from tests.scenario.transfer_wire import KEY_NAME, NODE_IP, SECONDARY_IP, Wire, start_node
+from tests.scenario.transfer_wire import (
+    KEY_NAME,
+    NODE_IP,
+    SECONDARY_IP,
+    Wire,
+    start_node,
+)
 from valis_core.operator_state.secondaries import Secondary, add_secondary
 
 CATALOG = "catalog.invalid."
@@ -75,17 +79,6 @@ template:
     catalog-role: interpret
     catalog-template: [member, other]
 """
-
-
-@pytest.fixture
-def wire() -> Iterator[Wire]:
-    require_root()
-    built = Wire()
-    try:
-        built.build()
-        yield built
-    finally:
-        built.cleanup()
 
 
 def answers(wire: Wire, name: str, rdtype: str = "A") -> tuple[str, ...]:

@@ -18,7 +18,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
@@ -161,17 +160,6 @@ update = dns.update.UpdateMessage(zone, keyring=key)
 update.add(owner, 300, "A", address)
 print(dns.rcode.to_text(dns.query.tcp(update, server, port=8053, timeout=10).rcode()))
 """
-
-
-@pytest.fixture
-def wire() -> Iterator[Wire]:
-    require_root()
-    built = Wire()
-    try:
-        built.build()
-        yield built
-    finally:
-        built.cleanup()
 
 
 def ask_secondary(wire: Wire, name: str, rdtype: str = "A") -> tuple[str, ...]:
