@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import skip_here_fail_in_ci
 from tests.hypothesis_profiles import scaled
-from tests.property.test_master import (
+from tests.property.master_lines import (
     CLASSES,
     ONE_LINES,
     OWNERS,

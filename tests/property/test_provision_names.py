@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.property.test_provision_plan import host_facts, requests, unblocked
+from tests.property.provision_facts import host_facts, requests, unblocked
 from valis_cli.main import run
 from valis_core.command_line import run_reported
 from valis_core.operator_state.dsn import (
