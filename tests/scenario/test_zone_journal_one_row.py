@@ -176,7 +176,7 @@ statements = st.one_of(
 )
 
 
-@settings(max_examples=scaled(0.5), deadline=None,
+@settings(max_examples=scaled(0.15), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # state carries on
 @given(st.lists(st.lists(statements, min_size=1, max_size=4), min_size=1, max_size=4))
 def test_any_transactions_journal_as_under_migration_0013(
