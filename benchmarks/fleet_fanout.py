@@ -5,7 +5,8 @@ Stands up a private PostgreSQL cluster holding ``--zones`` small zones, a real r
 the ``valis`` account in one network namespace (``tests/scenario/transfer_wire.py``'s
 ``Wire`` and ``start_node``), and ``--secondaries`` real secondaries in the other,
 alternately Knot and NSD (Debian's), each on its own address (192.0.2.10 on) with its own
-TSIG key, listed for every zone. Once every secondary answers every zone's SOA, each
+TSIG key, listed for every zone; NSD's zone list is what ``valis zone secondary nsd-conf``
+writes from operator state. Once every secondary answers every zone's SOA, each
 round commits one new record to a zone drawn at random (the commit raises the serial) and
 asks every secondary for it over UDP from its namespace every 5 ms until all answer (at
 most 30 s); a prober beside it asks the node itself (a record of another zone) every
@@ -37,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import dns.message
@@ -52,8 +54,9 @@ from tests.scenario.resident_harness import Resident, inside_netns, make_state_d
 from tests.scenario.transfer_wire import NODE_IP, Wire, start_node
 
 from valis_core.dns.zone.build import parse_zone_text
+from valis_core.operator_state.nsd_secondary import nsd_conf as nsd_secondary_conf
 from valis_core.operator_state.schema import migrate
-from valis_core.operator_state.secondaries import Secondary, add_secondary
+from valis_core.operator_state.secondaries import Secondary, add_secondary, serving_secondaries
 from valis_core.operator_state.zones import replace_zone
 
 BOUND = 30.0
@@ -118,34 +121,28 @@ zone:
 {entries}"""
 
 
-def nsd_conf(directory: Path, i: int, zones: list[str]) -> str:
-    stanzas = "".join(
-        f"zone:\n    name: \"{zone}\"\n    zonefile: \"{zone}zone\"\n"
-        f"    request-xfr: {NODE_IP} {key_name(i)}\n"
-        f"    allow-notify: {NODE_IP} {key_name(i)}\n"
-        f"    outgoing-interface: {address(i)}\n"
-        for zone in zones
-    )
-    return nsd_server(directory, address(i), "port: 53", "server-count: 1") + f"""\
-key:
-    name: "{key_name(i)}"
-    algorithm: hmac-sha256
-    secret: "{base64.b64encode(secret(i)).decode()}"
-{stanzas}"""
+def nsd_conf(directory: Path, i: int, listed: Sequence[Secondary]) -> str:
+    """NSD's configuration as ``valis zone secondary nsd-conf`` writes it from operator
+    state, each zone's transfers sent from the secondary's own address (its namespace
+    holds all twenty; a host of its own would not need it)."""
+    zones = nsd_secondary_conf(listed, address(i), [NODE_IP]).replace(
+        "    request-xfr:", f"    outgoing-interface: {address(i)}\n    request-xfr:")
+    return nsd_server(directory, address(i), "port: 53", "server-count: 1") + zones
 
 
 def kind(i: int) -> str:
     return "knot" if i % 2 == 0 else "nsd"
 
 
-def start_secondary(wire: Wire, workdir: Path, i: int, zones: list[str]) -> subprocess.Popen[bytes]:
+def start_secondary(wire: Wire, workdir: Path, i: int, zones: list[str],
+                    listed: Sequence[Secondary]) -> subprocess.Popen[bytes]:
     directory = Path(tempfile.mkdtemp(prefix=f"{kind(i)}-{i}-", dir=workdir))
     conf = directory / "server.conf"
     if kind(i) == "knot":
         conf.write_text(knot_conf(directory, i, zones))
         command = ["knotd", "-c", str(conf)]
     else:
-        conf.write_text(nsd_conf(directory, i, zones))
+        conf.write_text(nsd_conf(directory, i, listed))
         command = ["nsd", "-d", "-c", str(conf)]
     return subprocess.Popen(
         ["ip", "netns", "exec", wire.secondary, *command],
@@ -307,7 +304,9 @@ def main() -> None:
             facts = site_facts(dsn, zones=",".join(zones))
             node = start_node(wire, state_dir, facts, workdir)
             node.wait_ready(120.0)
-            secondaries = [start_secondary(wire, workdir, i, zones)
+            with pg.connect(dsn) as conn:
+                listed = serving_secondaries(conn)
+            secondaries = [start_secondary(wire, workdir, i, zones, listed)
                            for i in range(args.secondaries)]
             asker = Asker(wire, args.secondaries)
             synced = time.monotonic()

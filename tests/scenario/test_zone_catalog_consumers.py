@@ -8,7 +8,6 @@ catalog and nothing of its members."""
 from __future__ import annotations
 
 import base64
-import re
 import shutil
 import subprocess
 import tempfile
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.scenario.catalog_consumers import CATALOG, CONSUMERS, answers, gone
 from tests.scenario.operator_state_helpers import import_zone
 from tests.scenario.pg import PgCluster, valis
 from tests.scenario.proving_ground import dig, wait_for
@@ -29,128 +29,9 @@ from tests.scenario.transfer_wire import (
 )
 from valis_core.operator_state.secondaries import Secondary, add_secondary
 
-CATALOG = "catalog.invalid."
 BOUND = 60.0
 """Seconds a consumer is given to follow one change (NOTIFY, the catalog's IXFR, the
 member's AXFR: a second or less on a quiet machine)."""
-
-
-def knot_catalog_conf(directory: Path, secret: str) -> str:
-    """Knot consuming the catalog: the catalog zone itself, and the templates its members
-    are given (the first by default, ``other`` for the members in group ``other``), as
-    docs/catalog.md gives it."""
-    member = f"""    master: primary
-    acl: notify-from-primary
-    storage: "{directory}"
-"""
-    return f"""server:
-    listen: {SECONDARY_IP}@53
-    rundir: "{directory}"
-    user: root:root
-log:
-  - target: "{directory}/knot.log"
-    any: info
-database:
-    storage: "{directory}"
-control:
-    listen: "{directory}/knot.sock"
-key:
-  - id: {KEY_NAME}
-    algorithm: hmac-sha256
-    secret: {secret}
-remote:
-  - id: primary
-    address: {NODE_IP}@53
-    key: {KEY_NAME}
-acl:
-  - id: notify-from-primary
-    address: {NODE_IP}
-    key: {KEY_NAME}
-    action: notify
-template:
-  - id: default
-    storage: "{directory}"
-  - id: member
-{member}  - id: other
-{member}zone:
-  - domain: {CATALOG}
-    master: primary
-    acl: notify-from-primary
-    catalog-role: interpret
-    catalog-template: [member, other]
-"""
-
-
-def answers(wire: Wire, name: str, rdtype: str = "A") -> tuple[str, ...]:
-    """The consumer's authoritative answer for ``name`` (nothing when it has no zone)."""
-    try:
-        found = dig(wire.secondary, SECONDARY_IP, name, rdtype)
-    except RuntimeError:
-        return ()
-    return found.answer if found.status == "NOERROR" and "aa" in found.flags else ()
-
-
-def gone(wire: Wire, name: str) -> bool:
-    """Whether the consumer answers ``name``'s zone no more (REFUSED: not its zone)."""
-    try:
-        return dig(wire.secondary, SECONDARY_IP, name, "SOA").status == "REFUSED"
-    except RuntimeError:
-        return False
-
-
-def bind_catalog_conf(directory: Path, secret: str) -> str:
-    """BIND 9.18 consuming the catalog (``catalog-zones``), as docs/catalog.md gives it."""
-    primary = f"{NODE_IP} key \"{KEY_NAME}\""
-    return f"""options {{
-    directory "{directory}";
-    pid-file "{directory}/named.pid";
-    session-keyfile "{directory}/session.key";
-    managed-keys-directory "{directory}";
-    listen-on port 53 {{ {SECONDARY_IP}; }};
-    listen-on-v6 {{ none; }};
-    recursion no;
-    allow-new-zones yes;
-    catalog-zones {{
-        zone "{CATALOG}" default-primaries {{ {primary}; }}
-            zone-directory "{directory}" in-memory no;
-    }};
-}};
-controls {{ }};
-key "{KEY_NAME}" {{
-    algorithm hmac-sha256;
-    secret "{secret}";
-}};
-zone "{CATALOG}" {{
-    type secondary;
-    primaries {{ {primary}; }};
-    file "{directory}/catalog.db";
-}};
-"""
-
-
-def knot_serial(wire: Wire, directory: Path) -> str:
-    """The catalog's serial Knot holds (it answers no query for a catalog zone; its
-    control socket says)."""
-    out = subprocess.run(
-        ["knotc", "-s", str(directory / "knot.sock"), "zone-status", CATALOG],
-        capture_output=True, text=True, timeout=10, check=False,
-    ).stdout
-    found = re.search(r"serial: (\d+)", out)
-    return found.group(1) if found else ""
-
-
-def bind_serial(wire: Wire, directory: Path) -> str:
-    """The catalog's serial BIND serves."""
-    found = answers(wire, CATALOG, "SOA")
-    return found[0].split()[6] if found else ""
-
-
-CONSUMERS = {
-    "knot": (knot_catalog_conf, ["knotd", "-c"], "knot.log", knot_serial),
-    "bind": (bind_catalog_conf, ["named", "-g", "-c"], "bind.out", bind_serial),
-}
-"""Each consumer: its configuration, how it runs in the foreground, its log, and how to
-read the catalog's serial it holds."""
 
 
 @pytest.mark.parametrize("consumer", sorted(CONSUMERS))
