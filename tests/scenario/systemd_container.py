@@ -167,6 +167,16 @@ def _alive(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 
 
+def _command(pid: int) -> str:
+    """``pid``'s command line, for a report (its name if the line is gone)."""
+    with contextlib.suppress(OSError):
+        line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").strip()
+        if line:
+            return line.decode(errors="replace")[:200]
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    return "gone"
+
+
 def _children(pid: int) -> list[int]:
     found: list[int] = []
     with contextlib.suppress(OSError):
@@ -347,8 +357,31 @@ class SystemdContainer:
                 launcher.kill()
                 launcher.wait(KILL_TIMEOUT)
         self._launcher = None
+        self._reap_stragglers()
         self._remove_dirs()
         self.init_pid = 0
+
+    def _members(self) -> list[int]:
+        """Live processes in any of this container's namespaces."""
+        return [
+            pid for pid in _pids()
+            if any(_ns_inode(pid, kind) == inode for kind, inode in self._namespaces.items())
+            and _alive(pid)
+        ]
+
+    def _reap_stragglers(self) -> None:
+        """Wait (bounded) for processes still in the namespaces after the init is gone (a
+        process mid-exit, a helper outside the pid namespace), then SIGKILL what stays."""
+        if not self._namespaces:
+            return
+        deadline = time.monotonic() + KILL_TIMEOUT / 2
+        while (members := self._members()) and time.monotonic() < deadline:
+            time.sleep(POLL_INTERVAL)
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            wait_for(lambda: not self._members(), KILL_TIMEOUT / 2, "the stragglers")
 
     def _remove_dirs(self) -> None:
         cgroup = self.cgroup
@@ -375,7 +408,8 @@ class SystemdContainer:
         for pid in _pids():
             for kind, inode in self._namespaces.items():
                 if _ns_inode(pid, kind) == inode and _alive(pid):
-                    found.append(f"process {pid} in the container's {kind} namespace")
+                    found.append(f"process {pid} ({_command(pid)}) in the container's "
+                                 f"{kind} namespace")
                     break
         mounts = Path("/proc/self/mountinfo").read_text()
         for kind, inode in self._namespaces.items():
