@@ -18,13 +18,8 @@ Every loop is bounded in count and time. Figures for docs/catalog.md, not a test
 from __future__ import annotations
 
 import argparse
-import base64
-import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.scenario.catalog_consumers import CATALOG, CONSUMERS, answers
 from tests.scenario.operator_state_helpers import import_zone
-from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user, private_cluster
-from tests.scenario.resident_harness import make_state_dir, site_facts
-from tests.scenario.transfer_wire import KEY_NAME, SECONDARY_IP, Wire, start_node
+from tests.scenario.pg import PgCluster, private_cluster
+from tests.scenario.resident_harness import site_facts
+from tests.scenario.transfer_wire import KEY_NAME, SECONDARY_IP, Wire, node_and_secondary
 
 from valis_core.operator_state.catalogs import add_member, create_catalog
 from valis_core.operator_state.schema import migrate
@@ -63,25 +58,8 @@ def run_consumer(pg: PgCluster, consumer: str, rounds: int) -> list[float]:
         migrate(conn)
         create_catalog(conn, CATALOG, now=time.time())
         add_secondary(conn, Secondary(CATALOG, SECONDARY_IP, KEY_NAME, "hmac-sha256", SECRET))
-    account = ensure_system_user(RUN_USER)
-    workdir = Path(tempfile.mkdtemp(prefix="valis-catalog-", dir="/tmp"))
-    os.chown(workdir, account.pw_uid, account.pw_gid)
-    os.chmod(workdir, 0o755)
-    wire = Wire()
-    server = None
-    node = None
-    try:
-        wire.build()
-        node = start_node(wire, make_state_dir(workdir), site_facts(dsn, zones="*"), workdir)
-        node.wait_ready()
-        directory = Path(tempfile.mkdtemp(prefix=f"{consumer}-", dir=workdir))
-        config = directory / f"{consumer}.conf"
-        config.write_text(conf(directory, base64.b64encode(SECRET).decode()))
-        server = subprocess.Popen(
-            ["ip", "netns", "exec", wire.secondary, *command, str(config)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+    with node_and_secondary(site_facts(dsn, zones="*"), conf, command, SECRET,
+                            consumer) as (wire, _node):
         seconds = []
         for i in range(rounds + 1):
             zone = f"m{i}.test."
@@ -92,19 +70,6 @@ def run_consumer(pg: PgCluster, consumer: str, rounds: int) -> list[float]:
             if i:  # the first round waits for the consumer's own start as well
                 seconds.append(took)
         return seconds
-    finally:
-        if server is not None:
-            server.terminate()
-            try:
-                server.wait(10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
-        if node is not None:
-            node.stop()
-            node.notify.close()
-        wire.cleanup()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def main() -> None:

@@ -20,14 +20,9 @@ a test: nothing here passes or fails.
 from __future__ import annotations
 
 import argparse
-import base64
-import os
-import shutil
 import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -37,15 +32,14 @@ import dns.rcode
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.scenario.operator_state_helpers import import_zone
-from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user, private_cluster
-from tests.scenario.resident_harness import inside_netns, make_state_dir, site_facts
+from tests.scenario.pg import PgCluster, private_cluster
+from tests.scenario.resident_harness import inside_netns, site_facts
 from tests.scenario.transfer_wire import (
     KEY_NAME,
     SECONDARY_IP,
     SERVERS,
     ZONE,
-    Wire,
-    start_node,
+    node_and_secondary,
 )
 
 from valis_core.operator_state.schema import migrate
@@ -86,26 +80,8 @@ def run_server(pg: PgCluster, server: str, records: int, rounds: int) -> None:
     import_zone(pg, dsn, ZONE, extra=extra)
     with pg.connect(dsn) as conn:
         add_secondary(conn, Secondary(ZONE, SECONDARY_IP, KEY_NAME, "hmac-sha256", SECRET))
-    account = ensure_system_user(RUN_USER)
-    workdir = Path(tempfile.mkdtemp(prefix="valis-follow-", dir="/tmp"))
-    os.chown(workdir, account.pw_uid, account.pw_gid)
-    os.chmod(workdir, 0o755)
-    wire = Wire()
-    secondary = None
-    node = None
-    try:
-        wire.build()
-        node = start_node(wire, make_state_dir(workdir), site_facts(dsn), workdir)
-        conf, command, _ = SERVERS[server]
-        directory = Path(tempfile.mkdtemp(prefix=f"{server}-", dir=workdir))
-        (directory / f"{server}.conf").write_text(
-            conf(directory, base64.b64encode(SECRET).decode()))
-        secondary = subprocess.Popen(
-            ["ip", "netns", "exec", wire.secondary, *command, str(directory / f"{server}.conf")],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        node.wait_ready()
+    conf, command, _ = SERVERS[server]
+    with node_and_secondary(site_facts(dsn), conf, command, SECRET, server) as (wire, node):
         with inside_netns(wire.secondary):
             sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sock.settimeout(0.5)
@@ -122,19 +98,6 @@ def run_server(pg: PgCluster, server: str, records: int, rounds: int) -> None:
         print(f"{server}: {rounds} commits, zone of {records} records: commit to answer "
               f"min {min(seconds):.3f}s median {statistics.median(seconds):.3f}s "
               f"max {max(seconds):.3f}s; {ixfr} sent as IXFR from the journal")
-    finally:
-        if secondary is not None:
-            secondary.terminate()
-            try:
-                secondary.wait(10)
-            except subprocess.TimeoutExpired:
-                secondary.kill()
-                secondary.wait()
-        if node is not None:
-            node.stop()
-            node.notify.close()
-        wire.cleanup()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def main() -> None:

@@ -6,21 +6,29 @@ handoff would (``start_node``)."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import pwd
 import secrets
+import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import attrs
 
 from tests.scenario.nsd_conf import nsd_server
-from tests.scenario.pg import RUN_USER
+from tests.scenario.pg import RUN_USER, ensure_system_user
 from tests.scenario.proving_ground import run
-from tests.scenario.resident_harness import NotifyListener, Resident, resident_runtime
+from tests.scenario.resident_harness import (
+    NotifyListener,
+    Resident,
+    make_state_dir,
+    resident_runtime,
+)
 
 ZONE = "example.test."
 NODE_IP = "192.0.2.1"
@@ -171,3 +179,46 @@ def start_node(
         proc = subprocess.Popen(argv, env=env, cwd="/", stdin=subprocess.DEVNULL,
                                 stdout=stderr, stderr=stderr, start_new_session=True)
     return Resident(proc, notify, stderr_path, state_dir, 53)
+
+
+@contextlib.contextmanager
+def node_and_secondary(
+    facts: dict[str, str], conf: Callable[[Path, str], str], command: Sequence[str],
+    secret: bytes, name: str,
+) -> Iterator[tuple[Wire, Resident]]:
+    """A resident on ``facts`` in a fresh ``Wire``'s node namespace and one real
+    secondary (``conf`` written with ``secret``, run by ``command`` in the foreground) in
+    the other, both started; everything stopped and removed on the way out."""
+    account = ensure_system_user(RUN_USER)
+    workdir = Path(tempfile.mkdtemp(prefix=f"valis-{name}-", dir="/tmp"))
+    os.chown(workdir, account.pw_uid, account.pw_gid)
+    os.chmod(workdir, 0o755)
+    wire = Wire()
+    server: subprocess.Popen[bytes] | None = None
+    node: Resident | None = None
+    try:
+        wire.build()
+        node = start_node(wire, make_state_dir(workdir), facts, workdir)
+        directory = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=workdir))
+        config = directory / f"{name}.conf"
+        config.write_text(conf(directory, base64.b64encode(secret).decode()))
+        server = subprocess.Popen(
+            ["ip", "netns", "exec", wire.secondary, *command, str(config)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        node.wait_ready()
+        yield wire, node
+    finally:
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+        if node is not None:
+            node.stop()
+            node.notify.close()
+        wire.cleanup()
+        shutil.rmtree(workdir, ignore_errors=True)
