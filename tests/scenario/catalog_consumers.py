@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from tests.scenario.proving_ground import dig
-from tests.scenario.transfer_wire import KEY_NAME, NODE_IP, SECONDARY_IP, Wire
+from tests.scenario.transfer_wire import KEY_NAME, NODE_IP, SECONDARY_IP, Wire, knot_head
 
 CATALOG = "catalog.invalid."
 
@@ -23,36 +23,8 @@ def knot_catalog_conf(directory: Path, secret: str) -> str:
     acl: notify-from-primary
     storage: "{directory}"
 """
-    return f"""server:
-    listen: {SECONDARY_IP}@53
-    rundir: "{directory}"
-    user: root:root
-log:
-  - target: "{directory}/knot.log"
-    any: info
-database:
-    storage: "{directory}"
-control:
-    listen: "{directory}/knot.sock"
-key:
-  - id: {KEY_NAME}
-    algorithm: hmac-sha256
-    secret: {secret}
-remote:
-  - id: primary
-    address: {NODE_IP}@53
-    key: {KEY_NAME}
-acl:
-  - id: notify-from-primary
-    address: {NODE_IP}
-    key: {KEY_NAME}
-    action: notify
-template:
-  - id: default
-    storage: "{directory}"
-  - id: member
-{member}  - id: other
-{member}zone:
+    templates = f"  - id: member\n{member}  - id: other\n{member}"
+    return knot_head(directory, secret, templates=templates) + f"""zone:
   - domain: {CATALOG}
     master: primary
     acl: notify-from-primary

@@ -75,8 +75,11 @@ zone:
 {xfr}"""
 
 
-def knot_conf(directory: Path, secret: str, primaries: tuple[str, ...] = (NODE_IP,)) -> str:
-    """The secondary's configuration, as docs/transfers.md gives it."""
+def knot_head(directory: Path, secret: str, primaries: tuple[str, ...] = (NODE_IP,),
+              templates: str = "") -> str:
+    """A Knot secondary's configuration up to its zones, as docs/transfers.md gives it:
+    the node as ``primary`` with the key, the ACL for its NOTIFY, the default template
+    and ``templates`` after it."""
     remotes, sources = ", ".join(f"{ip}@53" for ip in primaries), ", ".join(primaries)
     if len(primaries) > 1:
         remotes, sources = f"[{remotes}]", f"[{sources}]"
@@ -107,7 +110,12 @@ acl:
 template:
   - id: default
     storage: "{directory}"
-zone:
+{templates}"""
+
+
+def knot_conf(directory: Path, secret: str, primaries: tuple[str, ...] = (NODE_IP,)) -> str:
+    """The secondary's configuration, as docs/transfers.md gives it."""
+    return knot_head(directory, secret, primaries) + f"""zone:
   - domain: {ZONE}
     master: primary
     acl: notify-from-primary
