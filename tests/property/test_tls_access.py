@@ -145,5 +145,5 @@ def test_the_settings_quote_paths_and_refuse_what_is_not_an_address() -> None:
         tls_settings(listen="db.example", cert_file="/c", key_file="/k", ca_file="/a")
     with pytest.raises(TlsAccessError, match="not a client network"):
         TlsAccess("everywhere")
-    with pytest.raises(TlsAccessError, match="plain lower-case identifier"):
+    with pytest.raises(TlsAccessError, match="plain lower-case PostgreSQL identifier"):
         TlsAccess("198.51.100.0/24", role="Robert'); DROP")

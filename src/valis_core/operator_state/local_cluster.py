@@ -37,6 +37,7 @@ from urllib.parse import quote
 import attrs
 
 from valis_core.errors import ValisError
+from valis_core.operator_state.peer_access import identifier_problem
 from valis_core.operator_state.tls_access import HBA_COMMENT as TLS_HBA_COMMENT
 from valis_core.operator_state.tls_access import TlsAccess, tls_settings
 from valis_core.operator_state.tls_material import Issued
@@ -47,7 +48,6 @@ DEFAULT_DATABASE = "valis_state"
 IDENT_MAP = "valis"
 _CONF_NAME = "valis-cluster.conf"
 _START_TIMEOUT_S = 60
-_IDENTIFIER_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _SERVER_PROGRAMS = ("initdb", "pg_ctl", "postgres", "psql")
 _SOCKET_PATH_MAX = 107  # sun_path, less its terminating NUL
 
@@ -99,11 +99,9 @@ def default_cache_root() -> Path:
 
 
 def _check_identifier(kind: str, name: str) -> str:
-    if not _IDENTIFIER_RE.fullmatch(name):
-        raise ClusterError(
-            f"local cluster: {kind} {name!r} is not a plain lower-case identifier "
-            "(letters, digits, underscore; at most 63)"
-        )
+    problem = identifier_problem(name)
+    if problem is not None:
+        raise ClusterError(f"local cluster: {kind} {problem}")
     return name
 
 

@@ -13,7 +13,6 @@ database host's verb write the same settings and the same line.
 from __future__ import annotations
 
 import ipaddress
-import re
 from collections.abc import Mapping
 
 import attrs
@@ -24,12 +23,12 @@ from valis_core.operator_state.peer_access import (
     DEFAULT_ROLE,
     Matcher,
     admits_first,
+    identifier_problem,
     list_may_hold,
     with_line_first,
 )
 
 HBA_COMMENT = "# valis: nodes on other hosts, by client certificate over TLS only"
-_IDENTIFIER_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 class TlsAccessError(ValisError):
@@ -58,10 +57,9 @@ class TlsAccess:
 
     def __attrs_post_init__(self) -> None:
         for kind, name in (("role", self.role), ("database", self.database)):
-            if not _IDENTIFIER_RE.fullmatch(name):
-                raise TlsAccessError(
-                    f"tls access: {kind} {name!r} is not a plain lower-case identifier"
-                )
+            problem = identifier_problem(name)
+            if problem is not None:
+                raise TlsAccessError(f"tls access: {kind} {problem}")
 
     @property
     def hba_line(self) -> str:
