@@ -87,6 +87,18 @@ def www_query() -> dns.message.Message:
     return question("www.example.com.", "A")
 
 
+async def tcp_receive_frame(stream: trio.SocketStream) -> bytes:
+    """One DNS message off ``stream`` (the first of a reply, not pipelined ones)."""
+    buffer = b""
+    with trio.fail_after(LIMIT):
+        while len(buffer) < 2 or len(buffer) < 2 + int.from_bytes(buffer[:2], "big"):
+            chunk = await stream.receive_some(65535)
+            if not chunk:
+                raise ConnectionError("closed mid-message")
+            buffer += chunk
+    return buffer[2:]
+
+
 async def counted(stats: ServeStats, responses: int) -> None:
     """Wait (at most ``LIMIT``) until ``stats`` counts ``responses`` UDP responses sent:
     the UDP loop's worker thread adds what it answered when it comes back to the trio

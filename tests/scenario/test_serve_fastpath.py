@@ -32,6 +32,7 @@ from tests.scenario.loopback_serve import (
     counted,
     index_with_www,
     serving,
+    tcp_receive_frame,
     www_query,
 )
 from tests.scenario.operator_state_helpers import addresses
@@ -156,6 +157,12 @@ async def test_the_metrics_say_which_path_serves_udp_and_what_c_answered() -> No
     async with serving() as loop:
         await ask_raw(loop.udp_address, [www_query().to_wire()] * 3)
         await counted(loop.stats, 3)
+        # Over TCP, one query after another on one connection, from the table UDP taught.
+        wire = www_query().to_wire()
+        async with await trio.open_tcp_stream(*loop.tcp_address) as stream:
+            for _ in range(3):
+                await stream.send_all(len(wire).to_bytes(2, "big") + wire)
+                await tcp_receive_frame(stream)
         node = NodeViews(
             node="node-a",
             location="rack-1",
@@ -174,6 +181,7 @@ async def test_the_metrics_say_which_path_serves_udp_and_what_c_answered() -> No
         }
     assert samples["valis_dns_udp_fast_path"] == [1]
     assert samples["valis_dns_udp_compiled_total"] == [2]
+    assert samples["valis_dns_tcp_compiled_total"] == [3]
 
 
 def signer_of_one_zone() -> Signer:

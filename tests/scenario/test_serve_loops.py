@@ -21,6 +21,7 @@ from tests.scenario.loopback_serve import (
     Loopback,
     index_with_www,
     serving,
+    tcp_receive_frame,
     www_query,
 )
 from tests.scenario.operator_state_helpers import addresses
@@ -43,17 +44,6 @@ async def udp_ask(address: tuple[str, int], wire: bytes) -> dns.message.Message:
         with trio.fail_after(LIMIT):
             data = await client.recv(65535)
     return dns.message.from_wire(data)
-
-
-async def tcp_receive_frame(stream: trio.SocketStream) -> bytes:
-    buffer = b""
-    with trio.fail_after(LIMIT):
-        while len(buffer) < 2 or len(buffer) < 2 + int.from_bytes(buffer[:2], "big"):
-            chunk = await stream.receive_some(65535)
-            if not chunk:
-                raise ConnectionError("closed mid-message")
-            buffer += chunk
-    return buffer[2:]
 
 
 async def receive_eof(stream: trio.SocketStream) -> bytes:

@@ -507,6 +507,12 @@ class NodeViews:
                 (Sample(counts.compiled),),
             ),
             Family(
+                "valis_dns_tcp_compiled_total",
+                "counter",
+                "TCP responses the compiled path built; the rest were answered in Python.",
+                (Sample(counts.tcp_compiled),),
+            ),
+            Family(
                 "valis_dns_udp_fast_path",
                 "gauge",
                 "1 when UDP is served through the compiled fast path, 0 on the slower "

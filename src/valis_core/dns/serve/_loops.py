@@ -209,6 +209,8 @@ class ServeCounts:
     compiled: int = 0
     """UDP responses the compiled fast path built (``valis_core.dns.answer.fastpath``); the
     others were answered by ``answer``."""
+    tcp_compiled: int = 0
+    """TCP responses the compiled path built (``_tcp_loop``), as ``compiled`` for UDP."""
 
     @property
     def responses_total(self) -> int:
@@ -275,6 +277,7 @@ class ServeStats:
             tcp_idle_closed=self.tcp_idle_closed,
             rate_limited={"dropped": self.udp_rate_dropped, "slipped": self.udp_rate_slipped},
             compiled=self.udp_compiled,
+            tcp_compiled=self.tcp_compiled,
         )
 
 

@@ -155,4 +155,5 @@ def summed_counts(counts: Sequence[ServeCounts]) -> ServeCounts:
         tcp_idle_closed=sum(item.tcp_idle_closed for item in counts),
         rate_limited=_summed([item.rate_limited for item in counts]),
         compiled=sum(item.compiled for item in counts),
+        tcp_compiled=sum(item.tcp_compiled for item in counts),
     )
