@@ -150,6 +150,11 @@ def main(argv: Sequence[str]) -> int:
                         help="measure instead the normal mix's q/s with and without N "
                         "single-record changes a second to one zone of a 100-zone node: "
                         "valis from PostgreSQL, Knot by DDNS (root; dns_qps_live.py)")
+    parser.add_argument("--database-core", choices=("server", "client"), default="server",
+                        help="with --changes-per-second: where valis's PostgreSQL runs. "
+                        "server (default): on the server's core, counted as the node's "
+                        "own cost of a change as Knot's DDNS work is; client: beside "
+                        "dnsperf, which it then starves")
     args = parser.parse_args(argv)
     if args.source is not None:
         try:

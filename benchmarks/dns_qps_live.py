@@ -17,8 +17,11 @@ small zones (``z{i}.other.example.``, eight hosts each).
   file whole): it is named in the table, not measured.
 
 The server under test is pinned to ``--server-core`` (the resident with every thread);
-dnsperf, this script (the pacing loop), ``knsupdate`` and PostgreSQL to
-``--client-core``, so the server core's time is the server's own. Each round, each
+dnsperf, this script (the pacing loop) and ``knsupdate`` to ``--client-core``.
+valis's PostgreSQL runs on the server's core (``--database-core server``, the default):
+a change's cost to the node is the resident's work and the database's, as Knot's is its
+own DDNS work, and the client core stays dnsperf's; ``--database-core client`` puts it
+beside dnsperf instead, which then starves the load generator. Each round, each
 server takes its turn in every phase: no changes, N changes/s to another zone of the
 node, N changes/s to the zone the queries ask (each change to another host, each time a
 new address); a phase is one saturation run of dnsperf (100 outstanding, as dns_qps).
@@ -193,11 +196,12 @@ def pin(pid: int, core: str) -> None:
 
 @contextlib.contextmanager
 def valis_node(
-    work: Path, zones: dict[str, str], core: str, client_core: str
+    work: Path, zones: dict[str, str], core: str, database_core: str
 ) -> Iterator[tuple[Server, int, ValisChanges]]:
-    """A resident serving ``zones`` (origin: master file text) from a private cluster."""
+    """A resident serving ``zones`` (origin: master file text) from a private cluster,
+    the cluster's processes on ``database_core``."""
     with private_cluster() as pg, harness() as running:
-        pin(int(pg.cluster.postmaster_pid()), client_core)
+        pin(int(pg.cluster.postmaster_pid()), database_core)
         dsn = pg.new_database("live")
         with pg.connect(dsn) as conn:
             migrate(conn)
@@ -307,6 +311,7 @@ def run_live(args: argparse.Namespace) -> int:
         raise SystemExit("--changes-per-second is above 0")
     wanted = [s.strip() for s in args.servers.split(",") if s.strip() in ("valis", "knot")]
     os.sched_setaffinity(0, {int(args.client_core)})
+    database_core = args.server_core if args.database_core == "server" else args.client_core
     zones = {ZONE: generate_zone(args.names)}
     zones |= {other_zone(i): other_zone_text(other_zone(i)) for i in range(OTHER_ZONES)}
     work = Path(tempfile.mkdtemp(prefix="valis-bench-live-"))
@@ -319,7 +324,7 @@ def run_live(args: argparse.Namespace) -> int:
             running: list[tuple[Server, int, Change]] = []
             if "valis" in wanted:
                 server, pid, changes = stack.enter_context(
-                    valis_node(work, zones, args.server_core, args.client_core))
+                    valis_node(work, zones, args.server_core, database_core))
                 running.append((server, pid, changes))
             if "knot" in wanted:
                 server, process = knot_node(work, zones, args)
@@ -332,7 +337,8 @@ def run_live(args: argparse.Namespace) -> int:
                           {"normal": queries})
             print(f"{len(zones)} zones; {args.changes_per_second} changes/s; "
                   f"{args.rounds} rounds of {args.duration}s; servers on core "
-                  f"{args.server_core}, dnsperf and the changes on {args.client_core}",
+                  f"{args.server_core}, dnsperf and the changes on {args.client_core}, "
+                  f"valis's PostgreSQL on {database_core}",
                   flush=True)
             for server, pid, _ in running:  # unmeasured: every server warm alike
                 dnsperf(server, args, queries, pid, rate=None, duration=WARM_UP)
@@ -343,7 +349,7 @@ def run_live(args: argparse.Namespace) -> int:
     settings = {"names": args.names, "zones": len(zones), "rounds": args.rounds,
                 "duration": args.duration, "changes_per_second": args.changes_per_second,
                 "outstanding": 100, "server_core": args.server_core,
-                "client_core": args.client_core}
+                "client_core": args.client_core, "database_core": database_core}
     document = live_document(runs, settings, environment)
     print()
     print(live_tables(document), end="")
