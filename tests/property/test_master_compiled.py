@@ -1,9 +1,9 @@
-"""The master reader's plain path reads an A line in C when it is built (``_master.c``,
-``master._compiled_line``) and every other line in Python (``master.plain_line``), which
-stays the reference: from any reading state, a line reads to the same record (or the same
-refusal) and leaves the same state both ways, hostile lines included; a whole file gives
-the same records, lines and errors, and ``valis zone check`` the same findings in the
-same order."""
+"""The master reader's plain path reads the lines of the common types in C when it is
+built (``_master.c``, ``master.compiled_run``) and every other line in Python
+(``master.plain_line``), which stays the reference: from any reading state, a line reads
+to the same record (or the same refusal) and leaves the same state both ways, hostile
+lines included; a whole file gives the same records, lines and errors, and ``valis zone
+check`` the same findings in the same order."""
 
 from __future__ import annotations
 
@@ -55,7 +55,44 @@ def a_lines(draw: st.DrawFn) -> str:
     return spacing.join(part for part in (owner, *fields) if part) + comment
 
 
-LINES = st.one_of(a_lines(), a_lines(), ONE_LINES, A_HOSTILE).filter(lambda line: "\n" not in line)
+IPV6 = st.one_of(
+    mostly(("2001:db8::1", "::1", "::", "fe80::1:2", "1:2:3:4:5:6:7:8", "ABCD::ef"),
+           ("1:2:3:4:5:6:7::", "::1:2:3:4:5:6:7", "1::2::3", ":1::", "1:", ":::", "12345::",
+            "1:2:3:4:5:6:7:8:9", "1:2:3:4:5:6:7", "::ffff:192.0.2.1", "g::1", "1::2%eth0")),
+    st.text(alphabet="0123456789abcdefABCDEF:g.", max_size=42),
+)
+"""AAAA addresses: C reads the hex and colon ones as dnspython's ``inet_aton`` does, its
+corner cases (a ``::`` at either end, eight groups beside one) among them."""
+TYPED = {
+    "AAAA": IPV6,
+    "NS": mostly(("ns1", "ns1.example.net.", "@", "."), ("a..b", "ns1 ns2", "l" * 64, "")),
+    "CNAME": mostly(("target", "t.example.net."), ("a..b", "t u")),
+    "PTR": mostly(("host.example.com.", "h"), ("h..x.",)),
+    "MX": mostly(("10 mail", "0 @", "65535 m.example.net.", "010 m"),
+                 ("65536 m", "10", "x m", "-1 m", "10 a..b", "1 2 3")),
+    "SRV": mostly(("0 5 53 srv", "65535 0 1 .", "1 2 3 t.example.net."),
+                  ("0 5 65536 s", "0 5 s", "1 2 3 4 5", "a 1 2 s", "1 2 3 l..x")),
+}
+
+
+@st.composite
+def typed_lines(draw: st.DrawFn) -> str:
+    """Lines of every other type C reads, owners blank or stated, with rare faults."""
+    owner = draw(OWNERS) or draw(st.sampled_from(["", " ", "\t"]))
+    fields = [draw(TTLS), draw(CLASSES)]
+    if draw(st.booleans()):
+        fields.reverse()
+    rtype = draw(st.sampled_from(sorted(TYPED)))
+    fields.append(draw(mostly((rtype, rtype.lower()), ("TXT", "SOA", "A"))))
+    fields.append(draw(TYPED[rtype]))
+    spacing = draw(SPACES)
+    comment = draw(st.sampled_from(["", " ; note", ";x"]))
+    return spacing.join(part for part in (owner, *fields) if part) + comment
+
+
+LINES = st.one_of(a_lines(), a_lines(), typed_lines(), typed_lines(), ONE_LINES, A_HOSTILE).filter(
+    lambda line: "\n" not in line
+)
 
 
 @pytest.fixture
@@ -93,8 +130,9 @@ def test_lines_read_the_same_in_c_and_in_python(
     positions: list[int] = []
     after = master.compiled_run(lines, 0, len(lines), compiled, records.append, positions)
     expected = [master.plain_line(line, python) for line in lines[:after]]
-    assert records == expected
-    assert positions == list(range(1, after + 1))
+    assert None not in expected
+    assert records == [record for record in expected if record]
+    assert positions == [number for number, record in enumerate(expected, 1) if record]
     assert _values(compiled) == _values(python)
 
 
@@ -108,8 +146,10 @@ def _read(text: str, origin: str | None) -> tuple[list[Record], list[str], list[
 
 @st.composite
 def a_files(draw: st.DrawFn) -> str:
-    """Files of mostly A lines (the compiled path's bulk) among any other lines."""
-    lines = draw(st.lists(st.one_of(a_lines(), a_lines(), a_lines(), LINES), max_size=14))
+    """Files of mostly lines C reads (the compiled path's bulk) among any other lines."""
+    lines = draw(
+        st.lists(st.one_of(a_lines(), a_lines(), typed_lines(), typed_lines(), LINES), max_size=14)
+    )
     prelude = [
         draw(mostly(("$ORIGIN example.com.",), ("",))),
         draw(mostly(("$TTL 3600",), ("", "$TTL 4294967296"))),
@@ -128,18 +168,25 @@ def test_a_file_reads_and_checks_the_same_in_c_and_in_python(
 ) -> None:
     compiled = _read(text, origin), check_zone_text(text, origin)
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(master, "_a_lines", None)
+        patched.setattr(master, "_plain_lines", None)
         python = _read(text, origin), check_zone_text(text, origin)
     assert compiled == python
 
 
 def test_the_lines_big_zones_are_made_of_are_read_in_c() -> None:
     """The bulk of a large zone does take the compiled way (else this file tests nothing)."""
-    lines = ["host1 300 A 192.0.2.1", "@ IN 60 a 10.0.0.1 ; c", "x.example.com. A 1.2.3.4"]
+    lines = [
+        "host1 300 A 192.0.2.1", "@ IN 60 a 10.0.0.1 ; c", "x.example.com. A 1.2.3.4", "",
+        "; a comment", "host1 AAAA 2001:db8::1", "\tMX 10 mail", "www CNAME host1",
+        "sub NS ns1.sub", "ns1.sub A 192.0.2.9", "_sip._tcp SRV 0 5 5060 host1",
+        "1.2 PTR host1.example.com.",
+    ]
     state = ReadingState(from_text("example.com."))
     records: list[Record] = []
-    assert master.compiled_run(lines, 0, len(lines), state, records.append, None) == 3
-    assert [ttl for _, _, ttl, _ in records] == [300, 60, 60]
+    assert master.compiled_run(lines, 0, len(lines), state, records.append, None) == len(lines)
+    assert [rtype for _, rtype, _, _ in records] == [1, 1, 1, 28, 15, 5, 2, 1, 33, 12]
+    assert [ttl for _, _, ttl, _ in records] == [300] + [60] * 9
+    assert records[4][0] == from_text("host1.example.com.")  # a blank owner's: the last
 
 
 RUNS = (

@@ -68,13 +68,14 @@ _OCTETS = {str(value): value for value in range(256)}
 _SOA_TIMERS = struct.Struct("!IIIII")
 _SRV_FIELDS = struct.Struct("!HHH")
 
-_a_lines: Callable[..., tuple[int, bytes | None, int | None]] | None
-try:  # the compiled reading of a run of A lines (_master.c), equal to plain_line's
-    from valis_core.dns.wire._master import a_lines as _a_lines
+_plain_lines: Callable[..., tuple[int, bytes | None, int | None]] | None
+try:  # the compiled reading of a run of plain lines (_master.c), equal to plain_line's
+    from valis_core.dns.wire._master import plain_lines as _plain_lines
 except ImportError:  # not built: plain_line reads every line
-    _a_lines = None
-COMPILED = _a_lines is not None
-"""Whether the compiled A lines are built (without them the plain path is Python's alone)."""
+    _plain_lines = None
+COMPILED = _plain_lines is not None
+"""Whether the compiled plain lines are built (without them the plain path is Python's
+alone)."""
 
 
 def read_master(
@@ -112,7 +113,7 @@ def read_master(
             _read_with_dnspython(pending, first, state, emit, problems, positions)
             pending.clear()
             depth = 0
-        if plain and not pending and _a_lines is not None:
+        if plain and not pending and _plain_lines is not None:
             while mark < len(marks) and marks[mark] < number:
                 mark += 1
             stop = marks[mark] - 1 if mark < len(marks) else len(lines)
@@ -282,15 +283,24 @@ def compiled_run(  # noqa: PLR0917 - read_master's reading state, handed on
     emit: Emit,
     positions: list[int] | None,
 ) -> int:
-    """Read ``lines[start:stop]`` (plain lines) in C while each is an A line, exactly as
-    ``plain_line`` reads them from ``state``, emitting their records and updating
-    ``state``; return the index of the first line not read (``start`` if none was)."""
+    """Read ``lines[start:stop]`` (plain lines) in C while each is a record of a type C
+    reads (or holds none), exactly as ``plain_line`` reads them from ``state``, emitting
+    their records and updating ``state``; return the index of the first line not read
+    (``start`` if none was)."""
     origin = state.origin
-    if _a_lines is None or origin is None:
+    if _plain_lines is None or origin is None:
         return start
     follows = not state.default_ttl_known or state.default_ttl_from_soa
-    after, owner, stated = _a_lines(
-        lines, start, stop, origin, state.implicit_ttl(), follows, emit, positions
+    after, owner, stated = _plain_lines(
+        lines,
+        start,
+        stop,
+        origin,
+        state.last_owner,
+        state.implicit_ttl(),
+        follows,
+        emit,
+        positions,
     )
     if owner is not None:
         state.last_owner = owner
