@@ -17,6 +17,7 @@ from tests.property.master_lines import (
     CLASSES,
     ONE_LINES,
     OWNERS,
+    RDATA,
     SPACES,
     TTLS,
     master_files,
@@ -72,12 +73,20 @@ TYPED = {
                  ("65536 m", "10", "x m", "-1 m", "10 a..b", "1 2 3")),
     "SRV": mostly(("0 5 53 srv", "65535 0 1 .", "1 2 3 t.example.net."),
                   ("0 5 65536 s", "0 5 s", "1 2 3 4 5", "a 1 2 s", "1 2 3 l..x")),
+    "TXT": st.one_of(
+        RDATA["TXT"],
+        st.text(alphabet=' \t";ab', max_size=12),
+        st.lists(st.sampled_from(['"x y"', "w", '""', f'"{"z" * 255}"']), max_size=70).map(
+            " ".join
+        ),
+    ),
 }
 
 
 @st.composite
 def typed_lines(draw: st.DrawFn) -> str:
-    """Lines of every other type C reads, owners blank or stated, with rare faults."""
+    """Lines of every other type C reads, owners blank or stated, with rare faults (TXT
+strings of any count and length, quotes and semicolons anywhere)."""
     owner = draw(OWNERS) or draw(st.sampled_from(["", " ", "\t"]))
     fields = [draw(TTLS), draw(CLASSES)]
     if draw(st.booleans()):
@@ -180,12 +189,13 @@ def test_the_lines_big_zones_are_made_of_are_read_in_c() -> None:
         "; a comment", "host1 AAAA 2001:db8::1", "\tMX 10 mail", "www CNAME host1",
         "sub NS ns1.sub", "ns1.sub A 192.0.2.9", "_sip._tcp SRV 0 5 5060 host1",
         "1.2 PTR host1.example.com.",
+        'host1 TXT "v=spf1 -all" word',
     ]
     state = ReadingState(from_text("example.com."))
     records: list[Record] = []
     assert master.compiled_run(lines, 0, len(lines), state, records.append, None) == len(lines)
-    assert [rtype for _, rtype, _, _ in records] == [1, 1, 1, 28, 15, 5, 2, 1, 33, 12]
-    assert [ttl for _, _, ttl, _ in records] == [300] + [60] * 9
+    assert [rtype for _, rtype, _, _ in records] == [1, 1, 1, 28, 15, 5, 2, 1, 33, 12, 16]
+    assert [ttl for _, _, ttl, _ in records] == [300] + [60] * 10
     assert records[4][0] == from_text("host1.example.com.")  # a blank owner's: the last
 
 

@@ -1,7 +1,7 @@
 /* The compiled lines of the master reader's plain path (valis_core.dns.wire._master).
  *
  * plain_lines reads the bulk of a zone, a run of lines each stating one record of A,
- * AAAA, NS, CNAME, PTR, MX or SRV (`[owner] [ttl] [IN] type rdata`, the TTL and class in
+ * AAAA, NS, CNAME, PTR, MX, SRV or TXT (`[owner] [ttl] [IN] type rdata`, the TTL and class in
  * either order, a blank owner the previous record's), and the blank and comment lines
  * between them, exactly as master.plain_line reads them, with the reading state's TTL
  * rules, and emits their records. It stops at any other line (another type, a directive,
@@ -16,8 +16,9 @@
 #include "../_spans.h"
 
 #define UINT32_LIMIT 4294967295LL
-#define MAX_TOKENS 8 /* owner, TTL, class, type, SRV's four fields: no line read here has more */
-#define MAX_RDATA (6 + MAX_NAME)
+#define MAX_TOKENS 64 /* owner, TTL, class, type and a TXT record's strings, at most */
+#define MAX_STRING 255
+#define MAX_RDATA ((MAX_TOKENS - 4) * (MAX_STRING + 1))
 
 /* master._name: a plain name token made absolute against `origin`, into `out`; its
  * length, or -1 (plain_line then gives the line to dnspython, or reads it itself). */
@@ -109,7 +110,7 @@ static Py_ssize_t ipv6(Span s, unsigned char *out) {
 }
 
 /* The types read here (master._PLAIN_TYPES but SOA, which sets the default TTL). */
-enum { T_A = 1, T_NS = 2, T_CNAME = 5, T_PTR = 12, T_MX = 15, T_AAAA = 28, T_SRV = 33 };
+enum { T_A = 1, T_NS = 2, T_CNAME = 5, T_PTR = 12, T_MX = 15, T_TXT = 16, T_AAAA = 28, T_SRV = 33 };
 
 static int plain_type(Span s) {
     if (same(s, "a")) return T_A;
@@ -119,6 +120,7 @@ static int plain_type(Span s) {
     if (same(s, "mx")) return T_MX;
     if (same(s, "ptr")) return T_PTR;
     if (same(s, "srv")) return T_SRV;
+    if (same(s, "txt")) return T_TXT;
     return 0;
 }
 
@@ -144,6 +146,18 @@ static Py_ssize_t plain_rdata(int rtype, const Span *fields, int count, const ch
         Py_ssize_t n = owner_name(fields[1], origin, origin_len, out + 2);
         return n < 0 ? -1 : n + 2;
     }
+    case T_TXT: { /* master._txt: words and quoted strings, each a character-string */
+        Py_ssize_t written = 0;
+        for (int k = 0; k < count; k++) {
+            Span text = fields[k];
+            if (text.at[0] == '"') text = (Span){text.at + 1, text.len - 2};
+            if (text.len > MAX_STRING) return -1;
+            out[written++] = (char)text.len;
+            memcpy(out + written, text.at, (size_t)text.len);
+            written += text.len;
+        }
+        return count ? written : -1;
+    }
     case T_SRV: {
         if (count != 4) return -1;
         for (int k = 0; k < 3; k++) {
@@ -168,6 +182,10 @@ static int read_line(const char *at, Py_ssize_t size, const char *origin, Py_ssi
                      char *rdata, Py_ssize_t *rdata_len) {
     Span tokens[MAX_TOKENS];
     int count = 0;
+    /* master._quoted_tokens: a line with quotes has no comment, and a quote stands only
+     * around a whole token (which dnspython's is a ";" there: its to say). */
+    int quoted = memchr(at, '"', (size_t)size) != NULL;
+    if (quoted && memchr(at, ';', (size_t)size) != NULL) return 0;
     for (Py_ssize_t i = 0; i < size;) {
         char c = at[i];
         if (c == ';') break; /* a comment runs to the end of the line */
@@ -176,8 +194,16 @@ static int read_line(const char *at, Py_ssize_t size, const char *origin, Py_ssi
             continue;
         }
         Py_ssize_t start = i;
-        for (; i < size && at[i] != ' ' && at[i] != '\t' && at[i] != ';'; i++)
-            if (at[i] < 0x21 || at[i] > 0x7e) return 0;
+        if (c == '"') {
+            for (i++; i < size && at[i] != '"'; i++)
+                if ((at[i] < 0x20 && at[i] != '\t') || at[i] > 0x7e) return 0;
+            if (i == size) return 0; /* never closed */
+            i++;
+            if (i < size && at[i] != ' ' && at[i] != '\t') return 0;
+        } else {
+            for (; i < size && at[i] != ' ' && at[i] != '\t' && at[i] != ';'; i++)
+                if (at[i] < 0x21 || at[i] > 0x7e || at[i] == '"') return 0;
+        }
         if (count == MAX_TOKENS) return 0;
         tokens[count++] = (Span){at + start, i - start};
     }
@@ -212,6 +238,11 @@ static int read_line(const char *at, Py_ssize_t size, const char *origin, Py_ssi
     }
     int rtype = plain_type(token);
     if (rtype == 0 || ttl > UINT32_LIMIT) return 0;
+    if (quoted) { /* quotes stand only in a TXT record's strings */
+        if (rtype != T_TXT) return 0;
+        for (int k = 0; k <= i; k++)
+            if (tokens[k].at[0] == '"') return 0;
+    }
     *rdata_len = plain_rdata(rtype, tokens + i + 1, count - i - 1, origin, origin_len, rdata);
     if (*rdata_len < 0) return 0;
     *rtype_out = rtype;
