@@ -27,6 +27,7 @@ from tests.property.master_lines import (
 from valis_core.dns.wire import MasterFileError, master
 from valis_core.dns.wire._reading import ReadingState
 from valis_core.dns.wire.names import from_text
+from valis_core.dns.zone import check
 from valis_core.dns.zone.check import check_zone_text
 
 Record = tuple[bytes, int, int, bytes]
@@ -105,14 +106,15 @@ LINES = st.one_of(a_lines(), a_lines(), typed_lines(), typed_lines(), ONE_LINES,
 
 
 @pytest.fixture
-def compiled_a_line() -> None:
-    if not master.COMPILED:
+def compiled_runs() -> None:
+    if not (master.COMPILED and check.COMPILED):
         skip_here_fail_in_ci(
-            "this test needs the compiled A line (valis_core.dns.wire._master), not built "
-            "in this tree: `make venv` (or `pip install -e .`) builds it")
+            "this test needs the compiled plain lines and check run "
+            "(valis_core.dns.wire._master, valis_core.dns.zone._check), not built in this "
+            "tree: `make venv` (or `pip install -e .`) builds them")
 
 
-pytestmark = pytest.mark.usefixtures("compiled_a_line")
+pytestmark = pytest.mark.usefixtures("compiled_runs")
 
 
 def _values(state: ReadingState) -> tuple[object, ...]:
@@ -167,7 +169,48 @@ def a_files(draw: st.DrawFn) -> str:
     return "\n".join(prelude + lines) + draw(st.sampled_from(["", "\n"]))
 
 
-FILES = st.one_of(master_files(), a_files())
+CHECKED_NAMES = (
+    "www", "WWW", "@", "www.example.com", "host.com", "a.b.net", "x.y", "mail.example.com.",
+    "x.example.org.", "sub", "ns1.sub", "*.w", "example.com", "aexample.com.", "l.example.comx",
+    "net\\007example.com.",
+)
+"""Owners and targets the check judges: relative ones that look undotted (the origin
+written twice, a last label that is a TLD), names outside the zone, delegations, and a
+name that ends with the apex's octets but not by whole labels."""
+
+
+@st.composite
+def checked_lines(draw: st.DrawFn) -> str:
+    """Records the check's loop notes, warns of or refuses: owners seen again, TTLs that
+    differ, duplicates, names that look undotted, data outside the zone, delegations."""
+    owner = draw(st.sampled_from(CHECKED_NAMES))
+    target = draw(st.sampled_from(CHECKED_NAMES))
+    ttl = draw(st.sampled_from(["", "300", "60", "2147483648"]))
+    rdata = draw(
+        st.sampled_from([
+            f"A 192.0.2.{draw(st.integers(1, 3))}", f"NS {target}", f"CNAME {target}",
+            f"MX 10 {target}", f"SRV 0 5 53 {target}", f"PTR {target}", f"DNAME {target}",
+            "AAAA ::1", '"t" TXT "x"', "TXT x", "TYPE65534 \\# 1 00", "NULL \\# 1 00",
+        ])
+    )
+    return " ".join(part for part in (owner, ttl, rdata) if part)
+
+
+SEEN = ("t1 MX 10 t1", "t2 CNAME t1", "t3 SRV 0 0 1 t1", "t4 PTR t1", "t5 TXT x", "t6 AAAA ::1",
+        "t7 NS ns.t7", "ns.t7 A 192.0.2.7", "t8 DNAME t1")
+"""A record of each type before the drawn ones: the check's C run takes only types the
+loop has found servable, so a type's later records are the ones it takes."""
+
+
+@st.composite
+def checked_files(draw: st.DrawFn) -> str:
+    lines = draw(st.lists(st.one_of(checked_lines(), a_lines(), typed_lines()), max_size=14))
+    prelude = ["$ORIGIN example.com.", "$TTL 3600", "@ SOA ns1 hostmaster 1 2 3 4 5",
+               draw(st.sampled_from(["@ NS ns1", "@ NS ns1.example.net.", ""])), *SEEN]
+    return "\n".join(prelude + lines) + "\n"
+
+
+FILES = st.one_of(master_files(), a_files(), checked_files())
 
 
 @settings(max_examples=scaled(1.0), deadline=None)
@@ -178,6 +221,7 @@ def test_a_file_reads_and_checks_the_same_in_c_and_in_python(
     compiled = _read(text, origin), check_zone_text(text, origin)
     with pytest.MonkeyPatch.context() as patched:
         patched.setattr(master, "_plain_lines", None)
+        patched.setattr(check, "_first_records", None)
         python = _read(text, origin), check_zone_text(text, origin)
     assert compiled == python
 

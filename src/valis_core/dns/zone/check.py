@@ -13,6 +13,8 @@ trailing dot.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import attrs
 import dns.rdatatype
 
@@ -34,6 +36,14 @@ from valis_core.dns.wire.records import (
 )
 from valis_core.dns.zone.build import Builder, absolute, check_apex
 from valis_core.dns.zone.tree import occluded, occlusion_error
+
+_first_records: Callable[..., int] | None
+try:  # the compiled run of the loop over records (_check.c), equal to check_zone_text's
+    from valis_core.dns.zone._check import first_records as _first_records
+except ImportError:  # not built: the loop takes every record itself
+    _first_records = None
+COMPILED = _first_records is not None
+"""Whether the compiled run of the loop is built (without it the loop is Python's alone)."""
 
 _NAME_AT = {NS: 0, CNAME: 0, PTR: 0, MX: 2, SRV: 6, DNAME: 0}
 """Types whose rdata holds a name, and the offset of that name in their wire form."""
@@ -155,7 +165,15 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
     # origin's labels (written twice), which a label shorter than them cannot: most
     # owners of a large zone are such names, and need no closer look.
     short = len(apex) - 1
-    for index, (owner, rtype, ttl, rdata) in enumerate(records):
+    tables = builder.wire_tables(origin)
+    index = -1
+    while index + 1 < len(records):  # bounded: each pass takes one record or more
+        index += 1
+        if _first_records is not None:  # the owners' first records, as below, in C
+            index = _first_records(records, index, *tables, lines.first, _TLDS)
+            if index == len(records):
+                break
+        owner, rtype, ttl, rdata = records[index]
         line = positions[index]
         try:
             key = builder.add_wire(origin, owner, rtype, ttl, rdata)
