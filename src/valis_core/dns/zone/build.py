@@ -350,12 +350,14 @@ class Builder:
         self._put(apex, parts, key, rtype, ttl, rdata)
         return key
 
-    def wire_tables(self, zone: str) -> tuple[bytes, dict[bytes, bytes], set[bytes], set[int]]:
-        """What ``add_wire`` writes to for ``zone``: its apex, owner table (``nodes``) and
-        notable owners, and the types found servable. For a compiled run of ``add_wire``
-        (the zone check's, ``_check.c``), which adds owners' first records as it does."""
+    def wire_tables(
+        self, zone: str
+    ) -> tuple[bytes, dict[bytes, bytes], set[bytes], dict[bytes, bytearray], set[int]]:
+        """What ``add_wire`` writes to for ``zone``: its apex, owner tables (``nodes``,
+        ``notable``, ``more``), and the types found servable. For a compiled run of
+        ``add_wire`` (the zone check's, ``_check.c``), which adds records as it does."""
         apex, parts = self._zone_keys.get(zone) or self._zone(zone)
-        return apex, parts.nodes, parts.notable, self._servable
+        return apex, parts.nodes, parts.notable, parts.more, self._servable
 
     def _put(  # noqa: PLR0917 - one record's fields, called from two places only
         self, apex: bytes, parts: _ZoneParts, owner: bytes, rtype: int, ttl: int, rdata: bytes

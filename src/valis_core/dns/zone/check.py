@@ -37,12 +37,12 @@ from valis_core.dns.wire.records import (
 from valis_core.dns.zone.build import Builder, absolute, check_apex
 from valis_core.dns.zone.tree import occluded, occlusion_error
 
-_first_records: Callable[..., int] | None
+_records_run: Callable[..., int] | None
 try:  # the compiled run of the loop over records (_check.c), equal to check_zone_text's
-    from valis_core.dns.zone._check import first_records as _first_records
+    from valis_core.dns.zone._check import records_run as _records_run
 except ImportError:  # not built: the loop takes every record itself
-    _first_records = None
-COMPILED = _first_records is not None
+    _records_run = None
+COMPILED = _records_run is not None
 """Whether the compiled run of the loop is built (without it the loop is Python's alone)."""
 
 _NAME_AT = {NS: 0, CNAME: 0, PTR: 0, MX: 2, SRV: 6, DNAME: 0}
@@ -169,8 +169,11 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
     index = -1
     while index + 1 < len(records):  # bounded: each pass takes one record or more
         index += 1
-        if _first_records is not None:  # the owners' first records, as below, in C
-            index = _first_records(records, index, *tables, lines.first, _TLDS)
+        if _records_run is not None:  # the records noted without a finding, as below, in C
+            index = _records_run(
+                records, positions, index, *tables, lines.first, lines.second, lines.rrset,
+                lines.record, undotted, _TLDS,
+            )
             if index == len(records):
                 break
         owner, rtype, ttl, rdata = records[index]
