@@ -159,7 +159,7 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
     builder = Builder()
     builder.add_zone(origin)
     lines = _Lines(records, positions)
-    source = text.split("\n")
+    source = _Source(text)
     undotted: set[bytes] = set()  # owners that look written without their trailing dot
     # A name one label below the apex looks undotted only if that label ends with the
     # origin's labels (written twice), which a label shorter than them cannot: most
@@ -284,12 +284,27 @@ _MAX_RECORD_LINES = 100
 """Lines a parenthesised record is read across when looking for how a name was written."""
 
 
-def _written_dotted(source: list[str], line: int, name: bytes) -> bool:
+class _Source:
+    """The file's lines, split only when a name that looks undotted asks how it was
+    written (most files have none)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.lines: list[str] | None = None
+
+    def record(self, line: int) -> list[str]:
+        """The lines a record starting at ``line`` (1-based) may span."""
+        if self.lines is None:
+            self.lines = self.text.split("\n")
+        return self.lines[line - 1 : line - 1 + _MAX_RECORD_LINES]
+
+
+def _written_dotted(source: _Source, line: int, name: bytes) -> bool:
     """Whether the record starting at ``line`` (1-based) of ``source`` writes ``name``
     whole, with its trailing dot: then it was meant absolute, however it looks."""
     whole = wire.to_text(name).lower()
     depth = 0
-    for text in source[line - 1 : line - 1 + _MAX_RECORD_LINES]:
+    for text in source.record(line):
         data = text.split(";", 1)[0]
         if whole in data.replace("(", " ").replace(")", " ").lower().split():
             return True
