@@ -1,7 +1,8 @@
 """The compiled helpers, built from their C sources: the UDP fast path
 (``valis_core.dns.answer._fastpath``), the row reader of a bulk zone load
-(``valis_core.dns.zone._rows``) and the A line of a master file's plain path
-(``valis_core.dns.wire._master``).
+(``valis_core.dns.zone._rows``), the plain lines of a master file
+(``valis_core.dns.wire._master``) and the zone check's run over records
+(``valis_core.dns.zone._check``).
 
 Everything else about the distribution is in pyproject.toml. ``pip install -e .``
 (scripts/bootstrap) builds the extensions beside their sources; scripts/build builds them
@@ -30,6 +31,12 @@ setup(
                 "src/valis_core/dns/zone/_owner_tree.c",
             ],
             depends=["src/valis_core/dns/zone/_owner_tree.h", "src/valis_core/dns/_spans.h"],
+            extra_compile_args=FLAGS,
+            extra_link_args=LINK,
+        ),
+        Extension(
+            "valis_core.dns.zone._check",
+            sources=["src/valis_core/dns/zone/_check.c"],
             extra_compile_args=FLAGS,
             extra_link_args=LINK,
         ),

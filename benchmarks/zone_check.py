@@ -1,8 +1,10 @@
-"""Time ``valis zone check`` on a generated zone (100 000 records by default), beside
+"""Time ``valis zone check`` on generated zones (100 000 records by default), beside
 ``nsd-checkzone`` when it is installed, and the index build from the same file.
 
-The zone is the one ``answer_micro.py`` builds: plain A records under one SOA and NS; the
-command is also timed on a 5-record zone, which is its start-up and imports.
+Two zones: plain A records under one SOA and NS (the one ``answer_micro.py`` builds), and
+a mix as zones hold them (``mixed_lines``: per host an A, AAAA, MX and TXT record, a
+CNAME, an SRV, and a delegation with two NS records and their glue, one IPv4 and one
+IPv6). The command is also timed on a 5-record zone, which is its start-up and imports.
 Each figure is the median of ``--runs`` runs after one warm-up run, in wall-clock and CPU
 seconds (a busy machine inflates the CPU figure far less). ``--src DIR`` measures another
 source tree the same way (its library in process, its ``valis`` as the command), so a
@@ -23,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 TIMEOUT = 120.0
@@ -63,6 +65,47 @@ def command(runs: int, argv: list[str]) -> tuple[float, float]:
     )
 
 
+def mixed_lines(zone: str, count: int) -> Iterator[str]:
+    """About ``count`` records of the types zones are made of, ten per host."""
+    yield f"$ORIGIN {zone}\n$TTL 3600\n@ SOA ns1 hostmaster 1 7200 3600 1209600 300\n"
+    yield "@ NS ns1\n@ NS ns2\nns1 A 192.0.2.1\nns2 A 192.0.2.2\n@ MX 10 mail\n"
+    yield "mail A 192.0.2.3\n"
+    for i in range(count // 10):
+        v4, v6 = f"{i >> 8 & 255}.{i & 255}", f"{i:x}"
+        yield (
+            f"host{i} 300 A 10.1.{v4}\n"
+            f"host{i} 300 AAAA 2001:db8::{v6}\n"
+            f"host{i} MX 10 mail{i % 7}.{zone}\n"
+            f'host{i} TXT "v=spf1 ip4:10.1.{v4} -all"\n'
+            f"www{i} CNAME host{i}\n"
+            f"_sip._tcp.host{i} SRV 10 5 5060 host{i}\n"
+            f"sub{i} NS ns1.sub{i}\nsub{i} NS ns2.sub{i}\n"
+            f"ns1.sub{i} A 10.2.{v4}\nns2.sub{i} AAAA 2001:db8:1::{v6}\n"
+        )
+
+
+def measure(  # noqa: PLR0917 - one zone's figures
+    label: str, path: Path, zone: str, runs: int, argv: list[str], nsd: str | None
+) -> None:
+    """One zone's figures: the check in process and as the command, nsd-checkzone's."""
+    from valis_core.dns.zone.check import check_zone_text
+
+    text = path.read_text()
+    result = check_zone_text(text, zone)
+    assert result.ok, result.errors
+    print(f"{label}: {result.records} records, {path.stat().st_size >> 10} KiB")
+    wall, cpu = in_process(runs, lambda: check_zone_text(path.read_text(), zone))
+    print(f"  valis zone check (in process):   {wall:.2f} s wall, {cpu:.2f} s CPU")
+    ours_wall, ours = command(runs, [*argv, str(path)])
+    print(f"  valis zone check (the command):  {ours_wall:.2f} s wall, {ours:.2f} s CPU")
+    if nsd is None:
+        print("  nsd-checkzone: not installed (apt-get install nsd)")
+        return
+    wall, cpu = command(runs, [nsd, zone, str(path)])
+    print(f"  nsd-checkzone:                   {wall:.2f} s wall, {cpu:.2f} s CPU")
+    print(f"  the command / nsd-checkzone: {ours_wall / wall:.1f} wall, {ours / cpu:.1f} CPU")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=100_000)
@@ -79,42 +122,32 @@ def main() -> None:
     from answer_micro import ZONE, master_lines
 
     from valis_core.dns.zone import ZoneIndex
-    from valis_core.dns.zone.check import check_zone_text
 
+    nsd = shutil.which("nsd-checkzone") or (
+        "/usr/sbin/nsd-checkzone" if Path("/usr/sbin/nsd-checkzone").exists() else None
+    )
+    program = (
+        f"import sys; sys.path.insert(0, {src!r}); sys.argv[0] = 'valis'; "
+        "from valis_cli.main import main; main()"
+    )
+    argv = [sys.executable, "-c", program, "zone", "check"]
+    print(f"source {src}, {args.runs} runs each (median)")
     with tempfile.TemporaryDirectory() as scratch:
-        path = Path(scratch) / f"{ZONE}zone"
-        path.write_text("".join(master_lines(args.records)))
-        text = path.read_text()
-        result = check_zone_text(text, ZONE)
-        assert result.ok, result.errors
-        print(f"source {src}, {args.runs} runs each (median)")
-        print(f"zone {ZONE}: {result.records} records, {path.stat().st_size >> 10} KiB")
-        wall, cpu = in_process(args.runs, lambda: check_zone_text(path.read_text(), ZONE))
-        print(f"valis zone check (in process):   {wall:.2f} s wall, {cpu:.2f} s CPU")
-        program = (
-            f"import sys; sys.path.insert(0, {src!r}); sys.argv[0] = 'valis'; "
-            "from valis_cli.main import main; main()"
-        )
-        argv = [sys.executable, "-c", program, "zone", "check", str(path)]
-        wall, cpu = command(args.runs, argv)
-        ours = cpu
-        print(f"valis zone check (the command):  {wall:.2f} s wall, {cpu:.2f} s CPU")
+        plain = Path(scratch) / "plain" / f"{ZONE}zone"
+        mixed = Path(scratch) / "mixed" / f"{ZONE}zone"
         small = Path(scratch) / "small" / f"{ZONE}zone"
-        small.parent.mkdir()
+        for path in (plain, mixed, small):
+            path.parent.mkdir()
+        plain.write_text("".join(master_lines(args.records)))
+        mixed.write_text("".join(mixed_lines(ZONE, args.records)))
         small.write_text("".join(master_lines(2)))
-        wall, cpu = command(args.runs, [*argv[:-1], str(small)])
-        print(f"the command, a 5-record zone:    {wall:.2f} s wall, {cpu:.2f} s CPU")
+        measure(f"zone {ZONE}, A records", plain, ZONE, args.runs, argv, nsd)
+        measure(f"zone {ZONE}, a mix of types", mixed, ZONE, args.runs, argv, nsd)
+        wall, cpu = command(args.runs, [*argv, str(small)])
+        print(f"the command, a 5-record zone:      {wall:.2f} s wall, {cpu:.2f} s CPU")
+        text = plain.read_text()
         wall, cpu = in_process(args.runs, lambda: ZoneIndex.from_zone_text(text, ZONE))
-        print(f"ZoneIndex.from_zone_text:        {wall:.2f} s wall, {cpu:.2f} s CPU")
-        nsd = shutil.which("nsd-checkzone") or (
-            "/usr/sbin/nsd-checkzone" if Path("/usr/sbin/nsd-checkzone").exists() else None
-        )
-        if nsd is None:
-            print("nsd-checkzone: not installed (apt-get install nsd)")
-            return
-        wall, cpu = command(args.runs, [nsd, ZONE, str(path)])
-        print(f"nsd-checkzone:                   {wall:.2f} s wall, {cpu:.2f} s CPU")
-        print(f"the command's CPU / nsd-checkzone's: {ours / cpu:.1f}")
+        print(f"ZoneIndex.from_zone_text (A):      {wall:.2f} s wall, {cpu:.2f} s CPU")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,12 @@ RDATA = {
         ("10 mail", "5 mail.example.net.", "0 @"),
         ("70000 mail", "10", "65535 m", "65536 m", "010 m", "x mail", "10 a..b"),
     ),
-    "TXT": mostly(('"some text"', "bare", '"a" "b"'), ('"open', '"a\\"b"', "a;b")),
+    "TXT": mostly(
+        ('"some text"', "bare", '"a" "b"', '"v=spf1 ip4:192.0.2.0/24 -all"', '""', 'w "q" w',
+         '"\ttab"', f'"{"x" * 255}"'),
+        ('"open', '"a\\"b"', "a;b", '"a;b"', '"a""b"', 'a"b"', '"a"b', f'"{"x" * 256}"',
+         "x" * 256, '"é"', '"("'),
+    ),
     "PTR": mostly(("host.example.com.",), ("h\\.x.",)),
     "SRV": mostly(("0 5 53 srv",), ("0 5 70000 srv", "0 5 srv", "1 2 3 4 5", "0 5 53 .")),
     "SOA": mostly(

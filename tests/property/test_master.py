@@ -105,10 +105,14 @@ def test_the_plain_path_takes_the_lines_big_zones_are_made_of() -> None:
             "_sip._tcp SRV 0 5 5060 sip",
             "alias CNAME www",
             "1.2 PTR host.example.com.",
+            'www TXT "v=spf1 ip4:192.0.2.0/24 -all" "two"',
+            '\tIN TXT ""',
         )
     ]
     assert None not in taken
     assert taken[4] == (b"\x03www\x07example\x03com\x00", 1, 300, bytes([192, 0, 2, 1]))
+    assert taken[10] == (taken[4][0], 16, 3600, b"\x1cv=spf1 ip4:192.0.2.0/24 -all\x03two")
+    assert taken[11] == (taken[4][0], 16, 3600, b"\x00")
 
 
 def test_a_plain_zone_is_read_without_dnspython() -> None:

@@ -1,9 +1,9 @@
-"""The master reader's plain path reads an A line in C when it is built (``_master.c``,
-``master._compiled_line``) and every other line in Python (``master.plain_line``), which
-stays the reference: from any reading state, a line reads to the same record (or the same
-refusal) and leaves the same state both ways, hostile lines included; a whole file gives
-the same records, lines and errors, and ``valis zone check`` the same findings in the
-same order."""
+"""The master reader's plain path reads the lines of the common types in C when it is
+built (``_master.c``, ``master.compiled_run``) and every other line in Python
+(``master.plain_line``), which stays the reference: from any reading state, a line reads
+to the same record (or the same refusal) and leaves the same state both ways, hostile
+lines included; a whole file gives the same records, lines and errors, and ``valis zone
+check`` the same findings in the same order."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tests.property.master_lines import (
     CLASSES,
     ONE_LINES,
     OWNERS,
+    RDATA,
     SPACES,
     TTLS,
     master_files,
@@ -26,6 +27,7 @@ from tests.property.master_lines import (
 from valis_core.dns.wire import MasterFileError, master
 from valis_core.dns.wire._reading import ReadingState
 from valis_core.dns.wire.names import from_text
+from valis_core.dns.zone import check
 from valis_core.dns.zone.check import check_zone_text
 
 Record = tuple[bytes, int, int, bytes]
@@ -55,18 +57,64 @@ def a_lines(draw: st.DrawFn) -> str:
     return spacing.join(part for part in (owner, *fields) if part) + comment
 
 
-LINES = st.one_of(a_lines(), a_lines(), ONE_LINES, A_HOSTILE).filter(lambda line: "\n" not in line)
+IPV6 = st.one_of(
+    mostly(("2001:db8::1", "::1", "::", "fe80::1:2", "1:2:3:4:5:6:7:8", "ABCD::ef"),
+           ("1:2:3:4:5:6:7::", "::1:2:3:4:5:6:7", "1::2::3", ":1::", "1:", ":::", "12345::",
+            "1:2:3:4:5:6:7:8:9", "1:2:3:4:5:6:7", "::ffff:192.0.2.1", "g::1", "1::2%eth0")),
+    st.text(alphabet="0123456789abcdefABCDEF:g.", max_size=42),
+)
+"""AAAA addresses: C reads the hex and colon ones as dnspython's ``inet_aton`` does, its
+corner cases (a ``::`` at either end, eight groups beside one) among them."""
+TYPED = {
+    "AAAA": IPV6,
+    "NS": mostly(("ns1", "ns1.example.net.", "@", "."), ("a..b", "ns1 ns2", "l" * 64, "")),
+    "CNAME": mostly(("target", "t.example.net."), ("a..b", "t u")),
+    "PTR": mostly(("host.example.com.", "h"), ("h..x.",)),
+    "MX": mostly(("10 mail", "0 @", "65535 m.example.net.", "010 m"),
+                 ("65536 m", "10", "x m", "-1 m", "10 a..b", "1 2 3")),
+    "SRV": mostly(("0 5 53 srv", "65535 0 1 .", "1 2 3 t.example.net."),
+                  ("0 5 65536 s", "0 5 s", "1 2 3 4 5", "a 1 2 s", "1 2 3 l..x")),
+    "TXT": st.one_of(
+        RDATA["TXT"],
+        st.text(alphabet=' \t";ab', max_size=12),
+        st.lists(st.sampled_from(['"x y"', "w", '""', f'"{"z" * 255}"']), max_size=70).map(
+            " ".join
+        ),
+    ),
+}
+
+
+@st.composite
+def typed_lines(draw: st.DrawFn) -> str:
+    """Lines of every other type C reads, owners blank or stated, with rare faults (TXT
+strings of any count and length, quotes and semicolons anywhere)."""
+    owner = draw(OWNERS) or draw(st.sampled_from(["", " ", "\t"]))
+    fields = [draw(TTLS), draw(CLASSES)]
+    if draw(st.booleans()):
+        fields.reverse()
+    rtype = draw(st.sampled_from(sorted(TYPED)))
+    fields.append(draw(mostly((rtype, rtype.lower()), ("TXT", "SOA", "A"))))
+    fields.append(draw(TYPED[rtype]))
+    spacing = draw(SPACES)
+    comment = draw(st.sampled_from(["", " ; note", ";x"]))
+    return spacing.join(part for part in (owner, *fields) if part) + comment
+
+
+LINES = st.one_of(a_lines(), a_lines(), typed_lines(), typed_lines(), ONE_LINES, A_HOSTILE).filter(
+    lambda line: "\n" not in line
+)
 
 
 @pytest.fixture
-def compiled_a_line() -> None:
-    if not master.COMPILED:
+def compiled_runs() -> None:
+    if not (master.COMPILED and check.COMPILED):
         skip_here_fail_in_ci(
-            "this test needs the compiled A line (valis_core.dns.wire._master), not built "
-            "in this tree: `make venv` (or `pip install -e .`) builds it")
+            "this test needs the compiled plain lines and check run "
+            "(valis_core.dns.wire._master, valis_core.dns.zone._check), not built in this "
+            "tree: `make venv` (or `pip install -e .`) builds them")
 
 
-pytestmark = pytest.mark.usefixtures("compiled_a_line")
+pytestmark = pytest.mark.usefixtures("compiled_runs")
 
 
 def _values(state: ReadingState) -> tuple[object, ...]:
@@ -93,8 +141,9 @@ def test_lines_read_the_same_in_c_and_in_python(
     positions: list[int] = []
     after = master.compiled_run(lines, 0, len(lines), compiled, records.append, positions)
     expected = [master.plain_line(line, python) for line in lines[:after]]
-    assert records == expected
-    assert positions == list(range(1, after + 1))
+    assert None not in expected
+    assert records == [record for record in expected if record]
+    assert positions == [number for number, record in enumerate(expected, 1) if record]
     assert _values(compiled) == _values(python)
 
 
@@ -108,8 +157,10 @@ def _read(text: str, origin: str | None) -> tuple[list[Record], list[str], list[
 
 @st.composite
 def a_files(draw: st.DrawFn) -> str:
-    """Files of mostly A lines (the compiled path's bulk) among any other lines."""
-    lines = draw(st.lists(st.one_of(a_lines(), a_lines(), a_lines(), LINES), max_size=14))
+    """Files of mostly lines C reads (the compiled path's bulk) among any other lines."""
+    lines = draw(
+        st.lists(st.one_of(a_lines(), a_lines(), typed_lines(), typed_lines(), LINES), max_size=14)
+    )
     prelude = [
         draw(mostly(("$ORIGIN example.com.",), ("",))),
         draw(mostly(("$TTL 3600",), ("", "$TTL 4294967296"))),
@@ -118,7 +169,48 @@ def a_files(draw: st.DrawFn) -> str:
     return "\n".join(prelude + lines) + draw(st.sampled_from(["", "\n"]))
 
 
-FILES = st.one_of(master_files(), a_files())
+CHECKED_NAMES = (
+    "www", "WWW", "@", "www.example.com", "host.com", "a.b.net", "x.y", "mail.example.com.",
+    "x.example.org.", "sub", "ns1.sub", "*.w", "example.com", "aexample.com.", "l.example.comx",
+    "net\\007example.com.",
+)
+"""Owners and targets the check judges: relative ones that look undotted (the origin
+written twice, a last label that is a TLD), names outside the zone, delegations, and a
+name that ends with the apex's octets but not by whole labels."""
+
+
+@st.composite
+def checked_lines(draw: st.DrawFn) -> str:
+    """Records the check's loop notes, warns of or refuses: owners seen again, TTLs that
+    differ, duplicates, names that look undotted, data outside the zone, delegations."""
+    owner = draw(st.sampled_from(CHECKED_NAMES))
+    target = draw(st.sampled_from(CHECKED_NAMES))
+    ttl = draw(st.sampled_from(["", "300", "60", "2147483648"]))
+    rdata = draw(
+        st.sampled_from([
+            f"A 192.0.2.{draw(st.integers(1, 3))}", f"NS {target}", f"CNAME {target}",
+            f"MX 10 {target}", f"SRV 0 5 53 {target}", f"PTR {target}", f"DNAME {target}",
+            "AAAA ::1", '"t" TXT "x"', "TXT x", "TYPE65534 \\# 1 00", "NULL \\# 1 00",
+        ])
+    )
+    return " ".join(part for part in (owner, ttl, rdata) if part)
+
+
+SEEN = ("t1 MX 10 t1", "t2 CNAME t1", "t3 SRV 0 0 1 t1", "t4 PTR t1", "t5 TXT x", "t6 AAAA ::1",
+        "t7 NS ns.t7", "ns.t7 A 192.0.2.7", "t8 DNAME t1")
+"""A record of each type before the drawn ones: the check's C run takes only types the
+loop has found servable, so a type's later records are the ones it takes."""
+
+
+@st.composite
+def checked_files(draw: st.DrawFn) -> str:
+    lines = draw(st.lists(st.one_of(checked_lines(), a_lines(), typed_lines()), max_size=14))
+    prelude = ["$ORIGIN example.com.", "$TTL 3600", "@ SOA ns1 hostmaster 1 2 3 4 5",
+               draw(st.sampled_from(["@ NS ns1", "@ NS ns1.example.net.", ""])), *SEEN]
+    return "\n".join(prelude + lines) + "\n"
+
+
+FILES = st.one_of(master_files(), a_files(), checked_files())
 
 
 @settings(max_examples=scaled(1.0), deadline=None)
@@ -128,18 +220,27 @@ def test_a_file_reads_and_checks_the_same_in_c_and_in_python(
 ) -> None:
     compiled = _read(text, origin), check_zone_text(text, origin)
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(master, "_a_lines", None)
+        patched.setattr(master, "_plain_lines", None)
+        patched.setattr(check, "_records_run", None)
         python = _read(text, origin), check_zone_text(text, origin)
     assert compiled == python
 
 
 def test_the_lines_big_zones_are_made_of_are_read_in_c() -> None:
     """The bulk of a large zone does take the compiled way (else this file tests nothing)."""
-    lines = ["host1 300 A 192.0.2.1", "@ IN 60 a 10.0.0.1 ; c", "x.example.com. A 1.2.3.4"]
+    lines = [
+        "host1 300 A 192.0.2.1", "@ IN 60 a 10.0.0.1 ; c", "x.example.com. A 1.2.3.4", "",
+        "; a comment", "host1 AAAA 2001:db8::1", "\tMX 10 mail", "www CNAME host1",
+        "sub NS ns1.sub", "ns1.sub A 192.0.2.9", "_sip._tcp SRV 0 5 5060 host1",
+        "1.2 PTR host1.example.com.",
+        'host1 TXT "v=spf1 -all" word',
+    ]
     state = ReadingState(from_text("example.com."))
     records: list[Record] = []
-    assert master.compiled_run(lines, 0, len(lines), state, records.append, None) == 3
-    assert [ttl for _, _, ttl, _ in records] == [300, 60, 60]
+    assert master.compiled_run(lines, 0, len(lines), state, records.append, None) == len(lines)
+    assert [rtype for _, rtype, _, _ in records] == [1, 1, 1, 28, 15, 5, 2, 1, 33, 12, 16]
+    assert [ttl for _, _, ttl, _ in records] == [300] + [60] * 10
+    assert records[4][0] == from_text("host1.example.com.")  # a blank owner's: the last
 
 
 RUNS = (

@@ -1,12 +1,13 @@
-/* The compiled line of the master reader's plain path (valis_core.dns.wire._master).
+/* The compiled lines of the master reader's plain path (valis_core.dns.wire._master).
  *
- * a_lines reads the bulk of a large zone, a run of lines each stating an A record with
- * its owner in column 1 (`owner [ttl] [IN] A address`, the TTL and class in either
- * order), exactly as master.plain_line reads them, with the reading state's TTL rules,
- * and emits their records. It stops at any other line (another type, a directive, a
- * blank owner, a name or address plain_line would hand to dnspython, any character but
- * printable ASCII, blanks and tabs, a record whose TTL is not known), and plain_line
- * reads that one: the Python path stays the reference
+ * plain_lines reads the bulk of a zone, a run of lines each stating one record of A,
+ * AAAA, NS, CNAME, PTR, MX, SRV or TXT (`[owner] [ttl] [IN] type rdata`, the TTL and class in
+ * either order, a blank owner the previous record's), and the blank and comment lines
+ * between them, exactly as master.plain_line reads them, with the reading state's TTL
+ * rules, and emits their records. It stops at any other line (another type, a directive,
+ * a name, address or number plain_line would hand to dnspython, any character but
+ * printable ASCII, blanks and tabs, a record whose TTL or owner is not known), and
+ * plain_line reads that one: the Python path stays the reference
  * (tests/property/test_master_compiled.py).
  */
 #define PY_SSIZE_T_CLEAN
@@ -15,7 +16,9 @@
 #include "../_spans.h"
 
 #define UINT32_LIMIT 4294967295LL
-#define MAX_TOKENS 7 /* owner, TTL, class, type, address: any more is not an A line */
+#define MAX_TOKENS 64 /* owner, TTL, class, type and a TXT record's strings, at most */
+#define MAX_STRING 255
+#define MAX_RDATA ((MAX_TOKENS - 4) * (MAX_STRING + 1))
 
 /* master._name: a plain name token made absolute against `origin`, into `out`; its
  * length, or -1 (plain_line then gives the line to dnspython, or reads it itself). */
@@ -52,12 +55,137 @@ static int digits(Span s, long long *value) {
     return s.len > 0;
 }
 
-/* One A line read as plain_line reads it: 1 with owner, ttl (-1: none stated) and the
- * address filled in, 0 for a line plain_line must read. */
-static int read_a(const char *at, Py_ssize_t size, const char *origin, Py_ssize_t origin_len,
-                  char *owner, Py_ssize_t *owner_len, long long *ttl_out, char *address) {
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') return (c | 0x20) - 'a' + 10;
+    return -1;
+}
+
+/* dns.ipv6.inet_aton of a text of hex digits and colons only, step by step as it reads
+ * one (the dotted-quad ending and scopes are left to it); 16, or -1. */
+static Py_ssize_t ipv6(Span s, unsigned char *out) {
+    const char *at = s.at;
+    Py_ssize_t len = s.len;
+    if (len == 0) return -1;
+    for (Py_ssize_t i = 0; i < len; i++)
+        if (at[i] != ':' && hex_digit(at[i]) < 0) return -1;
+    int ends2 = len >= 2 && at[len - 1] == ':' && at[len - 2] == ':';
+    int starts2 = len >= 2 && at[0] == ':' && at[1] == ':';
+    if (at[len - 1] == ':' && !ends2) return -1;
+    if (at[0] == ':' && !starts2) return -1;
+    if (len == 2 && starts2) { /* "::" reads as "0::", then "0:" */
+        memset(out, 0, 16);
+        return 16;
+    }
+    if (starts2) {
+        at++;
+        len--;
+    } else if (ends2) {
+        len--;
+    }
+    int chunks = 1;
+    for (Py_ssize_t i = 0; i < len; i++) chunks += at[i] == ':';
+    if (chunks > 8) return -1;
+    int seen_empty = 0, written = 0;
+    Py_ssize_t start = 0;
+    for (Py_ssize_t i = 0; i <= len; i++) {
+        if (i < len && at[i] != ':') continue;
+        Py_ssize_t size = i - start;
+        if (size == 0) {
+            if (seen_empty) return -1;
+            seen_empty = 1;
+            for (int k = 0; k < 8 - chunks + 1; k++, written += 2)
+                out[written] = out[written + 1] = 0;
+        } else {
+            if (size > 4) return -1;
+            unsigned value = 0;
+            for (Py_ssize_t j = start; j < i; j++) value = value << 4 | (unsigned)hex_digit(at[j]);
+            out[written++] = (unsigned char)(value >> 8);
+            out[written++] = (unsigned char)value;
+        }
+        start = i + 1;
+    }
+    if (chunks < 8 && !seen_empty) return -1;
+    return written == 16 ? 16 : -1;
+}
+
+/* The types read here (master._PLAIN_TYPES but SOA, which sets the default TTL). */
+enum { T_A = 1, T_NS = 2, T_CNAME = 5, T_PTR = 12, T_MX = 15, T_TXT = 16, T_AAAA = 28, T_SRV = 33 };
+
+static int plain_type(Span s) {
+    if (same(s, "a")) return T_A;
+    if (same(s, "aaaa")) return T_AAAA;
+    if (same(s, "ns")) return T_NS;
+    if (same(s, "cname")) return T_CNAME;
+    if (same(s, "mx")) return T_MX;
+    if (same(s, "ptr")) return T_PTR;
+    if (same(s, "srv")) return T_SRV;
+    if (same(s, "txt")) return T_TXT;
+    return 0;
+}
+
+/* master._plain_rdata (and plain_line's A) of `count` fields: the rdata's length in
+ * `out`, or -1 for a line plain_line must read. */
+static Py_ssize_t plain_rdata(int rtype, const Span *fields, int count, const char *origin,
+                              Py_ssize_t origin_len, char *out) {
+    switch (rtype) {
+    case T_A:
+        return count == 1 ? ipv4(fields[0], out) : -1;
+    case T_AAAA:
+        return count == 1 ? ipv6(fields[0], (unsigned char *)out) : -1;
+    case T_NS:
+    case T_CNAME:
+    case T_PTR:
+        return count == 1 ? owner_name(fields[0], origin, origin_len, out) : -1;
+    case T_MX: {
+        if (count != 2) return -1;
+        long long preference = number(fields[0], 0xFFFF);
+        if (preference < 0) return -1;
+        out[0] = (char)(preference >> 8);
+        out[1] = (char)preference;
+        Py_ssize_t n = owner_name(fields[1], origin, origin_len, out + 2);
+        return n < 0 ? -1 : n + 2;
+    }
+    case T_TXT: { /* master._txt: words and quoted strings, each a character-string */
+        Py_ssize_t written = 0;
+        for (int k = 0; k < count; k++) {
+            Span text = fields[k];
+            if (text.at[0] == '"') text = (Span){text.at + 1, text.len - 2};
+            if (text.len > MAX_STRING) return -1;
+            out[written++] = (char)text.len;
+            memcpy(out + written, text.at, (size_t)text.len);
+            written += text.len;
+        }
+        return count ? written : -1;
+    }
+    case T_SRV: {
+        if (count != 4) return -1;
+        for (int k = 0; k < 3; k++) {
+            long long value = number(fields[k], 0xFFFF);
+            if (value < 0) return -1;
+            out[2 * k] = (char)(value >> 8);
+            out[2 * k + 1] = (char)value;
+        }
+        Py_ssize_t n = owner_name(fields[3], origin, origin_len, out + 6);
+        return n < 0 ? -1 : n + 6;
+    }
+    }
+    return -1;
+}
+
+/* One line read as plain_line reads it (a record of a type above, or nothing on it):
+ * 1 with the record's owner (`owner_len` 0: the previous owner's), type, ttl (-1: none
+ * stated) and rdata filled in, 2 for a line holding no record, 0 for a line plain_line
+ * must read. */
+static int read_line(const char *at, Py_ssize_t size, const char *origin, Py_ssize_t origin_len,
+                     char *owner, Py_ssize_t *owner_len, int *rtype_out, long long *ttl_out,
+                     char *rdata, Py_ssize_t *rdata_len) {
     Span tokens[MAX_TOKENS];
     int count = 0;
+    /* master._quoted_tokens: a line with quotes has no comment, and a quote stands only
+     * around a whole token (which dnspython's is a ";" there: its to say). */
+    int quoted = memchr(at, '"', (size_t)size) != NULL;
+    if (quoted && memchr(at, ';', (size_t)size) != NULL) return 0;
     for (Py_ssize_t i = 0; i < size;) {
         char c = at[i];
         if (c == ';') break; /* a comment runs to the end of the line */
@@ -66,18 +194,32 @@ static int read_a(const char *at, Py_ssize_t size, const char *origin, Py_ssize_
             continue;
         }
         Py_ssize_t start = i;
-        for (; i < size && at[i] != ' ' && at[i] != '\t' && at[i] != ';'; i++)
-            if (at[i] < 0x21 || at[i] > 0x7e) return 0;
+        if (c == '"') {
+            for (i++; i < size && at[i] != '"'; i++)
+                if ((at[i] < 0x20 && at[i] != '\t') || at[i] > 0x7e) return 0;
+            if (i == size) return 0; /* never closed */
+            i++;
+            if (i < size && at[i] != ' ' && at[i] != '\t') return 0;
+        } else {
+            for (; i < size && at[i] != ' ' && at[i] != '\t' && at[i] != ';'; i++)
+                if (at[i] < 0x21 || at[i] > 0x7e || at[i] == '"') return 0;
+        }
         if (count == MAX_TOKENS) return 0;
         tokens[count++] = (Span){at + start, i - start};
     }
-    /* Column 1 holds the owner: not a blank (the previous owner's), not a directive. */
-    if (count < 3 || tokens[0].at != at || at[0] == '$') return 0;
-    *owner_len = owner_name(tokens[0], origin, origin_len, owner);
-    if (*owner_len < 0) return 0;
+    if (count == 0) return 2; /* blank or a comment (the origin is known here) */
+    int i = 0;
+    if (tokens[0].at == at) { /* column 1 holds the owner, or a directive */
+        if (at[0] == '$') return 0;
+        *owner_len = owner_name(tokens[0], origin, origin_len, owner);
+        if (*owner_len < 0) return 0;
+        i = 1;
+    } else {
+        *owner_len = 0; /* a blank: the previous owner's */
+    }
+    if (i == count) return 0;
     /* plain_line's order: a TTL then perhaps the class, or the class then perhaps a TTL,
      * each only when a token still follows it. */
-    int i = 1;
     long long ttl = -1;
     Span token = tokens[i];
     if (i + 1 < count) {
@@ -94,8 +236,16 @@ static int read_a(const char *at, Py_ssize_t size, const char *origin, Py_ssize_
             }
         }
     }
-    if (!same(token, "a") || ttl > UINT32_LIMIT || i + 2 != count) return 0;
-    if (ipv4(tokens[i + 1], address) != 4) return 0;
+    int rtype = plain_type(token);
+    if (rtype == 0 || ttl > UINT32_LIMIT) return 0;
+    if (quoted) { /* quotes stand only in a TXT record's strings */
+        if (rtype != T_TXT) return 0;
+        for (int k = 0; k <= i; k++)
+            if (tokens[k].at[0] == '"') return 0;
+    }
+    *rdata_len = plain_rdata(rtype, tokens + i + 1, count - i - 1, origin, origin_len, rdata);
+    if (*rdata_len < 0) return 0;
+    *rtype_out = rtype;
     *ttl_out = ttl;
     return 1;
 }
@@ -107,21 +257,22 @@ static const char *ascii(PyObject *text, Py_ssize_t *size) {
     return (const char *)PyUnicode_DATA(text);
 }
 
-/* a_lines(lines, start, stop, origin, implicit, follows, emit, positions): read
- * lines[start:stop] while each is an A line a_line takes, as master._compiled_line reads
- * them: a record stating no TTL takes `implicit` (None: stop there), and one stating it
- * makes that TTL the implicit one from then on if `follows` (the reading state's RFC
- * 2308 rule); emit each record and append its line number to `positions` (or None).
- * Returns (the index of the first line not read, the last record's owner or None, the
- * last TTL a record stated or None): what the reading state takes from the run. */
-static PyObject *master_a_lines(PyObject *module, PyObject *args) {
+/* plain_lines(lines, start, stop, origin, last_owner, implicit, follows, emit, positions):
+ * read lines[start:stop] while each is a line read_line takes, as master.plain_line
+ * reads them: a line starting blank is the previous record's owner's (`last_owner`, None:
+ * stop there), a record stating no TTL takes `implicit` (None: stop there), and one
+ * stating it makes that TTL the implicit one from then on if `follows` (the reading
+ * state's RFC 2308 rule); emit each record and append its line number to `positions`
+ * (or None). Returns (the index of the first line not read, the last record's owner or
+ * None, the last TTL a record stated or None): what the reading state takes from the run. */
+static PyObject *master_plain_lines(PyObject *module, PyObject *args) {
     (void)module;
-    PyObject *lines, *implicit_obj, *emit, *positions;
+    PyObject *lines, *last_obj, *implicit_obj, *emit, *positions;
     Py_ssize_t start, stop, origin_len;
     const char *origin;
     int follows;
-    if (!PyArg_ParseTuple(args, "O!nny#OpOO", &PyList_Type, &lines, &start, &stop, &origin,
-                          &origin_len, &implicit_obj, &follows, &emit, &positions))
+    if (!PyArg_ParseTuple(args, "O!nny#OOpOO", &PyList_Type, &lines, &start, &stop, &origin,
+                          &origin_len, &last_obj, &implicit_obj, &follows, &emit, &positions))
         return NULL;
     if (stop > PyList_GET_SIZE(lines)) stop = PyList_GET_SIZE(lines);
     long long implicit = -1;
@@ -129,18 +280,23 @@ static PyObject *master_a_lines(PyObject *module, PyObject *args) {
         implicit = PyLong_AsLongLong(implicit_obj);
         if (implicit == -1 && PyErr_Occurred()) return NULL;
     }
-    if (origin_len < 1 || origin_len > MAX_NAME)
+    if (origin_len < 1 || origin_len > MAX_NAME || (last_obj != Py_None && !PyBytes_Check(last_obj)))
         return Py_BuildValue("(nOO)", start, Py_None, Py_None);
-    PyObject *last_owner = NULL;
+    PyObject *previous = last_obj == Py_None ? NULL : Py_NewRef(last_obj);
+    PyObject *last_owner = NULL; /* the run's, when it emitted a record */
     long long stated = -1;
     Py_ssize_t index = start;
     for (; index < stop; index++) {
-        Py_ssize_t size, owner_len;
+        Py_ssize_t size, owner_len, rdata_len;
         const char *at = ascii(PyList_GET_ITEM(lines, index), &size);
-        char owner[MAX_NAME + 1], address[4];
+        char owner[MAX_NAME + 1], rdata[MAX_RDATA];
         long long ttl;
-        if (at == NULL || !read_a(at, size, origin, origin_len, owner, &owner_len, &ttl, address))
-            break;
+        int rtype;
+        if (at == NULL) break;
+        int read = read_line(at, size, origin, origin_len, owner, &owner_len, &rtype, &ttl, rdata,
+                             &rdata_len);
+        if (read == 2) continue;
+        if (read == 0 || (owner_len == 0 && previous == NULL)) break;
         if (ttl < 0) {
             if (implicit < 0) break; /* no TTL is known: plain_line says so */
             ttl = implicit;
@@ -148,25 +304,28 @@ static PyObject *master_a_lines(PyObject *module, PyObject *args) {
             stated = ttl;
             if (follows) implicit = ttl;
         }
-        PyObject *key = PyBytes_FromStringAndSize(owner, owner_len);
+        PyObject *key = owner_len ? PyBytes_FromStringAndSize(owner, owner_len) : Py_NewRef(previous);
         PyObject *record = key == NULL ? NULL : Py_BuildValue(
-            "(OiLy#)", key, 1, ttl, address, (Py_ssize_t)4);
+            "(OiLy#)", key, rtype, ttl, rdata, rdata_len);
         PyObject *done = record == NULL ? NULL : PyObject_CallOneArg(emit, record);
         Py_XDECREF(record);
         int failed = done == NULL;
         Py_XDECREF(done);
         if (!failed && positions != Py_None) {
-            PyObject *number = PyLong_FromSsize_t(index + 1);
-            failed = number == NULL || PyList_Append(positions, number) < 0;
-            Py_XDECREF(number);
+            PyObject *line = PyLong_FromSsize_t(index + 1);
+            failed = line == NULL || PyList_Append(positions, line) < 0;
+            Py_XDECREF(line);
         }
         if (failed) {
             Py_XDECREF(key);
             Py_XDECREF(last_owner);
+            Py_XDECREF(previous);
             return NULL;
         }
+        Py_XSETREF(previous, Py_NewRef(key));
         Py_XSETREF(last_owner, key);
     }
+    Py_XDECREF(previous);
     if (last_owner == NULL) return Py_BuildValue("(nOO)", index, Py_None, Py_None);
     PyObject *result = stated < 0
         ? Py_BuildValue("(nOO)", index, last_owner, Py_None)
@@ -176,8 +335,8 @@ static PyObject *master_a_lines(PyObject *module, PyObject *args) {
 }
 
 static PyMethodDef master_methods[] = {
-    {"a_lines", master_a_lines, METH_VARARGS,
-     "a_lines(lines, start, stop, origin, implicit, follows, emit, positions)"},
+    {"plain_lines", master_plain_lines, METH_VARARGS,
+     "plain_lines(lines, start, stop, origin, last_owner, implicit, follows, emit, positions)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef master_module = {

@@ -1,12 +1,13 @@
-"""Types of the compiled A lines of the master reader's plain path (source: ``_master.c``)."""
+"""Types of the compiled lines of the master reader's plain path (source: ``_master.c``)."""
 
 from collections.abc import Callable
 
-def a_lines(
+def plain_lines(
     lines: list[str],
     start: int,
     stop: int,
     origin: bytes,
+    last_owner: bytes | None,
     implicit: int | None,
     follows: bool,
     emit: Callable[[tuple[bytes, int, int, bytes]], object],

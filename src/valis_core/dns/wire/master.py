@@ -4,9 +4,11 @@ dnspython's master-file reader understands the whole format (``$GENERATE``, pare
 quoting, escapes, every type) but tokenizes one character at a time, so a million-line
 zone takes minutes. Lines of the plain shape zones are made of, ``$ORIGIN`` and ``$TTL``
 with a plain value and ``owner [ttl] [IN] type rdata`` of the types in ``_PLAIN_TYPES``
-without quotes, escapes or parentheses, are decoded here directly, and dnspython is not
-even imported for a file made only of them. Every other line (multi-line records, other
-types, other directives, anything doubtful) goes to dnspython's reader
+without escapes or parentheses (quotes only around a TXT record's strings), are decoded
+here directly (their runs in C, ``_master.c``, with ``plain_line`` the reference), and
+dnspython is not even imported for a file made only of them. Every other line
+(multi-line records, other types, other directives, anything doubtful) goes to
+dnspython's reader
 (``master_general``) together with the state the file has built up so far (origin,
 previous owner, TTLs), and the state comes back afterwards, so the file reads exactly as
 dnspython alone would read it. ``$INCLUDE`` is never followed.
@@ -40,6 +42,8 @@ def _spellings(word: str) -> list[str]:
     return ["".join(chars) for chars in itertools.product(*({c, c.lower()} for c in word))]
 
 
+TXT = 16
+
 _PLAIN_TYPES = {
     spelling: number
     for word, number in (
@@ -51,14 +55,20 @@ _PLAIN_TYPES = {
         ("MX", MX),
         ("AAAA", AAAA),
         ("SRV", SRV),
+        ("TXT", TXT),
     )
     for spelling in _spellings(word)
 }
 _CLASS_IN = frozenset(_spellings("IN"))
 _NAME_RDATA = frozenset({NS, CNAME, PTR})
-_DOUBTFUL = re.compile(r"[^\t\n\x20\x21\x23-\x27\x2a-\x5b\x5d-\x7e]")
-"""What a plain line never holds: anything but printable ASCII and tabs, and quotes,
-backslashes and parentheses."""
+_DOUBTFUL = re.compile(r"[^\t\n\x20-\x27\x2a-\x5b\x5d-\x7e]")
+"""What a plain line never holds: anything but printable ASCII and tabs, and backslashes
+and parentheses. (A quote may stand in a TXT record's strings: ``plain_line`` reads a
+line with quotes only as such, ``_quoted_tokens``.)"""
+_QUOTED_TOKEN = re.compile(r'[ \t]*(?:("[^"]*")|([^ \t"]+))(?=[ \t]|$)')
+"""One token of a line with quotes: a quoted string or a word without quotes, each ended
+by a blank or the end of the line (dnspython would also read ``"a""b"``; that is its)."""
+_MAX_STRING = 255
 _ROW_DOUBTFUL = re.compile(r"[^\t\x20\x21\x23-\x27\x2a-\x3a\x3c-\x5b\x5d-\x7e]")
 """What the rdata of a row ``row_rdata`` reads never holds: anything but printable ASCII,
 blanks and tabs, and quotes, backslashes, parentheses and semicolons (dnspython's
@@ -68,13 +78,14 @@ _OCTETS = {str(value): value for value in range(256)}
 _SOA_TIMERS = struct.Struct("!IIIII")
 _SRV_FIELDS = struct.Struct("!HHH")
 
-_a_lines: Callable[..., tuple[int, bytes | None, int | None]] | None
-try:  # the compiled reading of a run of A lines (_master.c), equal to plain_line's
-    from valis_core.dns.wire._master import a_lines as _a_lines
+_plain_lines: Callable[..., tuple[int, bytes | None, int | None]] | None
+try:  # the compiled reading of a run of plain lines (_master.c), equal to plain_line's
+    from valis_core.dns.wire._master import plain_lines as _plain_lines
 except ImportError:  # not built: plain_line reads every line
-    _a_lines = None
-COMPILED = _a_lines is not None
-"""Whether the compiled A lines are built (without them the plain path is Python's alone)."""
+    _plain_lines = None
+COMPILED = _plain_lines is not None
+"""Whether the compiled plain lines are built (without them the plain path is Python's
+alone)."""
 
 
 def read_master(
@@ -112,7 +123,7 @@ def read_master(
             _read_with_dnspython(pending, first, state, emit, problems, positions)
             pending.clear()
             depth = 0
-        if plain and not pending and _a_lines is not None:
+        if plain and not pending and _plain_lines is not None:
             while mark < len(marks) and marks[mark] < number:
                 mark += 1
             stop = marks[mark] - 1 if mark < len(marks) else len(lines)
@@ -208,9 +219,18 @@ def plain_line(line: str, state: ReadingState) -> tuple[()] | Record | None:
     (nothing on it, or a directive this took), or ``None`` when the line needs dnspython
     after all. ``state`` changes only when the result is not ``None``."""
     cut = line.find(";")
-    if cut >= 0:
-        line = line[:cut]
-    tokens = line.split()
+    quoted = '"' in line
+    if not quoted:
+        if cut >= 0:
+            line = line[:cut]
+        tokens = line.split()
+    elif cut >= 0:
+        return None  # which ";" starts the comment is dnspython's to say
+    else:
+        found = _quoted_tokens(line)
+        if not found:
+            return None
+        tokens = found
     origin = state.origin
     if not tokens:
         # dnspython takes a line that starts blank for the previous owner's next record,
@@ -251,8 +271,12 @@ def plain_line(line: str, state: ReadingState) -> tuple[()] | Record | None:
     rtype = _PLAIN_TYPES.get(token)
     if rtype is None or (ttl is not None and ttl > _UINT32):
         return None
+    if quoted and (rtype != TXT or any(token[0] == '"' for token in tokens[: i + 1])):
+        return None  # a quote outside a TXT record's strings
     if rtype == A:  # the bulk of a large zone
         rdata = ipv4(tokens[i + 1]) if i + 2 == count else None
+    elif rtype == TXT:
+        rdata = _txt(tokens[i + 1 :])
     else:
         rdata = _plain_rdata(rtype, tokens[i + 1 :], origin)
     if rdata is None:
@@ -282,15 +306,24 @@ def compiled_run(  # noqa: PLR0917 - read_master's reading state, handed on
     emit: Emit,
     positions: list[int] | None,
 ) -> int:
-    """Read ``lines[start:stop]`` (plain lines) in C while each is an A line, exactly as
-    ``plain_line`` reads them from ``state``, emitting their records and updating
-    ``state``; return the index of the first line not read (``start`` if none was)."""
+    """Read ``lines[start:stop]`` (plain lines) in C while each is a record of a type C
+    reads (or holds none), exactly as ``plain_line`` reads them from ``state``, emitting
+    their records and updating ``state``; return the index of the first line not read
+    (``start`` if none was)."""
     origin = state.origin
-    if _a_lines is None or origin is None:
+    if _plain_lines is None or origin is None:
         return start
     follows = not state.default_ttl_known or state.default_ttl_from_soa
-    after, owner, stated = _a_lines(
-        lines, start, stop, origin, state.implicit_ttl(), follows, emit, positions
+    after, owner, stated = _plain_lines(
+        lines,
+        start,
+        stop,
+        origin,
+        state.last_owner,
+        state.implicit_ttl(),
+        follows,
+        emit,
+        positions,
     )
     if owner is not None:
         state.last_owner = owner
@@ -298,6 +331,33 @@ def compiled_run(  # noqa: PLR0917 - read_master's reading state, handed on
         state.last_ttl = stated
         state.last_ttl_known = True
     return after
+
+
+def _quoted_tokens(line: str) -> list[str] | None:
+    """The tokens of a line with quotes and no comment, quoted strings with their quotes;
+    ``None`` if a quote stands anywhere but around a whole token."""
+    tokens = []
+    at = 0
+    end = len(line.rstrip(" \t"))
+    while at < end:  # bounded: each match moves past one token
+        match = _QUOTED_TOKEN.match(line, at, end)
+        if match is None:
+            return None
+        tokens.append(match.group(1) or match.group(2))
+        at = match.end()
+    return tokens
+
+
+def _txt(fields: list[str]) -> bytes | None:
+    """TXT rdata of words and quoted strings without escapes, each a character-string."""
+    out = bytearray()
+    for field in fields:
+        text = field[1:-1] if field[0] == '"' else field
+        if len(text) > _MAX_STRING or not text.isascii():
+            return None
+        out.append(len(text))
+        out += text.encode("ascii")
+    return bytes(out) if fields else None
 
 
 def _directive(tokens: list[str], state: ReadingState) -> tuple[()] | None:

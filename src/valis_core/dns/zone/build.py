@@ -350,6 +350,15 @@ class Builder:
         self._put(apex, parts, key, rtype, ttl, rdata)
         return key
 
+    def wire_tables(
+        self, zone: str
+    ) -> tuple[bytes, dict[bytes, bytes], set[bytes], dict[bytes, bytearray], set[int]]:
+        """What ``add_wire`` writes to for ``zone``: its apex, owner tables (``nodes``,
+        ``notable``, ``more``), and the types found servable. For a compiled run of
+        ``add_wire`` (the zone check's, ``_check.c``), which adds records as it does."""
+        apex, parts = self._zone_keys.get(zone) or self._zone(zone)
+        return apex, parts.nodes, parts.notable, parts.more, self._servable
+
     def _put(  # noqa: PLR0917 - one record's fields, called from two places only
         self, apex: bytes, parts: _ZoneParts, owner: bytes, rtype: int, ttl: int, rdata: bytes
     ) -> None:
@@ -525,27 +534,25 @@ def _type_names(types: Iterable[int]) -> str:
 
 
 def _check_node(origin: str, apex: bytes, owner: bytes, sets: dict[int, RRset]) -> None:
-    name = wire.to_text(owner)
+    def refused(reason: str) -> ZoneError:  # the name is spelt only for a refusal
+        return ZoneError(origin, wire.to_text(owner), reason)
+
     if SOA in sets:
         if owner != apex:
-            raise ZoneError(
-                origin,
-                name,
+            raise refused(
                 "SOA record below the apex; an SOA belongs only at its zone's own name "
-                "(serve the child as a zone of its own)",
+                "(serve the child as a zone of its own)"
             )
         if len(sets[SOA][1]) != 1:
-            raise ZoneError(origin, name, "more than one SOA record at the apex; keep one")
+            raise refused("more than one SOA record at the apex; keep one")
     if CNAME in sets:
         others = [t for t in sets if t not in _BESIDE_CNAME]
         if others:
-            raise ZoneError(
-                origin,
-                name,
+            raise refused(
                 f"CNAME beside other data ({_type_names(others)}); a name with a CNAME "
-                "may hold nothing else, so remove one or the other",
+                "may hold nothing else, so remove one or the other"
             )
         if len(sets[CNAME][1]) != 1:
-            raise ZoneError(origin, name, "more than one CNAME record; a name may have one")
+            raise refused("more than one CNAME record; a name may have one")
     if DNAME in sets and len(sets[DNAME][1]) != 1:
-        raise ZoneError(origin, name, "more than one DNAME record; a name may have one")
+        raise refused("more than one DNAME record; a name may have one")

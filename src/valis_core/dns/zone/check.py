@@ -13,6 +13,8 @@ trailing dot.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import attrs
 import dns.rdatatype
 
@@ -34,6 +36,14 @@ from valis_core.dns.wire.records import (
 )
 from valis_core.dns.zone.build import Builder, absolute, check_apex
 from valis_core.dns.zone.tree import occluded, occlusion_error
+
+_records_run: Callable[..., int] | None
+try:  # the compiled run of the loop over records (_check.c), equal to check_zone_text's
+    from valis_core.dns.zone._check import records_run as _records_run
+except ImportError:  # not built: the loop takes every record itself
+    _records_run = None
+COMPILED = _records_run is not None
+"""Whether the compiled run of the loop is built (without it the loop is Python's alone)."""
 
 _NAME_AT = {NS: 0, CNAME: 0, PTR: 0, MX: 2, SRV: 6, DNAME: 0}
 """Types whose rdata holds a name, and the offset of that name in their wire form."""
@@ -149,13 +159,24 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
     builder = Builder()
     builder.add_zone(origin)
     lines = _Lines(records, positions)
-    source = text.split("\n")
+    source = _Source(text)
     undotted: set[bytes] = set()  # owners that look written without their trailing dot
     # A name one label below the apex looks undotted only if that label ends with the
     # origin's labels (written twice), which a label shorter than them cannot: most
     # owners of a large zone are such names, and need no closer look.
     short = len(apex) - 1
-    for index, (owner, rtype, ttl, rdata) in enumerate(records):
+    tables = builder.wire_tables(origin)
+    index = -1
+    while index + 1 < len(records):  # bounded: each pass takes one record or more
+        index += 1
+        if _records_run is not None:  # the records noted without a finding, as below, in C
+            index = _records_run(
+                records, positions, index, *tables, lines.first, lines.second, lines.rrset,
+                lines.record, undotted, _TLDS,
+            )
+            if index == len(records):
+                break
+        owner, rtype, ttl, rdata = records[index]
         line = positions[index]
         try:
             key = builder.add_wire(origin, owner, rtype, ttl, rdata)
@@ -263,12 +284,27 @@ _MAX_RECORD_LINES = 100
 """Lines a parenthesised record is read across when looking for how a name was written."""
 
 
-def _written_dotted(source: list[str], line: int, name: bytes) -> bool:
+class _Source:
+    """The file's lines, split only when a name that looks undotted asks how it was
+    written (most files have none)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.lines: list[str] | None = None
+
+    def record(self, line: int) -> list[str]:
+        """The lines a record starting at ``line`` (1-based) may span."""
+        if self.lines is None:
+            self.lines = self.text.split("\n")
+        return self.lines[line - 1 : line - 1 + _MAX_RECORD_LINES]
+
+
+def _written_dotted(source: _Source, line: int, name: bytes) -> bool:
     """Whether the record starting at ``line`` (1-based) of ``source`` writes ``name``
     whole, with its trailing dot: then it was meant absolute, however it looks."""
     whole = wire.to_text(name).lower()
     depth = 0
-    for text in source[line - 1 : line - 1 + _MAX_RECORD_LINES]:
+    for text in source.record(line):
         data = text.split(";", 1)[0]
         if whole in data.replace("(", " ").replace(")", " ").lower().split():
             return True
