@@ -150,6 +150,10 @@ def main(argv: Sequence[str]) -> int:
                         help="measure instead the normal mix's q/s with and without N "
                         "single-record changes a second to one zone of a 100-zone node: "
                         "valis from PostgreSQL, Knot by DDNS (root; dns_qps_live.py)")
+    parser.add_argument("--query-rate", type=int, metavar="Q",
+                        help="with --changes-per-second: dnsperf asks at most Q q/s (-Q) "
+                        "instead of saturating, so each phase's server CPU per query (and "
+                        "per change) compares at one load")
     args = parser.parse_args(argv)
     if args.source is not None:
         try:

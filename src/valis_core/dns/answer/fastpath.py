@@ -72,7 +72,15 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from valis_core.dns.answer._cache import CACHE_ENTRIES, KeptAnswers, dependencies, reach
+from valis_core.dns.answer._cache import (
+    CACHE_ENTRIES,
+    KeptAnswers,
+    ResponseCache,
+    dependencies,
+    reach,
+)
+from valis_core.dns.answer._lookup import negative_entry
+from valis_core.dns.wire.records import NOERROR, NXDOMAIN
 from valis_core.dns.zone.owners import OwnerSet
 
 if TYPE_CHECKING:
@@ -246,7 +254,7 @@ def _moved(table: Table, shared: _Shared, snapshot: Snapshot) -> bool:
                 zone = None
             if held is not None and was and zone is not None \
                     and _signing(shared.signer, apex) == _signing(signer, apex) \
-                    and _patched(table, held, zone):
+                    and _patched(table, held, zone, snapshot.cache):
                 continue
             if was:
                 table.drop(apex)
@@ -266,18 +274,40 @@ and given again rather than moved (``Table.moved`` marks stale the entries that 
 each owner, found through the names each entry read)."""
 
 
-def _patched(table: Table, held: ServedZone, zone: ServedZone) -> bool:
+def _patched(table: Table, held: ServedZone, zone: ServedZone, cache: ResponseCache) -> bool:
     """Move ``held`` to ``zone``, its later version by patches (``Lineage``), keeping the
-    entries that read none of the owners they replaced (``Table.moved``); ``False``:
-    not so related (rebuilt, or further back than its lineage remembers), or a DNAME at
-    its apex (which ``_cache.untouched`` leaves to the drop)."""
+    entries that read none of the owners they replaced (``Table.moved``), and give it
+    again the negative answers it held (``_negatives_again``); ``False``: not so related
+    (rebuilt, or further back than its lineage remembers), or a DNAME at its apex (which
+    ``_cache.untouched`` leaves to the drop)."""
     owners = zone.lineage.since(held.lineage)
     if owners is None or len(owners) > MOVED_OWNERS or (
             zone.dnames.size and zone.apex in zone.dnames):
         return False
     nodes, ents, interrupts = _tables(zone)
     table.moved(zone.apex, nodes, ents, interrupts, zone.has_wildcard, tuple(owners))
+    _negatives_again(table, held, zone, cache)
     return True
+
+
+_NEGATIVE_OFFSETS = 256
+"""Offsets of a zone's apex in a question name (its wire form is at most 255 bytes)."""
+
+
+def _negatives_again(table: Table, held: ServedZone, zone: ServedZone,
+                     cache: ResponseCache) -> None:
+    """Give ``table`` the new version's NXDOMAIN and NODATA answers for each RCODE and
+    offset it learnt for ``held`` (found in what the holder keeps: ``KeptAnswers.negative``
+    of ``held``), in the same write as the move: a move forgets them (the SOA they carry
+    may have changed), and each would otherwise cost one question answered by Python.
+    Each is ``negative_entry``'s, the very entry ``answer`` gives the new version; C
+    still decides by the new version's tables which questions it answers so."""
+    get, apex, version = cache.kept.negatives.get, held.apex, held.version
+    for offset in range(_NEGATIVE_OFFSETS - len(apex) + 1):
+        for rcode in (NOERROR, NXDOMAIN):
+            learnt = get((apex, rcode, offset))  # ``KeptAnswers.negative``, inline
+            if learnt is not None and learnt[0] == version:
+                table.negative(apex, rcode, offset, negative_entry(cache, zone, rcode, offset))
 
 
 def _signing(signer: Signer | None, apex: bytes) -> int:
