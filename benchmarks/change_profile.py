@@ -55,6 +55,7 @@ import sys, time, psycopg
 from dns_qps_live import change_target
 dsn, phase, names, changes, rate = sys.argv[1:]
 with psycopg.connect(dsn, autocommit=True) as conn:
+    conn.execute("SET synchronous_commit = off")  # a commit never waits for the disk
     print("ready", flush=True)
     sys.stdin.readline()
     began = time.monotonic()
@@ -67,9 +68,9 @@ with psycopg.connect(dsn, autocommit=True) as conn:
 
 
 async def run(dsn: str, phase: str, args: argparse.Namespace,
-              queries: list[bytes]) -> tuple[float, int, int]:
-    """The trio thread's CPU over the phase, the queries Python answered, and those
-    asked."""
+              queries: list[bytes]) -> tuple[float, int, int, int]:
+    """The trio thread's CPU over the phase, the queries Python answered, those asked,
+    and the changes applied (patches)."""
     source = PgZoneSource.from_dsn(dsn, [ZONE, *(other_zone(i) for i in range(OTHER_ZONES))],
                                    heap=RESIDENT_HEAP)
     holder = IndexHolder(await source.load())
@@ -123,32 +124,30 @@ async def run(dsn: str, phase: str, args: argparse.Namespace,
             profile.enable()
         began = time.monotonic()
         at = asked = 0
-        tick = 0
-        while tick < args.changes or (writer is not None and writer.poll() is None):
+        patched = source.stats.patched_zones
+        for tick in range(args.changes):  # the same length of time in every phase
             await trio.sleep_until(began + tick / args.rate)
-            tick += 1
             for query in queries[at:at + args.per_change]:
                 ask(query)
             asked += len(queries[at:at + args.per_change])
             at = (at + args.per_change) % len(queries)
-        if writer is not None:
-            await trio.to_thread.run_sync(writer.wait)
-        await trio.sleep(0.2)  # the last change applied
+        await trio.sleep_until(began + args.changes / args.rate)
         if profile is not None:
             profile.disable()
         cpu = time.thread_time() - started
+        patched = source.stats.patched_zones - patched
+        if writer is not None:
+            writer.terminate()
+            await trio.to_thread.run_sync(writer.wait)
         nursery.cancel_scope.cancel()
     if kinds:
         print(f"{phase}: misses by kind: {sorted(kinds.items(), key=lambda kv: -kv[1])}",
               file=sys.stderr)
-    if phase != "none" and source.stats.patched_zones != args.changes:
-        raise SystemExit(f"{phase}: {source.stats.patched_zones} patches for "
-                         f"{args.changes} changes (a change was read whole or lost)")
     if profile is not None:
         stats = pstats.Stats(profile).sort_stats("tottime")
         stats.print_stats(args.top)
         stats.sort_stats("cumulative").print_stats(args.top)
-    return cpu, missed[0], asked
+    return cpu, missed[0], asked, patched
 
 
 def main() -> None:
@@ -179,13 +178,14 @@ def main() -> None:
         for phase in args.phase or ["none", "other", "queried"]:
             results[phase] = trio.run(run, dsn, phase, args, queries)
         base = results.get("none")
-        for phase, (cpu, missed, asked) in results.items():
+        for phase, (cpu, missed, asked, patched) in results.items():
             line = (f"{phase:8} {asked:,} queries ({missed:,} answered by Python), trio "
                     f"thread {cpu:.2f} s CPU, {cpu / asked * 1e6:.2f} us a query")
-            if phase != "none":
-                line += f"; {missed / args.changes:.1f} Python answers a change"
+            if phase != "none" and patched:
+                line += (f"; {patched} changes applied, {missed / patched:.1f} Python answers "
+                         "a change")
                 if base is not None:
-                    extra = (cpu - asked * base[0] / base[2]) / args.changes
+                    extra = (cpu - asked * base[0] / base[2]) / patched
                     line += f", {extra * 1e3:.3f} ms CPU a change beyond the queries'"
             print(line)
     finally:
