@@ -41,7 +41,13 @@ dropped and given again, added or dropped (``Table.drop``, ``Table.zone``; and
 ``Table.enclosing`` for the zone above one added or dropped); a zone whose new version
 came from the old by patches moves in place instead (``Table.moved``), and each entry
 read from it alone that read none of the owners replaced (``_cache.reach``, kept with
-the entry by ``put``) stays. Each entry C holds
+the entry by ``put``) stays. In the same write the zone's NXDOMAIN and NODATA answers
+the table was taught are given again (the new version's, each RCODE and offset: a move
+forgets them, since the SOA they carry moves with every change), and once the write is
+done the changed owners' own questions asked lately are answered again by ``answer``
+and learnt (``_answered_again``, at most ``ANSWERED_AGAIN``): a steady stream of
+changes then hands C's questions to Python only for answers that read a changed owner
+from elsewhere (a CNAME to it, an MX naming it). Each entry C holds
 remembers the zones it was read from (``learn`` hands it the lookups ``answer`` kept it
 with: ``_cache``), and one whose zone moved on is a miss, so a table never gives an
 answer of another version, and a swap costs what it changed, never a refill. It is
