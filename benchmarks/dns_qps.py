@@ -155,6 +155,10 @@ def main(argv: Sequence[str]) -> int:
                         "server (default): on the server's core, counted as the node's "
                         "own cost of a change as Knot's DDNS work is; client: beside "
                         "dnsperf, which it then starves")
+    parser.add_argument("--query-rate", type=int, metavar="Q",
+                        help="with --changes-per-second: dnsperf asks at most Q q/s (-Q) "
+                        "instead of saturating, so each phase's server CPU per query (and "
+                        "per change) compares at one load")
     args = parser.parse_args(argv)
     if args.source is not None:
         try:

@@ -245,7 +245,8 @@ def one_run(
     server: Server, pid: int, change: Change, *, phase: str, round_: int, queries: Path,
     args: argparse.Namespace,
 ) -> LiveRun:
-    """One saturation run of dnsperf, the phase's changes paced beside it in a thread."""
+    """One run of dnsperf (saturating, or at ``--query-rate``), the phase's changes paced
+    beside it in a thread."""
     made: list[int] = []
     last: list[tuple[str, str, str]] = []
 
@@ -260,7 +261,8 @@ def one_run(
     if phase != "none":
         pacer.start()
     began = core_times()
-    run = dnsperf(server, args, queries, pid, rate=None, duration=args.duration)
+    run = dnsperf(server, args, queries, pid, rate=getattr(args, "query_rate", None),
+                  duration=args.duration)
     cores = busy_shares(began, core_times())
     if phase != "none":
         pacer.join(args.duration + 60)
@@ -349,7 +351,8 @@ def run_live(args: argparse.Namespace) -> int:
     settings = {"names": args.names, "zones": len(zones), "rounds": args.rounds,
                 "duration": args.duration, "changes_per_second": args.changes_per_second,
                 "outstanding": 100, "server_core": args.server_core,
-                "client_core": args.client_core, "database_core": database_core}
+                "client_core": args.client_core, "database_core": database_core,
+                "query_rate": getattr(args, "query_rate", None)}
     document = live_document(runs, settings, environment)
     print()
     print(live_tables(document), end="")

@@ -308,6 +308,18 @@ def live_runs(document: Mapping[str, Any]) -> list[LiveRun]:
             for r in document["runs"]]
 
 
+def cpu_per_change_ms(summary: Mapping[str, Any], phase: str) -> float | None:
+    """A server's CPU per change in ``phase`` beyond what its queries cost without
+    changes, milliseconds (medians: (CPU/query with - without) x q/s / changes/s)."""
+    with_, without = summary[phase], summary["none"]
+    if None in (with_["cpu_per_query_us"], without["cpu_per_query_us"], with_["qps"]) \
+            or not with_["changes"] or not with_["seconds"]:
+        return None
+    extra_us = with_["cpu_per_query_us"]["median"] - without["cpu_per_query_us"]["median"]
+    return float(extra_us * with_["qps"]["median"]
+                 / (with_["changes"] / with_["seconds"]) / 1e3)
+
+
 def live_tables(document: Mapping[str, Any]) -> str:
     """The Markdown table of a change-rate document: q/s per phase (median; range), each
     changing phase's ratio to no changes, and NSD's row saying why it has no figures."""
@@ -318,7 +330,9 @@ def live_tables(document: Mapping[str, Any]) -> str:
         head.append(f"q/s, {phase['label']}")
         if phase["name"] != "none":
             head.append("ratio")
-    lines = [f"Normal mix, saturation, {settings['zones']} zones served (median of "
+    load = (f"at {settings['query_rate']:,} q/s" if settings.get("query_rate")
+            else "saturation")
+    lines = [f"Normal mix, {load}, {settings['zones']} zones served (median of "
              f"{settings['rounds']} rounds of {settings['duration']} s; range):", "",
              "| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for server in document["servers"]:
@@ -345,6 +359,18 @@ def live_tables(document: Mapping[str, Any]) -> str:
             cells.append("-" if cpu is None else _cell(Spread(**cpu), 1))
             if phase["name"] != "none":
                 cells.append(_times(figures["cpu_ratio"]))
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "The server's CPU per change beyond its queries' own (CPU per query over "
+              "the phase without changes, times q/s, over the changes made a second), "
+              "milliseconds:", "", "| server | " + " | ".join(
+                  phase["label"] for phase in phases if phase["name"] != "none") + " |",
+              "|---|" + "---:|" * (len(phases) - 1)]
+    for server in document["servers"]:
+        cells = [DISPLAY.get(server, server)]
+        for phase in phases:
+            if phase["name"] != "none":
+                extra = cpu_per_change_ms(document["summary"][server], phase["name"])
+                cells.append("-" if extra is None else f"{extra:.2f}")
         lines.append("| " + " | ".join(cells) + " |")
     phase_head = [phase["label"] for phase in phases]
     lines += ["", "Each core's busy share over the same runs (/proc/stat; median, core 0 / "

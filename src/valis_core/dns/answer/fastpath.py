@@ -41,7 +41,13 @@ dropped and given again, added or dropped (``Table.drop``, ``Table.zone``; and
 ``Table.enclosing`` for the zone above one added or dropped); a zone whose new version
 came from the old by patches moves in place instead (``Table.moved``), and each entry
 read from it alone that read none of the owners replaced (``_cache.reach``, kept with
-the entry by ``put``) stays. Each entry C holds
+the entry by ``put``) stays. In the same write the zone's NXDOMAIN and NODATA answers
+the table was taught are given again (the new version's, each RCODE and offset: a move
+forgets them, since the SOA they carry moves with every change), and once the write is
+done the changed owners' own questions asked lately are answered again by ``answer``
+and learnt (``_answered_again``, at most ``ANSWERED_AGAIN``): a steady stream of
+changes then hands C's questions to Python only for answers that read a changed owner
+from elsewhere (a CNAME to it, an MX naming it). Each entry C holds
 remembers the zones it was read from (``learn`` hands it the lookups ``answer`` kept it
 with: ``_cache``), and one whose zone moved on is a miss, so a table never gives an
 answer of another version, and a swap costs what it changed, never a refill. It is
@@ -72,7 +78,16 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from valis_core.dns.answer._cache import CACHE_ENTRIES, KeptAnswers, dependencies, reach
+from valis_core.dns.answer._answer import Transport, answer
+from valis_core.dns.answer._cache import (
+    CACHE_ENTRIES,
+    KeptAnswers,
+    ResponseCache,
+    dependencies,
+    reach,
+)
+from valis_core.dns.answer._lookup import negative_entry
+from valis_core.dns.wire.records import decode_node
 from valis_core.dns.zone.owners import OwnerSet
 
 if TYPE_CHECKING:
@@ -180,6 +195,9 @@ class _Shared:
     table: Table | None
     index: ZoneIndex
     signer: Signer | None
+    negatives: dict[bytes, set[tuple[int, int]]] = attrs.field(factory=dict)
+    """The negative answers ``table`` was taught (``learn``), as RCODE and offset by
+    zone apex: what a move gives again (``_negatives_again``)."""
 
 
 _SHARED: weakref.WeakKeyDictionary[KeptAnswers, _Shared] = weakref.WeakKeyDictionary()
@@ -216,20 +234,29 @@ def shared_table(snapshot: Snapshot) -> Table | None:
         _SHARED[kept] = _Shared(table, snapshot.index, snapshot.signer)
         return table
     if shared.index is not snapshot.index or shared.signer is not snapshot.signer:
+        patched: list[tuple[ServedZone, frozenset[bytes]]] = []
         with writing():
             old = table = shared.table
-            if table is None or not _moved(table, shared, snapshot):
+            if table is None or not _moved(table, shared, snapshot, patched):
                 table = table_for(snapshot)  # from nothing: no table rather than a wrong one
+                patched.clear()
+                shared.negatives.clear()
             if old is not None and old is not table:
                 old.retire()
             shared.table, shared.index, shared.signer = table, snapshot.index, snapshot.signer
+        if table is not None:
+            for zone, owners in patched:
+                _answered_again(table, snapshot, zone, owners)
     return shared.table
 
 
-def _moved(table: Table, shared: _Shared, snapshot: Snapshot) -> bool:
+def _moved(table: Table, shared: _Shared, snapshot: Snapshot,
+           patched: list[tuple[ServedZone, frozenset[bytes]]]) -> bool:
     """Move ``table`` from the version ``shared`` names to ``snapshot``'s: each zone that
-    differs (its version or its signing) dropped and given again, added, or dropped;
-    ``False`` when that failed (the table is then of no version: made again)."""
+    differs (its version or its signing) dropped and given again, added, or dropped (or
+    moved in place: ``_patched``; each such zone's new version and the owners replaced
+    since the table's added to ``patched``); ``False`` when that failed (the table is then of
+    no version: made again)."""
     index, signer = snapshot.index, snapshot.signer
     changed = set(index.changed_from(shared.index))
     if signer is not shared.signer:
@@ -246,8 +273,10 @@ def _moved(table: Table, shared: _Shared, snapshot: Snapshot) -> bool:
                 zone = None
             if held is not None and was and zone is not None \
                     and _signing(shared.signer, apex) == _signing(signer, apex) \
-                    and _patched(table, held, zone):
+                    and _patched(table, held, zone, snapshot.cache, patched,
+                                 negatives=shared.negatives.get(apex)):
                 continue
+            shared.negatives.pop(apex, None)
             if was:
                 table.drop(apex)
             if zone is not None and not _zone_into(table, zone, signer):
@@ -266,18 +295,75 @@ and given again rather than moved (``Table.moved`` marks stale the entries that 
 each owner, found through the names each entry read)."""
 
 
-def _patched(table: Table, held: ServedZone, zone: ServedZone) -> bool:
+def _patched(table: Table, held: ServedZone, zone: ServedZone, cache: ResponseCache,
+             patched: list[tuple[ServedZone, frozenset[bytes]]], *,
+             negatives: set[tuple[int, int]] | None) -> bool:
     """Move ``held`` to ``zone``, its later version by patches (``Lineage``), keeping the
-    entries that read none of the owners they replaced (``Table.moved``); ``False``:
-    not so related (rebuilt, or further back than its lineage remembers), or a DNAME at
-    its apex (which ``_cache.untouched`` leaves to the drop)."""
+    entries that read none of the owners they replaced (``Table.moved``), and give it
+    again the negative answers it was taught (``negatives``: ``_negatives_again``), and
+    add the zone and the owners replaced to ``patched``; ``False``: not so related
+    (rebuilt, or further back than its lineage remembers), or a DNAME at its apex (which
+    ``_cache.untouched`` leaves to the drop)."""
     owners = zone.lineage.since(held.lineage)
     if owners is None or len(owners) > MOVED_OWNERS or (
             zone.dnames.size and zone.apex in zone.dnames):
         return False
     nodes, ents, interrupts = _tables(zone)
     table.moved(zone.apex, nodes, ents, interrupts, zone.has_wildcard, tuple(owners))
+    if negatives:
+        _negatives_again(table, negatives, zone, cache)
+    patched.append((zone, owners))
     return True
+
+
+ANSWERED_AGAIN = 16
+"""At most this many questions at a patch's changed owners are answered again after a
+move (``_answered_again``)."""
+
+
+def _answered_again(table: Table, snapshot: Snapshot, zone: ServedZone,
+                    owners: frozenset[bytes]) -> None:
+    """Answer again, now, the questions at the changed ``owners`` of ``zone`` (each type
+    an owner holds in the new version) asked lately (an unsigned answer kept for it:
+    ``KeptAnswers``, of any version), and let ``table`` learn them, as the serve
+    loop would at each one's next miss (``answer``, then ``learn``: the very same path):
+    an apex whose SOA moved with every change, a host just changed, asked again and
+    again, then cost no question handed from C to Python each. At most
+    ``ANSWERED_AGAIN``; a question the table answers already is left as it is."""
+    kept, budget = snapshot.cache.kept.answers, ANSWERED_AGAIN
+    for owner in owners:
+        blob = zone.nodes.get(owner)
+        if blob is None:
+            continue
+        for rtype in decode_node(blob):
+            key = owner + rtype.to_bytes(2, "big")
+            was = kept.get(key)
+            if was is None or was[3] is not None:
+                continue  # not asked lately (or signed: the signer's answer)
+            if budget <= 0:
+                return
+            budget -= 1
+            query = _QUESTION + key + b"\x00\x01"
+            fast, asked, wanted = table.ask(query)
+            if fast is None:
+                answer(snapshot, query, transport=Transport.UDP)
+                learn(table, snapshot, asked, wanted)
+
+
+_QUESTION = b"\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00"
+"""A query's header: ID 0, no flags, one question (``_answered_again``'s)."""
+
+
+def _negatives_again(table: Table, negatives: set[tuple[int, int]], zone: ServedZone,
+                     cache: ResponseCache) -> None:
+    """Give ``table`` the new version's NXDOMAIN and NODATA answers for each RCODE and
+    offset it was taught for the version before (``negatives``), in the same write as the
+    move: a move forgets them (the SOA they carry may have changed), and each would
+    otherwise cost one question answered by Python. Each is ``negative_entry``'s, the
+    very entry ``answer`` gives the new version; C still decides by the new version's
+    tables which questions it answers so."""
+    for rcode, offset in negatives:
+        table.negative(zone.apex, rcode, offset, negative_entry(cache, zone, rcode, offset))
 
 
 def _signing(signer: Signer | None, apex: bytes) -> int:
@@ -356,3 +442,6 @@ def learn(table: Table, snapshot: Snapshot, key: bytes | None, wanted: Wanted | 
         negative = None if zone is None else cache.kept.negative(zone, rcode, at)
         if negative is not None:
             table.negative(apex, rcode, at, negative)
+            shared = _SHARED.get(cache.kept)
+            if shared is not None and shared.table is table:
+                shared.negatives.setdefault(apex, set()).add((rcode, at))
