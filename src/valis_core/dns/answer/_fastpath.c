@@ -1300,6 +1300,10 @@ typedef struct {
     struct mmsghdr *tx;
     PyObject **held;        /* Python's responses queued, until flush */
     unsigned char *replied; /* per received datagram */
+    /* What a worker's `serve` sent, added after each batch (atomically: the writer's
+     * thread takes them meanwhile, `Pump.take`): by RCODE, then answered in C,
+     * truncated, send failures. */
+    unsigned long long tally[RCODES + 3];
 } PumpObject;
 
 static void pump_release(PumpObject *p) {
@@ -1578,6 +1582,17 @@ failed:
     return 0;
 }
 
+/* Add one batch's counts to the pump's tally, which `Pump.take` empties on the writer's
+ * thread while a worker may be adding: each counter is added to atomically. */
+static void tally(PumpObject *self, const unsigned long long *sent, unsigned long long compiled,
+                  unsigned long long truncated, unsigned long long failures) {
+    for (int r = 0; r < RCODES; r++)
+        if (sent[r]) __atomic_fetch_add(&self->tally[r], sent[r], __ATOMIC_RELAXED);
+    if (compiled) __atomic_fetch_add(&self->tally[RCODES], compiled, __ATOMIC_RELAXED);
+    if (truncated) __atomic_fetch_add(&self->tally[RCODES + 1], truncated, __ATOMIC_RELAXED);
+    if (failures) __atomic_fetch_add(&self->tally[RCODES + 2], failures, __ATOMIC_RELAXED);
+}
+
 /* A worker's drain (fastpath.py, serve/_udp_loop.py): for up to `budget` milliseconds,
  * receive batches and answer each datagram the table holds with the GIL released (the
  * table read under the read lock, batch by batch), sending each batch whole; a batch with
@@ -1587,29 +1602,28 @@ failed:
  * true) the batch is sent and the loop goes on, Python answering them later on its own
  * thread. When it does not (or the table was retired), the call returns with them
  * unanswered and the batch's answers queued: then `pending`, `reply` and `flush` finish
- * the batch on the writer's thread. Returns
- * (datagrams left for Python, answered in C, truncated, send failures); RCODEs sent are
- * added to `rcodes`. An idle socket is waited for in poll, never past the budget once a
+ * the batch on the writer's thread. Returns how many datagrams are left for Python;
+ * what was sent (by RCODE), answered in C, truncated and failed to send is added to the
+ * pump's tally after each batch, which `take` empties (the writer's thread reads the
+ * counts without waiting for the worker to come back). An idle socket is waited for in poll, never past the budget once a
  * datagram was received; before the first, up to `idle` ms (at least the budget), and
  * the budget then starts when one arrives; a readable `wake` descriptor (the caller's
  * cancellation) ends the wait and the call. */
 static PyObject *Pump_serve(PumpObject *self, PyObject *args) {
-    PyObject *arg, *rcodes, *handoff = Py_None;
+    PyObject *arg, *handoff = Py_None;
     int budget, wake = -1, idle = 0;
-    if (!PyArg_ParseTuple(args, "O!iO!|Oii", &TableType, &arg, &budget, &PyList_Type, &rcodes,
-                          &handoff, &wake, &idle))
+    if (!PyArg_ParseTuple(args, "O!i|Oii", &TableType, &arg, &budget, &handoff, &wake, &idle))
         return NULL;
     if (!pump_ready(self)) return NULL;
     TableObject *t = (TableObject *)arg; /* the caller's reference keeps it */
     if (idle < budget) idle = budget;
-    if (t->slots == NULL || PyList_GET_SIZE(rcodes) != RCODES || budget < 1 || idle > 60000) {
-        PyErr_SetString(PyExc_ValueError, "serve takes an initialised table, a budget (and an "
-                                          "idle wait) of 1 to 60000 ms and the list of 16 "
-                                          "RCODE counters");
+    if (t->slots == NULL || budget < 1 || idle > 60000) {
+        PyErr_SetString(PyExc_ValueError, "serve takes an initialised table and a budget "
+                                          "(and an idle wait) of 1 to 60000 ms");
         return NULL;
     }
     pump_release(self);
-    unsigned long long sent[RCODES] = {0}, truncated = 0, failures = 0, compiled = 0;
+    unsigned long long sent[RCODES], truncated, failures, compiled;
     unsigned pending = 0;
     long long start = monotonic_ns();
     long long deadline = start + (long long)budget * 1000000LL;
@@ -1645,6 +1659,8 @@ static PyObject *Pump_serve(PumpObject *self, PyObject *args) {
             drained = got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
             continue; /* or an ICMP report the call consumed, or EINTR: receive again */
         }
+        memset(sent, 0, sizeof(sent));
+        truncated = failures = compiled = 0;
         received_any = 1;
         drained = (unsigned)got < self->batch;
         self->received = (unsigned)got;
@@ -1702,18 +1718,39 @@ static PyObject *Pump_serve(PumpObject *self, PyObject *args) {
                 for (unsigned i = 0; i < self->received; i++) self->replied[i] = 1;
                 pending = 0;
             }
-            if (pending) break; /* Python's: the batch stays, answered in part */
+            if (pending) { /* Python's: the batch stays, answered in part */
+                __atomic_fetch_add(&self->tally[RCODES], compiled, __ATOMIC_RELAXED);
+                break;
+            }
             released = PyEval_SaveThread();
         }
         send_queued(self, sent, &truncated, &failures);
         self->queued = self->received = 0; /* C's answers only: no reference held */
+        tally(self, sent, compiled, truncated, failures);
     }
     if (released != NULL) PyEval_RestoreThread(released);
     PyMem_Free(handed);
     self->busy = 0;
     if (!pending) self->queued = self->received = 0;
-    if (count_sent(rcodes, sent) < 0) return NULL;
-    return Py_BuildValue("(IKKK)", pending, compiled, truncated, failures);
+    return PyLong_FromUnsignedLong(pending);
+}
+
+static PyObject *Pump_take(PumpObject *self, PyObject *Py_UNUSED(ignored)) {
+    unsigned long long taken[RCODES + 3];
+    for (int k = 0; k < RCODES + 3; k++)
+        taken[k] = __atomic_exchange_n(&self->tally[k], 0ULL, __ATOMIC_RELAXED);
+    PyObject *rcodes = PyList_New(RCODES);
+    if (rcodes == NULL) return NULL;
+    for (int r = 0; r < RCODES; r++) {
+        PyObject *count = PyLong_FromUnsignedLongLong(taken[r]);
+        if (count == NULL) {
+            Py_DECREF(rcodes);
+            return NULL;
+        }
+        PyList_SET_ITEM(rcodes, r, count);
+    }
+    return Py_BuildValue("(NKKK)", rcodes, taken[RCODES], taken[RCODES + 1],
+                         taken[RCODES + 2]);
 }
 
 static PyObject *Pump_reply(PumpObject *self, PyObject *args) {
@@ -1772,10 +1809,13 @@ static PyMethodDef Pump_methods[] = {
     {"flush", (PyCFunction)Pump_flush, METH_O,
      "flush(rcodes): send every queued response; (truncated, send failures)."},
     {"serve", (PyCFunction)Pump_serve, METH_VARARGS,
-     "serve(table, budget_ms, rcodes, handoff=None, wake=-1, idle_ms=budget_ms): a worker's "
+     "serve(table, budget_ms, handoff=None, wake=-1, idle_ms=budget_ms): a worker's "
      "drain, the GIL released while it answers from table; handoff(misses) may take what "
      "only Python answers; idle (nothing received) it waits up to idle_ms, or until wake "
-     "is readable; (left for Python, answered in C, truncated, send failures)."},
+     "is readable; the datagrams left for Python (its counts go to the tally)."},
+    {"take", (PyCFunction)Pump_take, METH_NOARGS,
+     "take(): what serve sent since the last take, emptied: ([count by RCODE], answered "
+     "in C, truncated, send failures)."},
     {"pending", (PyCFunction)Pump_pending, METH_O,
      "pending(table): answer the rest of the batch serve left, as drain does; the misses."},
     {NULL, NULL, 0, NULL},

@@ -33,10 +33,18 @@ if TYPE_CHECKING:
 Wanted = tuple[bytes, int, int]
 """A negative answer the table lacks (``fastpath.learn``): apex, RCODE, offset."""
 
-WORKER_BUDGET_MS = 20
+WORKER_BUDGET_MS = 1000
 """How long a worker's drain (``Pump.serve``) runs, from its first datagram, without
-coming back to the trio thread when every datagram is answered in C: how late its
-counts reach the stats (a swap reaches it at once: ``IndexHolder.watch``)."""
+coming back to the trio thread when every datagram is answered in C. Long: each return
+waits for the trio thread, which may be busy (transfers, a patch) for milliseconds while
+the socket is not read; a swap reaches the worker at once (``IndexHolder.watch``) and its
+counts are taken meanwhile (``WORKER_COUNTS_S``)."""
+
+WORKER_COUNTS_S = 0.02
+"""How often the trio thread adds what a busy worker sent to the stats (``Pump.take``);
+an idle worker's are looked at every ``WORKER_COUNTS_IDLE_S``."""
+
+WORKER_COUNTS_IDLE_S = 0.25
 
 WORKER_IDLE_MS = 1000
 """How long an idle worker waits for its first datagram before coming back to the trio
@@ -324,8 +332,8 @@ def _answer_misses(
 
 
 async def _worker_call(
-    call: Callable[[], tuple[int, int, int, int]],
-    finish: Callable[[tuple[int, int, int, int]], None],
+    call: Callable[[], int],
+    finish: Callable[[int], None],
     wake: int, thread: trio.CapacityLimiter,
 ) -> None:
     """Run a worker's drain (``call``) on its thread and ``finish`` with what it returns,
@@ -367,21 +375,28 @@ async def _serve_udp_threaded(
     serve, pending, flush = pump.serve, pump.pending, pump.flush
     counts = datagrams.counts
     rcodes = counts.udp_rcodes
-    own = [0] * len(rcodes)  # the worker's RCODE counts, added here (one thread writes)
     thread = trio.CapacityLimiter(1)  # its own: a worker holds no token others wait for
     later = _Later(datagrams, holder, trio.lowlevel.current_trio_token())
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
-    def finish(result: tuple[int, int, int, int]) -> None:
-        """Add what the worker answered to the counts and finish a batch it left."""
-        left, compiled, truncated, failed = result
+    def take() -> bool:
+        """Add what the worker sent since the last take to the counts; whether it sent."""
+        sent, compiled, truncated, failed = pump.take()
         counts.udp_compiled += compiled
         counts.udp_truncated += truncated
         counts.udp_send_failures += failed
-        for rcode, sent in enumerate(own):
-            if sent:
-                rcodes[rcode] += sent
-                own[rcode] = 0
+        for rcode, count in enumerate(sent):
+            if count:
+                rcodes[rcode] += count
+        return bool(compiled or truncated or failed or any(sent))
+
+    async def keep_counting() -> None:
+        while True:
+            await trio.sleep(WORKER_COUNTS_S if take() else WORKER_COUNTS_IDLE_S)
+
+    def finish(left: int) -> None:
+        """Add what the worker answered to the counts and finish a batch it left."""
+        take()
         if left:  # the rest of the batch, from the table of the snapshot now
             snapshot = holder.snapshot
             table = fastpath.shared_table(snapshot)
@@ -392,24 +407,27 @@ async def _serve_udp_threaded(
 
     unwatch = holder.watch(fastpath.shared_table)
     try:
-        while True:
-            snapshot = holder.snapshot
-            table = fastpath.shared_table(snapshot)
-            if table is None:  # no table for this version (out of memory): this thread's
-                await trio.lowlevel.wait_readable(sock)
-                received, misses = pump.drain(None)
-                _answer_misses(datagrams, pump, snapshot, None, misses)
-                if received:
-                    _flushed(counts, flush, rcodes)
-            else:
-                await _worker_call(
-                    partial(serve, table, WORKER_BUDGET_MS, own, later.handoff, wake_r,
-                            WORKER_IDLE_MS), finish, wake_w, thread)
-            await trio.lowlevel.checkpoint()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(keep_counting)
+            while True:
+                snapshot = holder.snapshot
+                table = fastpath.shared_table(snapshot)
+                if table is None:  # no table for this version (out of memory): here
+                    await trio.lowlevel.wait_readable(sock)
+                    received, misses = pump.drain(None)
+                    _answer_misses(datagrams, pump, snapshot, None, misses)
+                    if received:
+                        _flushed(counts, flush, rcodes)
+                else:
+                    await _worker_call(
+                        partial(serve, table, WORKER_BUDGET_MS, later.handoff, wake_r,
+                                WORKER_IDLE_MS), finish, wake_w, thread)
+                await trio.lowlevel.checkpoint()
     finally:
         os.close(wake_r)
         os.close(wake_w)
         unwatch()
+        take()  # the worker has returned: what it sent last
         # What the worker handed over is queued on this thread already (the worker has
         # returned): answer it before the socket closes, so a restart (a new limiter)
         # drops none. Bounded: each pass runs every callback queued.
