@@ -48,15 +48,17 @@ snapshot served then, sends each and teaches the table, while the worker drains 
 Past ``WORKER_BACKLOG`` datagrams handed over and not yet answered, or while a write is
 under way, the worker's call returns with the batch instead, and the trio thread
 finishes it (answers, teaches, sends the batch) and calls the worker again. A worker
-also comes back ``WORKER_BUDGET_MS`` after its first datagram (its counts reach the
-stats then), an idle one after ``WORKER_IDLE_MS``, and a cancellation wakes it at once
-(a byte on a pipe its poll watches beside the socket). The trio
+also comes back ``WORKER_BUDGET_MS`` (a second) after its first datagram, an idle one
+after ``WORKER_IDLE_MS``, and a cancellation wakes it at once (a byte on a pipe its poll
+watches beside the socket); it comes back rarely because each return leaves the socket
+unread until the trio thread, perhaps busy with transfers, gets to it. Its counts are
+added to the pump's tally after each batch and taken by the trio thread meanwhile
+(``Pump.take``, every ``WORKER_COUNTS_S`` while it sends). The trio
 thread stays the only writer: it fills the table and moves it at each swap, in the
 swap itself (``IndexHolder.watch``), as one write under the table's readers' lock
 (batch by batch: a writer waits for the batches under way, which then see the new
 version whole), so a worker answers from the snapshot served when
-the query arrived or a later one, never from two. Its counts reach the stats when it
-comes back. A socket on its own (one worker, ``valis serve``'s pair, the IPv6 socket of
+the query arrived or a later one, never from two. A socket on its own (one worker, ``valis serve``'s pair, the IPv6 socket of
 a pair) is drained so too: a wake-up of the worker (poll, recvmmsg, sendmmsg, no GIL)
 costs far less CPU than one of the trio thread (its epoll, the scheduler, Python per
 batch), at the same saturation rate; the trio-thread drains above remain for a socket
