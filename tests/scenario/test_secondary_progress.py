@@ -26,6 +26,7 @@ from tests.scenario.pg import PgCluster
 from tests.scenario.proving_ground import run
 from tests.scenario.resident_harness import Harness, inside_netns, make_state_dir, site_facts
 from valis_core.dns.transfer.secondary_progress import Seen
+from valis_core.operator_state.catalogs import add_member, create_catalog, remove_member
 from valis_core.operator_state.journal import prune, read_difference
 from valis_core.operator_state.secondaries import Secondary, add_secondary, remove_secondary
 from valis_core.operator_state.secondary_progress import read_progress, save_progress
@@ -58,6 +59,41 @@ def test_a_write_keeps_the_newer_sighting_and_skips_a_secondary_no_longer_listed
                                        Seen(ZONE, "192.0.2.7", 5, 2000.0))
         assert remove_secondary(conn, ZONE, "192.0.2.7")
         assert read_progress(conn) == (Seen(ZONE, "2001:db8::7", 10, 1200.0),)
+
+
+def test_a_catalog_members_inherited_secondary_keeps_its_progress_until_it_no_longer_serves(
+    pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    catalog = "catalog.invalid."
+    with pg_cluster.connect(zone_dsn) as conn:
+        create_catalog(conn, catalog, now=1000.0)
+        add_secondary(conn, Secondary(catalog, "192.0.2.8", KEY_NAME, "hmac-sha256", SECRET))
+        add_secondary(conn, Secondary(catalog, "192.0.2.9", KEY_NAME, "hmac-sha256", SECRET))
+        add_member(conn, catalog, ZONE)
+        conn.commit()
+        # The member's secondaries are its catalog's: their progress is kept as a zone's
+        # own is; an address that serves neither the member nor the catalog is skipped.
+        assert save_progress(conn, [Seen(ZONE, "192.0.2.8", 5, 1000.0),
+                                    Seen(ZONE, "192.0.2.9", 6, 1100.0),
+                                    Seen(catalog, "192.0.2.8", 2, 1200.0),
+                                    Seen(ZONE, "192.0.2.99", 1, 1300.0)]) == 3
+        conn.commit()
+        assert read_progress(conn) == (Seen(ZONE, "192.0.2.8", 5, 1000.0),
+                                       Seen(ZONE, "192.0.2.9", 6, 1100.0),
+                                       Seen(catalog, "192.0.2.8", 2, 1200.0))
+        # The catalog's secondary removed: its progress on the catalog and the member goes.
+        assert remove_secondary(conn, catalog, "192.0.2.9")
+        assert read_progress(conn) == (Seen(ZONE, "192.0.2.8", 5, 1000.0),
+                                       Seen(catalog, "192.0.2.8", 2, 1200.0))
+        # The member gone from the catalog: no secondary serves it any more.
+        assert remove_member(conn, catalog, ZONE)
+        assert read_progress(conn) == (Seen(catalog, "192.0.2.8", 2, 1200.0),)
+        # Listed on the zone itself, a secondary's progress stays when the catalog's goes.
+        add_secondary(conn, listed_at("192.0.2.8"))
+        add_member(conn, catalog, ZONE)
+        save_progress(conn, [Seen(ZONE, "192.0.2.8", 7, 1400.0)])
+        assert remove_secondary(conn, catalog, "192.0.2.8")
+        assert read_progress(conn) == (Seen(ZONE, "192.0.2.8", 7, 1400.0),)
 
 
 def versions(pg_cluster: PgCluster, dsn: str, count: int) -> None:

@@ -1,5 +1,6 @@
-"""Each listed secondary's progress in operator state (migration 0017): the serial it
-last took and when, kept across the resident's restarts.
+"""Each serving secondary's progress in operator state (migrations 0017, 0018): the
+serial it last took and when, kept across the resident's restarts, for a zone's own
+secondaries and for those a catalog member has from its catalogs alike.
 
 The resident writes what it saw since its last write (``save_progress``) and reads it
 all back when it starts (``read_progress``); a sighting of a secondary removed in the
@@ -28,7 +29,8 @@ def read_progress(conn: psycopg.Connection[Any]) -> tuple[Seen, ...]:
 
 def save_progress(conn: psycopg.Connection[Any], seen: Sequence[Seen]) -> int:
     """Record ``seen`` (newer sightings replace older ones); how many rows were written.
-    One statement: a secondary no longer listed is skipped, not an error."""
+    One statement: a secondary that no longer serves the zone (its own or by a catalog)
+    is skipped, not an error."""
     if not seen:
         return 0
     cur = conn.execute(
@@ -36,7 +38,7 @@ def save_progress(conn: psycopg.Connection[Any], seen: Sequence[Seen]) -> int:
         " SELECT s.zone, s.address, p.serial, to_timestamp(p.seen_at)"
         " FROM unnest(%s::text[], %s::inet[], %s::bigint[], %s::float8[])"
         "  AS p(zone, address, serial, seen_at)"
-        " JOIN zone_secondaries s ON s.zone = p.zone AND s.address = p.address"
+        " JOIN zone_serving_secondaries s ON s.zone = p.zone AND s.address = p.address"
         " ON CONFLICT (zone, address) DO UPDATE"
         "  SET serial = EXCLUDED.serial, seen_at = EXCLUDED.seen_at"
         "  WHERE zone_secondary_progress.seen_at <= EXCLUDED.seen_at",
