@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
+import multiprocessing
 import os
 import random
 import re
@@ -36,7 +38,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -135,7 +136,7 @@ def kind(i: int) -> str:
 
 
 def start_secondary(wire: Wire, workdir: Path, i: int, zones: list[str],
-                    listed: Sequence[Secondary]) -> subprocess.Popen[bytes]:
+                    listed: Sequence[Secondary], *, core: str | None) -> subprocess.Popen[bytes]:
     directory = Path(tempfile.mkdtemp(prefix=f"{kind(i)}-{i}-", dir=workdir))
     conf = directory / "server.conf"
     if kind(i) == "knot":
@@ -144,8 +145,9 @@ def start_secondary(wire: Wire, workdir: Path, i: int, zones: list[str],
     else:
         conf.write_text(nsd_conf(directory, i, listed))
         command = ["nsd", "-d", "-c", str(conf)]
+    pinned = [] if core is None else ["taskset", "-c", core]
     return subprocess.Popen(
-        ["ip", "netns", "exec", wire.secondary, *command],
+        ["ip", "netns", "exec", wire.secondary, *pinned, *command],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
@@ -208,38 +210,64 @@ class Asker:
             sock.close()
 
 
-class Prober(threading.Thread):
+class Prober:
     """Asks the node for one name every ``PROBE_EVERY`` s, from the secondaries'
-    namespace; keeps each latency (a lost query counts as 1 s)."""
+    namespace; keeps each latency (a lost query counts as 1 s). In a process of its own:
+    a thread here would take each latency only once it had the GIL back from the
+    threads asking the secondaries (milliseconds while they parse answers), timing the
+    benchmark rather than the node."""
 
     def __init__(self, wire: Wire, name: str) -> None:
-        super().__init__(daemon=True)
         with inside_netns(wire.secondary):
             self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.settimeout(1.0)
         self.name = name
-        self.latencies: list[float] = []
-        self.stop = threading.Event()
+        context = multiprocessing.get_context("fork")
+        self._ours, self._theirs = context.Pipe()
+        self._process = context.Process(target=self._run, daemon=True)
 
-    def run(self) -> None:
+    def start(self) -> None:
+        self._process.start()
+
+    def _run(self) -> None:
+        latencies: list[float] = []
         limit = time.monotonic() + 3600.0
-        while not self.stop.is_set() and time.monotonic() < limit:
+        while time.monotonic() < limit:
+            if self._theirs.poll():
+                if self._theirs.recv() == "stop":
+                    return
+                self._theirs.send(latencies)
+                latencies = []
             query = dns.message.make_query(self.name, "A")
+            wire = query.to_wire()
             sent = time.monotonic()
-            self.sock.sendto(query.to_wire(), (NODE_IP, 53))
+            self.sock.sendto(wire, (NODE_IP, 53))
             try:
                 while True:
-                    reply = dns.message.from_wire(self.sock.recv(65535))
-                    if reply.id == query.id:
+                    data = self.sock.recv(65535)
+                    took = time.monotonic() - sent
+                    if dns.message.from_wire(data).id == query.id:
                         break
-                self.latencies.append(time.monotonic() - sent)
+                latencies.append(took)
             except (TimeoutError, OSError):
-                self.latencies.append(1.0)
+                latencies.append(1.0)
             time.sleep(PROBE_EVERY)
 
     def take(self) -> list[float]:
-        taken, self.latencies = self.latencies, []
+        """The latencies since the last take."""
+        self._ours.send("take")
+        if not self._ours.poll(10.0):
+            raise SystemExit("the prober did not answer within 10s")
+        taken: list[float] = self._ours.recv()
         return taken
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._ours.send("stop")
+        self._process.join(5.0)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(5.0)
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -273,6 +301,10 @@ def main() -> None:
     parser.add_argument("--zones", type=int, default=200)
     parser.add_argument("--secondaries", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--secondaries-core", metavar="CORES",
+                        help="run the secondaries on these cores only (taskset -c), as "
+                        "secondaries elsewhere would leave the node's cores to it; default: "
+                        "anywhere, sharing the node's")
     parser.add_argument("--keep", action="store_true",
                         help="keep the work directory (logs of the node and secondaries)")
     args = parser.parse_args()
@@ -306,7 +338,8 @@ def main() -> None:
             node.wait_ready(120.0)
             with pg.connect(dsn) as conn:
                 listed = serving_secondaries(conn)
-            secondaries = [start_secondary(wire, workdir, i, zones, listed)
+            secondaries = [start_secondary(wire, workdir, i, zones, listed,
+                                           core=args.secondaries_core)
                            for i in range(args.secondaries)]
             asker = Asker(wire, args.secondaries)
             synced = time.monotonic()
@@ -360,8 +393,7 @@ def main() -> None:
             print(f"transfers after the restart: {after}")
         finally:
             if prober is not None:
-                prober.stop.set()
-                prober.join(5.0)
+                prober.close()
             if asker is not None:
                 asker.close()
             for proc in secondaries:
