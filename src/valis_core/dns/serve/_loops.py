@@ -58,11 +58,12 @@ thread stays the only writer: it fills the table and moves it at each swap, in t
 swap itself (``IndexHolder.watch``), as one write under the table's readers' lock
 (batch by batch: a writer waits for the batches under way, which then see the new
 version whole), so a worker answers from the snapshot served when
-the query arrived or a later one, never from two. A socket on its own (one worker, ``valis serve``'s pair, the IPv6 socket of
-a pair) is drained so too: a wake-up of the worker (poll, recvmmsg, sendmmsg, no GIL)
-costs far less CPU than one of the trio thread (its epoll, the scheduler, Python per
-batch), at the same saturation rate; the trio-thread drains above remain for a socket
-with a limiter or another ``answer_fn``, or ``threaded=False``.
+the query arrived or a later one, never from two. A socket on its own (one worker,
+``valis serve``'s pair, the IPv6 socket of a pair) is drained so too: a wake-up of the
+worker (poll, recvmmsg, sendmmsg, no GIL) costs far less CPU than one of the trio thread
+(its epoll, the scheduler, Python per batch), at the same saturation rate; the
+trio-thread drains above remain for a socket with a limiter or another ``answer_fn``, or
+``threaded=False``.
 
 Response rate limiting (``valis_core.dns.serve.rrl``, when the caller gives ``limiter``)
 applies to UDP only, to each response just before it is sent: it is sent, replaced by a
