@@ -5,10 +5,8 @@ document name; the totals are the workers' sum."""
 
 from __future__ import annotations
 
-import contextlib
 import re
 import socket
-from pathlib import Path
 
 import dns.message
 import dns.rcode
@@ -16,7 +14,6 @@ import dns.rcode
 from tests.scenario.bounded_wait import until
 from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
 from valis_cli.commands.status import render_status
-from valis_core.dns.serve._udp_loop import WORKER_SLICE_NS
 from valis_core.resident.status_document import STATUS
 
 ZONE = "example.test."
@@ -88,32 +85,3 @@ def test_one_worker_serves_as_before(resident_harness: Harness, zone_dsn: str) -
           "worker 0 counted the answer")
     assert len(resident.status()["dns"]["workers"]) == 1
     assert "(1 worker)" in resident.stderr()
-
-
-def _slices(pid: int) -> list[int]:
-    """Each thread's time slice (ns), as the kernel's scheduler shows it."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(FileNotFoundError):  # a thread that has ended
-            match = re.search(r"^se\.slice\s*:\s*(\d+)$", (task / "sched").read_text(),
-                              re.MULTILINE)
-            if match:
-                found.append(int(match[1]))
-    return found
-
-
-def test_each_workers_thread_asks_for_short_slices(
-    resident_harness: Harness, zone_dsn: str
-) -> None:
-    """Under EEVDF a thread with a shorter slice preempts the running one when a datagram
-    wakes it, so a worker sharing a core with the busy trio thread answers at once. The
-    resident runs unprivileged: the request needs no capability."""
-    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
-                                      site_facts(zone_dsn), dns_workers=2)
-    resident.wait_ready()
-    assert resident.port is not None
-    for _ in range(SOURCES):  # both workers have served (test above: the spread)
-        assert _ask_from_a_fresh_port(resident.port).rcode() == dns.rcode.NOERROR
-    pid = resident.pid  # setpriv execs the resident
-    until(lambda: _slices(pid).count(WORKER_SLICE_NS) == 2, "two threads with short slices")
-    assert max(_slices(pid)) > WORKER_SLICE_NS  # the trio thread keeps the default

@@ -107,7 +107,6 @@ __all__ = [
     "path_name",
     "pump",
     "shared_table",
-    "short_slice",
     "stream_server",
     "table_for",
     "tell_once",
@@ -203,15 +202,6 @@ class _Shared:
 
 _SHARED: weakref.WeakKeyDictionary[KeptAnswers, _Shared] = weakref.WeakKeyDictionary()
 """The table of each holder still served, by what its snapshots keep across swaps."""
-
-
-def short_slice(ns: int) -> bool:
-    """Ask the kernel for ``ns``-nanosecond time slices for the calling thread (a UDP
-    worker's: ``serve._udp_loop.WORKER_SLICE_NS``); whether it took them. Call only when
-    ``COMPILED``."""
-    from valis_core.dns.answer._fastpath import short_slice as asked
-
-    return asked(ns)
 
 
 @contextlib.contextmanager

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import threading
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING
@@ -46,15 +45,6 @@ WORKER_COUNTS_S = 0.02
 an idle worker's are looked at every ``WORKER_COUNTS_IDLE_S``."""
 
 WORKER_COUNTS_IDLE_S = 0.25
-
-WORKER_SLICE_NS = 100_000
-"""The time slice a worker's thread asks the kernel for (``fastpath.short_slice``). On a
-core it shares with the trio thread (a transfer, a patch) a datagram's arrival wakes the
-worker, and under EEVDF (Linux 6.12 on) a thread with a shorter slice than the running
-one takes the core at once instead of at the end of that thread's slice (milliseconds of
-every answer's latency otherwise). Unprivileged; older kernels ignore it."""
-
-_SLICED = threading.local()
 
 WORKER_IDLE_MS = 1000
 """How long an idle worker waits for its first datagram before coming back to the trio
@@ -341,15 +331,6 @@ def _answer_misses(
             learn(table, snapshot, key, wanted)
 
 
-def _sliced(call: Callable[[], int]) -> int:
-    """``call`` on a worker's thread, which has asked for ``WORKER_SLICE_NS`` slices (once
-    per thread: trio keeps its threads for later calls)."""
-    if not getattr(_SLICED, "asked", False):
-        _SLICED.asked = True
-        fastpath.short_slice(WORKER_SLICE_NS)
-    return call()
-
-
 async def _worker_call(
     call: Callable[[], int],
     finish: Callable[[int], None],
@@ -363,7 +344,7 @@ async def _worker_call(
     finished = trio.CancelScope()
 
     async def run() -> None:
-        finish(await trio.to_thread.run_sync(_sliced, call, limiter=thread))
+        finish(await trio.to_thread.run_sync(call, limiter=thread))
         finished.cancel()
 
     async with trio.open_nursery() as nursery:
