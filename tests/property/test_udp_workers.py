@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from tests.hypothesis_profiles import scaled
 from tests.property.random_zones import queries_and_floods, zones
 from tests.property.two_zones import EXAMPLE_ROWS, PLAIN, SIGNED, TWO_ZONES
-from tests.scenario.udp_workers import ask, workers
+from tests.scenario.udp_workers import LIMIT, ask, workers
 from valis_core.dns import dnssec
 from valis_core.dns.answer import Transport, answer, fastpath
 from valis_core.dns.answer.signed import Signer
@@ -114,6 +114,47 @@ async def test_a_table_emptied_again_and_again_under_the_workers_answers_as_answ
     for wire, response in answered:
         assert response == answer(oracle, wire, transport=UDP)
     assert sum(stats.udp_compiled for stats in served.stats) > 0
+
+
+async def test_a_batch_mixing_c_answers_and_misses_answers_each_once_as_answer() -> None:
+    """Datagrams sent in a burst, so that a worker receives them in batches: the hosts'
+    A records taught to the table first (C answers them without the GIL), fresh names and
+    types between them (misses: the negative answers and Python). A worker sends a
+    batch's C answers before it takes the GIL for the rest; every datagram is still
+    answered exactly once, byte for byte as ``answer`` answers it, and counted once."""
+    rows = [*EXAMPLE_ROWS, *(RecordRow("example.com.", f"h{i}.example.com.", "A", 300,
+                                       f"192.0.2.{i}") for i in range(1, 33))]
+    holder = IndexHolder(ZoneIndex.from_records(rows))
+    oracle = Snapshot(ZoneIndex.from_records(rows))
+    taught = [dns.message.make_query(f"h{i}.example.com.", "A").to_wire() for i in range(1, 33)]
+    burst = []
+    for i in range(1, 33):
+        burst.append(taught[i - 1])
+        burst.append(dns.message.make_query(f"n{i}.example.com.", "A").to_wire())
+        burst.append(dns.message.make_query(f"h{i}.example.com.", "TXT").to_wire())
+    by_id: dict[bytes, bytes] = {}
+    for n, wire in enumerate(burst):  # distinct IDs: responses are matched by them
+        burst[n] = n.to_bytes(2, "big") + wire[2:]
+        by_id[burst[n][:2]] = burst[n]
+    async with workers(holder, 1, shared=False) as served:
+        with trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+            await client.bind(("127.0.0.1", 0))
+            for wire in taught:
+                await ask(client, served.addresses[0], wire)
+            for wire in burst:
+                await client.sendto(wire, served.addresses[0])
+            responses: dict[bytes, bytes] = {}
+            with trio.fail_after(LIMIT):
+                while len(responses) < len(burst):
+                    response = await client.recv(65535)
+                    assert response[:2] not in responses, "a datagram answered twice"
+                    responses[response[:2]] = response
+            with trio.move_on_after(0.2):  # nothing more comes
+                extra = await client.recv(65535)
+                raise AssertionError(f"a datagram answered twice: {extra[:2]!r}")
+    for ident, response in responses.items():
+        assert response == answer(oracle, by_id[ident], transport=UDP)
+    assert sum(served.stats[0].udp_rcodes) == len(taught) + len(burst)
 
 
 async def test_on_a_node_signing_a_zone_every_workers_answer_is_answers() -> None:

@@ -1596,7 +1596,8 @@ static void tally(PumpObject *self, const unsigned long long *sent, unsigned lon
 /* A worker's drain (fastpath.py, serve/_udp_loop.py): for up to `budget` milliseconds,
  * receive batches and answer each datagram the table holds with the GIL released (the
  * table read under the read lock, batch by batch), sending each batch whole; a batch with
- * others takes the GIL to answer from the zones' negative answers (read_trylock: only
+ * others sends what C answered first and then takes the GIL to answer the others from
+ * the zones' negative answers (read_trylock: only
  * when no write is under way); those still left for Python go to `handoff` (a
  * callable, or None), each as (query, peer, key, wanted), and when it takes them (says
  * true) the batch is sent and the loop goes on, Python answering them later on its own
@@ -1678,6 +1679,13 @@ static PyObject *Pump_serve(PumpObject *self, PyObject *args) {
         compiled += self->queued;
         pending = self->received - self->queued;
         if (pending) {
+            if (self->queued) {
+                /* C's answers go now: taking the GIL may wait for the trio thread (a
+                 * transfer, a patch) for milliseconds, and they need nothing of it. The
+                 * slots stay replied: the rest of the batch skips them. */
+                send_queued(self, sent, &truncated, &failures);
+                self->queued = 0;
+            }
             PyEval_RestoreThread(released);
             released = NULL;
             /* Nothing that could run Python (an allocation of a container may collect
@@ -1719,7 +1727,7 @@ static PyObject *Pump_serve(PumpObject *self, PyObject *args) {
                 pending = 0;
             }
             if (pending) { /* Python's: the batch stays, answered in part */
-                __atomic_fetch_add(&self->tally[RCODES], compiled, __ATOMIC_RELAXED);
+                tally(self, sent, compiled, truncated, failures);
                 break;
             }
             released = PyEval_SaveThread();
