@@ -55,10 +55,9 @@ def answers(conn: Any, function: str, inputs: list[tuple[Any, ...]]) -> list[Any
     types = FUNCTIONS[function]
     columns = ", ".join(f"%s::{t}[]" for t in types)
     arguments = ", ".join(f"a{i}" for i in range(len(types)))
-    names = ", ".join(f"a{i}" for i in range(len(types)))
     rows = conn.execute(
         f"SELECT {function}({arguments}) FROM unnest({columns}) WITH ORDINALITY"
-        f" AS u({names}, n) ORDER BY n",
+        f" AS u({arguments}, n) ORDER BY n",
         [list(column) for column in zip(*inputs, strict=True)],
     ).fetchall()
     return [row[0] for row in rows]
