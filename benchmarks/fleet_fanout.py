@@ -10,7 +10,10 @@ writes from operator state. Once every secondary answers every zone's SOA, each
 round commits one new record to a zone drawn at random (the commit raises the serial) and
 asks every secondary for it over UDP from its namespace every 5 ms until all answer (at
 most 30 s); a prober beside it asks the node itself (a record of another zone) every
-2 ms, idle first and then throughout the rounds. Then the node is restarted on its state
+2 ms, idle first and then throughout the rounds, and times each reply to the kernel's
+arrival stamp (the prober's own wait for a core is not the node's latency). With
+``--node-core`` the node runs on one core and everything else on the others, as
+secondaries on other hosts would leave it. Then the node is restarted on its state
 directory while the secondaries keep running, and ``--rounds`` more changes are made:
 the node's log says how many transfers after the restart were whole zones.
 
@@ -20,6 +23,7 @@ idle and during the rounds; transfers by kind before and after the restart. Need
 Every loop is bounded in count and time. Figures for docs/transfers.md, not a test.
 
     .venv/bin/python benchmarks/fleet_fanout.py --zones 200 --secondaries 20 --rounds 20
+    .venv/bin/python benchmarks/fleet_fanout.py ... --node-core 0
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import select
 import shutil
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -153,6 +158,16 @@ def start_secondary(wire: Wire, workdir: Path, i: int, zones: list[str],
     )
 
 
+def answered(reply: bytes, query_id: int | None) -> bool:
+    """Whether ``reply`` answers the query ``query_id`` with NOERROR and an answer, read
+    from its header alone: the asker parses thousands of replies a second on the cores
+    it shares, and a whole parse would be load the node's latency then shows."""
+    if len(reply) < 12:
+        return False
+    reply_id, flags, _, answers = struct.unpack("!HHHH", reply[:8])
+    return bool(reply_id == query_id and flags & 0x800F == 0x8000 and answers > 0)
+
+
 class Asker:
     """UDP sockets in the secondaries' namespace, one per secondary address."""
 
@@ -192,12 +207,7 @@ class Asker:
                         data = sock.recv(65535)
                     except BlockingIOError:
                         break
-                    try:
-                        reply = dns.message.from_wire(data)
-                    except Exception:
-                        continue
-                    if (reply.id == waiting.get(i) and reply.rcode() == dns.rcode.NOERROR
-                            and reply.answer and i not in took):
+                    if answered(data, waiting.get(i)) and i not in took:
                         took[i] = time.monotonic() - started
             if len(took) == len(self.socks):
                 return took
@@ -210,9 +220,25 @@ class Asker:
             sock.close()
 
 
+SO_TIMESTAMPNS = 35
+"""Linux's option (``asm-generic/socket.h``) for the time a datagram reached the socket,
+which Python's ``socket`` module does not name."""
+
+
+def arrival(ancillary: list[tuple[int, int, bytes]], sent_ns: int) -> float:
+    """Seconds from ``sent_ns`` (``time.time_ns``) to the kernel's arrival stamp of the
+    reply: the node's latency, not the prober's own wait to be scheduled after it."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+            seconds, nanoseconds = struct.unpack("qq", data[:16])
+            return float(seconds * 1_000_000_000 + nanoseconds - sent_ns) / 1e9
+    return (time.time_ns() - sent_ns) / 1e9
+
+
 class Prober:
     """Asks the node for one name every ``PROBE_EVERY`` s, from the secondaries'
-    namespace; keeps each latency (a lost query counts as 1 s). In a process of its own:
+    namespace; keeps each latency (a lost query counts as 1 s), to the kernel's arrival
+    stamp of the reply (``arrival``). In a process of its own:
     a thread here would take each latency only once it had the GIL back from the
     threads asking the secondaries (milliseconds while they parse answers), timing the
     benchmark rather than the node."""
@@ -232,6 +258,7 @@ class Prober:
     def _run(self) -> None:
         latencies: list[float] = []
         limit = time.monotonic() + 3600.0
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         while time.monotonic() < limit:
             if self._theirs.poll():
                 if self._theirs.recv() == "stop":
@@ -240,12 +267,12 @@ class Prober:
                 latencies = []
             query = dns.message.make_query(self.name, "A")
             wire = query.to_wire()
-            sent = time.monotonic()
+            sent = time.time_ns()
             self.sock.sendto(wire, (NODE_IP, 53))
             try:
                 while True:
-                    data = self.sock.recv(65535)
-                    took = time.monotonic() - sent
+                    data, ancillary, _, _ = self.sock.recvmsg(65535, socket.CMSG_SPACE(16))
+                    took = arrival(ancillary, sent)
                     if dns.message.from_wire(data).id == query.id:
                         break
                 latencies.append(took)
@@ -268,6 +295,12 @@ class Prober:
         if self._process.is_alive():
             self._process.kill()
             self._process.join(5.0)
+
+
+def pin(node: Resident, core: str | None) -> None:
+    """Every thread of ``node`` (and each it starts later, which inherits it) on ``core``."""
+    if core is not None:
+        run(["taskset", "-a", "-c", "-p", core, str(node.pid)])
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -305,10 +338,20 @@ def main() -> None:
                         help="run the secondaries on these cores only (taskset -c), as "
                         "secondaries elsewhere would leave the node's cores to it; default: "
                         "anywhere, sharing the node's")
+    parser.add_argument("--node-core", metavar="CORE",
+                        help="run the node on this core and everything else (the "
+                        "secondaries, the askers, the prober, PostgreSQL) on the others, so "
+                        "the node's latency shows its own work rather than the benchmark's; "
+                        "default: no pinning")
     parser.add_argument("--keep", action="store_true",
                         help="keep the work directory (logs of the node and secondaries)")
     args = parser.parse_args()
     zones = [zone_name(i) for i in range(args.zones)]
+    if args.node_core is not None:
+        others = os.sched_getaffinity(0) - {int(args.node_core)}
+        if not others:
+            raise SystemExit("--node-core leaves no core for the rest")
+        os.sched_setaffinity(0, others)  # what starts from here on inherits it
     with private_cluster("postgres") as pg:
         dsn = pg.new_database("fleet")
         with pg.connect(dsn) as conn:
@@ -335,6 +378,7 @@ def main() -> None:
             state_dir = make_state_dir(workdir)
             facts = site_facts(dsn, zones=",".join(zones))
             node = start_node(wire, state_dir, facts, workdir)
+            pin(node, args.node_core)
             node.wait_ready(120.0)
             with pg.connect(dsn) as conn:
                 listed = serving_secondaries(conn)
@@ -366,6 +410,7 @@ def main() -> None:
             node.stop()
             node.notify.close()
             node = start_node(wire, state_dir, facts, workdir)
+            pin(node, args.node_core)
             node.wait_ready(120.0)
             restarted = time.monotonic() - committed
             caught_up = max(asker.until_all_answer(middle, "A", BOUND).values())
@@ -378,6 +423,10 @@ def main() -> None:
                   f"rounds p50 {1000 * quantile(busy, 0.5):.2f} p99 "
                   f"{1000 * quantile(busy, 0.99):.2f} ({len(busy)} queries; "
                   f"{quantile(busy, 0.99) / quantile(idle, 0.99):.1f}x idle)")
+            print(f"node UDP latency during the rounds (ms): p90 "
+                  f"{1000 * quantile(busy, 0.9):.2f} p99.9 {1000 * quantile(busy, 0.999):.2f} "
+                  f"max {1000 * max(busy):.2f}; over 1 ms: "
+                  f"{sum(1 for took in busy if took > 0.001)}")
             for label, figures in (("before the restart", seconds),
                                    ("after the restart", after_seconds)):
                 for server, values in figures.items():

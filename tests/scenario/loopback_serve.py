@@ -101,9 +101,9 @@ async def tcp_receive_frame(stream: trio.SocketStream) -> bytes:
 
 async def counted(stats: ServeStats, responses: int) -> None:
     """Wait (at most ``LIMIT``) until ``stats`` counts ``responses`` UDP responses sent:
-    the UDP loop's worker thread adds what it answered when it comes back to the trio
-    thread (``WORKER_BUDGET_MS`` after its first datagram), a moment after the answers
-    went, and adds its count of C's answers (``udp_compiled``) at the same time."""
+    the trio thread takes what the UDP loop's worker thread answered from its pump
+    (every ``WORKER_COUNTS_S``), a moment after the answers went, with its count of C's
+    answers (``udp_compiled``)."""
     with trio.fail_after(LIMIT):
         while sum(stats.udp_rcodes) < responses:
             await trio.sleep(0.002)

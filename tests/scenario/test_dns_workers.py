@@ -5,8 +5,10 @@ document name; the totals are the workers' sum."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
+from pathlib import Path
 
 import dns.message
 import dns.rcode
@@ -14,6 +16,7 @@ import dns.rcode
 from tests.scenario.bounded_wait import until
 from tests.scenario.resident_harness import Harness, make_state_dir, site_facts
 from valis_cli.commands.status import render_status
+from valis_core.dns.answer.fastpath import SERVING_SLICE_NS
 from valis_core.resident.status_document import STATUS
 
 ZONE = "example.test."
@@ -47,8 +50,8 @@ def test_a_node_with_two_workers_answers_on_both_sockets(
     for _ in range(SOURCES):
         assert _ask_from_a_fresh_port(resident.port).rcode() == dns.rcode.NOERROR
 
-    # A worker thread adds its counts when it comes back to the trio thread (at least
-    # every WORKER_BUDGET_MS), so the last answers are counted a moment after they went.
+    # The trio thread takes a worker's counts from its pump (every WORKER_COUNTS_S), so
+    # the last answers are counted a moment after they went.
     until(lambda: sum(resident.status()["dns"]["workers"][n]["answered"]
                       for n in (0, 1)) == SOURCES, "every answer counted")
     code, body = resident.fabric_get("/metrics")
@@ -85,3 +88,35 @@ def test_one_worker_serves_as_before(resident_harness: Harness, zone_dsn: str) -
           "worker 0 counted the answer")
     assert len(resident.status()["dns"]["workers"]) == 1
     assert "(1 worker)" in resident.stderr()
+
+
+def _slices(pid: int) -> dict[str, int]:
+    """Each thread's time slice (ns) by thread id, as the kernel's scheduler shows it."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a thread that has ended
+            match = re.search(r"^se\.slice\s*:\s*(\d+)$", (task / "sched").read_text(),
+                              re.MULTILINE)
+            if match:
+                found[task.name] = int(match[1])
+    return found
+
+
+def test_every_thread_of_the_resident_runs_on_short_slices(
+    resident_harness: Harness, zone_dsn: str
+) -> None:
+    """Under EEVDF the running thread keeps its core until its slice ends, so a worker
+    woken by a datagram on the core of a busy trio thread would wait out the trio thread's
+    slice: the resident asks for short slices before it starts a thread, and every thread
+    (the workers too) inherits them. Unprivileged: the resident runs as its account."""
+    resident = resident_harness.start(make_state_dir(resident_harness.workdir),
+                                      site_facts(zone_dsn), dns_workers=2)
+    resident.wait_ready()
+    assert resident.port is not None
+    for _ in range(SOURCES):  # both workers have served (the test above: the spread)
+        assert _ask_from_a_fresh_port(resident.port).rcode() == dns.rcode.NOERROR
+    until(lambda: sum(row["answered"] for row in resident.status()["dns"]["workers"])
+          == SOURCES, "every answer counted")
+    slices = _slices(resident.pid)  # setpriv execs the resident: its pid is the resident's
+    assert len(slices) >= 3, slices  # the trio thread and the two workers at least
+    assert set(slices.values()) == {SERVING_SLICE_NS}, slices

@@ -122,6 +122,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     import trio
 
+    from valis_core.dns.answer import fastpath
     from valis_core.dns.serve.file_server import load_zone_files, serve_zone_files
     from valis_core.dns.serve.listen import bind_dns_sockets
     from valis_core.operator_state.site_facts import rrl_settings
@@ -146,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         for sock in (*(item for pair in pairs for item in pair), *more):
             sock.close()
         raise
+    fastpath.short_slice(fastpath.SERVING_SLICE_NS)  # before any thread: each inherits it
     trio.run(partial(serve_zone_files, files, pairs, index, signer=signer, rrl=rrl,
                      more_udp=more))
     return 0

@@ -41,6 +41,7 @@ from valis_core.boot import (
     need,
 )
 from valis_core.boot import boot_log as log
+from valis_core.dns.answer import fastpath
 from valis_core.fence import TURN_GRANT_SIGNAL, FencedOut
 from valis_core.fence_verdict import record_verdict
 from valis_core.launch import LaunchArgError, parse_launch_argv
@@ -100,6 +101,7 @@ def run_resident(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
     """
     env = dict(os.environ if environ is None else environ)
     notifier = Notifier.from_environ(env)
+    fastpath.short_slice(fastpath.SERVING_SLICE_NS)  # before any thread: each inherits it
     try:
         trio.run(_resident, tuple(argv), env, notifier)
     except BaseException as exc:

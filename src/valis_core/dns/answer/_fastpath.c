@@ -40,8 +40,11 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_DATAGRAM 65535
 #define MAX_BATCH 1024
@@ -2106,12 +2109,37 @@ static PyObject *module_write_end(PyObject *module, PyObject *Py_UNUSED(ignored)
     Py_RETURN_NONE;
 }
 
+/* The kernel's sched_attr as far as SCHED_ATTR_SIZE_VER0 (glibc declares no wrapper). */
+typedef struct {
+    uint32_t size, policy;
+    uint64_t flags;
+    int32_t nice;
+    uint32_t priority;
+    uint64_t runtime, deadline, period;
+} SchedAttr;
+
+static PyObject *module_short_slice(PyObject *module, PyObject *arg) {
+    (void)module;
+    unsigned long long ns = PyLong_AsUnsignedLongLong(arg);
+    if (ns == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, 0); /* Linux: the calling thread's */
+    if (nice == -1 && errno) Py_RETURN_FALSE;
+    SchedAttr attr = {.size = sizeof(SchedAttr), .policy = SCHED_OTHER, .nice = nice,
+                      .runtime = ns};
+    return PyBool_FromLong(syscall(SYS_sched_setattr, 0, &attr, 0) == 0);
+}
+
 static PyMethodDef module_methods[] = {
     {"write_begin", (PyCFunction)module_write_begin, METH_NOARGS,
      "write_begin(): the writer's changes to tables from here to write_end are one write: "
      "no worker reads a table in between (fastpath.writing)."},
     {"write_end", (PyCFunction)module_write_end, METH_NOARGS,
      "write_end(): end the write write_begin began (they nest)."},
+    {"short_slice", (PyCFunction)module_short_slice, METH_O,
+     "short_slice(ns): ask the kernel for time slices of ns nanoseconds for the calling "
+     "thread and the threads it starts later (sched_setattr's runtime for SCHED_OTHER, "
+     "Linux 6.12 on; older kernels ignore it); whether the call succeeded."},
     {"owner_get", (PyCFunction)(void (*)(void))owner_get, METH_FASTCALL,
      "owner_get(shards, key): key's value in an owner table's shards, or None."},
     {"owner_has", (PyCFunction)(void (*)(void))owner_has, METH_FASTCALL,

@@ -48,7 +48,7 @@ snapshot served then, sends each and teaches the table, while the worker drains 
 Past ``WORKER_BACKLOG`` datagrams handed over and not yet answered, or while a write is
 under way, the worker's call returns with the batch instead, and the trio thread
 finishes it (answers, teaches, sends the batch) and calls the worker again. A worker
-also comes back ``WORKER_BUDGET_MS`` (a second) after its first datagram, an idle one
+also comes back ``WORKER_BUDGET_MS`` (30 s) after its first datagram, an idle one
 after ``WORKER_IDLE_MS``, and a cancellation wakes it at once (a byte on a pipe its poll
 watches beside the socket); it comes back rarely because each return leaves the socket
 unread until the trio thread, perhaps busy with transfers, gets to it. Its counts are

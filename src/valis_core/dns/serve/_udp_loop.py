@@ -33,12 +33,14 @@ if TYPE_CHECKING:
 Wanted = tuple[bytes, int, int]
 """A negative answer the table lacks (``fastpath.learn``): apex, RCODE, offset."""
 
-WORKER_BUDGET_MS = 1000
+WORKER_BUDGET_MS = 30000
 """How long a worker's drain (``Pump.serve``) runs, from its first datagram, without
 coming back to the trio thread when every datagram is answered in C. Long: each return
 waits for the trio thread, which may be busy (transfers, a patch) for milliseconds while
-the socket is not read; a swap reaches the worker at once (``IndexHolder.watch``) and its
-counts are taken meanwhile (``WORKER_COUNTS_S``)."""
+the socket is not read (at a second, the fan-out benchmark's slowest answers were such
+returns, 40-60 ms); a swap reaches the worker at once (``IndexHolder.watch``), its counts
+are taken meanwhile (``WORKER_COUNTS_S``), a table made anew retires the old one, which
+sends the worker back at its next batch, and a cancellation wakes it."""
 
 WORKER_COUNTS_S = 0.02
 """How often the trio thread adds what a busy worker sent to the stats (``Pump.take``);
