@@ -10,7 +10,8 @@ writes from operator state. Once every secondary answers every zone's SOA, each
 round commits one new record to a zone drawn at random (the commit raises the serial) and
 asks every secondary for it over UDP from its namespace every 5 ms until all answer (at
 most 30 s); a prober beside it asks the node itself (a record of another zone) every
-2 ms, idle first and then throughout the rounds, and times each reply to the kernel's
+2 ms, before any secondary starts, through the first sync, idle, and throughout the
+rounds, and times each reply to the kernel's
 arrival stamp (the prober's own wait for a core is not the node's latency). With
 ``--node-core`` the node runs on one core and everything else on the others, as
 secondaries on other hosts would leave it. Then the node is restarted on its state
@@ -382,6 +383,10 @@ def main() -> None:
             node.wait_ready(120.0)
             with pg.connect(dsn) as conn:
                 listed = serving_secondaries(conn)
+            prober = Prober(wire, f"www.{zones[0]}")
+            prober.start()
+            time.sleep(5.0)
+            alone = prober.take()
             secondaries = [start_secondary(wire, workdir, i, zones, listed,
                                            core=args.secondaries_core)
                            for i in range(args.secondaries)]
@@ -389,11 +394,15 @@ def main() -> None:
             synced = time.monotonic()
             for zone in zones:
                 asker.until_all_answer(zone, "SOA", SYNC_BOUND)
+            syncing = prober.take()
             print(f"{args.secondaries} secondaries ({(args.secondaries + 1) // 2} Knot, "
                   f"{args.secondaries // 2} NSD), {args.zones} zones: all answering every "
                   f"zone {time.monotonic() - synced:.1f}s after start")
-            prober = Prober(wire, f"www.{zones[0]}")
-            prober.start()
+            ratio = quantile(syncing, 0.99) / quantile(alone, 0.99)
+            print(f"node UDP latency (ms): no secondaries p50 {1000 * quantile(alone, 0.5):.2f} "
+                  f"p99 {1000 * quantile(alone, 0.99):.2f}; during the first sync p50 "
+                  f"{1000 * quantile(syncing, 0.5):.2f} p99 {1000 * quantile(syncing, 0.99):.2f} "
+                  f"({len(syncing)} queries; {ratio:.1f}x)")
             time.sleep(5.0)
             idle = prober.take()
             seconds: dict[str, list[float]] = {"knot": [], "nsd": []}
