@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         for sock in (*(item for pair in pairs for item in pair), *more):
             sock.close()
         raise
-    fastpath.short_slice(fastpath.SERVING_SLICE_NS)  # before any thread: each inherits it
+    fastpath.time_slice(fastpath.SERVING_SLICE_NS)  # before any thread: they inherit it
     trio.run(partial(serve_zone_files, files, pairs, index, signer=signer, rrl=rrl,
                      more_udp=more))
     return 0

@@ -101,7 +101,7 @@ def run_resident(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
     """
     env = dict(os.environ if environ is None else environ)
     notifier = Notifier.from_environ(env)
-    fastpath.short_slice(fastpath.SERVING_SLICE_NS)  # before any thread: each inherits it
+    fastpath.time_slice(fastpath.SERVING_SLICE_NS)  # before any thread: they inherit it
     try:
         trio.run(_resident, tuple(argv), env, notifier)
     except BaseException as exc:

@@ -2118,7 +2118,7 @@ typedef struct {
     uint64_t runtime, deadline, period;
 } SchedAttr;
 
-static PyObject *module_short_slice(PyObject *module, PyObject *arg) {
+static PyObject *module_time_slice(PyObject *module, PyObject *arg) {
     (void)module;
     unsigned long long ns = PyLong_AsUnsignedLongLong(arg);
     if (ns == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
@@ -2136,10 +2136,10 @@ static PyMethodDef module_methods[] = {
      "no worker reads a table in between (fastpath.writing)."},
     {"write_end", (PyCFunction)module_write_end, METH_NOARGS,
      "write_end(): end the write write_begin began (they nest)."},
-    {"short_slice", (PyCFunction)module_short_slice, METH_O,
-     "short_slice(ns): ask the kernel for time slices of ns nanoseconds for the calling "
-     "thread and the threads it starts later (sched_setattr's runtime for SCHED_OTHER, "
-     "Linux 6.12 on; older kernels ignore it); whether the call succeeded."},
+    {"time_slice", (PyCFunction)module_time_slice, METH_O,
+     "time_slice(ns): ask the kernel for time slices of ns nanoseconds (0: its default) for "
+     "the calling thread and the threads it starts later (sched_setattr's runtime for "
+     "SCHED_OTHER, Linux 6.12 on; older kernels ignore it); whether the call succeeded."},
     {"owner_get", (PyCFunction)(void (*)(void))owner_get, METH_FASTCALL,
      "owner_get(shards, key): key's value in an owner table's shards, or None."},
     {"owner_has", (PyCFunction)(void (*)(void))owner_has, METH_FASTCALL,

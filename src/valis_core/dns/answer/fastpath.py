@@ -108,10 +108,10 @@ __all__ = [
     "path_name",
     "pump",
     "shared_table",
-    "short_slice",
     "stream_server",
     "table_for",
     "tell_once",
+    "time_slice",
     "writing",
 ]
 """The compiled types (``Pump``, ``Table``) are named for annotations; ``pump`` and
@@ -207,21 +207,25 @@ _SHARED: weakref.WeakKeyDictionary[KeptAnswers, _Shared] = weakref.WeakKeyDictio
 
 
 SERVING_SLICE_NS = 100_000
-"""The time slice a serving process asks the kernel for, on its main thread before it
-starts any other (they inherit it: ``short_slice``). On a core shared by the trio thread
-(transfers, a patch) and a UDP worker, a datagram's arrival wakes the worker; under EEVDF
-(Linux 6.12 on) the running thread keeps the core until its slice ends, 0.75-3 ms by
-default, which the answer waited for. Measured in ``benchmarks/fleet_fanout.py
---node-core 0``: answers over 1 ms during a fan-out fell from 47-60 to 15 a run. Needs no
-privilege; older kernels ignore it."""
+"""The time slice a serving process asks the kernel for, on its main thread (the trio
+thread) before it starts any other, so that every thread inherits it (``time_slice``).
+On a core shared by the trio thread (transfers, a patch) and a UDP worker, a datagram's
+arrival wakes the worker; under EEVDF (Linux 6.12 on) the running thread keeps the core
+until its slice ends (1.4 ms by default here), which the answer waited for. Measured in
+``benchmarks/fleet_fanout.py``: the UDP p99 during a fan-out fell from 8.4x idle to
+2.5-3.7x; with the trio thread alone on short slices (the workers on the default) it
+stayed at 11.7x, and the normal mix's q/s under 50 changes a second did not move
+(``benchmarks/live rate``, alternating runs). Needs no privilege; older kernels ignore
+it."""
 
 
-def short_slice(ns: int) -> bool:
-    """Ask the kernel for ``ns``-nanosecond time slices for the calling thread and every
-    thread it starts later; whether it took them (``False`` too when not ``COMPILED``)."""
+def time_slice(ns: int) -> bool:
+    """Ask the kernel for ``ns``-nanosecond time slices (0: its default) for the calling
+    thread and every thread it starts later; whether it took them (``False`` too when not
+    ``COMPILED``)."""
     if not COMPILED:
         return False
-    from valis_core.dns.answer._fastpath import short_slice as asked
+    from valis_core.dns.answer._fastpath import time_slice as asked
 
     return asked(ns)
 
