@@ -41,7 +41,6 @@ from valis_core.boot import (
     need,
 )
 from valis_core.boot import boot_log as log
-from valis_core.dns.answer import fastpath
 from valis_core.fence import TURN_GRANT_SIGNAL, FencedOut
 from valis_core.fence_verdict import record_verdict
 from valis_core.launch import LaunchArgError, parse_launch_argv
@@ -101,7 +100,7 @@ def run_resident(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
     """
     env = dict(os.environ if environ is None else environ)
     notifier = Notifier.from_environ(env)
-    fastpath.time_slice(fastpath.SERVING_SLICE_NS)  # before any thread: they inherit it
+    _ask_short_slices()  # before any thread: they inherit them
     try:
         trio.run(_resident, tuple(argv), env, notifier)
     except BaseException as exc:
@@ -113,6 +112,18 @@ def run_resident(argv: Sequence[str], environ: Mapping[str, str] | None = None) 
         notifier.notify(STOPPING="1", STATUS=f"failed: {failure}")
         raise failure from None
     return 0
+
+
+def _ask_short_slices() -> None:
+    """The serving threads' time slices (``fastpath.SERVING_SLICE_NS``), asked for on this
+    thread before it starts another. Imported here, not with the run loop, which loads
+    nothing of the answering stack: a build without it fails at the codec stage, which
+    says so, and asks for nothing here."""
+    try:
+        from valis_core.dns.answer import fastpath
+    except ImportError:
+        return
+    fastpath.time_slice(fastpath.SERVING_SLICE_NS)
 
 
 def _leave_verdict(argv: Sequence[str], environ: Mapping[str, str], fenced: FencedOut) -> None:
