@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from valis_core.dns.wire import MasterFileError
 from valis_core.dns.wire.master import read_master
+from valis_core.dns.wire.origin import ZoneFileError, origin_of
 from valis_core.dns.wire.records import RecordRow, ZoneError
 from valis_core.dns.zone import ZoneIndex
 from valis_core.dns.zone.build import parse_zone_text
@@ -111,6 +112,26 @@ def test_without_an_origin_the_soa_owner_names_the_zone() -> None:
     text = _text(["$ORIGIN example.com.", *HEAD])
     assert check_zone_text(text, None).zone == ZONE
     assert not check_zone_text(_text(list(GOOD[:1])), None).ok
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_files_origin_is_its_first_record_or_its_name(newline: str) -> None:
+    """``valis zone check FILE`` (and ``serve``) name a zone from a leading ``$ORIGIN``,
+    an SOA first record written absolute, else the file's name; only the lines before the
+    first record are read."""
+    soa = "example.org. 3600 SOA ns1.example.org. h.example.org. 1 2 3 4 5"
+    cases = {
+        "; a comment\n\n$ORIGIN example.net.\n@ SOA ns1 h 1 2 3 4 5": "example.net.",
+        "$TTL 300\n" + soa + "\nwww A 192.0.2.1": "example.org.",
+        "www.example.org. A 192.0.2.1\n" + soa: "example.com.",  # the file's name
+        "  A 192.0.2.1\n$ORIGIN example.net.": "example.com.",
+        "$ORIGIN relative": "example.com.",
+    }
+    for text, origin in cases.items():
+        assert origin_of("/srv/zones/example.com.zone", text.replace("\n", newline)) == origin
+    assert origin_of("db.example.com", "") == "example.com."
+    with pytest.raises(ZoneFileError, match="cannot tell the origin"):
+        origin_of("/srv/zones/.zone", "www A 192.0.2.1")
 
 
 def test_warnings_name_the_probable_mistake_and_pass_the_check() -> None:

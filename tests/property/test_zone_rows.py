@@ -19,7 +19,7 @@ from tests.conftest import skip_here_fail_in_ci
 from tests.hypothesis_profiles import scaled
 from tests.property.drawn_rows import rows, servable_rows
 from valis_core.dns.wire import names as wire
-from valis_core.dns.wire.records import RecordRow
+from valis_core.dns.wire.records import RR_HEAD, RecordRow, merge_node
 from valis_core.dns.zone import ServedZone
 from valis_core.dns.zone import rows as compiled_rows
 from valis_core.dns.zone import tree as zone_tree
@@ -220,6 +220,41 @@ def test_the_compiled_tree_refuses_an_owner_outside_the_apex() -> None:
     for nodes in ({outside: b"x"}, {b"\x05short": b"x"}):
         with pytest.raises(ValueError, match="not at or below the apex"):
             tree(wire.from_text("example.com."), nodes)
+
+
+@st.composite
+def owner_records(draw: st.DrawFn) -> bytes:
+    """An owner's records as the builder joins them: few types and rdatas, so the same
+    record is often stated twice and a type's records often disagree on their TTL."""
+    records = draw(st.lists(
+        st.tuples(st.sampled_from((1, 2, 5, 6, 16, 28, 46, 65280)), st.integers(0, 3),
+                  st.sampled_from((b"", b"a", b"ab", b"b", b"\x00" * 300))),
+        max_size=40))
+    return b"".join(RR_HEAD.pack(rtype, 1, ttl, len(rdata)) + rdata
+                    for rtype, ttl, rdata in records)
+
+
+@settings(max_examples=scaled(1.0))
+@given(owner_records(), st.booleans())
+def test_the_compiled_merge_is_the_python_merge(held: bytes, joined: bool) -> None:
+    """``build.freeze_node`` merges an owner of several records in C: the same encoding
+    (types in order, each record once, each type at its lowest TTL) and the same counts."""
+    require_rows_compiled()
+    from valis_core.dns.zone._rows import merge_node as compiled
+
+    blob, counts = compiled(bytearray(held) if joined else held)
+    want_blob, want_counts = merge_node(held)
+    assert (blob, list(counts.items())) == (want_blob, list(want_counts.items()))
+
+
+def test_the_compiled_merge_refuses_a_truncated_encoding() -> None:
+    require_rows_compiled()
+    from valis_core.dns.zone._rows import merge_node as compiled
+
+    whole = RR_HEAD.pack(1, 1, 60, 4) + b"\xc0\x00\x02\x01"
+    for cut in (whole[:9], whole[:13], whole + whole[:5]):
+        with pytest.raises(ValueError, match="run past the end"):
+            compiled(cut)
 
 
 @settings(max_examples=scaled(0.3))

@@ -5,6 +5,7 @@ the file server so a check does not load the serving stack."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 from valis_core.errors import ValisError
 
@@ -42,8 +43,19 @@ def origin_of(path: str, text: str) -> str:
     )
 
 
+def _lines(text: str) -> Iterator[str]:
+    """The text's lines, split as they are read: the first record decides, and a large
+    file is not split whole for it."""
+    start = 0
+    while start < len(text):  # bounded: each pass moves past one line
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        yield text[start:end]
+        start = end + 1
+
+
 def _origin_in_text(text: str) -> str | None:
-    for line in text.splitlines():
+    for line in _lines(text):
         content = line.split(";", 1)[0]
         if not content.strip():
             continue

@@ -12,6 +12,7 @@ in a response.
 from __future__ import annotations
 
 import struct
+from collections.abc import Container
 
 import attrs
 import dns.rcode
@@ -123,6 +124,32 @@ def decode_node(blob: bytes) -> dict[int, RRset]:
     return out
 
 
+def node_rdatas(blob: bytes, rtype: int) -> list[bytes]:
+    """One type's rdatas in an owner's encoding: ``decode_node``'s, the rest unread."""
+    out = []
+    size = len(blob)
+    i = 0
+    while i < size:
+        held, _, _, length = RR_HEAD.unpack_from(blob, i)
+        start = i + 10
+        i = start + length
+        if held == rtype:
+            out.append(blob[start:i])
+    return out
+
+
+def node_holds(blob: bytes, types: Container[int]) -> bool:
+    """Whether an owner's encoding holds a record of one of ``types``."""
+    size = len(blob)
+    i = 0
+    while i < size:
+        rtype, _, _, length = RR_HEAD.unpack_from(blob, i)
+        if rtype in types:
+            return True
+        i += 10 + length
+    return False
+
+
 def count_records(blob: bytes) -> int:
     count = 0
     size = len(blob)
@@ -137,9 +164,11 @@ def is_wildcard(name: bytes) -> bool:
     return name.startswith(b"\x01*")
 
 
-def merge_node(blob: bytes) -> tuple[dict[int, RRset], bytes]:
+def merge_node(held: bytes | bytearray) -> tuple[bytes, dict[int, int]]:
     """Group an owner's records by type, drop duplicates, give each RRset the lowest
-    TTL stated for it (RFC 2181 section 5.2), and re-encode in type order."""
+    TTL stated for it (RFC 2181 section 5.2), and re-encode in type order; return the
+    encoding and how many records each type keeps, in type order."""
+    blob = bytes(held)
     ttls: dict[int, int] = {}
     rdatas: dict[int, dict[bytes, None]] = {}
     size = len(blob)
@@ -150,12 +179,12 @@ def merge_node(blob: bytes) -> tuple[dict[int, RRset], bytes]:
         i = start + length
         ttls[rtype] = min(ttl, ttls.get(rtype, ttl))
         rdatas.setdefault(rtype, {})[blob[start:i]] = None
-    sets: dict[int, RRset] = {}
+    counts: dict[int, int] = {}
     out = bytearray()
     for rtype in sorted(rdatas):
         ttl = ttls[rtype]
-        sets[rtype] = (ttl, tuple(rdatas[rtype]))
+        counts[rtype] = len(rdatas[rtype])
         for rdata in rdatas[rtype]:
             out += RR_HEAD.pack(rtype, IN, ttl, len(rdata))
             out += rdata
-    return sets, bytes(out)
+    return bytes(out), counts

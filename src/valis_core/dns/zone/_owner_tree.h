@@ -6,5 +6,6 @@
 
 PyObject *rows_tree(PyObject *module, PyObject *args);
 PyObject *rows_shards(PyObject *module, PyObject *args);
+PyObject *rows_merge_node(PyObject *module, PyObject *arg);
 
 #endif

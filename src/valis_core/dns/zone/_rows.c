@@ -11,7 +11,7 @@
  *   a backslash, not five fields, a zone not armed, an owner, type, TTL or rdata the
  *   short way does not read) is handed back, and Python adds it as it adds every row:
  *   the Python path stays the reference (tests/property/test_zone_rows.py).
- * - tree and shards, a zone's owner tables: _owner_tree.c.
+ * - tree, shards and merge_node, a zone's owner tables: _owner_tree.c.
  *
  * Everything is done with the GIL held.
  */
@@ -464,6 +464,7 @@ static PyMethodDef rows_methods[] = {
     {"use_libpq", rows_use_libpq, METH_O, "Read through this libpq, already loaded."},
     {"tree", rows_tree, METH_VARARGS, "tree.tree: (empty, children, wildcards)."},
     {"shards", rows_shards, METH_VARARGS, "owners.OwnerMap's shards of a dict."},
+    {"merge_node", rows_merge_node, METH_O, "records.merge_node: (encoding, counts)."},
     {NULL, NULL, 0, NULL},
 };
 

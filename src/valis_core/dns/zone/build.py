@@ -12,7 +12,7 @@ against its origin as RFC 1035 says.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -39,18 +39,19 @@ from valis_core.dns.wire.records import (
     SOA,
     A,
     RecordRow,
-    RRset,
     ZoneError,
     decode_node,
-    merge_node,
 )
 from valis_core.dns.zone._served import ServedZone
 from valis_core.dns.zone.owners import OwnerMap, owner_set
 from valis_core.dns.zone.tree import occluded, refuse_occluded, tree
 
-try:  # the compiled tree of a zone's owners (_rows.c), equal to tree.tree
+try:  # compiled (_owner_tree.c), equal to tree.tree and records.merge_node
+    from valis_core.dns.zone._rows import merge_node as _merge_node
     from valis_core.dns.zone._rows import tree as _tree
 except ImportError:  # not built
+    from valis_core.dns.wire.records import merge_node as _merge_node
+
     _tree = tree
 
 if TYPE_CHECKING:
@@ -510,11 +511,11 @@ def freeze_node(
         # One record (a second one turns the value into a bytearray): already final.
         rtype = RR_HEAD.unpack_from(held)[0]
         if rtype in (NS, DNAME, SOA):
-            _check_node(origin, apex, owner, decode_node(held))
+            _check_node(origin, apex, owner, {rtype: 1})
         return held, (rtype,), 1
-    sets, blob = merge_node(bytes(held))
-    _check_node(origin, apex, owner, sets)
-    return blob, sets.keys(), sum(len(rdatas) for _, rdatas in sets.values())
+    blob, counts = _merge_node(held)
+    _check_node(origin, apex, owner, counts)
+    return blob, counts.keys(), sum(counts.values())
 
 
 def check_apex(origin: str, blob: bytes) -> tuple[bytes, int]:
@@ -533,26 +534,27 @@ def _type_names(types: Iterable[int]) -> str:
     return ", ".join(dns.rdatatype.to_text(dns.rdatatype.RdataType.make(t)) for t in types)
 
 
-def _check_node(origin: str, apex: bytes, owner: bytes, sets: dict[int, RRset]) -> None:
+def _check_node(origin: str, apex: bytes, owner: bytes, counts: Mapping[int, int]) -> None:
+    """Refuse what an owner may not hold, from how many records of each type it holds."""
     def refused(reason: str) -> ZoneError:  # the name is spelt only for a refusal
         return ZoneError(origin, wire.to_text(owner), reason)
 
-    if SOA in sets:
+    if SOA in counts:
         if owner != apex:
             raise refused(
                 "SOA record below the apex; an SOA belongs only at its zone's own name "
                 "(serve the child as a zone of its own)"
             )
-        if len(sets[SOA][1]) != 1:
+        if counts[SOA] != 1:
             raise refused("more than one SOA record at the apex; keep one")
-    if CNAME in sets:
-        others = [t for t in sets if t not in _BESIDE_CNAME]
+    if CNAME in counts:
+        others = [t for t in counts if t not in _BESIDE_CNAME]
         if others:
             raise refused(
                 f"CNAME beside other data ({_type_names(others)}); a name with a CNAME "
                 "may hold nothing else, so remove one or the other"
             )
-        if len(sets[CNAME][1]) != 1:
+        if counts[CNAME] != 1:
             raise refused("more than one CNAME record; a name may have one")
-    if DNAME in sets and len(sets[DNAME][1]) != 1:
+    if DNAME in counts and counts[DNAME] != 1:
         raise refused("more than one DNAME record; a name may have one")

@@ -32,7 +32,8 @@ from valis_core.dns.wire.records import (
     SRV,
     A,
     ZoneError,
-    decode_node,
+    node_holds,
+    node_rdatas,
 )
 from valis_core.dns.zone.build import Builder, absolute, check_apex
 from valis_core.dns.zone.tree import occluded, occlusion_error
@@ -356,16 +357,19 @@ def _check_nodes(  # noqa: PLR0917 - the check's state, handed on
     return owners.count
 
 
+_ADDRESSES = frozenset({A, AAAA})
+
+
 def _glue_warnings(
     cut: bytes, frozen: dict[bytes, bytes], lines: _Lines, warnings: list[Finding]
 ) -> None:
     """A delegation to a name server inside the delegated zone needs its address here."""
-    for rdata in decode_node(frozen[cut])[NS][1]:
+    for rdata in node_rdatas(frozen[cut], NS):
         server = rdata.lower()
         if not wire.is_at_or_below(server, cut):
             continue
         held = frozen.get(server)
-        if held is None or not {A, AAAA} & decode_node(held).keys():
+        if held is None or not node_holds(held, _ADDRESSES):
             warnings.append(
                 Finding(
                     lines.rrset_line(cut, NS),
