@@ -109,7 +109,8 @@ def measure(  # noqa: PLR0917 - one zone's figures
     print(f"{label}: {result.records} records, {path.stat().st_size >> 10} KiB")
     wall, cpu = in_process(runs, lambda: check_zone_text(path.read_text(), zone))
     print(f"  valis zone check (in process):   {wall:.2f} s wall, {cpu:.2f} s CPU")
-    ours_wall, ours = command(runs, [*argv, str(path)], compiled_env(path.parent.parent / "pycache"))
+    installed = compiled_env(path.parent.parent / "pycache")
+    ours_wall, ours = command(runs, [*argv, str(path)], installed)
     print(f"  valis zone check (the command):  {ours_wall:.2f} s wall, {ours:.2f} s CPU")
     if nsd is None:
         print("  nsd-checkzone: not installed (apt-get install nsd)")
