@@ -124,20 +124,6 @@ def decode_node(blob: bytes) -> dict[int, RRset]:
     return out
 
 
-def node_rdatas(blob: bytes, rtype: int) -> list[bytes]:
-    """One type's rdatas in an owner's encoding: ``decode_node``'s, the rest unread."""
-    out = []
-    size = len(blob)
-    i = 0
-    while i < size:
-        held, _, _, length = RR_HEAD.unpack_from(blob, i)
-        start = i + 10
-        i = start + length
-        if held == rtype:
-            out.append(blob[start:i])
-    return out
-
-
 def node_holds(blob: bytes, types: Container[int]) -> bool:
     """Whether an owner's encoding holds a record of one of ``types``."""
     size = len(blob)

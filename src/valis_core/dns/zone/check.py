@@ -32,8 +32,8 @@ from valis_core.dns.wire.records import (
     SRV,
     A,
     ZoneError,
+    decode_node,
     node_holds,
-    node_rdatas,
 )
 from valis_core.dns.zone.build import Builder, absolute, check_apex
 from valis_core.dns.zone.tree import occluded, occlusion_error
@@ -364,7 +364,7 @@ def _glue_warnings(
     cut: bytes, frozen: dict[bytes, bytes], lines: _Lines, warnings: list[Finding]
 ) -> None:
     """A delegation to a name server inside the delegated zone needs its address here."""
-    for rdata in node_rdatas(frozen[cut], NS):
+    for rdata in decode_node(frozen[cut])[NS][1]:
         server = rdata.lower()
         if not wire.is_at_or_below(server, cut):
             continue
