@@ -2,7 +2,9 @@
 cluster: one round trip from the trio thread gives exactly the rows a plain SELECT gives
 (owners matched lowercased in ASCII, zones that exist with no rows for the owners, zones
 that do not exist), the fence as read after them, and a read cut short (cancelled, or
-its backend gone) leaves no connection behind to be used again."""
+its backend gone) leaves no connection behind to be used again. The read's statements are
+prepared once per connection: its parameters are text arrays that PostgreSQL reads back
+as the very names asked for, whatever they hold."""
 
 from __future__ import annotations
 
@@ -13,13 +15,16 @@ from typing import Any
 import psycopg
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import scaled
 from tests.scenario.operator_state_helpers import import_zone, run_sql
 from tests.scenario.pg import PgCluster
 from valis_core.dns.wire.records import RecordRow
 from valis_core.fence import FenceState
 from valis_core.operator_state.fence import seed_instance_fence
-from valis_core.operator_state.owner_read import read_owner_rows
+from valis_core.operator_state.owner_read import owner_params, read_owner_rows
 
 WAIT = 10.0  # a bound on waiting for the server, never a timing assertion
 ORG = "example.org."
@@ -90,6 +95,48 @@ async def test_a_failed_statement_is_raised_and_leaves_the_connection_usable(
         conn.execute("RESET statement_timeout")
         read = await read_owner_rows(conn, {ORG: {f"ns1.{ORG}"}}, fence=False)
         assert [row.rdata for row in read.rows[ORG]] == ["192.0.2.53"]
+
+
+@pytest.fixture(scope="module")
+def echo(pg_cluster: PgCluster) -> Any:
+    """A connection that reads a parameter back as PostgreSQL parsed it."""
+    with pg_cluster.connect(pg_cluster.new_database("owner_params"), autocommit=True) as conn:
+        yield conn
+
+
+_NAMES = st.lists(st.text(st.characters(codec="utf-8", exclude_characters="\x00"),
+                          max_size=16), max_size=6)
+
+
+@settings(max_examples=scaled(0.3), deadline=None)
+@given(st.dictionaries(st.text(st.characters(codec="utf-8", exclude_characters="\x00"),
+                               max_size=16), _NAMES, max_size=4))
+def test_the_parameters_are_read_back_as_the_names_asked_for(
+    echo: Any, owners: dict[str, list[str]]
+) -> None:
+    encoding = echo.info.encoding
+    zones, names, wanted = (
+        None if value is None else value.decode(encoding)
+        for value in owner_params(owners, encoding)
+    )
+    row = echo.execute(
+        "SELECT %s::text[], %s::text[], %s::text[]", (zones, names, wanted)
+    ).fetchone()
+    pairs = [(zone, owner) for zone, held in owners.items() for owner in dict.fromkeys(held)]
+    assert row == ([zone for zone, _ in pairs], [owner for _, owner in pairs], sorted(owners))
+
+
+async def test_a_read_prepares_its_statements_once_per_connection(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    import_zone(pg_cluster, state_dsn, ORG)
+    for _ in range(2):  # a new session holds none of them: each prepares its own
+        with pg_cluster.connect(state_dsn, autocommit=True) as conn:
+            for _ in range(3):
+                read = await read_owner_rows(conn, {ORG: {f"ns1.{ORG}"}}, fence=True)
+                assert [row.rdata for row in read.rows[ORG]] == ["192.0.2.53"]
+            held = conn.execute("SELECT name FROM pg_prepared_statements ORDER BY name")
+            assert [name for (name,) in held] == ["valis_owner_fence", "valis_owner_rows"]
 
 
 def _waiting_on_a_lock(pg: PgCluster, dsn: str) -> bool:

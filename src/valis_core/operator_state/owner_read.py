@@ -2,13 +2,13 @@
 
 The zone source applies a small change by re-reading the rows of the owners a change
 note names (``zone_source``). That read is the largest part of the time from a commit to
-its answer on the wire, so it is made as short as it can be: one query string sent with
+its answer on the wire, so it is made as short as it can be: one round trip driven with
 libpq's non-blocking API from the trio thread (``wait_readable`` on the connection's
 socket; no worker thread to hop to and back from), holding one statement that reads the
 owners' rows and which of their zones exist in one snapshot, followed, when the caller
-asks, by the fence's row in a later snapshot (the same query string: PostgreSQL runs its
-statements in order, each in a snapshot of its own under READ COMMITTED, and never one
-earlier than the last's).
+asks, by the fence's row in a later snapshot (PostgreSQL runs the statements of a
+pipeline in order, and under READ COMMITTED each in a snapshot never earlier than the
+last's).
 
 Before (2026-12-04): ``zones.fetch_owner_rows`` on a worker thread, BEGIN, SET
 TRANSACTION, two SELECTs and COMMIT, then the fence's SELECT: six round trips and two
@@ -16,29 +16,46 @@ thread hops, about 2.5 ms of a 5 ms commit-to-answer.
 
 A read cut short (cancelled, or its connection lost) closes the connection: its results
 were never all taken, so nothing may use it again; the zone source opens a new one.
+
+Since 2026-12-05 the two statements are prepared once per connection and sent as one
+pipeline (libpq's pipeline mode: Bind and Execute of each, then one Sync), their
+parameters as text arrays: a change no longer pays PostgreSQL's parse and plan of the
+read, nor the composing of a literal query on the trio thread (together about a third of
+the resident's share of a change's cost on a busy core, ``benchmarks/change_profile.py``).
+Each statement is a transaction of its own (a Sync after each), so the fence is still read
+in a later snapshot than the rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 import psycopg
 import trio
-from psycopg import pq, sql
+from psycopg import pq
 
 from valis_core.dns.wire.records import RecordRow
 from valis_core.fence import FenceState
 
-_ROWS = sql.SQL(
-    "SELECT z.name, r.owner, r.rtype, r.ttl, r.rdata FROM zones z"
-    " LEFT JOIN (unnest({zones}::text[], {owners}::text[]) AS w (zone, owner)"
-    ' JOIN records r ON r.zone = w.zone AND lower(r.owner COLLATE "C") = w.owner)'
-    " ON w.zone = z.name"
-    " WHERE z.name = ANY({wanted}::text[])"
+_ROWS = (
+    b"SELECT z.name, r.owner, r.rtype, r.ttl, r.rdata FROM zones z"
+    b" LEFT JOIN (unnest($1::text[], $2::text[]) AS w (zone, owner)"
+    b' JOIN records r ON r.zone = w.zone AND lower(r.owner COLLATE "C") = w.owner)'
+    b" ON w.zone = z.name"
+    b" WHERE z.name = ANY($3::text[])"
 )
-_FENCE = sql.SQL("; SELECT generation, holder FROM instance_fence WHERE id = 1")
+_FENCE = b"SELECT generation, holder FROM instance_fence WHERE id = 1"
+_STATEMENTS = {b"valis_owner_rows": _ROWS, b"valis_owner_fence": _FENCE}
+_ROWS_NAME, _FENCE_NAME = _STATEMENTS
+_prepared: weakref.WeakKeyDictionary[psycopg.Connection[Any], set[bytes]] = (
+    weakref.WeakKeyDictionary()
+)
+"""The statements prepared on each connection (a session's prepared statements last as
+long as it does)."""
 
 
 @attrs.frozen
@@ -54,23 +71,26 @@ class OwnerRows:
     """The fence as read after the rows (None when not asked for, or not seeded)."""
 
 
-def owner_query(
-    conn: psycopg.Connection[Any], owners: Mapping[str, Iterable[str]], *, fence: bool
-) -> bytes:
-    """The query string of one read: ``owners`` maps a zone (canonical name) to owner
-    names as the change notes name them (lowercased in ASCII only)."""
+def owner_params(owners: Mapping[str, Iterable[str]], encoding: str) -> list[bytes | None]:
+    """The read's parameters: ``owners`` maps a zone (canonical name) to owner names as
+    the change notes name them (lowercased in ASCII only); each is a text array."""
     zones: list[str] = []
     names: list[str] = []
     for zone, held in owners.items():
         for owner in dict.fromkeys(held):
             zones.append(zone)
             names.append(owner)
-    query = _ROWS.format(
-        zones=sql.Literal(zones), owners=sql.Literal(names), wanted=sql.Literal(sorted(owners))
+    return [_text_array(zones, encoding), _text_array(names, encoding),
+            _text_array(sorted(owners), encoding)]
+
+
+def _text_array(values: Iterable[str], encoding: str) -> bytes:
+    """A text array in PostgreSQL's text form: every element quoted, so no element is
+    read as NULL or split."""
+    quoted = (
+        '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"' for value in values
     )
-    if fence:
-        query = sql.Composed([query, _FENCE])
-    return query.as_bytes(conn)
+    return ("{" + ",".join(quoted) + "}").encode(encoding)
 
 
 async def read_owner_rows(
@@ -88,17 +108,22 @@ async def read_owner_rows(
     ):
         raise psycopg.InterfaceError("operator state: the query connection is not idle")
     encoding = conn.info.encoding
-    query = owner_query(conn, owners, fence=fence)
+    params = owner_params(owners, encoding)
     finished = False
     try:
-        results = await _exchange(pgconn, query)
+        prepared = await _prepare(conn)
+        results = []
+        if all(result.status == pq.ExecStatus.COMMAND_OK for result in prepared):
+            reads = [lambda: pgconn.send_query_prepared(_ROWS_NAME, params)]
+            if fence:
+                reads.append(lambda: pgconn.send_query_prepared(_FENCE_NAME, None))
+            results = await _pipeline(pgconn, reads)
         finished = True
     finally:
         if not finished:
             conn.close()
-    failed = next((r for r in results if r.status != pq.ExecStatus.TUPLES_OK), None)
-    if failed is not None:
-        raise psycopg.errors.error_from_result(failed, encoding=encoding)
+    _raise_failed(prepared, pq.ExecStatus.COMMAND_OK, encoding)
+    _raise_failed(results, pq.ExecStatus.TUPLES_OK, encoding)
     found: dict[str, list[RecordRow]] = {zone: [] for zone in owners}
     existing: set[str] = set()
     rows = results[0]
@@ -125,24 +150,70 @@ async def read_owner_rows(
     )
 
 
-async def _exchange(pgconn: pq.abc.PGconn, query: bytes) -> list[pq.abc.PGresult]:
-    """Send ``query`` and take every result of it, waiting on the socket (never in
-    libpq)."""
-    pgconn.send_query(query)
+async def _prepare(conn: psycopg.Connection[Any]) -> list[pq.abc.PGresult]:
+    """Prepare on ``conn`` the statements it does not hold yet, each in a transaction of
+    its own (so one that fails leaves the other's fate plain); the results of those
+    prepared now, an empty list when every one was held already (else a failed one is
+    among them, for the caller to raise)."""
+    held = _prepared.setdefault(conn, set())
+    wanted = [name for name in _STATEMENTS if name not in held]
+    if not wanted:
+        return []
+    pgconn = conn.pgconn
+    results = await _pipeline(
+        pgconn, [functools.partial(pgconn.send_prepare, name, _STATEMENTS[name]) for name in wanted]
+    )
+    held.update(
+        name for name, result in zip(wanted, results, strict=True)
+        if result.status == pq.ExecStatus.COMMAND_OK
+    )
+    return results
+
+
+def _raise_failed(results: Sequence[pq.abc.PGresult], ok: pq.ExecStatus, encoding: str) -> None:
+    failed = next((r for r in results if r.status != ok), None)
+    if failed is not None:
+        raise psycopg.errors.error_from_result(failed, encoding=encoding)
+
+
+async def _pipeline(
+    pgconn: pq.abc.PGconn, sends: Sequence[Callable[[], None]]
+) -> list[pq.abc.PGresult]:
+    """Queue each of ``sends`` (one statement each) in a transaction of its own, in one
+    pipeline, and take each one's result, waiting on the socket (never in libpq). The
+    connection leaves pipeline mode again once every result is taken."""
+    pgconn.enter_pipeline_mode()
+    for send in sends:
+        send()
+        pgconn.pipeline_sync()
     while pgconn.flush():
         await trio.lowlevel.wait_writable(pgconn.socket)
     results: list[pq.abc.PGresult] = []
-    while True:
-        while pgconn.is_busy():
-            await trio.lowlevel.wait_readable(pgconn.socket)
-            pgconn.consume_input()  # raises OperationalError when the connection is gone
-        result = pgconn.get_result()
+    for _ in sends:
+        result = await _next_result(pgconn)
         if result is None:
-            break
+            raise _lost(pgconn)
         results.append(result)
-    if pgconn.status != pq.ConnStatus.OK:
-        raise psycopg.OperationalError("operator state: connection lost reading owners")
+        if await _next_result(pgconn) is not None:
+            raise psycopg.InterfaceError("operator state: a statement gave more than one result")
+        synced = await _next_result(pgconn)
+        if synced is None or synced.status != pq.ExecStatus.PIPELINE_SYNC:
+            raise _lost(pgconn)
+    pgconn.exit_pipeline_mode()
     return results
+
+
+async def _next_result(pgconn: pq.abc.PGconn) -> pq.abc.PGresult | None:
+    while pgconn.is_busy():
+        await trio.lowlevel.wait_readable(pgconn.socket)
+        pgconn.consume_input()  # raises OperationalError when the connection is gone
+    return pgconn.get_result()
+
+
+def _lost(pgconn: pq.abc.PGconn) -> psycopg.Error:
+    if pgconn.status != pq.ConnStatus.OK:
+        return psycopg.OperationalError("operator state: connection lost reading owners")
+    return psycopg.InterfaceError("operator state: a pipeline's results out of order")
 
 
 def _text(raw: bytes | None, encoding: str) -> str:
