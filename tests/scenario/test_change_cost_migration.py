@@ -1,7 +1,8 @@
 """Migration 0019 rewrote the helper functions that every change runs (the records'
-CHECK constraints, the seal's serial arithmetic) so that PostgreSQL inlines them. Each
-must answer as its 0018 body did: the same inputs are given to a database migrated
-through 0018 and to one migrated to the end, in one query each, and the answers compared.
+CHECK constraints, the seal's serial arithmetic) so that PostgreSQL inlines them, and
+0020 made three of them PL/pgSQL, compiled once per session. Each must answer as its
+0018 body did: the same inputs are given to a database migrated through 0018 and to one
+migrated to the end, in one query each, and the answers compared.
 """
 
 from __future__ import annotations
