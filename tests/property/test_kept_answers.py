@@ -382,6 +382,50 @@ def test_a_patch_keeps_the_answers_it_cannot_affect_inside_the_changed_zone_in_c
             fresh, asked[gone], transport=UDP)
 
 
+def test_a_serial_raised_alone_keeps_the_apex_answers_that_hold_no_soa_in_c() -> None:
+    """Every change raises the apex's serial: the answers that read the apex but hold no
+    SOA (its NS, its MX, a CNAME to it) stay in C across such a move, each the new
+    version's; its SOA answer and a chain that ends in no data (an SOA in authority) go
+    to Python. A move that changed more of the apex than its SOA takes them all.
+    (``ANSWERED_AGAIN`` 0: what ``moved`` marks shows.)"""
+    z = owner_patches.Z
+    rows = [*owner_patches.BASE, RecordRow(z, z, "MX", 3600, f"10 a.{z}"),
+            RecordRow(z, f"a.{z}", "A", 3600, "192.0.2.1"),
+            RecordRow(z, f"c.{z}", "CNAME", 3600, z)]
+    holder = IndexHolder(ZoneIndex.from_records(rows))
+    table = fastpath.shared_table(holder.snapshot)
+    assert table is not None
+    asked = {what: dns.message.make_query(name, rtype).to_wire()
+             for what, (name, rtype) in {"ns": (z, "NS"), "mx": (z, "MX"),
+                                         "alias mx": (f"c.{z}", "MX"), "soa": (z, "SOA"),
+                                         "alias txt": (f"c.{z}", "TXT")}.items()}
+    for query in asked.values():
+        teach(table, holder.snapshot, query)
+        teach(table, holder.snapshot, query)
+        assert table.ask(query)[0] is not None
+    kept, gone = ("ns", "mx", "alias mx"), ("soa", "alias txt")
+    with pytest.MonkeyPatch.context() as patching:
+        patching.setattr(fastpath, "ANSWERED_AGAIN", 0)
+        for serial, mx in ((2, "10"), (3, "10"), (4, "20")):  # the last moves its MX too
+            owners, apex_rows = with_serial(rows, serial)
+            apex_rows = [row if row.rtype != "MX" else
+                         RecordRow(z, z, "MX", 3600, f"{mx} a.{z}") for row in apex_rows]
+            holder.swap(holder.current.with_owners_replaced(z, owners, apex_rows))
+            assert fastpath.shared_table(holder.snapshot) is table
+            rows = [row for row in rows if row.owner != z] + apex_rows
+            fresh = Snapshot(ZoneIndex.from_records(rows))
+            for what in (gone if mx == "10" else (*kept, *gone)):
+                assert table.ask(asked[what])[0] is None, what
+            for what in kept if mx == "10" else ():
+                fast = table.ask(asked[what])[0]
+                assert fast is not None, what
+                assert fast == answer(fresh, asked[what], transport=UDP), what
+            for query in asked.values():
+                assert teach(table, holder.snapshot, query) == answer(
+                    fresh, query, transport=UDP)
+                teach(table, holder.snapshot, query)
+
+
 def test_a_bulk_patch_drops_the_zone_from_the_table_and_answers_stay_fresh() -> None:
     """More owners replaced than a move compares (``MOVED_OWNERS``): the zone is dropped
     and given again, and what C then answers is the new version's."""

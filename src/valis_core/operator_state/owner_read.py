@@ -96,7 +96,7 @@ def _text_array(values: Iterable[str], encoding: str) -> bytes:
 async def read_owner_rows(
     conn: psycopg.Connection[Any], owners: Mapping[str, Iterable[str]], *, fence: bool
 ) -> OwnerRows:
-    """Read the rows of ``owners`` (see ``owner_query``) and, when ``fence``, the fence
+    """Read the rows of ``owners`` (see ``owner_params``) and, when ``fence``, the fence
     after them, in one round trip without leaving the trio thread. ``conn`` is idle and
     in autocommit; it is idle again afterwards, or closed when the read did not finish.
 

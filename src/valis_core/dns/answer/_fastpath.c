@@ -570,24 +570,43 @@ static int slot_reads(const Slot *s, long z, const Zone *zone, uint32_t hash) {
     return 0;
 }
 
+/* Whether slot `s`'s answer may hold an SOA record: an answer with records in its
+ * authority section (a negative answer's SOA), with none in its answer section, or to a
+ * question of type SOA or ANY. Any other (an answer section of the type asked, or a
+ * chain to it, and nothing in authority) holds none: no SOA is ever additional data. */
+static int slot_may_hold_soa(const Slot *s) {
+    if (s->ns || !s->an || s->key_len < 2) return 1;
+    unsigned qtype = (unsigned)s->key[s->key_len - 2] << 8 | s->key[s->key_len - 1];
+    return qtype == 6 || qtype == 255;
+}
+
+/* Whether a move marks slot `s` stale for reading the name of `hash`: the name is among
+ * the changed owners, or among those whose SOA alone changed and the answer may hold
+ * it. */
+static int slot_touched(const Slot *s, long z, const Zone *zone, uint32_t hash, int soa_only) {
+    return slot_reads(s, z, zone, hash) && (!soa_only || slot_may_hold_soa(s));
+}
+
 /* A served zone moved on by patches that changed the owners `changed` (a tuple of
- * names): its new tables replace the old, its negative answers are forgotten (the SOA
- * moved), and of the entries read from it alone at its last version those whose reads
- * (`put`) name none of the changed owners are kept (Slot.kept: they compare the zone's
- * `kept`, which a move leaves as it was); those that read one are marked stale, found
- * through the readers of each changed owner: O(changed), whatever the zone's or the
- * table's size (a walk of every slot when the readers are not all listed). Every other
- * entry read from it is stale (its `gen` moves on). */
+ * names), and `soa_only` (names too, their SOA record all that changed: the apex whose
+ * serial a change raised): its new tables replace the old, its negative answers are
+ * forgotten (the SOA moved), and of the entries read from it alone at its last version
+ * those whose reads (`put`) name none of the changed owners, and none of `soa_only` but
+ * with an answer that cannot hold an SOA (`slot_may_hold_soa`), are kept (Slot.kept:
+ * they compare the zone's `kept`, which a move leaves as it was); the others that read
+ * one are marked stale, found through the readers of each owner: O(changed), whatever
+ * the zone's or the table's size (a walk of every slot when the readers are not all
+ * listed). Every other entry read from it is stale (its `gen` moves on). */
 static PyObject *Table_moved(TableObject *self, PyObject *args) {
     Py_buffer apex;
-    PyObject *nodes, *ents, *interrupts, *changed;
+    PyObject *nodes, *ents, *interrupts, *changed, *soa = NULL;
     int wildcard;
     if (self->slots == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "the table was not initialised");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*OOOpO!", &apex, &nodes, &ents, &interrupts, &wildcard,
-                          &PyTuple_Type, &changed))
+    if (!PyArg_ParseTuple(args, "y*OOOpO!|O!", &apex, &nodes, &ents, &interrupts, &wildcard,
+                          &PyTuple_Type, &changed, &PyTuple_Type, &soa))
         return NULL;
     PyObject *result = NULL;
     uint32_t *hashes = NULL;
@@ -604,14 +623,16 @@ static PyObject *Table_moved(TableObject *self, PyObject *args) {
                         "(or None)");
         goto done;
     }
-    Py_ssize_t n = PyTuple_GET_SIZE(changed);
+    Py_ssize_t changed_n = PyTuple_GET_SIZE(changed);
+    Py_ssize_t n = changed_n + (soa == NULL ? 0 : PyTuple_GET_SIZE(soa));
     hashes = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
     if (hashes == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *name = PyTuple_GET_ITEM(changed, k);
+    for (Py_ssize_t k = 0; k < n; k++) { /* the changed owners, then the SOA-only ones */
+        PyObject *name = k < changed_n ? PyTuple_GET_ITEM(changed, k)
+                                       : PyTuple_GET_ITEM(soa, k - changed_n);
         if (!PyBytes_CheckExact(name)) {
             PyErr_SetString(PyExc_TypeError, "the changed owners are names (bytes)");
             goto done;
@@ -634,14 +655,15 @@ static PyObject *Table_moved(TableObject *self, PyObject *args) {
             if (b == NULL || !b->room) continue;
             for (uint32_t j = 0; j < b->count; j++) {
                 Slot *s = &self->slots[b->slots[j]];
-                if (slot_reads(s, z, zone, hashes[k])) s->gen[0] = 0; /* never a `kept` */
+                if (slot_touched(s, z, zone, hashes[k], k >= changed_n))
+                    s->gen[0] = 0; /* never a `kept` */
             }
         }
     } else if (zone->reading) {
         for (size_t i = 0; i <= self->mask; i++) {
             Slot *s = &self->slots[i];
             for (Py_ssize_t k = 0; k < n; k++)
-                if (slot_reads(s, z, zone, hashes[k])) {
+                if (slot_touched(s, z, zone, hashes[k], k >= changed_n)) {
                     s->gen[0] = 0;
                     break;
                 }
@@ -1247,9 +1269,10 @@ static PyMethodDef Table_methods[] = {
      "question key, read from the zones deps names (apexes; b\"\": none found; None: any "
      "change makes it stale), and inside its one zone the names reads gives."},
     {"moved", (PyCFunction)Table_moved_write, METH_VARARGS,
-     "moved(apex, nodes, empty_nonterminals, interrupts, wildcard, changed): the zone "
-     "patched, changed the owners replaced since; entries it alone gave that read none "
-     "of them are kept."},
+     "moved(apex, nodes, empty_nonterminals, interrupts, wildcard, changed, soa_only=()): "
+     "the zone patched, changed the owners replaced since, soa_only those whose SOA alone "
+     "changed; entries it alone gave that read none of changed, and none of soa_only or "
+     "with an answer that cannot hold an SOA, are kept."},
     {"drop", (PyCFunction)Table_drop_write, METH_O,
      "drop(apex): forget a zone; the entries read from it are stale."},
     {"enclosing", (PyCFunction)Table_enclosing_write, METH_O,

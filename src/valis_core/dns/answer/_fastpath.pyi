@@ -37,6 +37,7 @@ class Table:
         interrupts: tuple[dict[bytes, None], ...] | None,
         wildcard: bool,
         changed: tuple[bytes, ...],
+        soa_only: tuple[bytes, ...] = (),
         /,
     ) -> None: ...
     def drop(self, apex: bytes, /) -> None: ...

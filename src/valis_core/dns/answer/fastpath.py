@@ -87,7 +87,7 @@ from valis_core.dns.answer._cache import (
     reach,
 )
 from valis_core.dns.answer._lookup import negative_entry
-from valis_core.dns.wire.records import decode_node
+from valis_core.dns.wire.records import SOA, decode_node, node_without
 from valis_core.dns.zone.owners import OwnerSet
 
 if TYPE_CHECKING:
@@ -335,11 +335,24 @@ def _patched(table: Table, held: ServedZone, zone: ServedZone, cache: ResponseCa
             zone.dnames.size and zone.apex in zone.dnames):
         return False
     nodes, ents, interrupts = _tables(zone)
-    table.moved(zone.apex, nodes, ents, interrupts, zone.has_wildcard, tuple(owners))
+    apex = zone.apex
+    soa_only = (apex,) if apex in owners and _soa_alone_moved(held, zone) else ()
+    table.moved(apex, nodes, ents, interrupts, zone.has_wildcard,
+                tuple(owner for owner in owners if owner not in soa_only), soa_only)
     if negatives:
         _negatives_again(table, negatives, zone, cache)
     patched.append((zone, owners))
     return True
+
+
+def _soa_alone_moved(held: ServedZone, zone: ServedZone) -> bool:
+    """Whether the apex of ``zone`` holds what it held in ``held`` but for its SOA
+    record (the serial a change raises with every change): the entries that read the
+    apex but hold no SOA are then kept across the move (``Table.moved``'s
+    ``soa_only``)."""
+    before, now = held.nodes.get(held.apex), zone.nodes.get(zone.apex)
+    return before is not None and now is not None and (
+        node_without(before, SOA) == node_without(now, SOA))
 
 
 ANSWERED_AGAIN = 16

@@ -136,6 +136,21 @@ def node_holds(blob: bytes, types: Container[int]) -> bool:
     return False
 
 
+def node_without(blob: bytes, rtype: int) -> bytes:
+    """An owner's encoding with its records of ``rtype`` left out (two owners that
+    differ only in that type give the same bytes: the encoding is canonical)."""
+    size = len(blob)
+    kept: list[bytes] = []
+    i = 0
+    while i < size:
+        held, _, _, length = RR_HEAD.unpack_from(blob, i)
+        end = i + 10 + length
+        if held != rtype:
+            kept.append(blob[i:end])
+        i = end
+    return b"".join(kept)
+
+
 def count_records(blob: bytes) -> int:
     count = 0
     size = len(blob)
