@@ -1,7 +1,7 @@
 """The trio serve loops in-process over real loopback sockets: swapping the index while
 serving, TCP idle timeouts, the connection cap closing the longest-idle connection, a
-pipelining client yielding to others, an engine failure on one packet, and clean
-cancellation."""
+pipelining client yielding to others, an engine failure on one packet, a TCP drain
+handing over to a successor on the same socket, and clean cancellation."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import dns.message
 import dns.rcode
 import pytest
 import trio
+import trio.testing
 
 from tests.scenario.loopback_serve import (
     LIMIT,
@@ -32,6 +33,7 @@ from valis_core.dns.serve import (
     TCP_TURNS,
     UDP_BATCH,
     ServeStats,
+    TcpDrain,
     serve_tcp,
     serve_udp,
 )
@@ -155,6 +157,60 @@ async def test_under_pressure_an_idle_connection_gets_the_shorter_timeout() -> N
                     await stream.aclose()
     assert loop.stats.tcp_idle_closed >= 1
     assert loop.stats.tcp_refused == 0
+
+
+async def test_a_drain_answers_its_connections_and_leaves_new_ones_to_a_successor() -> None:
+    """A stopping (or handing-over) resident drains TCP first: a connection it accepted
+    before the drain, whose query comes after the drain began, is answered and then
+    closed once idle, not reset; the drain returns then. A connection made after the
+    drain began waits in the listening socket's queue, and a successor serving the same
+    socket answers it."""
+    wire = www_query().to_wire()
+    framed = len(wire).to_bytes(2, "big") + wire
+    holder = IndexHolder(index_with_www("192.0.2.80"))
+    stats = ServeStats()
+    drain = TcpDrain()
+    drained = trio.Event()
+
+    async def run_drain() -> None:
+        await drain()
+        drained.set()
+
+    with trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+        await tcp.bind(("127.0.0.1", 0))
+        tcp.listen(16)
+        address = tcp.getsockname()
+        async with trio.open_nursery() as nursery:
+            old = trio.CancelScope()
+
+            async def serve_old() -> None:
+                with old:
+                    await serve_tcp(tcp, holder, stats=stats, drain=drain)
+
+            nursery.start_soon(serve_old)
+            early = await trio.open_tcp_stream(*address)
+            with trio.fail_after(LIMIT):
+                while stats.tcp_accepted < 1:
+                    await trio.sleep(0.002)
+            nursery.start_soon(run_drain)
+            await trio.testing.wait_all_tasks_blocked()  # the drain stopped the accepting
+            late = await trio.open_tcp_stream(*address)
+            async with early, late:
+                await early.send_all(framed)
+                assert addresses(dns.message.from_wire(await tcp_receive_frame(early))) == {
+                    "192.0.2.80"
+                }
+                assert await receive_eof(early) == b""
+                with trio.fail_after(LIMIT):
+                    await drained.wait()
+                old.cancel()
+                await late.send_all(framed)
+                assert stats.tcp_accepted == 1  # the late one was left in the queue
+                nursery.start_soon(functools.partial(serve_tcp, tcp, holder))
+                assert addresses(dns.message.from_wire(await tcp_receive_frame(late))) == {
+                    "192.0.2.80"
+                }
+            nursery.cancel_scope.cancel()
 
 
 async def test_one_connection_pipelining_many_queries_yields_to_other_clients() -> None:

@@ -19,7 +19,7 @@ from valis_core.boot import Boot, Service, need
 from valis_core.boot import boot_log as log
 
 if TYPE_CHECKING:
-    from valis_core.dns.serve import ServeStats
+    from valis_core.dns.serve import ServeStats, TcpDrain
     from valis_core.dns.serve.limited_udp import LimitedUdpWorkers
     from valis_core.dns.serve.transfer_serve import Transfers
     from valis_core.resident.descriptors import AdoptedSockets
@@ -39,8 +39,12 @@ async def serve_dns(boot: Boot) -> Boot:
                    transfers=need(boot.transfers))
         for n, sock in enumerate(adopted.dns_udps)
     ])
+    from valis_core.dns.serve import TcpDrain
+
+    drain = TcpDrain()
     await boot.services.start(
-        "serve DNS", _dns_service(adopted, udp, need(boot.stats), need(boot.transfers))
+        "serve DNS", _dns_service(adopted, udp, need(boot.stats), need(boot.transfers), drain),
+        drain=drain,
     )
     need(boot.views).rate_limits = lambda: udp.settings
     need(boot.views).udp_workers = udp.stats
@@ -52,15 +56,20 @@ async def serve_dns(boot: Boot) -> Boot:
 
 
 def _dns_service(
-    adopted: AdoptedSockets, udp: LimitedUdpWorkers, stats: ServeStats, transfers: Transfers
+    adopted: AdoptedSockets, udp: LimitedUdpWorkers, stats: ServeStats, transfers: Transfers,
+    drain: TcpDrain,
 ) -> Service:
+    """UDP and TCP; stopping drains TCP first (``TcpDrain``: no accepted connection is
+    closed with its query unanswered, which a handover would otherwise do), UDP serving
+    on meanwhile."""
     from valis_core.dns.serve import serve_tcp
 
     async def serve(task_status: trio.TaskStatus[None]) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(udp.run)
             nursery.start_soon(partial(
-                serve_tcp, adopted.dns_tcp, udp.holder, stats=stats, transfers=transfers
+                serve_tcp, adopted.dns_tcp, udp.holder, stats=stats, transfers=transfers,
+                drain=drain,
             ))
             task_status.started()
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
         ServeCounts,
         ServeStats,
     )
-    from valis_core.dns.serve._tcp_loop import serve_tcp
+    from valis_core.dns.serve._tcp_loop import TcpDrain, serve_tcp
     from valis_core.dns.serve._udp_loop import serve_udp
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "AnswerFn",
     "ServeCounts",
     "ServeStats",
+    "TcpDrain",
     "serve_tcp",
     "serve_udp",
 ]
@@ -42,6 +43,7 @@ __getattr__ = lazy_attributes(
         "TCP_BATCH": "valis_core.dns.serve._loops",
         "TCP_TURNS": "valis_core.dns.serve._loops",
         "UDP_BATCH": "valis_core.dns.serve._loops",
+        "TcpDrain": "valis_core.dns.serve._tcp_loop",
         "serve_tcp": "valis_core.dns.serve._tcp_loop",
         "serve_udp": "valis_core.dns.serve._udp_loop",
     },

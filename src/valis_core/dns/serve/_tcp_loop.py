@@ -41,10 +41,17 @@ async def serve_tcp(
     answer_fn: AnswerFn = answer,
     transfers: TransferFn | None = None,
     workers: int = 0,
+    drain: TcpDrain | None = None,
 ) -> None:
     """Accept DNS-over-TCP connections on ``listener`` (already listening) until
     cancelled; each connection is served by its own task. AXFR and IXFR requests go to
     ``transfers`` when given (otherwise the answer path refuses them).
+
+    ``drain``, when asked (``TcpDrain``), stops the accepting and lets the connections
+    open finish what they are asked, each closed once idle for ``DRAIN_IDLE``, for at
+    most ``DRAIN_SECONDS``: a resident handing over to a successor on the same listening
+    socket (which accepts what is queued there) or stopping closes no connection with a
+    query unanswered in it, which a client would see as a reset.
 
     With the compiled path and ``answer`` (``_loops``, "TCP workers"), C answers what
     the holder's table holds: on ``workers`` worker threads at most at once (the GIL
@@ -96,13 +103,51 @@ async def serve_tcp(
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(turns.run)
+
+        async def hand_off(stream: trio.SocketStream) -> None:
+            # outside the accepting: a drain stops that and leaves the connections be
+            nursery.start_soon(connection, stream)
+
         try:
-            await accept_bounded(
-                listener, connection, room, accepted=accepted, refused=refused,
-                what="a DNS TCP connection",
-            )
+            with trio.CancelScope() as accepting:
+                if drain is not None:
+                    nursery.start_soon(drain.serve, accepting, pool)
+                await accept_bounded(
+                    listener, hand_off, room, accepted=accepted, refused=refused,
+                    what="a DNS TCP connection",
+                )
+            await trio.sleep_forever()  # drained: serving what is open, until cancelled
         finally:
             nursery.cancel_scope.cancel()
+
+
+DRAIN_IDLE = 0.5
+"""Seconds a draining connection may wait for its next query before it is closed (a
+client sends its query as soon as it has connected)."""
+DRAIN_SECONDS = 2.0
+"""Seconds a drain waits at most for the open connections to close."""
+
+
+class TcpDrain:
+    """A stop's first step for ``serve_tcp``: calling it (``Services.start``'s
+    ``drain``) stops the accepting and returns once every open connection has closed,
+    each once idle for ``DRAIN_IDLE``, or after ``DRAIN_SECONDS``."""
+
+    def __init__(self) -> None:
+        self._asked = trio.Event()
+        self._done = trio.Event()
+
+    async def __call__(self) -> None:
+        self._asked.set()
+        await self._done.wait()
+
+    async def serve(self, accepting: trio.CancelScope, pool: _Connections) -> None:
+        """``serve_tcp``'s side: wait to be asked, then drain."""
+        await self._asked.wait()
+        accepting.cancel()
+        with trio.move_on_after(DRAIN_SECONDS):
+            await pool.drain(DRAIN_IDLE)
+        self._done.set()
 
 
 class _Slot:
@@ -125,7 +170,9 @@ class _Connections:
     that an evicted one stops counting at once, so its replacement is admitted.
     """
 
-    __slots__ = ("_busy_idle_timeout", "_idle_timeout", "_max", "_reserved", "_slots")
+    __slots__ = (
+        "_busy_idle_timeout", "_emptied", "_idle_timeout", "_max", "_reserved", "_slots"
+    )
 
     def __init__(
         self, max_connections: int, idle_timeout: float, busy_idle_timeout: float
@@ -135,6 +182,7 @@ class _Connections:
         self._busy_idle_timeout = min(busy_idle_timeout, idle_timeout)
         self._reserved = 0
         self._slots: set[_Slot] = set()
+        self._emptied: trio.Event | None = None  # set while draining
 
     @property
     def open(self) -> int:
@@ -170,6 +218,21 @@ class _Connections:
 
     def leave(self, slot: _Slot) -> None:
         self._slots.discard(slot)
+        if self._emptied is not None and not self.open:
+            self._emptied.set()
+
+    async def drain(self, idle: float) -> None:
+        """From now on (no connection accepted any more) every connection is closed once
+        it has waited ``idle`` seconds for its next query (those waiting now, from now);
+        return once none is open."""
+        self._idle_timeout = self._busy_idle_timeout = min(self._busy_idle_timeout, idle)
+        now = trio_now()
+        for slot in self._slots:
+            if slot.wait is not None:
+                slot.wait.deadline = min(slot.wait.deadline, now + idle)
+        self._emptied = trio.Event()
+        if self.open:
+            await self._emptied.wait()
 
     def evict_longest_idle(self) -> bool:
         """Close the connection that has waited longest for its next query; whether
