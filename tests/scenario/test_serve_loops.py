@@ -213,6 +213,26 @@ async def test_a_drain_answers_its_connections_and_leaves_new_ones_to_a_successo
             nursery.cancel_scope.cancel()
 
 
+async def test_a_drain_of_a_loop_already_ended_returns_at_once() -> None:
+    """A stop after a failure finds the TCP loop cancelled already: its drain has
+    nothing to wait for (else each such stop would wait out the drain's bound), and a
+    drain never taken by a loop neither."""
+    holder = IndexHolder(index_with_www("192.0.2.80"))
+    drain = TcpDrain()
+    with trio.fail_after(1.0):
+        await TcpDrain()()
+    with trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+        await tcp.bind(("127.0.0.1", 0))
+        tcp.listen(16)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(functools.partial(serve_tcp, tcp, holder, drain=drain))
+            async with await trio.open_tcp_stream(*tcp.getsockname()):
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.cancel_scope.cancel()
+    with trio.fail_after(1.0):
+        await drain()
+
+
 async def test_one_connection_pipelining_many_queries_yields_to_other_clients() -> None:
     """A client writes 2000 queries in one go; while the server works through them, a
     UDP query and another TCP client's query arrive. Both are answered after a few of

@@ -111,6 +111,7 @@ async def serve_tcp(
         try:
             with trio.CancelScope() as accepting:
                 if drain is not None:
+                    drain.running = True
                     nursery.start_soon(drain.serve, accepting, pool)
                 await accept_bounded(
                     listener, hand_off, room, accepted=accepted, refused=refused,
@@ -119,6 +120,8 @@ async def serve_tcp(
             await trio.sleep_forever()  # drained: serving what is open, until cancelled
         finally:
             nursery.cancel_scope.cancel()
+            if drain is not None:
+                drain.stopped()
 
 
 DRAIN_IDLE = 0.5
@@ -136,10 +139,20 @@ class TcpDrain:
     def __init__(self) -> None:
         self._asked = trio.Event()
         self._done = trio.Event()
+        self.running = False
+        """Whether a ``serve_tcp`` took it and has not ended: a stop after a failure
+        (the loop already cancelled) has nothing to drain and must not wait."""
 
     async def __call__(self) -> None:
+        if not self.running:
+            return
         self._asked.set()
         await self._done.wait()
+
+    def stopped(self) -> None:
+        """``serve_tcp`` ended (cancelled, or failed): nothing is left to drain."""
+        self.running = False
+        self._done.set()
 
     async def serve(self, accepting: trio.CancelScope, pool: _Connections) -> None:
         """``serve_tcp``'s side: wait to be asked, then drain."""
