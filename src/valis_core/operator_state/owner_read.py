@@ -18,12 +18,12 @@ A read cut short (cancelled, or its connection lost) closes the connection: its 
 were never all taken, so nothing may use it again; the zone source opens a new one.
 
 Since 2026-12-05 the two statements are prepared once per connection and sent as one
-pipeline (libpq's pipeline mode: Bind and Execute of each, then one Sync), their
+pipeline (libpq's pipeline mode: Bind and Execute of each, a Sync after each), their
 parameters as text arrays: a change no longer pays PostgreSQL's parse and plan of the
 read, nor the composing of a literal query on the trio thread (together about a third of
 the resident's share of a change's cost on a busy core, ``benchmarks/change_profile.py``).
-Each statement is a transaction of its own (a Sync after each), so the fence is still read
-in a later snapshot than the rows.
+Each statement is a transaction of its own, so the fence is still read in a later
+snapshot than the rows.
 """
 
 from __future__ import annotations
