@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 async def serve_dns(boot: Boot) -> Boot:
-    from valis_core.dns.serve import ServeStats
+    from valis_core.dns.serve import ServeStats, TcpDrain
     from valis_core.dns.serve.limited_udp import LimitedUdp, LimitedUdpWorkers
     from valis_core.dns.serve.rrl import describe
     from valis_core.operator_state.site_facts import rrl_settings
@@ -39,8 +39,6 @@ async def serve_dns(boot: Boot) -> Boot:
                    transfers=need(boot.transfers))
         for n, sock in enumerate(adopted.dns_udps)
     ])
-    from valis_core.dns.serve import TcpDrain
-
     drain = TcpDrain()
     await boot.services.start(
         "serve DNS", _dns_service(adopted, udp, need(boot.stats), need(boot.transfers), drain),
