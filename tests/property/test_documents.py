@@ -681,11 +681,13 @@ def test_the_zone_listings_print_what_they_printed_before() -> None:
     ], indent=1) + "\n").encode()
     plain: dict[str, Any] = {"zone": "example.test.", "address": "192.0.2.9", "key_name": "k.",
                              "algorithm": "hmac-sha256"}
-    # What it printed before, and the NOTIFY port (issue 31; null: 53) after it.
+    # What it printed before, then the NOTIFY port (issue 31; null: 53) and the catalog
+    # the secondary comes from (null: the zone's own).
     assert SECONDARIES.render((SecondaryListing(**plain),)) == (
-        json.dumps([{**plain, "notify_port": None}], indent=1) + "\n"
+        json.dumps([{**plain, "notify_port": None, "catalog": None}], indent=1) + "\n"
     ).encode()
     assert SECONDARIES_WITH_SECRETS.render(
-        (SecondaryListingWithSecret(**plain, secret="c2VjcmV0", notify_port=5300),)
-    ) == (json.dumps([{**plain, "secret": "c2VjcmV0", "notify_port": 5300}], indent=1)
-          + "\n").encode()
+        (SecondaryListingWithSecret(**plain, secret="c2VjcmV0", notify_port=5300,
+                                    catalog="cat.test."),)
+    ) == (json.dumps([{**plain, "secret": "c2VjcmV0", "notify_port": 5300,
+                       "catalog": "cat.test."}], indent=1) + "\n").encode()

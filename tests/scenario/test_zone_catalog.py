@@ -160,6 +160,51 @@ def test_a_member_may_be_transferred_by_its_catalogs_secondaries(
         assert "a.test." not in {s.zone for s in serving_secondaries(conn)}
 
 
+def test_secondary_list_shows_a_members_secondaries_from_its_catalogs(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    """What the node serves, not only the rows a zone lists: a member's secondaries from
+    its catalog are listed under it with the catalog (VIA), and removing one from the
+    member names the catalog it comes from."""
+    for zone in ("a.test.", "b.test."):
+        import_zone(pg_cluster, state_dsn, zone)
+    assert valis("zone", "catalog", "create", "--dsn", state_dsn, CATALOG)[0] == 0
+    with pg_cluster.connect(state_dsn) as conn:
+        add_secondary(conn, Secondary(CATALOG, "192.0.2.2", "cat.", "hmac-sha256",
+                                      bytes(range(32)), notify_port=5300))
+        add_secondary(conn, Secondary("b.test.", "192.0.2.2", "own.", "hmac-sha256",
+                                      bytes(range(1, 33))))
+    for zone in ("a.test.", "b.test."):
+        assert valis("zone", "catalog", "add", "--dsn", state_dsn, CATALOG, zone)[0] == 0
+
+    status, out, _ = valis("zone", "secondary", "list", "--dsn", state_dsn)
+    assert status == 0
+    assert out.splitlines() == [
+        "ZONE\tADDRESS\tKEY\tALGORITHM\tVIA",
+        "a.test.\t192.0.2.2:5300\tcat.\thmac-sha256\t" + CATALOG,
+        "b.test.\t192.0.2.2\town.\thmac-sha256\t-",  # its own key wins at its address
+        CATALOG + "\t192.0.2.2:5300\tcat.\thmac-sha256\t-",
+    ]
+    status, out, _ = valis("zone", "secondary", "list", "--dsn", state_dsn, "a.test",
+                           "--json")
+    assert status == 0
+    assert json.loads(out) == [{"zone": "a.test.", "address": "192.0.2.2", "key_name": "cat.",
+                                "algorithm": "hmac-sha256", "notify_port": 5300,
+                                "catalog": CATALOG}]
+
+    status, out, err = valis("zone", "secondary", "remove", "--dsn", state_dsn, "a.test.",
+                             "192.0.2.2")
+    assert (status, out) == (1, "")
+    assert err.strip().endswith(
+        f"zone a.test. has its secondary at 192.0.2.2 from its catalog {CATALOG}: remove it"
+        f" there (valis zone secondary remove {CATALOG} 192.0.2.2), or the zone from the"
+        " catalog"
+    ), err
+    assert valis("zone", "catalog", "remove", "--dsn", state_dsn, CATALOG, "a.test.")[0] == 0
+    status, out, _ = valis("zone", "secondary", "list", "--dsn", state_dsn, "a.test.")
+    assert (status, out.splitlines()[1:]) == (0, [])
+
+
 def test_nsd_takes_its_zone_list_from_the_node_members_of_its_catalogs_included(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:

@@ -116,7 +116,8 @@ def test_an_operator_lists_adds_and_removes_secondaries_with_their_keys(
     assert "has no secondary at 192.0.2.53" in err
     status, out, _ = valis("zone", "secondary", "list", "--dsn", state_dsn)
     assert out.splitlines() == [
-        "ZONE\tADDRESS\tKEY\tALGORITHM", f"{ZONE}\t2001:db8::53\tother.key.\thmac-sha256",
+        "ZONE\tADDRESS\tKEY\tALGORITHM\tVIA",
+        f"{ZONE}\t2001:db8::53\tother.key.\thmac-sha256\t-",
     ]
 
 

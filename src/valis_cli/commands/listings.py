@@ -24,14 +24,15 @@ class ZoneListing:
 
 @attrs.frozen
 class SecondaryListing:
-    """A listed secondary of a zone, the TSIG key it transfers with, and the port its
-    NOTIFY goes to (``None``: 53)."""
+    """A secondary of a zone, the TSIG key it transfers with, the port its NOTIFY goes to
+    (``None``: 53), and the catalog the zone has it from (``None``: its own)."""
 
     zone: str
     address: str
     key_name: str
     algorithm: str
     notify_port: int | None = None
+    catalog: str | None = None
 
 
 @attrs.frozen
@@ -44,6 +45,7 @@ class SecondaryListingWithSecret:
     algorithm: str
     secret: str
     notify_port: int | None = None
+    catalog: str | None = None
 
 
 @attrs.frozen

@@ -361,7 +361,11 @@ def _register_secondary(actions: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("address", metavar="ADDRESS[:PORT]")
     run.set_defaults(handler=_secondary_remove)
 
-    run = verbs.add_parser("list", help="list the secondaries of one zone or of all")
+    run = verbs.add_parser(
+        "list",
+        help="list the secondaries of one zone or of all, a catalog member's from its "
+        "catalogs too (VIA: the catalog)",
+    )
     add_dsn_arguments(run)
     run.add_argument("zone", metavar="ZONE", nargs="?")
     run.add_argument("--json", action="store_true", help="machine-readable output")
@@ -437,6 +441,14 @@ def _secondary_remove(args: argparse.Namespace) -> int:
     address, _ = book.host_and_port(args.address)  # as listed: the port is the address's
     with operator_connection(args) as conn:
         if not book.remove_secondary(conn, zone, address):
+            inherited = [one.catalog for one in book.serving_secondaries(conn, zone)
+                         if one.address == address and one.catalog is not None]
+            if inherited:
+                raise book.SecondaryError(
+                    f"zone {zone} has its secondary at {address} from its catalog "
+                    f"{inherited[0]}: remove it there (valis zone secondary remove "
+                    f"{inherited[0]} {address}), or the zone from the catalog"
+                )
             raise book.SecondaryError(
                 f"zone {zone} has no secondary at {address} (valis zone secondary list "
                 f"{zone} shows its secondaries)"
@@ -449,7 +461,7 @@ def _secondary_list(args: argparse.Namespace) -> int:
     from valis_core.operator_state import secondaries as book
 
     with operator_connection(args) as conn:
-        found = book.list_secondaries(conn, args.zone)
+        found = book.serving_secondaries(conn, args.zone)
     if args.json:
         from valis_cli.commands import listings
 
@@ -457,21 +469,22 @@ def _secondary_list(args: argparse.Namespace) -> int:
             shown = listings.SECONDARIES_WITH_SECRETS.render(tuple(
                 listings.SecondaryListingWithSecret(
                     one.zone, one.address, one.key_name, one.algorithm, one.secret_base64,
-                    one.notify_port,
+                    one.notify_port, one.catalog,
                 )
                 for one in found
             ))
         else:
             shown = listings.SECONDARIES.render(tuple(
                 listings.SecondaryListing(one.zone, one.address, one.key_name, one.algorithm,
-                                          one.notify_port)
+                                          one.notify_port, one.catalog)
                 for one in found
             ))
         sys.stdout.write(shown.decode("ascii"))
         return 0
-    header = "ZONE\tADDRESS\tKEY\tALGORITHM"
+    header = "ZONE\tADDRESS\tKEY\tALGORITHM\tVIA"
     print(header + ("\tSECRET" if args.secrets else ""))
-    for secondary in found:
-        line = f"{secondary.zone}\t{secondary.target}\t{secondary.key_name}\t{secondary.algorithm}"
-        print(line + (f"\t{secondary.secret_base64}" if args.secrets else ""))
+    for one in found:
+        line = (f"{one.zone}\t{one.target}\t{one.key_name}\t{one.algorithm}"
+                f"\t{one.catalog or '-'}")
+        print(line + (f"\t{one.secret_base64}" if args.secrets else ""))
     return 0

@@ -44,8 +44,9 @@ class SecondaryError(ValisError):
 
 @attrs.frozen
 class Secondary:
-    """One secondary of ``zone``: its address, the TSIG key it signs with, and the port
-    its NOTIFY is sent to (``None``: 53)."""
+    """One secondary of ``zone``: its address, the TSIG key it signs with, the port its
+    NOTIFY is sent to (``None``: 53), and the catalog the zone has it from (``None``: the
+    zone lists it itself)."""
 
     zone: str
     address: str
@@ -53,6 +54,7 @@ class Secondary:
     algorithm: str
     secret: bytes = attrs.field(repr=False)
     notify_port: int | None = None
+    catalog: str | None = None
 
     @property
     def target(self) -> str:
@@ -196,42 +198,31 @@ def _announce(conn: psycopg.Connection[Any], zone: str) -> None:
     conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, zone))
 
 
-def list_secondaries(
+def serving_secondaries(
     conn: psycopg.Connection[Any], zone: str | None = None
 ) -> tuple[Secondary, ...]:
-    """The secondaries of ``zone`` (of every zone when ``None``), by zone then address."""
+    """Who may transfer each zone (``zone`` alone when given) and is notified of its
+    changes: each zone's own secondaries, and a catalog member's catalogs' secondaries
+    (RFC 9432: a consumer transfers the members from the primaries it has for the
+    catalog), with the catalog's key, at the addresses the member does not list itself;
+    by zone then address."""
     query = (
-        "SELECT zone, host(address), key_name, algorithm, secret, notify_port"
-        " FROM zone_secondaries"
+        "SELECT DISTINCT ON (zone, address) zone, host(address), key_name, algorithm, secret,"
+        " notify_port, catalog"
+        " FROM (SELECT zone, address, key_name, algorithm, secret, notify_port,"
+        "  NULL::text AS catalog, 0 AS rank"
+        "  FROM zone_secondaries"
+        "  UNION ALL SELECT m.member, s.address, s.key_name, s.algorithm, s.secret,"
+        "  s.notify_port, m.catalog, 1"
+        "  FROM zone_catalog_members m JOIN zone_secondaries s ON s.zone = m.catalog) AS e"
     )
     params: tuple[str, ...] = ()
     if zone is not None:
         query += " WHERE zone = %s"
         params = (canonical_zone_name(zone),)
-    query += " ORDER BY zone, address"
+    query += " ORDER BY zone, address, rank, key_name, catalog"
     return tuple(
-        Secondary(str(z), str(a), str(k), str(al), bytes(s), None if p is None else int(p))
-        for z, a, k, al, s, p in conn.execute(query, params).fetchall()
-    )
-
-
-def serving_secondaries(conn: psycopg.Connection[Any]) -> tuple[Secondary, ...]:
-    """Who may transfer each zone and is notified of its changes: each zone's own
-    secondaries, and a catalog member's catalogs' secondaries (RFC 9432: a consumer
-    transfers the members from the primaries it has for the catalog), with the
-    catalog's key, at the addresses the member does not list itself; by zone then
-    address."""
-    query = (
-        "SELECT DISTINCT ON (zone, address) zone, host(address), key_name, algorithm, secret,"
-        " notify_port"
-        " FROM (SELECT zone, address, key_name, algorithm, secret, notify_port, 0 AS rank"
-        "  FROM zone_secondaries"
-        "  UNION ALL SELECT m.member, s.address, s.key_name, s.algorithm, s.secret,"
-        "  s.notify_port, 1"
-        "  FROM zone_catalog_members m JOIN zone_secondaries s ON s.zone = m.catalog) AS e"
-        " ORDER BY zone, address, rank, key_name"
-    )
-    return tuple(
-        Secondary(str(z), str(a), str(k), str(al), bytes(s), None if p is None else int(p))
-        for z, a, k, al, s, p in conn.execute(query).fetchall()
+        Secondary(str(z), str(a), str(k), str(al), bytes(s), None if p is None else int(p),
+                  None if c is None else str(c))
+        for z, a, k, al, s, p, c in conn.execute(query, params).fetchall()
     )
