@@ -870,8 +870,9 @@ CLASSES: list[Rule] = [
          "once (extended RCODE 25); neither RFC orders the two checks", CHOICE,
          lambda q, a: _tagged("tsig")(q, a) and _tagged("edns-version")(q, a),
          lambda q, a: dict.fromkeys(a, ("(signed, version above 0)",))),
-    Rule("CNAME or DNAME chain length: valis follows 12 links, Knot 5 and more, NSD "
-         "stops after one synthesis (RFC 1034 lets a server stop anywhere)", CHOICE,
+    Rule("CNAME or DNAME chain length: valis follows 12 links (one synthesis through a "
+         "DNAME into its own subtree), Knot 5 and more, NSD stops after one synthesis "
+         "(RFC 1034 lets a server stop anywhere)", CHOICE,
          lambda q, a: True, _chain_prefix),
 ]
 """Applied in order: each evens out what it explains, until the answers agree."""

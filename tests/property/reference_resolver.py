@@ -10,8 +10,9 @@ the apex of the nearest served zone, with no index, cache or wire encoding:
   NS set and the addresses the zone holds for its name servers (RFC 9471), without AA
   when it answers the question's own name; DS at the cut itself is the parent's data;
 - a DNAME at a node strictly above the name (RFC 6672 section 3.2): the DNAME, a CNAME
-  synthesized with its TTL, and the lookup goes on with the new name; YXDOMAIN when the
-  new name is too long;
+  synthesized with its TTL, and the lookup goes on with the new name (not when the
+  DNAME's target lies beneath its own owner: it would apply to every name it makes);
+  YXDOMAIN when the new name is too long;
 - step 3c and RFC 4592: when the next label does not exist, the wildcard at the closest
   encloser, if it exists, supplies the records owned by the name (an empty wildcard
   gives NODATA); otherwise NXDOMAIN;
@@ -209,6 +210,8 @@ class Reference:
         cname = dns.rdata.from_text(dns.rdataclass.IN, dns.rdatatype.CNAME,
                                     synthesized.to_text())
         state.answer.append((name, dns.rdatatype.CNAME, ttl, cname))
+        if rdata.target.is_subdomain(owner):  # type: ignore[attr-defined]
+            return None  # into its own subtree: it would apply to every name it makes
         return synthesized
 
     def wildcard(

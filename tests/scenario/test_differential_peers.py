@@ -46,8 +46,11 @@ def peers(tmp_path: Path) -> Iterator[tuple[list[object], list[tuple[str, list[s
 def _fixed(zones: list[tuple[str, list[str]]]) -> list[object]:
     """The cases valis answered wrongly before, asked every time."""
     origin = zones[0][0]
-    out = [differential.Query(dns.message.make_query(f"x.dnself.{origin}", "A").to_wire(),
-                              ("existing", "type:A"), f"x.dnself.{origin} A")]
+    # A chain through a DNAME into its own subtree; the long name's 12 links overflowed
+    # 512 octets into an empty TC answer.
+    chained = (f"{first}.dnself.{origin}" for first in ("x", "y5aeuxw.d1kxm-vack"))
+    out = [differential.Query(dns.message.make_query(name, "A").to_wire(),
+                              ("existing", "type:A"), f"{name} A") for name in chained]
     for opcode, version in ((dns.opcode.NOTIFY, 0), (dns.opcode.STATUS, 0),
                             (dns.opcode.IQUERY, 1)):
         message = dns.message.make_query(origin, "SOA", use_edns=version,

@@ -38,7 +38,9 @@ behaviour, top to bottom:
   is answered by the parent, and DS at a zone apex by the served parent zone if there
   is one; wildcards per RFC 4592 (closest encloser, never for names that exist, never
   beneath a delegation, wildcard CNAMEs followed); DNAME per RFC 6672 (the DNAME and a
-  CNAME synthesized with the DNAME's TTL, YXDOMAIN when the new name is too long);
+  CNAME synthesized with the DNAME's TTL, YXDOMAIN when the new name is too long; a
+  DNAME whose target lies beneath itself ends the chain at that CNAME, as NSD does: it
+  would apply again to every name it makes);
 - Additional data comes only from the zone that answers (another served zone's records
   would be out of bailiwick to a resolver, and would tell which zones this node serves),
   at exactly the names the answer points at: A/AAAA of NS targets (glue beneath a cut

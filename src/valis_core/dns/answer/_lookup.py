@@ -258,6 +258,11 @@ def step(
             draft.rcode = YXDOMAIN
             return None
         draft.answer.append((name, CNAME, ttl, synthesized))
+        if wire.is_at_or_below(dname_target, owner):
+            # A DNAME into its own subtree applies again to every name it makes, so the
+            # chain could only grow until MAX_CHAIN or YXDOMAIN, never reaching data
+            # (nothing lies beneath a DNAME): it ends at its first synthesis, as NSD's.
+            return None
         return synthesized
     cname = sets.get(CNAME)
     if cname is not None and qtype != CNAME:
