@@ -152,6 +152,46 @@ def test_warnings_name_the_probable_mistake_and_pass_the_check() -> None:
     assert len(result.warnings) == 4
 
 
+def test_name_servers_without_an_address_are_warned_of_where_a_resolver_needs_one() -> None:
+    """An NS target inside the zone needs an address: glue when it lies at or beneath
+    the delegation naming it (a referral carries no wildcard's), else an address record
+    or its wildcard's; one beneath another delegation is that delegation's concern."""
+    head = ["$TTL 300", "@ SOA ns1 hostmaster 1 7200 3600 1209600 300"]
+    cases = {
+        # the apex's own name servers, the apex itself among them
+        ("@ NS ns1", "@ NS ns2", "@ NS @", "ns1 A 192.0.2.1"): [
+            (3, "name server example.com. of example.com. has no address in the zone"),
+            (3, "name server ns2.example.com. of example.com. has no address in the zone"),
+        ],
+        # a delegation to a sibling name, and to a name beneath itself
+        ("@ NS ns1", "ns1 A 192.0.2.1", "d NS ns2", "e NS ns.e"): [
+            (5, "name server ns2.example.com. of d.example.com. has no address in the zone"),
+            (6, "delegation e.example.com. NS ns.e.example.com. has no glue"),
+        ],
+        # answered by a wildcard: reachable; beneath another delegation: not checked here;
+        # an empty non-terminal holds no address
+        ("@ NS ns1", "@ NS ns.example.net.", "ns1 A 192.0.2.1", "*.w AAAA 2001:db8::1",
+         "d NS a.w", "x NS ns.d", "x NS d", "d NS ns.d", "ns.d A 192.0.2.2",
+         "y NS ent", "deep.ent A 192.0.2.3"): [
+            (12, "name server ent.example.com. of y.example.com. has no address in the zone"),
+        ],
+    }
+    for body, expected in cases.items():
+        result = check_zone_text(_text([*head, *body]), ZONE)
+        assert result.ok, result.errors
+        assert [(f.line, f.message.split(";")[0]) for f in result.warnings] == expected, body
+
+
+def test_a_ds_at_the_apex_and_a_dname_at_a_delegation_are_warned_of() -> None:
+    body = ["@ DS 60485 5 1 2BB183AF5F22588179A53B0A98631FAD1A292118", "d NS ns1",
+            "d DNAME elsewhere.example.net."]
+    result = check_zone_text(_text(HEAD + body), ZONE)
+    assert result.ok
+    assert [(f.line, f.message.split(":")[0]) for f in result.warnings] == [
+        (6, "DS at the apex of example.com."), (8, "DNAME at the delegation d.example.com."),
+    ]
+
+
 def test_collecting_reads_on_after_a_fault_and_places_every_record() -> None:
     problems: list[MasterFileError] = []
     positions: list[int] = []

@@ -7,8 +7,9 @@ same ``Builder`` checks, and freezes the owners with the same ``Builder.freeze``
 ``check_apex`` and ``occluded``, noting every refusal where the build stops at the first,
 so a file passes here exactly when ``valis zone import`` would take it.
 Warnings never fail a check: TTLs that differ within an RRset, duplicate records,
-delegations without the glue they need, and relative names that look like a forgotten
-trailing dot.
+delegations without the glue they need, name servers in the zone with no address, a DS
+at the apex, a DNAME at a delegation (Knot's kzonecheck refuses the last two; NSD takes
+them), and relative names that look like a forgotten trailing dot.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from valis_core.dns.wire.records import (
     AAAA,
     CNAME,
     DNAME,
+    DS,
     MX,
     NS,
     PTR,
@@ -352,28 +354,93 @@ def _check_nodes(  # noqa: PLR0917 - the check's state, handed on
         errors.append(Finding(lines.owner_line(apex), exc.reason))
     for owner, dname in occluded(apex, frozen, owners.dnames):
         errors.append(Finding(lines.owner_line(owner), _say(occlusion_error(origin, owner, dname))))
+    servers = _NameServers(apex, frozen, owners.cuts)
+    if apex in frozen:
+        held = decode_node(frozen[apex])
+        if NS in held:
+            servers.warn(apex, held[NS][1], lines, warnings)
+        if DS in held:
+            warnings.append(Finding(
+                lines.rrset_line(apex, DS),
+                f"DS at the apex of {origin}: a DS record is the parent zone's, never "
+                "this one's (RFC 4035 section 2.4); give it to the parent and remove it here",
+            ))
     for cut in sorted(owners.cuts):
-        _glue_warnings(cut, frozen, lines, warnings)
+        held = decode_node(frozen[cut])
+        servers.warn(cut, held[NS][1], lines, warnings)
+        if DNAME in held:
+            warnings.append(Finding(
+                lines.rrset_line(cut, DNAME),
+                f"DNAME at the delegation {wire.to_text(cut)}: the name is the child zone's, "
+                "so it is never served from here (RFC 6672 section 2.3); remove it or the NS",
+            ))
     return owners.count
 
 
 _ADDRESSES = frozenset({A, AAAA})
 
 
-def _glue_warnings(
-    cut: bytes, frozen: dict[bytes, bytes], lines: _Lines, warnings: list[Finding]
-) -> None:
-    """A delegation to a name server inside the delegated zone needs its address here."""
-    for rdata in decode_node(frozen[cut])[NS][1]:
-        server = rdata.lower()
-        if not wire.is_at_or_below(server, cut):
-            continue
-        held = frozen.get(server)
-        if held is None or not node_holds(held, _ADDRESSES):
-            warnings.append(
-                Finding(
-                    lines.rrset_line(cut, NS),
-                    f"delegation {wire.to_text(cut)} NS {wire.to_text(server)} has no glue; "
-                    f"add an A or AAAA record for {wire.to_text(server)}",
-                )
-            )
+class _NameServers:
+    """Whether the name servers an NS RRset names inside the zone can be reached: one
+    at or beneath the delegation naming it needs glue (an address record at its name:
+    a referral carries no wildcard's); one elsewhere in the zone, not beneath another
+    delegation (that delegation's own concern), needs an address record at its name or
+    from the wildcard that covers it, as a resolver asking for it would be answered."""
+
+    def __init__(self, apex: bytes, frozen: dict[bytes, bytes], cuts: set[bytes]) -> None:
+        self.apex = apex
+        self.frozen = frozen
+        self.cuts = cuts
+        self.existing: set[bytes] | None = None  # every name that exists, when needed
+
+    def warn(
+        self, owner: bytes, targets: tuple[bytes, ...], lines: _Lines, warnings: list[Finding]
+    ) -> None:
+        for rdata in targets:
+            server = rdata.lower()
+            if not wire.is_at_or_below(server, self.apex):
+                continue  # out of the zone: resolved elsewhere
+            cut = self._cut_above(server)
+            if cut is not None and cut != owner:
+                continue  # beneath another delegation: its glue, if any, is checked there
+            if cut is None:
+                if self._has_address(server):
+                    continue
+                said = (f"name server {wire.to_text(server)} of {wire.to_text(owner)} has no "
+                        "address in the zone")
+            elif node_holds(self.frozen.get(server, b""), _ADDRESSES):
+                continue
+            else:
+                said = f"delegation {wire.to_text(owner)} NS {wire.to_text(server)} has no glue"
+            warnings.append(Finding(
+                lines.rrset_line(owner, NS),
+                f"{said}; add an A or AAAA record for {wire.to_text(server)}",
+            ))
+
+    def _cut_above(self, name: bytes) -> bytes | None:
+        """The delegation at or above ``name`` (below the apex), if any."""
+        while name != self.apex:
+            if name in self.cuts:
+                return name
+            name = wire.parent(name)
+        return None
+
+    def _has_address(self, name: bytes) -> bool:
+        """Whether a question for ``name``'s address is answered with one: its own
+        records, or, when the name does not exist, its wildcard's (RFC 4592)."""
+        held = self.frozen.get(name)
+        if held is not None:
+            return node_holds(held, _ADDRESSES)
+        if self.existing is None:  # once, and only for a name server not in the file
+            self.existing = {self.apex}
+            for owner in self.frozen:
+                above = owner
+                while above not in self.existing and wire.is_at_or_below(above, self.apex):
+                    self.existing.add(above)
+                    above = wire.parent(above)
+        if name in self.existing:
+            return False  # an empty non-terminal: no data at all
+        encloser = wire.parent(name)
+        while encloser not in self.existing:
+            encloser = wire.parent(encloser)
+        return node_holds(self.frozen.get(b"\x01*" + encloser, b""), _ADDRESSES)
