@@ -16,6 +16,8 @@ from tests.property.master_lines import (
 )
 from valis_core.dns import wire
 from valis_core.dns.wire import _reading, master, master_general
+from valis_core.dns.wire.records import ZoneError
+from valis_core.dns.zone.build import rdata_wire
 
 Record = tuple[bytes, int, int, bytes]
 
@@ -168,3 +170,29 @@ def test_an_error_names_the_line_the_record_starts_on() -> None:
     with pytest.raises(_reading.MasterFileError) as caught:
         master.read_master(text, "example.com.", lambda record: None)
     assert caught.value.where == "line 5"
+
+
+LOC = 29
+OUT_OF_RANGE = (
+    "@ LOC 0 0 0 N 0 0 0 E 42849673 0 0 0",  # altitude beyond 32 bits
+    "@ LOC 0 0 0 N 0 0 0 E -100001 0 0 0",  # and below its floor
+)
+
+
+def test_a_value_dnspythons_text_takes_but_its_wire_field_cannot_hold_is_a_bad_record() -> None:
+    """dnspython reads a LOC altitude of any size and fails only when it writes the field
+    (``struct.error``, not one of its own errors): the file's reading, collecting or not,
+    and a row's, give the bad record its line and reason, never an exception of their
+    own."""
+    for line in OUT_OF_RANGE:
+        text = f"$TTL 60\n{line}\nok A 192.0.2.1\n"
+        problems: list[_reading.MasterFileError] = []
+        records: list[tuple[bytes, int, int, bytes]] = []
+        master.read_master(text, "example.com.", records.append, problems=problems)
+        assert [(p.line, p.reason) for p in problems] == [
+            (2, "LOC record: a value is out of the range its wire field holds")]
+        assert len(records) == 1  # the line after it is read on
+        with pytest.raises(_reading.MasterFileError):
+            master.read_master(text, "example.com.", lambda record: None)
+        with pytest.raises(ZoneError, match=r"cannot parse LOC rdata .* out of the range"):
+            rdata_wire("example.com.", "example.com.", LOC, line.split(" LOC ")[1])

@@ -60,6 +60,7 @@ from valis_core.dns.wire.records import (
     SOA,
     RecordRow,
     ZoneError,
+    rdata_bytes,
 )
 from valis_core.dns.zone.serial import raised_serial, serial_gt
 
@@ -167,7 +168,7 @@ class _Refusal(Exception):
 
 def _rdata_key_from_text(rtype: int, text: str) -> bytes:
     try:
-        return _parse_text(rtype, text).to_digestable()
+        return rdata_bytes(_parse_text(rtype, text), canonical=True)
     except (dns.exception.DNSException, ValueError, UnicodeError):
         return b"\xff" + text.encode("utf-8", "surrogateescape")
 

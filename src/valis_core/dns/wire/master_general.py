@@ -26,6 +26,7 @@ import dns.zonefile
 
 import valis_core.dns.wire.names as wire
 from valis_core.dns.wire._reading import Emit, MasterFileError, ReadingState, parenthesis_depth
+from valis_core.dns.wire.records import rdata_bytes
 
 _MAX_TTL = 2**31 - 1
 
@@ -44,8 +45,7 @@ def read_general(  # noqa: PLR0917 - read_master's reading state
         tok = _EntryTokenizer("\n".join(lines) + "\n", "<zone>")
 
         def forward(name: dns.name.Name, ttl: int, rdata: dns.rdata.Rdata) -> None:
-            data = rdata.to_wire()
-            assert data is not None  # no file given, so dnspython returns the bytes
+            data = rdata_bytes(rdata)
             emit((wire.name_wire(name), int(rdata.rdtype), ttl, data))
             if positions is not None:
                 line = min(tok.entry_line, len(lines))  # noqa: B023 - called at once

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Container
+from typing import TYPE_CHECKING
 
 import attrs
 import dns.rcode
 import dns.rdataclass
 import dns.rdatatype
+
+if TYPE_CHECKING:
+    import dns.rdata
 
 from valis_core.errors import ValisError
 
@@ -107,6 +111,19 @@ class ZoneError(ValisError):
         self.owner = owner
         self.reason = reason
         super().__init__(f"zone {zone} cannot be served: {owner}: {reason}")
+
+
+def rdata_bytes(rdata: dns.rdata.Rdata, *, canonical: bool = False) -> bytes:
+    """dnspython's wire form of ``rdata`` (its canonical form: ``canonical``). A value its
+    text form took but its wire field cannot hold (a LOC altitude beyond 32 bits, say)
+    is a ``ValueError`` like any other bad rdata, not the ``struct.error`` dnspython
+    lets out."""
+    try:
+        data = rdata.to_digestable() if canonical else rdata.to_wire()
+    except (struct.error, OverflowError):
+        raise ValueError("a value is out of the range its wire field holds") from None
+    assert data is not None  # no file given, so dnspython returns the bytes
+    return data
 
 
 def decode_node(blob: bytes) -> dict[int, RRset]:

@@ -41,6 +41,7 @@ from valis_core.dns.wire.records import (
     RecordRow,
     ZoneError,
     decode_node,
+    rdata_bytes,
 )
 from valis_core.dns.zone._served import ServedZone
 from valis_core.dns.zone.owners import OwnerMap, owner_set
@@ -450,19 +451,13 @@ def rdata_wire(zone: str, owner: str, rtype: int, text: str) -> bytes:
         if rtype == AAAA:
             return dns.ipv6.inet_aton(text.strip())
         kind = dns.rdatatype.RdataType.make(rtype)
-        return _rdata_bytes(dns.rdata.from_text(dns.rdataclass.IN, kind, text, origin=None))
+        return rdata_bytes(dns.rdata.from_text(dns.rdataclass.IN, kind, text, origin=None))
     except dns.name.NeedAbsoluteNameOrOrigin:
         reason = "names in rdata must be absolute (end with a dot)"
     except (dns.exception.DNSException, ValueError, UnicodeError) as exc:
         reason = str(exc) or type(exc).__name__
     name = dns.rdatatype.to_text(dns.rdatatype.RdataType.make(rtype))
     raise ZoneError(zone, owner, f"cannot parse {name} rdata {text!r}: {reason}")
-
-
-def _rdata_bytes(rdata: dns.rdata.Rdata) -> bytes:
-    data = rdata.to_wire()
-    assert data is not None  # no file given, so dnspython returns the bytes
-    return data
 
 
 def _freeze_zone(origin: str, apex: bytes, owners: FrozenOwners) -> tuple[ServedZone, int]:
