@@ -370,3 +370,48 @@ def copy_lines(rng: random.Random) -> bytes:
             line = line[:at] + rng.choice((b"", b"\t", b"\xff", b"\\", b"\x00")) + line[at + 1 :]
         out.append(line)
     return b"".join(out)
+
+
+_MASTER_OWNERS = ("@", "www", "WWW", "*", "a.b", "_sip._tcp", "x.example.net.", "", " ",
+                  "sub", "ns1.sub", "dn", "below.dn", "\\065", "a\\.b", "\\255x")
+_MASTER_TTLS = ("", "300", "0", "1h", "2147483648", "1w2d", "-1", "007")
+_MASTER_DATA = (
+    ("A", ("192.0.2.1", "192.0.2.256", "\\# 4 c0000201", "")),
+    ("AAAA", ("2001:db8::1", "::ffff:192.0.2.1", "2001:db8::g")),
+    ("NS", ("ns1", "ns1.sub", "ns.example.net.", "@")),
+    ("CNAME", ("www", "target.example.net.", "dn")),
+    ("DNAME", ("sub", "example.net.", "below.dn")),
+    ("MX", ("10 mail", "65536 mail", "0 .")),
+    ("SRV", ("0 5 5060 sip", "1 2 3")),
+    ("TXT", ('"text"', '"a" "b"', '( "x"\n "y" )', '"unterminated', "plain words")),
+    ("SOA", ("ns1 h 1 2 3 4 5", "ns1 h ( 1 2\n 3 4 5 )", "ns1 h 4294967296 2 3 4 5")),
+    ("DS", ("60485 5 1 2BB183AF5F22588179A53B0A98631FAD1A292118",)),
+    ("LOC", ("52 22 23 N 4 53 32 E -2m 0m 0m 0m", "0 0 0 N 0 0 0 E 42849673 0 0 0")),
+    ("CAA", ('0 issue "ca.example.net"',)),
+    ("SVCB", ("1 . alpn=h2", "0 target.example.net.")),
+    ("TYPE65280", ("\\# 2 abcd", "\\# 3 ab")),
+    ("RRSIG", ("A 8 2 300 20300101000000 20200101000000 1 example.com. AAAA",)),
+)
+_MASTER_DIRECTIVES = ("$ORIGIN sub", "$ORIGIN example.net.", "$TTL 60", "$TTL x",
+                      "$INCLUDE other.zone", "$GENERATE 1-3 h$ A 192.0.2.$", "$UNKNOWN")
+
+
+def master_file(rng: random.Random) -> bytes:
+    """A master file of ``fuzz.example.``: mostly records a zone is made of, with odd
+    owners, TTLs, rdata, directives, parentheses and stray bytes now and then."""
+    out = ["$TTL 300\n" if rng.random() < 0.9 else "",
+           "@ SOA ns1 h 1 7200 3600 1209600 300\n@ NS ns1\nns1 A 192.0.2.1\n"]
+    for _ in range(rng.randrange(0, 25)):
+        if rng.random() < 0.08:
+            out.append(rng.choice(_MASTER_DIRECTIVES) + "\n")
+            continue
+        rtype, values = rng.choice(_MASTER_DATA)
+        fields = [rng.choice(_MASTER_OWNERS), rng.choice(_MASTER_TTLS),
+                  rng.choice(("", "IN", "in", "CH")), rtype.lower() if rng.random() < 0.1
+                  else rtype, rng.choice(values)]
+        line = " ".join(fields) + rng.choice(("\n", "\n", " ; note\n", "\r\n"))
+        if rng.random() < 0.03:
+            at = rng.randrange(len(line))
+            line = line[:at] + rng.choice(("(", ")", '"', "\\", ";", "\x00", "é")) + line[at:]
+        out.append(line)
+    return "".join(out).encode("utf-8")

@@ -124,6 +124,14 @@ def copy_lines() -> Iterator[bytes]:
         yield generate.copy_lines(random.Random(seed))
 
 
+def master_files() -> Iterator[bytes]:
+    repo = Path(__file__).resolve().parents[2]
+    yield (repo / "tests" / "scenario" / "data" / "example.com.zone").read_bytes()
+    yield (repo / "docs" / "examples" / "example.test.zone").read_bytes()
+    for seed in range(4):
+        yield generate.master_file(random.Random(seed))
+
+
 SEEDS = {
     "answer": queries,
     "tcp_framer": tcp_streams,
@@ -131,6 +139,7 @@ SEEDS = {
     "delivery": deliveries,
     "backup_set": backup_sets,
     "copy_rows": copy_lines,
+    "master_file": master_files,
 }
 
 

@@ -31,6 +31,11 @@ target is a crash of the reader itself. Both are findings.
 - ``copy_rows``: the zone load's lines of COPY text (``zone_load.ZoneRows``), for one
   zone and for two: the compiled row reader gives exactly what the Python way gives
   (zones, refusals, or the same ``OperatorStateError`` at the same line).
+- ``master_file``: a master file (the input as UTF-8, bad bytes replaced, as
+  ``valis zone check`` and ``import`` read one) through ``check_zone_text``, with the
+  origin given and without: it never raises, and the check passes the file exactly
+  when the import's reading and checking take it (``parse_zone_text``, then
+  ``checked_zone``: they refuse only with ``MasterFileError`` or ``ZoneError``).
 
 The tar targets run confined (``confine.confined``): a write anywhere outside the
 scratch directory is ``Broken``.
@@ -70,9 +75,14 @@ from valis_core.dns.answer._fastpath import Table
 from valis_core.dns.answer.signed import Signer
 from valis_core.dns.answer.snapshot import Snapshot
 from valis_core.dns.serve.tcp import framed, take_frames
+from valis_core.dns.wire import MasterFileError
+from valis_core.dns.wire.records import ZoneError
 from valis_core.dns.zone import ZoneIndex, rows
+from valis_core.dns.zone.build import parse_zone_text
+from valis_core.dns.zone.check import check_zone_text
 from valis_core.operator_state.connection import OperatorStateError
 from valis_core.operator_state.zone_load import ZoneRows
+from valis_core.operator_state.zones import checked_zone
 from valis_core.ops.backup import BackupError, restore_backup, verify_backup_set
 from valis_core.owner.message import Received, receive
 
@@ -407,6 +417,25 @@ def run_copy_rows(data: bytes, scratch: Path) -> None:
             raise Broken(f"the compiled way gives {compiled!r}, the Python way {python!r}")
 
 
+# -- master_file -------------------------------------------------------------------------
+
+
+def run_master_file(data: bytes, scratch: Path) -> None:
+    """``valis zone check`` and the build over ``data`` as a master file."""
+    del scratch
+    text = data.decode("utf-8", "replace")
+    check_zone_text(text, None)
+    result = check_zone_text(text, "fuzz.example.")
+    try:
+        checked_zone(parse_zone_text(text, "fuzz.example."))  # as ``valis zone import``
+    except (ZoneError, MasterFileError) as exc:
+        if result.ok:
+            raise Broken(f"the check passed a file the build refuses: {exc}") from None
+    else:
+        if not result.ok:
+            raise Broken(f"the check refused a file the build takes: {result.errors}")
+
+
 TARGETS: dict[str, Target] = {
     target.name: target
     for target in (
@@ -417,5 +446,6 @@ TARGETS: dict[str, Target] = {
         Target("delivery", run_delivery, generate.delivery_tarball, (DeliveryError,)),
         Target("backup_set", run_backup_set, generate.backup_archive, (BackupError,)),
         Target("copy_rows", run_copy_rows, generate.copy_lines, compiled=True),
+        Target("master_file", run_master_file, generate.master_file),
     )
 }
