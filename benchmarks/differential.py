@@ -412,8 +412,8 @@ def malformed(rng: random.Random, wire: bytes, message: dns.message.Message) -> 
         return bytes(header) + wire[12:], kind
     if kind in ("qd2", "qd2-same"):
         header[4:6] = b"\x00\x02"
-        second = dns.message.make_query("www." + str(message.question[0].name), "A",
-                                        use_edns=False).to_wire()[12:]
+        www = dns.name.Name((b"www", *message.question[0].name.labels))  # the root too
+        second = dns.message.make_query(www, "A", use_edns=False).to_wire()[12:]
         qend = 12 + len(message.question[0].name.to_wire()) + 4
         extra = wire[12:qend] if kind == "qd2-same" else second
         return bytes(header) + wire[12:qend] + extra + wire[qend:], kind
