@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,18 +45,21 @@ def fresh_from(ids: list[str]) -> Iterator[str]:
 
 
 def check(catalog: Catalog) -> None:
+    name = catalog.name
     rows = catalog_records(catalog)
-    ptrs = [r for r in rows if r.rtype == "PTR"]
+    ptrs = [r for r in rows if r.rtype == "PTR" and not r.owner.startswith("coo.")]
     assert sorted(r.rdata for r in ptrs) == sorted(m.zone for m in catalog.members)
     assert len({m.unique_id for m in catalog.members}) == len(catalog.members)
     for member in catalog.members:
         assert [r.owner for r in ptrs if r.rdata == member.zone] == [
-            f"{member.unique_id}.zones.{NAME}"]
-        groups = [r.rdata for r in rows if r.owner == f"group.{member.unique_id}.zones.{NAME}"]
+            f"{member.unique_id}.zones.{name}"]
+        groups = [r.rdata for r in rows if r.owner == f"group.{member.unique_id}.zones.{name}"]
         assert groups == ([] if member.group is None else [f'"{member.group}"'])
-    assert [r.rdata for r in rows if r.owner == f"version.{NAME}"] == ['"2"']
+        moving = [r.rdata for r in rows if r.owner == f"coo.{member.unique_id}.zones.{name}"]
+        assert moving == ([] if member.coo is None else [member.coo])
+    assert [r.rdata for r in rows if r.owner == f"version.{name}"] == ['"2"']
     assert [r.rdata for r in rows if r.rtype == "NS"] == ["invalid."]
-    ZoneIndex.from_records([soa_record(NAME), *rows])
+    ZoneIndex.from_records([soa_record(name), *rows])
 
 
 @settings(max_examples=scaled(0.5))
@@ -106,3 +110,58 @@ def test_the_stored_catalog_is_brought_to_the_rendering_by_the_difference(
                                               key=repr)
     assert stray in deletes
     assert soa_record(NAME) not in deletes
+
+
+OTHER = "other.invalid."
+
+
+def _applied(catalog: Catalog, ops: list[tuple[bool, str, str | None]],
+             fresh: Iterator[str]) -> Catalog:
+    for join, zone, group in ops:
+        with contextlib.suppress(CatalogError):
+            catalog = (catalog.with_member(zone, group, lambda: next(fresh)) if join
+                       else catalog.without_member(zone))
+    return catalog
+
+
+@settings(max_examples=scaled(0.5))
+@given(operations, operations, st.lists(st.tuples(st.sampled_from(ZONES), st.booleans())),
+       drawn_ids)
+def test_a_member_moving_away_carries_coo_and_joins_the_new_catalog_under_its_id(
+    ops_old: list[tuple[bool, str, str | None]], ops_new: list[tuple[bool, str, str | None]],
+    moves: list[tuple[str, bool]], ids: list[str],
+) -> None:
+    """RFC 9432 section 4.4.1: a member moving to another catalog carries one coo PTR
+    naming it, until it stays after all; the new catalog lists it in its group, under the
+    same unique ID when that one is free there (its consumers keep the zone as it is),
+    and every other member of either catalog is untouched."""
+    fresh = fresh_from(ids)
+    old = _applied(Catalog(NAME), ops_old, fresh)
+    new = _applied(Catalog(OTHER), ops_new, fresh)
+    for zone, stay in moves:
+        held = old.member(zone)
+        if held is None:
+            continue
+        others_old = [m for m in old.members if m.zone != zone]
+        others_new = [m for m in new.members if m.zone != zone]
+        before_new = new.member(zone)
+        old = old.with_coo(zone, NAME if stay else OTHER)
+        check(old)
+        assert old.member(zone) == attrs.evolve(held, coo=None if stay else OTHER)
+        assert [m for m in old.members if m.zone != zone] == others_old
+        if stay:
+            continue
+        try:
+            new = new.with_joining(held, lambda: next(fresh))
+        except CatalogError:  # every ID the draws give is held there
+            assert held.unique_id in {m.unique_id for m in others_new}
+            continue
+        check(new)
+        joined = new.member(zone)
+        assert joined is not None
+        assert (joined.group, joined.coo) == (held.group, before_new and before_new.coo)
+        if before_new is not None:
+            assert joined.unique_id == before_new.unique_id
+        elif held.unique_id not in {m.unique_id for m in others_new}:
+            assert joined.unique_id == held.unique_id
+        assert [m for m in new.members if m.zone != zone] == others_new

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from tests.scenario.operator_state_helpers import import_zone
 from tests.scenario.pg import PgCluster, valis
@@ -26,10 +27,14 @@ def catalog_rows(pg: PgCluster, dsn: str) -> set[tuple[str, str, str]]:
 
 def catalog_serial(pg: PgCluster, dsn: str) -> int:
     with pg.connect(dsn) as conn:
-        found = conn.execute(
-            "SELECT valis_soa_serial(rdata) FROM records WHERE zone = %s AND rtype = 'SOA'",
-            (CATALOG,),
-        ).fetchone()
+        return catalog_serial_of(conn, CATALOG)
+
+
+def catalog_serial_of(conn: Any, catalog: str) -> int:
+    found = conn.execute(
+        "SELECT valis_soa_serial(rdata) FROM records WHERE zone = %s AND rtype = 'SOA'",
+        (catalog,),
+    ).fetchone()
     assert found is not None
     return int(found[0])
 
@@ -111,8 +116,8 @@ def test_an_operator_makes_a_catalog_and_changes_its_members(
 
     status, out, _ = valis("zone", "catalog", "list", "--dsn", state_dsn, "--json")
     assert json.loads(out) == [{"catalog": CATALOG, "members": [
-        {"zone": "a.test.", "unique_id": a_id, "group": None},
-        {"zone": "b.test.", "unique_id": b_id, "group": None},
+        {"zone": "a.test.", "unique_id": a_id, "group": None, "coo": None},
+        {"zone": "b.test.", "unique_id": b_id, "group": None, "coo": None},
     ]}]
 
     # Removed: its records go, the other member keeps its unique ID.
@@ -125,7 +130,7 @@ def test_an_operator_makes_a_catalog_and_changes_its_members(
     assert catalog_serial(pg_cluster, state_dsn) == 5
     status, out, _ = valis("zone", "catalog", "list", "--dsn", state_dsn, CATALOG)
     assert out.splitlines() == [
-        "CATALOG\tMEMBER\tUNIQUE ID\tGROUP", f"{CATALOG}\tb.test.\t{b_id}\t-",
+        "CATALOG\tMEMBER\tUNIQUE ID\tGROUP\tMOVING TO", f"{CATALOG}\tb.test.\t{b_id}\t-\t-",
     ]
 
     # A member's zone deleted leaves the catalog in that transaction.
@@ -135,6 +140,73 @@ def test_an_operator_makes_a_catalog_and_changes_its_members(
     assert catalog_serial(pg_cluster, state_dsn) == 6
     with pg_cluster.connect(state_dsn) as conn:
         assert list_catalogs(conn)[0].members == ()
+
+
+OTHER = "other.invalid."
+
+
+def test_a_member_moves_to_another_catalog_by_change_of_ownership(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    """RFC 9432 section 4.4.1: ``move`` lists the member in the other catalog under its
+    unique ID and names that catalog in the member's coo property here, both catalogs'
+    serials raised in one transaction; ``remove`` then takes the member and its coo out
+    of the old catalog. ``--to`` the same catalog withdraws the move."""
+    import_zone(pg_cluster, state_dsn, "a.test.")
+    for catalog in (CATALOG, OTHER):
+        assert valis("zone", "catalog", "create", "--dsn", state_dsn, catalog)[0] == 0
+    assert valis("zone", "catalog", "add", "--dsn", state_dsn, CATALOG, "a.test.",
+                 "--group", "g1")[0] == 0
+    with pg_cluster.connect(state_dsn) as conn:
+        (a_id,) = [m.unique_id for m in list_catalogs(conn, CATALOG)[0].members]
+        serials = {c: catalog_serial_of(conn, c) for c in (CATALOG, OTHER)}
+
+    status, out, err = valis("zone", "catalog", "move", "--dsn", state_dsn, CATALOG,
+                             "A.test", "--to", OTHER)
+    assert (status, err) == (0, "")
+    assert out == (f"catalog {CATALOG}: member a.test. moving to {OTHER} (unique ID there "
+                   f"{a_id}); once its consumers have followed: valis zone catalog remove "
+                   f"{CATALOG} a.test.\n")
+    with pg_cluster.connect(state_dsn) as conn:
+        rows = {c: {(r.owner, r.rtype, r.rdata)
+                    for r in fetch_zone_rows(conn, [c])[0][c] if r.rtype != "SOA"}
+                for c in (CATALOG, OTHER)}
+        for catalog in (CATALOG, OTHER):  # each changed once, in the same commit
+            assert catalog_serial_of(conn, catalog) == serials[catalog] + 1
+    assert (f"coo.{a_id}.zones.{CATALOG}", "PTR", OTHER) in rows[CATALOG]
+    assert (f"{a_id}.zones.{CATALOG}", "PTR", "a.test.") in rows[CATALOG]
+    assert {(f"{a_id}.zones.{OTHER}", "PTR", "a.test."),
+            (f"group.{a_id}.zones.{OTHER}", "TXT", '"g1"')} <= rows[OTHER]
+    assert not any(owner.startswith("coo.") for owner, _, _ in rows[OTHER])
+    status, out, _ = valis("zone", "catalog", "list", "--dsn", state_dsn)
+    assert out.splitlines()[1:] == [f"{CATALOG}\ta.test.\t{a_id}\tg1\t{OTHER}",
+                                    f"{OTHER}\ta.test.\t{a_id}\tg1\t-"]
+
+    # Withdrawn, then made again: the coo goes and comes back; the member stays listed in
+    # the other catalog meanwhile (it joined there).
+    status, out, _ = valis("zone", "catalog", "move", "--dsn", state_dsn, CATALOG,
+                           "a.test.", "--to", CATALOG)
+    assert (status, out) == (0, f"catalog {CATALOG}: member a.test. stays (no move)\n")
+    assert f"coo.{a_id}.zones.{CATALOG}" not in {o for o, _, _ in catalog_rows(pg_cluster,
+                                                                                 state_dsn)}
+    assert valis("zone", "catalog", "move", "--dsn", state_dsn, CATALOG, "a.test.",
+                 "--to", OTHER)[0] == 0
+
+    # The move completed: out of the old catalog, its coo with it.
+    assert valis("zone", "catalog", "remove", "--dsn", state_dsn, CATALOG, "a.test.")[0] == 0
+    assert not any(a_id in owner for owner, _, _ in catalog_rows(pg_cluster, state_dsn))
+    with pg_cluster.connect(state_dsn) as conn:
+        assert [(m.zone, m.coo) for m in list_catalogs(conn, OTHER)[0].members] == [
+            ("a.test.", None)]
+
+    for wrong, said in (
+        (("move", CATALOG, "a.test.", "--to", OTHER), "is not a member of catalog"),
+        (("move", OTHER, "a.test.", "--to", "a.test."), "a.test. is not a catalog"),
+    ):
+        status, out, err = valis("zone", "catalog", wrong[0], "--dsn", state_dsn, *wrong[1:])
+        assert (status, out) == (1, "")
+        assert said in err
+        assert len(err.splitlines()) == 1
 
 
 def test_a_member_may_be_transferred_by_its_catalogs_secondaries(

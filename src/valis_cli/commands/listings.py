@@ -50,11 +50,13 @@ class SecondaryListingWithSecret:
 
 @attrs.frozen
 class CatalogMemberListing:
-    """A member zone of a catalog: its unique ID and group (RFC 9432)."""
+    """A member zone of a catalog: its unique ID, its group, and the catalog it is moving
+    to (``coo``; RFC 9432)."""
 
     zone: str
     unique_id: str
     group: str | None
+    coo: str | None = None
 
 
 @attrs.frozen

@@ -1,4 +1,4 @@
-"""``valis zone catalog create|add|remove|list``: catalog zones (RFC 9432), so that adding
+"""``valis zone catalog create|add|move|remove|list``: catalog zones (RFC 9432), so that adding
 a zone to the database reaches every secondary that consumes the catalog with no
 secondary's configuration touched (``valis_core.operator_state.catalogs``)."""
 
@@ -44,6 +44,23 @@ def register(actions: argparse._SubParsersAction[Any]) -> None:
     )
     run.set_defaults(handler=_add)
 
+    run = verbs.add_parser(
+        "move", help="start moving a member to another catalog (RFC 9432 coo)",
+        description=(
+            "The member joins the other catalog (under its unique ID when that one is "
+            "free there) and its entry in this one names the other (the coo property), "
+            "so a secondary consuming both takes it over from the other catalog without "
+            "dropping it. Remove it from this catalog once the consumers have followed. "
+            "--to this catalog withdraws a move."
+        ),
+    )
+    add_dsn_arguments(run)
+    run.add_argument("catalog", metavar="CATALOG")
+    run.add_argument("member", metavar="MEMBER")
+    run.add_argument("--to", required=True, metavar="CATALOG",
+                     help="the catalog the member moves to")
+    run.set_defaults(handler=_move)
+
     run = verbs.add_parser("remove", help="take a zone out of a catalog")
     add_dsn_arguments(run)
     run.add_argument("catalog", metavar="CATALOG")
@@ -82,6 +99,23 @@ def _add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _move(args: argparse.Namespace) -> int:
+    from valis_core.operator_state.catalogs import move_member
+    from valis_core.operator_state.zones import canonical_zone_name
+
+    name, zone = canonical_zone_name(args.catalog), canonical_zone_name(args.member)
+    target = canonical_zone_name(args.to)
+    with operator_connection(args) as conn:
+        joined = move_member(conn, name, zone, target)
+    if joined is None:
+        print(f"catalog {name}: member {zone} stays (no move)")
+        return 0
+    print(f"catalog {name}: member {zone} moving to {target} (unique ID there "
+          f"{joined.unique_id}); once its consumers have followed: valis zone catalog "
+          f"remove {name} {zone}")
+    return 0
+
+
 def _remove(args: argparse.Namespace) -> int:
     from valis_core.dns.zone.catalog import CatalogError
     from valis_core.operator_state.catalogs import remove_member
@@ -108,16 +142,16 @@ def _list(args: argparse.Namespace) -> int:
 
         sys.stdout.write(listings.CATALOGS.render(tuple(
             listings.CatalogListing(one.name, tuple(
-                listings.CatalogMemberListing(m.zone, m.unique_id, m.group)
+                listings.CatalogMemberListing(m.zone, m.unique_id, m.group, m.coo)
                 for m in one.members
             ))
             for one in found
         )).decode("ascii"))
         return 0
-    print("CATALOG\tMEMBER\tUNIQUE ID\tGROUP")
+    print("CATALOG\tMEMBER\tUNIQUE ID\tGROUP\tMOVING TO")
     for catalog in found:
         if not catalog.members:
-            print(f"{catalog.name}\t-\t-\t-")
+            print(f"{catalog.name}\t-\t-\t-\t-")
         for m in catalog.members:
-            print(f"{catalog.name}\t{m.zone}\t{m.unique_id}\t{m.group or '-'}")
+            print(f"{catalog.name}\t{m.zone}\t{m.unique_id}\t{m.group or '-'}\t{m.coo or '-'}")
     return 0

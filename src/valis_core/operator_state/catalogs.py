@@ -11,7 +11,9 @@ catalog's change, its commit-time seal raises the catalog's serial, and the resi
 NOTIFYs the catalog's secondaries, which transfer the difference.
 
 Deleting a member's zone deletes its membership, and a trigger removes its records from
-the catalog (migration 0016); ``valis zone delete`` of a catalog deletes the catalog.
+the catalog (migration 0016); ``valis zone delete`` of a catalog deletes the catalog. A
+member moving to another catalog (``move_member``, migration 0021) is listed in both, the
+old one naming the new in its ``coo`` property, until it is removed from the old one.
 """
 
 from __future__ import annotations
@@ -103,6 +105,53 @@ def add_member(
     return joined, (Joined.ADDED if before is None else Joined.REGROUPED)
 
 
+def move_member(
+    conn: psycopg.Connection[Any], catalog: str, member: str, to: str
+) -> Member | None:
+    """Start moving ``member`` from ``catalog`` to catalog ``to`` (RFC 9432 section
+    4.4.1): it joins ``to`` in its group (under its unique ID when that one is free
+    there, so consumers keep the zone as it is) and carries ``coo`` naming ``to`` in
+    ``catalog``, both catalog zones changing in one transaction. The member stays in
+    ``catalog`` until it is removed from it. ``to`` equal to ``catalog`` withdraws a
+    move (the member stays). Returns the member as ``to`` lists it (``None`` for a
+    withdrawal)."""
+    name, zone, target = (canonical_zone_name(catalog), canonical_zone_name(member),
+                          canonical_zone_name(to))
+    with conn.transaction():
+        # Both catalogs locked in name order: moves between two catalogs either way
+        # wait for each other instead of deadlocking.
+        locked = {each: _locked(conn, each) for each in sorted({name, target})}
+        old = locked[name]
+        held = old.member(zone)
+        if held is None:
+            raise CatalogError(
+                f"zone {zone} is not a member of catalog {name} (valis zone catalog list "
+                f"{name} shows its members)"
+            )
+        joined = None
+        if target != name:
+            new = locked[target].with_joining(held, fresh_unique_id)
+            joined = new.member(zone)
+            assert joined is not None
+            if locked[target].member(zone) != joined:
+                conn.execute(
+                    "INSERT INTO zone_catalog_members (catalog, member, unique_id,"
+                    " member_group) VALUES (%s, %s, %s, %s) ON CONFLICT (catalog, member)"
+                    " DO UPDATE SET member_group = EXCLUDED.member_group",
+                    (target, zone, joined.unique_id, joined.group),
+                )
+                _write_records(conn, new)
+        moved = old.with_coo(zone, target)
+        if moved != old:
+            conn.execute(
+                "UPDATE zone_catalog_members SET coo = %s WHERE catalog = %s AND member = %s",
+                (None if target == name else target, name, zone),
+            )
+            _write_records(conn, moved)
+        conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, zone))
+    return joined
+
+
 def remove_member(conn: psycopg.Connection[Any], catalog: str, member: str) -> bool:
     """Take ``member`` out of ``catalog``; return whether it was a member."""
     name, zone = canonical_zone_name(catalog), canonical_zone_name(member)
@@ -148,11 +197,11 @@ def _locked(conn: psycopg.Connection[Any], name: str) -> Catalog:
 
 def _read(conn: psycopg.Connection[Any], name: str) -> Catalog:
     found = conn.execute(
-        "SELECT member, unique_id, member_group FROM zone_catalog_members"
+        "SELECT member, unique_id, member_group, coo FROM zone_catalog_members"
         " WHERE catalog = %s ORDER BY added_at, unique_id",
         (name,),
     ).fetchall()
-    return Catalog(name, tuple(Member(str(m), str(u), g) for m, u, g in found))
+    return Catalog(name, tuple(Member(str(m), str(u), g, c) for m, u, g, c in found))
 
 
 def _write_records(conn: psycopg.Connection[Any], catalog: Catalog) -> None:

@@ -8,6 +8,11 @@ member (section 4.1), with its optional group as ``group.<unique-id>.zones.<cata
 (section 4.4.2). A consumer (Knot's ``catalog-role: interpret``, BIND's
 ``catalog-zones``) transfers the catalog and serves each member it lists.
 
+A member on its way to another catalog carries ``coo.<unique-id>.zones.<catalog> PTR
+<new catalog>`` (change of ownership, section 4.4.1): a consumer of both then takes the
+member over from the new catalog, which lists it too, without dropping it first (section
+5.6); the producer takes it out of the old catalog once the consumers have followed.
+
 A member's unique ID is chosen once, when it joins, and kept while it stays: adding or
 removing other members, or changing its group, never changes it (a changed ID tells a
 consumer to reset the member, section 5.4). IDs are drawn by the caller (``fresh``), so
@@ -50,11 +55,13 @@ class CatalogError(ValisError):
 
 @attrs.frozen
 class Member:
-    """One member zone of a catalog: its name, its unique ID, its group (or none)."""
+    """One member zone of a catalog: its name, its unique ID, its group (or none), and
+    the catalog it is moving to (``coo``; none while it stays)."""
 
     zone: str
     unique_id: str
     group: str | None = None
+    coo: str | None = None
 
 
 @attrs.frozen
@@ -91,6 +98,31 @@ class Catalog:
     def without_member(self, zone: str) -> Catalog:
         return attrs.evolve(self, members=tuple(m for m in self.members if m.zone != zone))
 
+    def with_coo(self, zone: str, to: str | None) -> Catalog:
+        """The catalog with its member ``zone`` moving to catalog ``to`` (``None``, or
+        this catalog itself: staying after all)."""
+        held = self.member(zone)
+        if held is None:
+            raise CatalogError(f"zone {zone} is not a member of catalog {self.name}")
+        moved = attrs.evolve(held, coo=None if to == self.name else to)
+        return attrs.evolve(
+            self, members=tuple(moved if m.zone == zone else m for m in self.members)
+        )
+
+    def with_joining(self, joining: Member, fresh: Callable[[], str]) -> Catalog:
+        """The catalog with ``joining`` (a member of another catalog, moving here) a
+        member in its group: under its unique ID when no member here holds it, so its
+        consumers keep the zone as it is (RFC 9432 section 5.6); under a fresh one
+        otherwise. A member already here keeps its own ID and takes the group."""
+        held = self.member(joining.zone)
+        taken = {m.unique_id for m in self.members}
+        if held is not None or joining.unique_id in taken:
+            return self.with_member(joining.zone, joining.group, fresh)
+        if joining.zone == self.name:
+            raise CatalogError(f"catalog {self.name} cannot list itself as a member")
+        kept = Member(joining.zone, joining.unique_id, joining.group)
+        return attrs.evolve(self, members=(*self.members, kept))
+
 
 def unique_id(text: str) -> str:
     """``text`` as a member's unique ID: one lowercase letter-digit-hyphen label."""
@@ -119,7 +151,7 @@ def member_owner(catalog: str, member: Member) -> str:
 
 def catalog_records(catalog: Catalog) -> tuple[RecordRow, ...]:
     """Every record of the catalog zone but its SOA: NS, version, then each member's PTR
-    (and its group TXT) in the order the members joined."""
+    (and its group TXT, and its coo PTR) in the order the members joined."""
     name = catalog.name
     rows = [
         RecordRow(name, name, "NS", TTL, NS_TARGET),
@@ -130,6 +162,8 @@ def catalog_records(catalog: Catalog) -> tuple[RecordRow, ...]:
         rows.append(RecordRow(name, owner, "PTR", TTL, member.zone))
         if member.group is not None:
             rows.append(RecordRow(name, f"group.{owner}", "TXT", TTL, f'"{member.group}"'))
+        if member.coo is not None:
+            rows.append(RecordRow(name, f"coo.{owner}", "PTR", TTL, member.coo))
     return tuple(rows)
 
 
