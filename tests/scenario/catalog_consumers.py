@@ -50,9 +50,21 @@ def gone(wire: Wire, name: str) -> bool:
         return False
 
 
-def bind_catalog_conf(directory: Path, secret: str) -> str:
-    """BIND 9.18 consuming the catalog (``catalog-zones``), as docs/catalog.md gives it."""
+def bind_catalog_conf(
+    directory: Path, secret: str, catalogs: tuple[str, ...] = (CATALOG,)
+) -> str:
+    """BIND 9.18 consuming ``catalogs`` (``catalog-zones``), as docs/catalog.md gives it."""
     primary = f"{NODE_IP} key \"{KEY_NAME}\""
+    consumed = "".join(
+        f"""        zone "{catalog}" default-primaries {{ {primary}; }}
+            zone-directory "{directory}" in-memory no min-update-interval 1;
+""" for catalog in catalogs)
+    zones = "".join(f"""zone "{catalog}" {{
+    type secondary;
+    primaries {{ {primary}; }};
+    file "{directory}/{catalog}db";
+}};
+""" for catalog in catalogs)
     return f"""options {{
     directory "{directory}";
     pid-file "{directory}/named.pid";
@@ -63,21 +75,14 @@ def bind_catalog_conf(directory: Path, secret: str) -> str:
     recursion no;
     allow-new-zones yes;
     catalog-zones {{
-        zone "{CATALOG}" default-primaries {{ {primary}; }}
-            zone-directory "{directory}" in-memory no min-update-interval 1;
-    }};
+{consumed}    }};
 }};
 controls {{ }};
 key "{KEY_NAME}" {{
     algorithm hmac-sha256;
     secret "{secret}";
 }};
-zone "{CATALOG}" {{
-    type secondary;
-    primaries {{ {primary}; }};
-    file "{directory}/catalog.db";
-}};
-"""
+{zones}"""
 
 
 def knot_serial(wire: Wire, directory: Path) -> str:

@@ -8,6 +8,7 @@ catalog and nothing of its members."""
 from __future__ import annotations
 
 import base64
+import functools
 import shutil
 import subprocess
 import tempfile
@@ -15,7 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.scenario.catalog_consumers import CATALOG, CONSUMERS, answers, gone
+from tests.scenario.catalog_consumers import (
+    CATALOG,
+    CONSUMERS,
+    answers,
+    bind_catalog_conf,
+    gone,
+)
 from tests.scenario.operator_state_helpers import import_zone
 from tests.scenario.pg import PgCluster, valis
 from tests.scenario.proving_ground import dig, wait_for
@@ -107,3 +114,85 @@ def test_a_consumer_serves_the_members_of_the_catalog_and_drops_those_that_leave
                 server.wait()
         node.stop()
         node.notify.close()
+
+
+OTHER = "other.invalid."
+
+
+def test_bind_takes_a_moved_member_over_from_the_new_catalog_and_keeps_serving_it(
+    pg_cluster: PgCluster, state_dsn: str, run_account_dir: Path, wire: Wire
+) -> None:
+    """RFC 9432 section 5.6 with a real consumer: BIND 9.18 consuming two catalogs serves a
+    member of the first; ``valis zone catalog move`` lists it in the second and names the
+    second in its coo, and BIND passes the member to the second catalog; the member's
+    removal from the first then leaves it served, never deleted, where another member's
+    removal drops that one."""
+    _, command, log_name, _ = CONSUMERS["bind"]
+    if shutil.which(command[0]) is None and not Path("/usr/sbin", command[0]).exists():
+        pytest.skip(f"{command[0]} is not installed (scripts/bootstrap installs it)")
+    secret = base64.b64encode(bytes(range(1, 33))).decode()
+    for zone, address in (("a.test.", "192.0.2.81"), ("b.test.", "192.0.2.82")):
+        import_zone(pg_cluster, state_dsn, zone, extra=f"www IN A {address}\n")
+    for catalog in (CATALOG, OTHER):
+        assert valis("zone", "catalog", "create", "--dsn", state_dsn, catalog)[0] == 0
+    for zone in ("a.test.", "b.test."):
+        assert valis("zone", "catalog", "add", "--dsn", state_dsn, CATALOG, zone)[0] == 0
+    with pg_cluster.connect(state_dsn) as conn:
+        for catalog in (CATALOG, OTHER):
+            add_secondary(conn, Secondary(catalog, SECONDARY_IP, KEY_NAME, "hmac-sha256",
+                                          base64.b64decode(secret)))
+    node = start_node(wire, make_state_dir(run_account_dir), site_facts(state_dsn, zones="*"),
+                      run_account_dir)
+    directory = Path(tempfile.mkdtemp(prefix="bind-coo-", dir=run_account_dir))
+    (directory / "bind.conf").write_text(bind_catalog_conf(directory, secret, (CATALOG, OTHER)))
+    server = None
+    log = directory / log_name
+
+    def processed(catalog: str) -> None:
+        """Wait for BIND to have applied the node's version of ``catalog`` (its catalog
+        processing logs each version it applies; a transfer alone is not that)."""
+        serial = dig(wire.node, NODE_IP, catalog, "SOA").answer[0].split()[6]
+        line = f"updating catalog zone '{catalog.rstrip('.')}' with serial {serial}"
+        wait_for(lambda: line in log.read_text(), BOUND,
+                 f"BIND to apply serial {serial} of {catalog} ({log})", interval=0.2)
+
+    try:
+        node.wait_ready()
+        with (directory / "bind.out").open("ab") as sink:
+            server = subprocess.Popen(
+                ["ip", "netns", "exec", wire.secondary, *command, str(directory / "bind.conf")],
+                stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, start_new_session=True,
+            )
+        for name in ("www.a.test.", "www.b.test."):
+            wait_for(functools.partial(answers, wire, name), BOUND,
+                     f"BIND to serve {name} ({log})", interval=0.2)
+
+        status, out, _ = valis("zone", "catalog", "move", "--dsn", state_dsn, CATALOG,
+                               "a.test.", "--to", OTHER)
+        assert status == 0, out
+        for catalog in (CATALOG, OTHER):
+            processed(catalog)
+        # Both out of the first catalog: b.test. is dropped; the moved a.test. is not, its
+        # ownership having passed to the second (without the coo BIND keeps it the first's,
+        # passes over the second's entry as a duplicate, and deletes it here).
+        since = len(log.read_text())
+        for zone in ("a.test.", "b.test."):
+            assert valis("zone", "catalog", "remove", "--dsn", state_dsn, CATALOG, zone)[0] == 0
+        processed(CATALOG)
+        wait_for(lambda: gone(wire, "b.test."), BOUND, f"BIND to drop b.test. ({log})",
+                 interval=0.2)  # its deletion is logged with the catalog's others
+        assert "zone 'a.test' deleted" not in log.read_text()[since:], log
+        found = answers(wire, "www.a.test.")
+        assert found, f"BIND dropped the moved member a.test. ({log})"
+        assert found[0].split()[-1] == "192.0.2.81"
+    finally:
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+        node.stop()
+        node.notify.close()
+
