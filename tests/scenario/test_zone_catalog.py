@@ -181,6 +181,15 @@ def test_a_member_moves_to_another_catalog_by_change_of_ownership(
     status, out, _ = valis("zone", "catalog", "list", "--dsn", state_dsn)
     assert out.splitlines()[1:] == [f"{CATALOG}\ta.test.\t{a_id}\tg1\t{OTHER}",
                                     f"{OTHER}\ta.test.\t{a_id}\tg1\t-"]
+    # The same move again: the new catalog's serial alone is raised (its consumers apply
+    # it once more), its records and the old catalog as they were.
+    assert valis("zone", "catalog", "move", "--dsn", state_dsn, CATALOG, "a.test.",
+                 "--to", OTHER)[0] == 0
+    with pg_cluster.connect(state_dsn) as conn:
+        assert {(r.owner, r.rtype, r.rdata) for r in fetch_zone_rows(conn, [OTHER])[0][OTHER]
+                if r.rtype != "SOA"} == rows[OTHER]
+        assert catalog_serial_of(conn, OTHER) == serials[OTHER] + 2
+        assert catalog_serial_of(conn, CATALOG) == serials[CATALOG] + 1
 
     # Withdrawn, then made again: the coo goes and comes back; the member stays listed in
     # the other catalog meanwhile (it joined there).

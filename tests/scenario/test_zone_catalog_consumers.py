@@ -124,7 +124,8 @@ def test_bind_takes_a_moved_member_over_from_the_new_catalog_and_keeps_serving_i
 ) -> None:
     """RFC 9432 section 5.6 with a real consumer: BIND 9.18 consuming two catalogs serves a
     member of the first; ``valis zone catalog move`` lists it in the second and names the
-    second in its coo, and BIND passes the member to the second catalog; the member's
+    second in its coo, and BIND passes the member to the second catalog (once it has
+    applied the second after the first: the move made again sees to it); the member's
     removal from the first then leaves it served, never deleted, where another member's
     removal drops that one."""
     _, command, log_name, _ = CONSUMERS["bind"]
@@ -172,6 +173,12 @@ def test_bind_takes_a_moved_member_over_from_the_new_catalog_and_keeps_serving_i
         assert status == 0, out
         for catalog in (CATALOG, OTHER):
             processed(catalog)
+        # BIND takes the member over when it applies the second catalog after the first's
+        # coo; it applies each on its own schedule, so the move is made again (the second
+        # catalog's serial raised), and applied now that the coo is.
+        assert valis("zone", "catalog", "move", "--dsn", state_dsn, CATALOG, "a.test.",
+                     "--to", OTHER)[0] == 0
+        processed(OTHER)
         # Both out of the first catalog: b.test. is dropped; the moved a.test. is not, its
         # ownership having passed to the second (without the coo BIND keeps it the first's,
         # passes over the second's entry as a duplicate, and deletes it here).

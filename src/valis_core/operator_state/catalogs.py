@@ -113,8 +113,10 @@ def move_member(
     there, so consumers keep the zone as it is) and carries ``coo`` naming ``to`` in
     ``catalog``, both catalog zones changing in one transaction. The member stays in
     ``catalog`` until it is removed from it. ``to`` equal to ``catalog`` withdraws a
-    move (the member stays). Returns the member as ``to`` lists it (``None`` for a
-    withdrawal)."""
+    move (the member stays). Run again for a move under way, it raises ``to``'s serial,
+    so that its consumers apply it once more: BIND takes a member over only when it
+    applies the new catalog after the old one's coo, and applies each catalog on its own
+    schedule. Returns the member as ``to`` lists it (``None`` for a withdrawal)."""
     name, zone, target = (canonical_zone_name(catalog), canonical_zone_name(member),
                           canonical_zone_name(to))
     with conn.transaction():
@@ -141,6 +143,8 @@ def move_member(
                     (target, zone, joined.unique_id, joined.group),
                 )
                 _write_records(conn, new)
+            elif held.coo == target:  # the same move again: the new catalog once more
+                _raise_serial(conn, target)
         moved = old.with_coo(zone, target)
         if moved != old:
             conn.execute(
@@ -211,6 +215,20 @@ def _write_records(conn: psycopg.Connection[Any], catalog: Catalog) -> None:
     deletes, adds = record_changes(held, catalog)
     with conn.cursor() as cur:
         write_row_changes(cur, catalog.name, deletes, adds)
+
+
+def _raise_serial(conn: psycopg.Connection[Any], zone: str) -> None:
+    """Raise ``zone``'s serial by one (RFC 1982) with nothing else changed, inside the
+    caller's transaction: a new version its secondaries transfer (the journal keeps the
+    SOA's change, the seal finds the serial raised already)."""
+    conn.execute(
+        "UPDATE records SET rdata = array_to_string(f[1:2]"
+        " || ARRAY[valis_next_serial(f[3]::bigint)::text] || f[4:], ' ')"
+        " FROM (SELECT regexp_split_to_array(btrim(rdata), '\\s+') AS f FROM records"
+        "       WHERE zone = %s AND rtype = 'SOA') AS soa"
+        " WHERE zone = %s AND rtype = 'SOA'",
+        (zone, zone),
+    )
 
 
 def _not_a_catalog(name: str) -> CatalogError:
