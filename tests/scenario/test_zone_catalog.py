@@ -148,10 +148,10 @@ OTHER = "other.invalid."
 def test_a_member_moves_to_another_catalog_by_change_of_ownership(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:
-    """RFC 9432 section 4.4.1: ``move`` lists the member in the other catalog under its
-    unique ID and names that catalog in the member's coo property here, both catalogs'
-    serials raised in one transaction; ``remove`` then takes the member and its coo out
-    of the old catalog. ``--to`` the same catalog withdraws the move."""
+    """RFC 9432 section 4.4.1, in two steps: ``move`` names the other catalog in the
+    member's coo property (that catalog alone changing), ``move`` again lists the member
+    there under its unique ID (that one alone changing); ``remove`` then takes the
+    member and its coo out of the old catalog. ``--to`` the same catalog withdraws it."""
     import_zone(pg_cluster, state_dsn, "a.test.")
     for catalog in (CATALOG, OTHER):
         assert valis("zone", "catalog", "create", "--dsn", state_dsn, catalog)[0] == 0
@@ -159,47 +159,51 @@ def test_a_member_moves_to_another_catalog_by_change_of_ownership(
                  "--group", "g1")[0] == 0
     with pg_cluster.connect(state_dsn) as conn:
         (a_id,) = [m.unique_id for m in list_catalogs(conn, CATALOG)[0].members]
-        serials = {c: catalog_serial_of(conn, c) for c in (CATALOG, OTHER)}
 
-    status, out, err = valis("zone", "catalog", "move", "--dsn", state_dsn, CATALOG,
-                             "A.test", "--to", OTHER)
-    assert (status, err) == (0, "")
-    assert out == (f"catalog {CATALOG}: member a.test. moving to {OTHER} (unique ID there "
-                   f"{a_id}); once its consumers have followed: valis zone catalog remove "
+    def state() -> tuple[dict[str, set[tuple[str, str, str]]], dict[str, int]]:
+        with pg_cluster.connect(state_dsn) as conn:
+            rows = {c: {(r.owner, r.rtype, r.rdata)
+                        for r in fetch_zone_rows(conn, [c])[0][c] if r.rtype != "SOA"}
+                    for c in (CATALOG, OTHER)}
+            return rows, {c: catalog_serial_of(conn, c) for c in (CATALOG, OTHER)}
+
+    def move(to: str) -> str:
+        status, out, err = valis("zone", "catalog", "move", "--dsn", state_dsn, CATALOG,
+                                 "A.test", "--to", to)
+        assert (status, err) == (0, "")
+        return out
+
+    rows, serials = state()
+    assert move(OTHER) == (
+        f"catalog {CATALOG}: member a.test. marked moving to {OTHER} (coo); once its "
+        f"consumers have applied this version of {CATALOG}, run this again to list it in "
+        f"{OTHER}\n")
+    marked, marked_serials = state()
+    assert marked[CATALOG] == rows[CATALOG] | {(f"coo.{a_id}.zones.{CATALOG}", "PTR", OTHER)}
+    assert (marked[OTHER], marked_serials[OTHER]) == (rows[OTHER], serials[OTHER])
+    assert marked_serials[CATALOG] == serials[CATALOG] + 1
+
+    listed_line = (f"once its consumers have taken it over: valis zone catalog remove "
                    f"{CATALOG} a.test.\n")
-    with pg_cluster.connect(state_dsn) as conn:
-        rows = {c: {(r.owner, r.rtype, r.rdata)
-                    for r in fetch_zone_rows(conn, [c])[0][c] if r.rtype != "SOA"}
-                for c in (CATALOG, OTHER)}
-        for catalog in (CATALOG, OTHER):  # each changed once, in the same commit
-            assert catalog_serial_of(conn, catalog) == serials[catalog] + 1
-    assert (f"coo.{a_id}.zones.{CATALOG}", "PTR", OTHER) in rows[CATALOG]
-    assert (f"{a_id}.zones.{CATALOG}", "PTR", "a.test.") in rows[CATALOG]
-    assert {(f"{a_id}.zones.{OTHER}", "PTR", "a.test."),
-            (f"group.{a_id}.zones.{OTHER}", "TXT", '"g1"')} <= rows[OTHER]
-    assert not any(owner.startswith("coo.") for owner, _, _ in rows[OTHER])
+    assert move(OTHER) == (
+        f"catalog {OTHER}: member a.test. listed (unique ID {a_id}); {listed_line}")
+    listed, listed_serials = state()
+    assert listed[OTHER] == rows[OTHER] | {(f"{a_id}.zones.{OTHER}", "PTR", "a.test."),
+                                           (f"group.{a_id}.zones.{OTHER}", "TXT", '"g1"')}
+    assert (listed[CATALOG], listed_serials[CATALOG]) == (marked[CATALOG],
+                                                         marked_serials[CATALOG])
+    assert listed_serials[OTHER] == serials[OTHER] + 1
+    assert move(OTHER) == (
+        f"catalog {OTHER}: member a.test. listed already (unique ID {a_id}); {listed_line}")
+    assert state() == (listed, listed_serials)
     status, out, _ = valis("zone", "catalog", "list", "--dsn", state_dsn)
     assert out.splitlines()[1:] == [f"{CATALOG}\ta.test.\t{a_id}\tg1\t{OTHER}",
                                     f"{OTHER}\ta.test.\t{a_id}\tg1\t-"]
-    # The same move again: the new catalog's serial alone is raised (its consumers apply
-    # it once more), its records and the old catalog as they were.
-    assert valis("zone", "catalog", "move", "--dsn", state_dsn, CATALOG, "a.test.",
-                 "--to", OTHER)[0] == 0
-    with pg_cluster.connect(state_dsn) as conn:
-        assert {(r.owner, r.rtype, r.rdata) for r in fetch_zone_rows(conn, [OTHER])[0][OTHER]
-                if r.rtype != "SOA"} == rows[OTHER]
-        assert catalog_serial_of(conn, OTHER) == serials[OTHER] + 2
-        assert catalog_serial_of(conn, CATALOG) == serials[CATALOG] + 1
 
-    # Withdrawn, then made again: the coo goes and comes back; the member stays listed in
-    # the other catalog meanwhile (it joined there).
-    status, out, _ = valis("zone", "catalog", "move", "--dsn", state_dsn, CATALOG,
-                           "a.test.", "--to", CATALOG)
-    assert (status, out) == (0, f"catalog {CATALOG}: member a.test. stays (no move)\n")
-    assert f"coo.{a_id}.zones.{CATALOG}" not in {o for o, _, _ in catalog_rows(pg_cluster,
-                                                                                 state_dsn)}
-    assert valis("zone", "catalog", "move", "--dsn", state_dsn, CATALOG, "a.test.",
-                 "--to", OTHER)[0] == 0
+    # Withdrawn: the coo goes (the member stays listed in the other catalog).
+    assert move(CATALOG) == f"catalog {CATALOG}: member a.test. stays (no move)\n"
+    assert state()[0][CATALOG] == rows[CATALOG]
+    assert move(OTHER).startswith(f"catalog {CATALOG}: member a.test. marked moving")
 
     # The move completed: out of the old catalog, its coo with it.
     assert valis("zone", "catalog", "remove", "--dsn", state_dsn, CATALOG, "a.test.")[0] == 0

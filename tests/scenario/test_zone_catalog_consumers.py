@@ -168,17 +168,20 @@ def test_bind_takes_a_moved_member_over_from_the_new_catalog_and_keeps_serving_i
             wait_for(functools.partial(answers, wire, name), BOUND,
                      f"BIND to serve {name} ({log})", interval=0.2)
 
-        status, out, _ = valis("zone", "catalog", "move", "--dsn", state_dsn, CATALOG,
-                               "a.test.", "--to", OTHER)
-        assert status == 0, out
-        for catalog in (CATALOG, OTHER):
+        for catalog in (CATALOG, OTHER):  # the move's two steps, each applied
+            status, out, _ = valis("zone", "catalog", "move", "--dsn", state_dsn, CATALOG,
+                                   "a.test.", "--to", OTHER)
+            assert status == 0, out
             processed(catalog)
-        # BIND takes the member over when it applies the second catalog after the first's
-        # coo; it applies each on its own schedule, so the move is made again (the second
-        # catalog's serial raised), and applied now that the coo is.
-        assert valis("zone", "catalog", "move", "--dsn", state_dsn, CATALOG, "a.test.",
-                     "--to", OTHER)[0] == 0
-        processed(OTHER)
+        # Taken over: BIND deletes the member as the first catalog's and adds it as the
+        # second's, transferring it again.
+        taken = ("deleting zone 'a.test' from catalog 'catalog.invalid'",
+                 "adding zone 'a.test' from catalog 'other.invalid' - success",
+                 "catz_delzone_taskaction: zone 'a.test' deleted")
+        wait_for(lambda: all(line in log.read_text() for line in taken), BOUND,
+                 f"BIND to take a.test. over from {OTHER} ({log})", interval=0.2)
+        wait_for(lambda: answers(wire, "www.a.test."), BOUND,
+                 f"BIND to serve a.test. again, as {OTHER}'s ({log})", interval=0.2)
         # Both out of the first catalog: b.test. is dropped; the moved a.test. is not, its
         # ownership having passed to the second (without the coo BIND keeps it the first's,
         # passes over the second's entry as a duplicate, and deletes it here).

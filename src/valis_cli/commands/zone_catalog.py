@@ -45,13 +45,13 @@ def register(actions: argparse._SubParsersAction[Any]) -> None:
     run.set_defaults(handler=_add)
 
     run = verbs.add_parser(
-        "move", help="start moving a member to another catalog (RFC 9432 coo)",
+        "move", help="move a member to another catalog (RFC 9432 coo), in two steps",
         description=(
-            "The member joins the other catalog (under its unique ID when that one is "
-            "free there) and its entry in this one names the other (the coo property), "
-            "so a secondary consuming both takes it over from the other catalog without "
-            "dropping it. Remove it from this catalog once the consumers have followed. "
-            "--to this catalog withdraws a move."
+            "First run: the member's entry in this catalog names the other (the coo "
+            "property). Once the consumers have applied that, run it again: the member "
+            "joins the other catalog (under its unique ID when that one is free there), "
+            "and a secondary consuming both takes it over without dropping it. Then "
+            "remove it from this catalog. --to this catalog withdraws a move."
         ),
     )
     add_dsn_arguments(run)
@@ -100,19 +100,24 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _move(args: argparse.Namespace) -> int:
-    from valis_core.operator_state.catalogs import move_member
+    from valis_core.operator_state.catalogs import Moved, move_member
     from valis_core.operator_state.zones import canonical_zone_name
 
     name, zone = canonical_zone_name(args.catalog), canonical_zone_name(args.member)
     target = canonical_zone_name(args.to)
     with operator_connection(args) as conn:
-        joined = move_member(conn, name, zone, target)
-    if joined is None:
+        step, joined = move_member(conn, name, zone, target)
+    if step is Moved.STAYS:
         print(f"catalog {name}: member {zone} stays (no move)")
-        return 0
-    print(f"catalog {name}: member {zone} moving to {target} (unique ID there "
-          f"{joined.unique_id}); once its consumers have followed: valis zone catalog "
-          f"remove {name} {zone}")
+    elif step is Moved.MARKED:
+        print(f"catalog {name}: member {zone} marked moving to {target} (coo); once its "
+              f"consumers have applied this version of {name}, run this again to list it "
+              f"in {target}")
+    else:
+        assert joined is not None
+        print(f"catalog {target}: member {zone} {step.value} (unique ID {joined.unique_id});"
+              f" once its consumers have taken it over: valis zone catalog remove {name} "
+              f"{zone}")
     return 0
 
 

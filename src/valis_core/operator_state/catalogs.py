@@ -105,18 +105,30 @@ def add_member(
     return joined, (Joined.ADDED if before is None else Joined.REGROUPED)
 
 
+class Moved(enum.Enum):
+    """Which step of a move ``move_member`` took."""
+
+    MARKED = "marked"  # the coo written in the old catalog
+    LISTED = "listed"  # the member listed in the new catalog
+    LISTED_ALREADY = "listed already"
+    STAYS = "stays"  # a move withdrawn (or none under way)
+
+
 def move_member(
     conn: psycopg.Connection[Any], catalog: str, member: str, to: str
-) -> Member | None:
-    """Start moving ``member`` from ``catalog`` to catalog ``to`` (RFC 9432 section
-    4.4.1): it joins ``to`` in its group (under its unique ID when that one is free
-    there, so consumers keep the zone as it is) and carries ``coo`` naming ``to`` in
-    ``catalog``, both catalog zones changing in one transaction. The member stays in
-    ``catalog`` until it is removed from it. ``to`` equal to ``catalog`` withdraws a
-    move (the member stays). Run again for a move under way, it raises ``to``'s serial,
-    so that its consumers apply it once more: BIND takes a member over only when it
-    applies the new catalog after the old one's coo, and applies each catalog on its own
-    schedule. Returns the member as ``to`` lists it (``None`` for a withdrawal)."""
+) -> tuple[Moved, Member | None]:
+    """One step of moving ``member`` from ``catalog`` to catalog ``to`` (change of
+    ownership, RFC 9432 section 4.4.1), and the member as ``to`` lists it.
+
+    The first call writes the member's ``coo`` naming ``to`` in ``catalog``; the next
+    lists it in ``to``, in its group, under its unique ID when that one is free there
+    (so consumers keep the zone as it is). Two steps, each a transaction of its own,
+    because a consumer takes a member over only if it has applied the old catalog's coo
+    before it applies the new catalog listing the member: BIND 9.18 applies each
+    catalog on its own schedule, and one that met the new listing first keeps the
+    member the old catalog's, then deletes it when it leaves the old catalog. The
+    member stays in ``catalog`` until it is removed from it. ``to`` equal to ``catalog``
+    withdraws a move."""
     name, zone, target = (canonical_zone_name(catalog), canonical_zone_name(member),
                           canonical_zone_name(to))
     with conn.transaction():
@@ -130,30 +142,32 @@ def move_member(
                 f"zone {zone} is not a member of catalog {name} (valis zone catalog list "
                 f"{name} shows its members)"
             )
-        joined = None
-        if target != name:
-            new = locked[target].with_joining(held, fresh_unique_id)
-            joined = new.member(zone)
-            assert joined is not None
-            if locked[target].member(zone) != joined:
+        if target == name or held.coo != target:
+            moved = old.with_coo(zone, target)
+            if moved != old:
                 conn.execute(
-                    "INSERT INTO zone_catalog_members (catalog, member, unique_id,"
-                    " member_group) VALUES (%s, %s, %s, %s) ON CONFLICT (catalog, member)"
-                    " DO UPDATE SET member_group = EXCLUDED.member_group",
-                    (target, zone, joined.unique_id, joined.group),
+                    "UPDATE zone_catalog_members SET coo = %s"
+                    " WHERE catalog = %s AND member = %s",
+                    (None if target == name else target, name, zone),
                 )
-                _write_records(conn, new)
-            elif held.coo == target:  # the same move again: the new catalog once more
-                _raise_serial(conn, target)
-        moved = old.with_coo(zone, target)
-        if moved != old:
-            conn.execute(
-                "UPDATE zone_catalog_members SET coo = %s WHERE catalog = %s AND member = %s",
-                (None if target == name else target, name, zone),
-            )
-            _write_records(conn, moved)
+                _write_records(conn, moved)
+                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, zone))
+            return (Moved.STAYS, None) if target == name else (Moved.MARKED, None)
+        before = locked[target].member(zone)
+        new = locked[target].with_joining(held, fresh_unique_id)
+        joined = new.member(zone)
+        assert joined is not None
+        if before == joined:
+            return Moved.LISTED_ALREADY, joined
+        conn.execute(
+            "INSERT INTO zone_catalog_members (catalog, member, unique_id, member_group)"
+            " VALUES (%s, %s, %s, %s) ON CONFLICT (catalog, member)"
+            " DO UPDATE SET member_group = EXCLUDED.member_group",
+            (target, zone, joined.unique_id, joined.group),
+        )
+        _write_records(conn, new)
         conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, zone))
-    return joined
+    return Moved.LISTED, joined
 
 
 def remove_member(conn: psycopg.Connection[Any], catalog: str, member: str) -> bool:
@@ -215,20 +229,6 @@ def _write_records(conn: psycopg.Connection[Any], catalog: Catalog) -> None:
     deletes, adds = record_changes(held, catalog)
     with conn.cursor() as cur:
         write_row_changes(cur, catalog.name, deletes, adds)
-
-
-def _raise_serial(conn: psycopg.Connection[Any], zone: str) -> None:
-    """Raise ``zone``'s serial by one (RFC 1982) with nothing else changed, inside the
-    caller's transaction: a new version its secondaries transfer (the journal keeps the
-    SOA's change, the seal finds the serial raised already)."""
-    conn.execute(
-        "UPDATE records SET rdata = array_to_string(f[1:2]"
-        " || ARRAY[valis_next_serial(f[3]::bigint)::text] || f[4:], ' ')"
-        " FROM (SELECT regexp_split_to_array(btrim(rdata), '\\s+') AS f FROM records"
-        "       WHERE zone = %s AND rtype = 'SOA') AS soa"
-        " WHERE zone = %s AND rtype = 'SOA'",
-        (zone, zone),
-    )
 
 
 def _not_a_catalog(name: str) -> CatalogError:
