@@ -94,12 +94,7 @@ def add_member(
         assert joined is not None
         if before == joined:
             return joined, Joined.UNCHANGED
-        conn.execute(
-            "INSERT INTO zone_catalog_members (catalog, member, unique_id, member_group)"
-            " VALUES (%s, %s, %s, %s) ON CONFLICT (catalog, member)"
-            " DO UPDATE SET member_group = EXCLUDED.member_group",
-            (name, zone, joined.unique_id, joined.group),
-        )
+        _keep_member(conn, name, joined)
         _write_records(conn, changed)
         conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, zone))
     return joined, (Joined.ADDED if before is None else Joined.REGROUPED)
@@ -159,12 +154,7 @@ def move_member(
         assert joined is not None
         if before == joined:
             return Moved.LISTED_ALREADY, joined
-        conn.execute(
-            "INSERT INTO zone_catalog_members (catalog, member, unique_id, member_group)"
-            " VALUES (%s, %s, %s, %s) ON CONFLICT (catalog, member)"
-            " DO UPDATE SET member_group = EXCLUDED.member_group",
-            (target, zone, joined.unique_id, joined.group),
-        )
+        _keep_member(conn, target, joined)
         _write_records(conn, new)
         conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, zone))
     return Moved.LISTED, joined
@@ -220,6 +210,17 @@ def _read(conn: psycopg.Connection[Any], name: str) -> Catalog:
         (name,),
     ).fetchall()
     return Catalog(name, tuple(Member(str(m), str(u), g, c) for m, u, g, c in found))
+
+
+def _keep_member(conn: psycopg.Connection[Any], catalog: str, member: Member) -> None:
+    """``member``'s row in ``catalog``: a new one, or its group changed (its unique ID
+    and any move under way kept)."""
+    conn.execute(
+        "INSERT INTO zone_catalog_members (catalog, member, unique_id, member_group)"
+        " VALUES (%s, %s, %s, %s) ON CONFLICT (catalog, member)"
+        " DO UPDATE SET member_group = EXCLUDED.member_group",
+        (catalog, member.zone, member.unique_id, member.group),
+    )
 
 
 def _write_records(conn: psycopg.Connection[Any], catalog: Catalog) -> None:
