@@ -33,6 +33,7 @@ from tests.scenario.transfer_wire import (
     SECONDARY_IP,
     Wire,
     start_node,
+    stop_server,
 )
 from valis_core.operator_state.secondaries import Secondary, add_secondary
 
@@ -105,7 +106,7 @@ def test_a_consumer_serves_the_members_of_the_catalog_and_drops_those_that_leave
         wait_for(lambda: held_serial(wire, directory) == serial, BOUND,
                  f"{consumer} to hold serial {serial} of the catalog ({log})", interval=0.2)
     finally:
-        _stop(server)
+        stop_server(server)
         node.stop()
         node.notify.close()
 
@@ -190,18 +191,7 @@ def test_bind_takes_a_moved_member_over_from_the_new_catalog_and_keeps_serving_i
         assert found, f"BIND dropped the moved member a.test. ({log})"
         assert found[0].split()[-1] == "192.0.2.81"
     finally:
-        _stop(server)
+        stop_server(server)
         node.stop()
         node.notify.close()
 
-
-def _stop(server: subprocess.Popen[bytes] | None) -> None:
-    """Stop a consumer started in the secondary's namespace, if it was."""
-    if server is None:
-        return
-    server.terminate()
-    try:
-        server.wait(10)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()

@@ -218,15 +218,22 @@ def node_and_secondary(
         node.wait_ready()
         yield wire, node
     finally:
-        if server is not None:
-            server.terminate()
-            try:
-                server.wait(10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+        stop_server(server)
         if node is not None:
             node.stop()
             node.notify.close()
         wire.cleanup()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def stop_server(server: subprocess.Popen[bytes] | None) -> None:
+    """Stop a peer server started in the secondary's namespace, if it was: SIGTERM, then
+    SIGKILL after 10 s."""
+    if server is None:
+        return
+    server.terminate()
+    try:
+        server.wait(10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
