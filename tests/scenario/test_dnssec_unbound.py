@@ -38,6 +38,7 @@ from tests.scenario.operator_state_helpers import import_zone, run_sql
 from tests.scenario.pg import RUN_USER, PgCluster, runtime_bin, valis
 from tests.scenario.proving_ground import run, run_in, wait_for
 from tests.scenario.resident_harness import REPO, Resident, harness, site_facts
+from tests.scenario.transfer_wire import stop_server
 from valis_core.dns.dnssec import key_tag
 from valis_core.operator_state.schema import migrate
 from valis_core.operator_state.secondaries import Secondary, add_secondary
@@ -311,14 +312,7 @@ def signed(pg_cluster: PgCluster) -> Iterator[Signed]:
             yield signed
     finally:
         for process in (unbound, proxy):
-            if process is None:
-                continue
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_server(process)
         wire.cleanup()
         shutil.rmtree(workdir, ignore_errors=True)
 

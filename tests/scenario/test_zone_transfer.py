@@ -47,6 +47,7 @@ from tests.scenario.transfer_wire import (
     Wire,
     nsd_conf,
     start_node,
+    stop_server,
 )
 from valis_core.dns.transfer.notify_send import ChangeWatch, NotifySender
 from valis_core.dns.zone import ZoneIndex
@@ -302,13 +303,7 @@ def test_a_secondary_follows_the_node_by_transfer_and_strangers_are_refused(
                        "verify", f"{STRANGER_IP} is not a listed secondary of {ZONE}"):
             assert reason in log
     finally:
-        if secondary is not None:
-            secondary.terminate()
-            try:
-                secondary.wait(10)
-            except subprocess.TimeoutExpired:
-                secondary.kill()
-                secondary.wait()
+        stop_server(secondary)
         node.stop()
         node.notify.close()
 
