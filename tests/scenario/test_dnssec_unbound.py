@@ -855,9 +855,4 @@ zone:
             ], check=False, timeout=30)
             assert "fully validated" in out.stdout, (qname, out.stdout + out.stderr)
     finally:
-        nsd.terminate()
-        try:
-            nsd.wait(10)
-        except subprocess.TimeoutExpired:
-            nsd.kill()
-            nsd.wait()
+        stop_server(nsd)

@@ -486,13 +486,7 @@ def test_an_evacuation_by_condense_moves_the_secondary_to_the_successor(
                 if cli.poll() is None:
                     cli.kill()
     finally:
-        if secondary is not None:
-            secondary.terminate()
-            try:
-                secondary.wait(10)
-            except subprocess.TimeoutExpired:
-                secondary.kill()
-                secondary.wait()
+        stop_server(secondary)
         for node in nodes:
             node.unit.close()
         reach.cleanup()
