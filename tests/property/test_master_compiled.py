@@ -222,6 +222,7 @@ def test_a_file_reads_and_checks_the_same_in_c_and_in_python(
     with pytest.MonkeyPatch.context() as patched:
         patched.setattr(master, "_plain_lines", None)
         patched.setattr(check, "_records_run", None)
+        patched.setattr(check, "_clean_count", None)
         python = _read(text, origin), check_zone_text(text, origin)
     assert compiled == python
 

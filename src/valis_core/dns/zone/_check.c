@@ -11,9 +11,16 @@
  * or that it does not take, before changing anything, and the Python loop takes that one:
  * the Python loop stays the reference (tests/property/test_master_compiled.py checks a
  * file the same with and without this run, findings and their order included).
+ *
+ * clean_count comes first: it proves a whole file free of findings from its records alone
+ * (a hash table of owners, each owner's records compared among themselves, the apex and
+ * the name servers looked up), with no Python object made per record, and otherwise says
+ * it cannot tell; anything it does not judge (a DNAME, a server only a wildcard answers
+ * for, a name that may look undotted) counts as doubt (test_zone_check_clean.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 #define MAX_TTL 2147483647LL
@@ -76,6 +83,29 @@ static int looks_undotted(const unsigned char *name, Py_ssize_t len, const unsig
     Py_DECREF(text);
     if (found < 0) PyErr_Clear();
     return found == 0 ? 0 : -1;
+}
+
+/* bytes.lower() of a name (ASCII letters only; a length octet is never one) into `out`. */
+static void lower(PyObject *name, unsigned char *out) {
+    const unsigned char *written = (const unsigned char *)PyBytes_AS_STRING(name);
+    Py_ssize_t len = PyBytes_GET_SIZE(name);
+    for (Py_ssize_t i = 0; i < len; i++)
+        out[i] = written[i] >= 'A' && written[i] <= 'Z' ? written[i] | 0x20 : written[i];
+}
+
+/* The name check._target reads in `data` (rdata of `size` octets) at `at` (uncompressed), lowercased into
+ * `target`; its length, or -1 when no whole name stands there. */
+static Py_ssize_t target_name(const unsigned char *data, Py_ssize_t size, Py_ssize_t at,
+                              unsigned char *target) {
+    Py_ssize_t i = at, n = 0;
+    while (i < size && data[i] && n + data[i] + 1 < MAX_NAME && i + data[i] < size) {
+        for (Py_ssize_t j = i; j <= i + data[i]; j++, n++)
+            target[n] = data[j] >= 'A' && data[j] <= 'Z' ? data[j] | 0x20 : data[j];
+        i += data[i] + 1;
+    }
+    if (i >= size || data[i]) return -1;
+    target[n++] = 0;
+    return n;
 }
 
 /* The record (RR_HEAD: type, class IN, TTL, length; then the rdata) Builder._put keeps. */
@@ -272,22 +302,14 @@ static PyObject *check_records_run(PyObject *module, PyObject *args) {
             len > MAX_NAME)
             break;
         unsigned char key[MAX_NAME];
-        const unsigned char *written = (const unsigned char *)PyBytes_AS_STRING(owner);
-        for (Py_ssize_t i = 0; i < len; i++)
-            key[i] = written[i] >= 'A' && written[i] <= 'Z' ? written[i] | 0x20 : written[i];
+        lower(owner, key);
         if (!at_or_below(key, len, apex, apex_len)) break;
         Py_ssize_t at = name_at(rtype);
         if (at >= 0) { /* check._target, lowercased, never looking undotted */
-            const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(rdata);
             unsigned char target[MAX_NAME];
-            Py_ssize_t i = at, n = 0;
-            while (i < size && data[i] && n + data[i] + 1 < MAX_NAME && i + data[i] < size) {
-                for (Py_ssize_t j = i; j <= i + data[i]; j++, n++)
-                    target[n] = data[j] >= 'A' && data[j] <= 'Z' ? data[j] | 0x20 : data[j];
-                i += data[i] + 1;
-            }
-            if (i >= size || data[i]) break; /* no whole name there: the Python loop's */
-            target[n++] = 0;
+            Py_ssize_t n = target_name((const unsigned char *)PyBytes_AS_STRING(rdata), size,
+                                       at, target);
+            if (n < 0) break; /* no whole name there: the Python loop's */
             if (looks_undotted(target, n, apex, apex_len, tlds) != 0) break;
         }
         PyObject *owner_key = PyBytes_FromStringAndSize((const char *)key, len);
@@ -327,10 +349,225 @@ static PyObject *check_records_run(PyObject *module, PyObject *args) {
     return PyLong_FromSsize_t(index);
 }
 
+
+/* ---- clean_count: a whole file proven free of findings, without the owner tables ---- */
+
+enum { T_A = 1, T_AAAA = 28, T_DS = 43, T_RRSIG = 46, T_NSEC = 47, T_OPT = 41 };
+enum { HAS_SOA = 1, HAS_NS = 2, HAS_ADDRESS = 4, HAS_CNAME = 8, HAS_DS = 16,
+       HAS_NOT_BESIDE_CNAME = 32 };
+
+typedef struct {
+    const unsigned char *rdata;
+    Py_ssize_t size, next; /* the owner's next record, or -1 */
+    long long ttl;
+    long rtype;
+} CleanRecord;
+
+typedef struct {
+    Py_ssize_t name, len; /* the lowercased name, at `name` in the arena */
+    Py_ssize_t first, count, soas, cnames;
+    unsigned flags;
+} CleanOwner;
+
+typedef struct {
+    uint32_t tag, owner; /* the hash's high half; the owner's index + 1, 0 for empty */
+} Slot;
+
+typedef struct {
+    CleanRecord *records;
+    CleanOwner *owners;
+    Py_ssize_t owner_count;
+    unsigned char *arena;
+    Slot *slots; /* by hash */
+    size_t mask;
+} Clean;
+
+static size_t name_hash(const unsigned char *name, Py_ssize_t len) {
+    size_t hash = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < len; i++) hash = (hash ^ name[i]) * 1099511628211ULL;
+    return hash;
+}
+
+/* The slot of `name` (lowercased): its owner's, or the empty one to put it in (its tag
+ * set). The tag spares most probes a look at an owner elsewhere in memory. */
+static Slot *owner_slot(const Clean *c, const unsigned char *name, Py_ssize_t len) {
+    size_t hash = name_hash(name, len), at = hash & c->mask;
+    uint32_t tag = (uint32_t)(hash >> 32);
+    for (;;) { /* bounded: the table is never more than half full */
+        Slot *slot = &c->slots[at];
+        if (slot->owner == 0) {
+            slot->tag = tag;
+            return slot;
+        }
+        if (slot->tag == tag) {
+            const CleanOwner *o = &c->owners[slot->owner - 1];
+            if (o->len == len && memcmp(c->arena + o->name, name, (size_t)len) == 0) return slot;
+        }
+        at = (at + 1) & c->mask;
+    }
+}
+
+static const CleanOwner *owner_of(const Clean *c, const unsigned char *name, Py_ssize_t len) {
+    const Slot *slot = owner_slot(c, name, len);
+    return slot->owner ? &c->owners[slot->owner - 1] : NULL;
+}
+
+static int by_type_and_rdata(const void *a, const void *b) {
+    const CleanRecord *x = *(const CleanRecord *const *)a, *y = *(const CleanRecord *const *)b;
+    if (x->rtype != y->rtype) return x->rtype < y->rtype ? -1 : 1;
+    if (x->size != y->size) return x->size < y->size ? -1 : 1;
+    return memcmp(x->rdata, y->rdata, (size_t)x->size);
+}
+
+/* Whether an owner's records bring no finding among themselves (no TTL differing within
+ * an RRset, no record stated twice): `sorted` has room for its records. */
+static int owner_records_clean(const Clean *c, const CleanOwner *o, CleanRecord **sorted) {
+    Py_ssize_t n = 0;
+    for (Py_ssize_t r = o->first; r >= 0; r = c->records[r].next) sorted[n++] = &c->records[r];
+    qsort(sorted, (size_t)n, sizeof *sorted, by_type_and_rdata);
+    for (Py_ssize_t i = 1; i < n; i++) {
+        if (sorted[i]->rtype != sorted[i - 1]->rtype) continue;
+        if (sorted[i]->ttl != sorted[i - 1]->ttl || by_type_and_rdata(&sorted[i], &sorted[i - 1]) == 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* Whether every in-zone name server an NS record of `o` names has the address the check
+ * looks for (check._NameServers.warn; a server named only by a wildcard is left to it). */
+static int servers_clean(const Clean *c, const CleanOwner *o, const unsigned char *apex,
+                         Py_ssize_t apex_len) {
+    for (Py_ssize_t r = o->first; r >= 0; r = c->records[r].next) {
+        const CleanRecord *record = &c->records[r];
+        if (record->rtype != T_NS) continue;
+        unsigned char server[MAX_NAME];
+        Py_ssize_t n = target_name(record->rdata, record->size, 0, server);
+        if (n < 0) return 0;
+        if (!at_or_below(server, n, apex, apex_len)) continue; /* resolved elsewhere */
+        const CleanOwner *cut = NULL;
+        for (Py_ssize_t at = 0; n - at != apex_len; at += server[at] + 1) {
+            const CleanOwner *above = owner_of(c, server + at, n - at);
+            if (above != NULL && (above->flags & HAS_NS)) {
+                cut = above;
+                break;
+            }
+        }
+        if (cut != NULL && cut != o) continue; /* beneath another delegation: checked there */
+        const CleanOwner *held = owner_of(c, server, n);
+        if (held == NULL || !(held->flags & HAS_ADDRESS)) return 0;
+    }
+    return 1;
+}
+
+/* clean_count(records, apex, tlds): the record count check_zone_text gives a file whose
+ * records (read without a problem) bring no error and no warning, or -1 when this does
+ * not prove that (the check then judges the file whole): what the Python loop and the
+ * freeze would do, on tables of C structs rather than Python objects. */
+static PyObject *check_clean_count(PyObject *module, PyObject *args) {
+    (void)module;
+    PyObject *records, *tlds;
+    const unsigned char *apex;
+    Py_ssize_t apex_len;
+    if (!PyArg_ParseTuple(args, "O!y#O!", &PyList_Type, &records, &apex, &apex_len,
+                          &PyFrozenSet_Type, &tlds))
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(records), verdict = -1, names = 0;
+    if (count >= INT32_MAX) return PyLong_FromLong(-1); /* owners numbered in 32 bits */
+    size_t slots = 4;
+    while (slots < (size_t)count * 2 + 2) slots <<= 1;
+    Clean c = {PyMem_Calloc((size_t)count + 1, sizeof(CleanRecord)),
+               PyMem_Calloc((size_t)count + 1, sizeof(CleanOwner)), 0, NULL,
+               PyMem_Calloc(slots, sizeof(Slot)), slots - 1};
+    CleanRecord **sorted = PyMem_Calloc((size_t)count + 1, sizeof(CleanRecord *));
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *record = PyList_GET_ITEM(records, i);
+        if (PyTuple_Check(record) && PyTuple_GET_SIZE(record) == 4 &&
+            PyBytes_Check(PyTuple_GET_ITEM(record, 0)))
+            names += PyBytes_GET_SIZE(PyTuple_GET_ITEM(record, 0));
+    }
+    c.arena = PyMem_Malloc((size_t)names + 1);
+    if (!c.records || !c.owners || !c.slots || !sorted || !c.arena) {
+        PyErr_NoMemory();
+        goto unproven;
+    }
+    Py_ssize_t used = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *owner, *rtype_obj, *ttl_obj, *rdata;
+        if (!fields(records, i, &owner, &rtype_obj, &ttl_obj, &rdata)) goto unproven;
+        long rtype = PyLong_AsLong(rtype_obj);
+        long long ttl = PyLong_AsLongLong(ttl_obj);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            goto unproven;
+        }
+        Py_ssize_t len = PyBytes_GET_SIZE(owner), size = PyBytes_GET_SIZE(rdata);
+        /* add_wire's refusals (unservable types: 0, OPT, the meta range), DNAME's rules
+         * (left to the check), _put's ranges */
+        if (rtype <= 0 || rtype > 0xFFFF || rtype == T_OPT || (rtype >= 128 && rtype <= 255) ||
+            rtype == T_DNAME || ttl < 0 || ttl > MAX_TTL || size > MAX_RDATA || len > MAX_NAME ||
+            len > names - used)
+            goto unproven;
+        unsigned char *key = c.arena + used;
+        lower(owner, key);
+        if (!at_or_below(key, len, apex, apex_len)) goto unproven;
+        Py_ssize_t at = name_at(rtype);
+        if (at >= 0) {
+            unsigned char target[MAX_NAME];
+            Py_ssize_t n = target_name((const unsigned char *)PyBytes_AS_STRING(rdata), size,
+                                       at, target);
+            if (n < 0 || looks_undotted(target, n, apex, apex_len, tlds) != 0) goto unproven;
+        }
+        Slot *slot = owner_slot(&c, key, len);
+        if (slot->owner == 0) {
+            if (looks_undotted(key, len, apex, apex_len, tlds) != 0) goto unproven;
+            c.owners[c.owner_count] = (CleanOwner){used, len, -1, 0, 0, 0, 0};
+            slot->owner = (uint32_t)++c.owner_count;
+            used += len;
+        }
+        CleanOwner *o = &c.owners[slot->owner - 1];
+        c.records[i] = (CleanRecord){(const unsigned char *)PyBytes_AS_STRING(rdata), size,
+                                     o->first, ttl, rtype};
+        o->first = i;
+        o->count++;
+        switch (rtype) {
+        case T_SOA: o->flags |= HAS_SOA; o->soas++; break;
+        case T_NS: o->flags |= HAS_NS; break;
+        case T_A: case T_AAAA: o->flags |= HAS_ADDRESS; break;
+        case T_CNAME: o->flags |= HAS_CNAME; o->cnames++; break;
+        case T_DS: o->flags |= HAS_DS; break;
+        }
+        if (rtype != T_CNAME && rtype != T_RRSIG && rtype != T_NSEC)
+            o->flags |= HAS_NOT_BESIDE_CNAME;
+    }
+    const CleanOwner *top = owner_of(&c, apex, apex_len);
+    /* check_apex: an SOA and NS at the apex; no DS there (a warning) */
+    if (top == NULL || !(top->flags & HAS_SOA) || !(top->flags & HAS_NS) ||
+        (top->flags & HAS_DS))
+        goto unproven;
+    for (Py_ssize_t k = 0; k < c.owner_count; k++) {
+        const CleanOwner *o = &c.owners[k];
+        /* build._check_node: one SOA, at the apex only; a CNAME alone but for RRSIG/NSEC */
+        if ((o->flags & HAS_SOA) && (o != top || o->soas != 1)) goto unproven;
+        if ((o->flags & HAS_CNAME) && ((o->flags & HAS_NOT_BESIDE_CNAME) || o->cnames != 1))
+            goto unproven;
+        if (o->count > 1 && !owner_records_clean(&c, o, sorted)) goto unproven;
+        if ((o->flags & HAS_NS) && !servers_clean(&c, o, apex, apex_len)) goto unproven;
+    }
+    verdict = count;
+unproven:
+    PyMem_Free(c.records);
+    PyMem_Free(c.owners);
+    PyMem_Free(c.arena);
+    PyMem_Free(c.slots);
+    PyMem_Free(sorted);
+    return PyErr_Occurred() ? NULL : PyLong_FromSsize_t(verdict);
+}
+
 static PyMethodDef check_methods[] = {
     {"records_run", check_records_run, METH_VARARGS,
      "records_run(records, positions, start, apex, nodes, notable, more, servable, first, "
      "second, rrset, noted, undotted, tlds)"},
+    {"clean_count", check_clean_count, METH_VARARGS, "clean_count(records, apex, tlds)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef check_module = {

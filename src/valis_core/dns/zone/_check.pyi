@@ -17,3 +17,7 @@ def records_run(
     tlds: frozenset[str],
     /,
 ) -> int: ...
+
+def clean_count(
+    records: list[tuple[bytes, int, int, bytes]], apex: bytes, tlds: frozenset[str], /
+) -> int: ...
