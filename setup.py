@@ -37,13 +37,14 @@ setup(
         Extension(
             "valis_core.dns.zone._check",
             sources=["src/valis_core/dns/zone/_check.c"],
+            depends=["src/valis_core/dns/_record_table.h"],
             extra_compile_args=FLAGS,
             extra_link_args=LINK,
         ),
         Extension(
             "valis_core.dns.wire._master",
             sources=["src/valis_core/dns/wire/_master.c"],
-            depends=["src/valis_core/dns/_spans.h"],
+            depends=["src/valis_core/dns/_spans.h", "src/valis_core/dns/_record_table.h"],
             extra_compile_args=FLAGS,
             extra_link_args=LINK,
         ),

@@ -14,6 +14,8 @@
 #include <Python.h>
 
 #include "../_spans.h"
+#include "../_record_table.h"
+#include <structmember.h>
 
 #define UINT32_LIMIT 4294967295LL
 #define MAX_TOKENS 64 /* owner, TTL, class, type and a TXT record's strings, at most */
@@ -250,11 +252,177 @@ static int read_line(const char *at, Py_ssize_t size, const char *origin, Py_ssi
     return 1;
 }
 
+
+/* ---- RecordTable: records read into C memory, for a check that needs no Python object
+ * per record (_record_table.h) ---- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *records; /* bytearray of TableRecord */
+    PyObject *arena;   /* bytearray: the owners' and rdatas' octets */
+} RecordTable;
+
+static PyTypeObject RecordTableType;
+
+/* Room for `more` octets at the end of a bytearray; the offset where they go, or -1 on
+ * an error. Short of room, it doubles (a bytearray's own resize grows it by an eighth, so
+ * a large table would be copied some hundred times); PyByteArray_Resize then takes it
+ * back to the size in use without giving the room back. */
+static Py_ssize_t grow(PyObject *array, Py_ssize_t more) {
+    Py_ssize_t size = PyByteArray_GET_SIZE(array);
+    if (more > PY_SSIZE_T_MAX / 2 - size) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (size + more + 1 > ((PyByteArrayObject *)array)->ob_alloc &&
+        PyByteArray_Resize(array, 2 * (size + more)) < 0)
+        return -1;
+    return PyByteArray_Resize(array, size + more) < 0 ? -1 : size;
+}
+
+static int table_add(RecordTable *t, const char *owner, Py_ssize_t owner_len, long rtype,
+                     long long ttl, const char *rdata, Py_ssize_t rdata_len) {
+    if (owner_len > INT32_MAX || rdata_len > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "record too long for a record table");
+        return -1;
+    }
+    Py_ssize_t at = grow(t->arena, owner_len + rdata_len);
+    Py_ssize_t slot = at < 0 ? -1 : grow(t->records, (Py_ssize_t)sizeof(TableRecord));
+    if (slot < 0) return -1;
+    char *octets = PyByteArray_AS_STRING(t->arena) + at;
+    memcpy(octets, owner, (size_t)owner_len);
+    memcpy(octets + owner_len, rdata, (size_t)rdata_len);
+    TableRecord record = {at, at + owner_len, ttl, (int32_t)owner_len, (int32_t)rdata_len,
+                          (int32_t)rtype, 0};
+    memcpy(PyByteArray_AS_STRING(t->records) + slot, &record, sizeof record);
+    return 0;
+}
+
+/* RecordTable.append(record): one record read in Python, (owner, type, TTL, rdata). */
+static PyObject *table_append(PyObject *self, PyObject *record) {
+    if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != 4 ||
+        !PyBytes_Check(PyTuple_GET_ITEM(record, 0)) || !PyBytes_Check(PyTuple_GET_ITEM(record, 3))) {
+        PyErr_SetString(PyExc_TypeError, "a record is (owner, type, TTL, rdata)");
+        return NULL;
+    }
+    long rtype = PyLong_AsLong(PyTuple_GET_ITEM(record, 1));
+    long long ttl = PyLong_AsLongLong(PyTuple_GET_ITEM(record, 2));
+    if (PyErr_Occurred()) return NULL;
+    PyObject *owner = PyTuple_GET_ITEM(record, 0), *rdata = PyTuple_GET_ITEM(record, 3);
+    if (table_add((RecordTable *)self, PyBytes_AS_STRING(owner), PyBytes_GET_SIZE(owner), rtype,
+                  ttl, PyBytes_AS_STRING(rdata), PyBytes_GET_SIZE(rdata)) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *table_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    if (!_PyArg_NoPositional("RecordTable", args) || !_PyArg_NoKeywords("RecordTable", kwargs))
+        return NULL;
+    RecordTable *t = (RecordTable *)type->tp_alloc(type, 0);
+    if (t == NULL) return NULL;
+    t->records = PyByteArray_FromStringAndSize(NULL, 0);
+    t->arena = PyByteArray_FromStringAndSize(NULL, 0);
+    if (t->records == NULL || t->arena == NULL) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    return (PyObject *)t;
+}
+
+static void table_dealloc(RecordTable *t) {
+    Py_XDECREF(t->records);
+    Py_XDECREF(t->arena);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+static Py_ssize_t table_len(PyObject *self) {
+    return PyByteArray_GET_SIZE(((RecordTable *)self)->records) / (Py_ssize_t)sizeof(TableRecord);
+}
+
+static PyMethodDef table_methods[] = {
+    {"append", table_append, METH_O, "append(record): add one (owner, type, TTL, rdata)"},
+    {NULL, NULL, 0, NULL}};
+
+static PyMemberDef table_members[] = {
+    {"records", T_OBJECT_EX, offsetof(RecordTable, records), READONLY,
+     "the records (TableRecord each, _record_table.h)"},
+    {"arena", T_OBJECT_EX, offsetof(RecordTable, arena), READONLY,
+     "the octets the records point into"},
+    {NULL, 0, 0, 0, NULL}};
+
+static PySequenceMethods table_sequence = {.sq_length = table_len};
+
+static PyTypeObject RecordTableType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "valis_core.dns.wire._master.RecordTable",
+    .tp_basicsize = sizeof(RecordTable),
+    .tp_dealloc = (destructor)table_dealloc,
+    .tp_as_sequence = &table_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Records read from a master file, kept in C memory (_record_table.h).",
+    .tp_methods = table_methods,
+    .tp_members = table_members,
+    .tp_new = table_new,
+};
+
+/* The table `emit` appends to when it is a RecordTable's bound append, else NULL. */
+static RecordTable *emit_table(PyObject *emit) {
+    if (!PyCFunction_Check(emit)) return NULL;
+    PyObject *self = PyCFunction_GET_SELF(emit);
+    if (self == NULL || !Py_IS_TYPE(self, &RecordTableType)) return NULL;
+    return PyCFunction_GET_FUNCTION(emit) == (PyCFunction)table_append ? (RecordTable *)self : NULL;
+}
+
 /* The text of a str that is ASCII, else NULL. */
 static const char *ascii(PyObject *text, Py_ssize_t *size) {
     if (!PyUnicode_Check(text) || !PyUnicode_IS_ASCII(text)) return NULL;
     *size = PyUnicode_GET_LENGTH(text);
     return (const char *)PyUnicode_DATA(text);
+}
+
+/* plain_lines into a RecordTable: the same reading, each record written to the table
+ * (no Python object made for it), no positions. */
+static PyObject *table_lines(PyObject *lines, Py_ssize_t start, Py_ssize_t stop,
+                             const char *origin, Py_ssize_t origin_len, PyObject *last_obj,
+                             long long implicit, int follows, RecordTable *table) {
+    char previous[MAX_NAME + 1];
+    Py_ssize_t previous_len = -1; /* none known */
+    int emitted = 0;
+    if (last_obj != Py_None) {
+        previous_len = PyBytes_GET_SIZE(last_obj);
+        if (previous_len > MAX_NAME) return Py_BuildValue("(nOO)", start, Py_None, Py_None);
+        memcpy(previous, PyBytes_AS_STRING(last_obj), (size_t)previous_len);
+    }
+    long long stated = -1;
+    Py_ssize_t index = start;
+    for (; index < stop; index++) {
+        Py_ssize_t size, owner_len, rdata_len;
+        const char *at = ascii(PyList_GET_ITEM(lines, index), &size);
+        char owner[MAX_NAME + 1], rdata[MAX_RDATA];
+        long long ttl;
+        int rtype;
+        if (at == NULL) break;
+        int read = read_line(at, size, origin, origin_len, owner, &owner_len, &rtype, &ttl, rdata,
+                             &rdata_len);
+        if (read == 2) continue;
+        if (read == 0 || (owner_len == 0 && previous_len < 0)) break;
+        if (ttl < 0) {
+            if (implicit < 0) break; /* no TTL is known: plain_line says so */
+            ttl = implicit;
+        } else {
+            stated = ttl;
+            if (follows) implicit = ttl;
+        }
+        if (owner_len) {
+            memcpy(previous, owner, (size_t)owner_len);
+            previous_len = owner_len;
+        }
+        if (table_add(table, previous, previous_len, rtype, ttl, rdata, rdata_len) < 0)
+            return NULL;
+        emitted = 1;
+    }
+    if (!emitted) return Py_BuildValue("(nOO)", index, Py_None, Py_None);
+    return stated < 0 ? Py_BuildValue("(ny#O)", index, previous, previous_len, Py_None)
+                      : Py_BuildValue("(ny#L)", index, previous, previous_len, stated);
 }
 
 /* plain_lines(lines, start, stop, origin, last_owner, implicit, follows, emit, positions):
@@ -282,6 +450,10 @@ static PyObject *master_plain_lines(PyObject *module, PyObject *args) {
     }
     if (origin_len < 1 || origin_len > MAX_NAME || (last_obj != Py_None && !PyBytes_Check(last_obj)))
         return Py_BuildValue("(nOO)", start, Py_None, Py_None);
+    RecordTable *table = emit_table(emit);
+    if (table != NULL && positions == Py_None)
+        return table_lines(lines, start, stop, origin, origin_len, last_obj, implicit, follows,
+                           table);
     PyObject *previous = last_obj == Py_None ? NULL : Py_NewRef(last_obj);
     PyObject *last_owner = NULL; /* the run's, when it emitted a record */
     long long stated = -1;
@@ -343,4 +515,13 @@ static struct PyModuleDef master_module = {
     PyModuleDef_HEAD_INIT, "_master", "The compiled line of the master reader's plain path.",
     -1, master_methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__master(void) { return PyModule_Create(&master_module); }
+PyMODINIT_FUNC PyInit__master(void) {
+    if (PyType_Ready(&RecordTableType) < 0) return NULL;
+    PyObject *module = PyModule_Create(&master_module);
+    if (module == NULL) return NULL;
+    if (PyModule_AddObjectRef(module, "RecordTable", (PyObject *)&RecordTableType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

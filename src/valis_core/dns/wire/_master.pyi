@@ -14,3 +14,11 @@ def plain_lines(
     positions: list[int] | None,
     /,
 ) -> tuple[int, bytes | None, int | None]: ...
+
+class RecordTable:
+    """Records read from a master file, kept in C memory (``_record_table.h``)."""
+
+    records: bytearray
+    arena: bytearray
+    def append(self, record: tuple[bytes, int, int, bytes], /) -> None: ...
+    def __len__(self) -> int: ...

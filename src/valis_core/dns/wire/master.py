@@ -79,10 +79,17 @@ _SOA_TIMERS = struct.Struct("!IIIII")
 _SRV_FIELDS = struct.Struct("!HHH")
 
 _plain_lines: Callable[..., tuple[int, bytes | None, int | None]] | None
+RecordTable: type[_master.RecordTable] | None
+"""Records read into C memory (``read_master(text, origin, table.append)``): a table of
+them without a Python object per record, for a reader of the whole file that needs
+only their values (``zone.check.clean_count``); None when not built."""
 try:  # the compiled reading of a run of plain lines (_master.c), equal to plain_line's
+    from valis_core.dns.wire import _master
     from valis_core.dns.wire._master import plain_lines as _plain_lines
+
+    RecordTable = _master.RecordTable
 except ImportError:  # not built: plain_line reads every line
-    _plain_lines = None
+    _plain_lines = RecordTable = None
 COMPILED = _plain_lines is not None
 """Whether the compiled plain lines are built (without them the plain path is Python's
 alone)."""

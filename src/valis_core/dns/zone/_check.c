@@ -23,6 +23,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../_record_table.h"
+
 #define MAX_TTL 2147483647LL
 #define MAX_RDATA 65535
 #define MAX_NAME 255
@@ -86,9 +88,7 @@ static int looks_undotted(const unsigned char *name, Py_ssize_t len, const unsig
 }
 
 /* bytes.lower() of a name (ASCII letters only; a length octet is never one) into `out`. */
-static void lower(PyObject *name, unsigned char *out) {
-    const unsigned char *written = (const unsigned char *)PyBytes_AS_STRING(name);
-    Py_ssize_t len = PyBytes_GET_SIZE(name);
+static void lower(const unsigned char *written, Py_ssize_t len, unsigned char *out) {
     for (Py_ssize_t i = 0; i < len; i++)
         out[i] = written[i] >= 'A' && written[i] <= 'Z' ? written[i] | 0x20 : written[i];
 }
@@ -302,7 +302,7 @@ static PyObject *check_records_run(PyObject *module, PyObject *args) {
             len > MAX_NAME)
             break;
         unsigned char key[MAX_NAME];
-        lower(owner, key);
+        lower((const unsigned char *)PyBytes_AS_STRING(owner), len, key);
         if (!at_or_below(key, len, apex, apex_len)) break;
         Py_ssize_t at = name_at(rtype);
         if (at >= 0) { /* check._target, lowercased, never looking undotted */
@@ -459,48 +459,45 @@ static int servers_clean(const Clean *c, const CleanOwner *o, const unsigned cha
     return 1;
 }
 
-/* clean_count(records, apex, tlds): the record count check_zone_text gives a file whose
- * records (read without a problem) bring no error and no warning, or -1 when this does
- * not prove that (the check then judges the file whole): what the Python loop and the
- * freeze would do, on tables of C structs rather than Python objects. */
+/* clean_count(records, arena, apex, tlds): the record count check_zone_text gives a file
+ * whose records (read without a problem into a RecordTable: its `records` and `arena`)
+ * bring no error and no warning, or -1 when this does not prove that (the check then
+ * judges the file whole): what the Python loop and the freeze would do, on tables of C
+ * structs rather than Python objects. */
 static PyObject *check_clean_count(PyObject *module, PyObject *args) {
     (void)module;
-    PyObject *records, *tlds;
+    Py_buffer table, octets;
+    PyObject *tlds;
     const unsigned char *apex;
     Py_ssize_t apex_len;
-    if (!PyArg_ParseTuple(args, "O!y#O!", &PyList_Type, &records, &apex, &apex_len,
+    if (!PyArg_ParseTuple(args, "y*y*y#O!", &table, &octets, &apex, &apex_len,
                           &PyFrozenSet_Type, &tlds))
         return NULL;
-    Py_ssize_t count = PyList_GET_SIZE(records), verdict = -1, names = 0;
-    if (count >= INT32_MAX) return PyLong_FromLong(-1); /* owners numbered in 32 bits */
+    const TableRecord *read = table.buf;
+    const unsigned char *arena = octets.buf;
+    Py_ssize_t count = table.len / (Py_ssize_t)sizeof(TableRecord), verdict = -1, names = 0;
+    for (Py_ssize_t i = 0; i < count; i++) names += read[i].owner_len;
     size_t slots = 4;
     while (slots < (size_t)count * 2 + 2) slots <<= 1;
     Clean c = {PyMem_Calloc((size_t)count + 1, sizeof(CleanRecord)),
-               PyMem_Calloc((size_t)count + 1, sizeof(CleanOwner)), 0, NULL,
-               PyMem_Calloc(slots, sizeof(Slot)), slots - 1};
+               PyMem_Calloc((size_t)count + 1, sizeof(CleanOwner)), 0,
+               PyMem_Malloc((size_t)names + 1), PyMem_Calloc(slots, sizeof(Slot)), slots - 1};
     CleanRecord **sorted = PyMem_Calloc((size_t)count + 1, sizeof(CleanRecord *));
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *record = PyList_GET_ITEM(records, i);
-        if (PyTuple_Check(record) && PyTuple_GET_SIZE(record) == 4 &&
-            PyBytes_Check(PyTuple_GET_ITEM(record, 0)))
-            names += PyBytes_GET_SIZE(PyTuple_GET_ITEM(record, 0));
-    }
-    c.arena = PyMem_Malloc((size_t)names + 1);
     if (!c.records || !c.owners || !c.slots || !sorted || !c.arena) {
         PyErr_NoMemory();
         goto unproven;
     }
+    if (count >= INT32_MAX || table.len % (Py_ssize_t)sizeof(TableRecord)) goto unproven;
     Py_ssize_t used = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *owner, *rtype_obj, *ttl_obj, *rdata;
-        if (!fields(records, i, &owner, &rtype_obj, &ttl_obj, &rdata)) goto unproven;
-        long rtype = PyLong_AsLong(rtype_obj);
-        long long ttl = PyLong_AsLongLong(ttl_obj);
-        if (PyErr_Occurred()) {
-            PyErr_Clear();
+        const TableRecord *r = &read[i];
+        long rtype = r->rtype;
+        long long ttl = r->ttl;
+        Py_ssize_t len = r->owner_len, size = r->rdata_len;
+        if (r->owner < 0 || r->rdata < 0 || len < 0 || size < 0 || r->owner + len > octets.len ||
+            r->rdata + size > octets.len)
             goto unproven;
-        }
-        Py_ssize_t len = PyBytes_GET_SIZE(owner), size = PyBytes_GET_SIZE(rdata);
+        const unsigned char *data = arena + r->rdata;
         /* add_wire's refusals (unservable types: 0, OPT, the meta range), DNAME's rules
          * (left to the check), _put's ranges */
         if (rtype <= 0 || rtype > 0xFFFF || rtype == T_OPT || (rtype >= 128 && rtype <= 255) ||
@@ -508,13 +505,12 @@ static PyObject *check_clean_count(PyObject *module, PyObject *args) {
             len > names - used)
             goto unproven;
         unsigned char *key = c.arena + used;
-        lower(owner, key);
+        lower(arena + r->owner, len, key);
         if (!at_or_below(key, len, apex, apex_len)) goto unproven;
         Py_ssize_t at = name_at(rtype);
         if (at >= 0) {
             unsigned char target[MAX_NAME];
-            Py_ssize_t n = target_name((const unsigned char *)PyBytes_AS_STRING(rdata), size,
-                                       at, target);
+            Py_ssize_t n = target_name(data, size, at, target);
             if (n < 0 || looks_undotted(target, n, apex, apex_len, tlds) != 0) goto unproven;
         }
         Slot *slot = owner_slot(&c, key, len);
@@ -525,8 +521,7 @@ static PyObject *check_clean_count(PyObject *module, PyObject *args) {
             used += len;
         }
         CleanOwner *o = &c.owners[slot->owner - 1];
-        c.records[i] = (CleanRecord){(const unsigned char *)PyBytes_AS_STRING(rdata), size,
-                                     o->first, ttl, rtype};
+        c.records[i] = (CleanRecord){data, size, o->first, ttl, rtype};
         o->first = i;
         o->count++;
         switch (rtype) {
@@ -555,6 +550,8 @@ static PyObject *check_clean_count(PyObject *module, PyObject *args) {
     }
     verdict = count;
 unproven:
+    PyBuffer_Release(&table);
+    PyBuffer_Release(&octets);
     PyMem_Free(c.records);
     PyMem_Free(c.owners);
     PyMem_Free(c.arena);
@@ -567,7 +564,7 @@ static PyMethodDef check_methods[] = {
     {"records_run", check_records_run, METH_VARARGS,
      "records_run(records, positions, start, apex, nodes, notable, more, servable, first, "
      "second, rrset, noted, undotted, tlds)"},
-    {"clean_count", check_clean_count, METH_VARARGS, "clean_count(records, apex, tlds)"},
+    {"clean_count", check_clean_count, METH_VARARGS, "clean_count(records, arena, apex, tlds)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef check_module = {

@@ -19,5 +19,5 @@ def records_run(
 ) -> int: ...
 
 def clean_count(
-    records: list[tuple[bytes, int, int, bytes]], apex: bytes, tlds: frozenset[str], /
+    records: bytearray, arena: bytearray, apex: bytes, tlds: frozenset[str], /
 ) -> int: ...

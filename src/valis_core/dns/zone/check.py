@@ -26,7 +26,7 @@ import dns.rdatatype
 
 from valis_core.dns.wire import MasterFileError, Record
 from valis_core.dns.wire import names as wire
-from valis_core.dns.wire.master import read_master
+from valis_core.dns.wire.master import RecordTable, read_master
 from valis_core.dns.wire.records import (
     AAAA,
     CNAME,
@@ -46,7 +46,7 @@ from valis_core.dns.zone.build import Builder, absolute, check_apex
 from valis_core.dns.zone.tree import occluded, occlusion_error
 
 _records_run: Callable[..., int] | None
-_clean_count: Callable[[list[Record], bytes, frozenset[str]], int] | None
+_clean_count: Callable[[bytearray, bytearray, bytes, frozenset[str]], int] | None
 try:  # the compiled run of the loop over records (_check.c), equal to check_zone_text's
     from valis_core.dns.zone._check import clean_count as _clean_count
     from valis_core.dns.zone._check import records_run as _records_run
@@ -148,6 +148,10 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
             origin = wire.to_text(wire.from_text(absolute(origin)).lower())
         except wire.BadName as exc:
             return ZoneCheck(origin, 0, (Finding(None, f"bad origin {origin!r}: {exc}"),), ())
+    if origin is not None:
+        count = clean_count(text, origin)
+        if count is not None:
+            return ZoneCheck(origin, count, (), ())
     records: list[Record] = []
     problems: list[MasterFileError] = []
     positions: list[int] = []
@@ -166,12 +170,6 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
             return ZoneCheck(None, len(records), tuple(errors), ())
         origin = wire.to_text(soa_owners.pop())
     apex = wire.from_text(origin).lower()
-    if not errors and _clean_count is not None:
-        # Most files checked are clean: C proves it from the records alone, without the
-        # owner tables and notes the findings' places need (any doubt: the loop below).
-        count = _clean_count(records, apex, _TLDS)
-        if count >= 0:
-            return ZoneCheck(origin, count, (), ())
     builder = Builder()
     builder.add_zone(origin)
     lines = _Lines(records, positions)
@@ -224,6 +222,23 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
     count = _check_nodes(builder, origin, apex, lines, errors, warnings)
     ordered = sorted(errors, key=_order)
     return ZoneCheck(origin, count, tuple(ordered), tuple(sorted(warnings, key=_order)))
+
+
+def clean_count(text: str, origin: str) -> int | None:
+    """The records of a file (holding the zone ``origin``, canonical) that brings no
+    error and no warning, proven in C; None when C cannot tell (or is not built), and the
+    file is then judged whole. Most files checked are clean: their records are read into
+    C memory (no Python object made for each) and proven so without the owner tables and
+    notes that place a finding."""
+    if _clean_count is None or RecordTable is None:
+        return None
+    table = RecordTable()
+    problems: list[MasterFileError] = []
+    read_master(text, origin, table.append, problems=problems)
+    if problems:
+        return None
+    count = _clean_count(table.records, table.arena, wire.from_text(origin).lower(), _TLDS)
+    return count if count >= 0 else None
 
 
 def _order(finding: Finding) -> tuple[int, str]:
