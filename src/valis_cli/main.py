@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 from valis_core import __version__
 from valis_core.command_line import build_parser, dispatch, exit_with
-from valis_core.launch import is_resident_launch
 
 # Command modules, in the order `valis --help` lists them. Add one line per command.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -31,10 +30,15 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 def run(argv: Sequence[str]) -> int:
     """Run one invocation; return its exit status."""
-    if is_resident_launch(argv):
-        from valis_cli.commands.resident import run_resident
+    # The launch table is read only for an argv that may hold the switch: the other
+    # commands start without it (and the attrs it is made with).
+    if any(arg.startswith("--resident") for arg in argv):
+        from valis_core.launch import is_resident_launch
 
-        return run_resident(list(argv))
+        if is_resident_launch(argv):
+            from valis_cli.commands.resident import run_resident
+
+            return run_resident(list(argv))
     parser = build_parser(
         "valis", "An authoritative DNS origin node.", COMMAND_MODULES, __version__, argv
     )

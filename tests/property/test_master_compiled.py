@@ -27,7 +27,7 @@ from tests.property.master_lines import (
 from valis_core.dns.wire import MasterFileError, master
 from valis_core.dns.wire._reading import ReadingState
 from valis_core.dns.wire.names import from_text
-from valis_core.dns.zone import check
+from valis_core.dns.zone import check, clean
 from valis_core.dns.zone.check import check_zone_text
 
 Record = tuple[bytes, int, int, bytes]
@@ -222,7 +222,7 @@ def test_a_file_reads_and_checks_the_same_in_c_and_in_python(
     with pytest.MonkeyPatch.context() as patched:
         patched.setattr(master, "_plain_lines", None)
         patched.setattr(check, "_records_run", None)
-        patched.setattr(check, "_clean_count", None)
+        patched.setattr(clean, "_clean_count", None)
         python = _read(text, origin), check_zone_text(text, origin)
     assert compiled == python
 

@@ -1,4 +1,4 @@
-"""``valis zone check`` proves most files clean in C (``_check.clean_count``) without the
+"""``valis zone check`` proves most files clean in C (``clean.clean_count``) without the
 owner tables and notes its findings need; the check's loop stays the reference. Over
 zones as operators write them, each drawn clean or with one fault that brings a finding
 (or that C leaves to the loop: a name server only a wildcard answers for), the check
@@ -8,6 +8,9 @@ one drawn."""
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -16,7 +19,7 @@ from hypothesis import strategies as st
 from tests.conftest import skip_here_fail_in_ci
 from tests.hypothesis_profiles import scaled
 from valis_core.dns.wire import master
-from valis_core.dns.zone import check
+from valis_core.dns.zone import clean
 from valis_core.dns.zone.check import check_zone_text
 
 ORIGIN = "example.com."
@@ -96,7 +99,7 @@ def zones(draw: st.DrawFn) -> tuple[str, str | None]:
 
 @pytest.fixture
 def compiled_check() -> None:
-    if check._clean_count is None or master.RecordTable is None:
+    if clean._clean_count is None or master.RecordTable is None:
         skip_here_fail_in_ci(
             "this test needs the compiled zone check (valis_core.dns.zone._check), not "
             "built in this tree: `make venv` (or `pip install -e .`) builds it")
@@ -112,17 +115,18 @@ def test_the_compiled_proof_changes_no_finding(zone: tuple[str, str | None],
     text, fault = zone
     proved = check_zone_text(text, origin)
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(check, "_clean_count", None)
+        patched.setattr(clean, "_clean_count", None)
         looped = check_zone_text(text, origin)
     assert proved == looped
-    count = check.clean_count(text, ORIGIN)
+    proof = clean.clean_count(text, ORIGIN)
     if fault is None:
         assert looped.ok
         assert not looped.warnings
-        assert count == looped.records > 0
+        assert proof == (looped.zone, looped.records)
+        assert looped.records > 0
     elif fault != "wildcard-address":
         assert looped.errors or looped.warnings  # the fault brings a finding ...
-        assert count is None  # ... so C proves nothing
+        assert proof is None  # ... so C proves nothing
 
 
 def test_a_table_holds_the_records_read() -> None:
@@ -143,3 +147,39 @@ def test_a_table_holds_the_records_read() -> None:
         assert (held_type, held_ttl) == (rtype, ttl)
         assert table.arena[at : at + owner_len] == owner
         assert table.arena[data : data + data_len] == rdata
+
+
+_PROBE = """\
+import sys
+from valis_cli.main import run
+status = run(["zone", "check", sys.argv[1], "--origin", "example.com"])
+print(status, " ".join(sorted(sys.modules)))
+"""
+
+
+@pytest.mark.parametrize("fault", [None, "dup"])
+def test_a_clean_file_is_checked_without_the_loop_attrs_or_dnspython(
+    tmp_path: Path, fault: str | None
+) -> None:
+    """``valis zone check`` of a clean plain zone starts without attrs, dnspython or the
+    check's loop (most of its time on a small file); a file with a finding loads them and
+    reports it."""
+    text = "\n".join([
+        "$TTL 300", "@ SOA ns1 hostmaster 1 7200 900 1209600 300", "@ NS ns1",
+        "ns1 A 192.0.2.1", "www A 192.0.2.2", "www AAAA 2001:db8::2", "mail MX 10 www",
+        *(["www A 192.0.2.2"] if fault else []),
+    ]) + "\n"
+    path = tmp_path / "zone.txt"
+    path.write_text(text)
+    done = subprocess.run([sys.executable, "-c", _PROBE, str(path)], capture_output=True,
+                          text=True, timeout=60, check=True)
+    status, modules = done.stdout.splitlines()[-1].split(" ", 1)
+    loaded = set(modules.split())
+    assert status == "0"
+    assert done.stdout.splitlines()[0] == "zone example.com.: 6 records, servable"  # dup: once
+    heavy = {"attr", "attrs", "dns", "valis_core.dns.zone.check"}
+    if fault is None:
+        assert not loaded & heavy
+    else:
+        assert heavy - {"attr"} <= loaded
+        assert "duplicate www.example.com. A record" in done.stderr

@@ -16,8 +16,6 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from valis_cli.commands.zone_denial import (
     add_denial_arguments,
     denial_asked,
@@ -222,6 +220,8 @@ def _ds(args: argparse.Namespace) -> int:
 
 def _timing(args: argparse.Namespace, held: Timing) -> Timing | None:
     """The timings the verb was given over those the zone has; ``None``: none given."""
+    import attrs  # here: registering the verbs (every `valis zone` command) needs none
+
     given = {
         name: getattr(args, name) for name in (
             "dnskey_ttl", "ds_ttl", "max_zone_ttl", "propagation_delay",

@@ -29,7 +29,7 @@ from valis_core.dns.wire._reading import (
     Record,
     parenthesis_depth,
 )
-from valis_core.dns.wire.records import AAAA, CNAME, MX, NS, PTR, SOA, SRV, A
+from valis_core.dns.wire.plain_types import AAAA, CNAME, MX, NS, PTR, SOA, SRV, A
 
 _UINT32 = 2**32 - 1
 """The largest TTL dnspython's reader takes (the index refuses above RFC 2181's 2**31 - 1),

@@ -1,7 +1,8 @@
 """Records as values: what the zone index is built from and keeps.
 
-The numbers of the DNS's record types, classes and response codes are declared here once,
-as plain ints taken from dnspython's enums (the answer path compares ints and pays
+The numbers of the DNS's record types, classes and response codes are declared here once
+(the plain lines' types in ``plain_types``, re-exported), as plain ints taken from
+dnspython's enums (the answer path compares ints and pays
 nothing for an enum); ``RecordRow`` is one record as the operator states it, ``ZoneError``
 the refusal of a zone that cannot be served, and the rest is the encoding the index keeps
 for one owner: its RRs in wire form without the owner name (type, class, TTL, rdata
@@ -23,16 +24,17 @@ import dns.rdatatype
 if TYPE_CHECKING:
     import dns.rdata
 
+import valis_core.dns.wire.plain_types as plain
 from valis_core.errors import ValisError
 
-A = int(dns.rdatatype.A)
-NS = int(dns.rdatatype.NS)
-CNAME = int(dns.rdatatype.CNAME)
-SOA = int(dns.rdatatype.SOA)
-PTR = int(dns.rdatatype.PTR)
-MX = int(dns.rdatatype.MX)
-AAAA = int(dns.rdatatype.AAAA)
-SRV = int(dns.rdatatype.SRV)
+A = plain.A
+NS = plain.NS
+CNAME = plain.CNAME
+SOA = plain.SOA
+PTR = plain.PTR
+MX = plain.MX
+AAAA = plain.AAAA
+SRV = plain.SRV
 NAPTR = int(dns.rdatatype.NAPTR)
 DNAME = int(dns.rdatatype.DNAME)
 OPT = int(dns.rdatatype.OPT)

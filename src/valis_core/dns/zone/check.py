@@ -11,9 +11,8 @@ delegations without the glue they need, name servers in the zone with no address
 at the apex, a DNAME at a delegation (Knot's kzonecheck refuses the last two; NSD takes
 them), and relative names that look like a forgotten trailing dot.
 
-Most files checked hold none of that: the compiled proof (``_check.clean_count``) reads
-the records once into tables of its own and says so, or says it cannot tell, and then
-the loop here judges the file whole; the loop stays the reference
+Most files checked hold none of that, and ``clean.clean_count`` proves so in C first;
+when it cannot tell, the loop here judges the file whole, and stays the reference
 (``tests/property/test_zone_check_clean.py``).
 """
 
@@ -26,7 +25,7 @@ import dns.rdatatype
 
 from valis_core.dns.wire import MasterFileError, Record
 from valis_core.dns.wire import names as wire
-from valis_core.dns.wire.master import RecordTable, read_master
+from valis_core.dns.wire.master import read_master
 from valis_core.dns.wire.records import (
     AAAA,
     CNAME,
@@ -42,50 +41,22 @@ from valis_core.dns.wire.records import (
     decode_node,
     node_holds,
 )
-from valis_core.dns.zone.build import Builder, absolute, check_apex
+from valis_core.dns.zone.build import Builder, check_apex
+from valis_core.dns.zone.clean import TLDS, canonical_origin, clean_count
 from valis_core.dns.zone.tree import occluded, occlusion_error
 
 _records_run: Callable[..., int] | None
-_clean_count: Callable[[bytearray, bytearray, bytes, frozenset[str]], int] | None
 try:  # the compiled run of the loop over records (_check.c), equal to check_zone_text's
-    from valis_core.dns.zone._check import clean_count as _clean_count
     from valis_core.dns.zone._check import records_run as _records_run
 except ImportError:  # not built: the loop takes every record itself
-    _records_run = _clean_count = None
+    _records_run = None
 COMPILED = _records_run is not None
 """Whether the compiled run of the loop is built (without it the loop is Python's alone)."""
 
 _NAME_AT = {NS: 0, CNAME: 0, PTR: 0, MX: 2, SRV: 6, DNAME: 0}
 """Types whose rdata holds a name, and the offset of that name in their wire form."""
 
-_TLDS = frozenset(
-    [
-        "com",
-        "net",
-        "org",
-        "edu",
-        "gov",
-        "mil",
-        "int",
-        "arpa",
-        "info",
-        "biz",
-        "io",
-        "uk",
-        "de",
-        "fr",
-        "nl",
-        "eu",
-        "jp",
-        "cn",
-        "ru",
-        "br",
-        "au",
-        "ca",
-        "ch",
-    ]
-)
-"""Last labels that make a relative name look like an absolute one missing its dot."""
+
 
 
 @attrs.frozen
@@ -145,13 +116,11 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
     warnings: list[Finding] = []
     if origin is not None:
         try:
-            origin = wire.to_text(wire.from_text(absolute(origin)).lower())
+            origin = canonical_origin(origin)
         except wire.BadName as exc:
             return ZoneCheck(origin, 0, (Finding(None, f"bad origin {origin!r}: {exc}"),), ())
-    if origin is not None:
-        count = clean_count(text, origin)
-        if count is not None:
-            return ZoneCheck(origin, count, (), ())
+    if origin is not None and (clean := clean_count(text, origin)) is not None:
+        return ZoneCheck(*clean, (), ())
     records: list[Record] = []
     problems: list[MasterFileError] = []
     positions: list[int] = []
@@ -186,7 +155,7 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
         if _records_run is not None:  # the records noted without a finding, as below, in C
             index = _records_run(
                 records, positions, index, *tables, lines.first, lines.second, lines.rrset,
-                lines.record, undotted, _TLDS,
+                lines.record, undotted, TLDS,
             )
             if index == len(records):
                 break
@@ -222,23 +191,6 @@ def check_zone_text(text: str, origin: str | None) -> ZoneCheck:
     count = _check_nodes(builder, origin, apex, lines, errors, warnings)
     ordered = sorted(errors, key=_order)
     return ZoneCheck(origin, count, tuple(ordered), tuple(sorted(warnings, key=_order)))
-
-
-def clean_count(text: str, origin: str) -> int | None:
-    """The records of a file (holding the zone ``origin``, canonical) that brings no
-    error and no warning, proven in C; None when C cannot tell (or is not built), and the
-    file is then judged whole. Most files checked are clean: their records are read into
-    C memory (no Python object made for each) and proven so without the owner tables and
-    notes that place a finding."""
-    if _clean_count is None or RecordTable is None:
-        return None
-    table = RecordTable()
-    problems: list[MasterFileError] = []
-    read_master(text, origin, table.append, problems=problems)
-    if problems:
-        return None
-    count = _clean_count(table.records, table.arena, wire.from_text(origin).lower(), _TLDS)
-    return count if count >= 0 else None
 
 
 def _order(finding: Finding) -> tuple[int, str]:
@@ -358,7 +310,7 @@ def _looks_undotted(name: bytes, apex: bytes) -> bool:
     while i < len(relative):  # bounded: each step moves past one label
         last = i
         i += relative[i] + 1
-    return relative[last + 1 :].decode("ascii", "replace").lower() in _TLDS
+    return relative[last + 1 :].decode("ascii", "replace").lower() in TLDS
 
 
 def _check_nodes(  # noqa: PLR0917 - the check's state, handed on
