@@ -2,7 +2,7 @@
 ``nsd-checkzone`` when it is installed, and the index build from the same file.
 
 Two zones: plain A records under one SOA and NS (the one ``answer_micro.py`` builds), and
-a mix as zones hold them (``mixed_lines``: per host an A, AAAA, MX and TXT record, a
+a mix as zones hold them (``mixed_lines``: an SOA across lines; per host an A, AAAA, MX and TXT record, a
 CNAME, an SRV, and a delegation with two NS records and their glue, one IPv4 and one
 IPv6). The command is also timed on a 5-record zone, which is its start-up and imports.
 The command runs with its modules byte-compiled, as an installed program's are (until
@@ -70,8 +70,11 @@ def command(runs: int, argv: list[str], env: dict[str, str] | None = None) -> tu
 
 
 def mixed_lines(zone: str, count: int) -> Iterator[str]:
-    """About ``count`` records of the types zones are made of, ten per host."""
-    yield f"$ORIGIN {zone}\n$TTL 3600\n@ SOA ns1 hostmaster 1 7200 3600 1209600 300\n"
+    """About ``count`` records of the types zones are made of, ten per host, under an
+    SOA written across lines with a comment for each timer, as most zone files have it."""
+    yield (f"$ORIGIN {zone}\n$TTL 3600\n@ SOA ns1 hostmaster (\n    1       ; serial\n"
+           "    7200    ; refresh\n    3600    ; retry\n    1209600 ; expire\n"
+           "    300 )   ; negative answers\n")
     yield "@ NS ns1\n@ NS ns2\nns1 A 192.0.2.1\nns2 A 192.0.2.2\n@ MX 10 mail\n"
     yield "mail A 192.0.2.3\n"
     for i in range(count // 10):

@@ -98,6 +98,34 @@ def record_lines(draw: st.DrawFn) -> str:
     return line + comment
 
 
+@st.composite
+def grouped_lines(draw: st.DrawFn) -> str:
+    """A record held across lines by parentheses, as an SOA is usually written: opened
+    before any of its fields (the owner too, rarely), closed after any, with comments and
+    blanks on the lines between, and now and then nested, unbalanced or a paren hugging a
+    token (the plain path reads such a record joined; dnspython's tokenizer is the rule)."""
+    line = draw(st.one_of(record_lines(), SOAS))
+    lead = line[: len(line) - len(line.lstrip())]
+    tokens = line.replace("\n", " ").split()
+    opened = draw(st.integers(0, len(tokens)))
+    closed = draw(st.integers(opened, len(tokens)))
+    words: list[str] = [*tokens[:opened], "("]
+    for token in tokens[opened:closed]:
+        words.append(token)
+        words.append(draw(st.sampled_from([" ", " ", "\n  ", " ; a comment\n\t", "\n"])))
+    words += [")", *tokens[closed:]]
+    words.insert(
+        draw(st.integers(0, len(words))),
+        draw(mostly(("",), ("(", ")", "( )", "((", "\n)", ";)\n"))),
+    )
+    hug = draw(st.booleans())
+    text = lead + "".join(
+        word if word.isspace() or word.startswith((" ", "\n")) else
+        (word if hug and word in "()" else f" {word} ") for word in words
+    )
+    return text if lead else text.lstrip(" ")
+
+
 HOSTILE_TEXT = st.text(alphabet=' \t;()"\\$@.*-_0123456789aAinINsSoOxX#:é\x0b', max_size=30)
 """Lines of characters that matter to the format, in any order. (Not a lone carriage
 return: dnspython ends a line there, an editor does not, so the two count lines
@@ -110,7 +138,7 @@ def master_files(draw: st.DrawFn) -> str:
         st.lists(
             st.one_of(
                 record_lines(), record_lines(), record_lines(), DIRECTIVES, SOAS, ODD,
-                HOSTILE_TEXT,
+                HOSTILE_TEXT, grouped_lines(),
             ),
             max_size=14,
         )

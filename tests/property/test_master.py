@@ -137,6 +137,32 @@ def test_a_plain_zone_is_read_without_dnspython() -> None:
     assert records[2] == (b"\x05host0\x07example\x03com\x00", 1, 300, bytes([192, 0, 2, 0]))
 
 
+def test_an_soa_held_across_lines_by_parentheses_is_read_without_dnspython() -> None:
+    """As most zone files write it: each timer on a line of its own with a comment."""
+    text = (
+        "$TTL 3600\n@ IN SOA ns1.example.com. hostmaster.example.com. (\n"
+        "        2026120501 ; serial\n        7200       ; refresh\n"
+        "        900        ; retry\n        1209600    ; expire\n"
+        "        300 )      ; negative answers\n@ NS ns1\nns1 A 192.0.2.1\n"
+    )
+    calls = []
+    original = master._read_with_dnspython
+
+    def spy(*args: object) -> None:
+        calls.append(args)
+
+    master._read_with_dnspython = spy  # type: ignore[assignment]
+    try:
+        records: list[Record] = []
+        positions: list[int] = []
+        master.read_master(text, "example.com.", records.append, positions=positions)
+    finally:
+        master._read_with_dnspython = original
+    assert not calls
+    assert positions == [2, 8, 9]
+    assert records == read(text, "example.com.", whole=True)
+
+
 @pytest.mark.parametrize(
     "text",
     ["www\r0\n", "\r0", "a A 192.0.2.1\rb\n", "x\ry\rz\nw", "owner\nother A 192.0.2.1\nlast"],

@@ -127,7 +127,7 @@ def read_master(
         number += 1
         plain = number not in doubtful
         if pending and plain and depth <= 0:
-            _read_with_dnspython(pending, first, state, emit, problems, positions)
+            _read_pending(pending, first, state, emit, problems, positions)
             pending.clear()
             depth = 0
         if plain and not pending and _plain_lines is not None:
@@ -154,7 +154,7 @@ def read_master(
     if pending and depth > 0:
         _unclosed(pending, first, opened, state, emit, problems, positions)
     elif pending:
-        _read_with_dnspython(pending, first, state, emit, problems, positions)
+        _read_pending(pending, first, state, emit, problems, positions)
 
 
 def _doubtful_lines(text: str) -> set[int]:
@@ -173,6 +173,61 @@ def _doubtful_lines(text: str) -> set[int]:
         if not start:
             break
     return found
+
+
+def _read_pending(  # noqa: PLR0917 - read_master's reading state, handed on
+    lines: list[str],
+    first: int,
+    state: ReadingState,
+    emit: Emit,
+    problems: list[MasterFileError] | None,
+    positions: list[int] | None,
+) -> None:
+    """Read lines the plain path did not take one by one: one record that parentheses
+    hold across them (an SOA as most files write it) as ``plain_line`` reads it joined,
+    else all of them with dnspython."""
+    record = _grouped_record(lines, state)
+    if record is None:
+        _read_with_dnspython(lines, first, state, emit, problems, positions)
+        return
+    emit(record)
+    if positions is not None:
+        positions.append(first)
+
+
+_GROUP_DOUBTFUL = re.compile(r'[^\t\x20\x21\x23-\x5b\x5d-\x7e]')
+"""What lines joined by parentheses never hold for ``_grouped_record``: anything but
+printable ASCII and tabs, and quotes and backslashes (parentheses may stand anywhere)."""
+
+
+def _grouped_record(lines: list[str], state: ReadingState) -> Record | None:
+    """The record of ``lines`` when they are one entry, a pair of parentheses (or
+    several) opened on the first line holding it open to the last, and ``plain_line``
+    reads it with each comment cut and each parenthesis a blank, as dnspython's
+    tokenizer sees them; None otherwise (``state`` unchanged)."""
+    if not lines or lines[0][:1] in ("", "(", ")", "$", ";"):
+        return None
+    parts = []
+    depth = 0
+    last = len(lines) - 1
+    for number, line in enumerate(lines):
+        if _GROUP_DOUBTFUL.search(line) is not None:
+            return None
+        data = line.split(";", 1)[0]
+        for char in data:
+            if char == "(":
+                depth += 1
+            elif char == ")":
+                depth -= 1
+                if depth < 0:
+                    return None
+        if depth == 0 and number != last:
+            return None  # closed before the last line: more than one entry
+        parts.append(data)
+    if depth:
+        return None
+    record = plain_line(" ".join(parts).replace("(", " ").replace(")", " "), state)
+    return record or None
 
 
 def _read_with_dnspython(  # noqa: PLR0917 - read_master's reading state, handed on
