@@ -2,12 +2,13 @@
 ``nsd-checkzone`` when it is installed, and the index build from the same file.
 
 Two zones: plain A records under one SOA and NS (the one ``answer_micro.py`` builds), and
-a mix as zones hold them (``mixed_lines``: an SOA across lines; per host an A, AAAA, MX and TXT record, a
-CNAME, an SRV, and a delegation with two NS records and their glue, one IPv4 and one
-IPv6). The command is also timed on a 5-record zone, which is its start-up and imports.
-The command runs with its modules byte-compiled, as an installed program's are (until
-2026-12-05 it ran with ``PYTHONDONTWRITEBYTECODE`` when the caller had it set, and so
-compiled every module from source at each start: about 25 ms of its figures).
+a mix as zones hold them (``mixed_lines``: an SOA across lines; per host an A, AAAA, MX
+and TXT record, a CNAME, an SRV, and a delegation with two NS records and their glue,
+one IPv4 and one IPv6). The command is also timed on a 5-record zone, which is its
+start-up and imports. The command runs with its modules byte-compiled, as an installed
+program's are (until 2026-12-05 it ran with ``PYTHONDONTWRITEBYTECODE`` when the caller
+had it set, and so compiled every module from source at each start: about 25 ms of its
+figures).
 Each figure is the median of ``--runs`` runs after one warm-up run, in wall-clock and CPU
 seconds (a busy machine inflates the CPU figure far less). ``--src DIR`` measures another
 source tree the same way (its library in process, its ``valis`` as the command), so a
