@@ -18,13 +18,14 @@ from hypothesis import strategies as st
 
 from tests.conftest import skip_here_fail_in_ci
 from tests.hypothesis_profiles import scaled
-from valis_core.dns.wire import master
+from tests.property.master_lines import master_files
+from valis_core.dns.wire import MasterFileError, master
 from valis_core.dns.zone import clean
 from valis_core.dns.zone.check import check_zone_text
 
 ORIGIN = "example.com."
 TABLE_RECORD = "=qqqiiii"
-"""_record_table.h's TableRecord: owner and rdata offsets, TTL, lengths, type, spare."""
+"""_record_table.h's TableRecord: owner and rdata offsets, TTL, lengths, type, line."""
 
 FAULTS = (
     "dup",  # a record stated twice
@@ -133,18 +134,20 @@ def test_a_table_holds_the_records_read() -> None:
     """The records C writes to a table are the ones the reader emits, in order."""
     text = "\n".join([f"$ORIGIN {ORIGIN}", "$TTL 300", "@ SOA ns1 hm 1 2 3 4 5", "@ NS ns1",
                       "ns1 A 192.0.2.1", "   AAAA 2001:db8::1", "WWW 60 IN TXT a \"b c\"",
-                      "x MX 10 ns1", "y HINFO a b"]) + "\n"
+                      "x MX 10 ns1", "y HINFO a b", "z A ( 192.0.2.9", "  ) ; late"]) + "\n"
     records: list[tuple[bytes, int, int, bytes]] = []
-    master.read_master(text, ORIGIN, records.append)
+    positions: list[int] = []
+    master.read_master(text, ORIGIN, records.append, positions=positions)
     assert master.RecordTable is not None
     table = master.RecordTable()
-    master.read_master(text, ORIGIN, table.append)
-    assert len(table) == len(records) == 7
+    master.read_master(text, ORIGIN, table.append, positions=master.TableLines(table))
+    assert len(table) == len(records) == 8
+    assert table.rows() == (records, positions)
     width = struct.calcsize(TABLE_RECORD)
     for n, (owner, rtype, ttl, rdata) in enumerate(records):
-        at, data, held_ttl, owner_len, data_len, held_type, _ = struct.unpack_from(
+        at, data, held_ttl, owner_len, data_len, held_type, line = struct.unpack_from(
             TABLE_RECORD, table.records, n * width)
-        assert (held_type, held_ttl) == (rtype, ttl)
+        assert (held_type, held_ttl, line) == (rtype, ttl, positions[n])
         assert table.arena[at : at + owner_len] == owner
         assert table.arena[data : data + data_len] == rdata
 
@@ -183,3 +186,20 @@ def test_a_clean_file_is_checked_without_the_loop_attrs_or_dnspython(
     else:
         assert heavy - {"attr"} <= loaded
         assert "duplicate www.example.com. A record" in done.stderr
+
+
+@settings(max_examples=scaled(1.0), deadline=None)
+@given(master_files(), st.sampled_from([ORIGIN, None]))
+def test_a_table_reads_any_file_as_the_reader_emits_it(text: str, origin: str | None) -> None:
+    """Records, lines and faults alike, hostile files among them."""
+    records: list[tuple[bytes, int, int, bytes]] = []
+    positions: list[int] = []
+    problems: list[MasterFileError] = []
+    master.read_master(text, origin, records.append, problems=problems, positions=positions)
+    assert master.RecordTable is not None
+    table = master.RecordTable()
+    faults: list[MasterFileError] = []
+    master.read_master(text, origin, table.append, problems=faults,
+                       positions=master.TableLines(table))
+    assert table.rows() == (records, positions)
+    assert [(f.line, f.reason) for f in faults] == [(f.line, f.reason) for f in problems]

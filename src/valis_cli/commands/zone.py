@@ -23,6 +23,7 @@ from valis_core.errors import ValisError
 
 if TYPE_CHECKING:
     from valis_core.dns.zone.check import ZoneCheck
+    from valis_core.dns.zone.clean import Reading
 
 
 class ZoneFileError(ValisError):
@@ -175,14 +176,16 @@ def _origin(args: argparse.Namespace, text: str) -> str | None:
     return origin
 
 
-def _checked(args: argparse.Namespace, text: str | None = None) -> tuple[str, ZoneCheck]:
-    """The file's text (read now unless given) and its check, printing every finding;
-    refuse a file with errors."""
+def _checked(
+    args: argparse.Namespace, text: str | None = None, reading: Reading | None = None
+) -> tuple[str, ZoneCheck]:
+    """The file's text (read now unless given) and its check (going on from ``reading``
+    when given), printing every finding; refuse a file with errors."""
     from valis_core.dns.zone.check import check_zone_text
 
     if text is None:
         text = _read(args.file)
-    result = check_zone_text(text, _origin(args, text))
+    result = check_zone_text(text, _origin(args, text), reading)
     label = "-" if str(args.file) == "-" else str(args.file)
     for finding in result.errors:
         sys.stderr.write(f"{_where(label, finding.line)}: {finding.message}\n")
@@ -284,15 +287,24 @@ def _list(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     # A clean file is proven so without loading the check's loop, its findings and the
     # zone model (their attrs and dnspython): most files checked are clean.
-    from valis_core.dns.zone.clean import clean_count
+    from valis_core.dns.wire.names import BadName
+    from valis_core.dns.zone.clean import canonical_origin, proven, read_table
 
     text = _read(args.file)
     origin = _origin(args, text)
-    proof = clean_count(text, origin) if origin is not None else None
-    if proof is None:
-        _, result = _checked(args, text)
-        proof = (result.zone or "", result.records)
-    print(f"zone {proof[0]}: {proof[1]} records, servable")
+    reading = None
+    if origin is not None:
+        try:
+            reading = read_table(text, canonical_origin(origin))
+        except BadName:
+            reading = None  # the check names the fault
+    count = None if reading is None else proven(reading)
+    if reading is None or count is None:
+        _, result = _checked(args, text, reading)
+        zone, count = result.zone, result.records
+    else:
+        zone = reading[0]
+    print(f"zone {zone}: {count} records, servable")
     return 0
 
 

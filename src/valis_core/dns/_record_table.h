@@ -11,7 +11,8 @@
 typedef struct {
     Py_ssize_t owner, rdata; /* where the owner (wire form, as written) and rdata start */
     int64_t ttl;
-    int32_t owner_len, rdata_len, rtype, spare;
+    int32_t owner_len, rdata_len, rtype;
+    int32_t line; /* where it starts in the file, from 1; 0 when not told */
 } TableRecord;
 
 #endif

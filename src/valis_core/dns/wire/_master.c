@@ -281,7 +281,7 @@ static Py_ssize_t grow(PyObject *array, Py_ssize_t more) {
 }
 
 static int table_add(RecordTable *t, const char *owner, Py_ssize_t owner_len, long rtype,
-                     long long ttl, const char *rdata, Py_ssize_t rdata_len) {
+                     long long ttl, const char *rdata, Py_ssize_t rdata_len, Py_ssize_t line) {
     if (owner_len > INT32_MAX || rdata_len > INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "record too long for a record table");
         return -1;
@@ -293,7 +293,7 @@ static int table_add(RecordTable *t, const char *owner, Py_ssize_t owner_len, lo
     memcpy(octets, owner, (size_t)owner_len);
     memcpy(octets + owner_len, rdata, (size_t)rdata_len);
     TableRecord record = {at, at + owner_len, ttl, (int32_t)owner_len, (int32_t)rdata_len,
-                          (int32_t)rtype, 0};
+                          (int32_t)rtype, line > INT32_MAX ? 0 : (int32_t)line};
     memcpy(PyByteArray_AS_STRING(t->records) + slot, &record, sizeof record);
     return 0;
 }
@@ -310,9 +310,64 @@ static PyObject *table_append(PyObject *self, PyObject *record) {
     if (PyErr_Occurred()) return NULL;
     PyObject *owner = PyTuple_GET_ITEM(record, 0), *rdata = PyTuple_GET_ITEM(record, 3);
     if (table_add((RecordTable *)self, PyBytes_AS_STRING(owner), PyBytes_GET_SIZE(owner), rtype,
-                  ttl, PyBytes_AS_STRING(rdata), PyBytes_GET_SIZE(rdata)) < 0)
+                  ttl, PyBytes_AS_STRING(rdata), PyBytes_GET_SIZE(rdata), 0) < 0)
         return NULL;
     Py_RETURN_NONE;
+}
+
+/* RecordTable.set_line(line): the line the last record appended starts on (read_master's
+ * `positions` protocol: each record's line follows it). */
+static PyObject *table_set_line(PyObject *self, PyObject *arg) {
+    RecordTable *t = (RecordTable *)self;
+    Py_ssize_t line = PyLong_AsSsize_t(arg);
+    if (line == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t size = PyByteArray_GET_SIZE(t->records);
+    if (size < (Py_ssize_t)sizeof(TableRecord)) {
+        PyErr_SetString(PyExc_IndexError, "no record to give a line to");
+        return NULL;
+    }
+    TableRecord *last = (TableRecord *)(PyByteArray_AS_STRING(t->records) + size) - 1;
+    last->line = line < 0 || line > INT32_MAX ? 0 : (int32_t)line;
+    Py_RETURN_NONE;
+}
+
+/* RecordTable.rows(): every record as read_master emits it, (owner, type, TTL, rdata),
+ * and the lines they start on: for a reader that needs them after all. */
+static PyObject *table_rows(PyObject *self, PyObject *unused) {
+    (void)unused;
+    RecordTable *t = (RecordTable *)self;
+    Py_ssize_t count = PyByteArray_GET_SIZE(t->records) / (Py_ssize_t)sizeof(TableRecord);
+    const TableRecord *held = (const TableRecord *)PyByteArray_AS_STRING(t->records);
+    const char *arena = PyByteArray_AS_STRING(t->arena);
+    PyObject *records = PyList_New(count), *lines = PyList_New(count), *owner = NULL;
+    if (records == NULL || lines == NULL) goto failed;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const TableRecord *r = &held[i];
+        /* an owner spelt as the record before's is that one's object, as the reader's */
+        if (owner == NULL || i == 0 || r->owner_len != held[i - 1].owner_len ||
+            memcmp(arena + r->owner, arena + held[i - 1].owner, (size_t)r->owner_len) != 0) {
+            Py_XDECREF(owner);
+            owner = PyBytes_FromStringAndSize(arena + r->owner, r->owner_len);
+            if (owner == NULL) goto failed;
+        }
+        PyObject *record = Py_BuildValue("(OiLy#)", owner, (int)r->rtype, (long long)r->ttl,
+                                         arena + r->rdata, (Py_ssize_t)r->rdata_len);
+        PyObject *line = PyLong_FromLong(r->line);
+        if (record == NULL || line == NULL) {
+            Py_XDECREF(record);
+            Py_XDECREF(line);
+            goto failed;
+        }
+        PyList_SET_ITEM(records, i, record);
+        PyList_SET_ITEM(lines, i, line);
+    }
+    Py_XDECREF(owner);
+    return Py_BuildValue("(NN)", records, lines);
+failed:
+    Py_XDECREF(owner);
+    Py_XDECREF(records);
+    Py_XDECREF(lines);
+    return NULL;
 }
 
 static PyObject *table_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
@@ -341,6 +396,8 @@ static Py_ssize_t table_len(PyObject *self) {
 
 static PyMethodDef table_methods[] = {
     {"append", table_append, METH_O, "append(record): add one (owner, type, TTL, rdata)"},
+    {"set_line", table_set_line, METH_O, "set_line(line): the last record's line"},
+    {"rows", table_rows, METH_NOARGS, "rows() -> (records, lines), as the reader emits them"},
     {NULL, NULL, 0, NULL}};
 
 static PyMemberDef table_members[] = {
@@ -364,6 +421,12 @@ static PyTypeObject RecordTableType = {
     .tp_new = table_new,
 };
 
+/* Whether `positions` is the bound set_line of `table` (a table keeps its lines). */
+static int table_line_setter(PyObject *positions, RecordTable *table) {
+    return PyCFunction_Check(positions) && PyCFunction_GET_SELF(positions) == (PyObject *)table &&
+           PyCFunction_GET_FUNCTION(positions) == (PyCFunction)table_set_line;
+}
+
 /* The table `emit` appends to when it is a RecordTable's bound append, else NULL. */
 static RecordTable *emit_table(PyObject *emit) {
     if (!PyCFunction_Check(emit)) return NULL;
@@ -380,7 +443,7 @@ static const char *ascii(PyObject *text, Py_ssize_t *size) {
 }
 
 /* plain_lines into a RecordTable: the same reading, each record written to the table
- * (no Python object made for it), no positions. */
+ * with its line (no Python object made for it). */
 static PyObject *table_lines(PyObject *lines, Py_ssize_t start, Py_ssize_t stop,
                              const char *origin, Py_ssize_t origin_len, PyObject *last_obj,
                              long long implicit, int follows, RecordTable *table) {
@@ -416,7 +479,7 @@ static PyObject *table_lines(PyObject *lines, Py_ssize_t start, Py_ssize_t stop,
             memcpy(previous, owner, (size_t)owner_len);
             previous_len = owner_len;
         }
-        if (table_add(table, previous, previous_len, rtype, ttl, rdata, rdata_len) < 0)
+        if (table_add(table, previous, previous_len, rtype, ttl, rdata, rdata_len, index + 1) < 0)
             return NULL;
         emitted = 1;
     }
@@ -451,7 +514,7 @@ static PyObject *master_plain_lines(PyObject *module, PyObject *args) {
     if (origin_len < 1 || origin_len > MAX_NAME || (last_obj != Py_None && !PyBytes_Check(last_obj)))
         return Py_BuildValue("(nOO)", start, Py_None, Py_None);
     RecordTable *table = emit_table(emit);
-    if (table != NULL && positions == Py_None)
+    if (table != NULL && (positions == Py_None || table_line_setter(positions, table)))
         return table_lines(lines, start, stop, origin, origin_len, last_obj, implicit, follows,
                            table);
     PyObject *previous = last_obj == Py_None ? NULL : Py_NewRef(last_obj);

@@ -10,11 +10,19 @@ when a line needs it).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 Record = tuple[bytes, int, int, bytes]
 """One record read: owner (wire form, as written), type, TTL, rdata (wire form)."""
 Emit = Callable[[Record], None]
 """Receives each record read (``list.append`` will do)."""
+
+
+class Lines(Protocol):
+    """Told the line each record read starts on, right after the record (a ``list[int]``
+    will do)."""
+
+    def append(self, line: int, /) -> object: ...
 
 class MasterFileError(ValueError):
     """A master file that does not parse; ``line`` is where the faulty entry starts."""

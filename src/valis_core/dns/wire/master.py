@@ -24,6 +24,7 @@ from collections.abc import Callable
 import valis_core.dns.wire.names as wire
 from valis_core.dns.wire._reading import (
     Emit,
+    Lines,
     MasterFileError,
     ReadingState,
     Record,
@@ -95,13 +96,24 @@ COMPILED = _plain_lines is not None
 alone)."""
 
 
+class TableLines:
+    """``read_master``'s ``positions`` for the records it emits to a ``RecordTable``
+    (``table.append``): each line goes to the table's last record, as the records the
+    compiled plain lines write there carry theirs already."""
+
+    __slots__ = ("append",)
+
+    def __init__(self, table: _master.RecordTable) -> None:
+        self.append = table.set_line
+
+
 def read_master(
     text: str,
     origin: str | None,
     emit: Emit,
     *,
     problems: list[MasterFileError] | None = None,
-    positions: list[int] | None = None,
+    positions: Lines | None = None,
 ) -> None:
     """Feed every record of ``text`` to ``emit``; raise ``MasterFileError`` if it does
     not parse. ``origin`` (an absolute name) resolves relative names until a ``$ORIGIN``
@@ -181,7 +193,7 @@ def _read_pending(  # noqa: PLR0917 - read_master's reading state, handed on
     state: ReadingState,
     emit: Emit,
     problems: list[MasterFileError] | None,
-    positions: list[int] | None,
+    positions: Lines | None,
 ) -> None:
     """Read lines the plain path did not take one by one: one record that parentheses
     hold across them (an SOA as most files write it) as ``plain_line`` reads it joined,
@@ -236,7 +248,7 @@ def _read_with_dnspython(  # noqa: PLR0917 - read_master's reading state, handed
     state: ReadingState,
     emit: Emit,
     problems: list[MasterFileError] | None = None,
-    positions: list[int] | None = None,
+    positions: Lines | None = None,
 ) -> None:
     """Read some lines with dnspython's reader (imported only now: a plain file never
     needs it), starting from and updating ``state``."""
@@ -252,7 +264,7 @@ def _unclosed(  # noqa: PLR0917 - read_master's reading state, handed on
     state: ReadingState,
     emit: Emit,
     problems: list[MasterFileError] | None,
-    positions: list[int] | None,
+    positions: Lines | None,
 ) -> None:
     """The file ended inside parentheses: read what came before the opening line, then
     name the line that opened them (dnspython would only name the end of the file)."""
@@ -366,7 +378,7 @@ def compiled_run(  # noqa: PLR0917 - read_master's reading state, handed on
     stop: int,
     state: ReadingState,
     emit: Emit,
-    positions: list[int] | None,
+    positions: Lines | None,
 ) -> int:
     """Read ``lines[start:stop]`` (plain lines) in C while each is a record of a type C
     reads (or holds none), exactly as ``plain_line`` reads them from ``state``, emitting
@@ -385,7 +397,7 @@ def compiled_run(  # noqa: PLR0917 - read_master's reading state, handed on
         state.implicit_ttl(),
         follows,
         emit,
-        positions,
+        positions.append if isinstance(positions, TableLines) else positions,
     )
     if owner is not None:
         state.last_owner = owner

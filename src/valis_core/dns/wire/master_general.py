@@ -25,7 +25,13 @@ import dns.transaction
 import dns.zonefile
 
 import valis_core.dns.wire.names as wire
-from valis_core.dns.wire._reading import Emit, MasterFileError, ReadingState, parenthesis_depth
+from valis_core.dns.wire._reading import (
+    Emit,
+    Lines,
+    MasterFileError,
+    ReadingState,
+    parenthesis_depth,
+)
 from valis_core.dns.wire.records import rdata_bytes
 
 _MAX_TTL = 2**31 - 1
@@ -37,7 +43,7 @@ def read_general(  # noqa: PLR0917 - read_master's reading state
     state: ReadingState,
     emit: Emit,
     problems: list[MasterFileError] | None = None,
-    positions: list[int] | None = None,
+    positions: Lines | None = None,
 ) -> None:
     """Read some lines with dnspython's reader, starting from and updating ``state``;
     with ``problems``, note each faulty entry and go on after it."""

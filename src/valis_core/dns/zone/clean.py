@@ -13,10 +13,14 @@ them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from valis_core.dns.wire import MasterFileError
 from valis_core.dns.wire import names as wire
-from valis_core.dns.wire.master import RecordTable, read_master
+from valis_core.dns.wire.master import RecordTable, TableLines, read_master
+
+if TYPE_CHECKING:
+    from valis_core.dns.wire import _master
 
 _clean_count: Callable[[bytearray, bytearray, bytes, frozenset[str]], int] | None
 try:  # the compiled proof (_check.c)
@@ -60,20 +64,40 @@ def canonical_origin(origin: str) -> str:
     return wire.to_text(wire.from_text(origin if origin.endswith(".") else origin + ".").lower())
 
 
+Reading = tuple[str, "_master.RecordTable", list[MasterFileError]]
+"""One file read for the proof: its zone (canonical), its records in C memory with their
+lines, and the faults met reading it (``check.check_zone_text`` goes on from it when the
+proof fails, rather than read the file again)."""
+
+
+def read_table(text: str, zone: str) -> Reading | None:
+    """``text`` read for the proof (``zone`` canonical); None when not built."""
+    if _clean_count is None or RecordTable is None:
+        return None
+    table = RecordTable()
+    problems: list[MasterFileError] = []
+    read_master(text, zone, table.append, problems=problems, positions=TableLines(table))
+    return zone, table, problems
+
+
+def proven(reading: Reading) -> int | None:
+    """The record count of a file read without a fault that brings no error and no
+    warning, proven in C; None when C cannot tell (the file is then judged whole)."""
+    zone, table, problems = reading
+    if problems or _clean_count is None:
+        return None
+    count = _clean_count(table.records, table.arena, wire.from_text(zone).lower(), TLDS)
+    return count if count >= 0 else None
+
+
 def clean_count(text: str, origin: str) -> tuple[str, int] | None:
     """The zone (``origin``, canonical) and record count of a file that brings no error
     and no warning, proven in C; None when C cannot tell (or is not built, or the origin
-    is no name), and the file is then judged whole (``check.check_zone_text``)."""
-    if _clean_count is None or RecordTable is None:
-        return None
+    is no name)."""
     try:
         zone = canonical_origin(origin)
     except wire.BadName:
         return None
-    table = RecordTable()
-    problems: list[MasterFileError] = []
-    read_master(text, zone, table.append, problems=problems)
-    if problems:
-        return None
-    count = _clean_count(table.records, table.arena, wire.from_text(zone).lower(), TLDS)
-    return (zone, count) if count >= 0 else None
+    reading = read_table(text, zone)
+    count = None if reading is None else proven(reading)
+    return None if count is None else (zone, count)
