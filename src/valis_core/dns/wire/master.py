@@ -20,6 +20,7 @@ import itertools
 import re
 import struct
 from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeAlias
 
 import valis_core.dns.wire.names as wire
 from valis_core.dns.wire._reading import (
@@ -96,6 +97,11 @@ COMPILED = _plain_lines is not None
 alone)."""
 
 
+if TYPE_CHECKING:
+    Table: TypeAlias = _master.RecordTable
+    """The type of a ``RecordTable`` (for annotations outside this package)."""
+
+
 class TableLines:
     """``read_master``'s ``positions`` for the records it emits to a ``RecordTable``
     (``table.append``): each line goes to the table's last record, as the records the
@@ -103,7 +109,7 @@ class TableLines:
 
     __slots__ = ("append",)
 
-    def __init__(self, table: _master.RecordTable) -> None:
+    def __init__(self, table: Table) -> None:
         self.append = table.set_line
 
 

@@ -20,7 +20,7 @@ from valis_core.dns.wire import names as wire
 from valis_core.dns.wire.master import RecordTable, TableLines, read_master
 
 if TYPE_CHECKING:
-    from valis_core.dns.wire import _master
+    from valis_core.dns.wire.master import Table
 
 _clean_count: Callable[[bytearray, bytearray, bytes, frozenset[str]], int] | None
 try:  # the compiled proof (_check.c)
@@ -64,7 +64,7 @@ def canonical_origin(origin: str) -> str:
     return wire.to_text(wire.from_text(origin if origin.endswith(".") else origin + ".").lower())
 
 
-Reading = tuple[str, "_master.RecordTable", list[MasterFileError]]
+Reading = tuple[str, "Table", list[MasterFileError]]
 """One file read for the proof: its zone (canonical), its records in C memory with their
 lines, and the faults met reading it (``check.check_zone_text`` goes on from it when the
 proof fails, rather than read the file again)."""
