@@ -117,34 +117,9 @@ def test_the_plain_path_takes_the_lines_big_zones_are_made_of() -> None:
     assert taken[11] == (taken[4][0], 16, 3600, b"\x00")
 
 
-def test_a_plain_zone_is_read_without_dnspython() -> None:
-    text = "".join(f"host{i} 300 IN A 192.0.2.{i % 256}\n" for i in range(50))
-    text = "$ORIGIN example.com.\n$TTL 60\n@ SOA ns1 h 1 2 3 4 5\n@ NS ns1\n" + text
-    calls = []
-    original = master._read_with_dnspython
-
-    def spy(*args: object) -> None:
-        calls.append(args)
-
-    master._read_with_dnspython = spy  # type: ignore[assignment]
-    try:
-        records: list[Record] = []
-        master.read_master(text, "example.com.", records.append)
-    finally:
-        master._read_with_dnspython = original
-    assert not calls
-    assert len(records) == 52
-    assert records[2] == (b"\x05host0\x07example\x03com\x00", 1, 300, bytes([192, 0, 2, 0]))
-
-
-def test_an_soa_held_across_lines_by_parentheses_is_read_without_dnspython() -> None:
-    """As most zone files write it: each timer on a line of its own with a comment."""
-    text = (
-        "$TTL 3600\n@ IN SOA ns1.example.com. hostmaster.example.com. (\n"
-        "        2026120501 ; serial\n        7200       ; refresh\n"
-        "        900        ; retry\n        1209600    ; expire\n"
-        "        300 )      ; negative answers\n@ NS ns1\nns1 A 192.0.2.1\n"
-    )
+def _read_without_dnspython(text: str) -> tuple[list[Record], list[int]]:
+    """The records and lines of ``text`` (origin example.com.), failing if any line went
+    to dnspython."""
     calls = []
     original = master._read_with_dnspython
 
@@ -159,6 +134,26 @@ def test_an_soa_held_across_lines_by_parentheses_is_read_without_dnspython() -> 
     finally:
         master._read_with_dnspython = original
     assert not calls
+    return records, positions
+
+
+def test_a_plain_zone_is_read_without_dnspython() -> None:
+    text = "".join(f"host{i} 300 IN A 192.0.2.{i % 256}\n" for i in range(50))
+    text = "$ORIGIN example.com.\n$TTL 60\n@ SOA ns1 h 1 2 3 4 5\n@ NS ns1\n" + text
+    records, _ = _read_without_dnspython(text)
+    assert len(records) == 52
+    assert records[2] == (b"\x05host0\x07example\x03com\x00", 1, 300, bytes([192, 0, 2, 0]))
+
+
+def test_an_soa_held_across_lines_by_parentheses_is_read_without_dnspython() -> None:
+    """As most zone files write it: each timer on a line of its own with a comment."""
+    text = (
+        "$TTL 3600\n@ IN SOA ns1.example.com. hostmaster.example.com. (\n"
+        "        2026120501 ; serial\n        7200       ; refresh\n"
+        "        900        ; retry\n        1209600    ; expire\n"
+        "        300 )      ; negative answers\n@ NS ns1\nns1 A 192.0.2.1\n"
+    )
+    records, positions = _read_without_dnspython(text)
     assert positions == [2, 8, 9]
     assert records == read(text, "example.com.", whole=True)
 

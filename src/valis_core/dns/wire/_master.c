@@ -442,6 +442,42 @@ static const char *ascii(PyObject *text, Py_ssize_t *size) {
     return (const char *)PyUnicode_DATA(text);
 }
 
+/* One record line of a run, as read_line reads it and with its TTL known. */
+typedef struct {
+    char owner[MAX_NAME + 1], rdata[MAX_RDATA];
+    Py_ssize_t owner_len, rdata_len; /* owner_len 0: the previous record's owner */
+    long long ttl;
+    int rtype;
+} LineRecord;
+
+/* The next record of lines[*index:stop], skipping blank and comment lines, its TTL set by
+ * the reading state's RFC 2308 rule (`implicit` and `stated` updated as plain_line
+ * updates the state; `follows`: a stated TTL becomes the implicit one); 1, or 0 at the
+ * line where the run stops (*index then that line's). `known`: whether a previous owner
+ * is known (a line starting blank stops the run otherwise). */
+static int next_record(PyObject *lines, Py_ssize_t *index, Py_ssize_t stop, const char *origin,
+                       Py_ssize_t origin_len, int known, long long *implicit, int follows,
+                       long long *stated, LineRecord *r) {
+    for (; *index < stop; (*index)++) {
+        Py_ssize_t size;
+        const char *at = ascii(PyList_GET_ITEM(lines, *index), &size);
+        if (at == NULL) return 0;
+        int read = read_line(at, size, origin, origin_len, r->owner, &r->owner_len, &r->rtype,
+                             &r->ttl, r->rdata, &r->rdata_len);
+        if (read == 2) continue;
+        if (read == 0 || (r->owner_len == 0 && !known)) return 0;
+        if (r->ttl < 0) {
+            if (*implicit < 0) return 0; /* no TTL is known: plain_line says so */
+            r->ttl = *implicit;
+        } else {
+            *stated = r->ttl;
+            if (follows) *implicit = r->ttl;
+        }
+        return 1;
+    }
+    return 0;
+}
+
 /* plain_lines into a RecordTable: the same reading, each record written to the table
  * with its line (no Python object made for it). */
 static PyObject *table_lines(PyObject *lines, Py_ssize_t start, Py_ssize_t stop,
@@ -457,29 +493,16 @@ static PyObject *table_lines(PyObject *lines, Py_ssize_t start, Py_ssize_t stop,
     }
     long long stated = -1;
     Py_ssize_t index = start;
-    for (; index < stop; index++) {
-        Py_ssize_t size, owner_len, rdata_len;
-        const char *at = ascii(PyList_GET_ITEM(lines, index), &size);
-        char owner[MAX_NAME + 1], rdata[MAX_RDATA];
-        long long ttl;
-        int rtype;
-        if (at == NULL) break;
-        int read = read_line(at, size, origin, origin_len, owner, &owner_len, &rtype, &ttl, rdata,
-                             &rdata_len);
-        if (read == 2) continue;
-        if (read == 0 || (owner_len == 0 && previous_len < 0)) break;
-        if (ttl < 0) {
-            if (implicit < 0) break; /* no TTL is known: plain_line says so */
-            ttl = implicit;
-        } else {
-            stated = ttl;
-            if (follows) implicit = ttl;
+    LineRecord r;
+    for (; next_record(lines, &index, stop, origin, origin_len, previous_len >= 0, &implicit,
+                       follows, &stated, &r);
+         index++) {
+        if (r.owner_len) {
+            memcpy(previous, r.owner, (size_t)r.owner_len);
+            previous_len = r.owner_len;
         }
-        if (owner_len) {
-            memcpy(previous, owner, (size_t)owner_len);
-            previous_len = owner_len;
-        }
-        if (table_add(table, previous, previous_len, rtype, ttl, rdata, rdata_len, index + 1) < 0)
+        if (table_add(table, previous, previous_len, r.rtype, r.ttl, r.rdata, r.rdata_len,
+                      index + 1) < 0)
             return NULL;
         emitted = 1;
     }
@@ -521,27 +544,14 @@ static PyObject *master_plain_lines(PyObject *module, PyObject *args) {
     PyObject *last_owner = NULL; /* the run's, when it emitted a record */
     long long stated = -1;
     Py_ssize_t index = start;
-    for (; index < stop; index++) {
-        Py_ssize_t size, owner_len, rdata_len;
-        const char *at = ascii(PyList_GET_ITEM(lines, index), &size);
-        char owner[MAX_NAME + 1], rdata[MAX_RDATA];
-        long long ttl;
-        int rtype;
-        if (at == NULL) break;
-        int read = read_line(at, size, origin, origin_len, owner, &owner_len, &rtype, &ttl, rdata,
-                             &rdata_len);
-        if (read == 2) continue;
-        if (read == 0 || (owner_len == 0 && previous == NULL)) break;
-        if (ttl < 0) {
-            if (implicit < 0) break; /* no TTL is known: plain_line says so */
-            ttl = implicit;
-        } else {
-            stated = ttl;
-            if (follows) implicit = ttl;
-        }
-        PyObject *key = owner_len ? PyBytes_FromStringAndSize(owner, owner_len) : Py_NewRef(previous);
+    LineRecord r;
+    for (; next_record(lines, &index, stop, origin, origin_len, previous != NULL, &implicit,
+                       follows, &stated, &r);
+         index++) {
+        PyObject *key = r.owner_len ? PyBytes_FromStringAndSize(r.owner, r.owner_len)
+                                    : Py_NewRef(previous);
         PyObject *record = key == NULL ? NULL : Py_BuildValue(
-            "(OiLy#)", key, rtype, ttl, rdata, rdata_len);
+            "(OiLy#)", key, r.rtype, r.ttl, r.rdata, r.rdata_len);
         PyObject *done = record == NULL ? NULL : PyObject_CallOneArg(emit, record);
         Py_XDECREF(record);
         int failed = done == NULL;

@@ -393,6 +393,12 @@ def compiled_run(  # noqa: PLR0917 - read_master's reading state, handed on
     origin = state.origin
     if _plain_lines is None or origin is None:
         return start
+    if isinstance(positions, TableLines):
+        lines_told: list[int] | Callable[[int], object] | None = positions.append
+    elif positions is None or isinstance(positions, list):
+        lines_told = positions
+    else:
+        return start  # C appends to a list or tells a table; another receiver, Python's
     follows = not state.default_ttl_known or state.default_ttl_from_soa
     after, owner, stated = _plain_lines(
         lines,
@@ -403,7 +409,7 @@ def compiled_run(  # noqa: PLR0917 - read_master's reading state, handed on
         state.implicit_ttl(),
         follows,
         emit,
-        positions.append if isinstance(positions, TableLines) else positions,
+        lines_told,
     )
     if owner is not None:
         state.last_owner = owner
