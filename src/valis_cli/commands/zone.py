@@ -287,18 +287,11 @@ def _list(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     # A clean file is proven so without loading the check's loop, its findings and the
     # zone model (their attrs and dnspython): most files checked are clean.
-    from valis_core.dns.wire.names import BadName
-    from valis_core.dns.zone.clean import canonical_origin, proven, read_table
+    from valis_core.dns.zone.clean import prove
 
     text = _read(args.file)
     origin = _origin(args, text)
-    reading = None
-    if origin is not None:
-        try:
-            reading = read_table(text, canonical_origin(origin))
-        except BadName:
-            reading = None  # the check names the fault
-    count = None if reading is None else proven(reading)
+    reading, count = prove(text, origin) if origin is not None else (None, None)
     if reading is None or count is None:
         _, result = _checked(args, text, reading)
         zone, count = result.zone, result.records

@@ -90,14 +90,21 @@ def proven(reading: Reading) -> int | None:
     return count if count >= 0 else None
 
 
+def prove(text: str, origin: str) -> tuple[Reading | None, int | None]:
+    """``text`` read for the zone ``origin`` (as given) and the proof tried: the reading
+    (None when not built, or when the origin is no name: the check names that fault) and
+    the record count (None unless the file is proven clean)."""
+    try:
+        zone = canonical_origin(origin)
+    except wire.BadName:
+        return None, None
+    reading = read_table(text, zone)
+    return reading, None if reading is None else proven(reading)
+
+
 def clean_count(text: str, origin: str) -> tuple[str, int] | None:
     """The zone (``origin``, canonical) and record count of a file that brings no error
     and no warning, proven in C; None when C cannot tell (or is not built, or the origin
     is no name)."""
-    try:
-        zone = canonical_origin(origin)
-    except wire.BadName:
-        return None
-    reading = read_table(text, zone)
-    count = None if reading is None else proven(reading)
-    return None if count is None else (zone, count)
+    reading, count = prove(text, origin)
+    return None if reading is None or count is None else (reading[0], count)
