@@ -333,13 +333,15 @@ async def test_a_source_superseded_while_following_never_serves_what_the_success
         except FencedOut as exc:
             verdicts.append(exc)
 
-    async with trio.open_nursery() as nursery:
-        await nursery.start(follow)
-        with pg_cluster.connect(state_dsn, autocommit=True) as successor:
-            claim_instance_fence(successor, standing.generation + 1, SUCCESSOR)
-            # Notified to the source like any change: it reads the rows, then the fence.
-            successor.execute("UPDATE records SET rdata = '192.0.2.66' "
-                              "WHERE owner = 'www.example.org.'")  # fmt: skip
+    with trio.fail_after(WAIT):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(follow)
+            with pg_cluster.connect(state_dsn, autocommit=True) as successor:
+                claim_instance_fence(successor, standing.generation + 1, SUCCESSOR)
+                # Notified to the source like any change, after the claim's note: the
+                # change's rows come with their note, but the fence is read first.
+                successor.execute("UPDATE records SET rdata = '192.0.2.66' "
+                                  "WHERE owner = 'www.example.org.'")  # fmt: skip
     (verdict,) = verdicts
     assert "was superseded" in str(verdict)
     assert holder.current is first

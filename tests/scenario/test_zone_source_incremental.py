@@ -234,6 +234,58 @@ async def test_owner_changes_are_applied_incrementally_and_equal_a_full_reload(
     assert dict(net.nodes).keys() == dict(untouched.nodes).keys()
 
 
+async def test_a_change_s_rows_come_with_its_note_and_are_not_read_back(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    """The seal's rows note (migration 0022) carries what the changed owners and the apex
+    hold after the commit: the source applies it without reading them back."""
+    _import(pg_cluster, state_dsn, ORG)
+    zones = [ORG]
+    source = zone_source(pg_cluster, state_dsn, zones)
+    holder = IndexHolder(await source.load())
+    changes = (
+        (("UPDATE records SET rdata = '192.0.2.81' WHERE owner = 'www.example.org.' "
+          "AND rtype = 'A'", ()),),
+        (_insert("New.Example.ORG.", "A", "192.0.2.9"),
+         ("DELETE FROM records WHERE owner = 'alias.example.org.'", ())),
+        (("DELETE FROM records WHERE owner = 'New.Example.ORG.'", ()),),
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(source.run, holder)
+        for statements in changes:
+            await trio.to_thread.run_sync(
+                functools.partial(run_sql, pg_cluster, state_dsn, *statements))
+            await _caught_up(pg_cluster, state_dsn, holder, zones)
+        nursery.cancel_scope.cancel()
+    assert answer_texts(holder.current, "www.example.org.", "A") == {"192.0.2.81"}
+    assert source.stats.owner_reads == 0
+    assert source.stats.carried_owners >= 2 * len(changes)  # each owner, and the apex
+    assert source.stats.rebuilt_zones == 0
+
+
+async def test_an_owner_whose_rows_do_not_fit_a_note_is_read_back(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    """Rows beyond a note's size: the seal sends no rows note, and the owners the change
+    named are read, as before migration 0022; what is served still equals a full read."""
+    _import(pg_cluster, state_dsn, ORG)
+    zones = [ORG]
+    long = '"' + "x" * 250 + '"'
+    run_sql(pg_cluster, state_dsn,
+            *(_insert("big.example.org.", "TXT", long[:-1] + f"{i}\"") for i in range(40)))
+    source = zone_source(pg_cluster, state_dsn, zones)
+    holder = IndexHolder(await source.load())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(source.run, holder)
+        await trio.to_thread.run_sync(functools.partial(
+            run_sql, pg_cluster, state_dsn, _insert("big.example.org.", "TXT", '"one more"')))
+        await _caught_up(pg_cluster, state_dsn, holder, zones)
+        nursery.cancel_scope.cancel()
+    assert source.stats.owner_reads == 1
+    assert len(answer_texts(holder.current, "big.example.org.", "TXT")) == 41
+    assert source.stats.rebuilt_zones == 0
+
+
 async def test_bulk_changes_and_imports_reload_the_zone_whole_and_end_right(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:

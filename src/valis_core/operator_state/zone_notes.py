@@ -1,15 +1,18 @@
-"""What the zone source hears on ``CHANNEL``: one notification read (``parse_note``), and
-the notifications a socket holds folded into one batch of changes (``drain``)."""
+"""What the zone source hears: one notification read (``parse_note``, ``parse_rows``),
+and the notifications a socket holds folded, in the order they came, into one batch of
+changes (``fold``, ``drain``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 import psycopg
 
 from valis_core.dns import wire
+from valis_core.dns.wire.records import RecordRow
 from valis_core.operator_state.zone_load import plain_owner
 
 CHANNEL = "valis_zone_owners_changed"
@@ -17,15 +20,29 @@ CHANNEL = "valis_zone_owners_changed"
 Migration 0003 made it; ``valis_zone_changed`` still carries bare zone names for sources
 of older valis versions."""
 
+ROWS_CHANNEL = "valis_zone_rows"
+"""Where the seal sends the rows a committed change's owners hold (migration 0022;
+payloads: ``parse_rows``)."""
+
+FENCE_CHANNEL = "valis_fence_changed"
+"""Where a change of the instance fence is noted (migration 0022), in commit order with
+the rows notes."""
+
+CHANNELS = (CHANNEL, ROWS_CHANNEL, FENCE_CHANNEL)
+"""What a zone source listens to."""
+
 
 @attrs.frozen
 class Note:
-    """One notification on ``CHANNEL``: reload everything, one zone whole, or some owners
-    of one zone."""
+    """One notification: reload everything, one zone whole, some owners of one zone (to
+    be read, or with ``rows``, every row they hold as committed), or the fence changed."""
 
     everything: bool = False
     zone: str = ""
     owners: tuple[str, ...] = ()
+    rows: tuple[RecordRow, ...] | None = None
+    """With a rows note: every row ``owners`` hold (none: they hold none now)."""
+    fence: bool = False
 
 
 def parse_note(payload: str) -> Note:
@@ -49,6 +66,37 @@ def parse_note(payload: str) -> Note:
     return Note(zone=zone, owners=tuple(owner.lower() for owner in owners))
 
 
+def parse_rows(payload: str) -> Note:
+    """Read a rows note: JSON ``{"zone": z, "owners": [o, ...], "rows": [[owner, rtype,
+    ttl, rdata], ...]}``. One that is not exactly that (owners plain and inside the zone,
+    each row's owner among them) asks for what it names to be read, or for everything
+    when it names no zone: when in doubt, re-read."""
+    try:
+        held = json.loads(payload)
+        zone = held["zone"]
+    except (ValueError, TypeError, KeyError):
+        return Note(everything=True)
+    if not isinstance(zone, str):
+        return Note(everything=True)
+    try:
+        owners, rows = held["owners"], held["rows"]
+        if not (isinstance(owners, list) and isinstance(rows, list)):
+            return Note(zone=zone)
+        named = parse_note("\n".join([zone, *owners]))
+        if not named.owners or len(set(named.owners)) != len(owners):
+            return named
+        wanted = set(named.owners)
+        found = []
+        for owner, rtype, ttl, rdata in rows:
+            if not (isinstance(owner, str) and isinstance(rtype, str) and type(ttl) is int
+                    and isinstance(rdata, str) and owner.lower() in wanted):
+                return named
+            found.append(RecordRow(zone, owner, rtype, ttl, rdata))
+    except (ValueError, TypeError, KeyError):
+        return Note(zone=zone)
+    return Note(zone=zone, owners=named.owners, rows=tuple(found))
+
+
 @attrs.frozen
 class Changes:
     """What one batch of notifications asks for."""
@@ -56,6 +104,43 @@ class Changes:
     everything: bool
     zones: frozenset[str]
     owners: Mapping[str, set[str]]
+    """Owners to read, by zone: those named after the last rows note that covered them."""
+    carried: Mapping[str, Mapping[str, tuple[RecordRow, ...]]] = attrs.field(factory=dict)
+    """Owners whose rows came with a rows note, by zone, each with the rows the latest
+    note gave it (an owner also in ``owners`` is read: a later change named it)."""
+    fence: bool = False
+    """The fence changed: read it before applying anything."""
+
+
+def fold(notes: Iterable[Note], served: set[str] | None) -> Changes:
+    """Fold notes, in the order they came, into one batch of changes to ``served``
+    zones (None: every zone). Notes come in commit order, so a rows note holds an owner's
+    rows as of a commit no earlier than any note before it: it stands for their reads."""
+    everything = fence = False
+    zones: set[str] = set()
+    owners: dict[str, set[str]] = {}
+    carried: dict[str, dict[str, tuple[RecordRow, ...]]] = {}
+    for note in notes:
+        if note.fence:
+            fence = True
+        elif note.everything:
+            everything = True
+        elif served is not None and note.zone not in served:
+            continue
+        elif note.rows is not None:
+            rows: dict[str, list[RecordRow]] = {owner: [] for owner in note.owners}
+            for row in note.rows:
+                rows[row.owner.lower()].append(row)
+            held = carried.setdefault(note.zone, {})
+            for owner, found in rows.items():
+                held[owner] = tuple(found)
+            owners.get(note.zone, set()).difference_update(note.owners)
+        elif note.owners:
+            owners.setdefault(note.zone, set()).update(note.owners)
+        else:
+            zones.add(note.zone)
+    return Changes(everything, frozenset(zones),
+                   {zone: held for zone, held in owners.items() if held}, carried, fence)
 
 
 def drain(listen: psycopg.Connection[Any], served: set[str] | None) -> Changes:
@@ -65,17 +150,14 @@ def drain(listen: psycopg.Connection[Any], served: set[str] | None) -> Changes:
     pgconn.consume_input()  # raises OperationalError when the connection is gone
     if pgconn.status != psycopg.pq.ConnStatus.OK:
         raise psycopg.OperationalError("zone source: listen connection is broken")
-    everything = False
-    zones: set[str] = set()
-    owners: dict[str, set[str]] = {}
+    notes: list[Note] = []
     while (raw := pgconn.notifies()) is not None:
-        note = parse_note(raw.extra.decode("utf-8", "replace"))
-        if note.everything:
-            everything = True
-        elif served is not None and note.zone not in served:
-            continue
-        elif note.owners:
-            owners.setdefault(note.zone, set()).update(note.owners)
+        payload = raw.extra.decode("utf-8", "replace")
+        channel = raw.relname.decode("utf-8", "replace")
+        if channel == FENCE_CHANNEL:
+            notes.append(Note(fence=True))
+        elif channel == ROWS_CHANNEL:
+            notes.append(parse_rows(payload))
         else:
-            zones.add(note.zone)
-    return Changes(everything, frozenset(zones), owners)
+            notes.append(parse_note(payload))
+    return fold(notes, served)

@@ -7,7 +7,7 @@ closed). ``run`` then follows changes and swaps each rebuilt index into the serv
 
 How it talks to PostgreSQL under trio. Two connections:
 
-- the *listen* connection only ever holds ``LISTEN valis_zone_owners_changed``. It is
+- the *listen* connection only ever holds ``LISTEN`` of ``zone_notes.CHANNELS``. It is
   driven with libpq's non-blocking input: ``trio.lowlevel.wait_readable`` on its socket, then
   ``consume_input`` and ``notifies``. Waiting costs no thread and is cancelled like any
   trio sleep; a lost connection shows up as a read failure at once.
@@ -37,6 +37,14 @@ after its transaction commits, and the owner's rows are read after the note arri
 every changed owner is read again after its last change; every other owner is unchanged
 since the read it was last indexed from.
 
+Most changes need no read at all (migration 0022): the seal of a committed change sends
+a rows note with every row its changed owners hold, read under the zone's lock, which no
+other change of the zone passes before this commit. Notes come in commit order, so the
+notes of one batch are folded in order (``zone_notes.fold``): an owner a rows note
+carries is taken from the latest one, and read only when a later note names it again
+(a change whose rows did not fit a note). A carried owner is therefore as a read after
+its last change would have found it.
+
 Every zone (``VALIS_SERVED_ZONES=*``, ``every_zone``): the load serves every zone the
 database holds (none at all fails the boot, as a missing one does), a note of a zone not
 served yet reads it whole and adds it, and a zone deleted is dropped from the index (the
@@ -56,9 +64,13 @@ away are lost), so no change made while it was away is missed.
 Such a source also reads the fence again after every read of rows, before anything
 indexed from them is served (a load indexes rows as they stream in): the fence only
 moves forward, so finding it still the instance's own proves that no claim had committed
-when the rows were read, and nothing a successor wrote is among them. A superseded
-instance therefore never serves its successor's data, even in the moments before its
-heartbeat finds it out.
+when the rows were read, and nothing a successor wrote is among them. Rows carried by
+notes are not read: every change of the fence is noted too (``FENCE_CHANNEL``), in commit
+order with them, so a claim that committed before a carried change's commit is noted
+before its rows, in the same batch or an earlier one; a batch holding a fence note reads
+the fence before it applies anything, and the source listens before the read of the
+fence that follows every connect. A superseded instance therefore never serves its
+successor's data, even in the moments before its heartbeat finds it out.
 """
 
 from __future__ import annotations
@@ -86,7 +98,7 @@ from valis_core.operator_state.owner_read import read_owner_rows
 from valis_core.operator_state.query_thread import in_thread
 from valis_core.operator_state.site_facts import serves_every_zone
 from valis_core.operator_state.zone_load import LoadReport, build_zones, no_records, plain_owner
-from valis_core.operator_state.zone_notes import CHANNEL, drain
+from valis_core.operator_state.zone_notes import CHANNELS, drain
 from valis_core.operator_state.zones import (
     canonical_zone_name,
     fetch_zone_rows,
@@ -124,6 +136,10 @@ class ZoneSourceStats:
     """Times the fence was read and found to be this instance's (on connecting, and
     after every read of rows)."""
     patched_zones: int = 0
+    carried_owners: int = 0
+    """Changed owners whose rows came with the change's rows note, not read back."""
+    owner_reads: int = 0
+    """Reads of some changed owners' rows (each one round trip)."""
     """Zones updated by replacing a few owners rather than re-read whole."""
     rebuilt_zones: int = 0
     """Zones re-read and re-indexed whole after the first load."""
@@ -302,7 +318,8 @@ class PgZoneSource:
             listen.autocommit = True
             if self.standing is not None:
                 await trio.to_thread.run_sync(self._check_fence, listen)
-            await trio.to_thread.run_sync(listen.execute, f"LISTEN {CHANNEL}")
+            for channel in CHANNELS:
+                await trio.to_thread.run_sync(listen.execute, f"LISTEN {channel}")
             query = await trio.to_thread.run_sync(self._connect)
         except BaseException:
             listen.close()
@@ -353,6 +370,7 @@ class PgZoneSource:
         if conn is None:
             raise psycopg.InterfaceError("zone source: not connected")
         read = await read_owner_rows(conn, owners, fence=self.standing is not None)
+        self.stats.owner_reads += 1
         if self.standing is not None:
             self._check_standing(read.fence)  # a later snapshot than the rows'
         return read.rows, read.missing
@@ -401,21 +419,39 @@ class PgZoneSource:
         zones: Sequence[str],
         holder: IndexHolder,
         owners: Mapping[str, set[str]] | None = None,
+        carried: Mapping[str, Mapping[str, tuple[RecordRow, ...]]] | None = None,
     ) -> None:
         """Re-read ``zones`` whole and ``owners`` (zone to owner names) owner by owner,
+        but for those whose rows were ``carried`` by rows notes (zone to owner to rows),
         and swap in one index with all of them updated; a zone that fails keeps its
         previous version."""
         started = self._ticks()
         patches = dict(owners or {})
+        carried = carried or {}
         whole = list(zones)
         found: dict[str, tuple[RecordRow, ...]] = {}
         missing: tuple[str, ...] = ()
         if whole:
             found, missing = await self._in_thread(lambda conn: fetch_zone_rows(conn, whole))
+        reads = {
+            zone: held for zone, named in patches.items()
+            if (held := named - carried.get(zone, {}).keys())
+        }
         found_owners: dict[str, tuple[RecordRow, ...]] = {}
-        if patches:
-            found_owners, missing_too = await self._read_owners(patches)
+        if reads:
+            found_owners, missing_too = await self._read_owners(reads)
             missing += missing_too
+        for zone in patches.keys() - reads.keys():
+            found_owners[zone] = ()
+        for zone in found_owners:
+            read = reads.get(zone, set())
+            found_owners[zone] += tuple(
+                row for owner, rows in carried.get(zone, {}).items() if owner not in read
+                for row in rows
+            )
+        self.stats.carried_owners += sum(
+            len(patches[zone]) - len(reads.get(zone, ())) for zone in found_owners
+        )
         updated: list[str] = []
         changed: list[str] = []
         dropped = False
@@ -554,9 +590,13 @@ class PgZoneSource:
                 with self._heap.bulk():
                     await self._reload(await self._all_zones(), holder)
                 continue
+            if changes.fence and self.standing is not None:
+                # Nothing noted after a change of the fence is applied before it is read.
+                await self._in_thread(_nothing)
             whole = set(changes.zones)
             patches: dict[str, set[str]] = {}
-            for zone, owners in changes.owners.items():
+            for zone in {*changes.owners, *changes.carried}:
+                owners = changes.owners.get(zone, set()) | set(changes.carried.get(zone, ()))
                 if (
                     zone in whole
                     or zone not in self._patchable
@@ -566,7 +606,11 @@ class PgZoneSource:
                 else:
                     patches[zone] = owners
             if whole or patches:
-                await self._reload(sorted(whole), holder, patches)
+                await self._reload(sorted(whole), holder, patches, changes.carried)
+
+
+def _nothing(conn: psycopg.Connection[Any]) -> None:
+    """Read nothing: with a standing, ``_in_thread`` then reads the fence."""
 
 
 async def _build(zone: str, rows: Sequence[RecordRow]) -> ZoneIndex:
