@@ -263,6 +263,36 @@ async def test_a_change_s_rows_come_with_its_note_and_are_not_read_back(
     assert source.stats.rebuilt_zones == 0
 
 
+def _interleaved(pg: PgCluster, dsn: str) -> None:
+    """Two transactions change one owner at once: the first to write commits last."""
+    with pg.connect(dsn) as first, pg.connect(dsn) as second:
+        first.execute("UPDATE records SET rdata = '192.0.2.90' WHERE owner = 'www.example.org.'"
+                      " AND rtype = 'A'")
+        second.execute(*_insert("www.example.org.", "TXT", '"second"'))
+        second.commit()
+        first.execute(*_insert("www.example.org.", "TXT", '"first"'))
+        first.commit()
+
+
+async def test_rows_notes_of_interleaved_changes_end_as_a_read_would(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    """Each seal reads its owners' rows holding the zone's lock to its commit, so the
+    notes, applied in commit order, leave the owner as it was committed last."""
+    _import(pg_cluster, state_dsn, ORG)
+    zones = [ORG]
+    source = zone_source(pg_cluster, state_dsn, zones)
+    holder = IndexHolder(await source.load())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(source.run, holder)
+        await trio.to_thread.run_sync(_interleaved, pg_cluster, state_dsn)
+        await _caught_up(pg_cluster, state_dsn, holder, zones)
+        nursery.cancel_scope.cancel()
+    assert answer_texts(holder.current, "www.example.org.", "A") == {"192.0.2.90"}
+    assert answer_texts(holder.current, "www.example.org.", "TXT") == {'"first"', '"second"'}
+    assert source.stats.owner_reads == 0
+
+
 async def test_an_owner_whose_rows_do_not_fit_a_note_is_read_back(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:
