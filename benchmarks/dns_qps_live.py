@@ -207,8 +207,12 @@ def valis_node(
             migrate(conn)
             for origin, text in zones.items():
                 replace_zone(conn, parse_zone_text(text, origin))
+        # The harness gives the resident a clean environment: a PYTHONPATH this run was
+        # given (another checkout's src, for a before/after) goes to it too.
+        source = os.environ.get("PYTHONPATH")
         resident = running.start(make_state_dir(running.workdir),
-                                 site_facts(dsn, zones=",".join(zones)))
+                                 site_facts(dsn, zones=",".join(zones)),
+                                 extra_env={"PYTHONPATH": source} if source else None)
         resident.wait_ready()
         assert resident.port is not None
         pin(resident.pid, core)

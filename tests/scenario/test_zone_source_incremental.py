@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pytest
@@ -24,6 +24,7 @@ from valis_core.dns import wire
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.zone import ZoneIndex
 from valis_core.operator_state.zone_notes import CHANNEL, Note, parse_note
+from valis_core.operator_state.zone_source import PgZoneSource
 from valis_core.operator_state.zones import delete_zone, load_zone_rows
 
 WAIT = 10.0  # bound on how long a test waits for the source to catch up; never timed
@@ -182,6 +183,22 @@ async def _caught_up(pg: PgCluster, dsn: str, holder: IndexHolder, zones: list[s
             await trio.sleep(0.01)
 
 
+async def _followed(
+    pg: PgCluster, dsn: str, zones: list[str], changes: Iterable[Callable[[], object]]
+) -> tuple[PgZoneSource, IndexHolder]:
+    """A source that loaded ``zones``, following while each change runs (in a thread),
+    caught up after each."""
+    source = zone_source(pg, dsn, zones)
+    holder = IndexHolder(await source.load())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(source.run, holder)
+        for change in changes:
+            await trio.to_thread.run_sync(change)
+            await _caught_up(pg, dsn, holder, zones)
+        nursery.cancel_scope.cancel()
+    return source, holder
+
+
 async def test_owner_changes_are_applied_incrementally_and_equal_a_full_reload(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:
@@ -240,9 +257,6 @@ async def test_a_change_s_rows_come_with_its_note_and_are_not_read_back(
     """The seal's rows note (migration 0022) carries what the changed owners and the apex
     hold after the commit: the source applies it without reading them back."""
     _import(pg_cluster, state_dsn, ORG)
-    zones = [ORG]
-    source = zone_source(pg_cluster, state_dsn, zones)
-    holder = IndexHolder(await source.load())
     changes = (
         (("UPDATE records SET rdata = '192.0.2.81' WHERE owner = 'www.example.org.' "
           "AND rtype = 'A'", ()),),
@@ -250,13 +264,10 @@ async def test_a_change_s_rows_come_with_its_note_and_are_not_read_back(
          ("DELETE FROM records WHERE owner = 'alias.example.org.'", ())),
         (("DELETE FROM records WHERE owner = 'New.Example.ORG.'", ()),),
     )
-    async with trio.open_nursery() as nursery:
-        await nursery.start(source.run, holder)
-        for statements in changes:
-            await trio.to_thread.run_sync(
-                functools.partial(run_sql, pg_cluster, state_dsn, *statements))
-            await _caught_up(pg_cluster, state_dsn, holder, zones)
-        nursery.cancel_scope.cancel()
+    source, holder = await _followed(pg_cluster, state_dsn, [ORG], [
+        functools.partial(run_sql, pg_cluster, state_dsn, *statements)
+        for statements in changes
+    ])
     assert answer_texts(holder.current, "www.example.org.", "A") == {"192.0.2.81"}
     assert source.stats.owner_reads == 0
     assert source.stats.carried_owners >= 2 * len(changes)  # each owner, and the apex
@@ -280,14 +291,9 @@ async def test_rows_notes_of_interleaved_changes_end_as_a_read_would(
     """Each seal reads its owners' rows holding the zone's lock to its commit, so the
     notes, applied in commit order, leave the owner as it was committed last."""
     _import(pg_cluster, state_dsn, ORG)
-    zones = [ORG]
-    source = zone_source(pg_cluster, state_dsn, zones)
-    holder = IndexHolder(await source.load())
-    async with trio.open_nursery() as nursery:
-        await nursery.start(source.run, holder)
-        await trio.to_thread.run_sync(_interleaved, pg_cluster, state_dsn)
-        await _caught_up(pg_cluster, state_dsn, holder, zones)
-        nursery.cancel_scope.cancel()
+    source, holder = await _followed(pg_cluster, state_dsn, [ORG], [
+        functools.partial(_interleaved, pg_cluster, state_dsn)
+    ])
     assert answer_texts(holder.current, "www.example.org.", "A") == {"192.0.2.90"}
     assert answer_texts(holder.current, "www.example.org.", "TXT") == {'"first"', '"second"'}
     assert source.stats.owner_reads == 0
@@ -303,14 +309,8 @@ async def test_an_owner_whose_rows_do_not_fit_a_note_is_read_back(
     long = '"' + "x" * 250 + '"'
     run_sql(pg_cluster, state_dsn,
             *(_insert("big.example.org.", "TXT", long[:-1] + f"{i}\"") for i in range(40)))
-    source = zone_source(pg_cluster, state_dsn, zones)
-    holder = IndexHolder(await source.load())
-    async with trio.open_nursery() as nursery:
-        await nursery.start(source.run, holder)
-        await trio.to_thread.run_sync(functools.partial(
-            run_sql, pg_cluster, state_dsn, _insert("big.example.org.", "TXT", '"one more"')))
-        await _caught_up(pg_cluster, state_dsn, holder, zones)
-        nursery.cancel_scope.cancel()
+    source, holder = await _followed(pg_cluster, state_dsn, zones, [functools.partial(
+        run_sql, pg_cluster, state_dsn, _insert("big.example.org.", "TXT", '"one more"'))])
     assert source.stats.owner_reads == 1
     assert len(answer_texts(holder.current, "big.example.org.", "TXT")) == 41
     assert source.stats.rebuilt_zones == 0
