@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from valis_core.dns.wire.records import RecordRow
-from valis_core.operator_state.zone_notes import Note, fold, parse_note, parse_rows
+from valis_core.operator_state.zone_notes import Note, fold, parse_note, parse_rows, plan
 
 ZONE = "example.org."
 OTHER = "example.net."
@@ -69,6 +69,17 @@ def test_read_and_carried_owners_give_every_changed_owner_as_last_committed(
     for owner in state:
         last = max(i for i, (changed, _) in enumerate(history) if owner in changed)
         assert (owner in read) == (not history[last][1])
+    # Planned and put together with what a read finds now: every owner as committed.
+    batch = plan(changes, {ZONE}, len(OWNERS))
+    assert batch.whole == ()
+    assert batch.reads == ({ZONE: read} if read else {})
+    found = batch.rows({ZONE: tuple(row for owner in read for row in state[owner])}
+                       if read else {})
+    assert sorted(found[ZONE], key=repr) == sorted(
+        (row for rows in state.values() for row in rows), key=repr)
+    # A zone not patchable, or with more owners than patched, is re-read whole.
+    assert plan(changes, set(), len(OWNERS)).whole == (ZONE,)
+    assert plan(changes, {ZONE}, len(state) - 1).whole == (ZONE,)
 
 
 def test_a_fence_note_and_zones_not_served_fold_as_they_say() -> None:
@@ -82,6 +93,9 @@ def test_a_fence_note_and_zones_not_served_fold_as_they_say() -> None:
     assert changes.carried == {}
     assert changes.owners == {ZONE: {f"a.{ZONE}"}}
     assert not fold(notes[2:], None).fence
+    # A zone read back and not found has no rows to patch with.
+    missing = plan(fold(notes[2:], None), {ZONE}, 10)
+    assert missing.rows({}) == {}
 
 
 def test_a_rows_note_that_is_not_the_seal_s_asks_for_a_read() -> None:

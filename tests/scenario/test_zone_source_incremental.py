@@ -316,6 +316,28 @@ async def test_an_owner_whose_rows_do_not_fit_a_note_is_read_back(
     assert source.stats.rebuilt_zones == 0
 
 
+async def test_an_owner_carried_then_changed_beyond_a_note_is_read_in_the_same_batch(
+    pg_cluster: PgCluster, state_dsn: str
+) -> None:
+    """The first change's rows come with its note; the second, to the same owner, does
+    not fit one. Folded into one batch (both commit before the source reads), the owner
+    is read back, not taken from the first note."""
+    _import(pg_cluster, state_dsn, ORG)
+    zones = [ORG]
+    source = zone_source(pg_cluster, state_dsn, zones)
+    holder = IndexHolder(await source.load())
+    run_sql(pg_cluster, state_dsn, ("UPDATE records SET rdata = '192.0.2.91' "
+                                    "WHERE owner = 'www.example.org.' AND rtype = 'A'", ()))
+    run_sql(pg_cluster, state_dsn, *(
+        _insert("www.example.org.", "TXT", '"' + "y" * 250 + f'{i}"') for i in range(40)))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(source.run, holder)
+        await _caught_up(pg_cluster, state_dsn, holder, zones)
+        nursery.cancel_scope.cancel()
+    assert len(answer_texts(holder.current, "www.example.org.", "TXT")) == 40
+    assert source.stats.owner_reads == 1
+
+
 async def test_bulk_changes_and_imports_reload_the_zone_whole_and_end_right(
     pg_cluster: PgCluster, state_dsn: str
 ) -> None:

@@ -1,11 +1,22 @@
 """What the zone source hears: one notification read (``parse_note``, ``parse_rows``),
-and the notifications a socket holds folded, in the order they came, into one batch of
-changes (``fold``, ``drain``)."""
+the notifications a socket holds folded, in the order they came, into one batch of
+changes (``fold``, ``drain``), and what the batch asks to read and replace (``plan``).
+
+Why what the source applies converges on what a full reload gives: a note is delivered
+only after its transaction commits, and a named owner's rows are read after the note
+arrives, so every changed owner is read again after its last change; every other owner
+is unchanged since the read it was last indexed from. Most changes need no read at all
+(migration 0022): the seal of a committed change sends a rows note with every row its
+changed owners hold, read under the zone's lock, which no other change of the zone
+passes before this commit. Notes come in commit order, so an owner a rows note carries
+is taken from the latest one, and read only when a later note names it again (a change
+whose rows did not fit a note): it is as a read after its last change would find it.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -161,3 +172,49 @@ def drain(listen: psycopg.Connection[Any], served: set[str] | None) -> Changes:
         else:
             notes.append(parse_note(payload))
     return fold(notes, served)
+
+
+@attrs.frozen
+class Batch:
+    """What one batch of changes reads and replaces."""
+
+    whole: tuple[str, ...]
+    """Zones re-read and indexed whole."""
+    patches: Mapping[str, set[str]]
+    """Zones patched, each with every owner it replaces."""
+    reads: Mapping[str, set[str]]
+    """Of those, the owners read back: those named after the last rows note carrying
+    them (``Changes.owners``)."""
+    carried: Mapping[str, Mapping[str, tuple[RecordRow, ...]]]
+
+    def rows(self, read: Mapping[str, tuple[RecordRow, ...]]) -> dict[str, tuple[RecordRow, ...]]:
+        """Each patched zone's rows: ``read`` (the owners read, by zone; a zone read and
+        not found is left out) with the rows carried for the owners not read."""
+        found: dict[str, tuple[RecordRow, ...]] = {}
+        for zone in self.patches:
+            wanted = self.reads.get(zone, set())
+            if wanted and zone not in read:
+                continue
+            found[zone] = read.get(zone, ()) + tuple(
+                row for owner, rows in self.carried.get(zone, {}).items()
+                if owner not in wanted for row in rows
+            )
+        return found
+
+
+def plan(changes: Changes, patchable: Collection[str], max_owners: int) -> Batch:
+    """The zones ``changes`` re-reads whole (those noted whole, not ``patchable``, or
+    with more than ``max_owners`` changed owners) and the owners it replaces in the
+    others, read back or carried."""
+    whole = set(changes.zones)
+    patches: dict[str, set[str]] = {}
+    for zone in {*changes.owners, *changes.carried}:
+        owners = changes.owners.get(zone, set()) | set(changes.carried.get(zone, ()))
+        if zone in whole or zone not in patchable or len(owners) > max_owners:
+            whole.add(zone)
+        else:
+            patches[zone] = owners
+    # An owner both carried and named to be read was named by a later change: read.
+    reads = {zone: changes.owners[zone] for zone in patches if zone in changes.owners}
+    return Batch(tuple(sorted(whole)), patches, reads,
+                 {zone: changes.carried[zone] for zone in patches if zone in changes.carried})

@@ -32,18 +32,8 @@ The other zones' indexed data is reused either way. An update that fails (the zo
 unservable, or vanished) is logged and the previous version of that zone keeps being
 served.
 
-Why re-reading owners converges on what a full reload gives: a note is delivered only
-after its transaction commits, and the owner's rows are read after the note arrives, so
-every changed owner is read again after its last change; every other owner is unchanged
-since the read it was last indexed from.
-
-Most changes need no read at all (migration 0022): the seal of a committed change sends
-a rows note with every row its changed owners hold, read under the zone's lock, which no
-other change of the zone passes before this commit. Notes come in commit order, so the
-notes of one batch are folded in order (``zone_notes.fold``): an owner a rows note
-carries is taken from the latest one, and read only when a later note names it again
-(a change whose rows did not fit a note). A carried owner is therefore as a read after
-its last change would have found it.
+Most changes need no read at all: the change's rows come with its notes. Why what is
+applied converges on what a full reload gives: ``zone_notes``.
 
 Every zone (``VALIS_SERVED_ZONES=*``, ``every_zone``): the load serves every zone the
 database holds (none at all fails the boot, as a missing one does), a note of a zone not
@@ -65,12 +55,11 @@ Such a source also reads the fence again after every read of rows, before anythi
 indexed from them is served (a load indexes rows as they stream in): the fence only
 moves forward, so finding it still the instance's own proves that no claim had committed
 when the rows were read, and nothing a successor wrote is among them. Rows carried by
-notes are not read: every change of the fence is noted too (``FENCE_CHANNEL``), in commit
-order with them, so a claim that committed before a carried change's commit is noted
-before its rows, in the same batch or an earlier one; a batch holding a fence note reads
-the fence before it applies anything, and the source listens before the read of the
-fence that follows every connect. A superseded instance therefore never serves its
-successor's data, even in the moments before its heartbeat finds it out.
+notes are not read, but every change of the fence is noted too, in commit order with
+them: a claim committed before a carried change is noted before its rows, and a batch
+holding a fence note reads the fence before it applies anything (the source listens
+before the read of the fence after every connect). A superseded instance therefore never
+serves its successor's data, even in the moments before its heartbeat finds it out.
 """
 
 from __future__ import annotations
@@ -98,7 +87,7 @@ from valis_core.operator_state.owner_read import read_owner_rows
 from valis_core.operator_state.query_thread import in_thread
 from valis_core.operator_state.site_facts import serves_every_zone
 from valis_core.operator_state.zone_load import LoadReport, build_zones, no_records, plain_owner
-from valis_core.operator_state.zone_notes import CHANNELS, drain
+from valis_core.operator_state.zone_notes import CHANNELS, Batch, drain, plan
 from valis_core.operator_state.zones import (
     canonical_zone_name,
     fetch_zone_rows,
@@ -415,43 +404,27 @@ class PgZoneSource:
         return self._combine()
 
     async def _reload(
-        self,
-        zones: Sequence[str],
-        holder: IndexHolder,
-        owners: Mapping[str, set[str]] | None = None,
-        carried: Mapping[str, Mapping[str, tuple[RecordRow, ...]]] | None = None,
+        self, zones: Sequence[str], holder: IndexHolder, batch: Batch | None = None
     ) -> None:
-        """Re-read ``zones`` whole and ``owners`` (zone to owner names) owner by owner,
-        but for those whose rows were ``carried`` by rows notes (zone to owner to rows),
-        and swap in one index with all of them updated; a zone that fails keeps its
-        previous version."""
+        """Re-read ``zones`` whole and replace the owners ``batch`` patches (read back or
+        carried), and swap in one index with all of them updated; a zone that fails keeps
+        its previous version."""
         started = self._ticks()
-        patches = dict(owners or {})
-        carried = carried or {}
+        patches = batch.patches if batch is not None else {}
         whole = list(zones)
         found: dict[str, tuple[RecordRow, ...]] = {}
         missing: tuple[str, ...] = ()
         if whole:
             found, missing = await self._in_thread(lambda conn: fetch_zone_rows(conn, whole))
-        reads = {
-            zone: held for zone, named in patches.items()
-            if (held := named - carried.get(zone, {}).keys())
-        }
         found_owners: dict[str, tuple[RecordRow, ...]] = {}
-        if reads:
-            found_owners, missing_too = await self._read_owners(reads)
-            missing += missing_too
-        for zone in patches.keys() - reads.keys():
-            found_owners[zone] = ()
-        for zone in found_owners:
-            read = reads.get(zone, set())
-            found_owners[zone] += tuple(
-                row for owner, rows in carried.get(zone, {}).items() if owner not in read
-                for row in rows
+        if batch is not None:
+            if batch.reads:
+                found_owners, missing_too = await self._read_owners(batch.reads)
+                missing += missing_too
+            found_owners = batch.rows(found_owners)
+            self.stats.carried_owners += sum(
+                len(patches[zone]) - len(batch.reads.get(zone, ())) for zone in found_owners
             )
-        self.stats.carried_owners += sum(
-            len(patches[zone]) - len(reads.get(zone, ())) for zone in found_owners
-        )
         updated: list[str] = []
         changed: list[str] = []
         dropped = False
@@ -502,7 +475,7 @@ class PgZoneSource:
         if added and zone not in self.zones:
             self.zones = (*self.zones, zone)
             log.info("zone source: zone %s is in operator state now; serving it", zone)
-        if _plain_rows(rows):
+        if all(plain_owner(row.owner) for row in rows):
             self._patchable.add(zone)
         else:
             self._patchable.discard(zone)
@@ -591,26 +564,12 @@ class PgZoneSource:
                     await self._reload(await self._all_zones(), holder)
                 continue
             if changes.fence and self.standing is not None:
-                # Nothing noted after a change of the fence is applied before it is read.
-                await self._in_thread(_nothing)
-            whole = set(changes.zones)
-            patches: dict[str, set[str]] = {}
-            for zone in {*changes.owners, *changes.carried}:
-                owners = changes.owners.get(zone, set()) | set(changes.carried.get(zone, ()))
-                if (
-                    zone in whole
-                    or zone not in self._patchable
-                    or len(owners) > self._max_patch_owners
-                ):
-                    whole.add(zone)
-                else:
-                    patches[zone] = owners
-            if whole or patches:
-                await self._reload(sorted(whole), holder, patches, changes.carried)
-
-
-def _nothing(conn: psycopg.Connection[Any]) -> None:
-    """Read nothing: with a standing, ``_in_thread`` then reads the fence."""
+                # Nothing noted after a change of the fence is applied before it is read
+                # (reading nothing, ``_in_thread`` reads the fence).
+                await self._in_thread(lambda conn: None)
+            batch = plan(changes, self._patchable, self._max_patch_owners)
+            if batch.whole or batch.patches:
+                await self._reload(batch.whole, holder, batch)
 
 
 async def _build(zone: str, rows: Sequence[RecordRow]) -> ZoneIndex:
@@ -634,10 +593,6 @@ def backoff_delay(failures: int, initial: float, maximum: float, draw: float) ->
     [0, 1), so sources cut off together do not all come back in the same instant."""
     ceiling = maximum if failures >= 64 else min(maximum, initial * 2.0**failures)
     return ceiling * (1.0 - draw / 2.0)
-
-
-def _plain_rows(rows: Iterable[RecordRow]) -> bool:
-    return all(plain_owner(row.owner) for row in rows)
 
 
 def _one_line(exc: BaseException) -> str:
