@@ -125,11 +125,11 @@ class ZoneSourceStats:
     """Times the fence was read and found to be this instance's (on connecting, and
     after every read of rows)."""
     patched_zones: int = 0
+    """Zones updated by replacing a few owners rather than re-read whole."""
     carried_owners: int = 0
     """Changed owners whose rows came with the change's rows note, not read back."""
     owner_reads: int = 0
     """Reads of some changed owners' rows (each one round trip)."""
-    """Zones updated by replacing a few owners rather than re-read whole."""
     rebuilt_zones: int = 0
     """Zones re-read and re-indexed whole after the first load."""
     last_load_seconds: float = 0.0
