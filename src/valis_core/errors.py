@@ -11,3 +11,9 @@ class ValisError(Exception):
     #: the process's exit status when this error ends it (one that a supervisor must
     #: tell apart from any other failure sets its own)
     exit_status: int = 1
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (a database's is often several), for a log line
+    or a status field; its type's name when it has none."""
+    return " ".join(str(exc).split()) or type(exc).__name__

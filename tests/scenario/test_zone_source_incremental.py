@@ -184,11 +184,12 @@ async def _caught_up(pg: PgCluster, dsn: str, holder: IndexHolder, zones: list[s
 
 
 async def _followed(
-    pg: PgCluster, dsn: str, zones: list[str], changes: Iterable[Callable[[], object]]
+    pg: PgCluster, dsn: str, zones: list[str], changes: Iterable[Callable[[], object]],
+    **options: Any,
 ) -> tuple[PgZoneSource, IndexHolder]:
-    """A source that loaded ``zones``, following while each change runs (in a thread),
-    caught up after each."""
-    source = zone_source(pg, dsn, zones)
+    """A source that loaded ``zones`` (made with ``options``), following while each change
+    runs (in a thread), caught up after each."""
+    source = zone_source(pg, dsn, zones, **options)
     holder = IndexHolder(await source.load())
     async with trio.open_nursery() as nursery:
         await nursery.start(source.run, holder)
@@ -272,6 +273,37 @@ async def test_a_change_s_rows_come_with_its_note_and_are_not_read_back(
     assert source.stats.owner_reads == 0
     assert source.stats.carried_owners >= 2 * len(changes)  # each owner, and the apex
     assert source.stats.rebuilt_zones == 0
+
+
+async def test_updates_are_logged_each_at_debug_and_at_most_once_a_second_at_info(
+    pg_cluster: PgCluster, state_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A zone taking a change every few milliseconds costs the node no INFO line each: the
+    next line at INFO, a second on, tells how many updates it held back."""
+    _import(pg_cluster, state_dsn, ORG)
+    now = [100.0]
+
+    def change(address: str, later: float) -> Callable[[], None]:
+        def run() -> None:
+            now[0] += later
+            run_sql(pg_cluster, state_dsn, ("UPDATE records SET rdata = %s WHERE owner = "
+                                            "'www.example.org.' AND rtype = 'A'", (address,)))
+        return run
+
+    with caplog.at_level(logging.DEBUG, logger="valis.zone_source"):
+        await _followed(pg_cluster, state_dsn, [ORG], [
+            change("192.0.2.81", 0.0), change("192.0.2.82", 0.3), change("192.0.2.83", 0.3),
+            change("192.0.2.84", 0.5),
+        ], ticks=lambda: now[0])
+    lines = [(record.levelno, record.getMessage()) for record in caplog.records
+             if record.getMessage().startswith("zone source: updated")]
+    infos = [i for i, (level, _) in enumerate(lines) if level == logging.INFO]
+    assert len(infos) == 2 and infos[0] == 0, lines
+    assert all(level == logging.DEBUG for level, _ in lines[1:infos[1]]), lines
+    held = infos[1] - 1
+    assert held >= 2  # the two changes inside the second
+    assert lines[infos[1]][1].endswith(f" ({held} more update(s) since the last line)")
+    assert "more update" not in lines[0][1]
 
 
 def _interleaved(pg: PgCluster, dsn: str) -> None:

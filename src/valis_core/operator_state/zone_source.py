@@ -29,8 +29,7 @@ when its last update failed (so owners named in a failed batch are not left stal
 and while any of its rows' owner text is not plain (printable ASCII, no escapes): such a
 spelling could name the same DNS name as another row's, which a read by text would miss.
 The other zones' indexed data is reused either way. An update that fails (the zone became
-unservable, or vanished) is logged and the previous version of that zone keeps being
-served.
+unservable, or vanished) is logged and the zone's previous version is still served.
 
 Most changes need no read at all: the change's rows come with its notes. Why what is
 applied converges on what a full reload gives: ``zone_notes``.
@@ -79,8 +78,10 @@ from valis_core.dns import wire
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.wire.records import RecordRow, ZoneError
 from valis_core.dns.zone import ServedZone, ZoneIndex
+from valis_core.errors import one_line
 from valis_core.fence import FencedOut, FenceState, assert_fence_touch
 from valis_core.heap import PLAIN_HEAP, HeapPolicy
+from valis_core.log_throttle import LogThrottle
 from valis_core.operator_state.connection import OperatorStateError, connect
 from valis_core.operator_state.fence import UnseededFence, read_instance_fence
 from valis_core.operator_state.owner_read import read_owner_rows
@@ -102,6 +103,9 @@ MAX_PATCH_OWNERS = 1000
 
 _INLINE_PATCH = 64
 """Owners plus rows up to which a patch runs on the trio thread rather than a worker."""
+
+UPDATE_LINE_EVERY = 1.0
+"""Seconds between "updated" lines at INFO (each is at DEBUG): not a line per change."""
 
 INITIAL_BACKOFF = 0.2
 MAX_BACKOFF = 5.0
@@ -195,6 +199,7 @@ class PgZoneSource:
         self._index: ZoneIndex | None = None  # the last combined: ``_combine(changed)``
         self._patchable: set[str] = set()
         """Zones whose built version may be updated owner by owner (see the module doc)."""
+        self._update_lines = LogThrottle(UPDATE_LINE_EVERY)
         self.stats = ZoneSourceStats()
 
     @classmethod
@@ -276,7 +281,7 @@ class PgZoneSource:
                     if failures == 0:
                         log.warning(
                             "zone source: operator-state connection lost (%s); serving the "
-                            "last good index, reconnecting in %.2fs", _one_line(exc), delay,
+                            "last good index, reconnecting in %.2fs", one_line(exc), delay,
                         )
                     else:
                         log.info("zone source: reconnect attempt %d failed; next in %.2fs",
@@ -455,10 +460,10 @@ class PgZoneSource:
             holder.swap(self._combine(changed))
             self.stats.reloads += 1
             self.stats.last_load_seconds = self._ticks() - started
-            log.info(
-                "zone source: updated %s in %.3fs", ", ".join(sorted(updated)),
-                self.stats.last_load_seconds,
-            )
+            held = self._update_lines.admit(self._ticks())
+            log.log(logging.DEBUG if held is None else logging.INFO, "zone source: updated %s "
+                    "in %.3fs%s", ", ".join(sorted(updated)), self.stats.last_load_seconds,
+                    f" ({held} more update(s) since the last line)" if held else "")
 
     async def _rebuild(self, zone: str, rows: Sequence[RecordRow]) -> bool:
         """Index one zone whole into ``_built``; log and keep the old version on failure."""
@@ -593,7 +598,3 @@ def backoff_delay(failures: int, initial: float, maximum: float, draw: float) ->
     [0, 1), so sources cut off together do not all come back in the same instant."""
     ceiling = maximum if failures >= 64 else min(maximum, initial * 2.0**failures)
     return ceiling * (1.0 - draw / 2.0)
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__

@@ -32,6 +32,7 @@ import attrs
 import trio
 
 from valis_core.config_store import ConfigStore, read_config_store
+from valis_core.errors import one_line
 from valis_core.operator_state.site_facts import RRL_KEYS
 
 if TYPE_CHECKING:
@@ -153,8 +154,8 @@ class Reloader:
         try:
             new = read_config_store(self.state_dir)
         except Exception as exc:
-            self._refused(f"the configuration store cannot be read: {_one_line(exc)}")
-            log.error("reload refused: %s; the node runs as it was", _one_line(exc))
+            self._refused(f"the configuration store cannot be read: {one_line(exc)}")
+            log.error("reload refused: %s; the node runs as it was", one_line(exc))
             return False
         plan = plan_reload(self.config, new)
         # The running config keeps a restart key's old value, so each reload names every
@@ -249,7 +250,7 @@ class Reloader:
             source.close()
             log.error(
                 "reload: served zones %s refused (%s); still serving %s",
-                ",".join(zones), _one_line(exc), ", ".join(before),
+                ",".join(zones), one_line(exc), ", ".join(before),
             )
             return False
         await self.follower.replace(source, index)
@@ -271,7 +272,3 @@ _RUNNING = {
                                 "from the CA it started with",
 }
 """What keeping the running value means, for the keys whose effect is not plain."""
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
