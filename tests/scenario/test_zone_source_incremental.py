@@ -298,7 +298,8 @@ async def test_updates_are_logged_each_at_debug_and_at_most_once_a_second_at_inf
     lines = [(record.levelno, record.getMessage()) for record in caplog.records
              if record.getMessage().startswith("zone source: updated")]
     infos = [i for i, (level, _) in enumerate(lines) if level == logging.INFO]
-    assert len(infos) == 2 and infos[0] == 0, lines
+    assert len(infos) == 2, lines
+    assert infos[0] == 0, lines
     assert all(level == logging.DEBUG for level, _ in lines[1:infos[1]]), lines
     held = infos[1] - 1
     assert held >= 2  # the two changes inside the second
