@@ -197,11 +197,12 @@ def pin(pid: int, core: str) -> None:
 @contextlib.contextmanager
 def valis_node(
     work: Path, zones: dict[str, str], core: str, database_core: str
-) -> Iterator[tuple[Server, int, ValisChanges]]:
+) -> Iterator[tuple[Server, int, ValisChanges, Parts]]:
     """A resident serving ``zones`` (origin: master file text) from a private cluster,
     the cluster's processes on ``database_core``."""
     with private_cluster() as pg, harness() as running:
-        pin(int(pg.cluster.postmaster_pid()), database_core)
+        postmaster = int(pg.cluster.postmaster_pid())
+        pin(postmaster, database_core)
         dsn = pg.new_database("live")
         with pg.connect(dsn) as conn:
             migrate(conn)
@@ -218,7 +219,8 @@ def valis_node(
         pin(resident.pid, core)
         changes = ValisChanges(pg, dsn)
         try:
-            yield Server("valis", [], resident.port), resident.pid, changes
+            yield (Server("valis", [], resident.port), resident.pid, changes,
+                   valis_parts(resident.pid, postmaster))
         finally:
             changes.close()
 
@@ -243,11 +245,50 @@ def knot_node(work: Path, zones: dict[str, str], args: argparse.Namespace) -> tu
 
 Change = Callable[[str, str, str], None]
 """Commit one change to a server's zone: (zone, owner, new address)."""
+Parts = Callable[[], dict[str, int]]
+"""A server's CPU so far in clock ticks, by part: which threads and processes a change's
+cost lands on (``valis_parts``, ``whole_part``)."""
+TICK = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+def thread_ticks(pid: int) -> dict[int, int]:
+    """Each live thread of ``pid``: its user and system clock ticks so far."""
+    out: dict[int, int] = {}
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+                fields = stat[stat.rindex(")") + 2 :].split()
+                out[int(tid)] = int(fields[11]) + int(fields[12])
+    return out
+
+
+def valis_parts(resident: int, postmaster: int) -> Parts:
+    """The resident's trio thread (its main thread), its other threads (the UDP worker
+    answering, and ``trio.to_thread``'s), and every process of its PostgreSQL cluster."""
+    def parts() -> dict[str, int]:
+        threads = thread_ticks(resident)
+        return {"resident: trio thread": threads.get(resident, 0),
+                "resident: other threads": sum(ticks for tid, ticks in threads.items()
+                                               if tid != resident),
+                "PostgreSQL": sum(sum(thread_ticks(each).values())
+                                  for each in process_tree(postmaster))}
+    return parts
+
+
+def whole_part(name: str, pid: int) -> Parts:
+    """Every thread of ``pid`` as one part."""
+    return lambda: {name: sum(thread_ticks(pid).values())}
+
+
+def spent(before: dict[str, int], after: dict[str, int]) -> tuple[tuple[str, float], ...]:
+    """CPU seconds of each part between two readings (a part gone since: none)."""
+    return tuple((name, (ticks - before.get(name, 0)) * TICK) for name, ticks in after.items())
 
 
 def one_run(
-    server: Server, pid: int, change: Change, *, phase: str, round_: int, queries: Path,
-    args: argparse.Namespace,
+    server: Server, pid: int, change: Change, parts: Parts, *, phase: str, round_: int,
+    queries: Path, args: argparse.Namespace,
 ) -> LiveRun:
     """One run of dnsperf (saturating, or at ``--query-rate``), the phase's changes paced
     beside it in a thread."""
@@ -264,16 +305,16 @@ def one_run(
         daemon=True)
     if phase != "none":
         pacer.start()
-    began = core_times()
+    began, parts_began = core_times(), parts()
     run = dnsperf(server, args, queries, pid, rate=getattr(args, "query_rate", None),
                   duration=args.duration)
-    cores = busy_shares(began, core_times())
+    cores, cpu = busy_shares(began, core_times()), spent(parts_began, parts())
     if phase != "none":
         pacer.join(args.duration + 60)
         if not made or not last or not answered(server.port, *last[0][1:]):
             raise SystemExit(f"{server.name}: the last change of the {phase} phase was not "
                              f"answered within {SETTLE:.0f}s")
-    return LiveRun(server.name, phase, round_, run, made[0] if made else 0, cores)
+    return LiveRun(server.name, phase, round_, run, made[0] if made else 0, cores, cpu)
 
 
 def core_times() -> list[tuple[int, int]]:
@@ -294,14 +335,15 @@ def busy_shares(began: list[tuple[int, int]], ended: list[tuple[int, int]]) -> t
 
 
 def measure(
-    running: Sequence[tuple[Server, int, Change]], queries: Path, args: argparse.Namespace
+    running: Sequence[tuple[Server, int, Change, Parts]], queries: Path,
+    args: argparse.Namespace,
 ) -> list[LiveRun]:
     """Round after round, phase after phase, each server in turn (the others idle)."""
     out: list[LiveRun] = []
     for round_ in range(1, args.rounds + 1):
         for phase in LIVE_PHASES:
-            for server, pid, change in running:
-                out.append(one_run(server, pid, change, phase=phase, round_=round_,
+            for server, pid, change, parts in running:
+                out.append(one_run(server, pid, change, parts, phase=phase, round_=round_,
                                    queries=queries, args=args))
                 print(f"round {round_}/{args.rounds} {phase:8} {server.name:5}: "
                       f"{out[-1].run.qps:9,.0f} q/s, {out[-1].changes} changes, cores busy "
@@ -327,18 +369,18 @@ def run_live(args: argparse.Namespace) -> int:
         queries = work / "normal.queries"
         queries.write_text(mix_queries("normal", args.names, QUERY_LINES))
         with contextlib.ExitStack() as stack:
-            running: list[tuple[Server, int, Change]] = []
+            running: list[tuple[Server, int, Change, Parts]] = []
             if "valis" in wanted:
-                server, pid, changes = stack.enter_context(
-                    valis_node(work, zones, args.server_core, database_core))
-                running.append((server, pid, changes))
+                running.append(stack.enter_context(
+                    valis_node(work, zones, args.server_core, database_core)))
             if "knot" in wanted:
                 server, process = knot_node(work, zones, args)
                 processes.append(process)
                 knot_changes = KnotChanges(server.port, work / "knsupdate.log")
                 stack.callback(knot_changes.close)
-                running.append((server, process.pid, knot_changes))
-            check_answers([(s, p) for s, p, _ in running],
+                running.append((server, process.pid, knot_changes,
+                                whole_part("knotd", process.pid)))
+            check_answers([(s, p) for s, p, _, _ in running],
                           [Workload("normal", "normal mix", saturation=True)],
                           {"normal": queries})
             print(f"{len(zones)} zones; {args.changes_per_second} changes/s; "
@@ -346,7 +388,7 @@ def run_live(args: argparse.Namespace) -> int:
                   f"{args.server_core}, dnsperf and the changes on {args.client_core}, "
                   f"valis's PostgreSQL on {database_core}",
                   flush=True)
-            for server, pid, _ in running:  # unmeasured: every server warm alike
+            for server, pid, _, _ in running:  # unmeasured: every server warm alike
                 dnsperf(server, args, queries, pid, rate=None, duration=WARM_UP)
             runs = measure(running, queries, args)
     finally:

@@ -245,6 +245,9 @@ class LiveRun:
     changes: int
     cores: tuple[float, ...] = ()
     """Each core's busy share over the run (``/proc/stat``: not idle, not waiting on IO)."""
+    parts: tuple[tuple[str, float], ...] = ()
+    """The server's CPU seconds over the run by part (its threads, its database's
+    processes), as ``dns_qps_live`` names them."""
 
 
 def live_phase_label(phase: str, rate: float) -> str:
@@ -269,7 +272,12 @@ def live_document(
             cpu = Spread.of([r.run.cpu_per_query * 1e6 for r in mine if r.run.completed])
             cores = [Spread.of([r.cores[c] for r in mine if len(r.cores) > c])
                      for c in range(max((len(r.cores) for r in mine), default=0))]
+            names = dict.fromkeys(name for r in mine for name, _ in r.parts)
+            seconds = float(settings["duration"])
             summary[server][phase] = {
+                "cpu_by_part": {name: statistics.median(
+                    cpu / seconds for r in mine for part, cpu in r.parts if part == name)
+                    for name in names},
                 "core_busy": [None if c is None else attrs.asdict(c) for c in cores],
                 "qps": None if spread is None else attrs.asdict(spread),
                 "cpu_per_query_us": None if cpu is None else attrs.asdict(cpu),
@@ -291,7 +299,8 @@ def live_document(
         "servers": servers,
         "phases": [{"name": p, "label": live_phase_label(p, rate)} for p in LIVE_PHASES],
         "runs": [{"server": r.server, "phase": r.phase, "round": r.round,
-                  "changes": r.changes, "cores": list(r.cores), **attrs.asdict(r.run)}
+                  "changes": r.changes, "cores": list(r.cores),
+                  "parts": [list(part) for part in r.parts], **attrs.asdict(r.run)}
                  for r in runs],
         "summary": summary,
     }
@@ -304,7 +313,8 @@ def live_runs(document: Mapping[str, Any]) -> list[LiveRun]:
     run_fields = [field.name for field in attrs.fields(Run)]
     return [LiveRun(r["server"], r["phase"], r["round"],
                     Run(**{name: r[name] for name in run_fields}), r["changes"],
-                    tuple(r.get("cores", ())))
+                    tuple(r.get("cores", ())),
+                    tuple((name, cpu) for name, cpu in r.get("parts", ())))
             for r in document["runs"]]
 
 
@@ -318,6 +328,18 @@ def cpu_per_change_ms(summary: Mapping[str, Any], phase: str) -> float | None:
     extra_us = with_["cpu_per_query_us"]["median"] - without["cpu_per_query_us"]["median"]
     return float(extra_us * with_["qps"]["median"]
                  / (with_["changes"] / with_["seconds"]) / 1e3)
+
+
+def part_cost_per_change_ms(summary: Mapping[str, Any], phase: str) -> dict[str, float]:
+    """Each part's CPU per change in ``phase`` beyond its CPU without changes,
+    milliseconds (medians: (CPU a second with - without) / changes a second)."""
+    with_, without = summary[phase], summary["none"]
+    if not with_["changes"] or not with_["seconds"]:
+        return {}
+    rate = with_["changes"] / with_["seconds"]
+    calm = without.get("cpu_by_part", {})
+    return {name: (cpu - calm.get(name, 0.0)) / rate * 1e3
+            for name, cpu in with_.get("cpu_by_part", {}).items()}
 
 
 def live_tables(document: Mapping[str, Any]) -> str:
@@ -372,6 +394,19 @@ def live_tables(document: Mapping[str, Any]) -> str:
                 extra = cpu_per_change_ms(document["summary"][server], phase["name"])
                 cells.append("-" if extra is None else f"{extra:.2f}")
         lines.append("| " + " | ".join(cells) + " |")
+    changing = [phase for phase in phases if phase["name"] != "none"]
+    lines += ["", "Where that CPU goes: each part's CPU per change beyond its CPU without "
+              "changes (each thread's and process's ticks from /proc; the median a second "
+              "over the rounds, over the changes made a second), milliseconds. A part "
+              "that answers the queries shows, negative, the time it gave up:", "",
+              "| server | part | " + " | ".join(p["label"] for p in changing) + " |",
+              "|---|---|" + "---:|" * len(changing)]
+    for server in document["servers"]:
+        costs = [part_cost_per_change_ms(document["summary"][server], p["name"])
+                 for p in changing]
+        for name in dict.fromkeys(name for cost in costs for name in cost):
+            lines.append(f"| {DISPLAY.get(server, server)} | {name} | " + " | ".join(
+                f"{cost[name]:.2f}" if name in cost else "-" for cost in costs) + " |")
     phase_head = [phase["label"] for phase in phases]
     lines += ["", "Each core's busy share over the same runs (/proc/stat; median, core 0 / "
               "core 1 / ...): a client core near 1.00 is what limits the q/s.", "",

@@ -9,6 +9,7 @@ right."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -209,8 +210,18 @@ def _live_runs() -> list[Any]:
     qps = {("valis", "none"): [100.0, 80.0], ("valis", "other"): [90.0, 70.0],
            ("valis", "queried"): [50.0, 40.0], ("knot", "none"): [200.0, 200.0],
            ("knot", "other"): [190.0, 190.0], ("knot", "queried"): [180.0, 180.0]}
+    def parts(server: str, phase: str) -> tuple[tuple[str, float], ...]:
+        """CPU seconds a run of 6 s: 1 ms (the trio thread), 2 ms (PostgreSQL) and
+        0.5 ms (knotd) for each of its 300 changes, beyond what it spends without."""
+        changes = 0 if phase == "none" else 300
+        if server == "knot":
+            return (("knotd", 1.0 + changes * 0.0005),)
+        return (("resident: trio thread", 0.6 + changes * 0.001),
+                ("PostgreSQL", changes * 0.002))
+
     return [report.LiveRun(server, phase, round_ + 1, run(values[round_]),
-                           0 if phase == "none" else 300, (0.5 + round_ / 10, 1.0))
+                           0 if phase == "none" else 300, (0.5 + round_ / 10, 1.0),
+                           parts(server, phase))
             for (server, phase), values in qps.items() for round_ in (0, 1)]
 
 
@@ -260,6 +271,33 @@ def test_the_change_rate_document_gives_each_core_s_busy_share_per_phase() -> No
         {"median": pytest.approx(0.55), "low": 0.5, "high": 0.6},
         {"median": 1.0, "low": 1.0, "high": 1.0}]
     assert "| valis | 0.55 / 1.00 | 0.55 / 1.00 | 0.55 / 1.00 |" in report.live_tables(document)
+
+
+def test_the_change_rate_document_gives_each_part_s_cpu_per_change() -> None:
+    document = _live_document()
+    valis, knot = document["summary"]["valis"], document["summary"]["knot"]
+    assert valis["none"]["cpu_by_part"] == {"resident: trio thread": pytest.approx(0.1),
+                                            "PostgreSQL": 0.0}
+    assert report.part_cost_per_change_ms(valis, "queried") == {
+        "resident: trio thread": pytest.approx(1.0), "PostgreSQL": pytest.approx(2.0)}
+    assert report.part_cost_per_change_ms(knot, "other") == {"knotd": pytest.approx(0.5)}
+    assert report.part_cost_per_change_ms(valis, "none") == {}
+    text = report.live_tables(document)
+    assert "| valis | resident: trio thread | 1.00 | 1.00 |" in text
+    assert "| valis | PostgreSQL | 2.00 | 2.00 |" in text
+    assert "| Knot | knotd | 0.50 | 0.50 |" in text
+
+
+def test_a_part_s_cpu_is_its_threads_ticks_between_two_readings() -> None:
+    assert live.spent({"a": 10, "b": 5}, {"a": 110, "c": 7}) == (
+        ("a", pytest.approx(100 * live.TICK)), ("c", pytest.approx(7 * live.TICK)))
+    mine = live.thread_ticks(os.getpid())
+    assert os.getpid() in mine  # the main thread's id is the process's
+    assert all(ticks >= 0 for ticks in mine.values())
+    assert live.thread_ticks(2**22 + 1) == {}  # above any pid: no such process
+    whole = live.whole_part("me", os.getpid())()
+    assert list(whole) == ["me"]
+    assert whole["me"] >= mine[os.getpid()]  # a thread's ticks only grow
 
 
 def test_the_core_busy_shares_are_the_non_idle_part_of_each_core_s_ticks() -> None:
