@@ -64,7 +64,7 @@ import dns.query
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dns_qps import free_port, nsd_conf, which  # beside this script
+from dns_qps import free_port, nsd_conf, process_tree, which  # beside this script
 from reload_latency import cluster_for_this_user, zone_rows
 
 from valis_core.operator_state.schema import migrate
@@ -123,22 +123,6 @@ def pss_kib(pid: int) -> int:
     return 0
 
 
-def process_tree(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                stat = (entry / "stat").read_text()
-                children.setdefault(int(stat[stat.rindex(")") + 2 :].split()[1]), []).append(
-                    int(entry.name))
-    tree, stack = [], [pid]
-    while stack:
-        current = stack.pop()
-        tree.append(current)
-        stack.extend(children.get(current, []))
-    return tree
-
-
 def memory(pid: int) -> dict[str, float]:
     tree = process_tree(pid)
     return {
@@ -184,7 +168,7 @@ def timeline(log: str, wall: float) -> dict[str, float | None]:
     """From the resident's log: seconds from starting it to its first line (the
     interpreter and the imports), and from the zone source's last line of its load to
     READY (everything after the zones are built)."""
-    stamps = {}
+    stamps: dict[str, float] = {}
     for line in log.splitlines():
         found = re.match(r"(\d{4}-\d\d-\d\dT[\d:.]+)Z ", line)
         if found is None:

@@ -503,6 +503,17 @@ def tree_cpu_seconds(pid: int) -> float:
     return sum(ticks.get(each, 0) for each in tree) / os.sysconf("SC_CLK_TCK")
 
 
+def stat_fields(stat: str) -> list[str]:
+    """The fields of a ``/proc/PID/stat`` (or ``task/TID/stat``) line after the command
+    name, which may hold spaces and parentheses: the state is the first."""
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def stat_ticks(fields: Sequence[str]) -> int:
+    """utime+stime, in clock ticks, of ``stat_fields``."""
+    return int(fields[11]) + int(fields[12])
+
+
 def _process_table(pid: int) -> tuple[dict[int, int], list[int]]:
     """The CPU ticks of every live process, and ``pid`` with its descendants."""
     children: dict[int, list[int]] = {}
@@ -514,10 +525,10 @@ def _process_table(pid: int) -> tuple[dict[int, int], list[int]]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()
+        fields = stat_fields(stat)
         ppid = int(fields[1])
         children.setdefault(ppid, []).append(int(entry.name))
-        ticks[int(entry.name)] = int(fields[11]) + int(fields[12])
+        ticks[int(entry.name)] = stat_ticks(fields)
     tree, stack = [], [pid]
     while stack:
         current = stack.pop()

@@ -55,6 +55,8 @@ from dns_qps import (  # beside this script
     knot_conf,
     process_tree,
     start,
+    stat_fields,
+    stat_ticks,
     stop_all,
     which,
 )
@@ -258,8 +260,7 @@ def thread_ticks(pid: int) -> dict[int, int]:
         for tid in os.listdir(f"/proc/{pid}/task"):
             with contextlib.suppress(OSError, ValueError, IndexError):
                 stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-                fields = stat[stat.rindex(")") + 2 :].split()
-                out[int(tid)] = int(fields[11]) + int(fields[12])
+                out[int(tid)] = stat_ticks(stat_fields(stat))
     return out
 
 
