@@ -5,13 +5,24 @@ exactly what the seal sends asks for a read, never for its rows to be trusted.""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from valis_core.dns.wire.records import RecordRow
-from valis_core.operator_state.zone_notes import Note, fold, parse_note, parse_rows, plan
+from valis_core.operator_state.zone_notes import (
+    CHANNEL,
+    FENCE_CHANNEL,
+    ROWS_CHANNEL,
+    Note,
+    fold,
+    parse_note,
+    parse_rows,
+    plan,
+    read_notes,
+)
 
 ZONE = "example.org."
 OTHER = "example.net."
@@ -124,3 +135,46 @@ def test_a_rows_note_that_is_not_the_seal_s_asks_for_a_read() -> None:
     }
     for payload, expected in cases.items():
         assert parse_rows(payload) == expected, payload
+
+
+def _naive(channel: str, payload: str) -> Note:
+    if channel == FENCE_CHANNEL:
+        return Note(fence=True)
+    return parse_rows(payload) if channel == ROWS_CHANNEL else parse_note(payload)
+
+
+owner_sets = st.lists(st.sampled_from(OWNERS), min_size=1, max_size=3, unique=True)
+# A seal's pair (its names note, then its rows note for the same owners, or for others:
+# a rows note that does not cover it), a names note alone, a zone note, a rows note of
+# another zone, the fence.
+raw_notes = st.one_of(
+    st.builds(lambda owners, same, others: [
+        (CHANNEL, "\n".join([ZONE, *sorted(owners)])),
+        (ROWS_CHANNEL, rows_note(ZONE, {
+            owner: [[owner.upper(), "A", 300, "192.0.2.1"]]
+            for owner in (owners if same else others)
+        })),
+    ], owner_sets, st.booleans(), owner_sets),
+    st.builds(lambda owners: [(CHANNEL, "\n".join([ZONE, *owners]))], owner_sets),
+    st.just([(CHANNEL, ZONE)]),
+    st.just([(ROWS_CHANNEL, rows_note(OTHER, {"a.example.net.": []}))]),
+    st.just([(FENCE_CHANNEL, "")]),
+    st.just([(ROWS_CHANNEL, "{not json")]),
+)
+
+
+@given(st.lists(raw_notes, max_size=6), st.sampled_from((None, {ZONE})))
+def test_a_names_note_left_unparsed_folds_as_if_it_had_been_read(
+    groups: list[list[tuple[str, str]]], served: set[str] | None,
+) -> None:
+    held = [note for group in groups for note in group]
+    notes = read_notes(held)
+    assert fold(notes, served) == fold([_naive(*note) for note in held], served)
+    # Only a names note the next rows note covers is left out.
+    covered = sum(
+        1 for (channel, payload), (after, rows) in itertools.pairwise(held)
+        if channel == CHANNEL and after == ROWS_CHANNEL
+        and (note := parse_rows(rows)).rows is not None
+        and payload == "\n".join([note.zone, *note.owners])
+    )
+    assert len(notes) == len(held) - covered

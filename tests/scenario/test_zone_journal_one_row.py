@@ -1,7 +1,10 @@
 """Migration 0014's one-row journal path and the seal journalling its own serial raise
-leave the journal, the records and the change notes exactly as migration 0013 left them:
-the same transactions run against a database at 0013 and one at 0013 that holds zones
-and journal rows and is then upgraded by ``migrate`` give the same state after each."""
+leave the journal and the records exactly as migration 0013 left them: the same
+transactions run against a database at 0013 and one at 0013 that holds zones and journal
+rows and is then upgraded by ``migrate`` give the same state after each. The notes may
+differ (since 0023 a journalled change is noted by its seal, not by each statement), but
+on both every owner whose rows a transaction changed is named, to zone sources of every
+version."""
 
 from __future__ import annotations
 
@@ -85,6 +88,9 @@ TRANSACTIONS: tuple[tuple[Statement, ...], ...] = (
     (soa(5),),
     (soa(40, refresh=7202), update("a.", "A", "192.0.2.13", "192.0.2.14")),
     (update("a.", "A", "192.0.2.14", "192.0.2.15"), soa(1, refresh=7203)),
+    # A change whose journal entry is deleted before its seal: still named (the zone).
+    (update("a.", "A", "192.0.2.15", "192.0.2.16"),
+     ("DELETE FROM zone_journal WHERE new_serial IS NULL", ())),
     # A change, then its zone deleted in the same transaction; then the zone again.
     (update("a.", "A", "192.0.2.21", "192.0.2.22", zone=TWO),
      ("DELETE FROM zones WHERE name = %s", (TWO,))),
@@ -137,26 +143,53 @@ def databases(pg_cluster: PgCluster) -> Iterator[tuple[Any, Any, Any, Any]]:
 
 
 def notes(listening: Any) -> list[tuple[str, str]]:
-    """The notes of the transactions since the last call, sorted: a statement over several
-    zones notes them in the order PostgreSQL groups its rows, which no reader relies on
-    and migration 0019's static grouping need not keep (identical notes within a
-    transaction are folded, so the set is the same whatever the order)."""
+    """The notes of the transactions since the last call."""
     listening.execute("SELECT 1")  # a round trip, so every committed note has arrived
-    return sorted((n.channel, n.payload) for n in listening.notifies(timeout=0.3))
+    return [(n.channel, n.payload) for n in listening.notifies(timeout=0.3)]
 
 
-def test_the_journal_records_and_notes_are_those_of_migration_0013(
+def changed_owners(before: list[Any], after: list[Any]) -> set[tuple[str, str]]:
+    """The (zone, owner) whose rows differ, owners compared as the journal compares them
+    (ASCII-lowercased: a change of spelling alone nets away)."""
+    def held(records: list[Any]) -> dict[tuple[str, str], list[Any]]:
+        out: dict[tuple[str, str], list[Any]] = {}
+        for zone, owner, rtype, ttl, rdata in records:
+            out.setdefault((zone, owner.lower()), []).append((rtype, ttl, rdata))
+        return {key: sorted(rows) for key, rows in out.items()}
+
+    old, new = held(before), held(after)
+    return {key for key in old.keys() | new.keys() if old.get(key) != new.get(key)}
+
+
+def assert_named(heard: list[tuple[str, str]], changed: set[tuple[str, str]]) -> None:
+    """Every changed owner is named on valis_zone_owners_changed (its zone whole, or
+    everything, names it too), and its zone on valis_zone_changed."""
+    payloads = {payload for channel, payload in heard if channel == CHANNELS[1]}
+    legacy = {payload for channel, payload in heard if channel == CHANNELS[0]}
+    named = set()
+    for payload in payloads:
+        zone, *owners = payload.split("\n")
+        named |= {(zone, owner) for owner in owners} if owners else {(zone, "*")}
+    for zone, owner in changed:
+        assert "" in payloads or {(zone, owner), (zone, "*")} & named, (zone, owner, heard)
+        assert "" in legacy or zone in legacy, (zone, heard)
+
+
+def test_the_journal_and_records_are_those_of_migration_0013_and_changes_are_named(
     databases: tuple[Any, Any, Any, Any],
 ) -> None:
     old, old_listening, new, new_listening = databases
     assert state(new) == state(old)
     for transaction in TRANSACTIONS:
+        records, _ = state(new)
         for conn in (old, new):
             with conn.transaction():
                 for sql, params in transaction:
                     conn.execute(sql, params)
         assert state(new) == state(old), transaction
-        assert notes(new_listening) == notes(old_listening), transaction
+        changed = changed_owners(records, state(new)[0])
+        assert_named(notes(new_listening), changed)
+        assert_named(notes(old_listening), changed)
     _, journal = state(new)
     assert len(journal) >= 15  # the changes that did not net to nothing made entries
     assert all(entry[2] is not None for entry in journal)
@@ -190,6 +223,7 @@ def test_any_transactions_journal_as_under_migration_0013(
     statement that fails, say on a duplicate, rolls back to its savepoint on both)."""
     old, old_listening, new, new_listening = databases
     for transaction in transactions:
+        records, _ = state(new)
         failed: dict[int, list[bool]] = {}
         for conn in (old, new):
             with conn.transaction():
@@ -202,4 +236,6 @@ def test_any_transactions_journal_as_under_migration_0013(
                         failed.setdefault(id(conn), []).append(True)
         assert failed[id(new)] == failed[id(old)]
         assert state(new) == state(old), transaction
-        assert notes(new_listening) == notes(old_listening), transaction
+        changed = changed_owners(records, state(new)[0])
+        assert_named(notes(new_listening), changed)
+        assert_named(notes(old_listening), changed)

@@ -27,9 +27,10 @@ from valis_core.dns.wire.records import RecordRow
 from valis_core.operator_state.zone_load import plain_owner
 
 CHANNEL = "valis_zone_owners_changed"
-"""The NOTIFY channel the records and zones triggers signal on (payloads: ``parse_note``).
-Migration 0003 made it; ``valis_zone_changed`` still carries bare zone names for sources
-of older valis versions."""
+"""Where a change's owners are named (payloads: ``parse_note``): by the seal of its
+journal entry (migration 0023), by a records statement the journal does not cover, and by
+the zones trigger. Migration 0003 made it; ``valis_zone_changed`` still carries bare zone
+names for sources of older valis versions."""
 
 ROWS_CHANNEL = "valis_zone_rows"
 """Where the seal sends the rows a committed change's owners hold (migration 0022;
@@ -161,17 +162,36 @@ def drain(listen: psycopg.Connection[Any], served: set[str] | None) -> Changes:
     pgconn.consume_input()  # raises OperationalError when the connection is gone
     if pgconn.status != psycopg.pq.ConnStatus.OK:
         raise psycopg.OperationalError("zone source: listen connection is broken")
-    notes: list[Note] = []
+    held: list[tuple[str, str]] = []
     while (raw := pgconn.notifies()) is not None:
-        payload = raw.extra.decode("utf-8", "replace")
-        channel = raw.relname.decode("utf-8", "replace")
+        held.append((raw.relname.decode("utf-8", "replace"),
+                     raw.extra.decode("utf-8", "replace")))
+    return fold(read_notes(held), served)
+
+
+def read_notes(held: Iterable[tuple[str, str]]) -> list[Note]:
+    """Parse (channel, payload) notifications in the order they came. A seal's names
+    note is followed by its rows note naming the same owners (migration 0023), which
+    stands for it in ``fold``: such a names note is left out unparsed."""
+    notes: list[Note] = []
+    named: str | None = None  # a names note, held until the note after it is read
+    for channel, payload in held:
+        rows = parse_rows(payload) if channel == ROWS_CHANNEL else None
+        if named is not None and not (
+            rows is not None and rows.rows is not None
+            and named == "\n".join([rows.zone, *rows.owners])
+        ):
+            notes.append(parse_note(named))
+        named = None
         if channel == FENCE_CHANNEL:
             notes.append(Note(fence=True))
-        elif channel == ROWS_CHANNEL:
-            notes.append(parse_rows(payload))
+        elif rows is not None:
+            notes.append(rows)
         else:
-            notes.append(parse_note(payload))
-    return fold(notes, served)
+            named = payload
+    if named is not None:
+        notes.append(parse_note(named))
+    return notes
 
 
 @attrs.frozen
