@@ -111,6 +111,13 @@ def change_target(phase: str, names: int, n: int) -> tuple[str, str, str]:
     return zone, f"h{n * OWNER_STEP % OTHER_HOSTS}.{zone}", address
 
 
+def round_offset(round_: int, rate: float, seconds: float) -> int:
+    """Where round ``round_``'s changes start (``change_target``'s ``n``): each round goes
+    on from the last one's, which repeated would write each host the address it already
+    holds, a change that changes nothing."""
+    return (round_ - 1) * (int(rate * seconds) + 1)
+
+
 def paced(rate: float, seconds: float, change: Callable[[int], None]) -> int:
     """Call ``change(0)``, ``change(1)`` ... at ``rate`` a second for ``seconds`` (never
     more than rate x seconds + 1 calls); how many were made. Late calls are not made up
@@ -295,9 +302,10 @@ def one_run(
     beside it in a thread."""
     made: list[int] = []
     last: list[tuple[str, str, str]] = []
+    offset = round_offset(round_, args.changes_per_second, args.duration)
 
     def one(n: int) -> None:
-        target = change_target(phase, args.names, n)
+        target = change_target(phase, args.names, offset + n)
         change(*target)
         last[:] = [target]
 

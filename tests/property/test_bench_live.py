@@ -129,6 +129,26 @@ def test_changes_move_over_every_host_each_with_an_address_of_its_own() -> None:
     assert len(addresses) == 1 << 17
 
 
+
+@settings(max_examples=scaled(0.3), deadline=None)
+@given(st.sampled_from(("other", "queried")), st.integers(1, 4), st.integers(1, 20),
+       st.sampled_from((100, 10_000)))
+def test_every_change_of_every_round_changes_what_its_host_holds(
+    phase: str, rounds: int, seconds: int, names: int,
+) -> None:
+    """``live rate``'s changes, round after round as ``one_run`` makes them: each writes
+    its host an address the host does not hold already (the zone's own addresses are not
+    the changes')."""
+    rate = 50.0
+    held: dict[str, str] = {}
+    for round_ in range(1, rounds + 1):
+        offset = live.round_offset(round_, rate, seconds)
+        for n in range(int(rate * seconds) + 1):
+            _, owner, address = live.change_target(phase, names, offset + n)
+            assert held.get(owner) != address, (round_, n)
+            held[owner] = address
+
+
 def _measured(point: Any, latencies: list[float]) -> Any:
     return curve.Measured(point, tuple(latencies), tuple(x / 2 for x in latencies),
                           full_load_seconds=1.25, import_seconds=3.0, patched=len(latencies),
