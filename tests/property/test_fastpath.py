@@ -262,6 +262,27 @@ def test_a_full_table_is_emptied_and_fills_again() -> None:
     assert table.ask(asked[0])[0] is None
 
 
+def test_a_table_knows_which_zones_an_entry_was_read_from_until_it_is_emptied() -> None:
+    """``Table.reading``: what a move of a zone asks before it compares entries or
+    answers the changed owners again (``fastpath._patched``)."""
+    snapshot = snapshot_of(TWO_ZONES)
+    table = fastpath.shared_table(snapshot)
+    assert table is not None
+    plain, signed = from_text(PLAIN).lower(), from_text(SIGNED).lower()
+    assert not table.reading(plain)
+    assert not table.reading(signed)
+    assert not table.reading(from_text("not-served.example.").lower())
+    teach(table, snapshot, dns.message.make_query(f"nothere.{PLAIN}", "A").to_wire())
+    assert not table.reading(plain)  # a negative answer is the zone's, read from no entry
+    teach(table, snapshot, dns.message.make_query(f"www.{PLAIN}", "A").to_wire())
+    assert table.reading(plain)
+    assert not table.reading(signed)
+    table.clear()
+    assert not table.reading(plain)
+    with pytest.raises(TypeError):
+        table.reading("a text apex")  # type: ignore[arg-type]
+
+
 def test_the_table_refuses_malformed_entries_with_an_error() -> None:
     table = new_table(4)
     good = b"\x03www\x00\x00\x01"

@@ -936,6 +936,18 @@ static PyObject *Table_clear(TableObject *self, PyObject *Py_UNUSED(ignored)) {
 
 static Py_ssize_t Table_len(TableObject *self) { return self->count; }
 
+/* Whether an entry read inside the zone at `apex` was put since the table was last
+ * emptied (`Zone.reading`); false for a zone the table does not serve. Without one, a
+ * move of the zone walks no slot and no kept answer of it is worth answering again
+ * (fastpath._patched). Only the writer (the GIL held) changes the count. */
+static PyObject *Table_reading(TableObject *self, PyObject *arg) {
+    Py_buffer apex;
+    if (PyObject_GetBuffer(arg, &apex, PyBUF_SIMPLE) < 0) return NULL;
+    long z = zone_at(self, apex.buf, (size_t)apex.len);
+    PyBuffer_Release(&apex);
+    return PyBool_FromLong(z >= 0 && self->zones[z].reading != 0);
+}
+
 /* --- one query ------------------------------------------------------------------- */
 
 enum { MISS = -1, PLAIN_MISS = -2 };
@@ -1285,6 +1297,9 @@ static PyMethodDef Table_methods[] = {
      "without its key here)."},
     {"negative", (PyCFunction)Table_negative_write, METH_VARARGS,
      "negative(apex, rcode, at, entry): the zone's negative answer at an offset."},
+    {"reading", (PyCFunction)Table_reading, METH_O,
+     "reading(apex): whether an entry read inside the zone at apex was put since the "
+     "table was last emptied (False: no such zone served)."},
     {"retire", (PyCFunction)Table_retire, METH_NOARGS,
      "retire(): a newer table answers for the holder; workers answer nothing more from "
      "this one."},

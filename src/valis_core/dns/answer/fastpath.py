@@ -327,7 +327,8 @@ def _patched(table: Table, held: ServedZone, zone: ServedZone, cache: ResponseCa
     """Move ``held`` to ``zone``, its later version by patches (``Lineage``), keeping the
     entries that read none of the owners they replaced (``Table.moved``), and give it
     again the negative answers it was taught (``negatives``: ``_negatives_again``), and
-    add the zone and the owners replaced to ``patched``; ``False``: not so related
+    add the zone and the owners replaced to ``patched`` when an entry was read from it
+    (``Table.reading``); ``False``: not so related
     (rebuilt, or further back than its lineage remembers), or a DNAME at its apex (which
     ``_cache.untouched`` leaves to the drop)."""
     owners = zone.lineage.since(held.lineage)
@@ -336,12 +337,17 @@ def _patched(table: Table, held: ServedZone, zone: ServedZone, cache: ResponseCa
         return False
     nodes, ents, interrupts = _tables(zone)
     apex = zone.apex
-    soa_only = (apex,) if apex in owners and _soa_alone_moved(held, zone) else ()
+    # A zone no entry was read from since the table was emptied (one not asked about:
+    # most zones of a node, at any moment) has no entry for the move to keep, and no
+    # kept answer at its owners to answer again: its move skips both.
+    reading = table.reading(apex)
+    soa_only = (apex,) if reading and apex in owners and _soa_alone_moved(held, zone) else ()
     table.moved(apex, nodes, ents, interrupts, zone.has_wildcard,
                 tuple(owner for owner in owners if owner not in soa_only), soa_only)
     if negatives:
         _negatives_again(table, negatives, zone, cache)
-    patched.append((zone, owners))
+    if reading:
+        patched.append((zone, owners))
     return True
 
 
