@@ -252,8 +252,9 @@ class KeptAnswers:
         for name in names[1:]:
             if index.zone_for(name) is not zone:
                 return None
-        past = zone.lineage.past
-        if mark is not zone.lineage.mark and past and not untouched(reads, past[-1][1], apex):
+        lineage = zone.lineage
+        if mark is not lineage.mark and lineage.before is not None \
+                and not untouched(reads, lineage.replaced, apex):
             # The last patch replaced what it read: touched, whatever came before (an
             # answer at an owner just changed, asked again at once: ``_answered_again``),
             # without the union of every patch since its version.
