@@ -73,19 +73,25 @@ def test_a_frozen_zone_version_replaced_by_a_change_is_freed_without_the_collect
     collector: None,
 ) -> None:
     """What a change replaces in an index frozen after its load (the zone's version,
-    the index) is freed as soon as nothing refers to it: zone versions and indexes hold
-    no reference cycle, so the collector, which never walks frozen objects, is not
-    needed for them."""
+    the index) is freed as soon as nothing refers to it: zone versions, indexes and
+    lineages hold no reference cycle, so the collector, which never walks frozen
+    objects, is not needed for them (a version's lineage lives on in its successors'
+    until the last of them goes)."""
     with RESIDENT_HEAP.bulk():
         index = _zones(50)
     gc.disable()  # the collector cannot be what frees them below
     zone = index.zone_for(b"\x02z7\x07example\x00")
     assert zone is not None
-    refs: list[Callable[[], object]] = [
-        weakref.ref(index), weakref.ref(zone), weakref.ref(zone.lineage)
-    ]
+    refs: list[Callable[[], object]] = [weakref.ref(index), weakref.ref(zone)]
+    lineage = weakref.ref(zone.lineage)
     changed = index.with_owners_replaced("z7.example.", ["www.z7.example."], [])
     again = changed.with_owners_replaced("z7.example.", ["www.z7.example."], [])
     del index, zone, changed
     assert all(ref() is None for ref in refs)
     assert again.zone_for(b"\x03www\x02z7\x07example\x00") is not None
+    now = again.zone_for(b"\x02z7\x07example\x00")
+    assert now is not None
+    assert now.lineage.before is not None
+    assert lineage() is now.lineage.before.before  # remembered by its successors alone
+    del again, now
+    assert lineage() is None
