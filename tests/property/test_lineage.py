@@ -59,3 +59,14 @@ def held_patches(lineage: Lineage) -> list[frozenset[bytes]]:
         held.append(lineage.replaced)
         lineage = lineage.before
     return held
+
+
+def test_a_long_lineage_is_shown_without_its_chain() -> None:
+    """A zone version is shown (a log line, a failed assertion) without walking the
+    thousands of lineages before it, which would pass the interpreter's recursion limit."""
+    lineage = Lineage()
+    for _ in range(3 * _served.PAST_PATCHES):
+        lineage = lineage.patched(frozenset({b"\x01a\x00"}))
+    shown = repr(lineage)
+    assert len(shown) < 200
+    assert f"patches={lineage.patches}" in shown

@@ -35,7 +35,7 @@ class Lineage:
     from its newest part (``_kept``): a thousand patches' work once every thousand
     patches, and what a version holds stays bounded."""
 
-    before: Lineage | None = None
+    before: Lineage | None = attrs.field(default=None, repr=False)  # a chain: not recursed
     """The lineage of the version this one was patched from; ``None``: built, or the
     oldest version remembered."""
     replaced: frozenset[bytes] = frozenset()
