@@ -6,14 +6,16 @@ refusal, word for word."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.hypothesis_profiles import scaled
 from tests.property.drawn_rows import HOSTILE, rdata_for, rows
+from valis_core.dns import wire
 from valis_core.dns.wire import master
 from valis_core.dns.wire.records import RecordRow, ZoneError
-from valis_core.dns.zone import ServedZone, ZoneIndex
+from valis_core.dns.zone import ServedZone, ZoneIndex, build
 from valis_core.dns.zone.build import Builder, rdata_wire
 
 Outcome = tuple[list[str], list[tuple[object, ...]] | str]
@@ -50,6 +52,39 @@ def test_rows_build_the_same_zones_the_short_way_and_the_long_way(
     records: list[RecordRow],
 ) -> None:
     assert built(records, general=False) == built(records, general=True)
+
+
+@settings(max_examples=scaled(0.5))
+@given(rows())
+def test_rows_build_the_same_zones_whatever_zone_names_builders_read_before(
+    records: list[RecordRow],
+) -> None:
+    """The zone names remembered across builders (``build.zone_shape``) change nothing:
+    a builder that finds none remembered, and one that finds every one, give the same
+    zones or the same refusals."""
+    build._ZONE_SHAPES.clear()
+    first = built(records, general=False)
+    assert {row.zone for row in records if _is_name(row.zone)} <= build._ZONE_SHAPES.keys()
+    assert built(records, general=False) == first
+
+
+def _is_name(zone: str) -> bool:
+    try:
+        wire.from_text(zone if zone.endswith(".") else zone + ".")
+    except wire.BadName:
+        return False
+    return True
+
+
+def test_the_zone_names_remembered_across_builders_are_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(build, "ZONES_REMEMBERED", 8)
+    build._ZONE_SHAPES.clear()
+    for n in range(50):
+        builder = Builder()
+        builder.add_fields(f"z{n}.example.", f"z{n}.example.", "NS", 300, "ns.example.")
+        assert 0 < len(build._ZONE_SHAPES) <= 8
 
 
 @settings(max_examples=scaled(1.0))

@@ -34,7 +34,7 @@ from valis_core.dns.wire import names as wire
 from valis_core.dns.wire.records import RecordRow, ZoneError
 from valis_core.dns.zone._patch import replace_owners
 from valis_core.dns.zone._served import ServedZone
-from valis_core.dns.zone.build import Builder, read_master_into
+from valis_core.dns.zone.build import Builder, read_master_into, zone_shape
 from valis_core.dns.zone.owners import OwnerMap
 
 
@@ -101,10 +101,7 @@ class ZoneIndex:
         ``ValueError`` for a row of another zone or of an owner not listed, and
         ``KeyError`` for a zone this index does not serve. This index is left as it
         was."""
-        try:
-            apex = wire.from_text(zone if zone.endswith(".") else zone + ".").lower()
-        except wire.BadName as exc:
-            raise ZoneError(zone, zone, f"bad zone name: {exc}") from None
+        apex = zone_shape(zone)[0]
         old = self._by_apex.get(apex)
         if old is None:
             raise KeyError(zone)

@@ -209,6 +209,36 @@ patch's builder holds a few rows: without them each would take the long way,
 dnspython's, issue 27)."""
 
 
+ZONES_REMEMBERED = 4096
+"""Zone texts remembered across builders (``_ZONE_SHAPES``), at most: past it, all are
+forgotten and remembered again as builders read them."""
+
+_ZONE_SHAPES: dict[str, tuple[bytes, str, str]] = {}
+"""Each zone text some builder read: its apex, its origin as text, and what every
+plainly written owner below the apex ends with (its origin after a dot; empty for a
+zone whose name is not plain text, or the root). A pure function's results, so that a
+patch's builder, a few rows of one zone, parses no zone name (issue 27)."""
+
+
+def zone_shape(zone: str) -> tuple[bytes, str, str]:
+    """A zone text's apex (lowercased wire form), origin and plain owners' suffix
+    (``_ZONE_SHAPES``); ``ZoneError`` for a name that is none."""
+    known = _ZONE_SHAPES.get(zone)
+    if known is not None:
+        return known
+    try:
+        apex = wire.from_text(absolute(zone)).lower()
+    except wire.BadName as exc:
+        raise ZoneError(zone, zone, f"bad zone name: {exc}") from None
+    origin = wire.to_text(apex)
+    plain = origin != "." and wire.plain_labels(origin[:-1]) == apex[:-1]
+    shape = (apex, origin, "." + origin if plain else "")
+    if len(_ZONE_SHAPES) >= ZONES_REMEMBERED:
+        _ZONE_SHAPES.clear()
+    _ZONE_SHAPES[zone] = shape
+    return shape
+
+
 class Builder:
     """Accumulates records per zone and owner, then checks and freezes them."""
 
@@ -235,11 +265,10 @@ class Builder:
         known = self._zone_keys.get(zone)
         if known is not None:
             return known
-        try:
-            apex = wire.from_text(absolute(zone)).lower()
-        except wire.BadName as exc:
-            raise ZoneError(zone, zone, f"bad zone name: {exc}") from None
-        parts = self._zones.setdefault(apex, _ZoneParts(wire.to_text(apex)))
+        apex, origin, _ = zone_shape(zone)
+        parts = self._zones.get(apex)
+        if parts is None:
+            parts = self._zones[apex] = _ZoneParts(origin)
         self._zone_keys[zone] = (apex, parts)
         return apex, parts
 
@@ -334,9 +363,7 @@ class Builder:
         apex ends with (its origin after a dot; empty for a zone whose name is not plain
         text, or the root, whose owners all take the long way)."""
         apex, parts = self._zone(zone)
-        origin = parts.origin
-        plain = origin != "." and wire.plain_labels(origin[:-1]) == apex[:-1]
-        shape = (apex, parts, "." + origin if plain else "")
+        shape = (apex, parts, zone_shape(zone)[2])
         self._shapes[zone] = shape
         return shape
 
