@@ -6,6 +6,7 @@ between index versions (``ZoneIndex``, in ``_index``, holds them; ``build`` make
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 
 import attrs
 
@@ -59,15 +60,10 @@ class Lineage:
         if before is self.mark:
             return frozenset()
         found: list[frozenset[bytes]] = []
-        owners, node = 0, self
-        while node.before is not None and len(found) < PAST_PATCHES:
-            owners += len(node.replaced)
-            if owners > PAST_OWNERS:
-                return None
+        for node in self._remembered():
             found.append(node.replaced)
-            if node.before.mark is before:
+            if node.before is not None and node.before.mark is before:
                 return found[0] if len(found) == 1 else frozenset().union(*found)
-            node = node.before
         return None
 
     def patched(self, owners: frozenset[bytes]) -> Lineage:
@@ -80,19 +76,26 @@ class Lineage:
     def _kept(self) -> Lineage:
         """This lineage made again of what it remembers (each version's mark kept), the
         older patches let go."""
-        steps: list[Lineage] = []
-        owners, node = 0, self
-        while node.before is not None and len(steps) < PAST_PATCHES:
-            owners += len(node.replaced)
-            if owners > PAST_OWNERS:
-                break
-            steps.append(node)
-            node = node.before
-        made = Lineage(mark=node.mark)
+        steps = list(self._remembered())
+        oldest = steps[-1].before if steps else None
+        made = Lineage(mark=self.mark if oldest is None else oldest.mark)
         for step in reversed(steps):
             made = Lineage(made, step.replaced, made.patches + 1,
                            made.owners + len(step.replaced), step.mark)
         return made
+
+    def _remembered(self) -> Iterator[Lineage]:
+        """The lineages along this one's chain whose patches it remembers, newest first
+        (each stands for the patch from its ``before``): at most ``PAST_PATCHES``, and
+        no more than ``PAST_OWNERS`` owners in all."""
+        owners, node, count = 0, self, 0
+        while node.before is not None and count < PAST_PATCHES:
+            owners += len(node.replaced)
+            if owners > PAST_OWNERS:
+                return
+            yield node
+            count += 1
+            node = node.before
 
 
 _VERSIONS = itertools.count(1)
