@@ -10,6 +10,7 @@ are run under ``setpriv`` instead, as the real account.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import os
 import pwd
@@ -28,6 +29,7 @@ import psycopg
 from valis_core.operator_state.local_cluster import LocalCluster
 
 RUN_USER = "valis"
+ACCOUNTS_LOCK = "/tmp/valis-test-accounts.lock"
 VENV_BIN = Path(sys.executable).parent
 _EUID_LOCK = threading.Lock()
 _DATABASE_NUMBERS = itertools.count(1)
@@ -45,9 +47,19 @@ def runtime_bin() -> Path:
 
 
 def ensure_system_user(name: str = RUN_USER) -> pwd.struct_passwd:
-    """Create the run account as a system user with its own group, if it is absent."""
+    """Create the run account as a system user with its own group, if it is absent.
+    Sessions run side by side take turns (``useradd`` refuses while another holds the
+    account files' lock)."""
     with contextlib.suppress(KeyError):
         return pwd.getpwnam(name)
+    with open(ACCOUNTS_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with contextlib.suppress(KeyError):
+            return pwd.getpwnam(name)
+        return _useradd(name)
+
+
+def _useradd(name: str) -> pwd.struct_passwd:
     result = subprocess.run(
         [
             "useradd",
@@ -128,6 +140,24 @@ def valis(*argv: str, input_text: str | None = None) -> tuple[int, str, str]:
     its exit status, stdout and stderr."""
     result = run_as(RUN_USER, [str(runtime_bin() / "valis"), *argv], input_text=input_text)
     return result.returncode, result.stdout, result.stderr
+
+
+SENT = "valis_test_sent"
+
+
+def notes_so_far(listening: psycopg.Connection[Any], writer: psycopg.Connection[Any],
+                 bound: float = 10.0) -> list[psycopg.Notify]:
+    """The notes ``listening`` has been sent since the last call, up to now: ``writer``
+    (autocommit, on the same database) sends a note on ``SENT``, which the listener
+    (``LISTEN SENT`` first) hears after every note committed before it, so no wait is
+    guessed. ``bound`` seconds without it is an error."""
+    writer.execute(f"NOTIFY {SENT}")
+    heard: list[psycopg.Notify] = []
+    for note in listening.notifies(timeout=bound):
+        if note.channel == SENT:
+            return heard
+        heard.append(note)
+    raise AssertionError(f"no note on {SENT} within {bound:g} s; heard before it: {heard}")
 
 
 @attrs.frozen

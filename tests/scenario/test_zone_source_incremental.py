@@ -19,7 +19,7 @@ from tests.scenario.operator_state_helpers import (
     run_sql,
     zone_source,
 )
-from tests.scenario.pg import PgCluster
+from tests.scenario.pg import SENT, PgCluster, notes_so_far
 from valis_core.dns import wire
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.zone import ZoneIndex
@@ -88,13 +88,13 @@ def listener(pg_cluster: PgCluster, state_dsn: str) -> Iterator[Callable[[str], 
     """A connection listening on the change channels; ``listener(channel)`` returns the
     payloads delivered on ``channel`` since the last call for that channel."""
     conn = pg_cluster.connect(state_dsn, autocommit=True)
-    conn.execute(f"LISTEN {CHANNEL}")
-    conn.execute(f"LISTEN {LEGACY_CHANNEL}")
+    writer = pg_cluster.connect(state_dsn, autocommit=True)
+    for channel in (CHANNEL, LEGACY_CHANNEL, SENT):
+        conn.execute(f"LISTEN {channel}")
     held: dict[str, list[str]] = {CHANNEL: [], LEGACY_CHANNEL: []}
 
     def payloads(channel: str = CHANNEL) -> list[str]:
-        conn.execute("SELECT 1")  # a round trip, so every committed note has arrived
-        for note in conn.notifies(timeout=0.2):
+        for note in notes_so_far(conn, writer):
             held[note.channel].append(note.payload)
         out, held[channel] = held[channel], []
         return out
@@ -102,6 +102,7 @@ def listener(pg_cluster: PgCluster, state_dsn: str) -> Iterator[Callable[[str], 
     try:
         yield payloads
     finally:
+        writer.close()
         conn.close()
 
 
