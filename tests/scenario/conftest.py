@@ -26,6 +26,7 @@ from tests.scenario.pg import RUN_USER, PgCluster, ensure_system_user, private_c
 from tests.scenario.proving_ground import Ground, sweep_stale
 from tests.scenario.resident_harness import Harness, harness
 from tests.scenario.transfer_wire import Wire
+from tests.scenario.work_queue import pytest_runtestloop  # noqa: F401 (the shared queue)
 from valis_core.operator_state.schema import migrate
 
 SERVER_USER = "postgres"

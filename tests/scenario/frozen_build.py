@@ -63,6 +63,7 @@ from pathlib import Path
 import attrs
 import pytest
 
+from tests.scenario.work_queue import claimed_modules, module_of
 from tests.script_module import load_script
 
 REPO = Path(__file__).resolve().parents[2]
@@ -490,9 +491,13 @@ def build_root() -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def frozen_builds(request: pytest.FixtureRequest, build_root: Path) -> Iterator[Builds]:
-    """Starts every build the collected tests use; every process is reaped at the end."""
+    """Starts every build the collected tests use (sharing the scenario tier with another
+    session, those of the modules this session has claimed so far: the rest start when a
+    fixture asks); every process is reaped at the end."""
+    claimed = claimed_modules(request.config)
     needed = frozenset(
         name for item in request.session.items
+        if claimed is None or module_of(item) in claimed
         for name in getattr(item, "fixturenames", ()) if name in _FROZEN_FIXTURES
     )
     builds = Builds(build_root)
@@ -543,6 +548,9 @@ def delivery(bundle: Path, frozen_builds: Builds) -> Path:
 
 @pytest.fixture(scope="session")
 def fresh_deliveries(frozen_builds: Builds) -> FreshDeliveries:
-    """The reproducible-build check's fresh-tree deliveries, started with the others."""
+    """The reproducible-build check's fresh-tree deliveries, started with the others (or
+    now, if this session claimed their module after the others started)."""
+    if frozen_builds.fresh is None:
+        frozen_builds.launch(frozenset({"fresh_deliveries"}))
     assert frozen_builds.fresh is not None, "fresh-tree builds were not started"
     return frozen_builds.fresh

@@ -185,6 +185,28 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _started(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (None: it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rpartition(")")[2].split()[19])
+
+
+def _ticks_now() -> int:
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
+
+
+def _cgroup_of(pid: int) -> str:
+    """``pid``'s cgroup (v2) as the host sees it, "" if it is gone."""
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+            if line.startswith("0::"):
+                return line[3:]
+    return ""
+
+
 def _pids() -> list[int]:
     return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
 
@@ -222,6 +244,8 @@ class SystemdContainer:
     """What ``systemctl is-system-running --wait`` said at boot (``running``)."""
     _launcher: subprocess.Popen[bytes] | None = None
     _namespaces: dict[str, int] = attrs.field(factory=dict)
+    # When the shutdown began (clock ticks since boot; 0 while it runs): see ``_ours``.
+    _stopping_at: int = 0
 
     # -- names ---------------------------------------------------------------------------
 
@@ -262,6 +286,7 @@ class SystemdContainer:
         if os.geteuid() != 0:
             raise ContainerError("a systemd container needs root")
         started = time.monotonic()
+        self._stopping_at = 0
         WORK_ROOT.mkdir(mode=0o700, exist_ok=True)
         self.workdir.mkdir(mode=0o700)
         self._record()
@@ -341,6 +366,8 @@ class SystemdContainer:
         """Power off (SIGRTMIN+4), bounded; else SIGKILL the init; remove cgroup and work
         directories. Idempotent; raises only if something could not be removed."""
         init, launcher = self.init_pid, self._launcher
+        if not self._stopping_at:
+            self._stopping_at = _ticks_now()
         if init and _alive(init) and self._namespaces.get("pid") == _ns_inode(init, "pid"):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(init, signal.SIGRTMIN + 4)
@@ -366,8 +393,22 @@ class SystemdContainer:
         return [
             pid for pid in _pids()
             if any(_ns_inode(pid, kind) == inode for kind, inode in self._namespaces.items())
-            and _alive(pid)
+            and _alive(pid) and self._ours(pid)
         ]
+
+    def _ours(self, pid: int) -> bool:
+        """Whether ``pid``, in a namespace numbered as one of this container's, is in
+        this container's: once the container's namespace is gone the kernel gives its
+        number to the next namespace made (another session's container, say), whose
+        processes are in another cgroup and started after this shutdown began."""
+        if not self._stopping_at:
+            return True  # its namespaces are alive: their numbers are theirs alone
+        own = f"/{self.cgroup.name}"
+        group = _cgroup_of(pid)
+        if group == own or group.startswith(own + "/"):
+            return True
+        started = _started(pid)
+        return started is not None and started <= self._stopping_at
 
     def _reap_stragglers(self) -> None:
         """Wait (bounded) for processes still in the namespaces after the init is gone (a
@@ -407,7 +448,7 @@ class SystemdContainer:
         found: list[str] = []
         for pid in _pids():
             for kind, inode in self._namespaces.items():
-                if _ns_inode(pid, kind) == inode and _alive(pid):
+                if _ns_inode(pid, kind) == inode and _alive(pid) and self._ours(pid):
                     found.append(f"process {pid} ({_command(pid)}) in the container's "
                                  f"{kind} namespace")
                     break
@@ -594,6 +635,9 @@ def sweep_stale() -> list[str]:
         if owner and _alive(owner):
             continue
         stale = SystemdContainer(entry.name, init_pid=init)
+        # Its owner is gone and its namespaces' numbers may be another's by now: only its
+        # cgroup says which processes are its (``_ours``).
+        stale._stopping_at = 1
         if pidns:
             stale._namespaces["pid"] = pidns
         stale.shutdown()
