@@ -5,7 +5,9 @@ Each bundle is built by ``scripts/build`` (what ``make build`` runs). The first 
 of the fixtures below is asked for, every build the collected tests use starts at once in
 the background (``Builds``: one process group each, output to files, every one killed and
 reaped at session end), so that the builds share both cores instead of taking turns (20
-to 40 s each alone); each fixture then waits for its own, and the session reuses it.
+to 40 s each alone); each fixture then waits for its own, and the session reuses it. A
+session sharing the scenario tier with another (``work_queue``) starts those of the
+modules it has claimed so far, and the others when a fixture asks.
 
 The bundle, the control, the plain build and the delivery are kept between sessions in
 ``CACHE_ROOT`` (``/tmp/valis-build-cache``, root's, mode 0755: every account may traverse
