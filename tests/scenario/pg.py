@@ -147,10 +147,11 @@ SENT = "valis_test_sent"
 
 def notes_so_far(listening: psycopg.Connection[Any], writer: psycopg.Connection[Any],
                  bound: float = 10.0) -> list[psycopg.Notify]:
-    """The notes ``listening`` has been sent since the last call, up to now: ``writer``
-    (autocommit, on the same database) sends a note on ``SENT``, which the listener
-    (``LISTEN SENT`` first) hears after every note committed before it, so no wait is
-    guessed. ``bound`` seconds without it is an error."""
+    """The notes ``listening`` (autocommit) has been sent since the last call, up to now:
+    ``writer`` (autocommit, on the same database) sends a note on ``SENT``, which the
+    listener hears after every note committed before it, so no wait is guessed.
+    ``bound`` seconds without it is an error."""
+    listening.execute(f"LISTEN {SENT}")  # at once (autocommit), before the note is sent
     writer.execute(f"NOTIFY {SENT}")
     heard: list[psycopg.Notify] = []
     for note in listening.notifies(timeout=bound):

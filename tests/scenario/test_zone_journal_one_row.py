@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from tests.hypothesis_profiles import scaled
 from tests.scenario.operator_state_helpers import migrate_through, soa_zone
-from tests.scenario.pg import SENT, PgCluster, notes_so_far
+from tests.scenario.pg import PgCluster, notes_so_far
 from valis_core.dns.zone.build import parse_zone_text
 from valis_core.operator_state.schema import migrate
 from valis_core.operator_state.zones import replace_zone
@@ -133,7 +133,7 @@ def databases(pg_cluster: PgCluster) -> Iterator[tuple[Any, Any, Any, Any]]:
             assert migrate(conn)[0] == 14  # 0014 and every migration after it
         listening = pg_cluster.connect(dsn, autocommit=True)
         opened.append(listening)
-        for channel in (*CHANNELS, SENT):
+        for channel in CHANNELS:
             listening.execute(f"LISTEN {channel}")
     try:
         yield opened[0], opened[1], opened[2], opened[3]

@@ -19,7 +19,7 @@ from tests.scenario.operator_state_helpers import (
     run_sql,
     zone_source,
 )
-from tests.scenario.pg import SENT, PgCluster, notes_so_far
+from tests.scenario.pg import PgCluster, notes_so_far
 from valis_core.dns import wire
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.zone import ZoneIndex
@@ -89,7 +89,7 @@ def listener(pg_cluster: PgCluster, state_dsn: str) -> Iterator[Callable[[str], 
     payloads delivered on ``channel`` since the last call for that channel."""
     conn = pg_cluster.connect(state_dsn, autocommit=True)
     writer = pg_cluster.connect(state_dsn, autocommit=True)
-    for channel in (CHANNEL, LEGACY_CHANNEL, SENT):
+    for channel in (CHANNEL, LEGACY_CHANNEL):
         conn.execute(f"LISTEN {channel}")
     held: dict[str, list[str]] = {CHANNEL: [], LEGACY_CHANNEL: []}
 
