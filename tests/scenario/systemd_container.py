@@ -207,6 +207,10 @@ def _cgroup_of(pid: int) -> str:
     return ""
 
 
+def _mountinfo() -> list[str]:
+    return Path("/proc/self/mountinfo").read_text().splitlines()
+
+
 def _pids() -> list[int]:
     return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
 
@@ -244,8 +248,10 @@ class SystemdContainer:
     """What ``systemctl is-system-running --wait`` said at boot (``running``)."""
     _launcher: subprocess.Popen[bytes] | None = None
     _namespaces: dict[str, int] = attrs.field(factory=dict)
-    # When the shutdown began (clock ticks since boot; 0 while it runs): see ``_ours``.
+    # When the shutdown began (clock ticks since boot; 0 while it runs), and the host's
+    # mounts then (their ids): see ``_ours`` and ``leftovers``.
     _stopping_at: int = 0
+    _mounts_at_stop: frozenset[str] = frozenset()
 
     # -- names ---------------------------------------------------------------------------
 
@@ -368,6 +374,7 @@ class SystemdContainer:
         init, launcher = self.init_pid, self._launcher
         if not self._stopping_at:
             self._stopping_at = _ticks_now()
+            self._mounts_at_stop = frozenset(line.split(" ", 1)[0] for line in _mountinfo())
         if init and _alive(init) and self._namespaces.get("pid") == _ns_inode(init, "pid"):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(init, signal.SIGRTMIN + 4)
@@ -452,9 +459,11 @@ class SystemdContainer:
                     found.append(f"process {pid} ({_command(pid)}) in the container's "
                                  f"{kind} namespace")
                     break
-        mounts = Path("/proc/self/mountinfo").read_text()
+        # A pin made after the shutdown began is another namespace's that got the number.
+        mounts = [line for line in _mountinfo() if not self._stopping_at
+                  or line.split(" ", 1)[0] in self._mounts_at_stop]
         for kind, inode in self._namespaces.items():
-            if f"{kind}:[{inode}]" in mounts:
+            if any(f"{kind}:[{inode}]" in line for line in mounts):
                 found.append(f"the container's {kind} namespace, pinned by a mount here")
         if self.cgroup.exists():
             found.append(f"cgroup {self.cgroup}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_root
+from tests.scenario.proving_ground import wait_for
 from tests.scenario.systemd_container import (
     Bind,
     SystemdContainer,
@@ -59,6 +61,35 @@ def test_a_failing_body_still_powers_the_container_off_with_its_services() -> No
     with pytest.raises(_Planned):
         fail_with_a_service_running()
     assert box.leftovers() == []
+
+
+def test_what_the_container_left_is_told_and_nothing_of_what_came_after_it() -> None:
+    """A namespace of the container pinned on the host is a leftover; a namespace made
+    after its shutdown, which the kernel may give a number of the container's, is not."""
+    require_root()
+    box = SystemdContainer()
+    with tempfile.TemporaryDirectory(prefix="valis-pin-", dir="/tmp") as scratch:
+        pin = Path(scratch) / "net"
+        pin.touch()
+        with box:
+            subprocess.run(["mount", "--bind", f"/proc/{box.init_pid}/ns/net", str(pin)],
+                           check=True, timeout=30)
+        try:
+            assert "the container's net namespace, pinned by a mount here" in box.leftovers()
+        finally:
+            subprocess.run(["umount", str(pin)], check=True, timeout=30)
+    assert box.leftovers() == []
+    # A namespace made now takes a freed number first (its mount namespace, the lowest,
+    # the container's): its process is not the container's.
+    sleeper = subprocess.Popen(["unshare", "--mount", "--net", "--ipc", "--uts", "sleep", "30"])
+    try:
+        home = os.stat("/proc/self/ns/mnt").st_ino
+        wait_for(lambda: os.stat(f"/proc/{sleeper.pid}/ns/mnt").st_ino != home, 10,
+                 "the sleeper's own namespaces")
+        assert box.leftovers() == []
+    finally:
+        sleeper.kill()
+        sleeper.wait(timeout=30)
 
 
 def test_the_hosts_enabled_services_are_masked_and_its_tmp_is_only_bound_in() -> None:
