@@ -63,7 +63,8 @@ def _session(tests: Path, env: dict[str, str]) -> subprocess.Popen[str]:
 
 
 def _lines(log: Path) -> list[tuple[str, str]]:
-    return [tuple(line.split(" ", 1)) for line in log.read_text().splitlines()]  # type: ignore[misc]
+    return [(pid, what) for pid, _, what in
+            (line.partition(" ") for line in log.read_text().splitlines())]
 
 
 def test_two_sessions_on_one_queue_run_each_module_once_and_whole(tmp_path: Path) -> None:

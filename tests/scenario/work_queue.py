@@ -14,6 +14,7 @@ every collected test as usual (``pytest FILE::TEST``, ``-k``, ``each-test-alone`
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -75,20 +76,18 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
                 return index
         return None
 
+    def run(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+        if session.shouldfail:
+            raise session.Failed(session.shouldfail)
+        if session.shouldstop:
+            raise session.Interrupted(session.shouldstop)
+
     current = next_group(-1)
     while current is not None:
         items = groups[current][1]
-        following: int | None = current
-        for position, item in enumerate(items):
-            if position + 1 < len(items):
-                nextitem: pytest.Item | None = items[position + 1]
-            else:
-                following = next_group(current)
-                nextitem = None if following is None else groups[following][1][0]
-            item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-            if session.shouldfail:
-                raise session.Failed(session.shouldfail)
-            if session.shouldstop:
-                raise session.Interrupted(session.shouldstop)
-        current = following
+        for item, nextitem in itertools.pairwise(items):
+            run(item, nextitem)
+        current = next_group(current)  # claimed before the last test, for its teardown
+        run(items[-1], None if current is None else groups[current][1][0])
     return True
