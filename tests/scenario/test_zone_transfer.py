@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
@@ -306,6 +307,93 @@ def test_a_secondary_follows_the_node_by_transfer_and_strangers_are_refused(
         stop_server(secondary)
         node.stop()
         node.notify.close()
+
+
+@attrs.frozen
+class Following:
+    """A node serving ``ZONE`` from the database at ``dsn`` and a real secondary (``server``)
+    that has loaded it by transfer."""
+
+    wire: Wire
+    node: Resident
+    server: str
+    pg: PgCluster
+    dsn: str
+
+    def serial(self) -> int:
+        with self.pg.connect(self.dsn) as conn:
+            row = conn.execute("SELECT valis_soa_serial(rdata) FROM records"
+                               " WHERE zone = %s AND rtype = 'SOA'", (ZONE,)).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def caught_up(self) -> int:
+        """Wait until the secondary serves the database's serial; that serial."""
+        serial = self.serial()
+        wait_for(lambda: dig(self.wire.secondary, SECONDARY_IP, ZONE, "SOA").answer[0]
+                 .split()[6] == str(serial), BOUND, f"{self.server} to follow serial {serial}",
+                 interval=0.1)
+        return serial
+
+
+@pytest.fixture(params=sorted(SERVERS))
+def following(
+    request: pytest.FixtureRequest, pg_cluster: PgCluster, zone_dsn: str,
+    run_account_dir: Path, wire: Wire,
+) -> Iterator[Following]:
+    server: str = request.param
+    conf, command, log_name = SERVERS[server]
+    secret = bytes(range(1, 33))
+    with pg_cluster.connect(zone_dsn) as conn:
+        add_secondary(conn, Secondary(ZONE, SECONDARY_IP, KEY_NAME, "hmac-sha256", secret))
+    node = start_node(wire, make_state_dir(run_account_dir), site_facts(zone_dsn),
+                      run_account_dir)
+    directory = Path(tempfile.mkdtemp(prefix=f"{server}-", dir=run_account_dir))
+    (directory / f"{server}.conf").write_text(conf(directory, base64.b64encode(secret).decode()))
+    secondary = None
+    try:
+        node.wait_ready()
+        secondary = subprocess.Popen(
+            ["ip", "netns", "exec", wire.secondary, *command, str(directory / f"{server}.conf")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        wait_for(lambda: ask_secondary(wire, "www.example.test."), BOUND,
+                 f"{server} to load {ZONE} by transfer ({directory / log_name})", interval=0.2)
+        yield Following(wire, node, server, pg_cluster, zone_dsn)
+    finally:
+        stop_server(secondary)
+        node.stop()
+        node.notify.close()
+
+
+def test_a_record_two_rows_spell_stays_on_the_secondary_when_one_row_goes(
+    following: Following,
+) -> None:
+    """The journal compares rows as written; the node serves a record two rows spell
+    once. The row removed while the other stays leaves the record served, and the IXFR
+    must leave it on the secondary too."""
+    first, second = "2001:db8::53", "2001:0db8:0000::53"
+    with following.pg.connect(following.dsn) as conn:
+        conn.execute("INSERT INTO records (zone, owner, rtype, ttl, rdata)"
+                     " VALUES (%s, %s, 'AAAA', 300, %s)", (ZONE, f"v6.{ZONE}", first))
+    following.caught_up()
+    assert ask_secondary(following.wire, f"v6.{ZONE}", "AAAA")[0].split()[-1] == first
+    with following.pg.connect(following.dsn) as conn:
+        conn.execute("INSERT INTO records (zone, owner, rtype, ttl, rdata)"
+                     " VALUES (%s, %s, 'AAAA', 300, %s)", (ZONE, f"v6.{ZONE}", second))
+    following.caught_up()
+    with following.pg.connect(following.dsn) as conn:
+        conn.execute("DELETE FROM records WHERE zone = %s AND owner = %s AND rdata = %s",
+                     (ZONE, f"v6.{ZONE}", first))
+    serial = following.caught_up()
+    assert f"zone transfer: IXFR from serial {serial - 1} of {ZONE} serial {serial}" in \
+        following.node.stderr()
+    assert [answer.split()[-1] for answer in
+            ask_secondary(following.wire, f"v6.{ZONE}", "AAAA")] == [first]
+    # The node itself answers it too (it read the owner's rows back).
+    assert [answer.split()[-1] for answer in
+            dig(following.wire.node, NODE_IP, f"v6.{ZONE}", "AAAA").answer] == [first]
 
 
 async def test_a_node_another_instance_has_superseded_notifies_no_one(

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         transfer_messages,
         transfer_question,
         transfer_steps,
+        zone_records,
         zone_serial,
     )
 
@@ -44,6 +45,7 @@ __all__ = [
     "transfer_messages",
     "transfer_question",
     "transfer_steps",
+    "zone_records",
     "zone_serial",
 ]
 
@@ -64,6 +66,7 @@ __getattr__ = lazy_attributes(
         "transfer_messages": "valis_core.dns.transfer._transfer",
         "transfer_question": "valis_core.dns.transfer._transfer",
         "transfer_steps": "valis_core.dns.transfer._transfer",
+        "zone_records": "valis_core.dns.transfer._transfer",
         "zone_serial": "valis_core.dns.transfer._transfer",
     },
 )

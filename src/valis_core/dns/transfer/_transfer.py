@@ -392,15 +392,37 @@ def incremental_records(zone: ServedZone, difference: Difference) -> tuple[WireR
     """An IXFR's records (RFC 1995 section 4) for ``difference``, condensed into one
     version: ``zone``'s SOA, the secondary's SOA, the removed records, ``zone``'s SOA, the
     added records, ``zone``'s SOA. Raises ``ZoneError`` for a journal record that does
-    not parse (the caller then sends the whole zone)."""
+    not parse (the caller then sends the whole zone).
+
+    The journal compares rows as the operator wrote them, and two rows may spell one
+    record (``2001:db8::1``, ``2001:0db8::1``): ``zone`` holds it once, and a row
+    removed while another spelling stays leaves it served. Such a record is added back
+    after the removals, with the TTL ``zone`` serves, so the secondary holds what is
+    served."""
+    origin = zone.origin
     soa = next(zone_records(zone))
-    old = difference.old_soa
-    out: list[WireRecord] = [soa, _wire_record(zone.origin, old)]
-    out += [_wire_record(zone.origin, row) for row in difference.removed]
-    out.append(soa)
-    out += [_wire_record(zone.origin, row) for row in difference.added]
-    out.append(soa)
+    removed = [_wire_record(origin, row) for row in difference.removed]
+    added = [_wire_record(origin, row) for row in difference.added]
+    out: list[WireRecord] = [soa, _wire_record(origin, difference.old_soa), *removed, soa,
+                             *added, *_still_served(zone, removed, added), soa]
     return tuple(out)
+
+
+def _still_served(
+    zone: ServedZone, removed: Sequence[WireRecord], added: Sequence[WireRecord]
+) -> Iterator[WireRecord]:
+    """The removed records ``zone`` still holds and ``added`` does not give back, each
+    once, with the TTL served."""
+    given = {(owner.lower(), rtype, rdata) for owner, rtype, _, rdata in added}
+    for owner, rtype, _, rdata in removed:
+        key = (owner.lower(), rtype, rdata)
+        node = zone.nodes.get(key[0])
+        if key in given or node is None:
+            continue
+        rrset = decode_node(node).get(rtype)
+        if rrset is not None and rdata in rrset[1]:
+            given.add(key)
+            yield owner, rtype, rrset[0], rdata
 
 
 def _wire_record(origin: str, row: RecordRow) -> WireRecord:
