@@ -171,6 +171,67 @@ def test_applying_then_rereading_gives_the_rrsets_the_rfc_describes(
     ZoneIndex.from_records(result)  # still servable
 
 
+SPELLINGS = {
+    ("TXT", '"one"'): ["one"],
+    ("TXT", '"two"'): ["two"],
+    ("MX", "10 mail.example.test."): ["10 MAIL.Example.Test."],
+    ("MX", "20 mx.example.test."): ["20 MX.EXAMPLE.TEST."],
+}
+"""Other spellings an operator may store of the same record (a row each; the zone serves
+the record once)."""
+
+spelled = records.flatmap(
+    lambda r: st.lists(st.sampled_from([r[2], *SPELLINGS.get((r[1], r[2]), [])]), min_size=1,
+                       max_size=2, unique=True)
+    .map(lambda texts: [(r[0], r[1], text) for text in texts]))
+"""A record stored as one row or as two spelling it."""
+
+
+def canonical(rtype: str, text: str) -> str:
+    return dns.rdata.from_text("IN", rtype, text).to_digestable().hex()
+
+
+def served_model(rows: Iterable[RecordRow]) -> Model:
+    """The records served: rows spelling one record are one."""
+    found: Model = {}
+    for row in rows:
+        if row.rtype != "SOA":
+            found.setdefault((row.owner.lower(), row.rtype), set()).add(
+                canonical(row.rtype, row.rdata))
+    return found
+
+
+@settings(deadline=None)
+@given(st.lists(spelled, max_size=6).map(lambda each: [r for rows in each for r in rows]),
+       operations)
+def test_an_update_changes_the_records_served_however_the_rows_spell_them(
+    initial: list[tuple[str, str, str]], ops: list[tuple[str, str, str, str]]
+) -> None:
+    """A deleted record leaves with every row spelling it, and a record given a new TTL
+    keeps no row of the old one: otherwise the zone would still serve it."""
+    stored = {(n.lower(), t, r): RecordRow(ZONE, n, t, TTL, r) for n, t, r in initial}
+    rows = base_rows(1) + list(stored.values())  # unique as records_no_duplicate keeps them
+    request = UpdateRequest(zone=ZONE, updates=tuple(as_update_rr(op) for op in ops))
+    outcome = decide(request, rows)
+    assert outcome.rcode == Rcode.NOERROR, outcome.reason
+    result = after(rows, outcome)
+    canonical_ops = [(kind, name, rtype, canonical(rtype, rdata) if rdata else rdata)
+                     for kind, name, rtype, rdata in ops]
+    assert served_model(result) == model_apply(served_model(rows), canonical_ops)
+    assert len(set(outcome.deletes)) == len(outcome.deletes)
+
+
+def test_a_new_ttl_for_a_record_two_rows_spell_leaves_one_row_holding_it() -> None:
+    spellings = [RecordRow(ZONE, "a.example.test.", "TXT", TTL, text) for text in ('"one"', "one")]
+    rows = base_rows(1) + spellings
+    request = UpdateRequest(zone=ZONE, updates=(
+        UpdateRR("a.example.test.", IN, code("TXT"), 600, rdata_wire("TXT", '"one"')),))
+    outcome = decide(request, rows)
+    assert outcome.rcode == Rcode.NOERROR, outcome.reason
+    assert [row for row in after(rows, outcome) if row.rtype == "TXT"] == [
+        RecordRow(ZONE, "a.example.test.", "TXT", 600, '"one"')]
+
+
 @settings(deadline=None)
 @given(st.lists(records, max_size=8), operations, serials)
 def test_the_serial_goes_up_exactly_when_the_zone_changed(

@@ -112,6 +112,24 @@ def test_a_signed_update_is_applied_and_answered_on_the_dns_port(resident: Resid
     assert "owner terminus: update of example.test. from 127.0.0.1:" in resident.stderr()
 
 
+def test_a_record_two_rows_spell_is_deleted_whole_by_an_update(
+    resident: Resident, pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    """An operator's SQL may store one record twice, spelled two ways; the node serves it
+    once, and the owner's delete of it takes both rows, or the node would serve it on."""
+    with pg_cluster.connect(zone_dsn) as conn:
+        conn.execute("INSERT INTO records (zone, owner, rtype, ttl, rdata) VALUES"
+                     " (%s, %s, 'AAAA', 300, '2001:db8::53'),"
+                     " (%s, %s, 'AAAA', 300, '2001:0db8:0000::53')",
+                     (ZONE, f"v6.{ZONE}", ZONE, f"v6.{ZONE}"))
+    wait_for_answer(resident, f"v6.{ZONE}", {"2001:db8::53"}, "AAAA")
+    update = dns.update.UpdateMessage(ZONE, keyring=keyring(resident))
+    update.delete("v6", "AAAA", "2001:db8::53")
+    assert send(resident, update).rcode() == dns.rcode.NOERROR
+    wait_for_answer(resident, f"v6.{ZONE}", set(), "AAAA")
+    assert not [row for row in records(pg_cluster, zone_dsn) if row[2] == "AAAA"]
+
+
 def test_nsupdate_signs_with_the_key_valis_owner_key_prints(
     resident: Resident, run_account_dir: Path
 ) -> None:

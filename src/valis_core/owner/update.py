@@ -200,6 +200,10 @@ class _Zone:
     apex: bytes
     excluded: tuple[bytes, ...]
     sets: dict[bytes, dict[int, dict[bytes, RecordRow]]] = attrs.field(factory=dict)
+    spelled: dict[tuple[bytes, int, bytes], tuple[RecordRow, list[RecordRow]]] = attrs.field(
+        factory=dict)
+    """Rows that spell a record another row of ``sets`` holds (``2001:0db8::53`` beside
+    ``2001:db8::53``; the zone serves it once), by the record, with that row."""
 
     def load(self, rows: Iterable[RecordRow]) -> None:
         for row in rows:
@@ -208,8 +212,17 @@ class _Zone:
                 rtype = int(dns.rdatatype.from_text(row.rtype))
             except (wire.BadName, dns.exception.DNSException, ValueError):
                 continue  # not a row the zone index could ever have served
-            by_type = self.sets.setdefault(owner, {})
-            by_type.setdefault(rtype, {})[_rdata_key_from_text(rtype, row.rdata)] = row
+            held = self.sets.setdefault(owner, {}).setdefault(rtype, {})
+            key = _rdata_key_from_text(rtype, row.rdata)
+            first = held.setdefault(key, row)
+            if first is not row:
+                self.spelled.setdefault((owner, rtype, key), (first, []))[1].append(row)
+
+    def spellings_gone(self) -> list[RecordRow]:
+        """The rows spelling a record the update deleted or replaced (a new TTL): they go
+        with it, or the zone would still serve it, or serve it with the TTL it had."""
+        return [row for (owner, rtype, key), (first, rows) in self.spelled.items()
+                if self.rrset(owner, rtype).get(key) is not first for row in rows]
 
     def rows(self) -> list[RecordRow]:
         return [row for by_type in self.sets.values() for held in by_type.values()
@@ -440,7 +453,8 @@ def apply_update(
     serial = None if soa_replaced else _bump_serial(state, policy, now)
     after = state.rows()
     after_set = set(after)
-    deletes = tuple(row for row in before if row in loaded and row not in after_set)
+    deletes = (*(row for row in before if row in loaded and row not in after_set),
+               *state.spellings_gone())
     adds = tuple(row for row in after if row not in loaded)
     if serial is None:
         serial = next(
