@@ -255,7 +255,7 @@ def test_an_ixfr_over_udp_is_one_datagram_within_the_payload(
     grant = decide(INDEX, query.to_wire(), "192.0.2.2", [KEY], now=NOW)
     assert isinstance(grant, Grant)
     difference = Difference(
-        _row(ZONE, "SOA", soa), (_row(f"www.{ZONE}", "A", "192.0.2.80"),),
+        _row(ZONE, "SOA", soa), (_row(f"old.{ZONE}", "A", "192.0.2.81"),),
         tuple(_row(f"n{i}.{ZONE}", "A", f"203.0.113.{i % 250 + 1}") for i in range(added)),
         1,
     ) if reaches else None

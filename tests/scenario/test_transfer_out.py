@@ -475,7 +475,7 @@ def soa_row(serial: int) -> RecordRow:
 
 class Journal:
     """The zone's history as the resident's journal gives it: from serial 1 to 2, ``added``
-    new hosts and h0 removed; ``hold`` keeps every read waiting until it is set."""
+    new hosts and ``gone`` removed; ``hold`` keeps every read waiting until it is set."""
 
     def __init__(self, added: int) -> None:
         self.added = added
@@ -490,7 +490,7 @@ class Journal:
             return None
         added = tuple(row(f"new{i}.{ZONE}", "A", f"203.0.113.{i + 1}")
                       for i in range(self.added))
-        return Difference(soa_row(1), (row(f"h0.{ZONE}", "A", "198.51.100.1"),), added, 1)
+        return Difference(soa_row(1), (row(f"gone.{ZONE}", "A", "192.0.2.99"),), added, 1)
 
 
 @pytest.fixture
@@ -536,7 +536,7 @@ async def test_an_ixfr_over_udp_from_a_secondary_behind_is_the_difference_when_i
     got = [(rrset.rdtype, rrset.name.to_text(), rrset[0].to_text()) for rrset in response.answer]
     soa = [(dns.rdatatype.SOA, ZONE, f"ns1.{ZONE} hostmaster.{ZONE} {n} 7200 3600 1209600 300")
            for n in (1, 2)]
-    assert got == [soa[1], soa[0], (dns.rdatatype.A, f"h0.{ZONE}", "198.51.100.1"), soa[1],
+    assert got == [soa[1], soa[0], (dns.rdatatype.A, f"gone.{ZONE}", "192.0.2.99"), soa[1],
                    *[(dns.rdatatype.A, f"new{i}.{ZONE}", f"203.0.113.{i + 1}")
                      for i in range(3)], soa[1]]
     assert (node.transfers.stats.completed, node.transfers.stats.kinds["incremental"]) == (1, 1)
