@@ -46,8 +46,13 @@ def validate_sections(
         for rrset in section:
             if rrset.rdtype == dns.rdatatype.RRSIG:
                 continue
-            if rrset.rdtype == dns.rdatatype.NS and not message.flags & 0x0400:
-                continue  # a referral's NS is the child's, never signed by the parent
+            if rrset.rdtype == dns.rdatatype.NS and (
+                not message.flags & 0x0400
+                or (section is message.authority and rrset.name not in keys)
+            ):
+                # A delegation's NS is the child's, never signed by the parent (RFC 4035
+                # section 2.2): in a referral, or after a CNAME or DNAME led into one.
+                continue
             if rrset.rdtype == dns.rdatatype.CNAME and _synthesized(section, rrset.name):
                 continue  # a CNAME made from a DNAME is unsigned (RFC 6672 section 5.3.1)
             sig = sigs.get((rrset.name, rrset.rdtype))
