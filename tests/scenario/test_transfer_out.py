@@ -38,7 +38,7 @@ from valis_core.dns.answer.signed import Signer
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.dnssec.nsec3 import Nsec3Params
 from valis_core.dns.serve import serve_tcp, serve_udp
-from valis_core.dns.serve.transfer_serve import MAX_DATAGRAMS, Transfers
+from valis_core.dns.serve.transfer_serve import INCREMENTAL_HERE, MAX_DATAGRAMS, Transfers
 from valis_core.dns.transfer import Listed
 from valis_core.dns.transfer.journal import Difference
 from valis_core.dns.transfer.notify_send import ChangeWatch, NotifySender
@@ -488,7 +488,7 @@ class Journal:
             await self.hold.wait()
         if (zone, old, new) != (ZONE, 1, 2):
             return None
-        added = tuple(row(f"new{i}.{ZONE}", "A", f"203.0.113.{i + 1}")
+        added = tuple(row(f"new{i}.{ZONE}", "A", f"203.0.113.{i % 250 + 1}")
                       for i in range(self.added))
         return Difference(soa_row(1), (row(f"gone.{ZONE}", "A", "192.0.2.99"),), added, 1)
 
@@ -515,6 +515,42 @@ async def journal_node(nursery: trio.Nursery) -> AsyncIterator[tuple[Node, Journ
     nursery.start_soon(serve)
     yield Node(0, udp.getsockname()[1], holder, transfers, secondaries), journal
     scope.cancel()
+
+
+@pytest.fixture
+async def journal_tcp_node(nursery: trio.Nursery) -> AsyncIterator[tuple[Node, Journal]]:
+    """``journal_node``'s zone and journal, served over TCP too."""
+    secondaries = [listed()]
+
+    async def current() -> Sequence[Listed]:
+        return tuple(secondaries)
+
+    journal = Journal(added=3)
+    holder = IndexHolder(ZoneIndex.from_zone_text(zone_text(2, hosts=20), ZONE))
+    transfers = Transfers(current, lambda: tuple(secondaries), journal=journal)
+    async with serve_loops(nursery, holder, transfers) as (port, udp_port):
+        yield Node(port, udp_port, holder, transfers, secondaries), journal
+
+
+async def test_an_ixfr_of_a_difference_too_large_to_make_on_the_serving_thread_is_whole(
+    journal_tcp_node: tuple[Node, Journal],
+) -> None:
+    """A difference of more than ``INCREMENTAL_HERE`` records is made into the IXFR on a
+    worker thread; the secondary gets all of it, as from a small one."""
+    node, journal = journal_tcp_node
+    journal.added = INCREMENTAL_HERE + 500
+    messages = await trio.to_thread.run_sync(lambda: list(dns.query.xfr(
+        "127.0.0.1", ZONE, dns.rdatatype.IXFR, port=node.port, serial=1, keyring=keyring(),
+        keyname=KEY_NAME, timeout=LIMIT, lifetime=LIMIT, relativize=False)))
+    rrs = [(rrset.rdtype, rrset.name.to_text(), rdata.to_text())
+           for message in messages for rrset in message.answer for rdata in rrset]
+    soas = [i for i, rr in enumerate(rrs) if rr[0] == dns.rdatatype.SOA]
+    assert soas == [0, 1, 3, len(rrs) - 1]
+    assert rrs[2] == (dns.rdatatype.A, f"gone.{ZONE}", "192.0.2.99")
+    assert sorted(rrs[4:-1]) == sorted(
+        (dns.rdatatype.A, f"new{i}.{ZONE}", f"203.0.113.{i % 250 + 1}")
+        for i in range(journal.added))
+    assert node.transfers.stats.kinds["incremental"] == 1
 
 
 def ask_udp(node: Node, serial: int, payload: int | None = None) -> dns.message.Message:

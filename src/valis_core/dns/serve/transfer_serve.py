@@ -81,6 +81,11 @@ answered with the whole zone, an IXFR answered with the SOA alone."""
 MAX_TRANSFERS = 4
 DEADLINE = 120.0
 
+INCREMENTAL_HERE = 2000
+"""Records of a journal difference made into an IXFR's on the serving thread; a larger
+one is made on a worker thread, so that it holds up no datagram or connection (each
+record is parsed: 10^5 of them take about a third of a second)."""
+
 MAX_DATAGRAMS = 8
 """IXFRs over UDP of secondaries behind whose journal reads may run at once."""
 
@@ -262,8 +267,12 @@ class Transfers:
         difference = await self._journal(grant.zone.origin, theirs, zone_serial(grant.zone))
         if difference is None:
             return grant
+        made = partial(incremental_records, grant.zone, difference)
         try:
-            return attrs.evolve(grant, incremental=incremental_records(grant.zone, difference))
+            if len(difference.removed) + len(difference.added) <= INCREMENTAL_HERE:
+                return attrs.evolve(grant, incremental=made())
+            return attrs.evolve(grant, incremental=await trio.to_thread.run_sync(
+                made, abandon_on_cancel=True))
         except ZoneError as exc:
             log.warning("zone transfer: the journal of %s has a record that does not parse "
                         "(%s); sending the whole zone", grant.zone.origin, exc)
