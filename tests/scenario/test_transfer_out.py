@@ -37,7 +37,7 @@ from valis_core.dns import dnssec, wire
 from valis_core.dns.answer.signed import Signer
 from valis_core.dns.answer.snapshot import IndexHolder
 from valis_core.dns.dnssec.nsec3 import Nsec3Params
-from valis_core.dns.serve import serve_tcp, serve_udp
+from valis_core.dns.serve import serve_tcp
 from valis_core.dns.serve.transfer_serve import INCREMENTAL_HERE, MAX_DATAGRAMS, Transfers
 from valis_core.dns.transfer import Listed
 from valis_core.dns.transfer.journal import Difference
@@ -495,31 +495,8 @@ class Journal:
 
 @pytest.fixture
 async def journal_node(nursery: trio.Nursery) -> AsyncIterator[tuple[Node, Journal]]:
-    """A node serving serial 2 of the zone, whose journal reaches back to serial 1."""
-    secondaries = [listed()]
-
-    async def current() -> Sequence[Listed]:
-        return tuple(secondaries)
-
-    journal = Journal(added=3)
-    holder = IndexHolder(ZoneIndex.from_zone_text(zone_text(2, hosts=20), ZONE))
-    transfers = Transfers(current, lambda: tuple(secondaries), journal=journal)
-    udp = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    await udp.bind(("127.0.0.1", 0))
-    scope = trio.CancelScope()
-
-    async def serve() -> None:
-        with udp, scope:
-            await serve_udp(udp, holder, transfers=transfers)
-
-    nursery.start_soon(serve)
-    yield Node(0, udp.getsockname()[1], holder, transfers, secondaries), journal
-    scope.cancel()
-
-
-@pytest.fixture
-async def journal_tcp_node(nursery: trio.Nursery) -> AsyncIterator[tuple[Node, Journal]]:
-    """``journal_node``'s zone and journal, served over TCP too."""
+    """A node serving serial 2 of the zone (UDP and TCP), whose journal reaches back to
+    serial 1."""
     secondaries = [listed()]
 
     async def current() -> Sequence[Listed]:
@@ -533,11 +510,11 @@ async def journal_tcp_node(nursery: trio.Nursery) -> AsyncIterator[tuple[Node, J
 
 
 async def test_an_ixfr_of_a_difference_too_large_to_make_on_the_serving_thread_is_whole(
-    journal_tcp_node: tuple[Node, Journal],
+    journal_node: tuple[Node, Journal],
 ) -> None:
     """A difference of more than ``INCREMENTAL_HERE`` records is made into the IXFR on a
     worker thread; the secondary gets all of it, as from a small one."""
-    node, journal = journal_tcp_node
+    node, journal = journal_node
     journal.added = INCREMENTAL_HERE + 500
     messages = await trio.to_thread.run_sync(lambda: list(dns.query.xfr(
         "127.0.0.1", ZONE, dns.rdatatype.IXFR, port=node.port, serial=1, keyring=keyring(),
