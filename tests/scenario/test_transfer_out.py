@@ -473,6 +473,10 @@ def soa_row(serial: int) -> RecordRow:
     return row(ZONE, "SOA", f"ns1.{ZONE} hostmaster.{ZONE} {serial} 7200 3600 1209600 300")
 
 
+ADDED_MOST = INCREMENTAL_HERE + 500
+"""The most hosts a test's journal difference adds."""
+
+
 class Journal:
     """The zone's history as the resident's journal gives it: from serial 1 to 2, ``added``
     new hosts and ``gone`` removed; ``hold`` keeps every read waiting until it is set."""
@@ -503,7 +507,10 @@ async def journal_node(nursery: trio.Nursery) -> AsyncIterator[tuple[Node, Journ
         return tuple(secondaries)
 
     journal = Journal(added=3)
-    holder = IndexHolder(ZoneIndex.from_zone_text(zone_text(2, hosts=20), ZONE))
+    # Serial 2 holds every host the journal's difference may add (an IXFR sends the RRsets
+    # it touches as the zone serves them).
+    added = "".join(f"new{i} IN A 203.0.113.{i % 250 + 1}\n" for i in range(ADDED_MOST))
+    holder = IndexHolder(ZoneIndex.from_zone_text(zone_text(2, hosts=20) + added, ZONE))
     transfers = Transfers(current, lambda: tuple(secondaries), journal=journal)
     async with serve_loops(nursery, holder, transfers) as (port, udp_port):
         yield Node(port, udp_port, holder, transfers, secondaries), journal
@@ -515,7 +522,7 @@ async def test_an_ixfr_of_a_difference_too_large_to_make_on_the_serving_thread_i
     """A difference of more than ``INCREMENTAL_HERE`` records is made into the IXFR on a
     worker thread; the secondary gets all of it, as from a small one."""
     node, journal = journal_node
-    journal.added = INCREMENTAL_HERE + 500
+    journal.added = ADDED_MOST
     messages = await trio.to_thread.run_sync(lambda: list(dns.query.xfr(
         "127.0.0.1", ZONE, dns.rdatatype.IXFR, port=node.port, serial=1, keyring=keyring(),
         keyname=KEY_NAME, timeout=LIMIT, lifetime=LIMIT, relativize=False)))

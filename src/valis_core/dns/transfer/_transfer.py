@@ -390,39 +390,55 @@ def zone_records(zone: ServedZone) -> Iterator[tuple[bytes, int, int, bytes]]:
 
 def incremental_records(zone: ServedZone, difference: Difference) -> tuple[WireRecord, ...]:
     """An IXFR's records (RFC 1995 section 4) for ``difference``, condensed into one
-    version: ``zone``'s SOA, the secondary's SOA, the removed records, ``zone``'s SOA, the
-    added records, ``zone``'s SOA. Raises ``ZoneError`` for a journal record that does
-    not parse (the caller then sends the whole zone).
+    version: ``zone``'s SOA, the secondary's SOA, the removals, ``zone``'s SOA, the
+    additions, ``zone``'s SOA. Raises ``ZoneError`` for a journal record that does not
+    parse (the caller then sends the whole zone).
 
-    The journal compares rows as the operator wrote them, and two rows may spell one
-    record (``2001:db8::1``, ``2001:0db8::1``): ``zone`` holds it once, and a row
-    removed while another spelling stays leaves it served. Such a record is added back
-    after the removals, with the TTL ``zone`` serves, so the secondary holds what is
-    served."""
+    Each RRset the difference touches is sent whole, as ``zone`` serves it. The journal
+    compares rows as the operator wrote them, while the node serves an RRset with its
+    rows' lowest TTL and each record once however many rows spell it (``2001:db8::53``,
+    ``2001:0db8::53``): a row's TTL or its removal says little of what is served. So the
+    removals are the difference's and every record of a touched RRset that was there
+    before (served, not added), and the additions are the touched RRsets as served: the
+    secondary then holds what the node serves, whatever the rows."""
     origin = zone.origin
     soa = next(zone_records(zone))
     removed = [_wire_record(origin, row) for row in difference.removed]
     added = [_wire_record(origin, row) for row in difference.added]
-    out: list[WireRecord] = [soa, _wire_record(origin, difference.old_soa), *removed, soa,
-                             *added, *_still_served(zone, removed, added), soa]
-    return tuple(out)
+    removals, additions = _touched_whole(zone, removed, added)
+    return (soa, _wire_record(origin, difference.old_soa), *removals, soa, *additions, soa)
 
 
-def _still_served(
+def _touched_whole(
     zone: ServedZone, removed: Sequence[WireRecord], added: Sequence[WireRecord]
-) -> Iterator[WireRecord]:
-    """The removed records ``zone`` still holds and ``added`` does not give back, each
-    once, with the TTL served."""
-    given = {(owner.lower(), rtype, rdata) for owner, rtype, _, rdata in added}
-    for owner, rtype, _, rdata in removed:
+) -> tuple[list[WireRecord], list[WireRecord]]:
+    """The removals and additions that leave each RRset ``removed`` and ``added`` touch
+    as ``zone`` serves it (see ``incremental_records``), each record removed once."""
+    touched: dict[tuple[bytes, int], bytes] = {}  # (owner key, type): the owner as sent
+    for owner, rtype, _, _ in (*removed, *added):
+        touched.setdefault((owner.lower(), rtype), owner)
+    new = {(owner.lower(), rtype, rdata) for owner, rtype, _, rdata in added}
+    gone: set[tuple[bytes, int, bytes]] = set()
+    removals: list[WireRecord] = []
+    for owner, rtype, ttl, rdata in removed:
         key = (owner.lower(), rtype, rdata)
-        node = zone.nodes.get(key[0])
-        if key in given or node is None:
+        if key not in gone:
+            gone.add(key)
+            removals.append((owner, rtype, ttl, rdata))
+    additions: list[WireRecord] = []
+    for (key_owner, rtype), owner in touched.items():
+        node = zone.nodes.get(key_owner)
+        rrset = None if node is None else decode_node(node).get(rtype)
+        if rrset is None:
             continue
-        rrset = decode_node(node).get(rtype)
-        if rrset is not None and rdata in rrset[1]:
-            given.add(key)
-            yield owner, rtype, rrset[0], rdata
+        ttl, rdatas = rrset
+        for rdata in rdatas:
+            key = (key_owner, rtype, rdata)
+            if key not in new and key not in gone:  # there before, perhaps with another TTL
+                gone.add(key)
+                removals.append((owner, rtype, ttl, rdata))
+            additions.append((owner, rtype, ttl, rdata))
+    return removals, additions
 
 
 def _wire_record(origin: str, row: RecordRow) -> WireRecord:
