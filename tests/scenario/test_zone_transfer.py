@@ -387,8 +387,9 @@ def test_a_record_two_rows_spell_stays_on_the_secondary_when_one_row_goes(
         conn.execute("DELETE FROM records WHERE zone = %s AND owner = %s AND rdata = %s",
                      (ZONE, f"v6.{ZONE}", first))
     serial = following.caught_up()
-    assert f"zone transfer: IXFR from serial {serial - 1} of {ZONE} serial {serial}" in \
-        following.node.stderr()
+    logged = f"zone transfer: IXFR from serial {serial - 1} of {ZONE} serial {serial}"
+    wait_for(lambda: logged in following.node.stderr(), BOUND, "the node to log the IXFR",
+             interval=0.1)
     assert [answer.split()[-1] for answer in
             ask_secondary(following.wire, f"v6.{ZONE}", "AAAA")] == [first]
     # The node itself answers it too (it read the owner's rows back).
