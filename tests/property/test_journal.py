@@ -197,6 +197,22 @@ def test_an_ixfr_takes_a_secondary_onto_the_records_served_however_the_rows_spel
                            as_text(rrs[soas[2] + 1 : soas[3]])) == as_served(zones[-1])
 
 
+def test_a_change_a_row_says_exactly_is_sent_as_it_is_not_its_rrset_whole() -> None:
+    """One record of ten changed at the TTL the RRset is served with: one removal and one
+    addition, not the ten records twice."""
+    base = (soa(2), RecordRow(ZONE, ZONE, "NS", 300, f"ns.{ZONE}"),
+            RecordRow(ZONE, f"ns.{ZONE}", "A", 300, "192.0.2.53"))
+    texts = [RecordRow(ZONE, f"t.{ZONE}", "TXT", 300, f'"{i}"') for i in range(10)]
+    changed = RecordRow(ZONE, f"t.{ZONE}", "TXT", 300, '"new"')
+    zone = ZoneIndex.from_records((*base, *texts[1:], changed)).zone_for(b"\x01j\x04test\x00")
+    assert zone is not None
+    difference = condense([Entry(1, 2, (soa(1), texts[0]), (soa(2), changed))])
+    assert difference is not None
+    rrs = as_text(incremental_records(zone, difference))
+    assert rrs[2:-1] == [(f"t.{ZONE}", dns.rdatatype.TXT, 300, '"0"'), rrs[0],
+                         (f"t.{ZONE}", dns.rdatatype.TXT, 300, '"new"')]
+
+
 @given(st.one_of(st.integers(max_value=0), st.integers(min_value=2**31)).map(str)
        | st.sampled_from(["", "7d", "1.5", " 60", "+60"]))
 def test_the_journal_limits_are_whole_numbers_of_the_site_facts(value: str) -> None:

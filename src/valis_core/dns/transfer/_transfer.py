@@ -394,51 +394,57 @@ def incremental_records(zone: ServedZone, difference: Difference) -> tuple[WireR
     additions, ``zone``'s SOA. Raises ``ZoneError`` for a journal record that does not
     parse (the caller then sends the whole zone).
 
-    Each RRset the difference touches is sent whole, as ``zone`` serves it. The journal
-    compares rows as the operator wrote them, while the node serves an RRset with its
-    rows' lowest TTL and each record once however many rows spell it (``2001:db8::53``,
-    ``2001:0db8::53``): a row's TTL or its removal says little of what is served. So the
-    removals are the difference's and every record of a touched RRset that was there
-    before (served, not added), and the additions are the touched RRsets as served: the
-    secondary then holds what the node serves, whatever the rows."""
+    The journal compares rows as the operator wrote them, while the node serves an
+    RRset with its rows' lowest TTL and each record once however many rows spell it
+    (``2001:db8::53``, ``2001:0db8::53``). Where the difference's own records say what
+    the secondary must hold (every one at the TTL served, and none it removes still
+    served), they are sent as they are; an RRset touched otherwise is sent whole, as
+    ``zone`` serves it: its records that were there before removed, and all of them added
+    with the TTL served. The secondary then holds what the node serves, whatever the
+    rows."""
     origin = zone.origin
     soa = next(zone_records(zone))
     removed = [_wire_record(origin, row) for row in difference.removed]
     added = [_wire_record(origin, row) for row in difference.added]
-    removals, additions = _touched_whole(zone, removed, added)
+    removals, additions = _as_served(zone, removed, added)
     return (soa, _wire_record(origin, difference.old_soa), *removals, soa, *additions, soa)
 
 
-def _touched_whole(
+def _as_served(
     zone: ServedZone, removed: Sequence[WireRecord], added: Sequence[WireRecord]
 ) -> tuple[list[WireRecord], list[WireRecord]]:
     """The removals and additions that leave each RRset ``removed`` and ``added`` touch
-    as ``zone`` serves it (see ``incremental_records``), each record removed once."""
-    touched: dict[tuple[bytes, int], bytes] = {}  # (owner key, type): the owner as sent
-    for owner, rtype, _, _ in (*removed, *added):
-        touched.setdefault((owner.lower(), rtype), owner)
-    new = {(owner.lower(), rtype, rdata) for owner, rtype, _, rdata in added}
-    gone: set[tuple[bytes, int, bytes]] = set()
+    as ``zone`` serves it (see ``incremental_records``), each record once."""
+    touched: dict[tuple[bytes, int], tuple[list[WireRecord], list[WireRecord]]] = {}
+    for records, side in ((removed, 0), (added, 1)):
+        for record in records:
+            touched.setdefault((record[0].lower(), record[1]), ([], []))[side].append(record)
     removals: list[WireRecord] = []
-    for owner, rtype, ttl, rdata in removed:
-        key = (owner.lower(), rtype, rdata)
-        if key not in gone:
-            gone.add(key)
-            removals.append((owner, rtype, ttl, rdata))
     additions: list[WireRecord] = []
-    for (key_owner, rtype), owner in touched.items():
-        node = zone.nodes.get(key_owner)
+    for (key, rtype), (gone, new) in touched.items():
+        node = zone.nodes.get(key)
         rrset = None if node is None else decode_node(node).get(rtype)
         if rrset is None:
+            removals += _once(gone)
             continue
-        ttl, rdatas = rrset
-        for rdata in rdatas:
-            key = (key_owner, rtype, rdata)
-            if key not in new and key not in gone:  # there before, perhaps with another TTL
-                gone.add(key)
-                removals.append((owner, rtype, ttl, rdata))
-            additions.append((owner, rtype, ttl, rdata))
+        ttl, served = rrset
+        if all(r[2] == ttl for r in (*gone, *new)) and not any(r[3] in served for r in gone):
+            removals += _once(gone)
+            additions += _once(new)
+            continue
+        owner, fresh = (new or gone)[0][0], {r[3] for r in new}
+        there = [(owner, rtype, ttl, rdata) for rdata in served if rdata not in fresh]
+        removals += _once([*gone, *there])
+        additions += [(owner, rtype, ttl, rdata) for rdata in served]
     return removals, additions
+
+
+def _once(records: Sequence[WireRecord]) -> list[WireRecord]:
+    """``records`` of one RRset, each record data once (rows spelling one record)."""
+    first: dict[bytes, WireRecord] = {}
+    for record in records:
+        first.setdefault(record[3], record)
+    return list(first.values())
 
 
 def _wire_record(origin: str, row: RecordRow) -> WireRecord:
