@@ -12,7 +12,7 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.tsig
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from valis_core.dns import wire
@@ -195,6 +195,34 @@ def test_an_ixfr_takes_a_secondary_onto_the_records_served_however_the_rows_spel
         len(removals)
     assert secondary_after(as_served(zones[0]), as_text(removals),
                            as_text(rrs[soas[2] + 1 : soas[3]])) == as_served(zones[-1])
+
+
+def in_one_rrset(ttl: int, last: int) -> RecordRow:
+    return RecordRow(ZONE, f"a.{ZONE}", "A", ttl, f"192.0.2.{last}")
+
+
+one_rrset = st.builds(in_one_rrset, st.sampled_from([60, 300]), st.integers(1, 3))
+"""Rows of one RRset, their TTLs differing (the zone serves the lowest)."""
+
+
+@given(st.lists(st.frozensets(one_rrset, max_size=3), min_size=2, max_size=4))
+@example([frozenset({in_one_rrset(300, 1)}),
+          frozenset({in_one_rrset(300, 1), in_one_rrset(60, 2)})])  # a lower TTL added
+def test_an_ixfr_takes_one_rrset_to_its_ttl_served_through_any_changes(
+    data: list[frozenset[RecordRow]],
+) -> None:
+    """Every change to one RRset moves the TTL it is served with, or may: the IXFR takes
+    the secondary there, whether it sends the difference as it is or the RRset whole."""
+    zones = [zone_at(d, serial) for serial, d in enumerate(data, 1)]
+    for start in range(len(zones) - 1):
+        difference = condense(journal_of(zones[start:]))
+        assert difference is not None
+        served = ZoneIndex.from_records(zones[-1]).zone_for(b"\x01j\x04test\x00")
+        assert served is not None
+        rrs = as_text(incremental_records(served, difference))
+        soas = [i for i, rr in enumerate(rrs) if rr[1] == dns.rdatatype.SOA]
+        assert secondary_after(as_served(zones[start]), rrs[soas[1] + 1 : soas[2]],
+                               rrs[soas[2] + 1 : soas[3]]) == as_served(zones[-1])
 
 
 def test_a_change_a_row_says_exactly_is_sent_as_it_is_not_its_rrset_whole() -> None:

@@ -428,11 +428,16 @@ def _as_served(
             removals += _once(gone)
             continue
         ttl, served = rrset
-        if all(r[2] == ttl for r in (*gone, *new)) and not any(r[3] in served for r in gone):
+        fresh = {r[3] for r in new}
+        # Exact when every record sent is at the TTL served, none removed is still served,
+        # and the secondary's RRset was at that TTL too: it had a record removed at it
+        # (the lowest of the RRset then, as now), or it had no record that stays.
+        if (all(r[2] == ttl for r in (*gone, *new)) and not any(r[3] in served for r in gone)
+                and (gone or all(rdata in fresh for rdata in served))):
             removals += _once(gone)
             additions += _once(new)
             continue
-        owner, fresh = (new or gone)[0][0], {r[3] for r in new}
+        owner = (new or gone)[0][0]
         there = [(owner, rtype, ttl, rdata) for rdata in served if rdata not in fresh]
         removals += _once([*gone, *there])
         additions += [(owner, rtype, ttl, rdata) for rdata in served]
