@@ -397,8 +397,9 @@ def incremental_records(zone: ServedZone, difference: Difference) -> tuple[WireR
     The journal compares rows as the operator wrote them, while the node serves an
     RRset with its rows' lowest TTL and each record once however many rows spell it
     (``2001:db8::53``, ``2001:0db8::53``). Where the difference's own records say what
-    the secondary must hold (every one at the TTL served, and none it removes still
-    served), they are sent as they are; an RRset touched otherwise is sent whole, as
+    the secondary must hold (every one at the TTL served, none it removes still served,
+    and the RRset's TTL unchanged: a record removed at it, or none staying), they are
+    sent as they are; an RRset touched otherwise is sent whole, as
     ``zone`` serves it: its records that were there before removed, and all of them added
     with the TTL served. The secondary then holds what the node serves, whatever the
     rows."""
