@@ -32,13 +32,15 @@ bench: venv
 	./benchmarks/dns_qps $(BENCH_ARGS)
 
 # Live changes at any size (docs/performance.md, as root): commit -> new answer on the
-# wire by size and layout, 1e4 to 1e6 records (half an hour: the import of 1e5 zones is
-# most of it), then the normal mix's q/s with and without CHANGES single-record changes a
-# second to one zone of a 100-zone node, valis beside Knot. Options in CURVE_ARGS and
-# RATE_ARGS, e.g. CURVE_ARGS="--plot docs/performance-reload-latency.png".
+# wire by size and layout, 1e4 to 1e6 records, drawn beside the same change on Knot and
+# NSD (a quarter of an hour in all), then the normal mix's q/s with and without CHANGES
+# single-record changes a second to one zone of a 100-zone node, valis beside Knot. Options in CURVE_ARGS, PEERS_ARGS and RATE_ARGS, e.g.
+# CURVE_ARGS="--plot docs/performance-reload-latency.png".
 CHANGES ?= 50
 bench-live: venv
-	./benchmarks/live curve --plot build/bench/reload_latency.png $(CURVE_ARGS)
+	./benchmarks/live peers $(PEERS_ARGS)
+	./benchmarks/live curve --peers build/bench/reload_latency_peers.json \
+		--plot build/bench/reload_latency.png $(CURVE_ARGS)
 	./benchmarks/live rate --changes-per-second $(CHANGES) $(RATE_ARGS)
 
 # Queries lost across an upgrade, a reload and a crash (docs/performance.md, as root):

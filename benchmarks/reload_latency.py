@@ -35,7 +35,7 @@ Debian's python3 with matplotlib: ``benchmarks/live`` installs it).
     .venv/bin/python benchmarks/reload_latency.py --sizes 1e4,1e5 --layouts one,10 \\
         --changes 50
     .venv/bin/python benchmarks/reload_latency.py --from build/bench/reload_latency.json \\
-        --plot docs/performance-reload-latency.png
+        --peers build/bench/reload_latency_peers.json --plot docs/performance-reload-latency.png
 """
 
 from __future__ import annotations
@@ -190,8 +190,9 @@ async def ask(sock: trio.socket.SocketType, name: str) -> set[str]:
 
 class Prober:
     """The writer and client in a process of its own (``reload_latency_probe.py``):
-    ``change(address, owners)`` commits a change and waits until it is answered; when it
-    was committed and when answered (seconds on ``time.monotonic``'s clock)."""
+    ``change(address, zone, owners)`` commits a change and waits until it is answered; when it
+    began, when it was committed and when answered (seconds on ``time.monotonic``'s
+    clock)."""
 
     def __init__(self, process: trio.Process) -> None:
         self._process = process
@@ -209,14 +210,15 @@ class Prober:
             raise RuntimeError("reload_latency: the probe process did not start")
         return prober
 
-    async def change(self, address: str, owners: list[str]) -> tuple[float, float]:
+    async def change(self, address: str, zone: str,
+                     owners: list[str]) -> tuple[float, float, float]:
         assert self._process.stdin is not None
-        await self._process.stdin.send_all(" ".join([address, *owners]).encode() + b"\n")
+        await self._process.stdin.send_all(" ".join([address, zone, *owners]).encode() + b"\n")
         line = await self._line()
         if line == b"timeout":
             raise TimeoutError(f"reload_latency: no new answer within {CHANGE_TIMEOUT}s")
-        committed, answered = line.split()
-        return int(committed) / 1e9, int(answered) / 1e9
+        began, committed, answered = line.split()
+        return int(began) / 1e9, int(committed) / 1e9, int(answered) / 1e9
 
     async def _line(self) -> bytes:
         assert self._process.stdout is not None
@@ -243,6 +245,7 @@ async def measure(
     load_seconds = time.perf_counter() - started
     latencies: list[float] = []
     updates: list[float] = []
+    commits: list[float] = []
     server = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_DGRAM)
     await server.bind(("127.0.0.1", 0))
     client = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_DGRAM)
@@ -263,16 +266,18 @@ async def measure(
                 owners = changed_owners(zones[0], hosts, n, args.rows_per_change)
                 address = changed_address(n)
                 if prober is not None:
-                    committed, answered = await prober.change(address, owners)
+                    began, committed, answered = await prober.change(address, zones[0], owners)
                 else:
+                    began = time.monotonic()
                     committed = await trio.to_thread.run_sync(
-                        commit_change, writer, owners, address
+                        commit_change, writer, zones[0], owners, address
                     )
                     with trio.fail_after(CHANGE_TIMEOUT):
                         while address not in await ask(client, owners[0]):
                             await trio.sleep(PROBE_INTERVAL)
                     answered = time.monotonic()
                 latencies.append(answered - committed)
+                commits.append(committed - began)
                 updates.append(source.stats.last_load_seconds)
                 await trio.sleep(args.gap)
             nursery.cancel_scope.cancel()
@@ -286,7 +291,7 @@ async def measure(
         source.close()
     return Measured(point, tuple(latencies), tuple(updates), load_seconds, import_seconds,
                     source.stats.patched_zones, source.stats.rebuilt_zones,
-                    source.stats.failed_reloads)
+                    source.stats.failed_reloads, tuple(commits))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -317,6 +322,9 @@ def parser() -> argparse.ArgumentParser:
                      "(docs/performance-reload-latency.png for the docs)")
     out.add_argument("--from", dest="source", type=Path, metavar="JSON",
                      help="measure nothing: print the table (and plot) of a results document")
+    out.add_argument("--peers", type=Path, metavar="JSON",
+                     help="with --plot: also draw Knot's and NSD's points from this document "
+                     "of reload_latency_peers.py (benchmarks/live peers)")
     return out
 
 
@@ -326,7 +334,7 @@ def main(argv: Sequence[str]) -> int:
         document = json.loads(args.source.read_text())
         print(table(document), end="")
         if args.plot is not None:
-            plot(args.source, args.plot)
+            plot(args.source, args.plot, args.peers)
         return 0
     if args.changes < 1 or args.rows_per_change < 1:
         parser().error("--changes and --rows-per-change are at least 1")
@@ -366,12 +374,21 @@ def main(argv: Sequence[str]) -> int:
     write_atomic(args.json, (json.dumps(document, indent=1) + "\n").encode())
     print(f"\nresults: {args.json}")
     if args.plot is not None:
-        plot(args.json, args.plot)
+        plot(args.json, args.plot, args.peers)
     return 0
 
 
-def plot(source: Path, out: Path) -> None:
-    draw_plot(source, out, drawer="reload_latency_plot.py")
+def plot(source: Path, out: Path, peers: Path | None = None) -> None:
+    """Draw ``source``'s curve, with the points of the peers' document beside it."""
+    if peers is None:
+        draw_plot(source, out, drawer="reload_latency_plot.py")
+        return
+    document = json.loads(source.read_text())
+    document["peers"] = json.loads(peers.read_text())["points"]
+    with tempfile.TemporaryDirectory(prefix="valis-reload-plot-") as scratch:
+        both = Path(scratch) / "both.json"
+        both.write_text(json.dumps(document))
+        draw_plot(both, out, drawer="reload_latency_plot.py")
 
 
 if __name__ == "__main__":

@@ -6,11 +6,12 @@ Run by ``reload_latency.py`` (``--probe process``, the default), never by hand:
 
     reload_latency_probe.py HOST PORT INTERVAL DSN
 
-It writes ``ready`` once it can ask. Each line on stdin is then ``ADDRESS OWNER...``: it
-sets the A records of the owners to ``ADDRESS`` in one UPDATE (``commit_change``), then
+It writes ``ready`` once it can ask. Each line on stdin is then ``ADDRESS ZONE OWNER...``:
+it sets the A records of the owners of ZONE to ``ADDRESS`` in one UPDATE (``commit_change``), then
 asks ``OWNER A`` (the first) over UDP every ``INTERVAL`` seconds (each ask waits at most
 ``ASK_TIMEOUT`` for its answer) until an answer holds ``ADDRESS``, and writes one line:
-when the commit returned (read at real-time priority: ``commit_change``) and when that
+when the UPDATE was sent, when the commit returned (read at real-time priority:
+``commit_change``) and when that
 answer's datagram was received (read at ordinary priority: late rather than early), in
 ``CLOCK_MONOTONIC`` nanoseconds, or ``timeout`` after ``CHANGE_TIMEOUT`` seconds.
 
@@ -42,25 +43,27 @@ CHANGE_TIMEOUT = 30.0
 
 
 def commit_change(
-    conn: psycopg.Connection[Any], owners: list[str], address: str, *, prompt: bool = False
+    conn: psycopg.Connection[Any], zone: str, owners: list[str], address: str, *,
+    prompt: bool = False,
 ) -> float:
-    """Set the A records of ``owners`` to ``address`` in one statement and commit (``conn``
+    """Set the A records of ``owners`` of ``zone`` to ``address`` in one statement (found
+    by the records' (zone, owner) index, as an operator's change is) and commit (``conn``
     not in autocommit); when the commit returned (``time.monotonic``). With ``prompt``
     the commit is awaited at real-time priority (``SCHED_FIFO``, root only; otherwise as
     it is), so that the clock is read as soon as the commit returns: on two busy cores a
     writer of ordinary priority may run again well after the server committed and
     notified, and a late clock read would hide part of the latency."""
     conn.execute(
-        "UPDATE records SET rdata = %s WHERE owner = ANY(%s) AND rtype = 'A'",
-        (address, owners),
+        "UPDATE records SET rdata = %s WHERE zone = %s AND owner = ANY(%s) AND rtype = 'A'",
+        (address, zone, owners),
     )
-    with _prompt() if prompt else contextlib.nullcontext():
+    with at_real_time() if prompt else contextlib.nullcontext():
         conn.commit()
         return time.monotonic()
 
 
 @contextlib.contextmanager
-def _prompt() -> Iterator[None]:
+def at_real_time() -> Iterator[None]:
     """Run the body at real-time priority when allowed (root), then as before."""
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
@@ -120,11 +123,13 @@ def main(argv: list[str]) -> int:
         sys.stdout.write("ready\n")
         sys.stdout.flush()
         for line in sys.stdin:
-            address, *owners = line.split()
-            committed = commit_change(writer, owners, address, prompt=True)
+            address, zone, *owners = line.split()
+            began = time.monotonic()
+            committed = commit_change(writer, zone, owners, address, prompt=True)
             found = seen_at(sock, owners[0], address, interval)
             sys.stdout.write(
-                "timeout\n" if found is None else f"{round(committed * 1e9)} {found}\n"
+                "timeout\n" if found is None
+                else f"{round(began * 1e9)} {round(committed * 1e9)} {found}\n"
             )
             sys.stdout.flush()
     return 0

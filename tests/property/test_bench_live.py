@@ -31,6 +31,7 @@ def _load(name: str) -> ModuleType:
 curve = _load("reload_latency_report")
 curve_plot = _load("reload_latency_plot")
 reload_latency = _load("reload_latency")
+peers = _load("reload_latency_peers")
 report = _load("dns_qps_report")
 live = _load("dns_qps_live")
 
@@ -149,17 +150,19 @@ def test_every_change_of_every_round_changes_what_its_host_holds(
             held[owner] = address
 
 
-def _measured(point: Any, latencies: list[float]) -> Any:
+def _measured(point: Any, latencies: list[float], *, commits: bool = True) -> Any:
     return curve.Measured(point, tuple(latencies), tuple(x / 2 for x in latencies),
                           full_load_seconds=1.25, import_seconds=3.0, patched=len(latencies),
-                          rebuilt=0, failed=0)
+                          rebuilt=0, failed=0,
+                          commits=tuple(x / 4 for x in latencies) if commits else ())
 
 
 def _curve_document() -> dict[str, Any]:
     measured = [
         _measured(curve.Point("one", 10_000), [0.001 * (i + 1) for i in range(100)]),
         _measured(curve.Point("one", 100_000), [0.002] * 10),
-        _measured(curve.Point("10", 10_000), [0.004] * 10),
+        # As a document of before the commits were timed.
+        _measured(curve.Point("10", 10_000), [0.004] * 10, commits=False),
     ]
     settings_ = {"changes": 100, "point_seconds": 120.0, "gap": 0.02, "rows_per_change": 1}
     environment = {"date": "2026-12-04T11:00:00+00:00", "valis": "cced99d", "cores": 2,
@@ -175,6 +178,8 @@ def test_the_curve_document_holds_each_point_s_percentiles_and_raw_latencies() -
     first = document["points"][0]
     assert first["latency_ms"] == {"p50": 50.0, "p99": 99.0, "max": 100.0}
     assert first["source_update_ms"]["p50"] == 25.0
+    assert first["commit_ms"]["p50"] == 12.5
+    assert document["points"][2]["commit_ms"] is None
     assert len(first["latencies_ms"]) == first["changes"] == 100
     assert (first["zones"], first["records_per_zone"], first["records"]) == (1, 10_000, 10_000)
     assert [layout["label"] for layout in document["layouts"]] == [
@@ -183,8 +188,9 @@ def test_the_curve_document_holds_each_point_s_percentiles_and_raw_latencies() -
 
 def test_the_curve_table_has_a_row_per_point() -> None:
     text = curve.table(_curve_document())
-    assert "| 1 zone of 10 000 | 10 000 | 100 | 50.0 | 99.0 | 100.0 | 25.0 | 1.25 |" in text
-    assert "| 1 000 zones of 10 | 10 000 | 10 | 4.0 | 4.0 | 4.0 | 2.0 | 1.25 |" in text
+    assert ("| 1 zone of 10 000 | 10 000 | 100 | 50.0 | 99.0 | 100.0 | 25.0 | 12.5 | 1.25 |"
+            in text)
+    assert "| 1 000 zones of 10 | 10 000 | 10 | 4.0 | 4.0 | 4.0 | 2.0 | - | 1.25 |" in text
 
 
 def test_the_plot_draws_p50_and_p99_per_layout_against_the_records() -> None:
@@ -194,6 +200,44 @@ def test_the_plot_draws_p50_and_p99_per_layout_against_the_records() -> None:
     assert lines["one zone"] == [(10_000, 50.0, 99.0), (100_000, 2.0, 2.0)]
     assert lines["zones of 10"] == [(10_000, 4.0, 4.0)]
     assert "Up to 100 one-record changes" in curve_plot.caption(document)
+
+
+def _peer_point(server: str, records: int, p50: float, p99: float) -> dict[str, Any]:
+    return {"server": server, "records": records, "changes": 3, "load_s": 0.5,
+            "latency_ms": {"p50": p50, "p99": p99, "max": p99},
+            "change_ms": {"p50": 0.2, "p99": 0.3, "max": 0.3}, "latencies_ms": [p50] * 3}
+
+
+def test_the_plot_draws_each_peer_s_p50_and_p99_beside_the_curve() -> None:
+    document = _curve_document()
+    assert curve_plot.peer_series(document) == {}  # a curve alone: no peer's line
+    document["peers"] = [_peer_point("nsd", 100_000, 200.0, 250.0),
+                         _peer_point("knot", 10_000, 0.1, 0.4),
+                         _peer_point("nsd", 10_000, 20.0, 25.0)]
+    assert curve_plot.peer_series(document) == {
+        "nsd": [(10_000, 20.0, 25.0), (100_000, 200.0, 250.0)],
+        "knot": [(10_000, 0.1, 0.4)],
+    }
+    assert "Knot from its DDNS update sent" in curve_plot.caption(document)
+    del document["peers"]
+    assert "Knot" not in curve_plot.caption(document)
+
+
+def test_the_peers_table_has_a_row_per_point() -> None:
+    text = peers.table([_peer_point("knot", 10_000, 0.1, 0.4),
+                        _peer_point("nsd", 1_000_000, 2100.0, 2500.0)])
+    assert "| knot | 10,000 | 3 | 0.1 | 0.4 | 0.4 | 0.2 | 0.50 |" in text
+    assert "| nsd | 1,000,000 | 3 | 2100.0 | 2500.0 | 2500.0 | 0.2 | 0.50 |" in text
+
+
+def test_the_peers_serve_the_zone_the_curve_imports() -> None:
+    from valis_core.dns import parse_zone_text
+
+    text = peers.zone_text(1_000)
+    served = parse_zone_text(text, peers.ZONE)
+    rows = reload_latency.zone_rows(peers.ZONE, 1_000)
+    assert len(rows) == len(served) == 1_000
+    assert set(served) == set(rows)
 
 
 # -- the change-rate comparison ---------------------------------------------------------
