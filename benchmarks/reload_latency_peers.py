@@ -5,7 +5,7 @@ curve for valis.
 For each of ``--sizes`` (records in one zone, the zone ``reload_latency.zone_rows``
 makes), each server serves that zone from a master file on 127.0.0.1, and then takes
 ``--changes`` changes (``--nsd-changes`` for NSD, whose every change is a reload of the
-zone), each to another host (``OWNER_STEP`` on) and an address no earlier change wrote,
+zone), each to another host and an address no earlier change wrote,
 as ``reload_latency.py`` makes them:
 
 - Knot: one DDNS update over UDP (the host's A deleted, the new one added). The update is
@@ -50,7 +50,7 @@ import dns.query
 import dns.rcode
 import dns.update
 from dns_qps import describe_environment, free_port, knot_conf, nsd_conf, which
-from reload_latency import OWNER_STEP, changed_address, zone_rows
+from reload_latency import changed_address, changed_owners, zone_rows
 from reload_latency_probe import at_real_time, seen_at
 from reload_latency_report import Percentiles, parse_sizes
 
@@ -61,14 +61,19 @@ LOAD_TIMEOUT = 600.0
 """At most this long for a server to answer for the zone it loads."""
 STOP_TIMEOUT = 30.0
 
-Change = Callable[[int, str, str], tuple[float, float, float]]
-"""Make change number n (owner, address) on a server: when making it began, when it was
+Change = Callable[[str, str], tuple[float, float, float]]
+"""Make a change (owner, address) on a server: when making it began, when it was
 committed (the latency counts from there) and when it was made (monotonic seconds)."""
 
 
+def master_lines(records: int) -> list[str]:
+    """The zone's master file, a line a record."""
+    return [f"{row.owner} {row.ttl} IN {row.rtype} {row.rdata}\n"
+            for row in zone_rows(ZONE, records)]
+
+
 def zone_text(records: int) -> str:
-    return "".join(f"{row.owner} {row.ttl} IN {row.rtype} {row.rdata}\n"
-                   for row in zone_rows(ZONE, records))
+    return "".join(master_lines(records))
 
 
 def answers_soa(port: int) -> bool:
@@ -104,7 +109,7 @@ def running(command: list[str], port: int, log: Path) -> Iterator[tuple[int, flo
 
 
 def knot_change(port: int) -> Change:
-    def change(_: int, owner: str, address: str) -> tuple[float, float, float]:
+    def change(owner: str, address: str) -> tuple[float, float, float]:
         update = dns.update.UpdateMessage(ZONE)
         update.delete(owner, "A")
         update.add(owner, 300, "A", address)
@@ -119,12 +124,11 @@ def knot_change(port: int) -> Change:
 
 
 def nsd_change(pid: int, path: Path, records: int) -> Change:
-    rows = zone_rows(ZONE, records)
-    index = {row.owner: i for i, row in enumerate(rows) if row.rtype == "A"}
-    lines = [f"{row.owner} {row.ttl} IN {row.rtype} {row.rdata}\n" for row in rows]
+    lines = master_lines(records)
+    index = {line.split(" ", 1)[0]: i for i, line in enumerate(lines) if " IN A " in line}
     mtime = path.stat().st_mtime_ns
 
-    def change(_: int, owner: str, address: str) -> tuple[float, float, float]:
+    def change(owner: str, address: str) -> tuple[float, float, float]:
         nonlocal mtime
         began = time.monotonic()
         lines[index[owner]] = f"{owner} 300 IN A {address}\n"
@@ -149,9 +153,9 @@ def measure(change: Change, port: int, records: int, changes: int,
         sock.settimeout(0.05)
         sock.connect(("127.0.0.1", port))
         for n in range(changes):
-            owner = f"h{n * OWNER_STEP % hosts}.{ZONE}"
+            owner = changed_owners(ZONE, hosts, n, 1)[0]
             address = changed_address(n)
-            began, committed, made = change(n, owner, address)
+            began, committed, made = change(owner, address)
             seen = seen_at(sock, owner, address, interval)
             if seen is None:
                 raise SystemExit(f"change {n} to {owner} was not answered")

@@ -1,6 +1,7 @@
 """The owner terminus as an operator uses it: a real resident with an owner descriptor
 handed down, the private PostgreSQL cluster, and real clients (dnspython and nsupdate)
-signing with the key ``valis owner key`` prints. Signed updates reach the DNS port;
+signing with the key ``valis owner key`` prints. Signed updates reach the DNS port, each
+answered once the node serves it;
 anything unsigned, badly signed, for a foreign zone or with a failing prerequisite
 changes nothing; a key the node does not hold, a wrong secret, a clock outside the fudge
 and a TSIG whose TTL is not 0 are answered as RFC 8945 says (as the zone transfers answer
@@ -44,6 +45,7 @@ from tests.scenario.resident_harness import (
 )
 from valis_core.identity.custody import load_keyfile
 from valis_core.operator_state.fence import claim_instance_fence
+from valis_core.operator_state.zone_notes import FENCE_CHANNEL
 from valis_core.owner.key import derive_owner_tsig
 from valis_core.owner.terminus import APPLICATION_NAME
 
@@ -110,6 +112,40 @@ def test_a_signed_update_is_applied_and_answered_on_the_dns_port(resident: Resid
         "ns1.example.test. hostmaster.example.test. 2 7200 3600 1209600 300"
     }, "SOA")
     assert "owner terminus: update of example.test. from 127.0.0.1:" in resident.stderr()
+
+
+def _end_zone_source_session(pg_cluster: PgCluster, dsn: str) -> None:
+    """End the resident's zone-source session (the one whose last statement was its
+    LISTEN of the fence channel), waiting for it to be there first: the source then
+    reconnects after its backoff (0.1 s or more) and reads its zones again."""
+    with pg_cluster.connect(dsn, autocommit=True) as conn:
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND query = %s",
+                (f"LISTEN {FENCE_CHANNEL}",),
+            ).fetchone()
+            if row is not None:
+                assert row[0]
+                return
+            time.sleep(0.02)
+    raise AssertionError("the zone source's session never came back")
+
+
+def test_an_update_is_answered_once_the_node_serves_it(
+    resident: Resident, pg_cluster: PgCluster, zone_dsn: str
+) -> None:
+    # With the zone source's session ended just before each update, the node serves the
+    # change only once the source is back; the NOERROR waits for that, so one ask right
+    # after it (no wait, no retry) finds the new address.
+    for n in range(3):
+        _end_zone_source_session(pg_cluster, zone_dsn)
+        update = dns.update.UpdateMessage(ZONE, keyring=keyring(resident))
+        update.replace("www", 300, "A", f"192.0.2.{100 + n}")
+        assert send(resident, update).rcode() == dns.rcode.NOERROR
+        assert answers(resident, "www.example.test.") == {f"192.0.2.{100 + n}"}, n
+        assert serial(resident) == 2 + n
 
 
 def test_a_record_two_rows_spell_is_deleted_whole_by_an_update(

@@ -186,16 +186,29 @@ async def pusher(
             await process.wait()
 
 
+class Lines:
+    """A stream read line by line, each line bounded in time. What came after a line in
+    the same chunk is kept for the next: a process may write two lines before they are
+    read."""
+
+    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+        self._stream = stream
+        self._held = b""
+
+    async def next(self) -> str:
+        with trio.fail_after(LINE_TIMEOUT):
+            while b"\n" not in self._held:
+                chunk = await self._stream.receive_some(1024)
+                if not chunk:
+                    break
+                self._held += chunk
+        line, _, self._held = self._held.partition(b"\n")
+        return line.decode().strip()
+
+
 async def read_line(stream: trio.abc.ReceiveStream) -> str:
-    """One line from ``stream``, bounded in time."""
-    data = b""
-    with trio.fail_after(LINE_TIMEOUT):
-        while not data.endswith(b"\n"):
-            chunk = await stream.receive_some(1024)
-            if not chunk:
-                break
-            data += chunk
-    return data.decode().strip()
+    """The first line from ``stream``, bounded in time."""
+    return await Lines(stream).next()
 
 
 async def reached(client: str, port: int = EDGE) -> dict[str, Any]:
@@ -282,14 +295,15 @@ async def test_a_restarted_resident_replaces_the_socket_in_place_and_nobody_is_r
                 )  # fmt: skip
                 try:
                     assert loop.stdout is not None
-                    assert await read_line(loop.stdout) == "started"
+                    lines = Lines(loop.stdout)
+                    assert await lines.next() == "started"
                     async with pusher(control_dir, unit, "new") as new:
                         assert new.startswith("accepted"), new
-                        assert await read_line(loop.stdout) == "new-seen"
+                        assert await lines.next() == "new-seen"
                         # the new socket answers now: the old resident goes
                         old_running = False
                         await old_pusher.__aexit__(None, None, None)
-                        outcome = json.loads(await read_line(loop.stdout))
+                        outcome = json.loads(await lines.next())
                 finally:
                     loop.kill()
                     with trio.move_on_after(LINE_TIMEOUT):

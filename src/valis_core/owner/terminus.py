@@ -21,7 +21,11 @@ one database connection, in a worker thread (psycopg is blocking), each as:
 3. the decision, checked against the zone index (``ZoneIndex.with_owners_replaced`` on
    the index being served, with the touched owners' rows read in step 2);
 4. the row changes written; commit. The zone source then sees the change notes and swaps
-   the changed owners into the served index.
+   the changed owners into the served index;
+5. the answer waits until this node serves the zone at the update's serial or a later one
+   (at most ``SERVED_WAIT``), as Knot and BIND answer an update once they serve it: a
+   client that asks this node right after NOERROR finds what it wrote. The change is
+   committed either way; only the answer waits, and no other update waits for it.
 
 A writer the fence has moved past writes nothing: the update is answered SERVFAIL and
 ``serve`` raises ``FencedOut``, so the resident fails closed as it does when its
@@ -44,8 +48,12 @@ import trio
 from dns.rcode import Rcode
 
 from valis_core.clock import Clock, trio_now, wall
-from valis_core.dns.answer.snapshot import IndexHolder
+from valis_core.dns.answer.snapshot import IndexHolder, Snapshot
 from valis_core.dns.serve.tcp import accept_bounded, framed, take_frames
+from valis_core.dns.transfer import zone_serial
+from valis_core.dns.wire import names as wire
+from valis_core.dns.zone import ZoneIndex
+from valis_core.dns.zone.serial import serial_gt
 from valis_core.fence import FencedOut, FenceState
 from valis_core.operator_state.connection import OperatorStateError, connect, still_open
 from valis_core.operator_state.fence import fenced_transaction
@@ -59,6 +67,10 @@ log = logging.getLogger("valis.owner")
 
 #: Bounds on any one statement or lock wait (as the fence heartbeat's).
 STATEMENT_TIMEOUT_MS = 5000
+#: At most this long an accepted update's answer waits for this node to serve it (the
+#: zone source applies a change within milliseconds; this bounds a source that is
+#: reconnecting to the database).
+SERVED_WAIT = 2.0
 #: How the terminus's database session names itself (``pg_stat_activity``).
 APPLICATION_NAME = "valis owner terminus"
 _MAX_READ = 65535 + 2
@@ -195,7 +207,38 @@ class OwnerTerminus:
         except Exception as exc:
             log.exception("owner terminus: update of %s from %s failed", zone, peer)
             outcome = UpdateOutcome(rcode=Rcode.SERVFAIL, reason=type(exc).__name__)
+        if outcome.rcode == Rcode.NOERROR and outcome.serial is not None:
+            await self._served(zone, outcome.serial, peer)
         return self._answer(got, outcome, zone, peer)
+
+    async def _served(self, zone: str, serial: int, peer: str) -> None:
+        """Return once this node serves ``zone`` at ``serial`` or a later one (RFC 1982),
+        or after ``SERVED_WAIT``."""
+        apex = wire.from_text(zone).lower()
+
+        def there(index: ZoneIndex) -> bool:
+            found = index.zone_for(apex)
+            return (found is not None and found.apex == apex
+                    and not serial_gt(serial, zone_serial(found)))
+
+        if there(self._holder.current):
+            return
+        seen = trio.Event()
+
+        def swapped(snapshot: Snapshot) -> None:
+            if there(snapshot.index):
+                seen.set()
+
+        unwatch = self._holder.watch(swapped)
+        try:
+            with trio.move_on_after(SERVED_WAIT) as waiting:
+                await seen.wait()
+        finally:
+            unwatch()
+        if waiting.cancelled_caught:
+            log.warning("owner terminus: update of %s from %s committed (serial %d) but not "
+                        "served here after %.0f s; answered anyway", zone, peer, serial,
+                        SERVED_WAIT)
 
     def _replayed(self, got: Received, peer: str) -> bytes | None:
         """REFUSED, signed, for an UPDATE whose (key, time signed, MAC) was accepted
