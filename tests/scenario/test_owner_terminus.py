@@ -18,6 +18,7 @@ import struct
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -114,23 +115,29 @@ def test_a_signed_update_is_applied_and_answered_on_the_dns_port(resident: Resid
     assert "owner terminus: update of example.test. from 127.0.0.1:" in resident.stderr()
 
 
+def _until_row(pg_cluster: PgCluster, dsn: str, sql: str, params: tuple[Any, ...], *,
+               done: Callable[[tuple[Any, ...]], bool], never: str) -> None:
+    """Run ``sql`` every 10 ms until it returns a row that is ``done``; ``never`` is the
+    failure after ``WAIT``."""
+    deadline = time.monotonic() + WAIT
+    with pg_cluster.connect(dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(sql, params).fetchone()
+            if row is not None and done(row):
+                return
+            time.sleep(0.01)
+    raise AssertionError(never)
+
+
 def _end_zone_source_session(pg_cluster: PgCluster, dsn: str) -> None:
     """End the resident's zone-source session (the one whose last statement was its
     LISTEN of the fence channel), waiting for it to be there first: the source then
     reconnects after its backoff (0.1 s or more) and reads its zones again."""
-    with pg_cluster.connect(dsn, autocommit=True) as conn:
-        deadline = time.monotonic() + WAIT
-        while time.monotonic() < deadline:
-            row = conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND query = %s",
-                (f"LISTEN {FENCE_CHANNEL}",),
-            ).fetchone()
-            if row is not None:
-                assert row[0]
-                return
-            time.sleep(0.02)
-    raise AssertionError("the zone source's session never came back")
+    _until_row(pg_cluster, dsn,
+               "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+               "WHERE datname = current_database() AND query = %s",
+               (f"LISTEN {FENCE_CHANNEL}",), done=lambda row: bool(row[0]),
+               never="the zone source's session never came back")
 
 
 def test_an_update_is_answered_once_the_node_serves_it(
@@ -445,16 +452,9 @@ def _terminus_backend(pg_cluster: PgCluster, dsn: str) -> int:
 
 
 def _wait_until_waiting_on_a_lock(pg_cluster: PgCluster, dsn: str, pid: int) -> None:
-    deadline = time.monotonic() + WAIT
-    with pg_cluster.connect(dsn, autocommit=True) as conn:
-        while time.monotonic() < deadline:
-            row = conn.execute(
-                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)
-            ).fetchone()
-            if row is not None and row[0] == "Lock":
-                return
-            time.sleep(0.01)
-    raise AssertionError("the update never reached the fence")
+    _until_row(pg_cluster, dsn, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+               (pid,), done=lambda row: row[0] == "Lock",
+               never="the update never reached the fence")
 
 
 def test_an_update_after_the_fence_moved_writes_nothing_and_the_resident_exits(
